@@ -1,0 +1,73 @@
+/**
+ * @file ri_host.h
+ * @brief Upcalls the access layers give to providers: logging, memory pinning (kAL) and ri_syscall (uAL).
+ *
+ * The host passes one ri_host_ops_t to the module's entry function. Upcalls made on behalf of an opened RNIC take
+ * the ri_rnic_open_params_t::host_ctx of that open as their first argument, which tells the host whose address
+ * space, quota and device connection the call is for.
+ */
+#ifndef RNICPI_RI_HOST_H
+#define RNICPI_RI_HOST_H
+
+#include "rnicpi/ri_syscall.h"
+#include "rnicpi/ri_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief Flags of ri_host_ops_t::vm_pin_range. */
+enum ri_pin_flags {
+    RI_PIN_WRITE = 1u << 0  /**< The RNIC will write to the range (receive buffers, remote-writable regions). */
+};
+
+/** @brief A pinned range, the result of ri_host_ops_t::vm_pin_range. */
+typedef struct ri_pin {
+    uint64_t pin_id;    /**< Host handle of the pin; pass to ri_host_ops_t::vm_unpin_range. */
+    uint64_t addr;      /**< Page-aligned start of the pinned range. */
+    uint64_t length;    /**< Page-aligned length of the pinned range. */
+    uint32_t page_size; /**< Page size in bytes. */
+    uint32_t reserved;  /**< Zero. */
+} ri_pin_t;
+
+/**
+ * @brief The host's upcall table.
+ *
+ * Starts with its size and ABI version. In privileged mode the kAL fills ri_host_ops_t::vm_pin_range and ri_host_ops_t::vm_unpin_range and
+ * leaves ri_host_ops_t::syscall NULL; in non-privileged mode the uAL fills ri_host_ops_t::syscall and leaves the pin upcalls NULL (a uVP pins
+ * through the kAL by registering memory with ri_syscall).
+ */
+typedef struct ri_host_ops {
+    uint32_t size;        /**< sizeof(ri_host_ops_t) as the host was built. */
+    uint32_t abi_version; /**< ::RI_ABI_VERSION of the host. */
+    /**
+     * @brief Log a message through the host's logger.
+     * @param level   One of ::ri_log_level.
+     * @param module  Name of the calling module.
+     * @param message NUL-terminated text without a trailing newline.
+     */
+    void (*log)(uint32_t level, const char *module, const char *message);
+    /**
+     * @brief ri_vm_pin_range (kPI): pin @p length bytes at @p addr in the address space of the opener.
+     *
+     * Overlapping pins by several RNICs pin once and unpin last; the pin counts against the opener's and the host's
+     * limits (::RI_ENOSPC when exceeded, ::RI_EFAULT when the range is not mapped).
+     */
+    ri_status_t (*vm_pin_range)(void *host_ctx, uint64_t addr, uint64_t length, uint32_t flags, ri_pin_t *pin);
+    /** @brief ri_vm_unpin_range (kPI): release a pin made by ri_host_ops_t::vm_pin_range. */
+    ri_status_t (*vm_unpin_range)(void *host_ctx, uint64_t pin_id);
+    /**
+     * @brief ri_syscall (uPI): have a privileged verb executed by the kVP of the same RNIC.
+     * @param host_ctx The uAL context given in ri_rnic_open_params_t::host_ctx (also for ::RI_OPEN_RNIC itself).
+     * @param call     The request; its out fields are filled on return.
+     * @return The kVP's status, or the host's own error (::RI_EPERM for a handle the caller does not own,
+     *         ::RI_ENODEV when the kAL is gone).
+     */
+    ri_status_t (*syscall)(void *host_ctx, ri_syscall_t *call);
+} ri_host_ops_t;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RNICPI_RI_HOST_H */

@@ -1,0 +1,77 @@
+/**
+ * @file ri_module.h
+ * @brief Module registration: how a kVP module or uVP library presents itself to the access layers.
+ *
+ * A provider module is a shared object that exports exactly one symbol, ::RI_MODULE_ENTRY_SYMBOL, of type
+ * ::ri_module_entry_fn. The host (kAL for a kVP, uAL for a uVP) calls it once after loading, passing its upcalls;
+ * the module answers with a ri_module_t describing itself. The host refuses the module, naming the file and the
+ * reason, when the entry symbol is missing, the major ABI version differs, the mode is not the one expected, or a
+ * mandatory operation is NULL:
+ * - both modes: open_rnic, close_rnic, query_rnic, alloc_pd, dealloc_pd, create_cq, destroy_cq, poll_cq,
+ *   request_cq_notify, create_qp, query_qp, modify_qp, destroy_qp, post_send, post_recv, register_mr,
+ *   deregister_mr, set_aeh, set_ceh;
+ * - privileged mode (kVP) in addition: ri_module_t::attach and ri_module_t::detach.
+ *
+ * A kVP names its matching uVP library (ri_module_t::uvp_library); the kAL tells each uAL that path so the uAL can
+ * load the uVP on demand when a consumer first uses the RNIC (OpenRDMA §3.4).
+ */
+#ifndef RNICPI_RI_MODULE_H
+#define RNICPI_RI_MODULE_H
+
+#include "rnicpi/ri_host.h"
+#include "rnicpi/ri_types.h"
+#include "rnicpi/ri_verbs.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief Name of the one symbol every provider module exports. */
+#define RI_MODULE_ENTRY_SYMBOL "ri_module_entry"
+
+/** @brief Module flags (ri_module_t::flags). */
+enum ri_module_flags {
+    RI_MODULE_SOFTWARE = 1u << 0,  /**< The RNIC is implemented in software on the host stack. */
+    RI_MODULE_NO_UVP = 1u << 1     /**< Privileged mode only: consumers reach this RNIC through the kAL alone. */
+};
+
+/** @brief A provider module's self-description, returned by its entry function. */
+typedef struct ri_module {
+    uint32_t size;           /**< sizeof(ri_module_t) as the module was built. */
+    uint32_t abi_version;    /**< ::RI_ABI_VERSION the module was built with. */
+    uint32_t mode;           /**< One of ::ri_mode: a kVP is privileged, a uVP non-privileged. */
+    uint32_t flags;          /**< A set of ::ri_module_flags. */
+    const char *name;        /**< Provider name, e.g. "softrnic": the same for its kVP and uVP. */
+    const char *vendor;      /**< Vendor name. */
+    const char *version;     /**< Provider's own version text. */
+    /**
+     * kVP: file name (resolved in the host's provider directory) or absolute path of the matching uVP library;
+     * NULL with ::RI_MODULE_NO_UVP. uVP: NULL.
+     */
+    const char *uvp_library;
+    const ri_verbs_ops_t *verbs; /**< The verbs table; constant for the module's lifetime. */
+    /**
+     * @brief kVP: attach a new RNIC instance to a network address or netdev.
+     * @param params Instance name, netdev or address, provider options.
+     * @param instance Out: the instance handle used in ri_rnic_open_params_t::instance.
+     */
+    ri_status_t (*attach)(const ri_attach_params_t *params, ri_instance_t *instance);
+    /** @brief kVP: detach an instance; the host has closed every open of it. */
+    ri_status_t (*detach)(ri_instance_t instance);
+    /** @brief Release module-wide state before the host unloads the module (may be NULL). */
+    void (*fini)(void);
+} ri_module_t;
+
+/**
+ * @brief Type of the entry symbol.
+ * @param host   The host's upcalls; valid until ri_module_t::fini returns.
+ * @param module Out: the module's description; must stay valid until the module is unloaded.
+ * @return 0, or a status that makes the host refuse the module.
+ */
+typedef ri_status_t (*ri_module_entry_fn)(const ri_host_ops_t *host, const ri_module_t **module);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RNICPI_RI_MODULE_H */

@@ -1,0 +1,62 @@
+# Script mode (cmake -P): install, then build and check a provider against the installed files only.
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "command failed (${rc}): ${ARGN}\n${out}\n${err}")
+  endif()
+  set(LAST_OUTPUT "${out}" PARENT_SCOPE)
+endfunction()
+
+set(prefix ${WORK_DIR}/prefix)
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+
+foreach(f
+    include/rnicpi/rnicpi.h include/rnicpi/ri_verbs.h include/rnicpi/cpp/provider.hpp include/rnicpi/cpp/status.hpp
+    bin/rdmactl ${LIBDIR}/pkgconfig/openrdma.pc ${LIBDIR}/cmake/OpenRDMA/OpenRDMAConfig.cmake
+    ${LIBDIR}/cmake/OpenRDMA/OpenRDMAConfigVersion.cmake ${LIBDIR}/cmake/OpenRDMA/OpenRDMATargets.cmake)
+  if(NOT EXISTS ${prefix}/${f})
+    message(FATAL_ERROR "install is missing ${f}")
+  endif()
+endforeach()
+if(NOT IS_DIRECTORY ${prefix}/${PROVIDER_SUBDIR})
+  message(FATAL_ERROR "install is missing the provider directory ${PROVIDER_SUBDIR}")
+endif()
+# Internal host headers and test modules must not leak into the install.
+file(GLOB_RECURSE leaked ${prefix}/include/rnicpi/host/* ${prefix}/*test_*.so)
+if(leaked)
+  message(FATAL_ERROR "install contains internal files: ${leaked}")
+endif()
+
+# A vendor's CMake build against the installed package.
+run(${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/consumer -G ${GENERATOR}
+    -DCMAKE_PREFIX_PATH=${prefix} -DMODULE_SOURCE=${MODULE_SOURCE})
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/consumer)
+run(${CMAKE_COMMAND} --install ${WORK_DIR}/consumer)
+set(providers ${prefix}/${PROVIDER_SUBDIR})
+if(NOT EXISTS ${providers}/vendor_kvp.so)
+  message(FATAL_ERROR "the consumer project did not install vendor_kvp.so into OPENRDMA_PROVIDER_DIR")
+endif()
+
+# A C compile with flags from the relocatable pkg-config file.
+set(ENV{PKG_CONFIG_PATH} ${prefix}/${LIBDIR}/pkgconfig)
+run(pkg-config --cflags openrdma)
+string(STRIP "${LAST_OUTPUT}" cflags)
+run(pkg-config --variable=providerdir openrdma)
+string(STRIP "${LAST_OUTPUT}" pc_providers)
+file(REAL_PATH "${pc_providers}" pc_providers)
+file(REAL_PATH "${providers}" real_providers)
+if(NOT pc_providers STREQUAL real_providers)
+  message(FATAL_ERROR "pkg-config providerdir is ${pc_providers}, expected ${real_providers}")
+endif()
+separate_arguments(cflags UNIX_COMMAND "${cflags}")
+run(cc -std=c99 -Wall -Wextra -Werror ${cflags} -c ${C_SOURCE} -o ${WORK_DIR}/c_consumer.o)
+
+# The installed rdmactl accepts the vendor's module (its uVP file is not shipped here, which modinfo reports).
+run(${prefix}/bin/rdmactl modinfo --provider-dir ${providers} vendor_kvp.so)
+if(NOT LAST_OUTPUT MATCHES "name: +cppkvp")
+  message(FATAL_ERROR "rdmactl did not accept the vendor module:\n${LAST_OUTPUT}")
+endif()
+file(REMOVE_RECURSE ${WORK_DIR})
+message(STATUS "vendor workflow against the installed tree: ok")
