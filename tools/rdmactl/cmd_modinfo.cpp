@@ -34,8 +34,6 @@ std::vector<std::string> implemented_ops(const rdma::rnicpi::LoadedModule &m, bo
     return ops;
 }
 
-std::string abi_text(uint32_t v) { return std::to_string(RI_ABI_MAJOR(v)) + "." + std::to_string(RI_ABI_MINOR(v)); }
-
 nlohmann::json describe(const rdma::rnicpi::LoadedModule &m) {
     nlohmann::json j;
     j["file"] = m.path().string();
@@ -43,7 +41,7 @@ nlohmann::json describe(const rdma::rnicpi::LoadedModule &m) {
     j["vendor"] = m.vendor();
     j["version"] = m.version();
     j["mode"] = m.mode() == RI_MODE_PRIVILEGED ? "kvp" : "uvp";
-    j["abi_version"] = abi_text(m.abi_version());
+    j["abi_version"] = rdma::rnicpi::abi_version_text(m.abi_version());
     j["software"] = (m.flags() & RI_MODULE_SOFTWARE) != 0;
     j["uvp_library"] = m.uvp_library() ? nlohmann::json(m.uvp_library()->string()) : nlohmann::json(nullptr);
     j["operations"] = implemented_ops(m, true);

@@ -37,10 +37,6 @@ Error refuse(const fs::path &path, int code, const std::string &why) {
     return Error(code, "provider module " + path.string() + ": " + why);
 }
 
-std::string abi_text(uint32_t v) {
-    return std::to_string(RI_ABI_MAJOR(v)) + "." + std::to_string(RI_ABI_MINOR(v));
-}
-
 // Strings in a module's description come from foreign code: bound their length before copying.
 std::optional<std::string> bounded(const char *s) {
     if (s == nullptr) return std::nullopt;
@@ -58,6 +54,10 @@ struct LoadedModule::Library {
 fs::path default_provider_dir() {
     if (const char *env = std::getenv("OPENRDMA_PROVIDER_DIR"); env != nullptr && *env != '\0') return env;
     return OPENRDMA_PROVIDER_DIR;
+}
+
+std::string abi_version_text(uint32_t version) {
+    return std::to_string(RI_ABI_MAJOR(version)) + "." + std::to_string(RI_ABI_MINOR(version));
 }
 
 std::string_view mode_name(ri_mode_t mode) noexcept {
@@ -138,13 +138,13 @@ Expected<ModuleRef> ModuleLoader::open(const fs::path &path, ri_mode_t mode) {
     if (desc == nullptr) return refuse(path, RI_ELIBBAD, "entry function returned no module description");
     if (RI_ABI_MAJOR(desc->abi_version) != RI_ABI_VERSION_MAJOR) {
         return refuse(path, RI_ELIBBAD,
-                      "built for RNIC-PI ABI " + abi_text(desc->abi_version) + ", this host speaks " +
-                          abi_text(RI_ABI_VERSION) + "; rebuild the provider against this release");
+                      "built for RNIC-PI ABI " + abi_version_text(desc->abi_version) + ", this host speaks " +
+                          abi_version_text(RI_ABI_VERSION) + "; rebuild the provider against this release");
     }
     if (RI_ABI_MINOR(desc->abi_version) > RI_ABI_VERSION_MINOR) {
         return refuse(path, RI_ELIBBAD,
-                      "needs RNIC-PI ABI " + abi_text(desc->abi_version) + ", this host provides only " +
-                          abi_text(RI_ABI_VERSION) + "; upgrade the host");
+                      "needs RNIC-PI ABI " + abi_version_text(desc->abi_version) + ", this host provides only " +
+                          abi_version_text(RI_ABI_VERSION) + "; upgrade the host");
     }
     if (desc->size < kMinModuleSize) {
         return refuse(path, RI_ELIBBAD, "module description too small (" + std::to_string(desc->size) + " bytes)");
@@ -164,7 +164,7 @@ Expected<ModuleRef> ModuleLoader::open(const fs::path &path, ri_mode_t mode) {
     if (verbs == nullptr) return refuse(path, RI_ELIBBAD, "no verbs table");
     if (RI_ABI_MAJOR(verbs->abi_version) != RI_ABI_VERSION_MAJOR || verbs->size < kMinVerbsSize) {
         return refuse(path, RI_ELIBBAD,
-                      "verbs table has ABI " + abi_text(verbs->abi_version) + " and size " +
+                      "verbs table has ABI " + abi_version_text(verbs->abi_version) + " and size " +
                           std::to_string(verbs->size) + ", which this host cannot use");
     }
 
@@ -172,9 +172,10 @@ Expected<ModuleRef> ModuleLoader::open(const fs::path &path, ri_mode_t mode) {
     // Copy what the provider's table has (it may be an older, shorter one); the rest stays NULL until filled.
     std::memcpy(&module->verbs_, verbs, std::min<size_t>(verbs->size, sizeof(ri_verbs_ops_t)));
     std::string missing;
+    auto note_missing = [&missing](const char *op) { missing += (missing.empty() ? "" : ", ") + std::string(op); };
 #define RDMA_CHECK_FIELD(field, mandatory)                                                            \
     if (module->verbs_.field == nullptr) {                                                            \
-        if (mandatory) missing += (missing.empty() ? "" : ", ") + std::string(#field);                \
+        if (mandatory) note_missing(#field);                                                          \
         module->verbs_.field = &NotSupported<decltype(ri_verbs_ops_t::field)>::call;                  \
     } else {                                                                                          \
         module->implemented_.emplace_back(#field);                                                    \
@@ -182,8 +183,8 @@ Expected<ModuleRef> ModuleLoader::open(const fs::path &path, ri_mode_t mode) {
     RDMA_RI_VERBS_FIELDS(RDMA_CHECK_FIELD)
 #undef RDMA_CHECK_FIELD
     if (mode == RI_MODE_PRIVILEGED) {
-        if (desc->attach == nullptr) missing += (missing.empty() ? "" : ", ") + std::string("attach");
-        if (desc->detach == nullptr) missing += (missing.empty() ? "" : ", ") + std::string("detach");
+        if (desc->attach == nullptr) note_missing("attach");
+        if (desc->detach == nullptr) note_missing("detach");
     }
     if (!missing.empty()) {
         if (desc->fini != nullptr) desc->fini();
@@ -219,7 +220,7 @@ Expected<ModuleRef> ModuleLoader::open(const fs::path &path, ri_mode_t mode) {
     modules_.emplace(std::move(key), ref);
     RDMA_LOG_INFO(kComponent, "loaded %s %s by %s (%s, ABI %s) from %s", ref->name().c_str(),
                   ref->version().c_str(), ref->vendor().c_str(), std::string(mode_name(mode)).c_str(),
-                  abi_text(ref->abi_version()).c_str(), path.c_str());
+                  abi_version_text(ref->abi_version()).c_str(), path.c_str());
     return ref;
 }
 

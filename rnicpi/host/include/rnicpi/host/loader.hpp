@@ -109,6 +109,9 @@ private:
     std::map<std::pair<std::string, int>, ModuleRef, std::less<>> modules_;
 };
 
+/** @brief "major.minor" of an ABI version word, e.g. "1.0". */
+[[nodiscard]] std::string abi_version_text(uint32_t version);
+
 /** @brief "privileged mode (kVP)" or "non-privileged mode (uVP)". */
 [[nodiscard]] std::string_view mode_name(ri_mode_t mode) noexcept;
 
