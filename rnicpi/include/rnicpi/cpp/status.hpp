@@ -8,6 +8,7 @@
 #ifndef RNICPI_CPP_STATUS_HPP
 #define RNICPI_CPP_STATUS_HPP
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -86,10 +87,18 @@ class Error {
 public:
     /** @brief An error with code @p code (nonzero) and message @p message. */
     Error(int code, std::string message) : code_(code), message_(std::move(message)) {}
+    /**
+     * @brief An error with a protocol-specific detail word, e.g. the iWARP Terminate code a failure must be
+     *        reported to the peer with.
+     */
+    Error(int code, std::string message, uint32_t detail)
+        : code_(code), message_(std::move(message)), detail_(detail) {}
     /** @brief The errno value. */
     [[nodiscard]] int code() const noexcept { return code_; }
     /** @brief The message, without the code. */
     [[nodiscard]] const std::string &message() const noexcept { return message_; }
+    /** @brief The protocol-specific detail word (0 when none was given). */
+    [[nodiscard]] uint32_t detail() const noexcept { return detail_; }
     /** @brief The status of this error, for fast-path callers and the C ABI. */
     [[nodiscard]] Status status() const noexcept { return Status(code_); }
     /** @brief "message (EINVAL)". */
@@ -100,6 +109,7 @@ public:
 private:
     int code_;
     std::string message_;
+    uint32_t detail_ = 0;
 };
 
 /**
