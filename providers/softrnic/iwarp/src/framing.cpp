@@ -1,0 +1,231 @@
+// MPA framing: the receive state machine and the transmit gather-list builder.
+#include "iwarp/framing.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "iwarp/crc32c.hpp"
+
+namespace iwarp {
+
+size_t mulpdu(size_t emss, bool markers, size_t fpdu_max) noexcept {
+    // RFC 5044 §4.2: MULPDU = EMSS - (6 + 4 * ceil(EMSS / 512) + EMSS mod 4), the marker term only with markers.
+    size_t overhead = kMpaLengthLen + kMpaCrcLen + emss % 4;
+    if (markers) overhead += kMarkerLen * ((emss + kMarkerInterval - 1) / kMarkerInterval);
+    size_t base = emss > overhead + kUntaggedHeaderLen ? emss - overhead : kUntaggedHeaderLen + 4;
+    return std::min(std::max(base, fpdu_max), max_ulpdu(markers));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Receiver
+
+std::span<const uint8_t> Receiver::current_header() const noexcept {
+    if (head_need_ <= 3 || (state_ == State::head && head_have_ < head_need_)) return {};
+    return {head_ + kMpaLengthLen, head_need_ - kMpaLengthLen};
+}
+
+std::span<uint8_t> Receiver::next_buffer() noexcept {
+    if (failure_) return {};
+    size_t limit = SIZE_MAX;
+    if (opts_.markers) {
+        uint64_t in_interval = pos_ % kMarkerInterval;
+        if (in_interval < kMarkerLen) {  // inside the marker at the start of this interval
+            last_span_ = Span::marker;
+            return {marker_ + marker_have_, kMarkerLen - marker_have_};
+        }
+        limit = kMarkerInterval - in_interval;
+    }
+    switch (state_) {
+        case State::head:
+            last_span_ = Span::head;
+            return {head_ + head_have_, std::min(head_need_ - head_have_, limit)};
+        case State::payload: {
+            last_span_ = Span::payload;
+            std::span<uint8_t> t = sink_.payload_target(payload_len_ - payload_left_, std::min(payload_left_, limit));
+            if (t.empty()) {
+                fail(term::kDdpLocalCatastrophic);  // the layer above has nowhere to put data: never spin
+                return {};
+            }
+            t = t.first(std::min({t.size(), payload_left_, limit}));
+            last_target_ = t.data();
+            return t;
+        }
+        case State::trailer:
+            last_span_ = Span::trailer;
+            return {trailer_ + trailer_have_, std::min(trailer_need_ - trailer_have_, limit)};
+    }
+    return {};
+}
+
+void Receiver::advance(size_t n) noexcept {
+    if (failure_ || n == 0) return;
+    pos_ += n;
+    switch (last_span_) {
+        case Span::marker:
+            marker_have_ += n;
+            if (marker_have_ == kMarkerLen) on_marker();
+            return;
+        case Span::head:
+            if (opts_.crc) crc_ = crc32c_extend(crc_, head_ + head_have_, n);
+            head_have_ += n;
+            if (head_have_ == head_need_) on_head_bytes();
+            return;
+        case Span::payload:
+            if (opts_.crc) crc_ = crc32c_extend(crc_, last_target_, n);
+            payload_left_ -= n;
+            if (payload_left_ == 0) {
+                state_ = State::trailer;
+                trailer_have_ = 0;
+                trailer_need_ = pad_len(head_need_ - kMpaLengthLen + payload_len_) + kMpaCrcLen;
+            }
+            return;
+        case Span::trailer: {
+            // The pad is covered by the CRC as it arrives: a marker may follow it before the CRC field.
+            size_t pad = trailer_need_ - kMpaCrcLen;
+            if (opts_.crc && trailer_have_ < pad) {
+                crc_ = crc32c_extend(crc_, trailer_ + trailer_have_, std::min(n, pad - trailer_have_));
+            }
+            trailer_have_ += n;
+            if (trailer_have_ < trailer_need_) return;
+            if (opts_.crc) {
+                if (get_crc32c(trailer_ + pad) != crc_) {
+                    fail(term::kLlpCrcError);
+                    return;
+                }
+            }
+            if (auto t = sink_.on_segment_end()) {
+                fail(*t);
+                return;
+            }
+            ++fpdus_;
+            state_ = State::head;
+            head_have_ = 0;
+            head_need_ = 3;
+            fpdu_start_ = pos_;
+            crc_ = 0;
+            return;
+        }
+    }
+}
+
+void Receiver::on_marker() noexcept {
+    marker_have_ = 0;
+    uint64_t marker_pos = pos_ - kMarkerLen;
+    // A marker at an FPDU boundary belongs to the FPDU it precedes.
+    if (state_ == State::head && head_have_ == 0) fpdu_start_ = marker_pos;
+    uint16_t fpduptr = be::get16(marker_ + 2);
+    if (fpduptr != marker_pos - fpdu_start_) {
+        fail(term::kLlpMarkerError);
+        return;
+    }
+    if (opts_.crc) crc_ = crc32c_extend(crc_, marker_, kMarkerLen);
+}
+
+void Receiver::on_head_bytes() noexcept {
+    size_t ulpdu_len = be::get16(head_);
+    if (head_need_ == 3) {
+        size_t hsize = header_size(head_[2]);
+        if (ulpdu_len < hsize) {
+            // Not even a DDP header fits: the stream cannot be parsed any further.
+            fail(term::kRdmapCatastrophicStream);
+            return;
+        }
+        head_need_ = kMpaLengthLen + hsize;
+        return;  // the rest of the header follows
+    }
+    Header h = decode_header(head_ + kMpaLengthLen);
+    payload_len_ = payload_left_ = ulpdu_len - h.size();
+    if (auto t = sink_.on_header(h, payload_len_)) {
+        fail(*t);
+        return;
+    }
+    if (payload_left_ > 0) {
+        state_ = State::payload;
+    } else {
+        state_ = State::trailer;
+        trailer_have_ = 0;
+        trailer_need_ = pad_len(ulpdu_len) + kMpaCrcLen;
+    }
+}
+
+size_t Receiver::feed(std::span<const uint8_t> data) noexcept {
+    size_t off = 0;
+    while (off < data.size()) {
+        std::span<uint8_t> dst = next_buffer();
+        if (dst.empty()) break;
+        size_t n = std::min(dst.size(), data.size() - off);
+        std::memcpy(dst.data(), data.data() + off, n);
+        advance(n);
+        off += n;
+    }
+    return off;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Transmitter
+
+namespace {
+
+// Appends pieces to a frame, splitting them at marker positions and keeping the running CRC.
+struct Emitter {
+    TxFrame &out;
+    bool crc_on;
+    bool markers_on;
+    uint64_t pos;          // stream position of the next byte
+    uint64_t fpdu_start;
+    uint64_t next_marker;  // stream position of the next marker
+    uint32_t crc = 0;
+    size_t nmarkers = 0;
+
+    void add(const uint8_t *p, size_t len, bool covered) noexcept {
+        while (len > 0) {
+            if (markers_on && pos == next_marker) {
+                uint8_t *m = out.markers[nmarkers++];
+                be::put16(m, 0);
+                be::put16(m + 2, static_cast<uint16_t>(pos - fpdu_start));
+                push(m, kMarkerLen, true);
+                next_marker += kMarkerInterval;
+                continue;
+            }
+            size_t chunk = markers_on ? std::min<uint64_t>(len, next_marker - pos) : len;
+            push(p, chunk, covered);
+            p += chunk;
+            len -= chunk;
+        }
+    }
+    void push(const uint8_t *p, size_t len, bool covered) noexcept {
+        out.iov[out.iovcnt++] = iovec{const_cast<uint8_t *>(p), len};
+        out.bytes += len;
+        pos += len;
+        if (crc_on && covered) crc = crc32c_extend(crc, p, len);
+    }
+};
+
+}  // namespace
+
+void Transmitter::build(const Header &header, std::span<const uint8_t> control, std::span<const iovec> payload,
+                        TxFrame &out) noexcept {
+    size_t payload_len = 0;
+    for (const iovec &v : payload) payload_len += v.iov_len;
+    size_t hsize = header.size();
+    size_t ulpdu = hsize + control.size() + payload_len;
+    be::put16(out.head, static_cast<uint16_t>(ulpdu));
+    encode_header(header, out.head + kMpaLengthLen);
+    if (!control.empty()) std::memcpy(out.head + kMpaLengthLen + hsize, control.data(), control.size());
+    size_t pad = pad_len(ulpdu);
+    std::memset(out.tail, 0, sizeof out.tail);
+
+    out.iovcnt = 0;
+    out.bytes = 0;
+    uint64_t first_marker = (pos_ + kMarkerInterval - 1) / kMarkerInterval * kMarkerInterval;
+    Emitter e{out, opts_.crc, opts_.markers, pos_, pos_, first_marker};
+    e.add(out.head, kMpaLengthLen + hsize + control.size(), true);
+    for (const iovec &v : payload) e.add(static_cast<const uint8_t *>(v.iov_base), v.iov_len, true);
+    e.add(out.tail, pad, true);
+    // The CRC field is 4-aligned like every marker position, so a marker never splits it.
+    e.add(out.tail + pad, kMpaCrcLen, false);
+    if (opts_.crc) put_crc32c(out.tail + pad, e.crc);
+    pos_ = e.pos;
+}
+
+}  // namespace iwarp
