@@ -1,0 +1,238 @@
+/**
+ * @file engine.hpp
+ * @brief The DDP/RDMAP protocol engine of one queue pair in RDMA mode: placement and validation of inbound
+ *        segments, segmentation of outbound messages, RDMA Read responder and requester, Terminate.
+ *
+ * The engine owns no socket and no thread. Its owner (the softrnic uVP or kVP, the hwstub offload engine):
+ * - feeds the inbound TCP stream through receiver() (Receiver::next_buffer()/advance() or feed());
+ * - asks next_frame() for the next outbound FPDU as a gather list, writes it to the stream, and calls
+ *   frame_sent() when all of it is written;
+ * - answers the engine's questions through EngineOwner: what an STag maps to, which receive buffer is next,
+ *   whether an STag may be invalidated; and receives completions and the peer's Terminate.
+ *
+ * Every queue is a fixed-capacity ring allocated when the engine is built: nothing is allocated per operation.
+ * Any invalid inbound segment stops the receive side with the RFC Terminate code; next_frame() then yields the
+ * Terminate message and nothing more, and failed() reports the reason.
+ */
+#ifndef IWARP_ENGINE_HPP
+#define IWARP_ENGINE_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "iwarp/framing.hpp"
+#include "iwarp/mpa.hpp"
+#include "iwarp/wire.hpp"
+#include "rnicpi/cpp/status.hpp"
+
+namespace iwarp {
+
+/** @brief Most scatter/gather elements per work request. */
+inline constexpr uint32_t kMaxSge = 8;
+
+/** @brief A local buffer the owner has already resolved from an lkey to an address. */
+struct LocalSpan {
+    uint8_t *addr = nullptr; /**< First byte. */
+    size_t len = 0;          /**< Length. */
+};
+
+/** @brief What an STag names, as the owner's memory management resolves it. */
+struct Region {
+    uint8_t *base = nullptr; /**< Address of the byte at tagged offset ::to_base. */
+    uint64_t to_base = 0;    /**< Tagged offset of the first byte. */
+    uint64_t length = 0;     /**< Length in bytes. */
+    uint32_t access = 0;     /**< RI_ACCESS_* rights. */
+    uint32_t pd = 0;         /**< Protection domain identifier. */
+};
+
+/** @brief A posted receive buffer. */
+struct ReceiveBuffer {
+    uint64_t wr_id = 0;        /**< Consumer identifier. */
+    LocalSpan sge[kMaxSge];    /**< Scatter list. */
+    uint32_t num_sge = 0;      /**< Entries used. */
+};
+
+/** @brief Outbound operations. */
+enum class WorkType : uint8_t {
+    send,        /**< Send. */
+    send_se,     /**< Send with Solicited Event. */
+    send_inv,    /**< Send with Invalidate of ::WorkRequest::inv_stag at the peer. */
+    send_se_inv, /**< Send with Solicited Event and Invalidate. */
+    write,       /**< RDMA Write of the gather list to remote_stag/remote_to. */
+    read         /**< RDMA Read of length bytes from remote_stag/remote_to into local_stag/local_to. */
+};
+
+/** @brief An outbound work request, with local buffers already resolved. */
+struct WorkRequest {
+    uint64_t wr_id = 0;        /**< Consumer identifier. */
+    WorkType type = WorkType::send; /**< Operation. */
+    LocalSpan sge[kMaxSge];    /**< Gather list (Send, Write). */
+    uint32_t num_sge = 0;      /**< Entries used. */
+    uint32_t remote_stag = 0;  /**< Write/Read: remote STag. */
+    uint64_t remote_to = 0;    /**< Write/Read: remote tagged offset. */
+    uint32_t inv_stag = 0;     /**< Send with Invalidate: the STag the peer invalidates. */
+    uint32_t local_stag = 0;   /**< Read: the local sink STag (travels in the Read Request). */
+    uint64_t local_to = 0;     /**< Read: the local sink tagged offset. */
+    uint32_t length = 0;       /**< Read: bytes to read. */
+};
+
+/** @brief A completed operation. */
+struct Completion {
+    /** @brief What completed. */
+    enum class Kind : uint8_t { send, write, read, recv };
+    uint64_t wr_id = 0;         /**< From the work request or receive buffer. */
+    Kind kind = Kind::send;     /**< What completed. */
+    uint32_t byte_len = 0;      /**< Bytes received (recv) or transferred. */
+    bool solicited = false;     /**< recv: the Send carried a solicited event. */
+    bool invalidated = false;   /**< recv: the Send invalidated ::inv_stag. */
+    uint32_t inv_stag = 0;      /**< recv: the invalidated STag. */
+};
+
+/** @brief Questions the engine asks and events it reports; implemented by the provider. */
+class EngineOwner {
+public:
+    virtual ~EngineOwner() = default;
+    /** @brief Resolves @p stag; false when it is not a valid STag. */
+    virtual bool resolve_stag(uint32_t stag, Region &out) = 0;
+    /** @brief Takes the next posted receive buffer; false when none is posted. */
+    virtual bool take_receive(ReceiveBuffer &out) = 0;
+    /** @brief Invalidates @p stag on the peer's request; false when it cannot be (wrong PD, bound window...). */
+    virtual bool invalidate_stag(uint32_t stag) = 0;
+    /** @brief An operation completed. */
+    virtual void completed(const Completion &c) = 0;
+    /** @brief The peer sent a Terminate; the stream is over. */
+    virtual void peer_terminated(const Terminate &t) = 0;
+};
+
+/** @brief Parameters of the engine, mostly from the MPA negotiation. */
+struct EngineConfig {
+    uint32_t pd = 0;          /**< Protection domain of the QP: STags of other PDs are refused. */
+    FramingOptions rx;        /**< Inbound framing (CRC, markers expected). */
+    FramingOptions tx;        /**< Outbound framing (CRC, markers inserted). */
+    size_t mulpdu = 1454;     /**< Largest outbound ULPDU (see mulpdu()). */
+    uint32_t ird = 1;         /**< Inbound RDMA Reads this side serves at once. */
+    uint32_t ord = 1;         /**< Outbound RDMA Reads this side has outstanding at once. */
+    uint32_t sq_depth = 64;   /**< Send queue capacity. */
+    uint8_t rtr_send = 0;     /**< Peer-to-peer initiator: the RTR type (RtrBits) to send first. */
+    bool rtr_expect = false;  /**< Peer-to-peer responder: send nothing before the peer's RTR arrives. */
+};
+
+/** @brief Counters of one engine. */
+struct EngineStats {
+    uint64_t tx_fpdus = 0;  /**< FPDUs built. */
+    uint64_t tx_bytes = 0;  /**< Payload bytes sent. */
+    uint64_t rx_fpdus = 0;  /**< FPDUs received. */
+    uint64_t rx_bytes = 0;  /**< Payload bytes placed. */
+};
+
+/** @brief The protocol engine of one queue pair. */
+class Engine final : private FpduSink {
+public:
+    /** @brief Builds an engine; all rings are allocated here. */
+    Engine(EngineOwner &owner, const EngineConfig &config);
+    Engine(const Engine &) = delete;
+    Engine &operator=(const Engine &) = delete;
+
+    /** @brief The receive side, to feed the inbound stream into. */
+    [[nodiscard]] Receiver &receiver() noexcept { return rx_; }
+    /**
+     * @brief Queues an outbound work request. ::RI_EAGAIN when the send queue is full, ::RI_EINVAL for a request
+     *        that cannot be sent (too many SGEs), ::RI_ECANCELED after the stream failed.
+     */
+    [[nodiscard]] rdma::Status post(const WorkRequest &wr) noexcept;
+    /** @brief Builds the next outbound FPDU; false when there is nothing to send now. */
+    [[nodiscard]] bool next_frame(TxFrame &frame) noexcept;
+    /** @brief The oldest frame from next_frame() is now completely written to the stream. */
+    void frame_sent() noexcept;
+    /** @brief True after a local validation failure or a Terminate from the peer. */
+    [[nodiscard]] bool failed() const noexcept { return rx_.failed() || peer_terminated_; }
+    /** @brief The Terminate code of a local failure. */
+    [[nodiscard]] TermCode failure() const noexcept { return rx_.failure(); }
+    /** @brief True once the Terminate for a local failure has been handed out by next_frame(). */
+    [[nodiscard]] bool terminate_sent() const noexcept { return terminate_built_; }
+    /** @brief Counters. */
+    [[nodiscard]] const EngineStats &stats() const noexcept { return stats_; }
+    /** @brief Work requests queued and not yet completed. */
+    [[nodiscard]] size_t outstanding() const noexcept { return sq_count_ + ord_count_; }
+
+private:
+    // FpduSink
+    std::optional<TermCode> on_header(const Header &h, size_t payload_len) override;
+    std::span<uint8_t> payload_target(size_t offset, size_t remaining) override;
+    std::optional<TermCode> on_segment_end() override;
+
+    std::optional<TermCode> check_tagged(const Header &h, size_t len, uint32_t need_access, bool read_response);
+    std::optional<TermCode> check_read_request();
+    std::optional<TermCode> start_send(const Header &h, size_t len);
+    void build_terminate(TxFrame &frame) noexcept;
+    bool build_read_response(TxFrame &frame) noexcept;
+    bool build_request(TxFrame &frame) noexcept;
+    void push_tx_event(uint64_t seq, uint64_t wr_id, Completion::Kind kind, uint32_t bytes) noexcept;
+
+    // What the segment being received is.
+    enum class RxKind : uint8_t { none, tagged, send, read_request, terminate, discard };
+
+    struct ReadResponseJob {  // an inbound Read Request being answered (IRD ring)
+        ReadRequest req;
+        const uint8_t *src = nullptr;
+        uint32_t sent = 0;
+    };
+    struct OutstandingRead {  // an outbound Read Request waiting for its response (ORD ring)
+        uint64_t wr_id = 0;
+        uint32_t sink_stag = 0;
+        uint64_t sink_to = 0;
+        uint32_t length = 0;
+        uint32_t received = 0;
+        bool internal = false;  // the RTR's zero-length Read: no completion
+    };
+    struct TxEvent {  // a completion due when the frame with sequence number `seq` is sent
+        uint64_t seq = 0;
+        uint64_t wr_id = 0;
+        Completion::Kind kind = Completion::Kind::send;
+        uint32_t bytes = 0;
+        bool internal = false;
+    };
+
+    EngineOwner &owner_;
+    EngineConfig cfg_;
+    Receiver rx_;
+    Transmitter tx_;
+    EngineStats stats_;
+
+    // Receive side.
+    RxKind rx_kind_ = RxKind::none;
+    Header rx_hdr_;
+    uint8_t *rx_tagged_base_ = nullptr;  // tagged: address of the segment's first byte
+    uint32_t rx_msn_[3] = {1, 1, 1};     // next expected MSN per untagged queue
+    bool recv_active_ = false;           // a Send is being placed into recv_
+    ReceiveBuffer recv_;
+    size_t recv_capacity_ = 0;
+    size_t recv_placed_ = 0;
+    uint8_t control_[kTerminateMaxLen]{};  // Read Request or Terminate payload
+    bool rtr_pending_;                     // responder: waiting for the peer's RTR
+    bool peer_terminated_ = false;
+
+    // Rings.
+    std::vector<WorkRequest> sq_;
+    size_t sq_head_ = 0, sq_count_ = 0;
+    uint32_t sq_sent_ = 0;  // bytes of the head request already framed
+    std::vector<ReadResponseJob> irq_;
+    size_t irq_head_ = 0, irq_count_ = 0;
+    std::vector<OutstandingRead> orq_;
+    size_t orq_head_ = 0, ord_count_ = 0;
+    std::vector<TxEvent> events_;
+    size_t ev_head_ = 0, ev_count_ = 0;
+
+    // Transmit side.
+    uint32_t tx_msn_[3] = {1, 1, 1};
+    uint64_t frames_built_ = 0, frames_sent_ = 0;
+    bool rtr_to_send_;
+    bool terminate_built_ = false;
+    bool prefer_response_ = false;  // alternate between read responses and new requests
+};
+
+}  // namespace iwarp
+
+#endif  // IWARP_ENGINE_HPP

@@ -1,0 +1,428 @@
+// The DDP/RDMAP engine of one queue pair: inbound validation and placement, outbound segmentation, RDMA Read
+// responder/requester, Terminate. RFC 5040 §7 and RFC 5041 §7 decide every check and its Terminate code.
+#include "iwarp/engine.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "rnicpi/ri_types.h"
+
+namespace iwarp {
+namespace {
+
+bool is_send(Opcode op) noexcept {
+    return op == Opcode::send || op == Opcode::send_inv || op == Opcode::send_se || op == Opcode::send_se_inv;
+}
+
+Opcode send_opcode(WorkType t) noexcept {
+    switch (t) {
+        case WorkType::send: return Opcode::send;
+        case WorkType::send_se: return Opcode::send_se;
+        case WorkType::send_inv: return Opcode::send_inv;
+        case WorkType::send_se_inv: return Opcode::send_se_inv;
+        case WorkType::write: return Opcode::rdma_write;
+        case WorkType::read: return Opcode::read_request;
+    }
+    return Opcode::send;
+}
+
+size_t total_length(const LocalSpan *sge, uint32_t n) noexcept {
+    size_t total = 0;
+    for (uint32_t i = 0; i < n; ++i) total += sge[i].len;
+    return total;
+}
+
+// The part [offset, offset + len) of a gather list, as iovecs; returns the count.
+size_t gather(const LocalSpan *sge, uint32_t n, size_t offset, size_t len, iovec *out) noexcept {
+    size_t count = 0;
+    for (uint32_t i = 0; i < n && len > 0; ++i) {
+        if (offset >= sge[i].len) {
+            offset -= sge[i].len;
+            continue;
+        }
+        size_t take = std::min(sge[i].len - offset, len);
+        out[count++] = iovec{sge[i].addr + offset, take};
+        len -= take;
+        offset = 0;
+    }
+    return count;
+}
+
+// Which headers a Terminate carries, as Linux siw sends them.
+uint8_t terminate_hdrct(TermCode c, bool read_request) noexcept {
+    if (c.layer == static_cast<uint8_t>(Layer::llp)) return 0;
+    if (c == term::kDdpTaggedInvalidVersion || c == term::kDdpUntaggedInvalidVersion ||
+        c == term::kRdmapInvalidVersion || c == term::kRdmapUnexpectedOpcode) {
+        return 0;  // the header that failed cannot be trusted to be a header
+    }
+    uint8_t hdrct = kTermHdrM | kTermHdrD;
+    if (c.layer == static_cast<uint8_t>(Layer::rdmap) && c.etype == 0x1 && read_request) hdrct |= kTermHdrR;
+    return hdrct;
+}
+
+}  // namespace
+
+Engine::Engine(EngineOwner &owner, const EngineConfig &config)
+    : owner_(owner),
+      cfg_(config),
+      rx_(*this, config.rx),
+      tx_(config.tx),
+      rtr_pending_(config.rtr_expect),
+      sq_(std::max<uint32_t>(config.sq_depth, 1)),
+      irq_(std::max<uint32_t>(config.ird, 1)),
+      orq_(std::max<uint32_t>(config.ord, 1) + 1),  // one more for the RTR's zero-length Read
+      events_(std::max<uint32_t>(config.sq_depth, 1)),
+      rtr_to_send_(config.rtr_send != 0) {
+    // Every frame must carry at least one payload byte besides the largest header.
+    cfg_.mulpdu = std::clamp<size_t>(cfg_.mulpdu, kUntaggedHeaderLen + 4, max_ulpdu(cfg_.tx.markers));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Receive side
+
+std::optional<TermCode> Engine::on_header(const Header &h, size_t len) {
+    rx_kind_ = RxKind::none;
+    if (h.ddp_version != kDdpVersion) {
+        return h.tagged ? term::kDdpTaggedInvalidVersion : term::kDdpUntaggedInvalidVersion;
+    }
+    if (h.rdmap_version != kRdmapVersion) return term::kRdmapInvalidVersion;
+    if (h.opcode > static_cast<uint8_t>(Opcode::terminate)) return term::kRdmapUnexpectedOpcode;
+    const Opcode op = h.op();
+    const bool tagged_op = op == Opcode::rdma_write || op == Opcode::read_response;
+    if (h.tagged != tagged_op) return term::kRdmapUnexpectedOpcode;
+    rx_hdr_ = h;
+    switch (op) {
+        case Opcode::rdma_write:
+            if (len == 0 && h.last) {
+                rx_kind_ = RxKind::discard;  // a zero-length Write (e.g. the RTR) names no memory: nothing to check
+                return std::nullopt;
+            }
+            return check_tagged(h, len, RI_ACCESS_REMOTE_WRITE, false);
+        case Opcode::read_response:
+            return check_tagged(h, len, RI_ACCESS_LOCAL_WRITE, true);
+        case Opcode::send:
+        case Opcode::send_inv:
+        case Opcode::send_se:
+        case Opcode::send_se_inv:
+            if (h.qn != static_cast<uint32_t>(Queue::send)) return term::kDdpInvalidQn;
+            return start_send(h, len);
+        case Opcode::read_request:
+            if (h.qn != static_cast<uint32_t>(Queue::read_request)) return term::kDdpInvalidQn;
+            // More Read Requests than the IRD we granted, or one out of sequence.
+            if (h.msn != rx_msn_[1] || irq_count_ >= cfg_.ird) return term::kDdpMsnRange;
+            if (h.mo != 0) return term::kDdpInvalidMo;
+            if (len != kReadRequestLen || !h.last) return term::kRdmapCatastrophicStream;
+            rx_kind_ = RxKind::read_request;
+            return std::nullopt;
+        case Opcode::terminate:
+            if (h.qn != static_cast<uint32_t>(Queue::terminate)) return term::kDdpInvalidQn;
+            if (h.mo != 0) return term::kDdpInvalidMo;
+            if (len > kTerminateMaxLen || !h.last) return term::kDdpMessageTooLong;
+            rx_kind_ = RxKind::terminate;
+            return std::nullopt;
+    }
+    return term::kRdmapUnexpectedOpcode;
+}
+
+std::optional<TermCode> Engine::check_tagged(const Header &h, size_t len, uint32_t need, bool read_response) {
+    if (read_response) {
+        if (ord_count_ == 0) return term::kRdmapUnexpectedOpcode;  // a response nobody asked for
+        const OutstandingRead &r = orq_[orq_head_];
+        if (h.stag != r.sink_stag) return term::kDdpTaggedInvalidStag;
+        if (h.to != r.sink_to + r.received || len > r.length - r.received) return term::kDdpTaggedBaseBounds;
+        if (len == 0) {
+            rx_kind_ = RxKind::tagged;
+            rx_tagged_base_ = nullptr;
+            return std::nullopt;
+        }
+    }
+    if (h.to + len < h.to) return term::kDdpTaggedToWrap;
+    Region reg;
+    if (!owner_.resolve_stag(h.stag, reg)) return term::kDdpTaggedInvalidStag;
+    if (reg.pd != cfg_.pd) return term::kDdpTaggedStagNotAssociated;
+    if ((reg.access & need) != need) return term::kRdmapAccessRights;
+    if (h.to < reg.to_base || h.to - reg.to_base > reg.length || len > reg.length - (h.to - reg.to_base)) {
+        return term::kDdpTaggedBaseBounds;
+    }
+    rx_tagged_base_ = reg.base + (h.to - reg.to_base);
+    rx_kind_ = RxKind::tagged;
+    return std::nullopt;
+}
+
+std::optional<TermCode> Engine::start_send(const Header &h, size_t len) {
+    if (h.msn != rx_msn_[0]) return term::kDdpMsnRange;
+    if (rtr_pending_ && len == 0 && h.last && h.mo == 0) {
+        rx_kind_ = RxKind::discard;  // the zero-length Send RTR consumes no receive buffer
+        return std::nullopt;
+    }
+    if (!recv_active_) {
+        if (h.mo != 0) return term::kDdpInvalidMo;
+        if (!owner_.take_receive(recv_)) return term::kDdpNoBuffer;
+        recv_active_ = true;
+        recv_placed_ = 0;
+        recv_capacity_ = total_length(recv_.sge, recv_.num_sge);
+    }
+    if (h.mo != recv_placed_) return term::kDdpInvalidMo;
+    if (len > recv_capacity_ - recv_placed_) return term::kDdpMessageTooLong;
+    rx_kind_ = RxKind::send;
+    return std::nullopt;
+}
+
+std::span<uint8_t> Engine::payload_target(size_t offset, size_t remaining) {
+    switch (rx_kind_) {
+        case RxKind::tagged:
+            return {rx_tagged_base_ + offset, remaining};
+        case RxKind::send: {
+            size_t pos = rx_hdr_.mo + offset;
+            for (uint32_t i = 0; i < recv_.num_sge; ++i) {
+                if (pos < recv_.sge[i].len) {
+                    return {recv_.sge[i].addr + pos, std::min(remaining, recv_.sge[i].len - pos)};
+                }
+                pos -= recv_.sge[i].len;
+            }
+            return {};
+        }
+        case RxKind::read_request:
+        case RxKind::terminate:
+            return {control_ + offset, std::min(remaining, sizeof control_ - offset)};
+        case RxKind::none:
+        case RxKind::discard:
+            return {};
+    }
+    return {};
+}
+
+std::optional<TermCode> Engine::check_read_request() {
+    ReadRequest r = decode_read_request(control_);
+    ReadResponseJob &job = irq_[(irq_head_ + irq_count_) % irq_.size()];
+    job = ReadResponseJob{r, nullptr, 0};
+    if (r.size > 0) {
+        if (r.src_to + r.size < r.src_to) return term::kRdmapToWrap;
+        Region reg;
+        if (!owner_.resolve_stag(r.src_stag, reg)) return term::kRdmapInvalidStag;
+        if (reg.pd != cfg_.pd) return term::kRdmapStagNotAssociated;
+        if ((reg.access & RI_ACCESS_REMOTE_READ) == 0) return term::kRdmapAccessRights;
+        if (r.src_to < reg.to_base || r.src_to - reg.to_base > reg.length ||
+            r.size > reg.length - (r.src_to - reg.to_base)) {
+            return term::kRdmapBaseBounds;
+        }
+        job.src = reg.base + (r.src_to - reg.to_base);
+    }
+    ++irq_count_;
+    return std::nullopt;
+}
+
+std::optional<TermCode> Engine::on_segment_end() {
+    const size_t len = rx_.current_payload_len();
+    ++stats_.rx_fpdus;
+    stats_.rx_bytes += len;
+    const RxKind kind = rx_kind_;
+    rx_kind_ = RxKind::none;
+    switch (kind) {
+        case RxKind::tagged:
+            if (rx_hdr_.op() == Opcode::read_response) {
+                OutstandingRead &r = orq_[orq_head_];
+                r.received += static_cast<uint32_t>(len);
+                if (rx_hdr_.last) {
+                    if (r.received != r.length) return term::kDdpTaggedBaseBounds;
+                    if (!r.internal) owner_.completed(Completion{r.wr_id, Completion::Kind::read, r.length});
+                    orq_head_ = (orq_head_ + 1) % orq_.size();
+                    --ord_count_;
+                }
+            }
+            break;
+        case RxKind::send:
+            recv_placed_ += len;
+            if (rx_hdr_.last) {
+                ++rx_msn_[0];
+                recv_active_ = false;
+                const Opcode op = rx_hdr_.op();
+                Completion c{recv_.wr_id, Completion::Kind::recv, static_cast<uint32_t>(recv_placed_)};
+                c.solicited = op == Opcode::send_se || op == Opcode::send_se_inv;
+                if (op == Opcode::send_inv || op == Opcode::send_se_inv) {
+                    if (!owner_.invalidate_stag(rx_hdr_.inv_stag)) return term::kRdmapCannotInvalidate;
+                    c.invalidated = true;
+                    c.inv_stag = rx_hdr_.inv_stag;
+                }
+                owner_.completed(c);
+            }
+            break;
+        case RxKind::discard:
+            if (is_send(rx_hdr_.op())) ++rx_msn_[0];
+            break;
+        case RxKind::read_request:
+            ++rx_msn_[1];
+            if (auto t = check_read_request()) return t;
+            break;
+        case RxKind::terminate: {
+            Terminate t;
+            if (!decode_terminate(std::span<const uint8_t>(control_, len), t)) t.code = term::kRdmapCatastrophicStream;
+            peer_terminated_ = true;
+            owner_.peer_terminated(t);
+            return t.code;  // stops the receive side; no Terminate goes back
+        }
+        case RxKind::none:
+            return term::kDdpLocalCatastrophic;
+    }
+    rtr_pending_ = false;  // whatever arrived first was the peer's RTR or its first message: we may send now
+    return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Transmit side
+
+rdma::Status Engine::post(const WorkRequest &wr) noexcept {
+    if (failed()) return rdma::Status(RI_ECANCELED);
+    if (wr.num_sge > kMaxSge) return rdma::Status(RI_EINVAL);
+    if (wr.type != WorkType::read && total_length(wr.sge, wr.num_sge) > UINT32_MAX) return rdma::Status(RI_EMSGSIZE);
+    // A request holds its slot until it completes: queued, or framed and waiting for its last frame to be sent.
+    if (sq_count_ + ev_count_ >= sq_.size()) return rdma::Status(RI_EAGAIN);
+    sq_[(sq_head_ + sq_count_) % sq_.size()] = wr;
+    ++sq_count_;
+    return {};
+}
+
+void Engine::push_tx_event(uint64_t seq, uint64_t wr_id, Completion::Kind kind, uint32_t bytes) noexcept {
+    // A request keeps its send queue slot until this event completes it (see post()), so this never overflows.
+    events_[(ev_head_ + ev_count_) % events_.size()] = TxEvent{seq, wr_id, kind, bytes, false};
+    ++ev_count_;
+}
+
+void Engine::frame_sent() noexcept {
+    ++frames_sent_;
+    while (ev_count_ > 0 && events_[ev_head_].seq <= frames_sent_) {
+        const TxEvent &e = events_[ev_head_];
+        if (!e.internal) owner_.completed(Completion{e.wr_id, e.kind, e.bytes});
+        ev_head_ = (ev_head_ + 1) % events_.size();
+        --ev_count_;
+    }
+}
+
+void Engine::build_terminate(TxFrame &frame) noexcept {
+    Terminate t;
+    t.code = rx_.failure();
+    bool read_request = rx_hdr_.op() == Opcode::read_request && !rx_hdr_.tagged;
+    std::span<const uint8_t> offending = rx_.current_header();
+    t.hdrct = offending.empty() ? 0 : terminate_hdrct(t.code, read_request);
+    if ((t.hdrct & kTermHdrD) != 0) {
+        std::memcpy(t.ddp_header, offending.data(), offending.size());
+        t.ddp_segment_length = static_cast<uint16_t>(rx_.current_payload_len());
+    }
+    if ((t.hdrct & kTermHdrR) != 0) std::memcpy(t.rdmap_header, control_, kReadRequestLen);
+    uint8_t payload[kTerminateMaxLen];
+    size_t n = encode_terminate(t, payload);
+    Header h;
+    h.opcode = static_cast<uint8_t>(Opcode::terminate);
+    h.qn = static_cast<uint32_t>(Queue::terminate);
+    h.msn = tx_msn_[2]++;
+    tx_.build(h, std::span<const uint8_t>(payload, n), {}, frame);
+}
+
+bool Engine::build_read_response(TxFrame &frame) noexcept {
+    if (irq_count_ == 0) return false;
+    ReadResponseJob &job = irq_[irq_head_];
+    size_t chunk = std::min<size_t>(job.req.size - job.sent, cfg_.mulpdu - kTaggedHeaderLen);
+    Header h;
+    h.tagged = true;
+    h.opcode = static_cast<uint8_t>(Opcode::read_response);
+    h.stag = job.req.sink_stag;
+    h.to = job.req.sink_to + job.sent;
+    h.last = job.sent + chunk == job.req.size;
+    iovec v{const_cast<uint8_t *>(job.src) + job.sent, chunk};
+    tx_.build(h, {}, std::span<const iovec>(&v, chunk > 0 ? 1 : 0), frame);
+    job.sent += static_cast<uint32_t>(chunk);
+    stats_.tx_bytes += chunk;
+    if (h.last) {
+        irq_head_ = (irq_head_ + 1) % irq_.size();
+        --irq_count_;
+    }
+    return true;
+}
+
+bool Engine::build_request(TxFrame &frame) noexcept {
+    if (sq_count_ == 0) return false;
+    WorkRequest &wr = sq_[sq_head_];
+    Header h;
+    if (wr.type == WorkType::read) {
+        if (ord_count_ >= cfg_.ord) return false;  // wait until a response frees an ORD slot
+        h.opcode = static_cast<uint8_t>(Opcode::read_request);
+        h.qn = static_cast<uint32_t>(Queue::read_request);
+        h.msn = tx_msn_[1]++;
+        uint8_t req[kReadRequestLen];
+        encode_read_request(ReadRequest{wr.local_stag, wr.local_to, wr.length, wr.remote_stag, wr.remote_to}, req);
+        tx_.build(h, req, {}, frame);
+        orq_[(orq_head_ + ord_count_) % orq_.size()] =
+            OutstandingRead{wr.wr_id, wr.local_stag, wr.local_to, wr.length, 0, false};
+        ++ord_count_;
+    } else {
+        const size_t total = total_length(wr.sge, wr.num_sge);
+        const bool write = wr.type == WorkType::write;
+        h.tagged = write;
+        h.opcode = static_cast<uint8_t>(send_opcode(wr.type));
+        const size_t chunk = std::min(total - sq_sent_, cfg_.mulpdu - h.size());
+        if (write) {
+            h.stag = wr.remote_stag;
+            h.to = wr.remote_to + sq_sent_;
+        } else {
+            h.qn = static_cast<uint32_t>(Queue::send);
+            h.msn = tx_msn_[0];
+            h.mo = sq_sent_;
+            if (wr.type == WorkType::send_inv || wr.type == WorkType::send_se_inv) h.inv_stag = wr.inv_stag;
+        }
+        h.last = sq_sent_ + chunk == total;
+        iovec iov[kMaxSge];
+        size_t n = gather(wr.sge, wr.num_sge, sq_sent_, chunk, iov);
+        tx_.build(h, {}, std::span<const iovec>(iov, n), frame);
+        sq_sent_ += static_cast<uint32_t>(chunk);
+        stats_.tx_bytes += chunk;
+        if (!h.last) return true;
+        if (!write) ++tx_msn_[0];
+        // The completion belongs to this frame, whose sequence number next_frame() assigns after we return.
+        push_tx_event(frames_built_ + 1, wr.wr_id, write ? Completion::Kind::write : Completion::Kind::send,
+                      static_cast<uint32_t>(total));
+        sq_sent_ = 0;
+    }
+    sq_head_ = (sq_head_ + 1) % sq_.size();
+    --sq_count_;
+    return true;
+}
+
+bool Engine::next_frame(TxFrame &frame) noexcept {
+    bool built = false;
+    if (rx_.failed()) {
+        if (peer_terminated_ || terminate_built_) return false;
+        build_terminate(frame);
+        terminate_built_ = true;
+        built = true;
+    } else if (rtr_pending_) {
+        return false;  // peer-to-peer responder: nothing goes out before the initiator's RTR
+    } else if (rtr_to_send_) {
+        rtr_to_send_ = false;
+        RtrMessage m = make_rtr(cfg_.rtr_send, cfg_.rtr_send == kRtrRead ? tx_msn_[1]++ : tx_msn_[0]++);
+        uint8_t req[kReadRequestLen];
+        if (m.has_read) {
+            encode_read_request(m.read, req);
+            orq_[(orq_head_ + ord_count_) % orq_.size()] = OutstandingRead{0, 0, 0, 0, 0, true};
+            ++ord_count_;
+        }
+        tx_.build(m.header, std::span<const uint8_t>(req, m.has_read ? kReadRequestLen : 0), {}, frame);
+        built = true;
+    } else {
+        // Alternate between answering the peer's reads and our own requests so neither starves.
+        if (prefer_response_ && build_read_response(frame)) {
+            built = true;
+        } else if (build_request(frame)) {
+            built = true;
+        } else {
+            built = build_read_response(frame);
+        }
+        prefer_response_ = !prefer_response_;
+    }
+    if (built) {
+        ++frames_built_;
+        ++stats_.tx_fpdus;
+    }
+    return built;
+}
+
+}  // namespace iwarp

@@ -1,0 +1,483 @@
+// The DDP/RDMAP engine between two instances connected in memory: every operation with every byte checked, and
+// every invalid inbound case with the Terminate it must produce.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <random>
+
+#include "engine_harness.hpp"
+
+namespace {
+
+using namespace iwarp;
+using harness::Owner;
+using harness::settle;
+using harness::wr_over;
+
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+    std::vector<uint8_t> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 31 + seed + (i >> 8));
+    return v;
+}
+
+class EnginePair : public ::testing::Test {
+protected:
+    EngineConfig config(bool crc = true) {
+        EngineConfig c;
+        c.pd = 1;
+        c.rx.crc = c.tx.crc = crc;
+        c.mulpdu = 1454;
+        c.ird = 4;
+        c.ord = 4;
+        c.sq_depth = 16;
+        return c;
+    }
+    void make(const EngineConfig &ca, const EngineConfig &cb) {
+        a = std::make_unique<Engine>(oa, ca);
+        b = std::make_unique<Engine>(ob, cb);
+    }
+    void SetUp() override { make(config(), config()); }
+
+    Owner oa, ob;
+    std::unique_ptr<Engine> a, b;
+};
+
+TEST_F(EnginePair, SendSingleAndMultiSegment) {
+    for (size_t size : {size_t{0}, size_t{1}, size_t{1436}, size_t{1437}, size_t{100000}}) {
+        SCOPED_TRACE(size);
+        oa.completions.clear();
+        ob.completions.clear();
+        auto src = pattern(size, 3);
+        std::vector<uint8_t> dst(size + 64, 0xee);
+        ob.post_receive(77, dst, size > 100 ? 3 : 1);
+        ASSERT_TRUE(a->post(wr_over(5, WorkType::send, src)).ok());
+        settle(*a, *b);
+        ASSERT_FALSE(b->failed()) << term_name(b->failure());
+        ASSERT_EQ(ob.completions.size(), 1u);
+        EXPECT_EQ(ob.completions[0].wr_id, 77u);
+        EXPECT_EQ(ob.completions[0].kind, Completion::Kind::recv);
+        EXPECT_EQ(ob.completions[0].byte_len, size);
+        EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin()));
+        EXPECT_EQ(dst[size], 0xee);  // nothing past the message
+        ASSERT_EQ(oa.completions.size(), 1u);
+        EXPECT_EQ(oa.completions[0].wr_id, 5u);
+        EXPECT_EQ(oa.completions[0].kind, Completion::Kind::send);
+    }
+}
+
+TEST_F(EnginePair, WriteThenReadBackMultiSegment) {
+    auto src = pattern(300000, 9);
+    std::vector<uint8_t> target(400000, 0);
+    ob.add_region(0x1200, target, RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_READ | RI_ACCESS_LOCAL_WRITE, 1, 0x10000);
+    WorkRequest w = wr_over(1, WorkType::write, src);
+    w.remote_stag = 0x1200;
+    w.remote_to = 0x10000 + 1000;
+    ASSERT_TRUE(a->post(w).ok());
+    settle(*a, *b, 999);  // odd chunk sizes: segments arrive split anywhere
+    ASSERT_FALSE(b->failed()) << term_name(b->failure());
+    EXPECT_TRUE(std::equal(src.begin(), src.end(), target.begin() + 1000));
+    EXPECT_EQ(target[999], 0);
+    EXPECT_TRUE(ob.completions.empty());  // a Write completes only at the writer
+    ASSERT_EQ(oa.completions.size(), 1u);
+    EXPECT_EQ(oa.completions[0].kind, Completion::Kind::write);
+
+    std::vector<uint8_t> back(300000, 0);
+    oa.add_region(0x3400, back, RI_ACCESS_LOCAL_WRITE);
+    WorkRequest r;
+    r.wr_id = 2;
+    r.type = WorkType::read;
+    r.remote_stag = 0x1200;
+    r.remote_to = 0x10000 + 1000;
+    r.local_stag = 0x3400;
+    r.local_to = 0;
+    r.length = 300000;
+    ASSERT_TRUE(a->post(r).ok());
+    settle(*a, *b);
+    ASSERT_FALSE(a->failed()) << term_name(a->failure());
+    EXPECT_EQ(back, src);
+    ASSERT_EQ(oa.completions.size(), 2u);
+    EXPECT_EQ(oa.completions[1].kind, Completion::Kind::read);
+    EXPECT_EQ(oa.completions[1].byte_len, 300000u);
+}
+
+TEST_F(EnginePair, OrdLimitsOutstandingReadsAndAllComplete) {
+    std::vector<uint8_t> remote = pattern(4096, 1);
+    ob.add_region(7, remote, RI_ACCESS_REMOTE_READ);
+    std::vector<std::vector<uint8_t>> sinks(10, std::vector<uint8_t>(512));
+    for (size_t i = 0; i < sinks.size(); ++i) {
+        oa.add_region(static_cast<uint32_t>(100 + i), sinks[i], RI_ACCESS_LOCAL_WRITE);
+        WorkRequest r;
+        r.wr_id = i;
+        r.type = WorkType::read;
+        r.remote_stag = 7;
+        r.remote_to = i * 256;
+        r.local_stag = static_cast<uint32_t>(100 + i);
+        r.length = 512;
+        ASSERT_TRUE(a->post(r).ok());
+    }
+    settle(*a, *b);
+    ASSERT_FALSE(a->failed());
+    ASSERT_FALSE(b->failed());
+    ASSERT_EQ(oa.completions.size(), 10u);
+    for (size_t i = 0; i < sinks.size(); ++i) {
+        EXPECT_EQ(oa.completions[i].wr_id, i);  // in order
+        EXPECT_TRUE(std::equal(sinks[i].begin(), sinks[i].end(), remote.begin() + static_cast<long>(i * 256)));
+    }
+}
+
+TEST_F(EnginePair, SendWithInvalidateAndSolicited) {
+    std::vector<uint8_t> mem(64);
+    ob.add_region(0x55, mem, RI_ACCESS_REMOTE_WRITE);
+    auto src = pattern(32, 1);
+    std::vector<uint8_t> dst(32);
+    ob.post_receive(1, dst);
+    ob.post_receive(2, dst);
+    WorkRequest s = wr_over(9, WorkType::send_se_inv, src);
+    s.inv_stag = 0x55;
+    ASSERT_TRUE(a->post(s).ok());
+    ASSERT_TRUE(a->post(wr_over(10, WorkType::send_se, src)).ok());
+    settle(*a, *b);
+    ASSERT_EQ(ob.completions.size(), 2u);
+    EXPECT_TRUE(ob.completions[0].invalidated);
+    EXPECT_EQ(ob.completions[0].inv_stag, 0x55u);
+    EXPECT_TRUE(ob.completions[0].solicited);
+    EXPECT_FALSE(ob.completions[1].invalidated);
+    EXPECT_TRUE(ob.completions[1].solicited);
+    EXPECT_FALSE(ob.regions[0x55].valid);
+}
+
+TEST_F(EnginePair, SendQueueBackPressure) {
+    auto src = pattern(8, 1);
+    for (int i = 0; i < 16; ++i) ASSERT_TRUE(a->post(wr_over(static_cast<uint64_t>(i), WorkType::send, src)).ok());
+    EXPECT_EQ(a->post(wr_over(99, WorkType::send, src)).code(), RI_EAGAIN);
+    WorkRequest too_many = wr_over(1, WorkType::send, src);
+    too_many.num_sge = kMaxSge + 1;
+    EXPECT_EQ(a->post(too_many).code(), RI_EINVAL);
+}
+
+TEST_F(EnginePair, PeerToPeerWriteRtrHoldsResponderUntilItArrives) {
+    EngineConfig ini = config(), res = config();
+    ini.rtr_send = kRtrWrite;
+    res.rtr_expect = true;
+    make(ini, res);
+    auto src = pattern(10, 2);
+    std::vector<uint8_t> dst(10);
+    oa.post_receive(1, dst);
+    ASSERT_TRUE(b->post(wr_over(3, WorkType::send, src)).ok());
+    TxFrame frame;
+    EXPECT_FALSE(b->next_frame(frame));  // the responder may not send yet
+    settle(*a, *b);
+    ASSERT_FALSE(a->failed());
+    ASSERT_FALSE(b->failed());
+    ASSERT_EQ(oa.completions.size(), 1u);
+    EXPECT_EQ(dst, src);
+    EXPECT_TRUE(ob.completions.size() == 1u && ob.completions[0].kind == Completion::Kind::send);
+}
+
+TEST_F(EnginePair, PeerToPeerReadRtrIsAnswered) {
+    EngineConfig ini = config(), res = config();
+    ini.rtr_send = kRtrRead;
+    res.rtr_expect = true;
+    make(ini, res);
+    settle(*a, *b);
+    ASSERT_FALSE(a->failed()) << term_name(a->failure());
+    ASSERT_FALSE(b->failed()) << term_name(b->failure());
+    EXPECT_TRUE(oa.completions.empty());  // the RTR completes nothing visible
+    EXPECT_EQ(a->outstanding(), 0u);
+    // And the stream works afterwards.
+    auto src = pattern(5, 1);
+    std::vector<uint8_t> dst(5);
+    ob.post_receive(1, dst);
+    ASSERT_TRUE(a->post(wr_over(1, WorkType::send, src)).ok());
+    settle(*a, *b);
+    EXPECT_EQ(dst, src);
+}
+
+TEST_F(EnginePair, NoMarkersOneWayMarkersOtherWay) {
+    EngineConfig ca = config(), cb = config();
+    ca.tx.markers = true;  // a sends markers, b expects them
+    cb.rx.markers = true;
+    make(ca, cb);
+    auto src = pattern(50000, 4);
+    std::vector<uint8_t> dst(50000);
+    ob.post_receive(1, dst);
+    ASSERT_TRUE(a->post(wr_over(1, WorkType::send, src)).ok());
+    settle(*a, *b, 700);
+    ASSERT_FALSE(b->failed()) << term_name(b->failure());
+    EXPECT_EQ(dst, src);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Invalid inbound segments: a raw transmitter plays a misbehaving peer; the engine under test must stop with the
+// right code and send a Terminate carrying the right headers, placing nothing outside registered memory.
+
+class BadPeer : public ::testing::Test {
+protected:
+    void SetUp() override {
+        EngineConfig c;
+        c.pd = 1;
+        c.rx.crc = c.tx.crc = true;
+        c.ird = 2;
+        c.ord = 2;
+        engine = std::make_unique<Engine>(owner, c);
+        owner.add_region(0x100, mem, RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_READ | RI_ACCESS_LOCAL_WRITE);
+        owner.add_region(0x200, ro, RI_ACCESS_REMOTE_READ);
+        owner.add_region(0x300, other_pd, RI_ACCESS_REMOTE_WRITE, /*pd=*/2);
+    }
+    // Sends one segment from the bad peer.
+    void inject(const Header &h, std::span<const uint8_t> control = {}, size_t payload = 0) {
+        std::vector<uint8_t> data(payload, 0x5a);
+        iovec v{data.data(), data.size()};
+        static TxFrame frame;
+        peer.build(h, control, std::span<const iovec>(&v, payload > 0 ? 1 : 0), frame);
+        auto b = harness::bytes_of(frame);
+        engine->receiver().feed(b);
+    }
+    // The Terminate the engine sends back, decoded.
+    Terminate terminate_sent() {
+        static TxFrame frame;
+        EXPECT_TRUE(engine->next_frame(frame));
+        auto bytes = harness::bytes_of(frame);
+        EXPECT_FALSE(engine->next_frame(frame));  // nothing after the Terminate
+        Header h = decode_header(bytes.data() + kMpaLengthLen);
+        EXPECT_EQ(h.op(), Opcode::terminate);
+        EXPECT_EQ(h.qn, 2u);
+        EXPECT_EQ(h.msn, 1u);
+        size_t ulpdu = be::get16(bytes.data());
+        Terminate t;
+        EXPECT_TRUE(decode_terminate(
+            std::span<const uint8_t>(bytes.data() + kMpaLengthLen + kUntaggedHeaderLen, ulpdu - kUntaggedHeaderLen),
+            t));
+        return t;
+    }
+    void expect_terminate(TermCode code, uint8_t hdrct) {
+        ASSERT_TRUE(engine->failed());
+        EXPECT_EQ(engine->failure(), code) << term_name(engine->failure()) << " instead of " << term_name(code);
+        Terminate t = terminate_sent();
+        EXPECT_EQ(t.code, code);
+        EXPECT_EQ(t.hdrct, hdrct);
+        EXPECT_TRUE(engine->terminate_sent());
+        EXPECT_EQ(engine->post(WorkRequest{}).code(), RI_ECANCELED);
+    }
+    static Header write_to(uint32_t stag, uint64_t to) {
+        Header h;
+        h.tagged = true;
+        h.opcode = static_cast<uint8_t>(Opcode::rdma_write);
+        h.stag = stag;
+        h.to = to;
+        return h;
+    }
+    static Header send_msn(uint32_t msn, uint32_t mo = 0, bool last = true) {
+        Header h;
+        h.opcode = static_cast<uint8_t>(Opcode::send);
+        h.msn = msn;
+        h.mo = mo;
+        h.last = last;
+        return h;
+    }
+
+    Owner owner;
+    std::vector<uint8_t> mem = std::vector<uint8_t>(4096, 0);
+    std::vector<uint8_t> ro = std::vector<uint8_t>(4096, 0);
+    std::vector<uint8_t> other_pd = std::vector<uint8_t>(4096, 0);
+    std::unique_ptr<Engine> engine;
+    Transmitter peer{FramingOptions{true, false}};
+};
+
+TEST_F(BadPeer, InvalidStag) {
+    inject(write_to(0x999, 0), {}, 8);
+    expect_terminate(term::kDdpTaggedInvalidStag, kTermHdrM | kTermHdrD);
+}
+
+TEST_F(BadPeer, InvalidatedStag) {
+    owner.regions[0x100].valid = false;
+    inject(write_to(0x100, 0), {}, 8);
+    expect_terminate(term::kDdpTaggedInvalidStag, kTermHdrM | kTermHdrD);
+}
+
+TEST_F(BadPeer, BaseAndBoundsViolation) {
+    inject(write_to(0x100, 4090), {}, 8);
+    expect_terminate(term::kDdpTaggedBaseBounds, kTermHdrM | kTermHdrD);
+    EXPECT_EQ(std::count(mem.begin(), mem.end(), 0x5a), 0);  // nothing placed
+}
+
+TEST_F(BadPeer, TaggedOffsetWrap) {
+    inject(write_to(0x100, UINT64_MAX - 2), {}, 8);
+    expect_terminate(term::kDdpTaggedToWrap, kTermHdrM | kTermHdrD);
+}
+
+TEST_F(BadPeer, AccessRightsViolation) {
+    inject(write_to(0x200, 0), {}, 8);
+    expect_terminate(term::kRdmapAccessRights, kTermHdrM | kTermHdrD);
+    EXPECT_EQ(std::count(ro.begin(), ro.end(), 0x5a), 0);
+}
+
+TEST_F(BadPeer, StagOfAnotherProtectionDomain) {
+    inject(write_to(0x300, 0), {}, 8);
+    expect_terminate(term::kDdpTaggedStagNotAssociated, kTermHdrM | kTermHdrD);
+}
+
+TEST_F(BadPeer, InvalidMsn) {
+    std::vector<uint8_t> buf(64);
+    owner.post_receive(1, buf);
+    inject(send_msn(5), {}, 8);
+    expect_terminate(term::kDdpMsnRange, kTermHdrM | kTermHdrD);
+}
+
+TEST_F(BadPeer, InvalidMo) {
+    std::vector<uint8_t> buf(64);
+    owner.post_receive(1, buf);
+    inject(send_msn(1, 0, false), {}, 8);
+    inject(send_msn(1, 16), {}, 8);  // a gap: the second segment must start at 8
+    expect_terminate(term::kDdpInvalidMo, kTermHdrM | kTermHdrD);
+}
+
+TEST_F(BadPeer, NoReceiveBuffer) {
+    inject(send_msn(1), {}, 8);
+    expect_terminate(term::kDdpNoBuffer, kTermHdrM | kTermHdrD);
+}
+
+TEST_F(BadPeer, MessageTooLong) {
+    std::vector<uint8_t> buf(16, 0);
+    std::vector<uint8_t> after(16, 0);
+    owner.post_receive(1, buf);
+    inject(send_msn(1), {}, 17);
+    expect_terminate(term::kDdpMessageTooLong, kTermHdrM | kTermHdrD);
+    EXPECT_EQ(std::count(buf.begin(), buf.end(), 0x5a), 0);
+}
+
+TEST_F(BadPeer, InvalidDdpVersion) {
+    Header h = write_to(0x100, 0);
+    h.ddp_version = 2;
+    inject(h, {}, 8);
+    expect_terminate(term::kDdpTaggedInvalidVersion, 0);
+    Header u = send_msn(1);
+    u.ddp_version = 0;
+    SetUp();
+    inject(u, {}, 8);
+    expect_terminate(term::kDdpUntaggedInvalidVersion, 0);
+}
+
+TEST_F(BadPeer, InvalidRdmapVersion) {
+    Header h = send_msn(1);
+    h.rdmap_version = 2;
+    inject(h, {}, 8);
+    expect_terminate(term::kRdmapInvalidVersion, 0);
+}
+
+TEST_F(BadPeer, InvalidOpcode) {
+    Header h = send_msn(1);
+    h.opcode = 0xc;
+    inject(h, {}, 8);
+    expect_terminate(term::kRdmapUnexpectedOpcode, 0);
+}
+
+TEST_F(BadPeer, TaggedSendIsUnexpected) {
+    Header h = write_to(0x100, 0);
+    h.opcode = static_cast<uint8_t>(Opcode::send);
+    inject(h, {}, 8);
+    expect_terminate(term::kRdmapUnexpectedOpcode, 0);
+}
+
+TEST_F(BadPeer, UnsolicitedReadResponse) {
+    Header h = write_to(0x100, 0);
+    h.opcode = static_cast<uint8_t>(Opcode::read_response);
+    inject(h, {}, 8);
+    expect_terminate(term::kRdmapUnexpectedOpcode, 0);
+}
+
+TEST_F(BadPeer, InvalidQueueNumber) {
+    Header h = send_msn(1);
+    h.qn = 3;
+    inject(h, {}, 8);
+    expect_terminate(term::kDdpInvalidQn, kTermHdrM | kTermHdrD);
+}
+
+Header read_request(uint32_t msn) {
+    Header h;
+    h.opcode = static_cast<uint8_t>(Opcode::read_request);
+    h.qn = 1;
+    h.msn = msn;
+    return h;
+}
+
+TEST_F(BadPeer, TooManyOutstandingReads) {
+    uint8_t rr[kReadRequestLen];
+    encode_read_request(ReadRequest{1, 0, 16, 0x100, 0}, rr);
+    inject(read_request(1), rr);
+    inject(read_request(2), rr);
+    EXPECT_FALSE(engine->failed());
+    inject(read_request(3), rr);  // IRD is 2 and nothing was answered yet
+    expect_terminate(term::kDdpMsnRange, kTermHdrM | kTermHdrD);
+}
+
+TEST_F(BadPeer, ReadRequestOfInvalidSourceCopiesTheRequest) {
+    uint8_t rr[kReadRequestLen];
+    encode_read_request(ReadRequest{1, 0, 16, 0x777, 0}, rr);
+    inject(read_request(1), rr);
+    ASSERT_TRUE(engine->failed());
+    EXPECT_EQ(engine->failure(), term::kRdmapInvalidStag);
+    Terminate t = terminate_sent();
+    EXPECT_EQ(t.code, term::kRdmapInvalidStag);
+    EXPECT_EQ(t.hdrct, kTermHdrM | kTermHdrD | kTermHdrR);
+    EXPECT_EQ(decode_read_request(t.rdmap_header).src_stag, 0x777u);
+    EXPECT_EQ(decode_header(t.ddp_header).msn, 1u);
+    EXPECT_EQ(t.ddp_segment_length, kReadRequestLen);
+}
+
+TEST_F(BadPeer, ReadRequestBeyondTheSourceRegion) {
+    uint8_t rr[kReadRequestLen];
+    encode_read_request(ReadRequest{1, 0, 4097, 0x100, 0}, rr);
+    inject(read_request(1), rr);
+    expect_terminate(term::kRdmapBaseBounds, kTermHdrM | kTermHdrD | kTermHdrR);
+}
+
+TEST_F(BadPeer, ReadRequestWithoutReadRights) {
+    owner.add_region(0x400, mem, RI_ACCESS_REMOTE_WRITE);
+    uint8_t rr[kReadRequestLen];
+    encode_read_request(ReadRequest{1, 0, 8, 0x400, 0}, rr);
+    inject(read_request(1), rr);
+    expect_terminate(term::kRdmapAccessRights, kTermHdrM | kTermHdrD | kTermHdrR);
+}
+
+TEST_F(BadPeer, SendWithInvalidateOfForeignStag) {
+    std::vector<uint8_t> buf(64);
+    owner.post_receive(1, buf);
+    owner.regions[0x100].invalidatable = false;
+    Header h = send_msn(1);
+    h.opcode = static_cast<uint8_t>(Opcode::send_inv);
+    h.inv_stag = 0x100;
+    inject(h, {}, 8);
+    expect_terminate(term::kRdmapCannotInvalidate, kTermHdrM | kTermHdrD);
+}
+
+TEST_F(BadPeer, CrcError) {
+    Header h = write_to(0x100, 0);
+    std::vector<uint8_t> data(8, 1);
+    iovec v{data.data(), data.size()};
+    static TxFrame frame;
+    peer.build(h, {}, std::span<const iovec>(&v, 1), frame);
+    auto b = harness::bytes_of(frame);
+    b[b.size() - 1] ^= 1;
+    engine->receiver().feed(b);
+    expect_terminate(term::kLlpCrcError, 0);
+}
+
+TEST_F(BadPeer, PeerTerminateIsReportedAndNotAnswered) {
+    Terminate t;
+    t.code = term::kRdmapAccessRights;
+    uint8_t payload[kTerminateMaxLen];
+    size_t n = encode_terminate(t, payload);
+    Header h;
+    h.opcode = static_cast<uint8_t>(Opcode::terminate);
+    h.qn = 2;
+    h.msn = 1;
+    inject(h, std::span<const uint8_t>(payload, n));
+    ASSERT_TRUE(engine->failed());
+    ASSERT_TRUE(owner.terminate.has_value());
+    EXPECT_EQ(owner.terminate->code, term::kRdmapAccessRights);
+    static TxFrame frame;
+    EXPECT_FALSE(engine->next_frame(frame));
+}
+
+}  // namespace
