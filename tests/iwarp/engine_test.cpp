@@ -172,6 +172,29 @@ TEST_F(EnginePair, PeerToPeerWriteRtrHoldsResponderUntilItArrives) {
     ASSERT_EQ(oa.completions.size(), 1u);
     EXPECT_EQ(dst, src);
     EXPECT_TRUE(ob.completions.size() == 1u && ob.completions[0].kind == Completion::Kind::send);
+    // The initiator's own first Send after its RTR carries MSN 1.
+    std::vector<uint8_t> dst2(10);
+    ob.post_receive(2, dst2);
+    ASSERT_TRUE(a->post(wr_over(4, WorkType::send, src)).ok());
+    settle(*a, *b);
+    ASSERT_FALSE(b->failed()) << term_name(b->failure());
+    EXPECT_EQ(dst2, src);
+}
+
+TEST_F(EnginePair, PeerToPeerSendRtrConsumesNoReceive) {
+    EngineConfig ini = config(), res = config();
+    ini.rtr_send = kRtrSend;
+    res.rtr_expect = true;
+    make(ini, res);
+    auto src = pattern(7, 2);
+    std::vector<uint8_t> dst(7);
+    ob.post_receive(1, dst);
+    ASSERT_TRUE(a->post(wr_over(3, WorkType::send, src)).ok());
+    settle(*a, *b);
+    ASSERT_FALSE(b->failed()) << term_name(b->failure());
+    ASSERT_EQ(ob.completions.size(), 1u);
+    EXPECT_EQ(ob.completions[0].byte_len, 7u);
+    EXPECT_EQ(dst, src);
 }
 
 TEST_F(EnginePair, PeerToPeerReadRtrIsAnswered) {

@@ -398,7 +398,11 @@ bool Engine::next_frame(TxFrame &frame) noexcept {
         return false;  // peer-to-peer responder: nothing goes out before the initiator's RTR
     } else if (rtr_to_send_) {
         rtr_to_send_ = false;
-        RtrMessage m = make_rtr(cfg_.rtr_send, cfg_.rtr_send == kRtrRead ? tx_msn_[1]++ : tx_msn_[0]++);
+        // A zero-length Read uses the Read Request queue's MSN, a zero-length Send the Send queue's; a Write none.
+        uint32_t msn = 0;
+        if (cfg_.rtr_send == kRtrRead) msn = tx_msn_[1]++;
+        if (cfg_.rtr_send == kRtrSend) msn = tx_msn_[0]++;
+        RtrMessage m = make_rtr(cfg_.rtr_send, msn);
         uint8_t req[kReadRequestLen];
         if (m.has_read) {
             encode_read_request(m.read, req);
