@@ -56,6 +56,7 @@ uint32_t update_soft(uint32_t crc, const uint8_t *p, size_t len) noexcept {
 // Block sizes of the interleaved loops: long blocks for big buffers, short ones for the rest.
 constexpr size_t kLong = 8192;
 constexpr size_t kShort = 256;
+constexpr size_t kTiny = 64;  // FPDUs of a 1460-byte MSS are mostly covered by short and tiny blocks
 
 // Appending n zero bytes to a raw CRC state is linear in the state: a 32x32 matrix over GF(2), applied here as four
 // byte-indexed tables. shift_long/shift_short move a stream's CRC past the two streams that follow it.
@@ -83,6 +84,7 @@ ShiftTable make_shift(size_t len) noexcept {
 struct HwTables {
     ShiftTable long_shift = make_shift(kLong);
     ShiftTable short_shift = make_shift(kShort);
+    ShiftTable tiny_shift = make_shift(kTiny);
 };
 
 const HwTables &hw_tables() noexcept {
@@ -120,10 +122,11 @@ __attribute__((target("sse4.2"))) uint32_t update_hw(uint32_t crc, const uint8_t
         c0 = _mm_crc32_u8(static_cast<uint32_t>(c0), *p++);
         --len;
     }
-    if (len >= 3 * kShort) {
+    if (len >= 3 * kTiny) {
         const HwTables &tables = hw_tables();
         interleave(c0, p, len, kLong, tables.long_shift);
         interleave(c0, p, len, kShort, tables.short_shift);
+        interleave(c0, p, len, kTiny, tables.tiny_shift);
     }
     while (len >= 8) {
         uint64_t w;
