@@ -158,7 +158,7 @@ TEST_F(EnginePair, SendQueueBackPressure) {
 TEST_F(EnginePair, PeerToPeerWriteRtrHoldsResponderUntilItArrives) {
     EngineConfig ini = config(), res = config();
     ini.rtr_send = kRtrWrite;
-    res.rtr_expect = true;
+    res.rtr_expect = ini.rtr_send;
     make(ini, res);
     auto src = pattern(10, 2);
     std::vector<uint8_t> dst(10);
@@ -184,7 +184,7 @@ TEST_F(EnginePair, PeerToPeerWriteRtrHoldsResponderUntilItArrives) {
 TEST_F(EnginePair, PeerToPeerSendRtrConsumesNoReceive) {
     EngineConfig ini = config(), res = config();
     ini.rtr_send = kRtrSend;
-    res.rtr_expect = true;
+    res.rtr_expect = ini.rtr_send;
     make(ini, res);
     auto src = pattern(7, 2);
     std::vector<uint8_t> dst(7);
@@ -200,7 +200,7 @@ TEST_F(EnginePair, PeerToPeerSendRtrConsumesNoReceive) {
 TEST_F(EnginePair, PeerToPeerReadRtrIsAnswered) {
     EngineConfig ini = config(), res = config();
     ini.rtr_send = kRtrRead;
-    res.rtr_expect = true;
+    res.rtr_expect = ini.rtr_send;
     make(ini, res);
     settle(*a, *b);
     ASSERT_FALSE(a->failed()) << term_name(a->failure());
@@ -214,6 +214,43 @@ TEST_F(EnginePair, PeerToPeerReadRtrIsAnswered) {
     ASSERT_TRUE(a->post(wr_over(1, WorkType::send, src)).ok());
     settle(*a, *b);
     EXPECT_EQ(dst, src);
+}
+
+TEST_F(EnginePair, WrongRtrIsATerminateNotAHang) {
+    EngineConfig ini = config(), res = config();
+    ini.rtr_send = kRtrRead;   // the initiator sends a zero-length Read...
+    res.rtr_expect = kRtrWrite;  // ...but a Write was agreed
+    make(ini, res);
+    settle(*a, *b);
+    ASSERT_TRUE(b->failed());
+    EXPECT_EQ(b->failure(), term::kLlpNoMatchingRtr);
+    EXPECT_TRUE(b->terminate_sent());
+    ASSERT_TRUE(oa.terminate.has_value());  // the initiator got the Terminate
+    EXPECT_EQ(oa.terminate->code, term::kLlpNoMatchingRtr);
+}
+
+TEST_F(EnginePair, SendBeforeRtrIsATerminate) {
+    EngineConfig ini = config(), res = config();
+    res.rtr_expect = kRtrWrite;  // the initiator forgets its RTR and sends at once
+    make(ini, res);
+    auto src = pattern(4, 1);
+    std::vector<uint8_t> dst(4);
+    ob.post_receive(1, dst);
+    ASSERT_TRUE(a->post(wr_over(1, WorkType::send, src)).ok());
+    settle(*a, *b);
+    ASSERT_TRUE(b->failed());
+    EXPECT_EQ(b->failure(), term::kLlpNoMatchingRtr);
+    EXPECT_TRUE(ob.completions.empty());
+}
+
+TEST(Opcodes, TableMatchesRfc5040) {
+    EXPECT_TRUE(opcode_info(0x0).tagged);
+    EXPECT_TRUE(opcode_info(0x2).tagged);
+    EXPECT_EQ(opcode_info(0x1).queue, Queue::read_request);
+    EXPECT_EQ(opcode_info(0x7).queue, Queue::terminate);
+    EXPECT_TRUE(opcode_info(0x6).send && opcode_info(0x6).solicited && opcode_info(0x6).invalidate);
+    EXPECT_FALSE(opcode_info(0x4).solicited);
+    for (uint8_t op = 8; op < 16; ++op) EXPECT_FALSE(opcode_info(op).valid);
 }
 
 TEST_F(EnginePair, NoMarkersOneWayMarkersOtherWay) {

@@ -199,7 +199,7 @@ protected:
             e.sq_depth = 64;
             if (r.peer2peer) {
                 if (initiator) e.rtr_send = r.rtr;
-                else e.rtr_expect = true;
+                else e.rtr_expect = r.rtr;
             }
             return e;
         };

@@ -10,11 +10,7 @@
 namespace iwarp {
 namespace {
 
-bool is_send(Opcode op) noexcept {
-    return op == Opcode::send || op == Opcode::send_inv || op == Opcode::send_se || op == Opcode::send_se_inv;
-}
-
-Opcode send_opcode(WorkType t) noexcept {
+Opcode work_opcode(WorkType t) noexcept {
     switch (t) {
         case WorkType::send: return Opcode::send;
         case WorkType::send_se: return Opcode::send_se;
@@ -86,11 +82,18 @@ std::optional<TermCode> Engine::on_header(const Header &h, size_t len) {
         return h.tagged ? term::kDdpTaggedInvalidVersion : term::kDdpUntaggedInvalidVersion;
     }
     if (h.rdmap_version != kRdmapVersion) return term::kRdmapInvalidVersion;
-    if (h.opcode > static_cast<uint8_t>(Opcode::terminate)) return term::kRdmapUnexpectedOpcode;
+    const OpcodeInfo &info = opcode_info(h.opcode);
+    if (!info.valid || h.tagged != info.tagged) return term::kRdmapUnexpectedOpcode;
+    if (!info.tagged && h.qn != static_cast<uint32_t>(info.queue)) return term::kDdpInvalidQn;
     const Opcode op = h.op();
-    const bool tagged_op = op == Opcode::rdma_write || op == Opcode::read_response;
-    if (h.tagged != tagged_op) return term::kRdmapUnexpectedOpcode;
     rx_hdr_ = h;
+    if (rtr_pending_ != 0) {
+        // RFC 6581: the initiator's first message is the agreed zero-length RTR; anything else is a mismatch.
+        bool is_rtr = (rtr_pending_ == kRtrWrite && op == Opcode::rdma_write && len == 0 && h.last) ||
+                      (rtr_pending_ == kRtrRead && op == Opcode::read_request) ||
+                      (rtr_pending_ == kRtrSend && op == Opcode::send && len == 0 && h.last);
+        if (!is_rtr) return term::kLlpNoMatchingRtr;
+    }
     switch (op) {
         case Opcode::rdma_write:
             if (len == 0 && h.last) {
@@ -104,10 +107,8 @@ std::optional<TermCode> Engine::on_header(const Header &h, size_t len) {
         case Opcode::send_inv:
         case Opcode::send_se:
         case Opcode::send_se_inv:
-            if (h.qn != static_cast<uint32_t>(Queue::send)) return term::kDdpInvalidQn;
             return start_send(h, len);
         case Opcode::read_request:
-            if (h.qn != static_cast<uint32_t>(Queue::read_request)) return term::kDdpInvalidQn;
             // More Read Requests than the IRD we granted, or one out of sequence.
             if (h.msn != rx_msn_[1] || irq_count_ >= cfg_.ird) return term::kDdpMsnRange;
             if (h.mo != 0) return term::kDdpInvalidMo;
@@ -115,7 +116,6 @@ std::optional<TermCode> Engine::on_header(const Header &h, size_t len) {
             rx_kind_ = RxKind::read_request;
             return std::nullopt;
         case Opcode::terminate:
-            if (h.qn != static_cast<uint32_t>(Queue::terminate)) return term::kDdpInvalidQn;
             if (h.mo != 0) return term::kDdpInvalidMo;
             if (len > kTerminateMaxLen || !h.last) return term::kDdpMessageTooLong;
             rx_kind_ = RxKind::terminate;
@@ -151,7 +151,7 @@ std::optional<TermCode> Engine::check_tagged(const Header &h, size_t len, uint32
 
 std::optional<TermCode> Engine::start_send(const Header &h, size_t len) {
     if (h.msn != rx_msn_[0]) return term::kDdpMsnRange;
-    if (rtr_pending_ && len == 0 && h.last && h.mo == 0) {
+    if (rtr_pending_ == kRtrSend) {
         rx_kind_ = RxKind::discard;  // the zero-length Send RTR consumes no receive buffer
         return std::nullopt;
     }
@@ -236,10 +236,10 @@ std::optional<TermCode> Engine::on_segment_end() {
             if (rx_hdr_.last) {
                 ++rx_msn_[0];
                 recv_active_ = false;
-                const Opcode op = rx_hdr_.op();
+                const OpcodeInfo &info = opcode_info(rx_hdr_.opcode);
                 Completion c{recv_.wr_id, Completion::Kind::recv, static_cast<uint32_t>(recv_placed_)};
-                c.solicited = op == Opcode::send_se || op == Opcode::send_se_inv;
-                if (op == Opcode::send_inv || op == Opcode::send_se_inv) {
+                c.solicited = info.solicited;
+                if (info.invalidate) {
                     if (!owner_.invalidate_stag(rx_hdr_.inv_stag)) return term::kRdmapCannotInvalidate;
                     c.invalidated = true;
                     c.inv_stag = rx_hdr_.inv_stag;
@@ -248,10 +248,11 @@ std::optional<TermCode> Engine::on_segment_end() {
             }
             break;
         case RxKind::discard:
-            if (is_send(rx_hdr_.op())) ++rx_msn_[0];
+            if (opcode_info(rx_hdr_.opcode).send) ++rx_msn_[0];
             break;
         case RxKind::read_request:
             ++rx_msn_[1];
+            if (rtr_pending_ == kRtrRead && decode_read_request(control_).size != 0) return term::kLlpNoMatchingRtr;
             if (auto t = check_read_request()) return t;
             break;
         case RxKind::terminate: {
@@ -264,7 +265,7 @@ std::optional<TermCode> Engine::on_segment_end() {
         case RxKind::none:
             return term::kDdpLocalCatastrophic;
     }
-    rtr_pending_ = false;  // whatever arrived first was the peer's RTR or its first message: we may send now
+    rtr_pending_ = 0;  // the RTR arrived: this side may send now
     return std::nullopt;
 }
 
@@ -357,8 +358,8 @@ bool Engine::build_request(TxFrame &frame) noexcept {
     } else {
         const size_t total = total_length(wr.sge, wr.num_sge);
         const bool write = wr.type == WorkType::write;
-        h.tagged = write;
-        h.opcode = static_cast<uint8_t>(send_opcode(wr.type));
+        h.opcode = static_cast<uint8_t>(work_opcode(wr.type));
+        h.tagged = opcode_info(h.opcode).tagged;
         const size_t chunk = std::min(total - sq_sent_, cfg_.mulpdu - h.size());
         if (write) {
             h.stag = wr.remote_stag;
@@ -367,7 +368,7 @@ bool Engine::build_request(TxFrame &frame) noexcept {
             h.qn = static_cast<uint32_t>(Queue::send);
             h.msn = tx_msn_[0];
             h.mo = sq_sent_;
-            if (wr.type == WorkType::send_inv || wr.type == WorkType::send_se_inv) h.inv_stag = wr.inv_stag;
+            if (opcode_info(h.opcode).invalidate) h.inv_stag = wr.inv_stag;
         }
         h.last = sq_sent_ + chunk == total;
         iovec iov[kMaxSge];

@@ -116,7 +116,11 @@ struct EngineConfig {
     uint32_t ord = 1;         /**< Outbound RDMA Reads this side has outstanding at once. */
     uint32_t sq_depth = 64;   /**< Send queue capacity. */
     uint8_t rtr_send = 0;     /**< Peer-to-peer initiator: the RTR type (RtrBits) to send first. */
-    bool rtr_expect = false;  /**< Peer-to-peer responder: send nothing before the peer's RTR arrives. */
+    /**
+     * Peer-to-peer responder: the RTR type (RtrBits) agreed on. Nothing is sent before it arrives, and a first
+     * message that is not that RTR is a Terminate ("no matching RTR option"), not a hang.
+     */
+    uint8_t rtr_expect = 0;
 };
 
 /** @brief Counters of one engine. */
@@ -211,7 +215,7 @@ private:
     size_t recv_capacity_ = 0;
     size_t recv_placed_ = 0;
     uint8_t control_[kTerminateMaxLen]{};  // Read Request or Terminate payload
-    bool rtr_pending_;                     // responder: waiting for the peer's RTR
+    uint8_t rtr_pending_;                  // responder: the RTR type still awaited, 0 once it arrived
     bool peer_terminated_ = false;
 
     // Rings.

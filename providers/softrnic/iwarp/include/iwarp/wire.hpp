@@ -82,6 +82,33 @@ enum class Queue : uint32_t {
     terminate = 2      /**< Terminate. */
 };
 
+/** @brief What the RFCs say about one RDMAP opcode; one table drives validation (receive) and framing (send). */
+struct OpcodeInfo {
+    const char *name = "reserved"; /**< Name for logs and errors. */
+    bool valid = false;            /**< Defined by RFC 5040 (and implemented here). */
+    bool tagged = false;           /**< Carried in tagged DDP segments. */
+    Queue queue = Queue::send;     /**< Untagged queue number, for untagged opcodes. */
+    bool send = false;             /**< A Send variant: consumes a posted receive. */
+    bool solicited = false;        /**< Carries a solicited event. */
+    bool invalidate = false;       /**< Invalidates the STag in the header's RsvdULP field. */
+};
+
+/** @brief The opcode table, indexed by the 4-bit opcode value. */
+inline constexpr OpcodeInfo kOpcodes[16] = {
+    {"RDMA Write", true, true, Queue::send, false, false, false},
+    {"RDMA Read Request", true, false, Queue::read_request, false, false, false},
+    {"RDMA Read Response", true, true, Queue::send, false, false, false},
+    {"Send", true, false, Queue::send, true, false, false},
+    {"Send with Invalidate", true, false, Queue::send, true, false, true},
+    {"Send with Solicited Event", true, false, Queue::send, true, true, false},
+    {"Send with Solicited Event and Invalidate", true, false, Queue::send, true, true, true},
+    {"Terminate", true, false, Queue::terminate, false, false, false},
+    // 0x8-0xf: reserved (RFC 7306 atomics and immediate data are not implemented: "unexpected opcode")
+};
+
+/** @brief The table entry of a (raw, possibly invalid) opcode value. */
+[[nodiscard]] constexpr const OpcodeInfo &opcode_info(uint8_t opcode) noexcept { return kOpcodes[opcode & 0xf]; }
+
 /** @brief A DDP segment header with its RDMAP control byte, decoded to host order. */
 struct Header {
     bool tagged = false;         /**< T flag. */
