@@ -18,6 +18,8 @@ namespace iwarp {
 /**
  * @brief Continues a CRC32c over @p len bytes at @p data.
  * @param crc  A value returned by crc32c() or crc32c_extend() for the bytes before; 0 to start.
+ * @param data The next bytes.
+ * @param len  How many.
  * @return The CRC32c of everything so far.
  */
 [[nodiscard]] uint32_t crc32c_extend(uint32_t crc, const void *data, size_t len) noexcept;

@@ -40,7 +40,7 @@ struct LocalSpan {
 
 /** @brief What an STag names, as the owner's memory management resolves it. */
 struct Region {
-    uint8_t *base = nullptr; /**< Address of the byte at tagged offset ::to_base. */
+    uint8_t *base = nullptr; /**< Address of the byte at tagged offset Region::to_base. */
     uint64_t to_base = 0;    /**< Tagged offset of the first byte. */
     uint64_t length = 0;     /**< Length in bytes. */
     uint32_t access = 0;     /**< RI_ACCESS_* rights. */
@@ -58,7 +58,7 @@ struct ReceiveBuffer {
 enum class WorkType : uint8_t {
     send,        /**< Send. */
     send_se,     /**< Send with Solicited Event. */
-    send_inv,    /**< Send with Invalidate of ::WorkRequest::inv_stag at the peer. */
+    send_inv,    /**< Send with Invalidate of WorkRequest::inv_stag at the peer. */
     send_se_inv, /**< Send with Solicited Event and Invalidate. */
     write,       /**< RDMA Write of the gather list to remote_stag/remote_to. */
     read         /**< RDMA Read of length bytes from remote_stag/remote_to into local_stag/local_to. */
@@ -86,7 +86,7 @@ struct Completion {
     Kind kind = Kind::send;     /**< What completed. */
     uint32_t byte_len = 0;      /**< Bytes received (recv) or transferred. */
     bool solicited = false;     /**< recv: the Send carried a solicited event. */
-    bool invalidated = false;   /**< recv: the Send invalidated ::inv_stag. */
+    bool invalidated = false;   /**< recv: the Send invalidated Completion::inv_stag. */
     uint32_t inv_stag = 0;      /**< recv: the invalidated STag. */
 };
 

@@ -49,10 +49,10 @@ struct MpaFrame {
     bool enhanced = false;           /**< RFC 6581: IRD/ORD words lead the private data. */
     uint8_t reserved = 0;            /**< Reserved flag bits (must be zero). */
     uint8_t revision = 1;            /**< MPA revision. */
-    uint16_t ird = 0;                /**< With ::enhanced: inbound RDMA Read queue depth. */
-    uint16_t ord = 0;                /**< With ::enhanced: outbound RDMA Read queue depth. */
-    bool peer2peer = false;          /**< With ::enhanced: peer-to-peer mode (an RTR message follows). */
-    uint8_t rtr = 0;                 /**< With ::enhanced: a set of RtrBits. */
+    uint16_t ird = 0;                /**< With MpaFrame::enhanced: inbound RDMA Read queue depth. */
+    uint16_t ord = 0;                /**< With MpaFrame::enhanced: outbound RDMA Read queue depth. */
+    bool peer2peer = false;          /**< With MpaFrame::enhanced: peer-to-peer mode (an RTR message follows). */
+    uint8_t rtr = 0;                 /**< With MpaFrame::enhanced: a set of RtrBits. */
     std::span<const uint8_t> private_data; /**< The consumer's private data (after the IRD/ORD words). */
 
     /** @brief Encoded size. */
