@@ -78,6 +78,24 @@ TEST(Crc32c, HardwareMatchesTableAtEveryShape) {
     }
 }
 
+// The folding path (AVX-512 VPCLMULQDQ, where the CPU has it) against the instruction path at random lengths and
+// alignments, including the boundaries of its 256-byte loop.
+TEST(Crc32c, FoldingMatchesInstructionPath) {
+    std::mt19937 rng(99);
+    std::vector<uint8_t> buf(140000);
+    for (auto &b : buf) b = static_cast<uint8_t>(rng());
+    std::vector<size_t> lengths = {511, 512, 513, 767, 768, 769, 1023, 1024, 1436, 16370, 65536, 131072};
+    for (int i = 0; i < 200; ++i) lengths.push_back(std::uniform_int_distribution<size_t>(500, 135000)(rng));
+    for (size_t len : lengths) {
+        size_t off = rng() % 64;
+        uint32_t seed = static_cast<uint32_t>(rng());
+        ASSERT_EQ(iwarp::crc32c_extend(seed, buf.data() + off, len),
+                  iwarp::detail::crc32c_extend_instruction(seed, buf.data() + off, len))
+            << "length " << len << " offset " << off;
+    }
+    if (!iwarp::detail::crc32c_folding()) GTEST_SKIP() << "no AVX-512 VPCLMULQDQ here: only the instruction path ran";
+}
+
 TEST(Crc32c, ExtendEqualsWhole) {
     std::vector<uint8_t> d(70000);
     std::mt19937 rng(7);

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #if defined(__x86_64__)
+#include <immintrin.h>
 #include <nmmintrin.h>
 #endif
 
@@ -57,6 +58,7 @@ uint32_t update_soft(uint32_t crc, const uint8_t *p, size_t len) noexcept {
 constexpr size_t kLong = 8192;
 constexpr size_t kShort = 256;
 constexpr size_t kTiny = 64;  // FPDUs of a 1460-byte MSS are mostly covered by short and tiny blocks
+constexpr size_t kFoldMin = 256;  // smallest buffer handed to the folding path
 
 // Appending n zero bytes to a raw CRC state is linear in the state: a 32x32 matrix over GF(2), applied here as four
 // byte-indexed tables. shift_long/shift_short move a stream's CRC past the two streams that follow it.
@@ -139,6 +141,89 @@ __attribute__((target("sse4.2"))) uint32_t update_hw(uint32_t crc, const uint8_t
     return static_cast<uint32_t>(c0);
 }
 
+// ---- Carry-less multiplication folding (AVX-512 VPCLMULQDQ) -----------------------------------------------------
+// The crc32 instruction tops out at 8 bytes per cycle. Folding 256 bytes at a time with carry-less multiplies runs
+// on other execution units and goes several times faster on CPUs that have 512-bit VPCLMULQDQ. Folding a 128-bit
+// lane forward by D bytes multiplies its low half by (x^(8D+32) mod P)' << 1 and its high half by
+// (x^(8D-32) mod P)' << 1 (' = 32-bit reflection), as in Intel's "Fast CRC Computation Using PCLMULQDQ"; the test
+// suite pins the convention with the well-known gzip constants. What remains after folding is 16 bytes whose CRC
+// from a zero register equals the CRC so far, finished with the crc32 instruction.
+
+constexpr uint64_t kPolyNormal = 0x11edc6f41ull;  // Castagnoli with its x^32 term
+
+constexpr uint64_t fold_constant(unsigned exponent) {
+    uint64_t r = 1;
+    for (unsigned i = 0; i < exponent; ++i) {
+        r <<= 1;
+        if ((r & (1ull << 32)) != 0) r ^= kPolyNormal;
+    }
+    uint64_t reflected = 0;
+    for (int b = 0; b < 32; ++b) reflected |= ((r >> b) & 1) << (31 - b);
+    return reflected << 1;
+}
+
+struct FoldConstants {
+    uint64_t lo, hi;
+};
+constexpr FoldConstants fold_by(unsigned bytes) { return {fold_constant(8 * bytes + 32), fold_constant(8 * bytes - 32)}; }
+constexpr FoldConstants kFold256 = fold_by(256), kFold64 = fold_by(64), kFold16 = fold_by(16);
+
+__attribute__((target("avx512f,vpclmulqdq,pclmul,sse4.2"))) inline __m512i fold512(__m512i x, __m512i k) noexcept {
+    return _mm512_xor_si512(_mm512_clmulepi64_epi128(x, k, 0x00), _mm512_clmulepi64_epi128(x, k, 0x11));
+}
+
+__attribute__((target("avx512f,vpclmulqdq,pclmul,sse4.2"))) inline __m128i fold128(__m128i x, __m128i k) noexcept {
+    return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
+}
+
+// Needs len >= 256; returns the raw CRC state after `consumed` bytes, the rest is left to the caller.
+__attribute__((target("avx512f,vpclmulqdq,pclmul,sse4.2"))) uint32_t fold_vpclmul(uint32_t crc, const uint8_t *p,
+                                                                                  size_t len,
+                                                                                  size_t &consumed) noexcept {
+    const __m512i k256 = _mm512_set_epi64(static_cast<long long>(kFold256.hi), static_cast<long long>(kFold256.lo),
+                                          static_cast<long long>(kFold256.hi), static_cast<long long>(kFold256.lo),
+                                          static_cast<long long>(kFold256.hi), static_cast<long long>(kFold256.lo),
+                                          static_cast<long long>(kFold256.hi), static_cast<long long>(kFold256.lo));
+    const __m512i k64 = _mm512_set_epi64(static_cast<long long>(kFold64.hi), static_cast<long long>(kFold64.lo),
+                                         static_cast<long long>(kFold64.hi), static_cast<long long>(kFold64.lo),
+                                         static_cast<long long>(kFold64.hi), static_cast<long long>(kFold64.lo),
+                                         static_cast<long long>(kFold64.hi), static_cast<long long>(kFold64.lo));
+    const __m128i k16 = _mm_set_epi64x(static_cast<long long>(kFold16.hi), static_cast<long long>(kFold16.lo));
+    __m512i x0 = _mm512_loadu_si512(p);
+    __m512i x1 = _mm512_loadu_si512(p + 64);
+    __m512i x2 = _mm512_loadu_si512(p + 128);
+    __m512i x3 = _mm512_loadu_si512(p + 192);
+    // The register's initial value is xored into the first four data bytes.
+    x0 = _mm512_xor_si512(x0, _mm512_inserti32x4(_mm512_setzero_si512(), _mm_cvtsi32_si128(static_cast<int>(crc)), 0));
+    size_t off = 256;
+    while (len - off >= 256) {
+        x0 = _mm512_xor_si512(fold512(x0, k256), _mm512_loadu_si512(p + off));
+        x1 = _mm512_xor_si512(fold512(x1, k256), _mm512_loadu_si512(p + off + 64));
+        x2 = _mm512_xor_si512(fold512(x2, k256), _mm512_loadu_si512(p + off + 128));
+        x3 = _mm512_xor_si512(fold512(x3, k256), _mm512_loadu_si512(p + off + 192));
+        off += 256;
+    }
+    x0 = _mm512_xor_si512(fold512(x0, k64), x1);
+    x0 = _mm512_xor_si512(fold512(x0, k64), x2);
+    x0 = _mm512_xor_si512(fold512(x0, k64), x3);
+    // Through memory rather than _mm512_extracti32x4_epi32, which trips a false -Wuninitialized in GCC 12's header.
+    alignas(64) uint8_t lanes[64];
+    _mm512_store_si512(lanes, x0);
+    __m128i v = _mm_load_si128(reinterpret_cast<const __m128i *>(lanes));
+    for (int i = 1; i < 4; ++i) {
+        v = _mm_xor_si128(fold128(v, k16), _mm_load_si128(reinterpret_cast<const __m128i *>(lanes + 16 * i)));
+    }
+    uint64_t c = _mm_crc32_u64(0, static_cast<uint64_t>(_mm_cvtsi128_si64(v)));
+    c = _mm_crc32_u64(c, static_cast<uint64_t>(_mm_extract_epi64(v, 1)));
+    consumed = off;
+    return static_cast<uint32_t>(c);
+}
+
+bool detect_vpclmul() noexcept {
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq") &&
+           __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.2");
+}
+
 bool detect_hw() noexcept { return __builtin_cpu_supports("sse4.2"); }
 
 #else
@@ -155,8 +240,32 @@ bool crc32c_hardware() noexcept { return detect_hw(); }
 
 uint32_t crc32c_extend(uint32_t crc, const void *data, size_t len) noexcept {
     const auto *p = static_cast<const uint8_t *>(data);
-    return ~(detect_hw() ? update_hw(~crc, p, len) : update_soft(~crc, p, len));
+    uint32_t state = ~crc;
+#if defined(__x86_64__)
+    // Folding pays off from a few hundred bytes: below that the crc32 instruction alone is faster.
+    if (len >= kFoldMin && detect_vpclmul()) {
+        size_t consumed = 0;
+        state = fold_vpclmul(state, p, len, consumed);
+        p += consumed;
+        len -= consumed;
+    }
+#endif
+    return ~(detect_hw() ? update_hw(state, p, len) : update_soft(state, p, len));
 }
+
+namespace detail {
+uint32_t crc32c_extend_instruction(uint32_t crc, const void *data, size_t len) noexcept {
+    return ~(detect_hw() ? update_hw(~crc, static_cast<const uint8_t *>(data), len)
+                         : update_soft(~crc, static_cast<const uint8_t *>(data), len));
+}
+bool crc32c_folding() noexcept {
+#if defined(__x86_64__)
+    return detect_vpclmul();
+#else
+    return false;
+#endif
+}
+}  // namespace detail
 
 namespace detail {
 uint32_t crc32c_extend_soft(uint32_t crc, const void *data, size_t len) noexcept {

@@ -2,9 +2,10 @@
  * @file crc32c.hpp
  * @brief CRC32c (Castagnoli), as MPA (RFC 5044) and iSCSI (RFC 3720) use it.
  *
- * Uses the SSE4.2 crc32 instruction over three interleaved streams when the CPU has it (one instruction has a
- * latency of three cycles and a throughput of one per cycle, so three independent streams keep the unit busy), and a
- * slicing-by-8 table otherwise. The value is the standard one (reflected, initial value and final xor 0xffffffff);
+ * Uses carry-less multiplication folding (AVX-512 VPCLMULQDQ) for buffers of 512 bytes and more when the CPU has
+ * it, the SSE4.2 crc32 instruction over three interleaved streams for the rest (one instruction has a latency of
+ * three cycles and a throughput of one per cycle, so three independent streams keep the unit busy), and a
+ * slicing-by-8 table on CPUs without either. The value is the standard one (reflected, initial value and final xor 0xffffffff);
  * MPA carries it on the wire least significant byte first (see put_crc32c()).
  */
 #ifndef IWARP_CRC32C_HPP
@@ -33,6 +34,10 @@ namespace iwarp {
 namespace detail {
 /** @brief The table-driven implementation alone, so tests can check it on machines with the instruction. */
 [[nodiscard]] uint32_t crc32c_extend_soft(uint32_t crc, const void *data, size_t len) noexcept;
+/** @brief The crc32-instruction path alone (table path without SSE4.2), without carry-less folding. */
+[[nodiscard]] uint32_t crc32c_extend_instruction(uint32_t crc, const void *data, size_t len) noexcept;
+/** @brief True when large buffers are folded with AVX-512 VPCLMULQDQ. */
+[[nodiscard]] bool crc32c_folding() noexcept;
 }  // namespace detail
 
 /** @brief Writes a CRC32c in MPA's wire order (least significant byte first, as Linux siw and iSCSI do). */
