@@ -9,11 +9,11 @@ command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found; install the
 out=build-fuzz
 mkdir -p "$out/corpus"
 clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -DOPENRDMA_LIBFUZZER \
-  -DSIW_VECTORS_DIR="\"$(cd .. && pwd)/shared/vectors/siw\"" \
+  -DSIW_VECTORS_DIR="\"$(pwd)/tests/vectors/siw\"" \
   -Iproviders/softrnic/iwarp/include -Irnicpi/include -Itests/iwarp \
   tests/iwarp/fuzz_receive.cpp providers/softrnic/iwarp/src/*.cpp -o "$out/fuzz_receive"
 # Seed with the siw captures, prefixed by the two mode bytes the target reads first.
-for f in ../shared/vectors/siw/duo*.bin; do
+for f in tests/vectors/siw/duo*.bin; do
   { printf '\x01\x28'; tail -c +25 "$f"; } > "$out/corpus/$(basename "$f")"
 done
 "$out/fuzz_receive" "$out/corpus" -max_total_time="$seconds" -max_len=4096

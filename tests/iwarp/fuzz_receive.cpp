@@ -113,7 +113,12 @@ int main(int argc, char **argv) {
     const unsigned seed = argc > 2 ? static_cast<unsigned>(std::atol(argv[2])) : 12345u;
     std::vector<std::vector<uint8_t>> seeds;
     for (const char *name : {"duo.c2s.bin", "duo.s2c.bin", "duo-crc.c2s.bin", "duo-crc.s2c.bin"}) {
-        auto bytes = vectors::bin(name);
+        std::vector<uint8_t> bytes;
+        try {
+            bytes = vectors::bin(name);
+        } catch (const std::exception &) {
+            continue;
+        }
         if (bytes.size() <= 24) continue;
         for (uint8_t mode : {uint8_t{0}, uint8_t{1}, uint8_t{4}}) {
             std::vector<uint8_t> s = {mode, 40};
