@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's demo command: installs the dependencies, builds, and shows what the stack can do today.
-# Today that is the RNIC-PI and its loader: rdmactl describes provider modules built in this tree and explains,
-# exactly, why a broken one is refused. The softrnic demo (krdmad, it_rping, a perf sweep) replaces this as the
-# kAL, the data path and IT-API land.
+# Today that is the RNIC-PI and its loader (rdmactl describes provider modules built in this tree and explains,
+# exactly, why a broken one is refused) and the iWARP engine's speed next to memcpy and loopback TCP. The softrnic
+# demo (krdmad, it_rping, a perf sweep) replaces this as the kAL, the data path and IT-API land.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,3 +22,6 @@ echo
 echo "== Modules the loader refuses, each with its reason (exit status 1 is expected here)"
 "$rdmactl" modinfo --provider-dir "$providers" test_wrong_abi.so test_missing_op.so test_no_entry.so \
   not_a_module.so no_such_provider.so || true
+
+step "The iWARP engine: CRC32c next to memcpy" build/bench/bench_crc32c --seconds 0.3
+step "The iWARP engine: MPA framing next to memcpy and a loopback TCP stream" build/bench/bench_framing --seconds 0.3
