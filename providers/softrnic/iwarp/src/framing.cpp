@@ -151,6 +151,38 @@ void Receiver::on_head_bytes() noexcept {
 size_t Receiver::feed(std::span<const uint8_t> data) noexcept {
     size_t off = 0;
     while (off < data.size()) {
+        // Fast path: a whole DDP header is in the input, so decode it from there in one step instead of staging
+        // it in two (length and control byte, then the rest).
+        if (state_ == State::head && head_have_ == 0 && !opts_.markers && !failure_ && data.size() - off >= 3) {
+            const uint8_t *p = data.data() + off;
+            const size_t need = kMpaLengthLen + header_size(p[2]);
+            if (data.size() - off >= need) {
+                std::memcpy(head_, p, kMpaLengthLen + kTaggedHeaderLen);  // kept for a Terminate's header copy
+                if (need > kMpaLengthLen + kTaggedHeaderLen) {
+                    std::memcpy(head_ + kMpaLengthLen + kTaggedHeaderLen, p + kMpaLengthLen + kTaggedHeaderLen,
+                                kUntaggedHeaderLen - kTaggedHeaderLen);
+                }
+                if (opts_.crc) crc_ = crc32c_extend(crc_, p, need);
+                pos_ += need;
+                off += need;
+                head_have_ = 3;
+                head_need_ = 3;
+                on_head_bytes();  // the length check, which sets head_need_ to the full header
+                if (failure_) break;
+                head_have_ = need;
+                on_head_bytes();
+                continue;
+            }
+        }
+        // Fast path: the whole pad and CRC are in the input.
+        if (state_ == State::trailer && trailer_have_ == 0 && !opts_.markers && !failure_ &&
+            data.size() - off >= trailer_need_) {
+            std::memcpy(trailer_, data.data() + off, trailer_need_);
+            last_span_ = Span::trailer;
+            off += trailer_need_;
+            advance(trailer_need_);
+            continue;
+        }
         std::span<uint8_t> dst = next_buffer();
         if (dst.empty()) break;
         size_t n = std::min(dst.size(), data.size() - off);
