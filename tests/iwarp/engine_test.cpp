@@ -387,7 +387,10 @@ TEST_F(BadPeer, InvalidMsn) {
 TEST_F(BadPeer, InvalidMo) {
     std::vector<uint8_t> buf(64);
     owner.post_receive(1, buf);
+    EXPECT_EQ(engine->active_receive(), nullptr);
     inject(send_msn(1, 0, false), {}, 8);
+    ASSERT_NE(engine->active_receive(), nullptr);  // taken, partly filled: the owner must flush it on failure
+    EXPECT_EQ(engine->active_receive()->wr_id, 1u);
     inject(send_msn(1, 16), {}, 8);  // a gap: the second segment must start at 8
     expect_terminate(term::kDdpInvalidMo, kTermHdrM | kTermHdrD);
 }

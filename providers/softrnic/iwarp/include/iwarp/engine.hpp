@@ -158,6 +158,11 @@ public:
     [[nodiscard]] bool terminate_sent() const noexcept { return terminate_built_; }
     /** @brief Counters. */
     [[nodiscard]] const EngineStats &stats() const noexcept { return stats_; }
+    /**
+     * @brief The receive buffer a partly received Send is being placed into, if any: after a failure the owner
+     *        flushes it with the rest of its receive queue.
+     */
+    [[nodiscard]] const ReceiveBuffer *active_receive() const noexcept { return recv_active_ ? &recv_ : nullptr; }
     /** @brief Work requests queued and not yet completed. */
     [[nodiscard]] size_t outstanding() const noexcept { return sq_count_ + ord_count_; }
 
