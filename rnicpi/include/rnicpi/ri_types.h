@@ -63,8 +63,10 @@ enum ri_errno {
     RI_EEXIST = 17,          /**< Object already exists. */
     RI_ENODEV = 19,          /**< No such RNIC. */
     RI_EINVAL = 22,          /**< Invalid argument. */
+    RI_ENOTTY = 25,          /**< Unknown command (what ioctl() answers for a request the device does not know). */
     RI_ENOSPC = 28,          /**< Quota or table exhausted. */
     RI_ERANGE = 34,          /**< Value out of the supported range (depth, size, count). */
+    RI_ENAMETOOLONG = 36,    /**< A name or path is too long. */
     RI_ENOSYS = 38,          /**< Function not implemented by this ABI version. */
     RI_EPROTO = 71,          /**< Protocol error (malformed message or frame). */
     RI_EOVERFLOW = 75,       /**< Value too large for the destination (buffer, queue). */

@@ -37,8 +37,10 @@ constexpr std::string_view errno_name(int code) noexcept {
         case RI_EEXIST: return "EEXIST";
         case RI_ENODEV: return "ENODEV";
         case RI_EINVAL: return "EINVAL";
+        case RI_ENOTTY: return "ENOTTY";
         case RI_ENOSPC: return "ENOSPC";
         case RI_ERANGE: return "ERANGE";
+        case RI_ENAMETOOLONG: return "ENAMETOOLONG";
         case RI_ENOSYS: return "ENOSYS";
         case RI_EPROTO: return "EPROTO";
         case RI_EOVERFLOW: return "EOVERFLOW";

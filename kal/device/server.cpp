@@ -1,0 +1,238 @@
+// The /dev/krdma device server: accept, identify, check, dispatch, reply.
+#include "server.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "rnicpi/host/log.hpp"
+
+namespace kal {
+namespace {
+
+constexpr const char *kComponent = "device";
+
+sockaddr_un address_of(const std::filesystem::path &path, bool &fits) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    const std::string &s = path.native();
+    fits = s.size() < sizeof addr.sun_path;
+    if (fits) std::memcpy(addr.sun_path, s.c_str(), s.size() + 1);
+    return addr;
+}
+
+}  // namespace
+
+rdma::Status Connection::send_event(const krdma_event &event) noexcept {
+    krdma_msg_hdr hdr{};
+    hdr.cmd = event.event;
+    hdr.flags = KRDMA_MSG_EVENT;
+    return krdma::send(sock_.get(), hdr, {reinterpret_cast<const uint8_t *>(&event), sizeof event});
+}
+
+DeviceServer::DeviceServer(std::filesystem::path path, size_t max_connections)
+    : path_(std::move(path)), max_connections_(max_connections), stop_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+    on(KRDMA_CMD_HELLO, [](Connection &c, const Request &req, Reply &rep) {
+        krdma_hello h;
+        std::memcpy(&h, req.payload.data(), sizeof h);
+        if (h.abi_version != KRDMA_ABI_VERSION) return RI_EPROTO;
+        h.max_message = KRDMA_MAX_MESSAGE;
+        h.pid = static_cast<uint32_t>(c.peer().pid);
+        h.uid = c.peer().uid;
+        h.gid = c.peer().gid;
+        h.client_id = c.peer().client_id;
+        std::memcpy(rep.payload.data(), &h, sizeof h);
+        return RI_OK;
+    });
+    on(KRDMA_CMD_ECHO, [](Connection &, const Request &req, Reply &rep) {
+        // The reply payload already holds the request; pass the descriptors back as they came.
+        for (size_t i = 0; i < req.message->nfds; ++i) rep.fds[rep.nfds++] = req.message->fds[i].get();
+        return RI_OK;
+    });
+}
+
+DeviceServer::~DeviceServer() {
+    std::lock_guard lock(mutex_);
+    for (auto &[id, c] : clients_) {
+        if (on_disconnect_) on_disconnect_(*c);
+    }
+    clients_.clear();
+    if (listener_) std::filesystem::remove(path_);
+}
+
+void DeviceServer::on(uint32_t cmd, Handler handler) { handlers_[cmd] = std::move(handler); }
+
+void DeviceServer::on_disconnect(std::function<void(Connection &)> callback) { on_disconnect_ = std::move(callback); }
+
+rdma::Expected<void> DeviceServer::listen() {
+    bool fits = false;
+    sockaddr_un addr = address_of(path_, fits);
+    if (!fits) return rdma::Error(RI_ENAMETOOLONG, "device path " + path_.string() + " is too long");
+    // A socket file may be left by a krdmad that died; replace it only if nobody answers on it.
+    krdma::UniqueFd probe(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    if (::connect(probe.get(), reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0) {
+        return rdma::Error(RI_EEXIST, "device path " + path_.string() +
+                                          " is in use by a running krdmad; stop it or choose another path");
+    }
+    std::error_code ec;
+    if (std::filesystem::is_socket(path_, ec)) std::filesystem::remove(path_, ec);
+    krdma::UniqueFd s(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!s) return rdma::Error(errno, std::string("socket: ") + std::strerror(errno));
+    if (::bind(s.get(), reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0) {
+        int e = errno;
+        return rdma::Error(e, "cannot create device " + path_.string() + ": " + std::strerror(e));
+    }
+    if (::listen(s.get(), 128) != 0) return rdma::Error(errno, std::string("listen: ") + std::strerror(errno));
+    listener_ = std::move(s);
+    RDMA_LOG_INFO(kComponent, "serving %s", path_.c_str());
+    return {};
+}
+
+void DeviceServer::stop() noexcept {
+    uint64_t one = 1;
+    ssize_t n = ::write(stop_fd_.get(), &one, sizeof one);
+    (void)n;  // a full eventfd counter already means "stop"
+}
+
+size_t DeviceServer::connections() const {
+    std::lock_guard lock(mutex_);
+    return clients_.size();
+}
+
+void DeviceServer::broadcast(const krdma_event &event) {
+    std::lock_guard lock(mutex_);
+    for (auto &[id, c] : clients_) (void)c->send_event(event);
+}
+
+void DeviceServer::accept_clients() {
+    for (;;) {
+        krdma::UniqueFd s(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+        if (!s) return;
+        std::lock_guard lock(mutex_);
+        if (clients_.size() >= max_connections_) {
+            RDMA_LOG_WARN(kComponent, "refusing a client: %zu connections is the limit", max_connections_);
+            continue;  // closing the socket tells the client
+        }
+        ucred cred{};
+        socklen_t len = sizeof cred;
+        if (::getsockopt(s.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) continue;
+        auto c = std::make_unique<Connection>();
+        c->sock_ = std::move(s);
+        c->peer_ = Peer{cred.pid, cred.uid, cred.gid, next_client_id_++};
+        RDMA_LOG_INFO(kComponent, "client %u connected: pid %d uid %u", c->peer_.client_id,
+                      static_cast<int>(cred.pid), static_cast<unsigned>(cred.uid));
+        clients_.emplace(c->peer_.client_id, std::move(c));
+    }
+}
+
+void DeviceServer::drop(uint32_t client_id) {
+    std::lock_guard lock(mutex_);
+    auto it = clients_.find(client_id);
+    if (it == clients_.end()) return;
+    RDMA_LOG_INFO(kComponent, "client %u disconnected", client_id);
+    if (on_disconnect_) on_disconnect_(*it->second);
+    clients_.erase(it);
+}
+
+bool DeviceServer::serve(Connection &c) {
+    for (;;) {
+        switch (krdma::receive(c.fd(), message_)) {
+            case krdma::RecvResult::again:
+                return true;
+            case krdma::RecvResult::closed:
+                return false;
+            case krdma::RecvResult::invalid: {
+                // Answer with what could be read of the header, so a client waiting on that sequence wakes up.
+                krdma_msg_hdr hdr{};
+                hdr.cmd = message_.hdr.cmd;
+                hdr.seq = message_.hdr.seq;
+                hdr.status = RI_EMSGSIZE;
+                hdr.flags = KRDMA_MSG_REPLY;
+                (void)krdma::send(c.fd(), hdr, {});
+                break;
+            }
+            case krdma::RecvResult::message:
+                dispatch(c, message_);
+                break;
+        }
+    }
+}
+
+void DeviceServer::dispatch(Connection &c, krdma::Message &m) {
+    krdma_msg_hdr hdr{};
+    hdr.cmd = m.hdr.cmd;
+    hdr.seq = m.hdr.seq;
+    hdr.flags = KRDMA_MSG_REPLY;
+    const size_t size = krdma::command_size(m.hdr.cmd);
+    auto it = handlers_.find(m.hdr.cmd);
+    if (it == handlers_.end()) {
+        hdr.status = RI_ENOTTY;  // what ioctl() answers for a command the device does not know
+    } else if (m.hdr.flags != 0 || m.hdr.status != 0 || m.hdr.reserved != 0 || m.payload_len() != size) {
+        hdr.status = RI_EINVAL;
+    } else {
+        Reply rep;
+        rep.payload = std::span<uint8_t>(reply_buf_.data(), size);
+        std::memcpy(reply_buf_.data(), m.body.data(), size);
+        Request req{m.hdr.cmd, m.payload(), &m};
+        int status;
+        try {
+            status = it->second(c, req, rep);
+        } catch (const std::exception &e) {
+            RDMA_LOG_ERROR(kComponent, "handler of command %#x failed: %s", m.hdr.cmd, e.what());
+            status = RI_EIO;
+        }
+        hdr.status = status;
+        rdma::Status sent = krdma::send(c.fd(), hdr, status == RI_OK ? std::span<const uint8_t>(rep.payload)
+                                                                      : std::span<const uint8_t>(),
+                                        std::span<const int>(rep.fds, status == RI_OK ? rep.nfds : 0));
+        if (!sent.ok()) RDMA_LOG_WARN(kComponent, "reply to client %u failed: %s", c.peer().client_id,
+                                      sent.describe().c_str());
+        for (auto &f : m.fds) f.reset();  // descriptors a handler did not take are closed here
+        return;
+    }
+    (void)krdma::send(c.fd(), hdr, {});
+    for (auto &f : m.fds) f.reset();
+}
+
+void DeviceServer::run() {
+    std::vector<pollfd> fds;
+    std::vector<uint32_t> ids;
+    for (;;) {
+        fds.clear();
+        ids.clear();
+        fds.push_back({stop_fd_.get(), POLLIN, 0});
+        fds.push_back({listener_.get(), POLLIN, 0});
+        {
+            std::lock_guard lock(mutex_);
+            for (auto &[id, c] : clients_) {
+                fds.push_back({c->fd(), POLLIN, 0});
+                ids.push_back(id);
+            }
+        }
+        if (::poll(fds.data(), fds.size(), -1) < 0) {
+            if (errno == EINTR) continue;
+            RDMA_LOG_ERROR(kComponent, "poll: %s", std::strerror(errno));
+            return;
+        }
+        if (fds[0].revents != 0) return;
+        if (fds[1].revents != 0) accept_clients();
+        for (size_t i = 2; i < fds.size(); ++i) {
+            if (fds[i].revents == 0) continue;
+            Connection *c;
+            {
+                std::lock_guard lock(mutex_);
+                auto it = clients_.find(ids[i - 2]);
+                if (it == clients_.end()) continue;
+                c = it->second.get();
+            }
+            if (!serve(*c)) drop(ids[i - 2]);
+        }
+    }
+}
+
+}  // namespace kal

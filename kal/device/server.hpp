@@ -1,0 +1,123 @@
+/**
+ * @file server.hpp
+ * @brief The kAL's system call management transport: the /dev/krdma device server.
+ *
+ * Listens on a Unix SOCK_SEQPACKET path, learns each caller's identity from SO_PEERCRED, decodes and checks every
+ * request (flags, reserved fields, the command's announced size against the payload) before a handler sees it,
+ * and answers every request, valid or not, with a reply carrying its sequence number. A malformed request costs
+ * the caller an error reply, never its connection, and the server never allocates per request.
+ */
+#ifndef KAL_DEVICE_SERVER_HPP
+#define KAL_DEVICE_SERVER_HPP
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "krdma/message.hpp"
+#include "rnicpi/cpp/status.hpp"
+
+namespace kal {
+
+/** @brief Who is on the other end of a connection, from SO_PEERCRED. */
+struct Peer {
+    pid_t pid = 0;          /**< Process id. */
+    uid_t uid = 0;          /**< User id. */
+    gid_t gid = 0;          /**< Group id. */
+    uint32_t client_id = 0; /**< The kAL's identifier of the connection. */
+};
+
+/** @brief One connected client. */
+class Connection {
+public:
+    /** @brief The caller's identity. */
+    [[nodiscard]] const Peer &peer() const noexcept { return peer_; }
+    /** @brief The connection's socket. */
+    [[nodiscard]] int fd() const noexcept { return sock_.get(); }
+    /** @brief Sends an unsolicited event record. */
+    [[nodiscard]] rdma::Status send_event(const krdma_event &event) noexcept;
+
+private:
+    friend class DeviceServer;
+    krdma::UniqueFd sock_;
+    Peer peer_;
+};
+
+/** @brief A request as a handler sees it: already checked for size and form. */
+struct Request {
+    uint32_t cmd = 0;                   /**< Command code. */
+    std::span<const uint8_t> payload;   /**< Exactly command_size(cmd) bytes. */
+    krdma::Message *message = nullptr;  /**< The received message, to take its descriptors from. */
+};
+
+/** @brief What a handler answers besides its status. */
+struct Reply {
+    std::span<uint8_t> payload;  /**< command_size(cmd) bytes, initially a copy of the request. */
+    int fds[KRDMA_MAX_FDS]{};    /**< Descriptors to pass back (not owned: the handler keeps them open until return). */
+    size_t nfds = 0;             /**< Entries used in ::fds. */
+};
+
+/** @brief Handles one command; returns 0 or a positive errno value for the reply. */
+using Handler = std::function<int(Connection &, const Request &, Reply &)>;
+
+/** @brief The device server. */
+class DeviceServer {
+public:
+    /** @brief A server for device path @p path, accepting at most @p max_connections clients. */
+    explicit DeviceServer(std::filesystem::path path, size_t max_connections = 1024);
+    DeviceServer(const DeviceServer &) = delete;
+    DeviceServer &operator=(const DeviceServer &) = delete;
+    /** @brief Closes every connection and removes the device path. */
+    ~DeviceServer();
+
+    /** @brief Registers the handler of @p cmd (HELLO and ECHO are built in). */
+    void on(uint32_t cmd, Handler handler);
+    /** @brief Called when a client disconnects (or the server stops), before its socket closes. */
+    void on_disconnect(std::function<void(Connection &)> callback);
+
+    /**
+     * @brief Creates the device: ::RI_EEXIST when a live server already serves the path; a stale socket file left
+     *        by a dead server is replaced.
+     */
+    [[nodiscard]] rdma::Expected<void> listen();
+    /** @brief Serves until stop(). */
+    void run();
+    /** @brief Makes run() return; callable from any thread or a signal handler. */
+    void stop() noexcept;
+    /** @brief Sends @p event to every client. */
+    void broadcast(const krdma_event &event);
+    /** @brief Connected clients. */
+    [[nodiscard]] size_t connections() const;
+    /** @brief The device path. */
+    [[nodiscard]] const std::filesystem::path &path() const noexcept { return path_; }
+
+private:
+    void accept_clients();
+    bool serve(Connection &c);  // false when the connection is gone
+    void dispatch(Connection &c, krdma::Message &m);
+    void drop(uint32_t client_id);
+
+    std::filesystem::path path_;
+    size_t max_connections_;
+    krdma::UniqueFd listener_;
+    krdma::UniqueFd stop_fd_;  // eventfd
+    std::map<uint32_t, Handler> handlers_;
+    std::function<void(Connection &)> on_disconnect_;
+    mutable std::mutex mutex_;  // guards clients_ against broadcast()/connections() from other threads
+    std::map<uint32_t, std::unique_ptr<Connection>> clients_;
+    uint32_t next_client_id_ = 1;
+    krdma::Message message_;  // reused for every request: nothing is allocated per request
+    std::array<uint8_t, KRDMA_MAX_MESSAGE> reply_buf_{};
+};
+
+}  // namespace kal
+
+#endif  // KAL_DEVICE_SERVER_HPP

@@ -1,0 +1,87 @@
+/**
+ * @file abi.h
+ * @brief The /dev/krdma protocol between the uAL (and tools) and the kAL: message header, command codes, event
+ *        records.
+ *
+ * The device is a Unix-domain SOCK_SEQPACKET endpoint; each message is one packet. Commands are shaped like
+ * ioctl() requests: the code is built with _IOWR from <linux/ioctl.h>, so it carries the size of its fixed request
+ * struct, which the kAL checks before it looks at anything else. Every request carries a sequence number that its
+ * reply repeats; unsolicited event records carry ::KRDMA_MSG_EVENT and sequence number 0. File descriptors travel
+ * as SCM_RIGHTS ancillary data; the caller's identity comes from SO_PEERCRED, never from the message.
+ */
+#ifndef KRDMA_ABI_H
+#define KRDMA_ABI_H
+
+#include <linux/ioctl.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief Protocol version; HELLO refuses a client with another major version. */
+#define KRDMA_ABI_VERSION 1u
+/** @brief The ioctl "type" byte of every krdma command. */
+#define KRDMA_IOC_MAGIC 'R'
+/** @brief Largest message, header included, in either direction. */
+#define KRDMA_MAX_MESSAGE 4096u
+/** @brief Most file descriptors one message may carry. */
+#define KRDMA_MAX_FDS 4u
+/** @brief Default device path of a host's krdmad. */
+#define KRDMA_DEFAULT_PATH "/run/krdma/krdma.sock"
+
+/** @brief Flags of krdma_msg_hdr::flags. */
+enum krdma_msg_flags {
+    KRDMA_MSG_REPLY = 1u << 0, /**< A reply to the request with the same sequence number. */
+    KRDMA_MSG_EVENT = 1u << 1  /**< An unsolicited event record. */
+};
+
+/** @brief Header of every message. */
+struct krdma_msg_hdr {
+    uint32_t cmd;      /**< Command code (_IOWR) or event code. */
+    uint32_t seq;      /**< Request sequence number, repeated in the reply; 0 for events. */
+    uint32_t length;   /**< Bytes of the whole message, header included. */
+    int32_t status;    /**< Reply: 0 or a positive errno value. Request: 0. */
+    uint32_t flags;    /**< A set of ::krdma_msg_flags. */
+    uint32_t reserved; /**< Zero. */
+};
+
+/** @brief HELLO: version handshake; the reply tells the client who the kAL thinks it is. */
+struct krdma_hello {
+    uint32_t abi_version;  /**< Request: the client's ::KRDMA_ABI_VERSION. Reply: the server's. */
+    uint32_t max_message;  /**< Reply: ::KRDMA_MAX_MESSAGE of the server. */
+    uint32_t pid;          /**< Reply: the caller's pid from SO_PEERCRED. */
+    uint32_t uid;          /**< Reply: the caller's uid from SO_PEERCRED. */
+    uint32_t gid;          /**< Reply: the caller's gid from SO_PEERCRED. */
+    uint32_t client_id;    /**< Reply: this connection's identifier in the kAL (logs, rdmactl). */
+};
+
+/** @brief ECHO: a diagnostic round trip; the payload and any descriptors come back unchanged. */
+struct krdma_echo {
+    uint64_t cookie;     /**< Returned unchanged. */
+    uint8_t data[56];    /**< Returned unchanged. */
+};
+
+/** @brief HELLO command code. */
+#define KRDMA_CMD_HELLO _IOWR(KRDMA_IOC_MAGIC, 0x01, struct krdma_hello)
+/** @brief ECHO command code. */
+#define KRDMA_CMD_ECHO _IOWR(KRDMA_IOC_MAGIC, 0x02, struct krdma_echo)
+
+/** @brief An event record sent without a request (the kAL is shutting down, an RNIC went away...). */
+struct krdma_event {
+    uint32_t event;     /**< One of ::krdma_event_code. */
+    uint32_t reserved;  /**< Zero. */
+    uint64_t object;    /**< kAL handle of the object the event concerns, 0 for none. */
+    uint64_t detail;    /**< Event-specific detail. */
+};
+
+/** @brief Event codes (krdma_event::event; also the header's cmd of an event message). */
+enum krdma_event_code {
+    KRDMA_EVENT_SHUTDOWN = 1 /**< krdmad is stopping: every resource of this connection is about to be destroyed. */
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KRDMA_ABI_H */

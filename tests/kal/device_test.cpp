@@ -1,0 +1,283 @@
+// The /dev/krdma transport: a real device server on a private path, the uAL client and raw sockets playing a
+// misbehaving client. Every malformed request gets an error reply and the connection stays usable.
+#include <dirent.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+
+#include "client.hpp"
+#include "server.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+size_t open_fds() {
+    size_t n = 0;
+    for (const auto &e : fs::directory_iterator("/proc/self/fd")) {
+        (void)e;
+        ++n;
+    }
+    return n;
+}
+
+class Device : public ::testing::Test {
+protected:
+    void SetUp() override {
+        char tmpl[] = "/tmp/krdma-test-XXXXXX";
+        ASSERT_NE(::mkdtemp(tmpl), nullptr);
+        dir_ = tmpl;
+        server_ = std::make_unique<kal::DeviceServer>(dir_ / "krdma");
+        auto ok = server_->listen();
+        ASSERT_TRUE(ok) << ok.error().to_string();
+        thread_ = std::thread([this] { server_->run(); });
+    }
+    void TearDown() override {
+        stop_server();
+        fs::remove_all(dir_);
+    }
+    void stop_server() {
+        if (thread_.joinable()) {
+            server_->stop();
+            thread_.join();
+        }
+        server_.reset();
+    }
+    std::unique_ptr<ual::DeviceClient> client() {
+        auto c = ual::DeviceClient::connect(dir_ / "krdma");
+        EXPECT_TRUE(c) << c.error().to_string();
+        return c ? std::move(*c) : nullptr;
+    }
+    // A raw client socket, to send what the uAL client never would.
+    krdma::UniqueFd raw() {
+        krdma::UniqueFd s(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        std::strcpy(addr.sun_path, (dir_ / "krdma").c_str());
+        EXPECT_EQ(::connect(s.get(), reinterpret_cast<sockaddr *>(&addr), sizeof addr), 0);
+        return s;
+    }
+    // Reads one reply from a raw socket.
+    krdma_msg_hdr raw_reply(int fd) {
+        krdma_msg_hdr hdr{};
+        EXPECT_GE(::recv(fd, &hdr, sizeof hdr, 0), static_cast<ssize_t>(sizeof hdr));
+        return hdr;
+    }
+
+    fs::path dir_;
+    std::unique_ptr<kal::DeviceServer> server_;
+    std::thread thread_;
+};
+
+TEST_F(Device, HelloReportsPeerCredentials) {
+    auto c = client();
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->hello().abi_version, KRDMA_ABI_VERSION);
+    EXPECT_EQ(c->hello().pid, static_cast<uint32_t>(::getpid()));
+    EXPECT_EQ(c->hello().uid, ::getuid());
+    EXPECT_EQ(c->hello().max_message, KRDMA_MAX_MESSAGE);
+    EXPECT_GT(c->hello().client_id, 0u);
+    auto c2 = client();
+    EXPECT_NE(c2->hello().client_id, c->hello().client_id);
+}
+
+TEST_F(Device, EchoPassesPayloadAndDescriptors) {
+    auto c = client();
+    int p[2];
+    ASSERT_EQ(::pipe(p), 0);
+    krdma_echo e{};
+    e.cookie = 0x1122334455667788ull;
+    std::strcpy(reinterpret_cast<char *>(e.data), "hello kAL");
+    int fds[1] = {p[1]};
+    auto r = c->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e}, fds);
+    ASSERT_TRUE(r) << r.error().to_string();
+    ASSERT_EQ(r->status, 0);
+    krdma_echo back;
+    ASSERT_EQ(r->payload.size(), sizeof back);
+    std::memcpy(&back, r->payload.data(), sizeof back);
+    EXPECT_EQ(back.cookie, e.cookie);
+    EXPECT_STREQ(reinterpret_cast<char *>(back.data), "hello kAL");
+    // The descriptor that came back is the same pipe.
+    ASSERT_EQ(r->fds.size(), 1u);
+    ASSERT_EQ(::write(r->fds[0].get(), "x", 1), 1);
+    char ch = 0;
+    ASSERT_EQ(::read(p[0], &ch, 1), 1);
+    EXPECT_EQ(ch, 'x');
+    ::close(p[0]);
+    ::close(p[1]);
+}
+
+TEST_F(Device, UnknownCommandIsENOTTY) {
+    auto c = client();
+    uint8_t buf[8]{};
+    auto r = c->call(_IOWR(KRDMA_IOC_MAGIC, 0x7f, uint64_t), buf);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, RI_ENOTTY);
+    EXPECT_TRUE(r->payload.empty());
+}
+
+TEST_F(Device, WrongSizeIsEINVALAndTheConnectionStaysUsable) {
+    auto c = client();
+    uint8_t small[4]{};
+    auto r = c->call(KRDMA_CMD_ECHO, small);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, RI_EINVAL);
+    krdma_echo e{};
+    auto ok = c->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e});
+    ASSERT_TRUE(ok);
+    EXPECT_EQ(ok->status, 0);
+}
+
+TEST_F(Device, MalformedPacketsGetErrorReplies) {
+    krdma::UniqueFd s = raw();
+    // Shorter than a header.
+    uint8_t junk[3] = {1, 2, 3};
+    ASSERT_EQ(::send(s.get(), junk, sizeof junk, 0), 3);
+    EXPECT_EQ(raw_reply(s.get()).status, RI_EMSGSIZE);
+    // A header whose length field lies.
+    krdma_msg_hdr h{};
+    h.cmd = KRDMA_CMD_ECHO;
+    h.seq = 7;
+    h.length = 9999;
+    ASSERT_EQ(::send(s.get(), &h, sizeof h, 0), static_cast<ssize_t>(sizeof h));
+    krdma_msg_hdr rep = raw_reply(s.get());
+    EXPECT_EQ(rep.status, RI_EMSGSIZE);
+    EXPECT_EQ(rep.seq, 7u);
+    // Larger than any message may be.
+    std::vector<uint8_t> huge(KRDMA_MAX_MESSAGE + 100, 0);
+    krdma_msg_hdr big{};
+    big.cmd = KRDMA_CMD_ECHO;
+    big.seq = 8;
+    big.length = static_cast<uint32_t>(huge.size());
+    std::memcpy(huge.data(), &big, sizeof big);
+    ASSERT_EQ(::send(s.get(), huge.data(), huge.size(), 0), static_cast<ssize_t>(huge.size()));
+    EXPECT_EQ(raw_reply(s.get()).status, RI_EMSGSIZE);
+    // Flags a request must not carry.
+    krdma_msg_hdr flagged{};
+    flagged.cmd = KRDMA_CMD_ECHO;
+    flagged.seq = 9;
+    flagged.flags = KRDMA_MSG_REPLY;
+    krdma_echo e{};
+    uint8_t pkt[sizeof flagged + sizeof e];
+    flagged.length = sizeof pkt;
+    std::memcpy(pkt, &flagged, sizeof flagged);
+    std::memcpy(pkt + sizeof flagged, &e, sizeof e);
+    ASSERT_EQ(::send(s.get(), pkt, sizeof pkt, 0), static_cast<ssize_t>(sizeof pkt));
+    EXPECT_EQ(raw_reply(s.get()).status, RI_EINVAL);
+    // And after all that, a proper request on the same connection works.
+    flagged.flags = 0;
+    std::memcpy(pkt, &flagged, sizeof flagged);
+    ASSERT_EQ(::send(s.get(), pkt, sizeof pkt, 0), static_cast<ssize_t>(sizeof pkt));
+    EXPECT_EQ(raw_reply(s.get()).status, 0);
+}
+
+TEST_F(Device, TooManyDescriptorsAreClosedNotLeaked) {
+    size_t before = open_fds();
+    {
+        auto c = client();
+        int p[2];
+        ASSERT_EQ(::pipe(p), 0);
+        int fds[KRDMA_MAX_FDS + 2];
+        for (auto &f : fds) f = p[0];
+        krdma_echo e{};
+        // The client refuses to send more than the limit itself...
+        auto r = c->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e}, fds);
+        EXPECT_FALSE(r);
+        // ...so send them raw: the server closes every one and answers.
+        krdma::UniqueFd s = raw();
+        krdma_msg_hdr h{};
+        h.cmd = KRDMA_CMD_ECHO;
+        h.length = sizeof h + sizeof e;
+        uint8_t pkt[sizeof h + sizeof e]{};
+        std::memcpy(pkt, &h, sizeof h);
+        iovec iov{pkt, sizeof pkt};
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof fds)];
+        msghdr msg{};
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof control;
+        cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof fds);
+        std::memcpy(CMSG_DATA(cm), fds, sizeof fds);
+        ASSERT_EQ(::sendmsg(s.get(), &msg, 0), static_cast<ssize_t>(sizeof pkt));
+        EXPECT_EQ(raw_reply(s.get()).status, RI_EMSGSIZE);
+        ::close(p[0]);
+        ::close(p[1]);
+    }
+    // Give the server a moment to notice the closed connections, then nothing may be left open.
+    for (int i = 0; i < 100 && server_->connections() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_EQ(server_->connections(), 0u);
+    EXPECT_EQ(open_fds(), before);
+}
+
+TEST_F(Device, EventsReachTheClient) {
+    auto c = client();
+    EXPECT_FALSE(c->next_event().has_value());
+    krdma_event ev{};
+    ev.event = KRDMA_EVENT_SHUTDOWN;
+    ev.detail = 42;
+    server_->broadcast(ev);
+    std::optional<krdma_event> got;
+    for (int i = 0; i < 200 && !got; ++i) {
+        got = c->next_event();
+        if (!got) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(got->event, static_cast<uint32_t>(KRDMA_EVENT_SHUTDOWN));
+    EXPECT_EQ(got->detail, 42u);
+}
+
+TEST_F(Device, DisconnectIsNoticedAndReported) {
+    std::atomic<int> gone{0};
+    server_->on_disconnect([&](kal::Connection &) { ++gone; });
+    {
+        auto c = client();
+        EXPECT_EQ(server_->connections(), 1u);
+    }
+    for (int i = 0; i < 200 && gone.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_EQ(gone.load(), 1);
+    EXPECT_EQ(server_->connections(), 0u);
+}
+
+TEST_F(Device, StoppedServerMeansENODEV) {
+    auto c = client();
+    stop_server();
+    krdma_echo e{};
+    auto r = c->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e});
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code(), RI_ENODEV);
+    auto again = ual::DeviceClient::connect(dir_ / "krdma");
+    ASSERT_FALSE(again);
+    EXPECT_NE(again.error().message().find("is krdmad running"), std::string::npos) << again.error().message();
+}
+
+TEST_F(Device, PathInUseIsRefusedStaleSocketIsReplaced) {
+    kal::DeviceServer second(dir_ / "krdma");
+    auto busy = second.listen();
+    ASSERT_FALSE(busy);
+    EXPECT_EQ(busy.error().code(), RI_EEXIST);
+    EXPECT_NE(busy.error().message().find("in use"), std::string::npos);
+    stop_server();
+    // A socket file left behind by a dead server: bind one and close it without unlinking.
+    {
+        krdma::UniqueFd s(::socket(AF_UNIX, SOCK_SEQPACKET, 0));
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        std::strcpy(addr.sun_path, (dir_ / "stale").c_str());
+        ASSERT_EQ(::bind(s.get(), reinterpret_cast<sockaddr *>(&addr), sizeof addr), 0);
+    }
+    ASSERT_TRUE(fs::exists(dir_ / "stale"));
+    kal::DeviceServer fresh(dir_ / "stale");
+    auto ok = fresh.listen();
+    EXPECT_TRUE(ok) << ok.error().to_string();
+}
+
+}  // namespace

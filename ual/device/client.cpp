@@ -1,0 +1,102 @@
+// The uAL's device client.
+#include "client.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace ual {
+
+rdma::Expected<std::unique_ptr<DeviceClient>> DeviceClient::connect(const std::filesystem::path &path) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.native().size() >= sizeof addr.sun_path) {
+        return rdma::Error(RI_ENAMETOOLONG, "device path " + path.string() + " is too long");
+    }
+    std::memcpy(addr.sun_path, path.c_str(), path.native().size() + 1);
+    std::unique_ptr<DeviceClient> c(new DeviceClient());
+    c->sock_.reset(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    if (!c->sock_) return rdma::Error(errno, std::string("socket: ") + std::strerror(errno));
+    if (::connect(c->sock_.get(), reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0) {
+        int e = errno;
+        return rdma::Error(e, "cannot open " + path.string() + ": " + std::strerror(e) +
+                                  (e == ENOENT || e == ECONNREFUSED ? " (is krdmad running with this device path?)"
+                                                                    : ""));
+    }
+    krdma_hello h{};
+    h.abi_version = KRDMA_ABI_VERSION;
+    auto reply = c->call(KRDMA_CMD_HELLO, {reinterpret_cast<const uint8_t *>(&h), sizeof h});
+    if (!reply) return reply.error();
+    if (reply->status != 0) {
+        return rdma::Error(reply->status, "krdmad at " + path.string() + " refused the handshake: " +
+                                              std::strerror(reply->status) +
+                                              (reply->status == RI_EPROTO ? " (protocol version mismatch)" : ""));
+    }
+    std::memcpy(&c->hello_, reply->payload.data(), sizeof c->hello_);
+    return c;
+}
+
+bool DeviceClient::take_event(const krdma::Message &m) {
+    if ((m.hdr.flags & KRDMA_MSG_EVENT) == 0) return false;
+    if (m.payload_len() == sizeof(krdma_event)) {
+        krdma_event e;
+        std::memcpy(&e, m.body.data(), sizeof e);
+        events_.push_back(e);
+    }
+    return true;
+}
+
+rdma::Expected<CallReply> DeviceClient::call(uint32_t cmd, std::span<const uint8_t> request,
+                                             std::span<const int> fds, std::chrono::milliseconds timeout) {
+    std::lock_guard lock(mutex_);
+    krdma_msg_hdr hdr{};
+    hdr.cmd = cmd;
+    hdr.seq = next_seq_++;
+    if (rdma::Status s = krdma::send(sock_.get(), hdr, request, fds); !s.ok()) {
+        return rdma::Error(s.code() == EPIPE || s.code() == ECONNRESET ? RI_ENODEV : s.code(),
+                           "sending to krdmad failed: " + s.describe());
+    }
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) return rdma::Error(RI_ETIMEDOUT, "krdmad did not answer in time");
+        pollfd p{sock_.get(), POLLIN, 0};
+        int r = ::poll(&p, 1, static_cast<int>(left.count()));
+        if (r < 0 && errno != EINTR) return rdma::Error(errno, std::string("poll: ") + std::strerror(errno));
+        if (r <= 0) continue;
+        switch (krdma::receive(sock_.get(), message_)) {
+            case krdma::RecvResult::again:
+                continue;
+            case krdma::RecvResult::closed:
+                return rdma::Error(RI_ENODEV, "krdmad closed the device connection (stopped or restarted?)");
+            case krdma::RecvResult::invalid:
+                return rdma::Error(RI_EPROTO, "malformed message from krdmad");
+            case krdma::RecvResult::message:
+                break;
+        }
+        if (take_event(message_)) continue;
+        if ((message_.hdr.flags & KRDMA_MSG_REPLY) == 0 || message_.hdr.seq != hdr.seq) continue;  // stale reply
+        CallReply out;
+        out.status = message_.hdr.status;
+        out.payload.assign(message_.payload().begin(), message_.payload().end());
+        for (size_t i = 0; i < message_.nfds; ++i) out.fds.push_back(std::move(message_.fds[i]));
+        return out;
+    }
+}
+
+std::optional<krdma_event> DeviceClient::next_event() {
+    std::lock_guard lock(mutex_);
+    while (events_.empty()) {
+        if (krdma::receive(sock_.get(), message_) != krdma::RecvResult::message) break;
+        take_event(message_);  // a stray reply without a caller is dropped
+    }
+    if (events_.empty()) return std::nullopt;
+    krdma_event e = events_.front();
+    events_.pop_front();
+    return e;
+}
+
+}  // namespace ual

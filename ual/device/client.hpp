@@ -1,0 +1,66 @@
+/**
+ * @file client.hpp
+ * @brief The uAL's side of /dev/krdma: connect, handshake, request/reply calls with descriptors, event records.
+ */
+#ifndef UAL_DEVICE_CLIENT_HPP
+#define UAL_DEVICE_CLIENT_HPP
+
+#include <chrono>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "krdma/message.hpp"
+#include "rnicpi/cpp/status.hpp"
+
+namespace ual {
+
+/** @brief The answer to a call. */
+struct CallReply {
+    int status = 0;                       /**< 0 or the kAL's positive errno value. */
+    std::vector<uint8_t> payload;         /**< The reply struct (empty on error). */
+    std::vector<krdma::UniqueFd> fds;     /**< Descriptors the kAL passed back; the caller owns them. */
+};
+
+/** @brief A connection to a kAL's device. */
+class DeviceClient {
+public:
+    /**
+     * @brief Connects to the device at @p path and performs HELLO. ::RI_ENOENT / ::RI_ECONNREFUSED with a message
+     *        that says krdmad is not running there.
+     */
+    [[nodiscard]] static rdma::Expected<std::unique_ptr<DeviceClient>> connect(const std::filesystem::path &path);
+
+    /**
+     * @brief Sends request @p cmd with @p request (its size must be the command's) and @p fds; waits for the reply
+     *        up to @p timeout. Event records arriving meanwhile are queued for next_event(). ::RI_ENODEV when the kAL
+     *        went away, ::RI_ETIMEDOUT when it does not answer.
+     */
+    [[nodiscard]] rdma::Expected<CallReply> call(uint32_t cmd, std::span<const uint8_t> request,
+                                                 std::span<const int> fds = {},
+                                                 std::chrono::milliseconds timeout = std::chrono::seconds(30));
+    /** @brief The next event record, received now or queued during a call; nothing when none is waiting. */
+    [[nodiscard]] std::optional<krdma_event> next_event();
+    /** @brief The socket, to poll() for event records. */
+    [[nodiscard]] int fd() const noexcept { return sock_.get(); }
+    /** @brief The HELLO reply: the kAL's view of this process. */
+    [[nodiscard]] const krdma_hello &hello() const noexcept { return hello_; }
+
+private:
+    DeviceClient() = default;
+    bool take_event(const krdma::Message &m);
+
+    krdma::UniqueFd sock_;
+    krdma_hello hello_{};
+    uint32_t next_seq_ = 1;
+    std::mutex mutex_;  // one call at a time; events are read under it too
+    std::deque<krdma_event> events_;
+    krdma::Message message_;
+};
+
+}  // namespace ual
+
+#endif  // UAL_DEVICE_CLIENT_HPP
