@@ -1,0 +1,73 @@
+// /dev/krdma round trip: an ECHO call through the uAL client and the kAL device server (request checks, dispatch,
+// reply with sequence matching), next to a bare SOCK_SEQPACKET ping-pong between two threads in the same run.
+// Issue 4's target for a full privileged round trip (uVP -> kAL -> kVP -> back): <= 1.5x the bare round trip.
+// Run: build/bench/bench_device [--seconds S]
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "client.hpp"
+#include "harness.hpp"
+#include "server.hpp"
+
+namespace {
+
+double seconds_per_call(double seconds, const std::function<void()> &body) {
+    // bytes_per_second with 1 "byte" per call gives calls per second.
+    return 1.0 / bench::bytes_per_second(seconds, 1, body);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    const double seconds = bench::budget_from_args(argc, argv);
+
+    // Baseline: the same message size bounced between two threads over a bare seqpacket pair.
+    int sv[2];
+    ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv);
+    std::thread echo([fd = sv[1]] {
+        uint8_t buf[256];
+        for (;;) {
+            ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+            if (n <= 0 || ::send(fd, buf, static_cast<size_t>(n), 0) != n) return;
+        }
+    });
+    uint8_t msg[sizeof(krdma_msg_hdr) + sizeof(krdma_echo)]{};
+    double bare = seconds_per_call(seconds, [&] {
+        (void)::send(sv[0], msg, sizeof msg, 0);
+        (void)::recv(sv[0], msg, sizeof msg, 0);
+    });
+    ::shutdown(sv[0], SHUT_RDWR);
+    echo.join();
+    ::close(sv[0]);
+    ::close(sv[1]);
+
+    // The device: a real server thread on a private path, the uAL client.
+    char tmpl[] = "/tmp/krdma-bench-XXXXXX";
+    std::filesystem::path dir = ::mkdtemp(tmpl);
+    double device = 0;
+    {
+        kal::DeviceServer server(dir / "krdma");
+        if (!server.listen()) return 1;
+        std::thread t([&] { server.run(); });
+        auto client = ual::DeviceClient::connect(dir / "krdma");
+        if (client) {
+            krdma_echo e{};
+            device = seconds_per_call(seconds, [&] {
+                auto r = (*client)->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e});
+                bench::keep(r.has_value());
+            });
+        }
+        server.stop();
+        t.join();
+    }
+    std::filesystem::remove_all(dir);
+    std::printf("round trip, %zu-byte request and reply\n", sizeof msg);
+    std::printf("%-40s %8.2f us\n", "bare SOCK_SEQPACKET ping-pong", bare * 1e6);
+    std::printf("%-40s %8.2f us   ratio %5.2f\n", "/dev/krdma ECHO (uAL client -> kAL)", device * 1e6, device / bare);
+    return 0;
+}
