@@ -19,6 +19,15 @@ void UniqueFd::reset(int fd) noexcept {
     fd_ = fd;
 }
 
+bool unix_address(const std::filesystem::path &path, sockaddr_un &out) noexcept {
+    out = sockaddr_un{};
+    out.sun_family = AF_UNIX;
+    const std::string &s = path.native();
+    if (s.size() >= sizeof out.sun_path) return false;
+    std::memcpy(out.sun_path, s.c_str(), s.size() + 1);
+    return true;
+}
+
 RecvResult receive(int fd, Message &m) noexcept {
     for (auto &f : m.fds) f.reset();
     m.nfds = 0;

@@ -17,15 +17,6 @@ namespace {
 
 constexpr const char *kComponent = "device";
 
-sockaddr_un address_of(const std::filesystem::path &path, bool &fits) {
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    const std::string &s = path.native();
-    fits = s.size() < sizeof addr.sun_path;
-    if (fits) std::memcpy(addr.sun_path, s.c_str(), s.size() + 1);
-    return addr;
-}
-
 }  // namespace
 
 rdma::Status Connection::send_event(const krdma_event &event) noexcept {
@@ -70,9 +61,8 @@ void DeviceServer::on(uint32_t cmd, Handler handler) { handlers_[cmd] = std::mov
 void DeviceServer::on_disconnect(std::function<void(Connection &)> callback) { on_disconnect_ = std::move(callback); }
 
 rdma::Expected<void> DeviceServer::listen() {
-    bool fits = false;
-    sockaddr_un addr = address_of(path_, fits);
-    if (!fits) return rdma::Error(RI_ENAMETOOLONG, "device path " + path_.string() + " is too long");
+    sockaddr_un addr;
+    if (!krdma::unix_address(path_, addr)) return rdma::Error(RI_ENAMETOOLONG, "device path " + path_.string() + " is too long");
     // A socket file may be left by a krdmad that died; replace it only if nobody answers on it.
     krdma::UniqueFd probe(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
     if (::connect(probe.get(), reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0) {

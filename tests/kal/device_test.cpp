@@ -56,9 +56,8 @@ protected:
     // A raw client socket, to send what the uAL client never would.
     krdma::UniqueFd raw() {
         krdma::UniqueFd s(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-        sockaddr_un addr{};
-        addr.sun_family = AF_UNIX;
-        std::strcpy(addr.sun_path, (dir_ / "krdma").c_str());
+        sockaddr_un addr;
+        EXPECT_TRUE(krdma::unix_address(dir_ / "krdma", addr));
         EXPECT_EQ(::connect(s.get(), reinterpret_cast<sockaddr *>(&addr), sizeof addr), 0);
         return s;
     }
@@ -269,9 +268,8 @@ TEST_F(Device, PathInUseIsRefusedStaleSocketIsReplaced) {
     // A socket file left behind by a dead server: bind one and close it without unlinking.
     {
         krdma::UniqueFd s(::socket(AF_UNIX, SOCK_SEQPACKET, 0));
-        sockaddr_un addr{};
-        addr.sun_family = AF_UNIX;
-        std::strcpy(addr.sun_path, (dir_ / "stale").c_str());
+        sockaddr_un addr;
+        ASSERT_TRUE(krdma::unix_address(dir_ / "stale", addr));
         ASSERT_EQ(::bind(s.get(), reinterpret_cast<sockaddr *>(&addr), sizeof addr), 0);
     }
     ASSERT_TRUE(fs::exists(dir_ / "stale"));

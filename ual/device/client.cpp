@@ -11,12 +11,10 @@
 namespace ual {
 
 rdma::Expected<std::unique_ptr<DeviceClient>> DeviceClient::connect(const std::filesystem::path &path) {
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (path.native().size() >= sizeof addr.sun_path) {
+    sockaddr_un addr;
+    if (!krdma::unix_address(path, addr)) {
         return rdma::Error(RI_ENAMETOOLONG, "device path " + path.string() + " is too long");
     }
-    std::memcpy(addr.sun_path, path.c_str(), path.native().size() + 1);
     std::unique_ptr<DeviceClient> c(new DeviceClient());
     c->sock_.reset(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
     if (!c->sock_) return rdma::Error(errno, std::string("socket: ") + std::strerror(errno));

@@ -8,7 +8,10 @@
 #ifndef KRDMA_MESSAGE_HPP
 #define KRDMA_MESSAGE_HPP
 
+#include <sys/un.h>
+
 #include <array>
+#include <filesystem>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -79,6 +82,9 @@ enum class RecvResult {
  */
 [[nodiscard]] rdma::Status send(int fd, krdma_msg_hdr hdr, std::span<const uint8_t> payload,
                                 std::span<const int> fds = {}) noexcept;
+
+/** @brief The socket address of device path @p path; false when the path does not fit a sockaddr_un. */
+[[nodiscard]] bool unix_address(const std::filesystem::path &path, sockaddr_un &out) noexcept;
 
 /** @brief The request struct size a command code announces (_IOC_SIZE). */
 [[nodiscard]] constexpr size_t command_size(uint32_t cmd) noexcept { return _IOC_SIZE(cmd); }
