@@ -1,0 +1,147 @@
+// Resource management: handles that cannot be forged or reused, the ownership tree and references the verbs
+// imply, quotas, and teardown in dependency order.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "resource_table.hpp"
+
+namespace {
+
+using kal::Handle;
+using kal::Quotas;
+using kal::ResourceTable;
+using kal::ResourceType;
+
+// Records its own destruction, as a provider object would release itself.
+struct Tracked : kal::Resource {
+    Tracked(std::vector<std::string> &log, std::string name) : log_(log), name_(std::move(name)) {}
+    ~Tracked() override { log_.push_back(name_); }
+    std::vector<std::string> &log_;
+    std::string name_;
+};
+
+class Resources : public ::testing::Test {
+protected:
+    Handle add(ResourceType t, Handle parent, std::vector<Handle> refs, const std::string &name) {
+        auto h = table.add(t, parent, refs, std::make_unique<Tracked>(log, name));
+        EXPECT_TRUE(h) << name << ": " << h.error().to_string();
+        return h ? *h : 0;
+    }
+    std::vector<std::string> log;
+    ResourceTable table{Quotas{}};
+};
+
+TEST_F(Resources, HandlesResolveOnlyToTheirObjectAndType) {
+    Handle rnic = add(ResourceType::rnic, 0, {}, "rnic");
+    Handle pd = add(ResourceType::pd, rnic, {}, "pd");
+    ASSERT_TRUE(table.get(pd, ResourceType::pd));
+    EXPECT_EQ(table.parent(pd), rnic);
+    auto wrong_type = table.get(pd, ResourceType::qp);
+    ASSERT_FALSE(wrong_type);
+    EXPECT_EQ(wrong_type.error().code(), RI_EINVAL);
+    for (Handle forged : {Handle{0}, Handle{12345}, pd + 1, pd ^ (Handle{7} << 32), ~Handle{0}}) {
+        auto r = table.get(forged, ResourceType::pd);
+        ASSERT_FALSE(r) << forged;
+        EXPECT_EQ(r.error().code(), RI_EBADF);
+    }
+}
+
+TEST_F(Resources, StaleHandlesStayStaleWhenSlotsAreReused) {
+    Handle rnic = add(ResourceType::rnic, 0, {}, "rnic");
+    Handle pd = add(ResourceType::pd, rnic, {}, "pd");
+    ASSERT_TRUE(table.destroy(pd));
+    Handle pd2 = add(ResourceType::pd, rnic, {}, "pd2");
+    EXPECT_EQ(static_cast<uint32_t>(pd2), static_cast<uint32_t>(pd));  // the same slot...
+    EXPECT_NE(pd2, pd);                                                // ...under a new generation
+    EXPECT_FALSE(table.get(pd, ResourceType::pd));
+    EXPECT_FALSE(table.destroy(pd));
+    EXPECT_TRUE(table.get(pd2, ResourceType::pd));
+}
+
+TEST_F(Resources, OwnershipTreeFollowsTheVerbs) {
+    Handle rnic = add(ResourceType::rnic, 0, {}, "rnic");
+    auto pd_at_root = table.add(ResourceType::pd, 0, {}, nullptr);
+    ASSERT_FALSE(pd_at_root);
+    EXPECT_EQ(pd_at_root.error().code(), RI_EINVAL);
+    auto qp_under_rnic = table.add(ResourceType::qp, rnic, {}, nullptr);
+    ASSERT_FALSE(qp_under_rnic);
+    EXPECT_NE(qp_under_rnic.error().message().find("cannot belong to a rnic"), std::string::npos);
+    auto orphan = table.add(ResourceType::pd, Handle{99} << 32 | 3, {}, nullptr);
+    ASSERT_FALSE(orphan);
+    EXPECT_EQ(orphan.error().code(), RI_EBADF);
+}
+
+TEST_F(Resources, ChildrenAndReferrersMakeDestroyBusy) {
+    Handle rnic = add(ResourceType::rnic, 0, {}, "rnic");
+    Handle pd = add(ResourceType::pd, rnic, {}, "pd");
+    Handle cq = add(ResourceType::cq, rnic, {}, "cq");
+    Handle qp = add(ResourceType::qp, pd, {cq, cq}, "qp");  // send and receive CQ
+    auto busy_pd = table.destroy(pd);
+    ASSERT_FALSE(busy_pd);
+    EXPECT_EQ(busy_pd.error().code(), RI_EBUSY);
+    auto busy_cq = table.destroy(cq);
+    ASSERT_FALSE(busy_cq);
+    EXPECT_NE(busy_cq.error().message().find("still used by 2"), std::string::npos);
+    ASSERT_TRUE(table.destroy(qp));
+    EXPECT_TRUE(table.destroy(cq));
+    EXPECT_TRUE(table.destroy(pd));
+    EXPECT_TRUE(table.destroy(rnic));
+    EXPECT_EQ(table.total(), 0u);
+    EXPECT_EQ(log, (std::vector<std::string>{"qp", "cq", "pd", "rnic"}));
+}
+
+TEST_F(Resources, TeardownDestroysInDependencyOrder) {
+    // Created in an order that is the wrong one for destruction.
+    Handle rnic = add(ResourceType::rnic, 0, {}, "rnic");
+    Handle cq = add(ResourceType::cq, rnic, {}, "cq");
+    Handle pd = add(ResourceType::pd, rnic, {}, "pd");
+    Handle mr = add(ResourceType::mr, pd, {}, "mr");
+    Handle srq = add(ResourceType::srq, pd, {}, "srq");
+    Handle qp = add(ResourceType::qp, pd, {cq, cq, srq}, "qp");
+    add(ResourceType::mw, pd, {mr, qp}, "mw");
+    Handle listener = add(ResourceType::listener, rnic, {}, "listener");
+    add(ResourceType::endpoint, listener, {qp}, "ep");
+    EXPECT_EQ(table.count(ResourceType::qp), 1u);
+    EXPECT_EQ(table.total(), 9u);
+    table.clear();
+    EXPECT_EQ(log, (std::vector<std::string>{"ep", "listener", "mw", "qp", "srq", "mr", "cq", "pd", "rnic"}));
+    EXPECT_EQ(table.total(), 0u);
+    EXPECT_EQ(table.count(ResourceType::qp), 0u);
+}
+
+TEST_F(Resources, DestroyTreeTakesOnlyThatSubtree) {
+    Handle a = add(ResourceType::rnic, 0, {}, "rnicA");
+    Handle pa = add(ResourceType::pd, a, {}, "pdA");
+    add(ResourceType::mr, pa, {}, "mrA");
+    Handle b = add(ResourceType::rnic, 0, {}, "rnicB");
+    Handle pb = add(ResourceType::pd, b, {}, "pdB");
+    table.destroy_tree(a);
+    EXPECT_EQ(log, (std::vector<std::string>{"mrA", "pdA", "rnicA"}));
+    EXPECT_TRUE(table.get(pb, ResourceType::pd));
+    EXPECT_EQ(table.total(), 2u);
+}
+
+TEST(ResourceQuotas, PerTypeAndTotal) {
+    Quotas q;
+    q.total = 5;
+    q.per_type[static_cast<size_t>(ResourceType::pd)] = 2;
+    ResourceTable t(q);
+    auto rnic = t.add(ResourceType::rnic, 0, {}, nullptr);
+    ASSERT_TRUE(rnic);
+    ASSERT_TRUE(t.add(ResourceType::pd, *rnic, {}, nullptr));
+    ASSERT_TRUE(t.add(ResourceType::pd, *rnic, {}, nullptr));
+    auto third = t.add(ResourceType::pd, *rnic, {}, nullptr);
+    ASSERT_FALSE(third);
+    EXPECT_EQ(third.error().code(), RI_ENOSPC);
+    EXPECT_NE(third.error().message().find("quota"), std::string::npos);
+    ASSERT_TRUE(t.add(ResourceType::cq, *rnic, {}, nullptr));
+    ASSERT_TRUE(t.add(ResourceType::cq, *rnic, {}, nullptr));
+    auto over_total = t.add(ResourceType::cq, *rnic, {}, nullptr);
+    ASSERT_FALSE(over_total);
+    EXPECT_EQ(over_total.error().code(), RI_ENOSPC);
+    EXPECT_EQ(t.total(), 5u);
+}
+
+}  // namespace
