@@ -1,0 +1,100 @@
+/**
+ * @file pin_map.hpp
+ * @brief Memory management: one pin/translate account per address space, shared by every RNIC.
+ *
+ * Registrations pin page ranges. The same pages registered several times (by one RNIC or several) are pinned once
+ * and unpinned when the last registration goes: the map keeps a reference count per page range and tells its
+ * caller exactly which ranges became pinned (to mlock in the owner process) and which became unpinned (to munlock).
+ * Pinned bytes count against a per-address-space limit and a host-wide limit; a pin over either is refused whole
+ * with ::RI_ENOSPC and changes nothing.
+ */
+#ifndef KAL_MEMORY_PIN_MAP_HPP
+#define KAL_MEMORY_PIN_MAP_HPP
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "rnicpi/cpp/status.hpp"
+
+namespace kal {
+
+/** @brief A page-aligned byte range [start, end). */
+struct PageRange {
+    uint64_t start = 0; /**< First byte (page-aligned). */
+    uint64_t end = 0;   /**< One past the last byte (page-aligned). */
+    /** @brief Bytes in the range. */
+    [[nodiscard]] uint64_t bytes() const noexcept { return end - start; }
+    /** @brief Field-wise equality. */
+    friend bool operator==(const PageRange &, const PageRange &) = default;
+};
+
+/** @brief The host-wide pin budget shared by every address space. Thread-safe. */
+class PinBudget {
+public:
+    /** @brief A budget of @p limit_bytes. */
+    explicit PinBudget(uint64_t limit_bytes) noexcept : limit_(limit_bytes) {}
+    /** @brief Takes @p bytes; false (and nothing taken) when that would exceed the limit. */
+    [[nodiscard]] bool take(uint64_t bytes) noexcept;
+    /** @brief Gives back @p bytes. */
+    void give(uint64_t bytes) noexcept;
+    /** @brief Bytes pinned host-wide. */
+    [[nodiscard]] uint64_t used() const noexcept;
+    /** @brief The limit. */
+    [[nodiscard]] uint64_t limit() const noexcept { return limit_; }
+
+private:
+    mutable std::mutex mutex_;
+    uint64_t limit_;
+    uint64_t used_ = 0;
+};
+
+/** @brief What a pin did. */
+struct PinResult {
+    uint64_t pin_id = 0;                 /**< Identifier for unpin(). */
+    PageRange range;                     /**< The page-aligned range the pin covers. */
+    std::vector<PageRange> newly_pinned; /**< Ranges that were not pinned before: the owner must lock them. */
+};
+
+/** @brief The pins of one address space (one consumer process, or the kAL itself). */
+class PinMap {
+public:
+    /** @brief A map charging @p budget, allowing at most @p limit_bytes here, with pages of @p page_size bytes. */
+    PinMap(PinBudget &budget, uint64_t limit_bytes, uint64_t page_size = 4096);
+    PinMap(const PinMap &) = delete;
+    PinMap &operator=(const PinMap &) = delete;
+    /** @brief Releases everything still pinned back to the budget. */
+    ~PinMap();
+
+    /** @brief Pins [addr, addr + length). ::RI_EINVAL for an empty or wrapping range, ::RI_ENOSPC over a limit. */
+    [[nodiscard]] rdma::Expected<PinResult> pin(uint64_t addr, uint64_t length);
+    /** @brief Releases a pin; returns the ranges no pin covers any more (the owner unlocks them). */
+    [[nodiscard]] rdma::Expected<std::vector<PageRange>> unpin(uint64_t pin_id);
+    /** @brief Bytes pinned in this address space (each page once, however often it is registered). */
+    [[nodiscard]] uint64_t pinned_bytes() const noexcept { return pinned_; }
+    /** @brief Live pins. */
+    [[nodiscard]] size_t pins() const noexcept { return pins_.size(); }
+    /** @brief The reference count of the page holding @p addr (0 when not pinned). */
+    [[nodiscard]] uint32_t count_at(uint64_t addr) const noexcept;
+
+private:
+    struct Segment {
+        uint64_t end;
+        uint32_t count;
+    };
+    void split_at(uint64_t at);
+    void merge_around(uint64_t start, uint64_t end);
+
+    PinBudget &budget_;
+    uint64_t limit_;
+    uint64_t page_;
+    uint64_t pinned_ = 0;
+    uint64_t next_id_ = 1;
+    std::map<uint64_t, Segment> segments_;  // start -> [start, end) with a reference count, non-overlapping
+    std::map<uint64_t, PageRange> pins_;
+};
+
+}  // namespace kal
+
+#endif  // KAL_MEMORY_PIN_MAP_HPP

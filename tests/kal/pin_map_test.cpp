@@ -1,0 +1,142 @@
+// Memory management: overlapping registrations pin once and unpin last, limits refuse whole pins without side
+// effects, and a random sequence of pins and unpins agrees with a page-by-page reference count model.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <vector>
+
+#include "pin_map.hpp"
+
+namespace {
+
+using kal::PageRange;
+using kal::PinBudget;
+using kal::PinMap;
+
+constexpr uint64_t P = 4096;
+
+TEST(PinMap, OverlappingRegistrationsPinOnceAndUnpinLast) {
+    PinBudget budget(1 << 30);
+    PinMap map(budget, 1 << 30);
+    auto a = map.pin(0x10000, 3 * P);  // pages 0x10,0x11,0x12
+    ASSERT_TRUE(a);
+    EXPECT_EQ(a->newly_pinned, (std::vector<PageRange>{{0x10000, 0x13000}}));
+    auto b = map.pin(0x12000 + 100, 2 * P);  // pages 0x12..0x14 (unaligned start rounds down, end up)
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b->range, (PageRange{0x12000, 0x15000}));
+    EXPECT_EQ(b->newly_pinned, (std::vector<PageRange>{{0x13000, 0x15000}}));
+    EXPECT_EQ(map.count_at(0x12000), 2u);
+    EXPECT_EQ(map.pinned_bytes(), 5 * P);
+    EXPECT_EQ(budget.used(), 5 * P);
+    auto released_a = map.unpin(a->pin_id);
+    ASSERT_TRUE(released_a);
+    EXPECT_EQ(*released_a, (std::vector<PageRange>{{0x10000, 0x12000}}));
+    EXPECT_EQ(map.count_at(0x12000), 1u);
+    auto released_b = map.unpin(b->pin_id);
+    ASSERT_TRUE(released_b);
+    EXPECT_EQ(*released_b, (std::vector<PageRange>{{0x12000, 0x15000}}));
+    EXPECT_EQ(map.pinned_bytes(), 0u);
+    EXPECT_EQ(budget.used(), 0u);
+    EXPECT_FALSE(map.unpin(b->pin_id));  // twice is an error, not a double release
+}
+
+TEST(PinMap, SameRangeTwiceIsOnePinnedCopy) {
+    PinBudget budget(1 << 30);
+    PinMap map(budget, 1 << 30);
+    auto a = map.pin(0x40000, 8 * P);
+    auto b = map.pin(0x40000, 8 * P);  // e.g. the same buffer registered on a second RNIC
+    ASSERT_TRUE(a && b);
+    EXPECT_TRUE(b->newly_pinned.empty());
+    EXPECT_EQ(map.pinned_bytes(), 8 * P);
+    ASSERT_TRUE(map.unpin(a->pin_id));
+    EXPECT_EQ(map.pinned_bytes(), 8 * P);
+    auto last = map.unpin(b->pin_id);
+    ASSERT_TRUE(last);
+    EXPECT_EQ(last->size(), 1u);
+    EXPECT_EQ(map.pinned_bytes(), 0u);
+}
+
+TEST(PinMap, LimitsRefuseWholePinsWithoutSideEffects) {
+    PinBudget host(10 * P);
+    PinMap one(host, 6 * P), two(host, 8 * P);
+    auto a = one.pin(0, 4 * P);
+    ASSERT_TRUE(a);
+    auto over_process = one.pin(0x100000, 3 * P);  // 4 + 3 > 6
+    ASSERT_FALSE(over_process);
+    EXPECT_EQ(over_process.error().code(), RI_ENOSPC);
+    EXPECT_NE(over_process.error().message().find("process"), std::string::npos);
+    EXPECT_EQ(one.pinned_bytes(), 4 * P);
+    EXPECT_EQ(one.count_at(0x100000), 0u);
+    // Overlap does not count twice: re-pinning pinned pages is free.
+    EXPECT_TRUE(one.pin(0, 4 * P));
+    auto b = two.pin(0, 7 * P);  // within this process's 8, but 4 + 7 > 10 host-wide
+    ASSERT_FALSE(b);
+    EXPECT_NE(b.error().message().find("host"), std::string::npos);
+    EXPECT_EQ(host.used(), 4 * P);
+    EXPECT_TRUE(two.pin(0, 6 * P - P));
+    EXPECT_EQ(host.used(), 9 * P);
+}
+
+TEST(PinMap, BadRangesAreRefused) {
+    PinBudget budget(1 << 20);
+    PinMap map(budget, 1 << 20);
+    EXPECT_EQ(map.pin(0x1000, 0).error().code(), RI_EINVAL);
+    EXPECT_EQ(map.pin(UINT64_MAX - 10, 100).error().code(), RI_EINVAL);
+}
+
+TEST(PinMap, DestroyingTheMapReturnsItsBudget) {
+    PinBudget budget(1 << 20);
+    {
+        PinMap map(budget, 1 << 20);
+        ASSERT_TRUE(map.pin(0, 16 * P));
+        EXPECT_EQ(budget.used(), 16 * P);
+    }
+    EXPECT_EQ(budget.used(), 0u);  // a process that dies without unpinning gives everything back
+}
+
+TEST(PinMap, AgreesWithAPageModel) {
+    std::mt19937 rng(7);
+    PinBudget budget(UINT64_MAX);
+    PinMap map(budget, UINT64_MAX);
+    constexpr uint64_t kPages = 64;
+    std::vector<uint32_t> model(kPages, 0);
+    std::map<uint64_t, std::pair<uint64_t, uint64_t>> live;  // pin id -> first page, page count
+    for (int step = 0; step < 3000; ++step) {
+        if (live.empty() || rng() % 3 != 0) {
+            uint64_t first = rng() % kPages, count = 1 + rng() % std::min<uint64_t>(16, kPages - first);
+            auto r = map.pin(first * P + rng() % 100, count * P - 100);
+            ASSERT_TRUE(r);
+            uint64_t newly = 0;
+            for (const PageRange &g : r->newly_pinned) {
+                for (uint64_t a = g.start; a < g.end; a += P) {
+                    ASSERT_EQ(model[a / P], 0u) << "page " << a / P << " was already pinned";
+                    ++newly;
+                }
+            }
+            uint64_t expected_new = 0;
+            for (uint64_t pg = first; pg < first + count; ++pg) expected_new += model[pg] == 0 ? 1 : 0;
+            ASSERT_EQ(newly, expected_new);
+            for (uint64_t pg = first; pg < first + count; ++pg) ++model[pg];
+            live[r->pin_id] = {first, count};
+        } else {
+            auto it = live.begin();
+            std::advance(it, static_cast<long>(rng() % live.size()));
+            auto released = map.unpin(it->first);
+            ASSERT_TRUE(released);
+            for (uint64_t pg = it->second.first; pg < it->second.first + it->second.second; ++pg) --model[pg];
+            for (const PageRange &g : *released) {
+                for (uint64_t a = g.start; a < g.end; a += P) ASSERT_EQ(model[a / P], 0u);
+            }
+            live.erase(it);
+        }
+        uint64_t pinned = 0;
+        for (uint64_t pg = 0; pg < kPages; ++pg) {
+            ASSERT_EQ(map.count_at(pg * P), model[pg]) << "page " << pg << " at step " << step;
+            pinned += model[pg] > 0 ? P : 0;
+        }
+        ASSERT_EQ(map.pinned_bytes(), pinned);
+    }
+}
+
+}  // namespace
