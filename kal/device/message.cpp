@@ -1,6 +1,7 @@
 // SOCK_SEQPACKET message I/O for /dev/krdma with SCM_RIGHTS descriptors.
 #include "krdma/message.hpp"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -44,8 +45,8 @@ RecvResult receive(int fd, Message &m) noexcept {
         n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
     } while (n < 0 && errno == EINTR);
     if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? RecvResult::again : RecvResult::closed;
-    if (n == 0) return RecvResult::closed;
-    // Take ownership of every descriptor first, so that none leaks whatever is wrong with the message.
+    // Take ownership of every descriptor first (even an empty packet can carry some), so that none leaks whatever
+    // is wrong with the message.
     bool too_many = false;
     for (cmsghdr *c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
@@ -60,6 +61,14 @@ RecvResult receive(int fd, Message &m) noexcept {
                 too_many = true;
             }
         }
+    }
+    if (n == 0) {
+        for (auto &f : m.fds) f.reset();
+        m.nfds = 0;
+        // SOCK_SEQPACKET returns 0 both at the end of the stream and for an empty packet: ask which one it was.
+        pollfd p{fd, POLLRDHUP, 0};
+        if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP)) != 0) return RecvResult::closed;
+        return RecvResult::invalid;
     }
     bool bad = too_many || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 ||
                static_cast<size_t>(n) < sizeof(krdma_msg_hdr) || m.hdr.length != static_cast<size_t>(n);

@@ -134,6 +134,9 @@ TEST_F(Device, WrongSizeIsEINVALAndTheConnectionStaysUsable) {
 
 TEST_F(Device, MalformedPacketsGetErrorReplies) {
     krdma::UniqueFd s = raw();
+    // An empty packet (which SOCK_SEQPACKET reports like an end of stream) is malformed, not a hang-up.
+    ASSERT_EQ(::send(s.get(), "", 0, 0), 0);
+    EXPECT_EQ(raw_reply(s.get()).status, RI_EMSGSIZE);
     // Shorter than a header.
     uint8_t junk[3] = {1, 2, 3};
     ASSERT_EQ(::send(s.get(), junk, sizeof junk, 0), 3);
