@@ -28,7 +28,7 @@ extern "C" {
 /** @brief Most file descriptors one message may carry. */
 #define KRDMA_MAX_FDS 4u
 /** @brief Default device path of a host's krdmad. */
-#define KRDMA_DEFAULT_PATH "/run/krdma/krdma.sock"
+#define KRDMA_DEFAULT_DEVICE "/run/krdma/krdma.sock"
 
 /** @brief Flags of krdma_msg_hdr::flags. */
 enum krdma_msg_flags {

@@ -1,0 +1,132 @@
+// krdmad configuration: strict JSON parsing with errors that name the key.
+#include "config.hpp"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "rnicpi/host/log.hpp"
+
+namespace kal {
+namespace {
+
+using nlohmann::json;
+
+struct Bad {
+    std::string message;
+};
+
+void only_keys(const json &obj, const std::string &where, std::initializer_list<const char *> allowed) {
+    if (!obj.is_object()) throw Bad{where + " must be an object"};
+    std::set<std::string> ok(allowed.begin(), allowed.end());
+    for (const auto &[key, value] : obj.items()) {
+        (void)value;
+        if (ok.count(key) == 0) throw Bad{"unknown key " + where + "." + key};
+    }
+}
+
+std::string str(const json &obj, const char *key, const std::string &where, const std::string &fallback) {
+    if (!obj.contains(key)) return fallback;
+    if (!obj[key].is_string()) throw Bad{where + "." + key + " must be a string"};
+    return obj[key].get<std::string>();
+}
+
+uint64_t num(const json &obj, const char *key, const std::string &where, uint64_t fallback) {
+    if (!obj.contains(key)) return fallback;
+    if (!obj[key].is_number_unsigned()) throw Bad{where + "." + key + " must be a non-negative integer"};
+    return obj[key].get<uint64_t>();
+}
+
+uint32_t num32(const json &obj, const char *key, const std::string &where, uint32_t fallback) {
+    uint64_t v = num(obj, key, where, fallback);
+    if (v > UINT32_MAX) throw Bad{where + "." + key + " is too large"};
+    return static_cast<uint32_t>(v);
+}
+
+}  // namespace
+
+rdma::Expected<Config> parse_config(const std::string &text) {
+    json root;
+    try {
+        root = json::parse(text);
+    } catch (const json::parse_error &e) {
+        return rdma::Error(RI_EINVAL, std::string("configuration is not valid JSON: ") + e.what());
+    }
+    Config c;
+    try {
+        only_keys(root, "config", {"device", "provider_dir", "admin_group", "log_level", "modules", "rnics", "limits"});
+        c.device = str(root, "device", "config", c.device.string());
+        if (c.device.empty()) throw Bad{"config.device must not be empty"};
+        if (root.contains("provider_dir")) c.provider_dir = str(root, "provider_dir", "config", "");
+        c.admin_group = str(root, "admin_group", "config", "");
+        c.log_level = str(root, "log_level", "config", c.log_level);
+        if (!rdma::log::parse_level(c.log_level)) throw Bad{"config.log_level must be error, warn, info or debug"};
+        if (root.contains("modules")) {
+            const json &m = root["modules"];
+            if (!m.is_array()) throw Bad{"config.modules must be an array of file names"};
+            for (size_t i = 0; i < m.size(); ++i) {
+                if (!m[i].is_string()) throw Bad{"config.modules[" + std::to_string(i) + "] must be a string"};
+                c.modules.push_back(m[i].get<std::string>());
+            }
+        }
+        if (root.contains("rnics")) {
+            const json &r = root["rnics"];
+            if (!r.is_array()) throw Bad{"config.rnics must be an array"};
+            for (size_t i = 0; i < r.size(); ++i) {
+                std::string where = "config.rnics[" + std::to_string(i) + "]";
+                only_keys(r[i], where, {"name", "provider", "address", "netdev", "options"});
+                AttachRequest a;
+                a.name = str(r[i], "name", where, "");
+                a.provider = str(r[i], "provider", where, "");
+                a.address = str(r[i], "address", where, "");
+                a.netdev = str(r[i], "netdev", where, "");
+                if (a.name.empty() || a.provider.empty()) throw Bad{where + " needs a name and a provider"};
+                if (a.address.empty() && a.netdev.empty()) throw Bad{where + " needs an address or a netdev"};
+                if (r[i].contains("options")) {
+                    if (!r[i]["options"].is_object()) throw Bad{where + ".options must be an object"};
+                    a.options = r[i]["options"].dump();
+                }
+                c.rnics.push_back(std::move(a));
+            }
+        }
+        if (root.contains("limits")) {
+            const json &l = root["limits"];
+            only_keys(l, "config.limits",
+                      {"max_connections", "pin_bytes_per_process", "pin_bytes_total", "objects_per_process",
+                       "per_type"});
+            c.max_connections = num32(l, "max_connections", "config.limits", c.max_connections);
+            c.pin_bytes_per_process = num(l, "pin_bytes_per_process", "config.limits", c.pin_bytes_per_process);
+            c.pin_bytes_total = num(l, "pin_bytes_total", "config.limits", c.pin_bytes_total);
+            c.quotas.total = num32(l, "objects_per_process", "config.limits", c.quotas.total);
+            if (l.contains("per_type")) {
+                const json &p = l["per_type"];
+                if (!p.is_object()) throw Bad{"config.limits.per_type must be an object"};
+                for (const auto &[key, value] : p.items()) {
+                    size_t t = 0;
+                    while (t < kResourceTypes && resource_name(static_cast<ResourceType>(t)) != key) ++t;
+                    if (t == kResourceTypes) throw Bad{"unknown key config.limits.per_type." + key};
+                    if (!value.is_number_unsigned() || value.get<uint64_t>() > UINT32_MAX) {
+                        throw Bad{"config.limits.per_type." + key + " must be a non-negative integer"};
+                    }
+                    c.quotas.per_type[t] = value.get<uint32_t>();
+                }
+            }
+        }
+    } catch (const Bad &b) {
+        return rdma::Error(RI_EINVAL, "configuration error: " + b.message);
+    }
+    return c;
+}
+
+rdma::Expected<Config> load_config(const std::filesystem::path &file) {
+    std::ifstream in(file);
+    if (!in) return rdma::Error(RI_ENOENT, "cannot read configuration " + file.string());
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto c = parse_config(ss.str());
+    if (!c) return rdma::Error(c.error().code(), file.string() + ": " + c.error().message());
+    return c;
+}
+
+}  // namespace kal

@@ -1,0 +1,45 @@
+/**
+ * @file config.hpp
+ * @brief krdmad's JSON configuration: device path, provider modules, RNIC instances, limits, logging.
+ *
+ * Every key is checked: an unknown key (a typo) or a value of the wrong type is an error that names the key's
+ * path, so a bad configuration stops krdmad at start with a clear message instead of running with defaults.
+ */
+#ifndef KAL_CONFIG_CONFIG_HPP
+#define KAL_CONFIG_CONFIG_HPP
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "adapter_manager.hpp"
+#include "krdma/abi.h"
+#include "resource_table.hpp"
+#include "rnicpi/cpp/status.hpp"
+
+namespace kal {
+
+/** @brief krdmad's configuration. */
+struct Config {
+    std::filesystem::path device = KRDMA_DEFAULT_DEVICE;  /**< Device path (a Unix socket). */
+    std::optional<std::filesystem::path> provider_dir;    /**< Provider directory, if not the installed one. */
+    std::string admin_group;                              /**< Group allowed admin commands besides root. */
+    std::string log_level = "info";                       /**< error, warn, info or debug. */
+    std::vector<std::string> modules;                     /**< kVP modules to load at start. */
+    std::vector<AttachRequest> rnics;                     /**< RNIC instances to attach at start. */
+    uint32_t max_connections = 1024;                      /**< Most device connections. */
+    uint64_t pin_bytes_per_process = 1ull << 30;          /**< Pinned memory per consumer process. */
+    uint64_t pin_bytes_total = 8ull << 30;                /**< Pinned memory host-wide. */
+    Quotas quotas;                                        /**< Objects per consumer process. */
+};
+
+/** @brief Parses a configuration text; errors name the offending key. */
+[[nodiscard]] rdma::Expected<Config> parse_config(const std::string &text);
+/** @brief Reads and parses a configuration file. */
+[[nodiscard]] rdma::Expected<Config> load_config(const std::filesystem::path &file);
+
+}  // namespace kal
+
+#endif  // KAL_CONFIG_CONFIG_HPP

@@ -1,0 +1,120 @@
+// krdmad: the kernel access layer host. One per host; serves the /dev/krdma device.
+//
+// Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 1 for a bad command line, 2 for a bad configuration,
+// 3 when a provider module or RNIC cannot be set up, 4 when the device path cannot be served.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+
+#include "adapter_manager.hpp"
+#include "config.hpp"
+#include "rnicpi/host/log.hpp"
+#include "server.hpp"
+
+namespace {
+
+constexpr const char *kComponent = "krdmad";
+constexpr const char *kDefaultConfig = "/etc/krdma/krdmad.json";
+
+kal::DeviceServer *g_server = nullptr;  // for the signal handler only: stop() is async-signal-safe
+
+void on_signal(int) {
+    if (g_server != nullptr) g_server->stop();
+}
+
+// The kAL's pinning service is not wired to the device yet: a kVP asking for it gets a clear "not supported".
+ri_status_t pin_not_available(void *, uint64_t, uint64_t, uint32_t, ri_pin_t *) {
+    RDMA_LOG_WARN(kComponent, "a provider asked to pin memory; the pinning service is not available yet");
+    return RI_EOPNOTSUPP;
+}
+ri_status_t unpin_not_available(void *, uint64_t) { return RI_EOPNOTSUPP; }
+
+const ri_host_ops_t kHostOps{sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log,
+                             &pin_not_available,    &unpin_not_available, nullptr};
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    CLI::App app{"krdmad: the OpenRDMA kernel access layer daemon (serves the /dev/krdma device)"};
+    std::string config_file;
+    std::string device;
+    std::string level;
+    bool check = false;
+    app.add_option("-c,--config", config_file, std::string("JSON configuration (default: ") + kDefaultConfig +
+                                                   " if it exists)");
+    app.add_option("--device", device, "Device path, overriding the configuration");
+    app.add_option("--log-level", level, "error, warn, info or debug, overriding the configuration")
+        ->check(CLI::IsMember({"error", "warn", "info", "debug"}));
+    app.add_flag("--check", check, "Check the configuration and exit");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError &e) {
+        return app.exit(e) == 0 ? 0 : 1;
+    }
+
+    kal::Config config;
+    if (!config_file.empty() || std::filesystem::exists(kDefaultConfig)) {
+        auto loaded = kal::load_config(config_file.empty() ? kDefaultConfig : config_file);
+        if (!loaded) {
+            std::fprintf(stderr, "krdmad: %s\n", loaded.error().message().c_str());
+            return 2;
+        }
+        config = std::move(*loaded);
+    }
+    if (!device.empty()) config.device = device;
+    if (!level.empty()) config.log_level = level;
+    if (auto l = rdma::log::parse_level(config.log_level)) rdma::log::set_level(*l);
+    if (check) {
+        std::printf("krdmad: configuration is valid (device %s, %zu module(s), %zu RNIC(s))\n",
+                    config.device.c_str(), config.modules.size(), config.rnics.size());
+        return 0;
+    }
+
+    rdma::rnicpi::ModuleLoader loader(kHostOps, config.provider_dir.value_or(rdma::rnicpi::default_provider_dir()));
+    kal::AdapterManager adapters(loader);
+    for (const auto &m : config.modules) {
+        if (auto r = adapters.load(m); !r) {
+            std::fprintf(stderr, "krdmad: %s\n", r.error().message().c_str());
+            return 3;
+        }
+    }
+    for (const auto &a : config.rnics) {
+        if (auto r = adapters.attach(a); !r) {
+            std::fprintf(stderr, "krdmad: cannot attach RNIC %s: %s\n", a.name.c_str(), r.error().message().c_str());
+            return 3;
+        }
+    }
+
+    std::error_code ec;
+    std::filesystem::create_directories(config.device.parent_path(), ec);
+    kal::DeviceServer server(config.device, config.max_connections);
+    if (auto r = server.listen(); !r) {
+        std::fprintf(stderr, "krdmad: %s\n", r.error().message().c_str());
+        return 4;
+    }
+    ::chmod(config.device.c_str(), 0666);  // access is decided per command from SO_PEERCRED, not by the file mode
+
+    g_server = &server;
+    struct sigaction sa{};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGTERM, &sa, nullptr);
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);
+
+    RDMA_LOG_INFO(kComponent, "ready on %s with %zu RNIC(s)", config.device.c_str(), adapters.list().size());
+    std::printf("krdmad: ready on %s\n", config.device.c_str());
+    std::fflush(stdout);
+    server.run();
+
+    // Tell every uAL before its resources go, so consumers see a clear reason rather than a dead socket.
+    krdma_event bye{};
+    bye.event = KRDMA_EVENT_SHUTDOWN;
+    server.broadcast(bye);
+    g_server = nullptr;
+    RDMA_LOG_INFO(kComponent, "shutting down (%zu client(s) connected)", server.connections());
+    return 0;
+}

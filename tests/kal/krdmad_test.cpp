@@ -1,0 +1,146 @@
+// The real krdmad binary in its own process group on a private device path: it starts from a configuration with
+// two providers and an RNIC, answers a client, tells it when it shuts down on SIGTERM, and refuses a bad
+// configuration, a missing module and a device path in use with distinct exit codes and clear messages.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "client.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+class Krdmad : public ::testing::Test {
+protected:
+    void SetUp() override {
+        char tmpl[] = "/tmp/krdmad-test-XXXXXX";
+        ASSERT_NE(::mkdtemp(tmpl), nullptr);
+        dir_ = tmpl;
+    }
+    void TearDown() override {
+        // Whatever happened, no daemon outlives the test.
+        for (pid_t pg : groups_) ::kill(-pg, SIGKILL);
+        for (pid_t pg : groups_) ::waitpid(pg, nullptr, 0);
+        fs::remove_all(dir_);
+    }
+    fs::path write_config(const std::string &json) {
+        fs::path p = dir_ / "krdmad.json";
+        std::ofstream(p) << json;
+        return p;
+    }
+    std::string good_config(const std::string &device) {
+        return R"({"device": ")" + device + R"(", "provider_dir": ")" TEST_PROVIDER_DIR R"(",
+                   "modules": ["test_cpp_kvp.so", "test_good_kvp.so"],
+                   "rnics": [{"name": "cpp0", "provider": "cppkvp", "address": "127.0.0.1"}],
+                   "log_level": "warn"})";
+    }
+    // Starts krdmad with @p args in a new process group, output to files.
+    pid_t start(std::vector<std::string> args) {
+        pid_t pid = ::fork();
+        if (pid == 0) {
+            ::setpgid(0, 0);
+            std::freopen((dir_ / "stdout").c_str(), "w", stdout);
+            std::freopen((dir_ / "stderr").c_str(), "w", stderr);
+            std::vector<char *> argv;
+            argv.push_back(const_cast<char *>(KRDMAD_PATH));
+            for (auto &a : args) argv.push_back(a.data());
+            argv.push_back(nullptr);
+            ::execv(KRDMAD_PATH, argv.data());
+            ::_exit(127);
+        }
+        ::setpgid(pid, pid);
+        groups_.push_back(pid);
+        return pid;
+    }
+    // Waits for the process to exit (10 s at most) and returns its exit status, or -1.
+    int wait_exit(pid_t pid) {
+        for (int i = 0; i < 1000; ++i) {
+            int status = 0;
+            if (::waitpid(pid, &status, WNOHANG) == pid) {
+                groups_.erase(std::remove(groups_.begin(), groups_.end(), pid), groups_.end());
+                return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        return -1;
+    }
+    std::unique_ptr<ual::DeviceClient> connect(const fs::path &device) {
+        for (int i = 0; i < 500; ++i) {
+            auto c = ual::DeviceClient::connect(device);
+            if (c) return std::move(*c);
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        return nullptr;
+    }
+    std::string stderr_text() {
+        std::ifstream in(dir_ / "stderr");
+        std::stringstream ss;
+        ss << in.rdbuf();
+        return ss.str();
+    }
+
+    fs::path dir_;
+    std::vector<pid_t> groups_;
+};
+
+TEST_F(Krdmad, ServesAndShutsDownCleanlyTellingClients) {
+    fs::path device = dir_ / "run" / "krdma";
+    pid_t pid = start({"--config", write_config(good_config(device.string()))});
+    auto client = connect(device);
+    ASSERT_NE(client, nullptr) << stderr_text();
+    EXPECT_EQ(client->hello().pid, static_cast<uint32_t>(::getpid()));
+    ASSERT_EQ(::kill(pid, SIGTERM), 0);
+    std::optional<krdma_event> ev;
+    for (int i = 0; i < 500 && !ev; ++i) {
+        ev = client->next_event();
+        if (!ev) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_TRUE(ev.has_value());
+    EXPECT_EQ(ev->event, static_cast<uint32_t>(KRDMA_EVENT_SHUTDOWN));
+    EXPECT_EQ(wait_exit(pid), 0) << stderr_text();
+    EXPECT_FALSE(fs::exists(device));  // the device is removed on the way out
+}
+
+TEST_F(Krdmad, BadConfigurationIsExitTwoWithTheKey) {
+    pid_t pid = start({"--config", write_config(R"({"device": "/tmp/x", "modulez": []})")});
+    EXPECT_EQ(wait_exit(pid), 2);
+    EXPECT_NE(stderr_text().find("unknown key config.modulez"), std::string::npos) << stderr_text();
+    pid = start({"--config", write_config("{not json")});
+    EXPECT_EQ(wait_exit(pid), 2);
+    EXPECT_NE(stderr_text().find("not valid JSON"), std::string::npos) << stderr_text();
+    pid = start({"--config", (dir_ / "missing.json").string()});
+    EXPECT_EQ(wait_exit(pid), 2);
+}
+
+TEST_F(Krdmad, MissingModuleIsExitThree) {
+    std::string cfg = R"({"device": ")" + (dir_ / "krdma").string() + R"(", "provider_dir": ")" TEST_PROVIDER_DIR
+                      R"(", "modules": ["no_such_kvp.so"]})";
+    pid_t pid = start({"--config", write_config(cfg)});
+    EXPECT_EQ(wait_exit(pid), 3);
+    EXPECT_NE(stderr_text().find("no_such_kvp.so: no such file"), std::string::npos) << stderr_text();
+}
+
+TEST_F(Krdmad, DevicePathInUseIsExitFour) {
+    fs::path device = dir_ / "krdma";
+    start({"--config", write_config(good_config(device.string()))});
+    ASSERT_NE(connect(device), nullptr) << stderr_text();
+    pid_t second = start({"--device", device.string()});
+    EXPECT_EQ(wait_exit(second), 4);
+    EXPECT_NE(stderr_text().find("in use by a running krdmad"), std::string::npos) << stderr_text();
+}
+
+TEST_F(Krdmad, CheckValidatesWithoutServing) {
+    pid_t pid = start({"--check", "--config", write_config(good_config((dir_ / "krdma").string()))});
+    EXPECT_EQ(wait_exit(pid), 0);
+    EXPECT_FALSE(fs::exists(dir_ / "krdma"));
+}
+
+}  // namespace
