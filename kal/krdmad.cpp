@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "adapter_manager.hpp"
+#include "admin_commands.hpp"
 #include "config.hpp"
 #include "rnicpi/host/log.hpp"
 #include "server.hpp"
@@ -95,7 +96,8 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "krdmad: %s\n", r.error().message().c_str());
         return 4;
     }
-    ::chmod(config.device.c_str(), 0666);  // access is decided per command from SO_PEERCRED, not by the file mode
+    ::chmod(config.device.c_str(), 0666);
+    kal::register_admin_commands(server, adapters);  // access is decided per command from SO_PEERCRED, not by the file mode
 
     g_server = &server;
     struct sigaction sa{};

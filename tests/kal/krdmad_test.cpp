@@ -42,6 +42,27 @@ protected:
                    "rnics": [{"name": "cpp0", "provider": "cppkvp", "address": "127.0.0.1"}],
                    "log_level": "warn"})";
     }
+    // Runs rdmactl with @p args to completion; returns its exit status, output in @p out.
+    int rdmactl(std::vector<std::string> args, std::string &out) {
+        pid_t pid = ::fork();
+        if (pid == 0) {
+            std::freopen((dir_ / "rdmactl.out").c_str(), "w", stdout);
+            std::freopen((dir_ / "rdmactl.out").c_str(), "a", stderr);
+            std::vector<char *> argv;
+            argv.push_back(const_cast<char *>(RDMACTL_PATH));
+            for (auto &a : args) argv.push_back(a.data());
+            argv.push_back(nullptr);
+            ::execv(RDMACTL_PATH, argv.data());
+            ::_exit(127);
+        }
+        int status = 0;
+        ::waitpid(pid, &status, 0);
+        std::ifstream in(dir_ / "rdmactl.out");
+        std::stringstream ss;
+        ss << in.rdbuf();
+        out = ss.str();
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
     // Starts krdmad with @p args in a new process group, output to files.
     pid_t start(std::vector<std::string> args) {
         pid_t pid = ::fork();
@@ -135,6 +156,29 @@ TEST_F(Krdmad, DevicePathInUseIsExitFour) {
     pid_t second = start({"--device", device.string()});
     EXPECT_EQ(wait_exit(second), 4);
     EXPECT_NE(stderr_text().find("in use by a running krdmad"), std::string::npos) << stderr_text();
+}
+
+TEST_F(Krdmad, RdmactlListsAndSelectsRnicsByAddress) {
+    fs::path device = dir_ / "krdma";
+    start({"--config", write_config(good_config(device.string()))});
+    ASSERT_NE(connect(device), nullptr) << stderr_text();
+    std::string out;
+    ASSERT_EQ(rdmactl({"--device", device.string(), "list"}, out), 0) << out;
+    EXPECT_NE(out.find("cpp0"), std::string::npos) << out;
+    EXPECT_NE(out.find("127.0.0.1"), std::string::npos) << out;
+    EXPECT_NE(out.find("test_good_uvp.so"), std::string::npos) << out;
+    ASSERT_EQ(rdmactl({"--json", "--device", device.string(), "list"}, out), 0) << out;
+    EXPECT_NE(out.find("\"provider\": \"cppkvp\""), std::string::npos) << out;
+    ASSERT_EQ(rdmactl({"--device", device.string(), "show", "127.0.0.1"}, out), 0) << out;
+    EXPECT_NE(out.find("cpp0"), std::string::npos) << out;
+    EXPECT_EQ(rdmactl({"--device", device.string(), "show", "10.9.9.9"}, out), 1);
+    EXPECT_NE(out.find("no RNIC serves 10.9.9.9"), std::string::npos) << out;
+}
+
+TEST_F(Krdmad, RdmactlSaysWhenKrdmadIsNotRunning) {
+    std::string out;
+    EXPECT_EQ(rdmactl({"--device", (dir_ / "nobody").string(), "list"}, out), 1);
+    EXPECT_NE(out.find("is krdmad running"), std::string::npos) << out;
 }
 
 TEST_F(Krdmad, CheckValidatesWithoutServing) {

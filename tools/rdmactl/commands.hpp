@@ -3,16 +3,21 @@
 #define TOOLS_RDMACTL_COMMANDS_HPP
 
 #include <CLI/CLI.hpp>
+#include <string>
 
 namespace rdmactl {
 
 /** @brief Options every subcommand shares. */
 struct GlobalOptions {
-    bool json = false; /**< Print JSON instead of text. */
+    bool json = false;  /**< Print JSON instead of text. */
+    std::string device; /**< krdmad's device path. */
 };
 
 /** @brief Registers `rdmactl modinfo`: describe provider module files without a running krdmad. */
 void add_modinfo(CLI::App &app, const GlobalOptions &global, int &exit_code);
+
+/** @brief Registers `rdmactl list` and `rdmactl show ADDRESS`: the RNICs a running krdmad serves. */
+void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_code);
 
 }  // namespace rdmactl
 

@@ -1,7 +1,10 @@
 // rdmactl: the administrator's tool for RNICs, providers, resources and statistics.
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
+
 #include "commands.hpp"
+#include "krdma/abi.h"
 #include "rnicpi/host/log.hpp"
 
 int main(int argc, char **argv) {
@@ -9,6 +12,9 @@ int main(int argc, char **argv) {
     app.require_subcommand(1);
     rdmactl::GlobalOptions global;
     app.add_flag("--json", global.json, "Print machine-readable JSON");
+    const char *env_device = std::getenv("KRDMA_DEVICE");
+    global.device = env_device != nullptr ? env_device : KRDMA_DEFAULT_DEVICE;
+    app.add_option("--device", global.device, "krdmad's device path (default: $KRDMA_DEVICE or " KRDMA_DEFAULT_DEVICE ")");
     std::string level;
     app.add_option("--log-level", level, "Log level: error, warn, info, debug (default: $OPENRDMA_LOG or warn)")
         ->check(CLI::IsMember({"error", "warn", "info", "debug"}))
@@ -17,6 +23,7 @@ int main(int argc, char **argv) {
         });
     int exit_code = 0;
     rdmactl::add_modinfo(app, global, exit_code);
+    rdmactl::add_rnic_commands(app, global, exit_code);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {

@@ -62,10 +62,36 @@ struct krdma_echo {
     uint8_t data[56];    /**< Returned unchanged. */
 };
 
+/** @brief States of an RNIC (krdma_rnic_info::state). */
+enum krdma_rnic_state {
+    KRDMA_RNIC_ATTACHED = 1 /**< Attached and usable. */
+};
+
+/** @brief One RNIC as krdmad knows it. */
+struct krdma_rnic_info {
+    char name[64];          /**< RNIC name. */
+    char provider[64];      /**< Provider name. */
+    char vendor[64];        /**< Provider vendor. */
+    char netdev[16];        /**< Network device. */
+    char address[48];       /**< Network address, as text. */
+    char uvp_library[256];  /**< The uVP library a uAL loads, or empty. */
+    uint32_t opens;         /**< Current opens. */
+    uint32_t state;         /**< One of ::krdma_rnic_state. */
+};
+
+/** @brief LIST_RNICS: entry ::index of the RNIC list (ask 0, 1, ... until ::count). */
+struct krdma_list_rnics {
+    uint32_t index;              /**< Request: which entry. */
+    uint32_t count;              /**< Reply: how many RNICs there are. */
+    struct krdma_rnic_info info; /**< Reply: the entry (when index < count). */
+};
+
 /** @brief HELLO command code. */
 #define KRDMA_CMD_HELLO _IOWR(KRDMA_IOC_MAGIC, 0x01, struct krdma_hello)
 /** @brief ECHO command code. */
 #define KRDMA_CMD_ECHO _IOWR(KRDMA_IOC_MAGIC, 0x02, struct krdma_echo)
+/** @brief LIST_RNICS command code. */
+#define KRDMA_CMD_LIST_RNICS _IOWR(KRDMA_IOC_MAGIC, 0x10, struct krdma_list_rnics)
 
 /** @brief An event record sent without a request (the kAL is shutting down, an RNIC went away...). */
 struct krdma_event {
