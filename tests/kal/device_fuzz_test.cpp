@@ -13,26 +13,18 @@
 #include <thread>
 
 #include "client.hpp"
+#include "test_util.hpp"
 #include "server.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-size_t open_fds() {
-    size_t n = 0;
-    for (const auto &e : fs::directory_iterator("/proc/self/fd")) {
-        (void)e;
-        ++n;
-    }
-    return n;
-}
-
 TEST(DeviceFuzz, EveryPacketGetsOneReplyAndNothingLeaks) {
     char tmpl[] = "/tmp/krdma-fuzz-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     fs::path dir = tmpl;
-    const size_t fds_before = open_fds();
+    const size_t fds_before = testutil::open_fds();
     {
         kal::DeviceServer server(dir / "krdma");
         ASSERT_TRUE(server.listen());
@@ -106,7 +98,7 @@ TEST(DeviceFuzz, EveryPacketGetsOneReplyAndNothingLeaks) {
         EXPECT_EQ(server.connections(), 2u);
     }
     fs::remove_all(dir);
-    EXPECT_EQ(open_fds(), fds_before);
+    EXPECT_EQ(testutil::open_fds(), fds_before);
 }
 
 }  // namespace

@@ -11,20 +11,12 @@
 #include <thread>
 
 #include "client.hpp"
+#include "test_util.hpp"
 #include "server.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-
-size_t open_fds() {
-    size_t n = 0;
-    for (const auto &e : fs::directory_iterator("/proc/self/fd")) {
-        (void)e;
-        ++n;
-    }
-    return n;
-}
 
 class Device : public ::testing::Test {
 protected:
@@ -179,7 +171,7 @@ TEST_F(Device, MalformedPacketsGetErrorReplies) {
 }
 
 TEST_F(Device, TooManyDescriptorsAreClosedNotLeaked) {
-    size_t before = open_fds();
+    size_t before = testutil::open_fds();
     {
         auto c = client();
         int p[2];
@@ -217,7 +209,7 @@ TEST_F(Device, TooManyDescriptorsAreClosedNotLeaked) {
     // Give the server a moment to notice the closed connections, then nothing may be left open.
     for (int i = 0; i < 100 && server_->connections() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     EXPECT_EQ(server_->connections(), 0u);
-    EXPECT_EQ(open_fds(), before);
+    EXPECT_EQ(testutil::open_fds(), before);
 }
 
 TEST_F(Device, EventsReachTheClient) {

@@ -79,7 +79,7 @@ struct krdma_rnic_info {
     uint32_t state;         /**< One of ::krdma_rnic_state. */
 };
 
-/** @brief LIST_RNICS: entry ::index of the RNIC list (ask 0, 1, ... until ::count). */
+/** @brief LIST_RNICS: one entry of the RNIC list (ask index 0, 1, ... until the reply's count). */
 struct krdma_list_rnics {
     uint32_t index;              /**< Request: which entry. */
     uint32_t count;              /**< Reply: how many RNICs there are. */

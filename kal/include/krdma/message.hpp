@@ -27,10 +27,13 @@ public:
     UniqueFd() noexcept = default;
     /** @brief Takes ownership of @p fd. */
     explicit UniqueFd(int fd) noexcept : fd_(fd) {}
+    /** @brief Takes the descriptor of @p o. */
     UniqueFd(UniqueFd &&o) noexcept : fd_(o.release()) {}
+    /** @brief Closes the held descriptor and takes the one of @p o. */
     UniqueFd &operator=(UniqueFd &&o) noexcept;
     UniqueFd(const UniqueFd &) = delete;
     UniqueFd &operator=(const UniqueFd &) = delete;
+    /** @brief Closes the descriptor. */
     ~UniqueFd() { reset(); }
     /** @brief The descriptor, or -1. */
     [[nodiscard]] int get() const noexcept { return fd_; }
@@ -54,7 +57,7 @@ struct Message {
     krdma_msg_hdr hdr{};                           /**< Header. */
     std::array<uint8_t, KRDMA_MAX_MESSAGE> body{}; /**< Payload bytes (hdr.length - sizeof hdr of them). */
     std::array<UniqueFd, KRDMA_MAX_FDS> fds;       /**< Descriptors received or to send. */
-    size_t nfds = 0;                               /**< Entries used in ::fds. */
+    size_t nfds = 0;                               /**< Entries used in Message::fds. */
 
     /** @brief Payload length. */
     [[nodiscard]] size_t payload_len() const noexcept { return hdr.length - sizeof(krdma_msg_hdr); }
