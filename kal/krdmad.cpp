@@ -12,6 +12,7 @@
 #include "adapter_manager.hpp"
 #include "admin_commands.hpp"
 #include "config.hpp"
+#include "verb_commands.hpp"
 #include "rnicpi/host/log.hpp"
 #include "server.hpp"
 
@@ -97,7 +98,8 @@ int main(int argc, char **argv) {
         return 4;
     }
     ::chmod(config.device.c_str(), 0666);
-    kal::register_admin_commands(server, adapters);  // access is decided per command from SO_PEERCRED, not by the file mode
+    kal::register_admin_commands(server, adapters);
+    kal::VerbCommands verbs(server, adapters, config.quotas);  // destroyed first: contexts go before RNICs  // access is decided per command from SO_PEERCRED, not by the file mode
 
     g_server = &server;
     struct sigaction sa{};

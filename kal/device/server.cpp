@@ -58,6 +58,8 @@ DeviceServer::~DeviceServer() {
 
 void DeviceServer::on(uint32_t cmd, Handler handler) { handlers_[cmd] = std::move(handler); }
 
+void DeviceServer::off(uint32_t cmd) { handlers_.erase(cmd); }
+
 void DeviceServer::on_disconnect(std::function<void(Connection &)> callback) { on_disconnect_ = std::move(callback); }
 
 rdma::Expected<void> DeviceServer::listen() {

@@ -80,7 +80,9 @@ public:
 
     /** @brief Registers the handler of @p cmd (HELLO and ECHO are built in). */
     void on(uint32_t cmd, Handler handler);
-    /** @brief Called when a client disconnects (or the server stops), before its socket closes. */
+    /** @brief Removes the handler of @p cmd (with the server stopped, or from the serving thread). */
+    void off(uint32_t cmd);
+    /** @brief Called when a client disconnects (or the server stops), before its socket closes; empty = none. */
     void on_disconnect(std::function<void(Connection &)> callback);
 
     /**

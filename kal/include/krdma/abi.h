@@ -86,10 +86,29 @@ struct krdma_list_rnics {
     struct krdma_rnic_info info; /**< Reply: the entry (when index < count). */
 };
 
+/**
+ * @brief SYSCALL: one ri_syscall of a uVP (rnicpi/ri_syscall.h) carried to the kAL, and its reply. Descriptors
+ *        travel as SCM_RIGHTS in both directions.
+ */
+struct krdma_syscall {
+    uint32_t op;             /**< ri_syscall_op. */
+    uint32_t param_len;      /**< Bytes used in krdma_syscall::param. */
+    uint64_t object;         /**< kAL handle of the object the verb acts on. */
+    uint64_t refs[4];        /**< kAL handles of further objects. */
+    uint32_t priv_len;       /**< Request: bytes of private data in krdma_syscall::priv. Reply: bytes the kVP returned. */
+    uint32_t result_len;     /**< Reply: bytes used in krdma_syscall::result. */
+    uint64_t handle_out;     /**< Reply: kAL handle of the object a create verb made. */
+    uint8_t param[512];      /**< The verb's parameter block. */
+    uint8_t priv[1024];      /**< Provider private data, in (request) and out (reply). */
+    uint8_t result[512];     /**< Reply: the verb's result block. */
+};
+
 /** @brief HELLO command code. */
 #define KRDMA_CMD_HELLO _IOWR(KRDMA_IOC_MAGIC, 0x01, struct krdma_hello)
 /** @brief ECHO command code. */
 #define KRDMA_CMD_ECHO _IOWR(KRDMA_IOC_MAGIC, 0x02, struct krdma_echo)
+/** @brief SYSCALL command code. */
+#define KRDMA_CMD_SYSCALL _IOWR(KRDMA_IOC_MAGIC, 0x20, struct krdma_syscall)
 /** @brief LIST_RNICS command code. */
 #define KRDMA_CMD_LIST_RNICS _IOWR(KRDMA_IOC_MAGIC, 0x10, struct krdma_list_rnics)
 

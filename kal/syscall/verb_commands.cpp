@@ -1,0 +1,189 @@
+// System call management for the verbs: decode a SYSCALL, check every handle against the caller's table, call the
+// kVP, record what was created, reply.
+#include "verb_commands.hpp"
+
+#include <cstring>
+
+#include "rnicpi/host/log.hpp"
+
+namespace kal {
+namespace {
+
+constexpr const char *kComponent = "syscall";
+
+// Resource wrappers: each releases its provider object when the table destroys it.
+struct RnicOpen : Resource {
+    RnicRef ref;
+    const ri_verbs_ops_t *v = nullptr;
+    ri_rnic_t rnic = nullptr;
+    ~RnicOpen() override {
+        if (rnic == nullptr) return;  // the kVP never opened it
+        if (ri_status_t rc = v->close_rnic(rnic); rc != RI_OK) {
+            RDMA_LOG_WARN(kComponent, "kVP failed to close an RNIC open: %s", std::strerror(rc));
+        }
+    }
+};
+struct PdRes : Resource {
+    const ri_verbs_ops_t *v = nullptr;
+    ri_pd_t pd = nullptr;
+    ~PdRes() override {
+        if (pd != nullptr) (void)v->dealloc_pd(pd);
+    }
+};
+struct CqRes : Resource {
+    const ri_verbs_ops_t *v = nullptr;
+    ri_cq_t cq = nullptr;
+    ~CqRes() override {
+        if (cq != nullptr) (void)v->destroy_cq(cq);
+    }
+};
+
+template <class T>
+bool read_param(const krdma_syscall &s, T &out) {
+    if (s.param_len != sizeof(T)) return false;
+    std::memcpy(&out, s.param, sizeof(T));
+    return true;
+}
+
+template <class T>
+void write_result(krdma_syscall &s, const T &v) {
+    static_assert(sizeof(T) <= sizeof s.result);
+    std::memcpy(s.result, &v, sizeof(T));
+    s.result_len = sizeof(T);
+}
+
+}  // namespace
+
+VerbCommands::VerbCommands(DeviceServer &server, AdapterManager &adapters, const Quotas &quotas)
+    : server_(server), adapters_(adapters), quotas_(quotas) {
+    server.on(KRDMA_CMD_SYSCALL, [this](Connection &c, const Request &req, Reply &rep) { return handle(c, req, rep); });
+    server.on_disconnect([this](Connection &c) {
+        std::unique_ptr<Context> gone;
+        {
+            std::lock_guard lock(mutex_);
+            auto it = contexts_.find(c.peer().client_id);
+            if (it == contexts_.end()) return;
+            gone = std::move(it->second);
+            contexts_.erase(it);
+        }
+        if (gone->table.total() > 0) {
+            RDMA_LOG_INFO(kComponent, "client %u (pid %d) left %u object(s): destroying them", c.peer().client_id,
+                          static_cast<int>(c.peer().pid), gone->table.total());
+        }
+        // The table's destructor tears everything down in dependency order.
+    });
+}
+
+VerbCommands::~VerbCommands() {
+    server_.off(KRDMA_CMD_SYSCALL);
+    server_.on_disconnect(nullptr);
+}
+
+size_t VerbCommands::contexts() const {
+    std::lock_guard lock(mutex_);
+    return contexts_.size();
+}
+
+Context &VerbCommands::context_of(const Connection &c) {
+    std::lock_guard lock(mutex_);
+    auto &slot = contexts_[c.peer().client_id];
+    if (!slot) slot = std::make_unique<Context>(quotas_);
+    return *slot;
+}
+
+int VerbCommands::handle(Connection &c, const Request &req, Reply &rep) {
+    krdma_syscall s;
+    std::memcpy(&s, req.payload.data(), sizeof s);
+    if (s.param_len > sizeof s.param || s.priv_len > sizeof s.priv) return RI_EINVAL;
+    Context &ctx = context_of(c);
+    ResourceTable &table = ctx.table;
+    s.result_len = 0;
+    s.handle_out = 0;
+    const uint32_t priv_in = s.priv_len;
+    s.priv_len = 0;
+    (void)priv_in;  // the softrnic and hwstub kVPs will read their private data here (issue 4)
+    int status = RI_OK;
+
+    auto rnic_of = [&table](Handle h) -> RnicOpen * {
+        auto r = table.get(h, ResourceType::rnic);
+        return r ? static_cast<RnicOpen *>(*r) : nullptr;
+    };
+    // The status for a handle that does not resolve to @p type: wrong type or not a live object of this caller.
+    auto bad_handle = [&table](Handle h, ResourceType type) {
+        auto r = table.get(h, type);
+        return r ? RI_OK : r.error().code();
+    };
+
+    switch (s.op) {
+        case RI_OPEN_RNIC: {
+            ri_rnic_open_params_t p;
+            if (!read_param(s, p)) return RI_EINVAL;
+            if (strnlen(p.instance_name, sizeof p.instance_name) == sizeof p.instance_name) return RI_EINVAL;
+            auto ref = adapters_.open(p.instance_name);
+            if (!ref) return ref.error().code();
+            auto obj = std::make_unique<RnicOpen>();
+            obj->v = &ref->module()->verbs();
+            p.instance = ref->instance();
+            p.host_ctx = &ctx;
+            status = obj->v->open_rnic(&p, &obj->rnic);
+            if (status != RI_OK) return status;
+            obj->ref = std::move(*ref);
+            auto h = table.add(ResourceType::rnic, 0, {}, std::move(obj));
+            if (!h) return h.error().code();  // the open is closed by the object's destructor
+            s.handle_out = *h;
+            break;
+        }
+        case RI_QUERY_RNIC: {
+            RnicOpen *r = rnic_of(s.object);
+            if (r == nullptr) return bad_handle(s.object, ResourceType::rnic);
+            ri_rnic_attr_t attr{};
+            status = r->v->query_rnic(r->rnic, &attr);
+            if (status == RI_OK) write_result(s, attr);
+            break;
+        }
+        case RI_CLOSE_RNIC:
+        case RI_DEALLOC_PD:
+        case RI_DESTROY_CQ: {
+            const ResourceType type = s.op == RI_CLOSE_RNIC ? ResourceType::rnic
+                                      : s.op == RI_DEALLOC_PD ? ResourceType::pd
+                                                              : ResourceType::cq;
+            if (int e = bad_handle(s.object, type); e != RI_OK) return e;
+            auto d = table.destroy(s.object);
+            if (!d) return d.error().code();
+            break;
+        }
+        case RI_ALLOC_PD: {
+            RnicOpen *r = rnic_of(s.object);
+            if (r == nullptr) return bad_handle(s.object, ResourceType::rnic);
+            auto obj = std::make_unique<PdRes>();
+            obj->v = r->v;
+            status = r->v->alloc_pd(r->rnic, &obj->pd);
+            if (status != RI_OK) return status;
+            auto h = table.add(ResourceType::pd, s.object, {}, std::move(obj));
+            if (!h) return h.error().code();
+            s.handle_out = *h;
+            break;
+        }
+        case RI_CREATE_CQ: {
+            RnicOpen *r = rnic_of(s.object);
+            if (r == nullptr) return bad_handle(s.object, ResourceType::rnic);
+            ri_cq_attr_t attr;
+            if (!read_param(s, attr)) return RI_EINVAL;
+            auto obj = std::make_unique<CqRes>();
+            obj->v = r->v;
+            status = r->v->create_cq(r->rnic, &attr, &obj->cq);
+            if (status != RI_OK) return status;
+            auto h = table.add(ResourceType::cq, s.object, {}, std::move(obj));
+            if (!h) return h.error().code();
+            s.handle_out = *h;
+            write_result(s, attr);
+            break;
+        }
+        default:
+            return RI_EOPNOTSUPP;  // not served over the device yet
+    }
+    std::memcpy(rep.payload.data(), &s, sizeof s);
+    return status;
+}
+
+}  // namespace kal

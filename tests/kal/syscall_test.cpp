@@ -1,0 +1,158 @@
+// Privileged verbs over the device: a uVP's ri_syscall (through the uAL's upcall) reaches the kVP through a real
+// device server and comes back; handles are checked against the caller's own table; a closed connection has its
+// objects destroyed in order and its RNIC opens released.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+
+#include "adapter_manager.hpp"
+#include "rnicpi/host/log.hpp"
+#include "syscall.hpp"
+#include "verb_commands.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const ri_host_ops_t kHost{sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log, nullptr, nullptr, nullptr};
+
+class Syscall : public ::testing::Test {
+protected:
+    void SetUp() override {
+        char tmpl[] = "/tmp/krdma-sys-XXXXXX";
+        ASSERT_NE(::mkdtemp(tmpl), nullptr);
+        dir_ = tmpl;
+        ASSERT_TRUE(adapters_.load("test_cpp_kvp.so"));
+        auto a = adapters_.attach(kal::AttachRequest{"cppkvp", "cpp0", "", "127.0.0.1", ""});
+        ASSERT_TRUE(a) << a.error().to_string();
+        server_ = std::make_unique<kal::DeviceServer>(dir_ / "krdma");
+        verbs_ = std::make_unique<kal::VerbCommands>(*server_, adapters_, kal::Quotas{});
+        ASSERT_TRUE(server_->listen());
+        thread_ = std::thread([this] { server_->run(); });
+    }
+    void TearDown() override {
+        server_->stop();
+        thread_.join();
+        verbs_.reset();
+        server_.reset();
+        fs::remove_all(dir_);
+    }
+    std::unique_ptr<ual::DeviceClient> client() {
+        auto c = ual::DeviceClient::connect(dir_ / "krdma");
+        EXPECT_TRUE(c);
+        return c ? std::move(*c) : nullptr;
+    }
+    // One ri_syscall as a uVP would make it.
+    ri_status_t sys(ual::DeviceClient &c, uint32_t op, uint64_t object, const void *param, uint32_t param_len,
+                    void *result = nullptr, uint32_t result_cap = 0, uint64_t *handle_out = nullptr) {
+        ri_syscall_t call{};
+        call.size = sizeof call;
+        call.op = op;
+        call.object = object;
+        call.param = param;
+        call.param_len = param_len;
+        call.result = result;
+        call.result_cap = result_cap;
+        ri_status_t rc = ual::device_syscall(&c, &call);
+        if (handle_out != nullptr) *handle_out = call.handle_out;
+        return rc;
+    }
+    uint64_t open_rnic(ual::DeviceClient &c) {
+        ri_rnic_open_params_t p{};
+        std::strcpy(p.instance_name, "cpp0");
+        uint64_t h = 0;
+        EXPECT_EQ(sys(c, RI_OPEN_RNIC, 0, &p, sizeof p, nullptr, 0, &h), RI_OK);
+        return h;
+    }
+    uint32_t opens() { return adapters_.list().at(0).opens; }
+
+    fs::path dir_;
+    rdma::rnicpi::ModuleLoader loader_{kHost, TEST_PROVIDER_DIR};
+    kal::AdapterManager adapters_{loader_};
+    std::unique_ptr<kal::DeviceServer> server_;
+    std::unique_ptr<kal::VerbCommands> verbs_;
+    std::thread thread_;
+};
+
+TEST_F(Syscall, ControlPathThroughTheKvp) {
+    auto c = client();
+    uint64_t rnic = open_rnic(*c);
+    ASSERT_NE(rnic, 0u);
+    EXPECT_EQ(opens(), 1u);
+    ri_rnic_attr_t attr{};
+    ASSERT_EQ(sys(*c, RI_QUERY_RNIC, rnic, nullptr, 0, &attr, sizeof attr), RI_OK);
+    EXPECT_STREQ(attr.name, "cppkvp0");  // answered by the kVP
+    EXPECT_EQ(attr.max_qp, 64u);
+    uint64_t pd = 0, cq = 0;
+    ASSERT_EQ(sys(*c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &pd), RI_OK);
+    ri_cq_attr_t cqa{};
+    cqa.cqe = 128;
+    ri_cq_attr_t cq_out{};
+    ASSERT_EQ(sys(*c, RI_CREATE_CQ, rnic, &cqa, sizeof cqa, &cq_out, sizeof cq_out, &cq), RI_OK);
+    EXPECT_EQ(cq_out.cqe, 128u);
+    EXPECT_EQ(sys(*c, RI_CLOSE_RNIC, rnic, nullptr, 0), RI_EBUSY);  // the verbs' rule: children first
+    EXPECT_EQ(sys(*c, RI_DEALLOC_PD, pd, nullptr, 0), RI_OK);
+    EXPECT_EQ(sys(*c, RI_DESTROY_CQ, cq, nullptr, 0), RI_OK);
+    EXPECT_EQ(sys(*c, RI_CLOSE_RNIC, rnic, nullptr, 0), RI_OK);
+    EXPECT_EQ(opens(), 0u);
+}
+
+TEST_F(Syscall, HandlesAreCheckedAgainstTheCallersOwnTable) {
+    auto a = client(), b = client();
+    uint64_t rnic_a = open_rnic(*a);
+    uint64_t pd_a = 0;
+    ASSERT_EQ(sys(*a, RI_ALLOC_PD, rnic_a, nullptr, 0, nullptr, 0, &pd_a), RI_OK);
+    ri_rnic_attr_t attr{};
+    // Another process's handle, a made-up one, and a handle of the wrong type.
+    EXPECT_EQ(sys(*b, RI_QUERY_RNIC, rnic_a, nullptr, 0, &attr, sizeof attr), RI_EBADF);
+    EXPECT_EQ(sys(*b, RI_DEALLOC_PD, pd_a, nullptr, 0), RI_EBADF);
+    EXPECT_EQ(sys(*a, RI_QUERY_RNIC, 0xdeadbeefcafeull, nullptr, 0, &attr, sizeof attr), RI_EBADF);
+    EXPECT_EQ(sys(*a, RI_QUERY_RNIC, pd_a, nullptr, 0, &attr, sizeof attr), RI_EINVAL);
+    EXPECT_EQ(sys(*a, RI_ALLOC_PD, pd_a, nullptr, 0), RI_EINVAL);
+    // And the owner still can.
+    EXPECT_EQ(sys(*a, RI_QUERY_RNIC, rnic_a, nullptr, 0, &attr, sizeof attr), RI_OK);
+}
+
+TEST_F(Syscall, MalformedCallsAreRefused) {
+    auto c = client();
+    ri_rnic_open_params_t p{};
+    std::memset(p.instance_name, 'x', sizeof p.instance_name);  // no terminating NUL
+    EXPECT_EQ(sys(*c, RI_OPEN_RNIC, 0, &p, sizeof p), RI_EINVAL);
+    std::strcpy(p.instance_name, "cpp0");
+    EXPECT_EQ(sys(*c, RI_OPEN_RNIC, 0, &p, sizeof p - 1), RI_EINVAL);
+    std::strcpy(p.instance_name, "nosuch0");
+    EXPECT_EQ(sys(*c, RI_OPEN_RNIC, 0, &p, sizeof p), RI_ENODEV);
+    EXPECT_EQ(sys(*c, 9999, 0, nullptr, 0), RI_EOPNOTSUPP);
+    std::vector<uint8_t> big(RI_SYSCALL_MAX_PARAM + 1);
+    EXPECT_EQ(sys(*c, RI_CREATE_CQ, 0, big.data(), static_cast<uint32_t>(big.size())), RI_EMSGSIZE);
+    // A result buffer too small for the reply.
+    uint64_t rnic = open_rnic(*c);
+    ri_rnic_attr_t attr{};
+    EXPECT_EQ(sys(*c, RI_QUERY_RNIC, rnic, nullptr, 0, &attr, 8), RI_EOVERFLOW);
+}
+
+TEST_F(Syscall, ClosedConnectionIsCleanedUp) {
+    for (int round = 0; round < 3; ++round) {
+        {
+            auto c = client();
+            uint64_t rnic = open_rnic(*c);
+            uint64_t pd = 0, cq = 0;
+            ASSERT_EQ(sys(*c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &pd), RI_OK);
+            ri_cq_attr_t cqa{};
+            cqa.cqe = 4;
+            ASSERT_EQ(sys(*c, RI_CREATE_CQ, rnic, &cqa, sizeof cqa, nullptr, 0, &cq), RI_EOVERFLOW);
+            ri_cq_attr_t out{};
+            ASSERT_EQ(sys(*c, RI_CREATE_CQ, rnic, &cqa, sizeof cqa, &out, sizeof out, &cq), RI_OK);
+            EXPECT_EQ(opens(), 1u);
+        }  // the process "exits" with an RNIC open, a PD and CQs
+        for (int i = 0; i < 200 && (opens() != 0 || verbs_->contexts() != 0); ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        EXPECT_EQ(opens(), 0u) << "round " << round;
+        EXPECT_EQ(verbs_->contexts(), 0u);
+    }
+    EXPECT_TRUE(adapters_.detach("cpp0"));  // nothing holds it any more
+}
+
+}  // namespace

@@ -1,0 +1,23 @@
+/**
+ * @file syscall.hpp
+ * @brief The uAL's implementation of the ri_syscall upcall (ri_host_ops_t::syscall): a uVP's privileged verb,
+ *        carried unchanged over the device to the kAL and the kVP, and the reply carried back.
+ */
+#ifndef UAL_DEVICE_SYSCALL_HPP
+#define UAL_DEVICE_SYSCALL_HPP
+
+#include "client.hpp"
+#include "rnicpi/rnicpi.h"
+
+namespace ual {
+
+/**
+ * @brief ri_syscall over the device. @p host_ctx is the DeviceClient of the RNIC open. Returns the kVP's (or the
+ *        kAL's) status unchanged; ::RI_EMSGSIZE for parameters or private data over the RNIC-PI limits, ::RI_ENODEV
+ *        when krdmad is gone. Descriptors returned are owned by the caller.
+ */
+ri_status_t device_syscall(void *host_ctx, ri_syscall_t *call) noexcept;
+
+}  // namespace ual
+
+#endif  // UAL_DEVICE_SYSCALL_HPP
