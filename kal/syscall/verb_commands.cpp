@@ -38,6 +38,14 @@ struct CqRes : Resource {
     }
 };
 
+struct QpRes : Resource {
+    const ri_verbs_ops_t *v = nullptr;
+    ri_qp_t qp = nullptr;
+    ~QpRes() override {
+        if (qp != nullptr) (void)v->destroy_qp(qp);
+    }
+};
+
 template <class T>
 bool read_param(const krdma_syscall &s, T &out) {
     if (s.param_len != sizeof(T)) return false;
@@ -143,10 +151,12 @@ int VerbCommands::handle(Connection &c, const Request &req, Reply &rep) {
         }
         case RI_CLOSE_RNIC:
         case RI_DEALLOC_PD:
-        case RI_DESTROY_CQ: {
-            const ResourceType type = s.op == RI_CLOSE_RNIC ? ResourceType::rnic
+        case RI_DESTROY_CQ:
+        case RI_DESTROY_QP: {
+            const ResourceType type = s.op == RI_CLOSE_RNIC   ? ResourceType::rnic
                                       : s.op == RI_DEALLOC_PD ? ResourceType::pd
-                                                              : ResourceType::cq;
+                                      : s.op == RI_DESTROY_CQ ? ResourceType::cq
+                                                              : ResourceType::qp;
             if (int e = bad_handle(s.object, type); e != RI_OK) return e;
             auto d = table.destroy(s.object);
             if (!d) return d.error().code();
@@ -177,6 +187,53 @@ int VerbCommands::handle(Connection &c, const Request &req, Reply &rep) {
             if (!h) return h.error().code();
             s.handle_out = *h;
             write_result(s, attr);
+            break;
+        }
+        case RI_CREATE_QP: {
+            // object: the PD; refs: send CQ, receive CQ, SRQ or 0.
+            auto pd = table.get(s.object, ResourceType::pd);
+            if (!pd) return pd.error().code();
+            auto scq = table.get(s.refs[0], ResourceType::cq);
+            if (!scq) return scq.error().code();
+            auto rcq = table.get(s.refs[1], ResourceType::cq);
+            if (!rcq) return rcq.error().code();
+            if (s.refs[2] != 0) return RI_EOPNOTSUPP;  // SRQs are not served over the device yet
+            ri_qp_init_attr_t attr;
+            if (!read_param(s, attr)) return RI_EINVAL;
+            auto *p = static_cast<PdRes *>(*pd);
+            auto obj = std::make_unique<QpRes>();
+            obj->v = p->v;
+            status = p->v->create_qp(p->pd, static_cast<CqRes *>(*scq)->cq, static_cast<CqRes *>(*rcq)->cq,
+                                     nullptr, &attr, &obj->qp);
+            if (status != RI_OK) return status;
+            // The QP holds its CQs: they cannot be destroyed before it.
+            const Handle refs[] = {s.refs[0], s.refs[1]};
+            auto h = table.add(ResourceType::qp, s.object, refs, std::move(obj));
+            if (!h) return h.error().code();
+            s.handle_out = *h;
+            write_result(s, attr);
+            break;
+        }
+        case RI_QUERY_QP: {
+            auto qp = table.get(s.object, ResourceType::qp);
+            if (!qp) return qp.error().code();
+            auto *q = static_cast<QpRes *>(*qp);
+            ri_qp_attr_t attr{};
+            status = q->v->query_qp(q->qp, &attr);
+            if (status == RI_OK) write_result(s, attr);
+            break;
+        }
+        case RI_MODIFY_QP: {
+            auto qp = table.get(s.object, ResourceType::qp);
+            if (!qp) return qp.error().code();
+            if (s.param_len != sizeof(ri_syscall_modify_t) + sizeof(ri_qp_attr_t)) return RI_EINVAL;
+            ri_syscall_modify_t m;
+            ri_qp_attr_t attr;
+            std::memcpy(&m, s.param, sizeof m);
+            std::memcpy(&attr, s.param + sizeof m, sizeof attr);
+            if ((m.mask & RI_QP_ATTR_LLP) != 0) return RI_EOPNOTSUPP;  // the RDMA-mode transition is issue 5
+            auto *q = static_cast<QpRes *>(*qp);
+            status = q->v->modify_qp(q->qp, &attr, m.mask);
             break;
         }
         default:

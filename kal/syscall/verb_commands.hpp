@@ -7,8 +7,8 @@
  * process's handle, a stale one or a made-up one is refused before the kVP is called. A connection that closes
  * (the process exited or died) has everything it created destroyed in dependency order.
  *
- * Ops served so far: OPEN_RNIC, QUERY_RNIC, CLOSE_RNIC, ALLOC_PD, DEALLOC_PD, CREATE_CQ, DESTROY_CQ. The others
- * answer ::RI_EOPNOTSUPP.
+ * Ops served so far: OPEN_RNIC, QUERY_RNIC, CLOSE_RNIC, ALLOC_PD, DEALLOC_PD, CREATE_CQ, DESTROY_CQ, CREATE_QP
+ * (without SRQ), QUERY_QP, MODIFY_QP (without the LLP hand-over), DESTROY_QP. The others answer ::RI_EOPNOTSUPP.
  */
 #ifndef KAL_SYSCALL_VERB_COMMANDS_HPP
 #define KAL_SYSCALL_VERB_COMMANDS_HPP

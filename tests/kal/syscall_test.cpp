@@ -98,6 +98,52 @@ TEST_F(Syscall, ControlPathThroughTheKvp) {
     EXPECT_EQ(opens(), 0u);
 }
 
+TEST_F(Syscall, QueuePairsHoldTheirCompletionQueues) {
+    auto c = client();
+    uint64_t rnic = open_rnic(*c);
+    uint64_t pd = 0, cq = 0, qp = 0;
+    ASSERT_EQ(sys(*c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &pd), RI_OK);
+    ri_cq_attr_t cqa{};
+    cqa.cqe = 16;
+    ri_cq_attr_t cq_out{};
+    ASSERT_EQ(sys(*c, RI_CREATE_CQ, rnic, &cqa, sizeof cqa, &cq_out, sizeof cq_out, &cq), RI_OK);
+    ri_qp_init_attr_t qa{};
+    qa.type = RI_QPT_RC;
+    qa.sq_depth = qa.rq_depth = 8;
+    ri_qp_init_attr_t qa_out{};
+    ri_syscall_t call{};
+    call.size = sizeof call;
+    call.op = RI_CREATE_QP;
+    call.object = pd;
+    call.refs[0] = call.refs[1] = cq;
+    call.param = &qa;
+    call.param_len = sizeof qa;
+    call.result = &qa_out;
+    call.result_cap = sizeof qa_out;
+    ASSERT_EQ(ual::device_syscall(c.get(), &call), RI_OK);
+    qp = call.handle_out;
+    ASSERT_NE(qp, 0u);
+    EXPECT_EQ(sys(*c, RI_DESTROY_CQ, cq, nullptr, 0), RI_EBUSY);  // the QP still uses it
+    // Modify to ERROR and read it back through the kVP.
+    struct {
+        ri_syscall_modify_t m;
+        ri_qp_attr_t attr;
+    } mod{};
+    mod.m.mask = RI_QP_ATTR_STATE;
+    mod.attr.state = RI_QPS_ERROR;
+    ASSERT_EQ(sys(*c, RI_MODIFY_QP, qp, &mod, sizeof mod), RI_OK);
+    ri_qp_attr_t q{};
+    ASSERT_EQ(sys(*c, RI_QUERY_QP, qp, nullptr, 0, &q, sizeof q), RI_OK);
+    EXPECT_EQ(q.state, static_cast<uint32_t>(RI_QPS_ERROR));
+    mod.m.mask = RI_QP_ATTR_LLP;
+    EXPECT_EQ(sys(*c, RI_MODIFY_QP, qp, &mod, sizeof mod), RI_EOPNOTSUPP);
+    // A QP needs CQs of its own caller, of the right type.
+    call.refs[0] = pd;
+    EXPECT_EQ(ual::device_syscall(c.get(), &call), RI_EINVAL);
+    EXPECT_EQ(sys(*c, RI_DESTROY_QP, qp, nullptr, 0), RI_OK);
+    EXPECT_EQ(sys(*c, RI_DESTROY_CQ, cq, nullptr, 0), RI_OK);
+}
+
 TEST_F(Syscall, HandlesAreCheckedAgainstTheCallersOwnTable) {
     auto a = client(), b = client();
     uint64_t rnic_a = open_rnic(*a);
