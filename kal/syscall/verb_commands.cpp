@@ -65,6 +65,26 @@ void write_result(krdma_syscall &s, const T &v) {
 VerbCommands::VerbCommands(DeviceServer &server, AdapterManager &adapters, const Quotas &quotas)
     : server_(server), adapters_(adapters), quotas_(quotas) {
     server.on(KRDMA_CMD_SYSCALL, [this](Connection &c, const Request &req, Reply &rep) { return handle(c, req, rep); });
+    server.on(KRDMA_CMD_LIST_CLIENTS, [this](Connection &, const Request &req, Reply &rep) {
+        krdma_list_clients q;
+        std::memcpy(&q, req.payload.data(), sizeof q);
+        krdma_list_clients a{};
+        a.index = q.index;
+        std::lock_guard lock(mutex_);
+        a.count = static_cast<uint32_t>(contexts_.size());
+        if (q.index < contexts_.size()) {
+            auto it = std::next(contexts_.begin(), static_cast<long>(q.index));
+            const Context &ctx = *it->second;
+            a.info.client_id = ctx.peer.client_id;
+            a.info.pid = static_cast<uint32_t>(ctx.peer.pid);
+            a.info.uid = ctx.peer.uid;
+            a.info.total = ctx.table.total();
+            for (size_t t = 0; t < kResourceTypes; ++t) a.info.counts[t] = ctx.table.count(static_cast<ResourceType>(t));
+            a.info.pinned_bytes = 0;  // registration with pinning is not served over the device yet
+        }
+        std::memcpy(rep.payload.data(), &a, sizeof a);
+        return RI_OK;
+    });
     server.on_disconnect([this](Connection &c) {
         std::unique_ptr<Context> gone;
         {
@@ -84,6 +104,7 @@ VerbCommands::VerbCommands(DeviceServer &server, AdapterManager &adapters, const
 
 VerbCommands::~VerbCommands() {
     server_.off(KRDMA_CMD_SYSCALL);
+    server_.off(KRDMA_CMD_LIST_CLIENTS);
     server_.on_disconnect(nullptr);
 }
 
@@ -95,7 +116,7 @@ size_t VerbCommands::contexts() const {
 Context &VerbCommands::context_of(const Connection &c) {
     std::lock_guard lock(mutex_);
     auto &slot = contexts_[c.peer().client_id];
-    if (!slot) slot = std::make_unique<Context>(quotas_);
+    if (!slot) slot = std::make_unique<Context>(c.peer(), quotas_);
     return *slot;
 }
 

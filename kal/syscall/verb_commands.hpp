@@ -25,8 +25,9 @@ namespace kal {
 
 /** @brief The kAL's state for one device connection. */
 struct Context {
-    /** @brief A context with @p quotas. */
-    explicit Context(const Quotas &quotas) : table(quotas) {}
+    /** @brief A context for @p who with @p quotas. */
+    Context(const Peer &who, const Quotas &quotas) : peer(who), table(quotas) {}
+    Peer peer;           /**< Who the connection is. */
     ResourceTable table; /**< Everything this connection created. */
 };
 

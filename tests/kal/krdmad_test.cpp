@@ -171,6 +171,10 @@ TEST_F(Krdmad, RdmactlListsAndSelectsRnicsByAddress) {
     EXPECT_NE(out.find("\"provider\": \"cppkvp\""), std::string::npos) << out;
     ASSERT_EQ(rdmactl({"--device", device.string(), "show", "127.0.0.1"}, out), 0) << out;
     EXPECT_NE(out.find("cpp0"), std::string::npos) << out;
+    ASSERT_EQ(rdmactl({"--device", device.string(), "resources"}, out), 0) << out;
+    EXPECT_NE(out.find("PINNED"), std::string::npos) << out;
+    ASSERT_EQ(rdmactl({"--json", "--device", device.string(), "resources"}, out), 0) << out;
+    EXPECT_NE(out.find("[]"), std::string::npos) << out;  // no consumer holds anything
     EXPECT_EQ(rdmactl({"--device", device.string(), "show", "10.9.9.9"}, out), 1);
     EXPECT_NE(out.find("no RNIC serves 10.9.9.9"), std::string::npos) << out;
 }

@@ -178,6 +178,32 @@ TEST_F(Syscall, MalformedCallsAreRefused) {
     EXPECT_EQ(sys(*c, RI_QUERY_RNIC, rnic, nullptr, 0, &attr, 8), RI_EOVERFLOW);
 }
 
+TEST_F(Syscall, ResourcesArePerProcessAndVisible) {
+    auto c = client();
+    uint64_t rnic = open_rnic(*c);
+    uint64_t pd = 0;
+    ASSERT_EQ(sys(*c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &pd), RI_OK);
+    auto admin = client();
+    krdma_list_clients q{};
+    auto r = admin->call(KRDMA_CMD_LIST_CLIENTS, {reinterpret_cast<const uint8_t *>(&q), sizeof q});
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 0);
+    std::memcpy(&q, r->payload.data(), sizeof q);
+    ASSERT_EQ(q.count, 1u);  // only connections that created something have a context
+    EXPECT_EQ(q.info.client_id, c->hello().client_id);
+    EXPECT_EQ(q.info.pid, static_cast<uint32_t>(::getpid()));
+    EXPECT_EQ(q.info.total, 2u);
+    EXPECT_EQ(q.info.counts[static_cast<size_t>(kal::ResourceType::rnic)], 1u);
+    EXPECT_EQ(q.info.counts[static_cast<size_t>(kal::ResourceType::pd)], 1u);
+    c.reset();  // the consumer goes away: its entry and objects go with it
+    for (int i = 0; i < 200 && verbs_->contexts() != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    q = krdma_list_clients{};
+    r = admin->call(KRDMA_CMD_LIST_CLIENTS, {reinterpret_cast<const uint8_t *>(&q), sizeof q});
+    ASSERT_TRUE(r);
+    std::memcpy(&q, r->payload.data(), sizeof q);
+    EXPECT_EQ(q.count, 0u);
+}
+
 TEST_F(Syscall, ClosedConnectionIsCleanedUp) {
     for (int round = 0; round < 3; ++round) {
         {

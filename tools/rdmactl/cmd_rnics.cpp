@@ -63,6 +63,51 @@ void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_cod
         }
     });
 
+    CLI::App *res = app.add_subcommand("resources", "Show what each consumer process holds (objects by type)");
+    res->callback([&global, &exit_code] {
+        auto client = ual::DeviceClient::connect(global.device);
+        if (!client) {
+            std::fprintf(stderr, "rdmactl: %s\n", client.error().message().c_str());
+            exit_code = 1;
+            return;
+        }
+        static const char *kTypes[KRDMA_RESOURCE_TYPES] = {"endpoint", "listener", "mw", "qp",  "srq",
+                                                           "mr",       "cq",       "pd", "rnic"};
+        nlohmann::json all = nlohmann::json::array();
+        for (uint32_t index = 0;; ++index) {
+            krdma_list_clients q{};
+            q.index = index;
+            auto r = (*client)->call(KRDMA_CMD_LIST_CLIENTS, {reinterpret_cast<const uint8_t *>(&q), sizeof q});
+            if (!r || r->status != 0 || r->payload.size() != sizeof q) {
+                std::fprintf(stderr, "rdmactl: listing resources failed: %s\n",
+                             r ? std::strerror(r->status) : r.error().message().c_str());
+                exit_code = 1;
+                return;
+            }
+            std::memcpy(&q, r->payload.data(), sizeof q);
+            if (index >= q.count) break;
+            nlohmann::json j{{"client", q.info.client_id}, {"pid", q.info.pid},     {"uid", q.info.uid},
+                             {"total", q.info.total},      {"pinned_bytes", q.info.pinned_bytes}};
+            for (size_t t = 0; t < KRDMA_RESOURCE_TYPES; ++t) j["objects"][kTypes[t]] = q.info.counts[t];
+            all.push_back(j);
+        }
+        if (global.json) {
+            std::cout << all.dump(2) << "\n";
+            return;
+        }
+        std::printf("%-7s %-8s %-6s %5s %4s %4s %4s %4s %4s %4s %4s %4s %6s %12s\n", "CLIENT", "PID", "UID", "RNIC",
+                    "PD", "CQ", "QP", "SRQ", "MR", "MW", "EP", "LSN", "TOTAL", "PINNED");
+        for (const auto &j : all) {
+            const auto &o = j["objects"];
+            std::printf("%-7u %-8u %-6u %5u %4u %4u %4u %4u %4u %4u %4u %4u %6u %12llu\n", j["client"].get<unsigned>(),
+                        j["pid"].get<unsigned>(), j["uid"].get<unsigned>(), o["rnic"].get<unsigned>(),
+                        o["pd"].get<unsigned>(), o["cq"].get<unsigned>(), o["qp"].get<unsigned>(),
+                        o["srq"].get<unsigned>(), o["mr"].get<unsigned>(), o["mw"].get<unsigned>(),
+                        o["endpoint"].get<unsigned>(), o["listener"].get<unsigned>(), j["total"].get<unsigned>(),
+                        static_cast<unsigned long long>(j["pinned_bytes"].get<uint64_t>()));
+        }
+    });
+
     auto address = std::make_shared<std::string>();
     CLI::App *show = app.add_subcommand("show", "Show the RNIC that serves a network address");
     show->add_option("address", *address, "IPv4 or IPv6 address")->required();

@@ -16,7 +16,7 @@ struct GlobalOptions {
 /** @brief Registers `rdmactl modinfo`: describe provider module files without a running krdmad. */
 void add_modinfo(CLI::App &app, const GlobalOptions &global, int &exit_code);
 
-/** @brief Registers `rdmactl list` and `rdmactl show ADDRESS`: the RNICs a running krdmad serves. */
+/** @brief Registers `rdmactl list`, `show ADDRESS` and `resources`: what a running krdmad serves and holds. */
 void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_code);
 
 }  // namespace rdmactl

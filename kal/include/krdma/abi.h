@@ -103,12 +103,35 @@ struct krdma_syscall {
     uint8_t result[512];     /**< Reply: the verb's result block. */
 };
 
+/** @brief Resource types counted in krdma_client_info::counts (the kAL's teardown order). */
+#define KRDMA_RESOURCE_TYPES 9u
+
+/** @brief One device connection (a consumer process) and what it holds. */
+struct krdma_client_info {
+    uint32_t client_id;                     /**< The kAL's identifier of the connection. */
+    uint32_t pid;                           /**< Process id. */
+    uint32_t uid;                           /**< User id. */
+    uint32_t total;                         /**< Objects held, all types. */
+    uint32_t counts[KRDMA_RESOURCE_TYPES];  /**< Objects by type: endpoint, listener, mw, qp, srq, mr, cq, pd, rnic. */
+    uint32_t reserved;                      /**< Zero. */
+    uint64_t pinned_bytes;                  /**< Memory pinned for it. */
+};
+
+/** @brief LIST_CLIENTS: one entry of the connection list (ask index 0, 1, ... until the reply's count). */
+struct krdma_list_clients {
+    uint32_t index;                 /**< Request: which entry. */
+    uint32_t count;                 /**< Reply: how many connections hold a context. */
+    struct krdma_client_info info;  /**< Reply: the entry (when index < count). */
+};
+
 /** @brief HELLO command code. */
 #define KRDMA_CMD_HELLO _IOWR(KRDMA_IOC_MAGIC, 0x01, struct krdma_hello)
 /** @brief ECHO command code. */
 #define KRDMA_CMD_ECHO _IOWR(KRDMA_IOC_MAGIC, 0x02, struct krdma_echo)
 /** @brief SYSCALL command code. */
 #define KRDMA_CMD_SYSCALL _IOWR(KRDMA_IOC_MAGIC, 0x20, struct krdma_syscall)
+/** @brief LIST_CLIENTS command code. */
+#define KRDMA_CMD_LIST_CLIENTS _IOWR(KRDMA_IOC_MAGIC, 0x11, struct krdma_list_clients)
 /** @brief LIST_RNICS command code. */
 #define KRDMA_CMD_LIST_RNICS _IOWR(KRDMA_IOC_MAGIC, 0x10, struct krdma_list_rnics)
 
