@@ -14,7 +14,7 @@ run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
 
 foreach(f
     include/rnicpi/rnicpi.h include/rnicpi/ri_verbs.h include/rnicpi/cpp/provider.hpp include/rnicpi/cpp/status.hpp
-    bin/rdmactl ${LIBDIR}/pkgconfig/openrdma.pc ${LIBDIR}/cmake/OpenRDMA/OpenRDMAConfig.cmake
+    bin/rdmactl sbin/krdmad lib/systemd/system/krdmad.service ${LIBDIR}/pkgconfig/openrdma.pc ${LIBDIR}/cmake/OpenRDMA/OpenRDMAConfig.cmake
     ${LIBDIR}/cmake/OpenRDMA/OpenRDMAConfigVersion.cmake ${LIBDIR}/cmake/OpenRDMA/OpenRDMATargets.cmake)
   if(NOT EXISTS ${prefix}/${f})
     message(FATAL_ERROR "install is missing ${f}")
