@@ -27,16 +27,6 @@ void on_signal(int) {
     if (g_server != nullptr) g_server->stop();
 }
 
-// The kAL's pinning service is not wired to the device yet: a kVP asking for it gets a clear "not supported".
-ri_status_t pin_not_available(void *, uint64_t, uint64_t, uint32_t, ri_pin_t *) {
-    RDMA_LOG_WARN(kComponent, "a provider asked to pin memory; the pinning service is not available yet");
-    return RI_EOPNOTSUPP;
-}
-ri_status_t unpin_not_available(void *, uint64_t) { return RI_EOPNOTSUPP; }
-
-const ri_host_ops_t kHostOps{sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log,
-                             &pin_not_available,    &unpin_not_available, nullptr};
-
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -75,7 +65,7 @@ int main(int argc, char **argv) {
         return 0;
     }
 
-    rdma::rnicpi::ModuleLoader loader(kHostOps, config.provider_dir.value_or(rdma::rnicpi::default_provider_dir()));
+    rdma::rnicpi::ModuleLoader loader(kal::kal_host_ops(), config.provider_dir.value_or(rdma::rnicpi::default_provider_dir()));
     kal::AdapterManager adapters(loader);
     for (const auto &m : config.modules) {
         if (auto r = adapters.load(m); !r) {
@@ -99,7 +89,9 @@ int main(int argc, char **argv) {
     }
     ::chmod(config.device.c_str(), 0666);
     kal::register_admin_commands(server, adapters);
-    kal::VerbCommands verbs(server, adapters, config.quotas);  // destroyed first: contexts go before RNICs  // access is decided per command from SO_PEERCRED, not by the file mode
+    kal::PinBudget pin_budget(config.pin_bytes_total);
+    // Destroyed first: every context (and its pins) goes before the RNICs and the budget.
+    kal::VerbCommands verbs(server, adapters, config.quotas, pin_budget, config.pin_bytes_per_process);  // access is decided per command from SO_PEERCRED, not by the file mode
 
     g_server = &server;
     struct sigaction sa{};

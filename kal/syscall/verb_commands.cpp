@@ -38,6 +38,43 @@ struct CqRes : Resource {
     }
 };
 
+struct MrRes : Resource {
+    const ri_verbs_ops_t *v = nullptr;
+    ri_mr_t mr = nullptr;
+    ~MrRes() override {
+        if (mr != nullptr) (void)v->deregister_mr(mr);
+    }
+};
+
+ri_status_t pin_range(void *host_ctx, uint64_t addr, uint64_t length, uint32_t, ri_pin_t *out) {
+    if (host_ctx == nullptr || out == nullptr) return RI_EINVAL;
+    auto *ctx = static_cast<Context *>(host_ctx);
+    try {
+        auto r = ctx->pins.pin(addr, length);
+        if (!r) {
+            RDMA_LOG_WARN(kComponent, "client %u: %s", ctx->peer.client_id, r.error().message().c_str());
+            return r.error().code();
+        }
+        *out = ri_pin_t{r->pin_id, r->range.start, r->range.bytes(), 4096, 0};
+        return RI_OK;
+    } catch (const std::bad_alloc &) {
+        return RI_ENOMEM;
+    }
+}
+
+ri_status_t unpin_range(void *host_ctx, uint64_t pin_id) {
+    if (host_ctx == nullptr) return RI_EINVAL;
+    try {
+        auto r = static_cast<Context *>(host_ctx)->pins.unpin(pin_id);
+        return r ? RI_OK : r.error().code();
+    } catch (const std::bad_alloc &) {
+        return RI_ENOMEM;
+    }
+}
+
+const ri_host_ops_t kHostOps{sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log, &pin_range, &unpin_range,
+                             nullptr};
+
 struct QpRes : Resource {
     const ri_verbs_ops_t *v = nullptr;
     ri_qp_t qp = nullptr;
@@ -62,8 +99,11 @@ void write_result(krdma_syscall &s, const T &v) {
 
 }  // namespace
 
-VerbCommands::VerbCommands(DeviceServer &server, AdapterManager &adapters, const Quotas &quotas)
-    : server_(server), adapters_(adapters), quotas_(quotas) {
+const ri_host_ops_t &kal_host_ops() noexcept { return kHostOps; }
+
+VerbCommands::VerbCommands(DeviceServer &server, AdapterManager &adapters, const Quotas &quotas, PinBudget &budget,
+                           uint64_t pin_limit)
+    : server_(server), adapters_(adapters), quotas_(quotas), budget_(budget), pin_limit_(pin_limit) {
     server.on(KRDMA_CMD_SYSCALL, [this](Connection &c, const Request &req, Reply &rep) { return handle(c, req, rep); });
     server.on(KRDMA_CMD_LIST_CLIENTS, [this](Connection &, const Request &req, Reply &rep) {
         krdma_list_clients q;
@@ -80,7 +120,7 @@ VerbCommands::VerbCommands(DeviceServer &server, AdapterManager &adapters, const
             a.info.uid = ctx.peer.uid;
             a.info.total = ctx.table.total();
             for (size_t t = 0; t < kResourceTypes; ++t) a.info.counts[t] = ctx.table.count(static_cast<ResourceType>(t));
-            a.info.pinned_bytes = 0;  // registration with pinning is not served over the device yet
+            a.info.pinned_bytes = ctx.pins.pinned_bytes();
         }
         std::memcpy(rep.payload.data(), &a, sizeof a);
         return RI_OK;
@@ -116,7 +156,7 @@ size_t VerbCommands::contexts() const {
 Context &VerbCommands::context_of(const Connection &c) {
     std::lock_guard lock(mutex_);
     auto &slot = contexts_[c.peer().client_id];
-    if (!slot) slot = std::make_unique<Context>(c.peer(), quotas_);
+    if (!slot) slot = std::make_unique<Context>(c.peer(), quotas_, budget_, pin_limit_);
     return *slot;
 }
 
@@ -173,11 +213,13 @@ int VerbCommands::handle(Connection &c, const Request &req, Reply &rep) {
         case RI_CLOSE_RNIC:
         case RI_DEALLOC_PD:
         case RI_DESTROY_CQ:
-        case RI_DESTROY_QP: {
+        case RI_DESTROY_QP:
+        case RI_DEREGISTER_MR: {
             const ResourceType type = s.op == RI_CLOSE_RNIC   ? ResourceType::rnic
                                       : s.op == RI_DEALLOC_PD ? ResourceType::pd
                                       : s.op == RI_DESTROY_CQ ? ResourceType::cq
-                                                              : ResourceType::qp;
+                                      : s.op == RI_DESTROY_QP ? ResourceType::qp
+                                                              : ResourceType::mr;
             if (int e = bad_handle(s.object, type); e != RI_OK) return e;
             auto d = table.destroy(s.object);
             if (!d) return d.error().code();
@@ -233,6 +275,23 @@ int VerbCommands::handle(Connection &c, const Request &req, Reply &rep) {
             if (!h) return h.error().code();
             s.handle_out = *h;
             write_result(s, attr);
+            break;
+        }
+        case RI_REGISTER_MR: {
+            auto pd = table.get(s.object, ResourceType::pd);
+            if (!pd) return pd.error().code();
+            ri_mr_reg_t reg;
+            if (!read_param(s, reg)) return RI_EINVAL;
+            auto *p = static_cast<PdRes *>(*pd);
+            auto obj = std::make_unique<MrRes>();
+            obj->v = p->v;
+            ri_mr_keys_t keys{};
+            status = p->v->register_mr(p->pd, &reg, &obj->mr, &keys);  // the kVP pins through kal_host_ops()
+            if (status != RI_OK) return status;
+            auto h = table.add(ResourceType::mr, s.object, {}, std::move(obj));
+            if (!h) return h.error().code();
+            s.handle_out = *h;
+            write_result(s, keys);
             break;
         }
         case RI_QUERY_QP: {

@@ -15,8 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const ri_host_ops_t kHost{sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log, nullptr, nullptr, nullptr};
-
 class Syscall : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -27,7 +25,7 @@ protected:
         auto a = adapters_.attach(kal::AttachRequest{"cppkvp", "cpp0", "", "127.0.0.1", ""});
         ASSERT_TRUE(a) << a.error().to_string();
         server_ = std::make_unique<kal::DeviceServer>(dir_ / "krdma");
-        verbs_ = std::make_unique<kal::VerbCommands>(*server_, adapters_, kal::Quotas{});
+        verbs_ = std::make_unique<kal::VerbCommands>(*server_, adapters_, kal::Quotas{}, budget_, kPinLimit);
         ASSERT_TRUE(server_->listen());
         thread_ = std::thread([this] { server_->run(); });
     }
@@ -68,7 +66,9 @@ protected:
     uint32_t opens() { return adapters_.list().at(0).opens; }
 
     fs::path dir_;
-    rdma::rnicpi::ModuleLoader loader_{kHost, TEST_PROVIDER_DIR};
+    static constexpr uint64_t kPinLimit = 64 * 4096;
+    kal::PinBudget budget_{1 << 30};
+    rdma::rnicpi::ModuleLoader loader_{kal::kal_host_ops(), TEST_PROVIDER_DIR};
     kal::AdapterManager adapters_{loader_};
     std::unique_ptr<kal::DeviceServer> server_;
     std::unique_ptr<kal::VerbCommands> verbs_;
@@ -142,6 +142,46 @@ TEST_F(Syscall, QueuePairsHoldTheirCompletionQueues) {
     EXPECT_EQ(ual::device_syscall(c.get(), &call), RI_EINVAL);
     EXPECT_EQ(sys(*c, RI_DESTROY_QP, qp, nullptr, 0), RI_OK);
     EXPECT_EQ(sys(*c, RI_DESTROY_CQ, cq, nullptr, 0), RI_OK);
+}
+
+TEST_F(Syscall, RegistrationsPinThroughTheKalAndShareOverlaps) {
+    auto c = client();
+    uint64_t rnic = open_rnic(*c);
+    uint64_t pd = 0;
+    ASSERT_EQ(sys(*c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &pd), RI_OK);
+    std::vector<uint8_t> buf(40 * 4096);
+    uint64_t base = (reinterpret_cast<uint64_t>(buf.data()) + 4095) & ~uint64_t{4095};
+    auto reg = [&](uint64_t addr, uint64_t len, uint64_t *mr) {
+        ri_mr_reg_t r{};
+        r.addr = addr;
+        r.length = len;
+        r.iova = addr;
+        r.access = RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE;
+        ri_mr_keys_t keys{};
+        return sys(*c, RI_REGISTER_MR, pd, &r, sizeof r, &keys, sizeof keys, mr);
+    };
+    uint64_t a = 0, b = 0, big = 0;
+    ASSERT_EQ(reg(base, 8 * 4096, &a), RI_OK);
+    ASSERT_EQ(reg(base + 4 * 4096, 8 * 4096, &b), RI_OK);  // overlaps the first by 4 pages
+    auto pinned = [&] {
+        auto admin = client();
+        krdma_list_clients q{};
+        auto r = admin->call(KRDMA_CMD_LIST_CLIENTS, {reinterpret_cast<const uint8_t *>(&q), sizeof q});
+        EXPECT_TRUE(r);
+        std::memcpy(&q, r->payload.data(), sizeof q);
+        return q.count > 0 ? q.info.pinned_bytes : 0;
+    };
+    EXPECT_EQ(pinned(), 12u * 4096);  // each page once
+    EXPECT_EQ(budget_.used(), 12u * 4096);
+    // Over the per-process limit: the kVP's registration fails with the kAL's ENOSPC, unchanged.
+    EXPECT_EQ(reg(base + 100 * 4096, 60 * 4096, &big), RI_ENOSPC);
+    EXPECT_EQ(pinned(), 12u * 4096);
+    ASSERT_EQ(sys(*c, RI_DEREGISTER_MR, a, nullptr, 0), RI_OK);
+    EXPECT_EQ(pinned(), 8u * 4096);
+    c.reset();  // exits holding the second region: its pin goes with the connection
+    for (int i = 0; i < 200 && verbs_->contexts() != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_EQ(budget_.used(), 0u);
+    (void)b;
 }
 
 TEST_F(Syscall, HandlesAreCheckedAgainstTheCallersOwnTable) {

@@ -18,8 +18,15 @@ struct CppKvp {
     static constexpr const char *version = "2.0-test";
     static constexpr const char *uvp_library = "test_good_uvp.so";
 
+    // Like a real kVP, a region pins its memory through the host's ri_vm_pin_range upcall when the host offers
+    // one (the kAL does; the loader tests' host does not).
+    static const ri_host_ops_t &host() { return rdma::provider::Module<CppKvp>::host(); }
+
     struct Mr {
+        void *host_ctx = nullptr;
+        uint64_t pin_id = 0;
         ri_status_t deregister() {
+            if (pin_id != 0) (void)host().vm_unpin_range(host_ctx, pin_id);
             delete this;
             return RI_OK;
         }
@@ -67,6 +74,7 @@ struct CppKvp {
         }
     };
     struct Pd {
+        void *host_ctx = nullptr;
         ri_status_t dealloc() {
             delete this;
             return RI_OK;
@@ -77,12 +85,24 @@ struct CppKvp {
         }
         ri_status_t register_mr(const ri_mr_reg_t *reg, ri_mr_t *mr, ri_mr_keys_t *keys) {
             if (reg->length == 0) return RI_EINVAL;
-            *mr = to_handle<ri_mr_t>(new Mr);
+            auto *m = new Mr;
+            m->host_ctx = host_ctx;
+            if (host_ctx != nullptr && host().vm_pin_range != nullptr) {
+                ri_pin_t pin{};
+                uint32_t flags = (reg->access & (RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE)) != 0 ? RI_PIN_WRITE : 0;
+                if (ri_status_t rc = host().vm_pin_range(host_ctx, reg->addr, reg->length, flags, &pin); rc != RI_OK) {
+                    delete m;
+                    return rc;
+                }
+                m->pin_id = pin.pin_id;
+            }
+            *mr = to_handle<ri_mr_t>(m);
             keys->lkey = keys->rkey = 0x1234;
             return RI_OK;
         }
     };
     struct Rnic {
+        void *host_ctx = nullptr;
         ri_status_t close() {
             delete this;
             return RI_OK;
@@ -102,7 +122,9 @@ struct CppKvp {
             return RI_OK;
         }
         ri_status_t alloc_pd(ri_pd_t *pd) {
-            *pd = to_handle<ri_pd_t>(new Pd);
+            auto *p = new Pd;
+            p->host_ctx = host_ctx;
+            *pd = to_handle<ri_pd_t>(p);
             return RI_OK;
         }
         ri_status_t create_cq(ri_cq_attr_t *attr, ri_cq_t *cq) {
@@ -119,7 +141,9 @@ struct CppKvp {
 
     static ri_status_t open_rnic(const ri_rnic_open_params_t *params, ri_rnic_t *rnic) {
         if (params == nullptr || params->instance == nullptr) return RI_EINVAL;
-        *rnic = to_handle<ri_rnic_t>(new Rnic);
+        auto *r = new Rnic;
+        r->host_ctx = params->host_ctx;
+        *rnic = to_handle<ri_rnic_t>(r);
         return RI_OK;
     }
     static ri_status_t attach(const ri_attach_params_t *, ri_instance_t *instance) {
