@@ -1,6 +1,7 @@
 // The /dev/krdma device server: accept, identify, check, dispatch, reply.
 #include "server.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -27,7 +28,10 @@ rdma::Status Connection::send_event(const krdma_event &event) noexcept {
 }
 
 DeviceServer::DeviceServer(std::filesystem::path path, size_t max_connections)
-    : path_(std::move(path)), max_connections_(max_connections), stop_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+    : path_(std::move(path)),
+      max_connections_(max_connections),
+      stop_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
     on(KRDMA_CMD_HELLO, [](Connection &c, const Request &req, Reply &rep) {
         krdma_hello h;
         std::memcpy(&h, req.payload.data(), sizeof h);
@@ -105,21 +109,39 @@ void DeviceServer::accept_clients() {
     for (;;) {
         krdma::UniqueFd s(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
         if (!s) return;
-        std::lock_guard lock(mutex_);
-        if (clients_.size() >= max_connections_) {
-            RDMA_LOG_WARN(kComponent, "refusing a client: %zu connections is the limit", max_connections_);
-            continue;  // closing the socket tells the client
-        }
-        ucred cred{};
-        socklen_t len = sizeof cred;
-        if (::getsockopt(s.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) continue;
-        auto c = std::make_unique<Connection>();
-        c->sock_ = std::move(s);
-        c->peer_ = Peer{cred.pid, cred.uid, cred.gid, next_client_id_++};
-        RDMA_LOG_INFO(kComponent, "client %u connected: pid %d uid %u", c->peer_.client_id,
-                      static_cast<int>(cred.pid), static_cast<unsigned>(cred.uid));
-        clients_.emplace(c->peer_.client_id, std::move(c));
+        adopt(std::move(s));
     }
+}
+
+void DeviceServer::adopt(krdma::UniqueFd s) {
+    std::lock_guard lock(mutex_);
+    if (clients_.size() >= max_connections_) {
+        RDMA_LOG_WARN(kComponent, "refusing a client: %zu connections is the limit", max_connections_);
+        return;  // closing the socket tells the client
+    }
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(s.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return;
+    auto c = std::make_unique<Connection>();
+    c->sock_ = std::move(s);
+    c->peer_ = Peer{cred.pid, cred.uid, cred.gid, next_client_id_++};
+    RDMA_LOG_INFO(kComponent, "client %u connected: pid %d uid %u", c->peer_.client_id, static_cast<int>(cred.pid),
+                  static_cast<unsigned>(cred.uid));
+    clients_.emplace(c->peer_.client_id, std::move(c));
+}
+
+rdma::Expected<krdma::UniqueFd> DeviceServer::connect_local() {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+        return rdma::Error(errno, std::string("socketpair: ") + std::strerror(errno));
+    }
+    krdma::UniqueFd ours(sv[1]), theirs(sv[0]);
+    ::fcntl(ours.get(), F_SETFL, ::fcntl(ours.get(), F_GETFL) | O_NONBLOCK);
+    adopt(std::move(ours));
+    uint64_t one = 1;
+    ssize_t n = ::write(wake_fd_.get(), &one, sizeof one);  // make run() poll the new connection
+    (void)n;
+    return theirs;
 }
 
 void DeviceServer::drop(uint32_t client_id) {
@@ -198,7 +220,8 @@ void DeviceServer::run() {
         fds.clear();
         ids.clear();
         fds.push_back({stop_fd_.get(), POLLIN, 0});
-        fds.push_back({listener_.get(), POLLIN, 0});
+        fds.push_back({listener_ ? listener_.get() : -1, POLLIN, 0});  // poll() skips -1: no path when embedded
+        fds.push_back({wake_fd_.get(), POLLIN, 0});
         {
             std::lock_guard lock(mutex_);
             for (auto &[id, c] : clients_) {
@@ -213,16 +236,21 @@ void DeviceServer::run() {
         }
         if (fds[0].revents != 0) return;
         if (fds[1].revents != 0) accept_clients();
-        for (size_t i = 2; i < fds.size(); ++i) {
+        if (fds[2].revents != 0) {
+            uint64_t count;
+            ssize_t n = ::read(wake_fd_.get(), &count, sizeof count);
+            (void)n;
+        }
+        for (size_t i = 3; i < fds.size(); ++i) {
             if (fds[i].revents == 0) continue;
             Connection *c;
             {
                 std::lock_guard lock(mutex_);
-                auto it = clients_.find(ids[i - 2]);
+                auto it = clients_.find(ids[i - 3]);
                 if (it == clients_.end()) continue;
                 c = it->second.get();
             }
-            if (!serve(*c)) drop(ids[i - 2]);
+            if (!serve(*c)) drop(ids[i - 3]);
         }
     }
 }

@@ -90,6 +90,12 @@ public:
      *        by a dead server is replaced.
      */
     [[nodiscard]] rdma::Expected<void> listen();
+    /**
+     * @brief Connects a client inside this process (the embedded kAL): returns the client's end of a
+     *        SOCK_SEQPACKET socket pair whose other end this server serves like any accepted connection.
+     *        Works with or without listen().
+     */
+    [[nodiscard]] rdma::Expected<krdma::UniqueFd> connect_local();
     /** @brief Serves until stop(). */
     void run();
     /** @brief Makes run() return; callable from any thread or a signal handler. */
@@ -103,6 +109,7 @@ public:
 
 private:
     void accept_clients();
+    void adopt(krdma::UniqueFd sock);
     bool serve(Connection &c);  // false when the connection is gone
     void dispatch(Connection &c, krdma::Message &m);
     void drop(uint32_t client_id);
@@ -111,6 +118,7 @@ private:
     size_t max_connections_;
     krdma::UniqueFd listener_;
     krdma::UniqueFd stop_fd_;  // eventfd
+    krdma::UniqueFd wake_fd_;  // eventfd: a local connection was added while run() polls
     std::map<uint32_t, Handler> handlers_;
     std::function<void(Connection &)> on_disconnect_;
     mutable std::mutex mutex_;  // guards clients_ against broadcast()/connections() from other threads

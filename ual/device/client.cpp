@@ -24,17 +24,28 @@ rdma::Expected<std::unique_ptr<DeviceClient>> DeviceClient::connect(const std::f
                                   (e == ENOENT || e == ECONNREFUSED ? " (is krdmad running with this device path?)"
                                                                     : ""));
     }
+    if (auto ok = c->handshake("krdmad at " + path.string()); !ok) return ok.error();
+    return c;
+}
+
+rdma::Expected<std::unique_ptr<DeviceClient>> DeviceClient::adopt(krdma::UniqueFd socket) {
+    std::unique_ptr<DeviceClient> c(new DeviceClient());
+    c->sock_ = std::move(socket);
+    if (auto ok = c->handshake("the embedded kAL"); !ok) return ok.error();
+    return c;
+}
+
+rdma::Expected<void> DeviceClient::handshake(const std::string &where) {
     krdma_hello h{};
     h.abi_version = KRDMA_ABI_VERSION;
-    auto reply = c->call(KRDMA_CMD_HELLO, {reinterpret_cast<const uint8_t *>(&h), sizeof h});
+    auto reply = call(KRDMA_CMD_HELLO, {reinterpret_cast<const uint8_t *>(&h), sizeof h});
     if (!reply) return reply.error();
     if (reply->status != 0) {
-        return rdma::Error(reply->status, "krdmad at " + path.string() + " refused the handshake: " +
-                                              std::strerror(reply->status) +
+        return rdma::Error(reply->status, where + " refused the handshake: " + std::strerror(reply->status) +
                                               (reply->status == RI_EPROTO ? " (protocol version mismatch)" : ""));
     }
-    std::memcpy(&c->hello_, reply->payload.data(), sizeof c->hello_);
-    return c;
+    std::memcpy(&hello_, reply->payload.data(), sizeof hello_);
+    return {};
 }
 
 bool DeviceClient::take_event(const krdma::Message &m) {

@@ -33,6 +33,8 @@ public:
      *        that says krdmad is not running there.
      */
     [[nodiscard]] static rdma::Expected<std::unique_ptr<DeviceClient>> connect(const std::filesystem::path &path);
+    /** @brief Uses an already connected device socket (an embedded kAL's) and performs HELLO. */
+    [[nodiscard]] static rdma::Expected<std::unique_ptr<DeviceClient>> adopt(krdma::UniqueFd socket);
 
     /**
      * @brief Sends request @p cmd with @p request (its size must be the command's) and @p fds; waits for the reply
@@ -51,6 +53,7 @@ public:
 
 private:
     DeviceClient() = default;
+    [[nodiscard]] rdma::Expected<void> handshake(const std::string &where);
     bool take_event(const krdma::Message &m);
 
     krdma::UniqueFd sock_;

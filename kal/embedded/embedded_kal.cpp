@@ -1,0 +1,36 @@
+// The embedded kAL: krdmad's blocks on a thread of the consumer's process.
+#include "embedded_kal.hpp"
+
+namespace kal {
+
+EmbeddedKal::EmbeddedKal(const Config &config)
+    : loader_(kal_host_ops(), config.provider_dir.value_or(rdma::rnicpi::default_provider_dir())),
+      adapters_(loader_),
+      budget_(config.pin_bytes_total),
+      server_(config.device, config.max_connections),
+      verbs_(server_, adapters_, config.quotas, budget_, config.pin_bytes_per_process) {
+    register_admin_commands(server_, adapters_);
+}
+
+rdma::Expected<std::unique_ptr<EmbeddedKal>> EmbeddedKal::start(const Config &config) {
+    std::unique_ptr<EmbeddedKal> k(new EmbeddedKal(config));
+    for (const auto &m : config.modules) {
+        if (auto r = k->adapters_.load(m); !r) return r.error();
+    }
+    for (const auto &a : config.rnics) {
+        if (auto r = k->adapters_.attach(a); !r) {
+            return rdma::Error(r.error().code(), "cannot attach RNIC " + a.name + ": " + r.error().message());
+        }
+    }
+    k->thread_ = std::thread([kal = k.get()] { kal->server_.run(); });
+    return k;
+}
+
+EmbeddedKal::~EmbeddedKal() {
+    server_.stop();
+    if (thread_.joinable()) thread_.join();
+    // Members go in reverse order: the verbs' contexts (and their objects) first, then the server, the budget,
+    // the RNICs and the modules.
+}
+
+}  // namespace kal

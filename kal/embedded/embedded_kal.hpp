@@ -1,0 +1,50 @@
+/**
+ * @file embedded_kal.hpp
+ * @brief The kAL hosted inside one process (no daemon): the same blocks as krdmad, serving its device over an
+ *        in-process socket pair instead of a path. For single-process use, tests and the zero-setup demo.
+ */
+#ifndef KAL_EMBEDDED_EMBEDDED_KAL_HPP
+#define KAL_EMBEDDED_EMBEDDED_KAL_HPP
+
+#include <memory>
+#include <thread>
+
+#include "admin_commands.hpp"
+#include "config.hpp"
+#include "server.hpp"
+#include "verb_commands.hpp"
+
+namespace kal {
+
+/** @brief An embedded kAL: loader, adapters, device server and verbs on a thread of this process. */
+class EmbeddedKal {
+public:
+    /**
+     * @brief Loads @p config's modules, attaches its RNICs and starts serving. The device path of @p config is not
+     *        used: clients connect with connect_local().
+     */
+    [[nodiscard]] static rdma::Expected<std::unique_ptr<EmbeddedKal>> start(const Config &config);
+    EmbeddedKal(const EmbeddedKal &) = delete;
+    EmbeddedKal &operator=(const EmbeddedKal &) = delete;
+    /** @brief Stops serving, tears every client's objects down, detaches the RNICs. */
+    ~EmbeddedKal();
+
+    /** @brief A new client connection's socket (hand it to ual::DeviceClient::adopt). */
+    [[nodiscard]] rdma::Expected<krdma::UniqueFd> connect_local() { return server_.connect_local(); }
+    /** @brief The RNICs. */
+    [[nodiscard]] AdapterManager &adapters() noexcept { return adapters_; }
+
+private:
+    explicit EmbeddedKal(const Config &config);
+
+    rdma::rnicpi::ModuleLoader loader_;
+    AdapterManager adapters_;
+    PinBudget budget_;
+    DeviceServer server_;
+    VerbCommands verbs_;
+    std::thread thread_;
+};
+
+}  // namespace kal
+
+#endif  // KAL_EMBEDDED_EMBEDDED_KAL_HPP

@@ -1,0 +1,88 @@
+// The embedded kAL: the same blocks as krdmad on a thread of this process, reached over an in-process socket pair.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "embedded_kal.hpp"
+#include "syscall.hpp"
+
+namespace {
+
+kal::Config config() {
+    kal::Config c;
+    c.provider_dir = TEST_PROVIDER_DIR;
+    c.modules = {"test_cpp_kvp.so"};
+    c.rnics = {kal::AttachRequest{"cppkvp", "cpp0", "", "127.0.0.1", ""}};
+    return c;
+}
+
+std::unique_ptr<ual::DeviceClient> connect(kal::EmbeddedKal &k) {
+    auto fd = k.connect_local();
+    EXPECT_TRUE(fd);
+    auto c = ual::DeviceClient::adopt(std::move(*fd));
+    EXPECT_TRUE(c) << (c ? "" : c.error().to_string());
+    return c ? std::move(*c) : nullptr;
+}
+
+TEST(EmbeddedKal, ServesTheSameDeviceInProcess) {
+    auto k = kal::EmbeddedKal::start(config());
+    ASSERT_TRUE(k) << k.error().to_string();
+    auto c = connect(**k);
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->hello().pid, static_cast<uint32_t>(::getpid()));
+    // An RNIC open and a query through the kVP, exactly as over krdmad's path.
+    ri_rnic_open_params_t p{};
+    std::strcpy(p.instance_name, "cpp0");
+    ri_syscall_t call{};
+    call.size = sizeof call;
+    call.op = RI_OPEN_RNIC;
+    call.param = &p;
+    call.param_len = sizeof p;
+    ASSERT_EQ(ual::device_syscall(c.get(), &call), RI_OK);
+    ri_rnic_attr_t attr{};
+    ri_syscall_t q{};
+    q.size = sizeof q;
+    q.op = RI_QUERY_RNIC;
+    q.object = call.handle_out;
+    q.result = &attr;
+    q.result_cap = sizeof attr;
+    ASSERT_EQ(ual::device_syscall(c.get(), &q), RI_OK);
+    EXPECT_STREQ(attr.name, "cppkvp0");
+    EXPECT_EQ((*k)->adapters().list().at(0).opens, 1u);
+    // Several clients at once.
+    auto c2 = connect(**k);
+    ASSERT_NE(c2, nullptr);
+    EXPECT_NE(c2->hello().client_id, c->hello().client_id);
+}
+
+TEST(EmbeddedKal, StoppingWithClientsConnectedIsClean) {
+    auto k = kal::EmbeddedKal::start(config());
+    ASSERT_TRUE(k);
+    auto c = connect(**k);
+    ri_rnic_open_params_t p{};
+    std::strcpy(p.instance_name, "cpp0");
+    ri_syscall_t call{};
+    call.size = sizeof call;
+    call.op = RI_OPEN_RNIC;
+    call.param = &p;
+    call.param_len = sizeof p;
+    ASSERT_EQ(ual::device_syscall(c.get(), &call), RI_OK);
+    k->reset();  // the open is torn down with the kAL
+    ri_syscall_t again = call;
+    EXPECT_EQ(ual::device_syscall(c.get(), &again), RI_ENODEV);
+}
+
+TEST(EmbeddedKal, BadConfigurationIsRefused) {
+    kal::Config c = config();
+    c.modules = {"no_such.so"};
+    auto k = kal::EmbeddedKal::start(c);
+    ASSERT_FALSE(k);
+    EXPECT_EQ(k.error().code(), RI_ENOENT);
+    c = config();
+    c.rnics[0].address = "192.0.2.1";
+    auto k2 = kal::EmbeddedKal::start(c);
+    ASSERT_FALSE(k2);
+    EXPECT_NE(k2.error().message().find("cannot attach RNIC cpp0"), std::string::npos);
+}
+
+}  // namespace
