@@ -1,6 +1,7 @@
 // /dev/krdma round trip: an ECHO call through the uAL client and the kAL device server (request checks, dispatch,
 // reply with sequence matching), next to a bare SOCK_SEQPACKET ping-pong between two threads in the same run.
-// Issue 4's target for a full privileged round trip (uVP -> kAL -> kVP -> back): <= 1.5x the bare round trip.
+// and a privileged verb (a query through ri_syscall, the kAL and the kVP). Issue 4's target for the privileged
+// round trip: <= 1.5x the bare round trip.
 // Run: build/bench/bench_device [--seconds S]
 #include <sys/socket.h>
 #include <unistd.h>
@@ -10,9 +11,12 @@
 #include <filesystem>
 #include <thread>
 
+#include "adapter_manager.hpp"
 #include "client.hpp"
 #include "harness.hpp"
 #include "server.hpp"
+#include "syscall.hpp"
+#include "verb_commands.hpp"
 
 namespace {
 
@@ -49,9 +53,16 @@ int main(int argc, char **argv) {
     // The device: a real server thread on a private path, the uAL client.
     char tmpl[] = "/tmp/krdma-bench-XXXXXX";
     std::filesystem::path dir = ::mkdtemp(tmpl);
-    double device = 0;
+    double device = 0, privileged = 0;
     {
+        // A privileged verb needs a kVP: until softrnic's exists, the test kVP of the build tree serves.
+        rdma::rnicpi::ModuleLoader loader(kal::kal_host_ops(), BENCH_PROVIDER_DIR);
+        kal::AdapterManager adapters(loader);
+        bool have_kvp = adapters.load("test_cpp_kvp.so") &&
+                        adapters.attach(kal::AttachRequest{"cppkvp", "cpp0", "", "127.0.0.1", ""});
+        kal::PinBudget budget(1 << 30);
         kal::DeviceServer server(dir / "krdma");
+        kal::VerbCommands verbs(server, adapters, kal::Quotas{}, budget, 1 << 30);
         if (!server.listen()) return 1;
         std::thread t([&] { server.run(); });
         auto client = ual::DeviceClient::connect(dir / "krdma");
@@ -61,7 +72,27 @@ int main(int argc, char **argv) {
                 auto r = (*client)->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e});
                 bench::keep(r.has_value());
             });
+            if (have_kvp) {
+                ri_rnic_open_params_t p{};
+                std::strcpy(p.instance_name, "cpp0");
+                ri_syscall_t open{};
+                open.size = sizeof open;
+                open.op = RI_OPEN_RNIC;
+                open.param = &p;
+                open.param_len = sizeof p;
+                if (ual::device_syscall(client->get(), &open) == RI_OK) {
+                    ri_rnic_attr_t attr{};
+                    ri_syscall_t q{};
+                    q.size = sizeof q;
+                    q.op = RI_QUERY_RNIC;
+                    q.object = open.handle_out;
+                    q.result = &attr;
+                    q.result_cap = sizeof attr;
+                    privileged = seconds_per_call(seconds, [&] { bench::keep(ual::device_syscall(client->get(), &q)); });
+                }
+            }
         }
+        if (client) client->reset();  // close the connection before the server goes
         server.stop();
         t.join();
     }
@@ -69,5 +100,11 @@ int main(int argc, char **argv) {
     std::printf("round trip, %zu-byte request and reply\n", sizeof msg);
     std::printf("%-40s %8.2f us\n", "bare SOCK_SEQPACKET ping-pong", bare * 1e6);
     std::printf("%-40s %8.2f us   ratio %5.2f\n", "/dev/krdma ECHO (uAL client -> kAL)", device * 1e6, device / bare);
+    if (privileged > 0) {
+        std::printf("%-40s %8.2f us   ratio %5.2f   (target <= 1.5)\n", "privileged query (ri_syscall -> kAL -> kVP)",
+                    privileged * 1e6, privileged / bare);
+    } else {
+        std::printf("privileged query: skipped (no kVP module in %s)\n", BENCH_PROVIDER_DIR);
+    }
     return 0;
 }
