@@ -1,7 +1,7 @@
-// /dev/krdma round trip: an ECHO call through the uAL client and the kAL device server (request checks, dispatch,
-// reply with sequence matching), next to a bare SOCK_SEQPACKET ping-pong between two threads in the same run.
-// and a privileged verb (a query through ri_syscall, the kAL and the kVP). Issue 4's target for the privileged
-// round trip: <= 1.5x the bare round trip.
+// /dev/krdma round trips, next to a bare SOCK_SEQPACKET ping-pong between two threads in the same run: an ECHO call
+// through the uAL client and the kAL device server (request checks, dispatch, reply with sequence matching), and a
+// privileged verb (a query through ri_syscall, the kAL and the kVP). Issue 4's target for the privileged round
+// trip: <= 1.5x the bare round trip.
 // Run: build/bench/bench_device [--seconds S]
 #include <sys/socket.h>
 #include <unistd.h>
