@@ -24,13 +24,8 @@ std::unique_ptr<ual::DeviceClient> connect(kal::EmbeddedKal &k) {
     return c ? std::move(*c) : nullptr;
 }
 
-TEST(EmbeddedKal, ServesTheSameDeviceInProcess) {
-    auto k = kal::EmbeddedKal::start(config());
-    ASSERT_TRUE(k) << k.error().to_string();
-    auto c = connect(**k);
-    ASSERT_NE(c, nullptr);
-    EXPECT_EQ(c->hello().pid, static_cast<uint32_t>(::getpid()));
-    // An RNIC open and a query through the kVP, exactly as over krdmad's path.
+// Opens RNIC cpp0 the way a uVP does: an ri_syscall through the uAL's upcall. Returns the kAL handle, 0 on failure.
+uint64_t open_cpp0(ual::DeviceClient &c, ri_status_t expect = RI_OK) {
     ri_rnic_open_params_t p{};
     std::strcpy(p.instance_name, "cpp0");
     ri_syscall_t call{};
@@ -38,12 +33,24 @@ TEST(EmbeddedKal, ServesTheSameDeviceInProcess) {
     call.op = RI_OPEN_RNIC;
     call.param = &p;
     call.param_len = sizeof p;
-    ASSERT_EQ(ual::device_syscall(c.get(), &call), RI_OK);
+    EXPECT_EQ(ual::device_syscall(&c, &call), expect);
+    return call.handle_out;
+}
+
+TEST(EmbeddedKal, ServesTheSameDeviceInProcess) {
+    auto k = kal::EmbeddedKal::start(config());
+    ASSERT_TRUE(k) << k.error().to_string();
+    auto c = connect(**k);
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->hello().pid, static_cast<uint32_t>(::getpid()));
+    // An RNIC open and a query through the kVP, exactly as over krdmad's path.
+    uint64_t rnic = open_cpp0(*c);
+    ASSERT_NE(rnic, 0u);
     ri_rnic_attr_t attr{};
     ri_syscall_t q{};
     q.size = sizeof q;
     q.op = RI_QUERY_RNIC;
-    q.object = call.handle_out;
+    q.object = rnic;
     q.result = &attr;
     q.result_cap = sizeof attr;
     ASSERT_EQ(ual::device_syscall(c.get(), &q), RI_OK);
@@ -59,17 +66,9 @@ TEST(EmbeddedKal, StoppingWithClientsConnectedIsClean) {
     auto k = kal::EmbeddedKal::start(config());
     ASSERT_TRUE(k);
     auto c = connect(**k);
-    ri_rnic_open_params_t p{};
-    std::strcpy(p.instance_name, "cpp0");
-    ri_syscall_t call{};
-    call.size = sizeof call;
-    call.op = RI_OPEN_RNIC;
-    call.param = &p;
-    call.param_len = sizeof p;
-    ASSERT_EQ(ual::device_syscall(c.get(), &call), RI_OK);
+    ASSERT_NE(open_cpp0(*c), 0u);
     k->reset();  // the open is torn down with the kAL
-    ri_syscall_t again = call;
-    EXPECT_EQ(ual::device_syscall(c.get(), &again), RI_ENODEV);
+    open_cpp0(*c, RI_ENODEV);
 }
 
 TEST(EmbeddedKal, BadConfigurationIsRefused) {
