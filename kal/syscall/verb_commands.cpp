@@ -83,6 +83,14 @@ struct QpRes : Resource {
     }
 };
 
+// The provider object behind @p h if it is a live @p type of this table: one lookup, its error as the status.
+template <class T>
+rdma::Expected<T *> object_of(const ResourceTable &table, Handle h, ResourceType type) {
+    auto r = table.get(h, type);
+    if (!r) return r.error();
+    return static_cast<T *>(*r);
+}
+
 template <class T>
 bool read_param(const krdma_syscall &s, T &out) {
     if (s.param_len != sizeof(T)) return false;
@@ -168,19 +176,16 @@ int VerbCommands::handle(Connection &c, const Request &req, Reply &rep) {
     ResourceTable &table = ctx.table;
     s.result_len = 0;
     s.handle_out = 0;
-    const uint32_t priv_in = s.priv_len;
+    // The kPI verbs take no provider private data, so none is passed to the kVP and none comes back yet.
     s.priv_len = 0;
-    (void)priv_in;  // the softrnic and hwstub kVPs will read their private data here (issue 4)
     int status = RI_OK;
-
-    auto rnic_of = [&table](Handle h) -> RnicOpen * {
-        auto r = table.get(h, ResourceType::rnic);
-        return r ? static_cast<RnicOpen *>(*r) : nullptr;
-    };
-    // The status for a handle that does not resolve to @p type: wrong type or not a live object of this caller.
-    auto bad_handle = [&table](Handle h, ResourceType type) {
-        auto r = table.get(h, type);
-        return r ? RI_OK : r.error().code();
+    // Records a created object under @p parent and puts its handle in the reply.
+    auto record = [&](ResourceType type, Handle parent, std::span<const Handle> refs,
+                      std::unique_ptr<Resource> obj) -> int {
+        auto h = table.add(type, parent, refs, std::move(obj));
+        if (!h) return h.error().code();  // the object's destructor releases the provider object
+        s.handle_out = *h;
+        return RI_OK;
     };
 
     switch (s.op) {
@@ -197,16 +202,14 @@ int VerbCommands::handle(Connection &c, const Request &req, Reply &rep) {
             status = obj->v->open_rnic(&p, &obj->rnic);
             if (status != RI_OK) return status;
             obj->ref = std::move(*ref);
-            auto h = table.add(ResourceType::rnic, 0, {}, std::move(obj));
-            if (!h) return h.error().code();  // the open is closed by the object's destructor
-            s.handle_out = *h;
+            if (int e = record(ResourceType::rnic, 0, {}, std::move(obj)); e != RI_OK) return e;
             break;
         }
         case RI_QUERY_RNIC: {
-            RnicOpen *r = rnic_of(s.object);
-            if (r == nullptr) return bad_handle(s.object, ResourceType::rnic);
+            auto r = object_of<RnicOpen>(table, s.object, ResourceType::rnic);
+            if (!r) return r.error().code();
             ri_rnic_attr_t attr{};
-            status = r->v->query_rnic(r->rnic, &attr);
+            status = (*r)->v->query_rnic((*r)->rnic, &attr);
             if (status == RI_OK) write_result(s, attr);
             break;
         }
@@ -220,91 +223,79 @@ int VerbCommands::handle(Connection &c, const Request &req, Reply &rep) {
                                       : s.op == RI_DESTROY_CQ ? ResourceType::cq
                                       : s.op == RI_DESTROY_QP ? ResourceType::qp
                                                               : ResourceType::mr;
-            if (int e = bad_handle(s.object, type); e != RI_OK) return e;
+            if (auto r = table.get(s.object, type); !r) return r.error().code();
             auto d = table.destroy(s.object);
             if (!d) return d.error().code();
             break;
         }
         case RI_ALLOC_PD: {
-            RnicOpen *r = rnic_of(s.object);
-            if (r == nullptr) return bad_handle(s.object, ResourceType::rnic);
+            auto r = object_of<RnicOpen>(table, s.object, ResourceType::rnic);
+            if (!r) return r.error().code();
             auto obj = std::make_unique<PdRes>();
-            obj->v = r->v;
-            status = r->v->alloc_pd(r->rnic, &obj->pd);
+            obj->v = (*r)->v;
+            status = (*r)->v->alloc_pd((*r)->rnic, &obj->pd);
             if (status != RI_OK) return status;
-            auto h = table.add(ResourceType::pd, s.object, {}, std::move(obj));
-            if (!h) return h.error().code();
-            s.handle_out = *h;
+            if (int e = record(ResourceType::pd, s.object, {}, std::move(obj)); e != RI_OK) return e;
             break;
         }
         case RI_CREATE_CQ: {
-            RnicOpen *r = rnic_of(s.object);
-            if (r == nullptr) return bad_handle(s.object, ResourceType::rnic);
+            auto r = object_of<RnicOpen>(table, s.object, ResourceType::rnic);
+            if (!r) return r.error().code();
             ri_cq_attr_t attr;
             if (!read_param(s, attr)) return RI_EINVAL;
             auto obj = std::make_unique<CqRes>();
-            obj->v = r->v;
-            status = r->v->create_cq(r->rnic, &attr, &obj->cq);
+            obj->v = (*r)->v;
+            status = (*r)->v->create_cq((*r)->rnic, &attr, &obj->cq);
             if (status != RI_OK) return status;
-            auto h = table.add(ResourceType::cq, s.object, {}, std::move(obj));
-            if (!h) return h.error().code();
-            s.handle_out = *h;
+            if (int e = record(ResourceType::cq, s.object, {}, std::move(obj)); e != RI_OK) return e;
             write_result(s, attr);
             break;
         }
         case RI_CREATE_QP: {
             // object: the PD; refs: send CQ, receive CQ, SRQ or 0.
-            auto pd = table.get(s.object, ResourceType::pd);
+            auto pd = object_of<PdRes>(table, s.object, ResourceType::pd);
             if (!pd) return pd.error().code();
-            auto scq = table.get(s.refs[0], ResourceType::cq);
+            auto scq = object_of<CqRes>(table, s.refs[0], ResourceType::cq);
             if (!scq) return scq.error().code();
-            auto rcq = table.get(s.refs[1], ResourceType::cq);
+            auto rcq = object_of<CqRes>(table, s.refs[1], ResourceType::cq);
             if (!rcq) return rcq.error().code();
             if (s.refs[2] != 0) return RI_EOPNOTSUPP;  // SRQs are not served over the device yet
             ri_qp_init_attr_t attr;
             if (!read_param(s, attr)) return RI_EINVAL;
-            auto *p = static_cast<PdRes *>(*pd);
             auto obj = std::make_unique<QpRes>();
-            obj->v = p->v;
-            status = p->v->create_qp(p->pd, static_cast<CqRes *>(*scq)->cq, static_cast<CqRes *>(*rcq)->cq,
-                                     nullptr, &attr, &obj->qp);
+            obj->v = (*pd)->v;
+            status = (*pd)->v->create_qp((*pd)->pd, (*scq)->cq, (*rcq)->cq, nullptr, &attr, &obj->qp);
             if (status != RI_OK) return status;
             // The QP holds its CQs: they cannot be destroyed before it.
             const Handle refs[] = {s.refs[0], s.refs[1]};
-            auto h = table.add(ResourceType::qp, s.object, refs, std::move(obj));
-            if (!h) return h.error().code();
-            s.handle_out = *h;
+            if (int e = record(ResourceType::qp, s.object, refs, std::move(obj)); e != RI_OK) return e;
             write_result(s, attr);
             break;
         }
         case RI_REGISTER_MR: {
-            auto pd = table.get(s.object, ResourceType::pd);
+            auto pd = object_of<PdRes>(table, s.object, ResourceType::pd);
             if (!pd) return pd.error().code();
             ri_mr_reg_t reg;
             if (!read_param(s, reg)) return RI_EINVAL;
-            auto *p = static_cast<PdRes *>(*pd);
             auto obj = std::make_unique<MrRes>();
-            obj->v = p->v;
+            obj->v = (*pd)->v;
             ri_mr_keys_t keys{};
-            status = p->v->register_mr(p->pd, &reg, &obj->mr, &keys);  // the kVP pins through kal_host_ops()
+            status = (*pd)->v->register_mr((*pd)->pd, &reg, &obj->mr, &keys);  // the kVP pins through kal_host_ops()
             if (status != RI_OK) return status;
-            auto h = table.add(ResourceType::mr, s.object, {}, std::move(obj));
-            if (!h) return h.error().code();
-            s.handle_out = *h;
+            if (int e = record(ResourceType::mr, s.object, {}, std::move(obj)); e != RI_OK) return e;
             write_result(s, keys);
             break;
         }
         case RI_QUERY_QP: {
-            auto qp = table.get(s.object, ResourceType::qp);
+            auto qp = object_of<QpRes>(table, s.object, ResourceType::qp);
             if (!qp) return qp.error().code();
-            auto *q = static_cast<QpRes *>(*qp);
             ri_qp_attr_t attr{};
-            status = q->v->query_qp(q->qp, &attr);
+            status = (*qp)->v->query_qp((*qp)->qp, &attr);
             if (status == RI_OK) write_result(s, attr);
             break;
         }
         case RI_MODIFY_QP: {
-            auto qp = table.get(s.object, ResourceType::qp);
+            auto qp = object_of<QpRes>(table, s.object, ResourceType::qp);
             if (!qp) return qp.error().code();
             if (s.param_len != sizeof(ri_syscall_modify_t) + sizeof(ri_qp_attr_t)) return RI_EINVAL;
             ri_syscall_modify_t m;
@@ -312,8 +303,7 @@ int VerbCommands::handle(Connection &c, const Request &req, Reply &rep) {
             std::memcpy(&m, s.param, sizeof m);
             std::memcpy(&attr, s.param + sizeof m, sizeof attr);
             if ((m.mask & RI_QP_ATTR_LLP) != 0) return RI_EOPNOTSUPP;  // the RDMA-mode transition is issue 5
-            auto *q = static_cast<QpRes *>(*qp);
-            status = q->v->modify_qp(q->qp, &attr, m.mask);
+            status = (*qp)->v->modify_qp((*qp)->qp, &attr, m.mask);
             break;
         }
         default:
