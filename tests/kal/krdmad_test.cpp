@@ -42,44 +42,39 @@ protected:
                    "rnics": [{"name": "cpp0", "provider": "cppkvp", "address": "127.0.0.1"}],
                    "log_level": "warn"})";
     }
-    // Runs rdmactl with @p args to completion; returns its exit status, output in @p out.
-    int rdmactl(std::vector<std::string> args, std::string &out) {
-        pid_t pid = ::fork();
-        if (pid == 0) {
-            std::freopen((dir_ / "rdmactl.out").c_str(), "w", stdout);
-            std::freopen((dir_ / "rdmactl.out").c_str(), "a", stderr);
-            std::vector<char *> argv;
-            argv.push_back(const_cast<char *>(RDMACTL_PATH));
-            for (auto &a : args) argv.push_back(a.data());
-            argv.push_back(nullptr);
-            ::execv(RDMACTL_PATH, argv.data());
-            ::_exit(127);
-        }
-        int status = 0;
-        ::waitpid(pid, &status, 0);
-        std::ifstream in(dir_ / "rdmactl.out");
-        std::stringstream ss;
-        ss << in.rdbuf();
-        out = ss.str();
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    }
-    // Starts krdmad with @p args in a new process group, output to files.
-    pid_t start(std::vector<std::string> args) {
+    // Starts @p program with @p args in a new process group (killed at teardown whatever happens), stdout to
+    // @p out and stderr to @p err (the same file when they are equal).
+    pid_t spawn(const char *program, std::vector<std::string> args, const fs::path &out, const fs::path &err) {
         pid_t pid = ::fork();
         if (pid == 0) {
             ::setpgid(0, 0);
-            std::freopen((dir_ / "stdout").c_str(), "w", stdout);
-            std::freopen((dir_ / "stderr").c_str(), "w", stderr);
+            std::freopen(out.c_str(), "w", stdout);
+            if (err == out) {
+                ::dup2(STDOUT_FILENO, STDERR_FILENO);
+            } else {
+                std::freopen(err.c_str(), "w", stderr);
+            }
             std::vector<char *> argv;
-            argv.push_back(const_cast<char *>(KRDMAD_PATH));
+            argv.push_back(const_cast<char *>(program));
             for (auto &a : args) argv.push_back(a.data());
             argv.push_back(nullptr);
-            ::execv(KRDMAD_PATH, argv.data());
+            ::execv(program, argv.data());
             ::_exit(127);
         }
         ::setpgid(pid, pid);
         groups_.push_back(pid);
         return pid;
+    }
+    // Runs rdmactl with @p args to completion; returns its exit status, its output in @p out.
+    int rdmactl(std::vector<std::string> args, std::string &out) {
+        const fs::path file = dir_ / "rdmactl.out";
+        int status = wait_exit(spawn(RDMACTL_PATH, std::move(args), file, file));
+        out = read_text(file);
+        return status;
+    }
+    // Starts krdmad with @p args, output to files.
+    pid_t start(std::vector<std::string> args) {
+        return spawn(KRDMAD_PATH, std::move(args), dir_ / "stdout", dir_ / "stderr");
     }
     // Waits for the process to exit (10 s at most) and returns its exit status, or -1.
     int wait_exit(pid_t pid) {
@@ -101,12 +96,13 @@ protected:
         }
         return nullptr;
     }
-    std::string stderr_text() {
-        std::ifstream in(dir_ / "stderr");
+    static std::string read_text(const fs::path &file) {
+        std::ifstream in(file);
         std::stringstream ss;
         ss << in.rdbuf();
         return ss.str();
     }
+    std::string stderr_text() { return read_text(dir_ / "stderr"); }
 
     fs::path dir_;
     std::vector<pid_t> groups_;
