@@ -188,29 +188,27 @@ void DeviceServer::dispatch(Connection &c, krdma::Message &m) {
         hdr.status = RI_ENOTTY;  // what ioctl() answers for a command the device does not know
     } else if (m.hdr.flags != 0 || m.hdr.status != 0 || m.hdr.reserved != 0 || m.payload_len() != size) {
         hdr.status = RI_EINVAL;
-    } else {
-        Reply rep;
+    }
+    Reply rep;
+    if (hdr.status == RI_OK) {
         rep.payload = std::span<uint8_t>(reply_buf_.data(), size);
         std::memcpy(reply_buf_.data(), m.body.data(), size);
         Request req{m.hdr.cmd, m.payload(), &m};
-        int status;
         try {
-            status = it->second(c, req, rep);
+            hdr.status = it->second(c, req, rep);
         } catch (const std::exception &e) {
             RDMA_LOG_ERROR(kComponent, "handler of command %#x failed: %s", m.hdr.cmd, e.what());
-            status = RI_EIO;
+            hdr.status = RI_EIO;
         }
-        hdr.status = status;
-        rdma::Status sent = krdma::send(c.fd(), hdr, status == RI_OK ? std::span<const uint8_t>(rep.payload)
-                                                                      : std::span<const uint8_t>(),
-                                        std::span<const int>(rep.fds, status == RI_OK ? rep.nfds : 0));
-        if (!sent.ok()) RDMA_LOG_WARN(kComponent, "reply to client %u failed: %s", c.peer().client_id,
-                                      sent.describe().c_str());
-        for (auto &f : m.fds) f.reset();  // descriptors a handler did not take are closed here
-        return;
     }
-    (void)krdma::send(c.fd(), hdr, {});
-    for (auto &f : m.fds) f.reset();
+    // Only a successful reply carries the reply struct and descriptors.
+    const bool ok = hdr.status == RI_OK;
+    rdma::Status sent = krdma::send(c.fd(), hdr, ok ? std::span<const uint8_t>(rep.payload) : std::span<const uint8_t>(),
+                                    std::span<const int>(rep.fds, ok ? rep.nfds : 0));
+    if (!sent.ok()) {
+        RDMA_LOG_WARN(kComponent, "reply to client %u failed: %s", c.peer().client_id, sent.describe().c_str());
+    }
+    for (auto &f : m.fds) f.reset();  // descriptors a handler did not take are closed here
 }
 
 void DeviceServer::run() {
