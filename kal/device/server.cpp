@@ -105,6 +105,13 @@ void DeviceServer::broadcast(const krdma_event &event) {
     for (auto &[id, c] : clients_) (void)c->send_event(event);
 }
 
+rdma::Status DeviceServer::send_event(uint32_t client_id, const krdma_event &event) {
+    std::lock_guard lock(mutex_);
+    auto it = clients_.find(client_id);
+    if (it == clients_.end()) return rdma::Status(RI_ENOENT);
+    return it->second->send_event(event);
+}
+
 void DeviceServer::accept_clients() {
     for (;;) {
         krdma::UniqueFd s(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));

@@ -61,8 +61,10 @@ struct Request {
 /** @brief What a handler answers besides its status. */
 struct Reply {
     std::span<uint8_t> payload;  /**< command_size(cmd) bytes, initially a copy of the request. */
-    int fds[KRDMA_MAX_FDS]{};    /**< Descriptors to pass back (not owned: the handler keeps them open until return). */
+    int fds[KRDMA_MAX_FDS]{};    /**< Descriptors to pass back (not owned: they must stay open until the reply is sent). */
     size_t nfds = 0;             /**< Entries used in ::fds. */
+    /** Descriptors the handler hands over for the reply: closed once the reply is sent (or failed). */
+    krdma::UniqueFd owned[KRDMA_MAX_FDS];
 };
 
 /** @brief Handles one command; returns 0 or a positive errno value for the reply. */
@@ -102,6 +104,12 @@ public:
     void stop() noexcept;
     /** @brief Sends @p event to every client. */
     void broadcast(const krdma_event &event);
+    /**
+     * @brief Sends @p event to client @p client_id, from any thread (event management). ::RI_ENOENT when the client is
+     *        gone, ::RI_EAGAIN when its socket buffer is full (the event is dropped: a client that does not read its
+     *        events cannot make the kAL queue without bound).
+     */
+    [[nodiscard]] rdma::Status send_event(uint32_t client_id, const krdma_event &event);
     /** @brief Connected clients. */
     [[nodiscard]] size_t connections() const;
     /** @brief The device path. */

@@ -1,8 +1,13 @@
 // System call management for the verbs: decode a SYSCALL, check every handle against the caller's table, call the
-// kVP, record what was created, reply.
+// kVP (with the whole request when it takes it), record what was created, reply with the pin instructions; and
+// event management's routes from a kVP's handlers back to the owning process.
 #include "verb_commands.hpp"
 
+#include <unistd.h>
+
+#include <array>
 #include <cstring>
+#include <optional>
 
 #include "rnicpi/host/log.hpp"
 
@@ -11,40 +16,128 @@ namespace {
 
 constexpr const char *kComponent = "syscall";
 
-// Resource wrappers: each releases its provider object when the table destroys it.
-struct RnicOpen : Resource {
-    RnicRef ref;
-    const ri_verbs_ops_t *v = nullptr;
-    ri_rnic_t rnic = nullptr;
-    ~RnicOpen() override {
-        if (rnic == nullptr) return;  // the kVP never opened it
-        if (ri_status_t rc = v->close_rnic(rnic); rc != RI_OK) {
-            RDMA_LOG_WARN(kComponent, "kVP failed to close an RNIC open: %s", std::strerror(rc));
-        }
-    }
-};
-struct PdRes : Resource {
-    const ri_verbs_ops_t *v = nullptr;
-    ri_pd_t pd = nullptr;
-    ~PdRes() override {
-        if (pd != nullptr) (void)v->dealloc_pd(pd);
-    }
-};
-struct CqRes : Resource {
-    const ri_verbs_ops_t *v = nullptr;
-    ri_cq_t cq = nullptr;
-    ~CqRes() override {
-        if (cq != nullptr) (void)v->destroy_cq(cq);
-    }
+// Where a kVP's event handlers deliver: one route per RNIC open, shared with the open's CQs.
+struct EventRoute {
+    VerbCommands *commands = nullptr;
+    uint32_t client_id = 0;
+    Handle rnic = 0;  // the open's kAL handle, known once it is recorded
+    std::mutex mutex;
+    std::map<void *, Handle> cqs;  // kVP CQ -> kAL handle, for completion events
 };
 
-struct MrRes : Resource {
-    const ri_verbs_ops_t *v = nullptr;
-    ri_mr_t mr = nullptr;
-    ~MrRes() override {
-        if (mr != nullptr) (void)v->deregister_mr(mr);
+void route_async(void *ctx, ri_rnic_t, const ri_async_event_t *e) {
+    auto *route = static_cast<EventRoute *>(ctx);
+    if (route == nullptr || e == nullptr) return;
+    krdma_event ev{};
+    ev.event = KRDMA_EVENT_ASYNC;
+    ev.object = route->rnic;
+    ev.detail = e->detail;
+    ev.context = e->context;
+    ev.resource_id = e->resource_id;
+    ev.resource_type = e->resource_type;
+    ev.event_id = e->event_id;
+    route->commands->deliver(route->client_id, ev);
+}
+
+void route_completion(void *ctx, ri_rnic_t, ri_cq_t cq) {
+    auto *route = static_cast<EventRoute *>(ctx);
+    if (route == nullptr) return;
+    krdma_event ev{};
+    ev.event = KRDMA_EVENT_COMPLETION;
+    {
+        std::lock_guard lock(route->mutex);
+        auto it = route->cqs.find(cq);
+        if (it == route->cqs.end()) return;  // a CQ the kAL does not know (or no longer): nobody to tell
+        ev.object = it->second;
     }
+    route->commands->deliver(route->client_id, ev);
+}
+
+// One kVP object in a caller's table; its destructor releases it with the plain destroy verb.
+struct KvpObject : Resource {
+    KvpObject(ResourceType t, const ri_verbs_ops_t *verbs) : type(t), v(verbs) {}
+    ~KvpObject() override {
+        if (handle == nullptr) return;  // the kVP never made it
+        ri_status_t rc = RI_OK;
+        switch (type) {
+            case ResourceType::rnic: rc = v->close_rnic(static_cast<ri_rnic_t>(handle)); break;
+            case ResourceType::pd: rc = v->dealloc_pd(static_cast<ri_pd_t>(handle)); break;
+            case ResourceType::cq:
+                if (route) {
+                    std::lock_guard lock(route->mutex);
+                    route->cqs.erase(handle);
+                }
+                rc = v->destroy_cq(static_cast<ri_cq_t>(handle));
+                break;
+            case ResourceType::qp: rc = v->destroy_qp(static_cast<ri_qp_t>(handle)); break;
+            case ResourceType::srq: rc = v->destroy_srq(static_cast<ri_srq_t>(handle)); break;
+            case ResourceType::mr: rc = v->deregister_mr(static_cast<ri_mr_t>(handle)); break;
+            case ResourceType::mw: rc = v->dealloc_mw(static_cast<ri_mw_t>(handle)); break;
+            default: break;
+        }
+        if (rc != RI_OK) {
+            RDMA_LOG_WARN(kComponent, "kVP failed to destroy a %s: %s", std::string(resource_name(type)).c_str(),
+                          std::strerror(rc));
+        }
+    }
+    ResourceType type;
+    const ri_verbs_ops_t *v;
+    void *handle = nullptr;
+    std::shared_ptr<EventRoute> route;  // RNIC opens and CQs
+    uint32_t aeh_id = 0;                // RNIC opens: the handler the kAL set at open
+    RnicRef ref;                        // RNIC opens: keeps the instance attached (released after close_rnic)
 };
+
+// What an op names, creates and expects, so every op is checked the same way before the kVP sees it.
+enum class Ref : uint8_t { none, cq, srq_or_none, pd, pd_or_none };
+struct OpSpec {
+    std::optional<ResourceType> object;  // the main object's type; nullopt: no object (Open RNIC)
+    std::array<Ref, RI_SYSCALL_MAX_REFS> refs{};
+    std::optional<ResourceType> creates;
+    bool destroys = false;
+    uint32_t param_len = 0;
+};
+
+constexpr uint32_t kModify = sizeof(ri_syscall_modify_t);
+
+std::optional<OpSpec> spec_of(uint32_t op) {
+    using T = ResourceType;
+    switch (op) {
+        case RI_OPEN_RNIC: return OpSpec{std::nullopt, {}, T::rnic, false, sizeof(ri_rnic_open_params_t)};
+        case RI_CLOSE_RNIC: return OpSpec{T::rnic, {}, std::nullopt, true, 0};
+        case RI_QUERY_RNIC: return OpSpec{T::rnic, {}, std::nullopt, false, 0};
+        case RI_SET_AEH: return OpSpec{T::rnic, {}, std::nullopt, false, 0};
+        case RI_SET_CEH: return OpSpec{T::rnic, {}, std::nullopt, false, 0};
+        case RI_ALLOC_PD: return OpSpec{T::rnic, {}, T::pd, false, 0};
+        case RI_DEALLOC_PD: return OpSpec{T::pd, {}, std::nullopt, true, 0};
+        case RI_CREATE_CQ: return OpSpec{T::rnic, {}, T::cq, false, sizeof(ri_cq_attr_t)};
+        case RI_QUERY_CQ: return OpSpec{T::cq, {}, std::nullopt, false, 0};
+        case RI_RESIZE_CQ: return OpSpec{T::cq, {}, std::nullopt, false, sizeof(uint32_t)};
+        case RI_DESTROY_CQ: return OpSpec{T::cq, {}, std::nullopt, true, 0};
+        case RI_CREATE_QP:
+            return OpSpec{T::pd, {Ref::cq, Ref::cq, Ref::srq_or_none, Ref::none}, T::qp, false,
+                          sizeof(ri_qp_init_attr_t)};
+        case RI_QUERY_QP: return OpSpec{T::qp, {}, std::nullopt, false, 0};
+        case RI_MODIFY_QP: return OpSpec{T::qp, {}, std::nullopt, false, kModify + sizeof(ri_qp_attr_t)};
+        case RI_DESTROY_QP: return OpSpec{T::qp, {}, std::nullopt, true, 0};
+        case RI_CREATE_SRQ: return OpSpec{T::pd, {}, T::srq, false, sizeof(ri_srq_attr_t)};
+        case RI_QUERY_SRQ: return OpSpec{T::srq, {}, std::nullopt, false, 0};
+        case RI_MODIFY_SRQ: return OpSpec{T::srq, {}, std::nullopt, false, kModify + sizeof(ri_srq_attr_t)};
+        case RI_DESTROY_SRQ: return OpSpec{T::srq, {}, std::nullopt, true, 0};
+        case RI_REGISTER_MR: return OpSpec{T::pd, {}, T::mr, false, sizeof(ri_mr_reg_t)};
+        case RI_REGISTER_SHARED_MR:
+            return OpSpec{T::mr, {Ref::pd, Ref::none, Ref::none, Ref::none}, T::mr, false, sizeof(ri_mr_reg_t)};
+        case RI_ALLOC_STAG: return OpSpec{T::pd, {}, T::mr, false, sizeof(uint32_t)};
+        case RI_REREGISTER_MR:
+            return OpSpec{T::mr, {Ref::pd_or_none, Ref::none, Ref::none, Ref::none}, std::nullopt, false,
+                          kModify + sizeof(ri_mr_reg_t)};
+        case RI_QUERY_MR: return OpSpec{T::mr, {}, std::nullopt, false, 0};
+        case RI_DEREGISTER_MR: return OpSpec{T::mr, {}, std::nullopt, true, 0};
+        case RI_ALLOC_MW: return OpSpec{T::pd, {}, T::mw, false, sizeof(uint32_t)};
+        case RI_DEALLOC_MW: return OpSpec{T::mw, {}, std::nullopt, true, 0};
+        default: return std::nullopt;
+    }
+}
 
 ri_status_t pin_range(void *host_ctx, uint64_t addr, uint64_t length, uint32_t, ri_pin_t *out) {
     if (host_ctx == nullptr || out == nullptr) return RI_EINVAL;
@@ -55,6 +148,8 @@ ri_status_t pin_range(void *host_ctx, uint64_t addr, uint64_t length, uint32_t, 
             RDMA_LOG_WARN(kComponent, "client %u: %s", ctx->peer.client_id, r.error().message().c_str());
             return r.error().code();
         }
+        // Locking the whole pinned range is always right: every page of it is pinned now.
+        ctx->pin_ops.push_back(krdma_pin_op{r->range.start, r->range.bytes(), KRDMA_PIN_LOCK, 0});
         *out = ri_pin_t{r->pin_id, r->range.start, r->range.bytes(), 4096, 0};
         return RI_OK;
     } catch (const std::bad_alloc &) {
@@ -64,9 +159,12 @@ ri_status_t pin_range(void *host_ctx, uint64_t addr, uint64_t length, uint32_t, 
 
 ri_status_t unpin_range(void *host_ctx, uint64_t pin_id) {
     if (host_ctx == nullptr) return RI_EINVAL;
+    auto *ctx = static_cast<Context *>(host_ctx);
     try {
-        auto r = static_cast<Context *>(host_ctx)->pins.unpin(pin_id);
-        return r ? RI_OK : r.error().code();
+        auto r = ctx->pins.unpin(pin_id);
+        if (!r) return r.error().code();
+        for (const PageRange &g : *r) ctx->pin_ops.push_back(krdma_pin_op{g.start, g.bytes(), KRDMA_PIN_UNLOCK, 0});
+        return RI_OK;
     } catch (const std::bad_alloc &) {
         return RI_ENOMEM;
     }
@@ -75,34 +173,227 @@ ri_status_t unpin_range(void *host_ctx, uint64_t pin_id) {
 const ri_host_ops_t kHostOps{sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log, &pin_range, &unpin_range,
                              nullptr};
 
-struct QpRes : Resource {
-    const ri_verbs_ops_t *v = nullptr;
-    ri_qp_t qp = nullptr;
-    ~QpRes() override {
-        if (qp != nullptr) (void)v->destroy_qp(qp);
-    }
-};
-
 // The provider object behind @p h if it is a live @p type of this table: one lookup, its error as the status.
-template <class T>
-rdma::Expected<T *> object_of(const ResourceTable &table, Handle h, ResourceType type) {
+rdma::Expected<KvpObject *> object_of(const ResourceTable &table, Handle h, ResourceType type) {
     auto r = table.get(h, type);
     if (!r) return r.error();
-    return static_cast<T *>(*r);
+    return static_cast<KvpObject *>(*r);
+}
+
+// The objects a request names, resolved and type-checked.
+struct Resolved {
+    KvpObject *object = nullptr;
+    std::array<KvpObject *, RI_SYSCALL_MAX_REFS> refs{};
+};
+
+rdma::Expected<Resolved> resolve(const ResourceTable &table, const krdma_syscall &s, const OpSpec &spec) {
+    Resolved out;
+    if (spec.object) {
+        auto o = object_of(table, s.object, *spec.object);
+        if (!o) return o.error();
+        out.object = *o;
+    } else if (s.object != 0) {
+        return rdma::Error(RI_EINVAL, "this op names no object");
+    }
+    for (size_t i = 0; i < RI_SYSCALL_MAX_REFS; ++i) {
+        const Ref kind = spec.refs[i];
+        const Handle h = s.refs[i];
+        if (h == 0) {
+            if (kind == Ref::cq || kind == Ref::pd) return rdma::Error(RI_EINVAL, "a required reference is missing");
+            continue;
+        }
+        ResourceType type;
+        switch (kind) {
+            case Ref::none: return rdma::Error(RI_EINVAL, "this op takes no reference in that position");
+            case Ref::cq: type = ResourceType::cq; break;
+            case Ref::srq_or_none: type = ResourceType::srq; break;
+            default: type = ResourceType::pd; break;
+        }
+        auto r = object_of(table, h, type);
+        if (!r) return r.error();
+        out.refs[i] = *r;
+    }
+    return out;
 }
 
 template <class T>
-bool read_param(const krdma_syscall &s, T &out) {
-    if (s.param_len != sizeof(T)) return false;
-    std::memcpy(&out, s.param, sizeof(T));
-    return true;
+T param_as(const krdma_syscall &s, size_t offset = 0) {
+    T v;
+    std::memcpy(&v, s.param + offset, sizeof v);
+    return v;
 }
 
-template <class T>
-void write_result(krdma_syscall &s, const T &v) {
-    static_assert(sizeof(T) <= sizeof s.result);
-    std::memcpy(s.result, &v, sizeof(T));
-    s.result_len = sizeof(T);
+// The plain privileged verb (ABI 1.0 kVPs, and ops a 1.1 kVP leaves to it). Fills @p result and @p created.
+ri_status_t plain_verb(const ri_verbs_ops_t &v, uint32_t op, const Resolved &o, krdma_syscall &s, ri_syscall_t &call,
+                       void **created) {
+    auto result = [&call](const auto &value) {
+        std::memcpy(call.result, &value, sizeof value);
+        call.result_len = sizeof value;
+    };
+    void *obj = o.object != nullptr ? o.object->handle : nullptr;
+    auto ref = [&o](size_t i) { return o.refs[i] != nullptr ? o.refs[i]->handle : nullptr; };
+    ri_status_t rc = RI_OK;
+    switch (op) {
+        case RI_OPEN_RNIC: {
+            ri_rnic_open_params_t p;
+            std::memcpy(&p, call.param, sizeof p);  // the kAL's patched copy (instance, host context)
+            ri_rnic_t r = nullptr;
+            rc = v.open_rnic(&p, &r);
+            *created = r;
+            return rc;
+        }
+        case RI_QUERY_RNIC: {
+            ri_rnic_attr_t a{};
+            if ((rc = v.query_rnic(static_cast<ri_rnic_t>(obj), &a)) == RI_OK) result(a);
+            return rc;
+        }
+        case RI_ALLOC_PD: {
+            ri_pd_t pd = nullptr;
+            rc = v.alloc_pd(static_cast<ri_rnic_t>(obj), &pd);
+            *created = pd;
+            return rc;
+        }
+        case RI_CREATE_CQ: {
+            auto a = param_as<ri_cq_attr_t>(s);
+            ri_cq_t cq = nullptr;
+            if ((rc = v.create_cq(static_cast<ri_rnic_t>(obj), &a, &cq)) == RI_OK) result(a);
+            *created = cq;
+            return rc;
+        }
+        case RI_QUERY_CQ: {
+            ri_cq_attr_t a{};
+            if ((rc = v.query_cq(static_cast<ri_cq_t>(obj), &a)) == RI_OK) result(a);
+            return rc;
+        }
+        case RI_RESIZE_CQ: {
+            uint32_t actual = 0;
+            if ((rc = v.resize_cq(static_cast<ri_cq_t>(obj), param_as<uint32_t>(s), &actual)) == RI_OK) result(actual);
+            return rc;
+        }
+        case RI_CREATE_QP: {
+            auto a = param_as<ri_qp_init_attr_t>(s);
+            if (((a.flags & RI_QP_USE_SRQ) != 0) != (ref(2) != nullptr)) return RI_EINVAL;
+            ri_qp_t qp = nullptr;
+            rc = v.create_qp(static_cast<ri_pd_t>(obj), static_cast<ri_cq_t>(ref(0)), static_cast<ri_cq_t>(ref(1)),
+                             static_cast<ri_srq_t>(ref(2)), &a, &qp);
+            if (rc == RI_OK) result(a);
+            *created = qp;
+            return rc;
+        }
+        case RI_QUERY_QP: {
+            ri_qp_attr_t a{};
+            if ((rc = v.query_qp(static_cast<ri_qp_t>(obj), &a)) == RI_OK) result(a);
+            return rc;
+        }
+        case RI_MODIFY_QP: {
+            auto m = param_as<ri_syscall_modify_t>(s);
+            auto a = param_as<ri_qp_attr_t>(s, kModify);
+            return v.modify_qp(static_cast<ri_qp_t>(obj), &a, m.mask);
+        }
+        case RI_CREATE_SRQ: {
+            auto a = param_as<ri_srq_attr_t>(s);
+            ri_srq_t srq = nullptr;
+            if ((rc = v.create_srq(static_cast<ri_pd_t>(obj), &a, &srq)) == RI_OK) result(a);
+            *created = srq;
+            return rc;
+        }
+        case RI_QUERY_SRQ: {
+            ri_srq_attr_t a{};
+            if ((rc = v.query_srq(static_cast<ri_srq_t>(obj), &a)) == RI_OK) result(a);
+            return rc;
+        }
+        case RI_MODIFY_SRQ: {
+            auto m = param_as<ri_syscall_modify_t>(s);
+            auto a = param_as<ri_srq_attr_t>(s, kModify);
+            return v.modify_srq(static_cast<ri_srq_t>(obj), &a, m.mask);
+        }
+        case RI_REGISTER_MR: {
+            auto reg = param_as<ri_mr_reg_t>(s);
+            ri_mr_t mr = nullptr;
+            ri_mr_keys_t keys{};
+            if ((rc = v.register_mr(static_cast<ri_pd_t>(obj), &reg, &mr, &keys)) == RI_OK) result(keys);
+            *created = mr;
+            return rc;
+        }
+        case RI_REGISTER_SHARED_MR: {
+            auto reg = param_as<ri_mr_reg_t>(s);
+            ri_mr_t mr = nullptr;
+            ri_mr_keys_t keys{};
+            rc = v.register_shared_mr(static_cast<ri_mr_t>(obj), static_cast<ri_pd_t>(ref(0)), reg.iova, reg.access,
+                                      &mr, &keys);
+            if (rc == RI_OK) result(keys);
+            *created = mr;
+            return rc;
+        }
+        case RI_ALLOC_STAG: {
+            ri_mr_t mr = nullptr;
+            ri_mr_keys_t keys{};
+            if ((rc = v.alloc_stag(static_cast<ri_pd_t>(obj), param_as<uint32_t>(s), &mr, &keys)) == RI_OK) result(keys);
+            *created = mr;
+            return rc;
+        }
+        case RI_REREGISTER_MR: {
+            auto m = param_as<ri_syscall_modify_t>(s);
+            auto reg = param_as<ri_mr_reg_t>(s, kModify);
+            ri_mr_keys_t keys{};
+            rc = v.reregister_mr(static_cast<ri_mr_t>(obj), m.mask, static_cast<ri_pd_t>(ref(0)), &reg, &keys);
+            if (rc == RI_OK) result(keys);
+            return rc;
+        }
+        case RI_QUERY_MR: {
+            ri_mr_attr_t a{};
+            if ((rc = v.query_mr(static_cast<ri_mr_t>(obj), &a)) == RI_OK) result(a);
+            return rc;
+        }
+        case RI_ALLOC_MW: {
+            ri_mw_t mw = nullptr;
+            ri_stag_t rkey = 0;
+            if ((rc = v.alloc_mw(static_cast<ri_pd_t>(obj), param_as<uint32_t>(s), &mw, &rkey)) == RI_OK) result(rkey);
+            *created = mw;
+            return rc;
+        }
+        default: return RI_EOPNOTSUPP;
+    }
+}
+
+// Records the object a create verb made under its parent, with the references it holds, and wires it into event
+// management (an RNIC open gets the kAL's AEH; a CQ becomes known to its open's CEH route).
+int record_created(VerbCommands &self, Context &ctx, krdma_syscall &s, const OpSpec &spec, const Resolved &o,
+                   std::unique_ptr<KvpObject> made) {
+    Handle parent = s.object;
+    std::array<Handle, 3> held{};
+    size_t nheld = 0;
+    if (s.op == RI_OPEN_RNIC) {
+        parent = 0;
+        made->route = std::make_shared<EventRoute>();
+        made->route->commands = &self;
+        made->route->client_id = ctx.peer.client_id;
+        if (ri_status_t rc = made->v->set_aeh(static_cast<ri_rnic_t>(made->handle), &route_async, made->route.get(),
+                                              &made->aeh_id);
+            rc != RI_OK) {
+            RDMA_LOG_WARN(kComponent, "kVP refused the kAL's asynchronous event handler: %s", std::strerror(rc));
+            return rc;
+        }
+    } else if (s.op == RI_REGISTER_SHARED_MR) {
+        parent = s.refs[0];  // the new region lives in the PD it names
+    } else if (s.op == RI_CREATE_QP) {
+        for (size_t i = 0; i < 3; ++i) {
+            if (s.refs[i] != 0) held[nheld++] = s.refs[i];  // a QP holds its CQs and SRQ
+        }
+    } else if (s.op == RI_CREATE_CQ) {
+        made->route = o.object->route;
+    }
+    void *const provider = made->handle;
+    std::shared_ptr<EventRoute> route = made->route;
+    auto h = ctx.table.add(*spec.creates, parent, std::span<const Handle>(held.data(), nheld), std::move(made));
+    if (!h) return h.error().code();  // the object's destructor releases the kVP object
+    if (route) {
+        std::lock_guard lock(route->mutex);
+        if (s.op == RI_OPEN_RNIC) route->rnic = *h;
+        if (s.op == RI_CREATE_CQ) route->cqs[provider] = *h;
+    }
+    s.handle_out = *h;
+    return RI_OK;
 }
 
 }  // namespace
@@ -168,149 +459,157 @@ Context &VerbCommands::context_of(const Connection &c) {
     return *slot;
 }
 
+void VerbCommands::deliver(uint32_t client_id, const krdma_event &event) noexcept {
+    try {
+        if (rdma::Status st = server_.send_event(client_id, event); !st.ok()) {
+            dropped_.fetch_add(1, std::memory_order_relaxed);
+            RDMA_LOG_WARN(kComponent, "event %u for client %u dropped: %s", event.event, client_id,
+                          st.describe().c_str());
+            return;
+        }
+        delivered_.fetch_add(1, std::memory_order_relaxed);
+    } catch (...) {
+        dropped_.fetch_add(1, std::memory_order_relaxed);  // nothing escapes into the kVP's thread
+    }
+}
+
+std::pair<uint64_t, uint64_t> VerbCommands::event_counts() const noexcept {
+    return {delivered_.load(std::memory_order_relaxed), dropped_.load(std::memory_order_relaxed)};
+}
+
 int VerbCommands::handle(Connection &c, const Request &req, Reply &rep) {
     krdma_syscall s;
     std::memcpy(&s, req.payload.data(), sizeof s);
-    if (s.param_len > sizeof s.param || s.priv_len > sizeof s.priv) return RI_EINVAL;
+    if (s.param_len > sizeof s.param || s.priv_len > sizeof s.priv || s.reserved != 0) return RI_EINVAL;
+    auto spec = spec_of(s.op);
+    if (!spec) return RI_EOPNOTSUPP;
+    if (s.param_len != spec->param_len) return RI_EINVAL;
     Context &ctx = context_of(c);
     ResourceTable &table = ctx.table;
-    s.result_len = 0;
-    s.handle_out = 0;
-    // The kPI verbs take no provider private data, so none is passed to the kVP and none comes back yet.
-    s.priv_len = 0;
-    int status = RI_OK;
-    // Records a created object under @p parent and puts its handle in the reply.
-    auto record = [&](ResourceType type, Handle parent, std::span<const Handle> refs,
-                      std::unique_ptr<Resource> obj) -> int {
-        auto h = table.add(type, parent, refs, std::move(obj));
-        if (!h) return h.error().code();  // the object's destructor releases the provider object
-        s.handle_out = *h;
-        return RI_OK;
-    };
+    ctx.pin_ops.clear();
+    auto resolved = resolve(table, s, *spec);
+    if (!resolved) return resolved.error().code();
+    const Resolved &o = *resolved;
 
-    switch (s.op) {
-        case RI_OPEN_RNIC: {
-            ri_rnic_open_params_t p;
-            if (!read_param(s, p)) return RI_EINVAL;
-            if (strnlen(p.instance_name, sizeof p.instance_name) == sizeof p.instance_name) return RI_EINVAL;
-            auto ref = adapters_.open(p.instance_name);
-            if (!ref) return ref.error().code();
-            auto obj = std::make_unique<RnicOpen>();
-            obj->v = &ref->module()->verbs();
-            p.instance = ref->instance();
-            p.host_ctx = &ctx;
-            status = obj->v->open_rnic(&p, &obj->rnic);
-            if (status != RI_OK) return status;
-            obj->ref = std::move(*ref);
-            if (int e = record(ResourceType::rnic, 0, {}, std::move(obj)); e != RI_OK) return e;
-            break;
-        }
-        case RI_QUERY_RNIC: {
-            auto r = object_of<RnicOpen>(table, s.object, ResourceType::rnic);
-            if (!r) return r.error().code();
-            ri_rnic_attr_t attr{};
-            status = (*r)->v->query_rnic((*r)->rnic, &attr);
-            if (status == RI_OK) write_result(s, attr);
-            break;
-        }
-        case RI_CLOSE_RNIC:
-        case RI_DEALLOC_PD:
-        case RI_DESTROY_CQ:
-        case RI_DESTROY_QP:
-        case RI_DEREGISTER_MR: {
-            const ResourceType type = s.op == RI_CLOSE_RNIC   ? ResourceType::rnic
-                                      : s.op == RI_DEALLOC_PD ? ResourceType::pd
-                                      : s.op == RI_DESTROY_CQ ? ResourceType::cq
-                                      : s.op == RI_DESTROY_QP ? ResourceType::qp
-                                                              : ResourceType::mr;
-            if (auto r = table.get(s.object, type); !r) return r.error().code();
-            auto d = table.destroy(s.object);
-            if (!d) return d.error().code();
-            break;
-        }
-        case RI_ALLOC_PD: {
-            auto r = object_of<RnicOpen>(table, s.object, ResourceType::rnic);
-            if (!r) return r.error().code();
-            auto obj = std::make_unique<PdRes>();
-            obj->v = (*r)->v;
-            status = (*r)->v->alloc_pd((*r)->rnic, &obj->pd);
-            if (status != RI_OK) return status;
-            if (int e = record(ResourceType::pd, s.object, {}, std::move(obj)); e != RI_OK) return e;
-            break;
-        }
-        case RI_CREATE_CQ: {
-            auto r = object_of<RnicOpen>(table, s.object, ResourceType::rnic);
-            if (!r) return r.error().code();
-            ri_cq_attr_t attr;
-            if (!read_param(s, attr)) return RI_EINVAL;
-            auto obj = std::make_unique<CqRes>();
-            obj->v = (*r)->v;
-            status = (*r)->v->create_cq((*r)->rnic, &attr, &obj->cq);
-            if (status != RI_OK) return status;
-            if (int e = record(ResourceType::cq, s.object, {}, std::move(obj)); e != RI_OK) return e;
-            write_result(s, attr);
-            break;
-        }
-        case RI_CREATE_QP: {
-            // object: the PD; refs: send CQ, receive CQ, SRQ or 0.
-            auto pd = object_of<PdRes>(table, s.object, ResourceType::pd);
-            if (!pd) return pd.error().code();
-            auto scq = object_of<CqRes>(table, s.refs[0], ResourceType::cq);
-            if (!scq) return scq.error().code();
-            auto rcq = object_of<CqRes>(table, s.refs[1], ResourceType::cq);
-            if (!rcq) return rcq.error().code();
-            if (s.refs[2] != 0) return RI_EOPNOTSUPP;  // SRQs are not served over the device yet
-            ri_qp_init_attr_t attr;
-            if (!read_param(s, attr)) return RI_EINVAL;
-            auto obj = std::make_unique<QpRes>();
-            obj->v = (*pd)->v;
-            status = (*pd)->v->create_qp((*pd)->pd, (*scq)->cq, (*rcq)->cq, nullptr, &attr, &obj->qp);
-            if (status != RI_OK) return status;
-            // The QP holds its CQs: they cannot be destroyed before it.
-            const Handle refs[] = {s.refs[0], s.refs[1]};
-            if (int e = record(ResourceType::qp, s.object, refs, std::move(obj)); e != RI_OK) return e;
-            write_result(s, attr);
-            break;
-        }
-        case RI_REGISTER_MR: {
-            auto pd = object_of<PdRes>(table, s.object, ResourceType::pd);
-            if (!pd) return pd.error().code();
-            ri_mr_reg_t reg;
-            if (!read_param(s, reg)) return RI_EINVAL;
-            auto obj = std::make_unique<MrRes>();
-            obj->v = (*pd)->v;
-            ri_mr_keys_t keys{};
-            status = (*pd)->v->register_mr((*pd)->pd, &reg, &obj->mr, &keys);  // the kVP pins through kal_host_ops()
-            if (status != RI_OK) return status;
-            if (int e = record(ResourceType::mr, s.object, {}, std::move(obj)); e != RI_OK) return e;
-            write_result(s, keys);
-            break;
-        }
-        case RI_QUERY_QP: {
-            auto qp = object_of<QpRes>(table, s.object, ResourceType::qp);
-            if (!qp) return qp.error().code();
-            ri_qp_attr_t attr{};
-            status = (*qp)->v->query_qp((*qp)->qp, &attr);
-            if (status == RI_OK) write_result(s, attr);
-            break;
-        }
-        case RI_MODIFY_QP: {
-            auto qp = object_of<QpRes>(table, s.object, ResourceType::qp);
-            if (!qp) return qp.error().code();
-            if (s.param_len != sizeof(ri_syscall_modify_t) + sizeof(ri_qp_attr_t)) return RI_EINVAL;
-            ri_syscall_modify_t m;
-            ri_qp_attr_t attr;
-            std::memcpy(&m, s.param, sizeof m);
-            std::memcpy(&attr, s.param + sizeof m, sizeof attr);
-            if ((m.mask & RI_QP_ATTR_LLP) != 0) return RI_EOPNOTSUPP;  // the RDMA-mode transition is issue 5
-            status = (*qp)->v->modify_qp((*qp)->qp, &attr, m.mask);
-            break;
-        }
-        default:
-            return RI_EOPNOTSUPP;  // not served over the device yet
+    // Checks that need the parameters, the same for both ways of calling the kVP.
+    if (s.op == RI_MODIFY_QP && (param_as<ri_syscall_modify_t>(s).mask & RI_QP_ATTR_LLP) != 0) {
+        return RI_EOPNOTSUPP;  // the RDMA-mode transition belongs to the kAL's LLP management
     }
+    if (s.op == RI_REREGISTER_MR && (param_as<ri_syscall_modify_t>(s).mask & RI_REREG_PD) != 0) {
+        return RI_EOPNOTSUPP;  // would move a live object to another branch of the ownership tree
+    }
+
+    if (spec->destroys) {
+        // Destroy verbs are plain: the table calls the kVP (the same path as a teardown).
+        if (auto d = table.destroy(s.object); !d) return d.error().code();
+        s.result_len = s.priv_len = s.npins = 0;
+        s.handle_out = 0;
+    } else {
+        // The module and RNIC open the op runs on.
+        const ri_verbs_ops_t *v = o.object != nullptr ? o.object->v : nullptr;
+        std::unique_ptr<KvpObject> made;
+        RnicRef ref;
+        alignas(8) uint8_t param[sizeof s.param];
+        std::memcpy(param, s.param, s.param_len);
+        void *object = o.object != nullptr ? o.object->handle : nullptr;
+        if (s.op == RI_OPEN_RNIC) {
+            ri_rnic_open_params_t p;
+            std::memcpy(&p, param, sizeof p);
+            if (strnlen(p.instance_name, sizeof p.instance_name) == sizeof p.instance_name) return RI_EINVAL;
+            auto r = adapters_.open(p.instance_name);
+            if (!r) return r.error().code();
+            ref = std::move(*r);
+            v = &ref.module()->verbs();
+            p.instance = ref.instance();
+            p.host_ctx = &ctx;
+            std::memcpy(param, &p, sizeof p);
+            object = p.instance;
+        }
+        alignas(8) uint8_t priv_out[sizeof s.priv];
+        alignas(8) uint8_t result[sizeof s.result];
+        int fds_in[KRDMA_MAX_FDS];
+        int fds_out[KRDMA_MAX_FDS];
+        const size_t nfds_in = req.message != nullptr ? req.message->nfds : 0;
+        for (size_t i = 0; i < nfds_in; ++i) fds_in[i] = req.message->fds[i].get();
+        ri_syscall_t call{};
+        call.size = sizeof call;
+        call.op = s.op;
+        call.param = param;
+        call.param_len = s.param_len;
+        call.priv_in = s.priv;
+        call.priv_in_len = s.priv_len;
+        call.priv_out = priv_out;
+        call.priv_out_cap = sizeof priv_out;
+        call.result = result;
+        call.result_cap = sizeof result;
+        call.fds_in = fds_in;
+        call.nfds_in = static_cast<uint32_t>(nfds_in);
+        call.fds_out = fds_out;
+        call.nfds_out_cap = KRDMA_MAX_FDS;
+
+        ri_kvp_syscall_t k{};
+        k.size = sizeof k;
+        k.call = &call;
+        k.object = object;
+        for (size_t i = 0; i < RI_SYSCALL_MAX_REFS; ++i) k.refs[i] = o.refs[i] != nullptr ? o.refs[i]->handle : nullptr;
+        ri_status_t status = RI_OK;
+        if (s.op == RI_SET_AEH) {
+            // Event handlers are the kAL's: the uVP learns the identifiers of the kAL's own registrations.
+            std::memcpy(result, &o.object->aeh_id, sizeof(uint32_t));
+            call.result_len = sizeof(uint32_t);
+        } else if (s.op == RI_SET_CEH) {
+            uint32_t id = 0;
+            status = v->set_ceh(static_cast<ri_rnic_t>(object), &route_completion, o.object->route.get(), &id);
+            std::memcpy(result, &id, sizeof id);
+            call.result_len = sizeof id;
+        } else {
+            status = v->syscall(&k);
+            if (status == RI_ENOSYS) {
+                call.result_len = call.priv_out_len = call.nfds_out = 0;
+                k.created = nullptr;
+                status = plain_verb(*v, s.op, o, s, call, &k.created);
+            }
+        }
+        // Descriptors the kVP passed back are the kAL's until the reply has carried them.
+        const uint32_t nfds_out = std::min<uint32_t>(call.nfds_out, KRDMA_MAX_FDS);
+        for (uint32_t i = 0; i < nfds_out; ++i) rep.owned[i] = krdma::UniqueFd(fds_out[i]);
+        if (spec->creates && k.created != nullptr) {
+            made = std::make_unique<KvpObject>(*spec->creates, v);
+            made->handle = k.created;
+            made->ref = std::move(ref);
+        }
+        if (status != RI_OK) {
+            if (made) RDMA_LOG_WARN(kComponent, "kVP failed op %u but made an object: destroying it", s.op);
+            return status;  // `made` releases anything the kVP made anyway
+        }
+        if (call.result_len > sizeof result || call.priv_out_len > sizeof priv_out || call.nfds_out > KRDMA_MAX_FDS) {
+            RDMA_LOG_ERROR(kComponent, "kVP overran the reply buffers of op %u", s.op);
+            return RI_EIO;
+        }
+        if (spec->creates) {
+            if (!made) {
+                RDMA_LOG_ERROR(kComponent, "kVP reported success for op %u but made no object", s.op);
+                return RI_EIO;
+            }
+            if (int e = record_created(*this, ctx, s, *spec, o, std::move(made)); e != RI_OK) return e;
+        }
+        s.result_len = call.result_len;
+        std::memcpy(s.result, result, call.result_len);
+        s.priv_len = call.priv_out_len;
+        std::memcpy(s.priv, priv_out, call.priv_out_len);
+        for (uint32_t i = 0; i < nfds_out; ++i) rep.fds[rep.nfds++] = rep.owned[i].get();
+        if (!spec->creates) s.handle_out = 0;
+    }
+    // Tell the owner what to lock and unlock, in the order the pins happened.
+    if (ctx.pin_ops.size() > KRDMA_SYSCALL_MAX_PINS) {
+        RDMA_LOG_WARN(kComponent, "client %u: %zu pin changes in one call, reporting the first %u", c.peer().client_id,
+                      ctx.pin_ops.size(), KRDMA_SYSCALL_MAX_PINS);
+    }
+    s.npins = static_cast<uint32_t>(std::min<size_t>(ctx.pin_ops.size(), KRDMA_SYSCALL_MAX_PINS));
+    std::memcpy(s.pins, ctx.pin_ops.data(), s.npins * sizeof(krdma_pin_op));
+    ctx.pin_ops.clear();
     std::memcpy(rep.payload.data(), &s, sizeof s);
-    return status;
+    return RI_OK;
 }
 
 }  // namespace kal

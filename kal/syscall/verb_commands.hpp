@@ -1,23 +1,27 @@
 /**
  * @file verb_commands.hpp
  * @brief System call management for the verbs: the SYSCALL device command, per-connection contexts, and the
- *        privileged verbs executed on the kVP on behalf of a uVP (OpenRDMA Figure 3/4).
+ *        privileged verbs executed on the kVP on behalf of a uVP (OpenRDMA Figure 3/4); and event management's
+ *        routing of a kVP's asynchronous and completion events to the process that owns the resource.
  *
  * Every object a caller names is looked up in that caller's own resource table (type-checked), so another
- * process's handle, a stale one or a made-up one is refused before the kVP is called. A connection that closes
- * (the process exited or died) has everything it created destroyed in dependency order.
+ * process's handle, a stale one or a made-up one is refused before the kVP is called. A kVP of ABI 1.1 receives the
+ * whole request (private data and descriptors in both directions) through ri_verbs_ops_t::syscall; older kVPs get
+ * the plain verb. A connection that closes (the process exited or died) has everything it created destroyed in
+ * dependency order.
  *
- * Ops served so far: OPEN_RNIC, QUERY_RNIC, CLOSE_RNIC, ALLOC_PD, DEALLOC_PD, CREATE_CQ, DESTROY_CQ, CREATE_QP
- * (without SRQ), QUERY_QP, MODIFY_QP (without the LLP hand-over), DESTROY_QP, REGISTER_MR, DEREGISTER_MR. The
- * others answer ::RI_EOPNOTSUPP. Pinning is accounted by the kAL (limits, sharing across RNICs); locking the pages
- * in the owner process on the kAL's instruction is not done yet.
+ * Every ::ri_syscall_op is served. ::RI_MODIFY_QP with ::RI_QP_ATTR_LLP (the RDMA-mode transition) is refused with
+ * ::RI_EOPNOTSUPP: the kAL's LLP management owns that step. ::RI_REREGISTER_MR with ::RI_REREG_PD is refused with
+ * ::RI_EOPNOTSUPP: moving a region to another PD would change the ownership tree under a live object.
  */
 #ifndef KAL_SYSCALL_VERB_COMMANDS_HPP
 #define KAL_SYSCALL_VERB_COMMANDS_HPP
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "adapter_manager.hpp"
 #include "pin_map.hpp"
@@ -26,14 +30,17 @@
 
 namespace kal {
 
+class VerbCommands;
+
 /** @brief The kAL's state for one device connection. */
 struct Context {
     /** @brief A context for @p who with @p quotas, pinning against @p budget up to @p pin_limit bytes. */
     Context(const Peer &who, const Quotas &quotas, PinBudget &budget, uint64_t pin_limit)
         : peer(who), pins(budget, pin_limit), table(quotas) {}
-    Peer peer;           /**< Who the connection is. */
-    PinMap pins;         /**< Memory pinned for it (declared before the table: the table's objects unpin into it). */
-    ResourceTable table; /**< Everything this connection created. */
+    Peer peer;                              /**< Who the connection is. */
+    PinMap pins;                            /**< Memory pinned for it (before the table: its objects unpin into it). */
+    std::vector<krdma_pin_op> pin_ops;      /**< Lock/unlock instructions of the call being served, in order. */
+    ResourceTable table;                    /**< Everything this connection created. */
 };
 
 /**
@@ -60,6 +67,11 @@ public:
     ~VerbCommands();
     /** @brief Live contexts (connections that issued a SYSCALL). */
     [[nodiscard]] size_t contexts() const;
+    /** @brief Events delivered to processes since start, and events dropped because a client did not read. */
+    [[nodiscard]] std::pair<uint64_t, uint64_t> event_counts() const noexcept;
+
+    /** @brief Event management: sends @p event to client @p client_id (any thread). */
+    void deliver(uint32_t client_id, const krdma_event &event) noexcept;
 
 private:
     int handle(Connection &c, const Request &req, Reply &rep);
@@ -72,6 +84,8 @@ private:
     uint64_t pin_limit_;
     mutable std::mutex mutex_;
     std::map<uint32_t, std::unique_ptr<Context>> contexts_;
+    std::atomic<uint64_t> delivered_{0};
+    std::atomic<uint64_t> dropped_{0};
 };
 
 }  // namespace kal

@@ -3,6 +3,8 @@
 // objects destroyed in order and its RNIC opens released.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstring>
 #include <thread>
 
@@ -14,6 +16,19 @@
 namespace {
 
 namespace fs = std::filesystem;
+
+// Bytes this process has locked in memory (VmLck of /proc/self/status).
+uint64_t locked_bytes() {
+    FILE *f = std::fopen("/proc/self/status", "r");
+    if (f == nullptr) return 0;
+    char line[256];
+    uint64_t kib = 0;
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+        if (std::sscanf(line, "VmLck: %lu kB", &kib) == 1) break;
+    }
+    std::fclose(f);
+    return kib * 1024;
+}
 
 class Syscall : public ::testing::Test {
 protected:
@@ -144,6 +159,120 @@ TEST_F(Syscall, QueuePairsHoldTheirCompletionQueues) {
     EXPECT_EQ(sys(*c, RI_DESTROY_CQ, cq, nullptr, 0), RI_OK);
 }
 
+// OpenRDMA Figure 4 through the kAL: the uVP's private data reaches the kVP's whole-request op (ABI 1.1), the kVP
+// pins the queue memory it names, and its private reply and a descriptor come back to the uVP.
+TEST_F(Syscall, PrivateDataAndDescriptorsPassThroughBothWays) {
+    auto c = client();
+    uint64_t rnic = open_rnic(*c);
+    uint64_t pd = 0, cq = 0;
+    ASSERT_EQ(sys(*c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &pd), RI_OK);
+    ri_cq_attr_t cqa{};
+    cqa.cqe = 16;
+    ASSERT_EQ(sys(*c, RI_CREATE_CQ, rnic, &cqa, sizeof cqa, &cqa, sizeof cqa, &cq), RI_OK);
+    std::vector<uint8_t> queues(5 * 4096);
+    struct {
+        uint64_t addr, length;
+    } mem{(reinterpret_cast<uint64_t>(queues.data()) + 4095) & ~uint64_t{4095}, 4 * 4096};
+    ri_qp_init_attr_t qa{};
+    qa.type = RI_QPT_RC;
+    qa.context = 77;
+    ri_qp_init_attr_t qa_out{};
+    struct {
+        uint32_t qp_num, magic;
+    } priv_out{};
+    int32_t fds[2] = {-1, -1};
+    ri_syscall_t call{};
+    call.size = sizeof call;
+    call.op = RI_CREATE_QP;
+    call.object = pd;
+    call.refs[0] = call.refs[1] = cq;
+    call.param = &qa;
+    call.param_len = sizeof qa;
+    call.priv_in = &mem;
+    call.priv_in_len = sizeof mem;
+    call.priv_out = &priv_out;
+    call.priv_out_cap = sizeof priv_out;
+    call.result = &qa_out;
+    call.result_cap = sizeof qa_out;
+    call.fds_out = fds;
+    call.nfds_out_cap = 2;
+    const uint64_t locked = locked_bytes();
+    ASSERT_EQ(ual::device_syscall(c.get(), &call), RI_OK);
+    EXPECT_NE(call.handle_out, 0u);
+    EXPECT_EQ(call.priv_out_len, sizeof priv_out);
+    EXPECT_EQ(priv_out.magic, 0x6b767031u);  // written by the kVP
+    ri_qp_attr_t q{};
+    ASSERT_EQ(sys(*c, RI_QUERY_QP, call.handle_out, nullptr, 0, &q, sizeof q), RI_OK);
+    EXPECT_EQ(q.qp_num, priv_out.qp_num);
+    ASSERT_EQ(call.nfds_out, 1u);
+    uint64_t one = 1;
+    EXPECT_EQ(::write(fds[0], &one, sizeof one), static_cast<ssize_t>(sizeof one));  // a live eventfd
+    ::close(fds[0]);
+    EXPECT_EQ(locked_bytes() - locked, 4u * 4096);  // the queue memory is pinned and locked
+    EXPECT_EQ(sys(*c, RI_DESTROY_QP, call.handle_out, nullptr, 0), RI_OK);
+    EXPECT_EQ(locked_bytes(), locked);
+    // Private data the kVP does not accept comes back as its error, unchanged.
+    call.priv_in_len = 3;
+    EXPECT_EQ(ual::device_syscall(c.get(), &call), RI_EINVAL);
+}
+
+// Event management: the kAL registers its handlers with the kVP and routes the kVP's events to the owner.
+TEST_F(Syscall, KvpEventsReachTheOwningProcess) {
+    auto c = client();
+    auto other = client();
+    (void)open_rnic(*other);
+    uint64_t rnic = open_rnic(*c);
+    uint32_t ceh = 0, aeh = 0;
+    ASSERT_EQ(sys(*c, RI_SET_CEH, rnic, nullptr, 0, &ceh, sizeof ceh), RI_OK);
+    ASSERT_EQ(sys(*c, RI_SET_AEH, rnic, nullptr, 0, &aeh, sizeof aeh), RI_OK);
+    EXPECT_EQ(ceh, 2u);
+    EXPECT_EQ(aeh, 1u);
+    uint64_t pd = 0, cq = 0, qp = 0;
+    ASSERT_EQ(sys(*c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &pd), RI_OK);
+    ri_cq_attr_t cqa{};
+    cqa.cqe = 16;
+    cqa.ceh_id = ceh;
+    ASSERT_EQ(sys(*c, RI_CREATE_CQ, rnic, &cqa, sizeof cqa, &cqa, sizeof cqa, &cq), RI_OK);
+    ri_qp_init_attr_t qa{};
+    qa.context = 0xfeed;
+    ri_syscall_t call{};
+    call.size = sizeof call;
+    call.op = RI_CREATE_QP;
+    call.object = pd;
+    call.refs[0] = call.refs[1] = cq;
+    call.param = &qa;
+    call.param_len = sizeof qa;
+    call.result = &qa;
+    call.result_cap = sizeof qa;
+    ASSERT_EQ(ual::device_syscall(c.get(), &call), RI_OK);
+    qp = call.handle_out;
+    struct {
+        ri_syscall_modify_t m;
+        ri_qp_attr_t attr;
+    } mod{};
+    mod.m.mask = RI_QP_ATTR_STATE;
+    mod.attr.state = RI_QPS_ERROR;
+    ASSERT_EQ(sys(*c, RI_MODIFY_QP, qp, &mod, sizeof mod), RI_OK);
+    std::vector<krdma_event> got;
+    for (int i = 0; i < 200 && got.size() < 2; ++i) {
+        if (auto e = c->next_event()) {
+            got.push_back(*e);
+        } else {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+    }
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0].event, static_cast<uint32_t>(KRDMA_EVENT_ASYNC));
+    EXPECT_EQ(got[0].object, rnic);
+    EXPECT_EQ(got[0].resource_type, static_cast<uint32_t>(RI_RES_QP));
+    EXPECT_EQ(got[0].event_id, static_cast<uint32_t>(RI_AE_QP_FATAL));
+    EXPECT_EQ(got[0].context, 0xfeedu);
+    EXPECT_EQ(got[1].event, static_cast<uint32_t>(KRDMA_EVENT_COMPLETION));
+    EXPECT_EQ(got[1].object, cq);  // the kAL's handle, not the kVP's pointer
+    EXPECT_FALSE(other->next_event());  // nothing for a process that does not own the resource
+    EXPECT_EQ(verbs_->event_counts().first, 2u);
+}
+
 TEST_F(Syscall, RegistrationsPinThroughTheKalAndShareOverlaps) {
     auto c = client();
     uint64_t rnic = open_rnic(*c);
@@ -161,6 +290,7 @@ TEST_F(Syscall, RegistrationsPinThroughTheKalAndShareOverlaps) {
         return sys(*c, RI_REGISTER_MR, pd, &r, sizeof r, &keys, sizeof keys, mr);
     };
     uint64_t a = 0, b = 0, big = 0;
+    const uint64_t locked = locked_bytes();
     ASSERT_EQ(reg(base, 8 * 4096, &a), RI_OK);
     ASSERT_EQ(reg(base + 4 * 4096, 8 * 4096, &b), RI_OK);  // overlaps the first by 4 pages
     auto pinned = [&] {
@@ -173,11 +303,14 @@ TEST_F(Syscall, RegistrationsPinThroughTheKalAndShareOverlaps) {
     };
     EXPECT_EQ(pinned(), 12u * 4096);  // each page once
     EXPECT_EQ(budget_.used(), 12u * 4096);
+    // The owner process locked exactly the pinned pages on the kAL's instruction.
+    EXPECT_EQ(locked_bytes() - locked, 12u * 4096);
     // Over the per-process limit: the kVP's registration fails with the kAL's ENOSPC, unchanged.
     EXPECT_EQ(reg(base + 100 * 4096, 60 * 4096, &big), RI_ENOSPC);
     EXPECT_EQ(pinned(), 12u * 4096);
     ASSERT_EQ(sys(*c, RI_DEREGISTER_MR, a, nullptr, 0), RI_OK);
     EXPECT_EQ(pinned(), 8u * 4096);
+    EXPECT_EQ(locked_bytes() - locked, 8u * 4096);  // the pages only the first region held were unlocked
     c.reset();  // exits holding the second region: its pin goes with the connection
     for (int i = 0; i < 200 && verbs_->contexts() != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     EXPECT_EQ(budget_.used(), 0u);

@@ -20,7 +20,7 @@
     _Static_assert(offsetof(type, field) == (off), "ABI: offset of " #type "." #field " changed")
 
 _Static_assert(sizeof(void *) == 8 && sizeof(long) == 8, "the RNIC-PI layout below is for LP64 targets");
-_Static_assert(RI_ABI_VERSION == 0x00010000u, "ABI version changed: update the layout below in the same commit");
+_Static_assert(RI_ABI_VERSION == 0x00010001u, "ABI version changed: update the layout below in the same commit");
 
 RDMA_SIZE(ri_rnic_attr_t, 192, 8);
 RDMA_OFF(ri_rnic_attr_t, name, 0);
@@ -196,7 +196,7 @@ RDMA_OFF(ri_async_event_t, resource_id, 8);
 RDMA_OFF(ri_async_event_t, context, 16);
 RDMA_OFF(ri_async_event_t, detail, 24);
 RDMA_OFF(ri_async_event_t, reserved, 28);
-RDMA_SIZE(ri_verbs_ops_t, 288, 8);
+RDMA_SIZE(ri_verbs_ops_t, 296, 8);
 RDMA_OFF(ri_verbs_ops_t, size, 0);
 RDMA_OFF(ri_verbs_ops_t, abi_version, 4);
 RDMA_OFF(ri_verbs_ops_t, open_rnic, 8);
@@ -234,6 +234,12 @@ RDMA_OFF(ri_verbs_ops_t, deregister_mr, 256);
 RDMA_OFF(ri_verbs_ops_t, alloc_mw, 264);
 RDMA_OFF(ri_verbs_ops_t, bind_mw, 272);
 RDMA_OFF(ri_verbs_ops_t, dealloc_mw, 280);
+RDMA_OFF(ri_verbs_ops_t, syscall, 288); /* ABI 1.1 */
+RDMA_SIZE(ri_kvp_syscall_t, 64, 8);      /* ABI 1.1 */
+RDMA_OFF(ri_kvp_syscall_t, call, 8);
+RDMA_OFF(ri_kvp_syscall_t, object, 16);
+RDMA_OFF(ri_kvp_syscall_t, refs, 24);
+RDMA_OFF(ri_kvp_syscall_t, created, 56);
 RDMA_SIZE(ri_syscall_modify_t, 8, 4);
 RDMA_OFF(ri_syscall_modify_t, mask, 0);
 RDMA_OFF(ri_syscall_modify_t, reserved, 4);
@@ -294,7 +300,8 @@ _Static_assert(RI_WR_SEND == 0 && RI_WR_RDMA_WRITE == 4 && RI_WR_RDMA_READ == 5 
                    RI_WR_ATOMIC_CMP_SWAP == 11,
                "ABI: work request opcodes changed");
 _Static_assert(RI_WC_RECV == 128 && RI_WC_GENERAL_ERR == 13, "ABI: completion values changed");
-_Static_assert(RI_OPEN_RNIC == 1 && RI_CREATE_QP == 9 && RI_SET_AEH == 25, "ABI: syscall op codes changed");
+_Static_assert(RI_OPEN_RNIC == 1 && RI_CREATE_QP == 9 && RI_SET_AEH == 25 && RI_QUERY_SRQ == 26 &&
+                   RI_QUERY_CQ == 27, "ABI: syscall op codes changed");
 _Static_assert(RI_MODE_PRIVILEGED == 1 && RI_MODE_NONPRIVILEGED == 2, "ABI: mode values changed");
 _Static_assert(RI_AE_RNIC_LINK_UP == 16 && RI_RES_MR == 5, "ABI: event values changed");
 

@@ -1,9 +1,49 @@
 // ri_syscall over /dev/krdma.
 #include "syscall.hpp"
 
+#include <sys/mman.h>
+
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 
 namespace ual {
+namespace {
+
+// The destroy op that undoes a create op, for when the owner cannot lock what the kAL pinned.
+uint32_t undo_op(uint32_t op) {
+    switch (op) {
+        case RI_OPEN_RNIC: return RI_CLOSE_RNIC;
+        case RI_ALLOC_PD: return RI_DEALLOC_PD;
+        case RI_CREATE_CQ: return RI_DESTROY_CQ;
+        case RI_CREATE_QP: return RI_DESTROY_QP;
+        case RI_CREATE_SRQ: return RI_DESTROY_SRQ;
+        case RI_REGISTER_MR:
+        case RI_REGISTER_SHARED_MR:
+        case RI_ALLOC_STAG: return RI_DEREGISTER_MR;
+        case RI_ALLOC_MW: return RI_DEALLOC_MW;
+        default: return 0;
+    }
+}
+
+// Carries out the kAL's page-locking instructions in this process (the owner of the pages). Returns 0 or the errno
+// of the first lock that failed (RLIMIT_MEMLOCK without CAP_IPC_LOCK, for example).
+int apply_pins(const krdma_syscall &s) {
+    int failed = 0;
+    for (uint32_t i = 0; i < s.npins && i < KRDMA_SYSCALL_MAX_PINS; ++i) {
+        const krdma_pin_op &p = s.pins[i];
+        void *addr = reinterpret_cast<void *>(static_cast<uintptr_t>(p.addr));
+        if (p.op == KRDMA_PIN_LOCK) {
+            if (::mlock(addr, p.length) != 0 && failed == 0) failed = errno;
+        } else if (p.op == KRDMA_PIN_UNLOCK) {
+            (void)::munlock(addr, p.length);  // nothing to undo if it fails: the pages just stay resident
+        }
+    }
+    return failed;
+}
+
+}  // namespace
 
 ri_status_t device_syscall(void *host_ctx, ri_syscall_t *call) noexcept {
     if (host_ctx == nullptr || call == nullptr || call->size < sizeof(ri_syscall_t)) return RI_EINVAL;
@@ -39,6 +79,24 @@ ri_status_t device_syscall(void *host_ctx, ri_syscall_t *call) noexcept {
         call->priv_out_len = s.priv_len;
         for (auto &fd : reply->fds) call->fds_out[call->nfds_out++] = fd.release();
         call->handle_out = s.handle_out;
+        if (int e = apply_pins(s); e != 0) {
+            // The kAL accounted pages this process cannot lock: give the object back, as ibv_reg_mr fails when
+            // RLIMIT_MEMLOCK is exceeded.
+            if (uint32_t undo = undo_op(call->op); undo != 0 && s.handle_out != 0) {
+                krdma_syscall u{};
+                u.op = undo;
+                u.object = s.handle_out;
+                auto r = client->call(KRDMA_CMD_SYSCALL, {reinterpret_cast<const uint8_t *>(&u), sizeof u});
+                if (r && r->status == RI_OK && r->payload.size() == sizeof u) {
+                    std::memcpy(&u, r->payload.data(), sizeof u);
+                    (void)apply_pins(u);
+                }
+            }
+            for (uint32_t i = 0; i < call->nfds_out; ++i) ::close(call->fds_out[i]);
+            call->nfds_out = 0;
+            call->handle_out = 0;
+            return e == EPERM || e == EAGAIN ? RI_ENOMEM : e;
+        }
         return RI_OK;
     } catch (const std::bad_alloc &) {
         return RI_ENOMEM;  // nothing C++ crosses the upcall

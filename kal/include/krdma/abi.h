@@ -86,9 +86,31 @@ struct krdma_list_rnics {
     struct krdma_rnic_info info; /**< Reply: the entry (when index < count). */
 };
 
+/** @brief Most page-locking instructions one SYSCALL reply carries (krdma_syscall::pins). */
+#define KRDMA_SYSCALL_MAX_PINS 16u
+
+/** @brief Operations of krdma_pin_op::op. */
+enum krdma_pin_ops {
+    KRDMA_PIN_LOCK = 1,  /**< Lock the range in memory (mlock): the kAL pinned it. */
+    KRDMA_PIN_UNLOCK = 2 /**< Unlock the range (munlock): no registration pins it any more. */
+};
+
+/** @brief One instruction of the kAL to the owner process: lock or unlock a page range of its address space. */
+struct krdma_pin_op {
+    uint64_t addr;     /**< Page-aligned start. */
+    uint64_t length;   /**< Page-aligned length. */
+    uint32_t op;       /**< One of ::krdma_pin_ops. */
+    uint32_t reserved; /**< Zero. */
+};
+
 /**
  * @brief SYSCALL: one ri_syscall of a uVP (rnicpi/ri_syscall.h) carried to the kAL, and its reply. Descriptors
  *        travel as SCM_RIGHTS in both directions.
+ *
+ * Memory is pinned by the kAL's account (memory management) and locked by its owner: a successful reply lists the
+ * ranges the call newly pinned or released, in order, and the uAL locks or unlocks them before it returns to the
+ * uVP. Ranges beyond ::KRDMA_SYSCALL_MAX_PINS are not reported: a lock instruction always covers the whole pinned
+ * range, so only surplus unlocks can be lost, which leaves pages locked (safe) until the process exits.
  */
 struct krdma_syscall {
     uint32_t op;             /**< ri_syscall_op. */
@@ -98,9 +120,12 @@ struct krdma_syscall {
     uint32_t priv_len;       /**< Request: bytes of private data in krdma_syscall::priv. Reply: bytes the kVP returned. */
     uint32_t result_len;     /**< Reply: bytes used in krdma_syscall::result. */
     uint64_t handle_out;     /**< Reply: kAL handle of the object a create verb made. */
+    uint32_t npins;          /**< Reply: entries used in krdma_syscall::pins. */
+    uint32_t reserved;       /**< Zero. */
     uint8_t param[512];      /**< The verb's parameter block. */
     uint8_t priv[1024];      /**< Provider private data, in (request) and out (reply). */
     uint8_t result[512];     /**< Reply: the verb's result block. */
+    struct krdma_pin_op pins[KRDMA_SYSCALL_MAX_PINS]; /**< Reply: what the owner must lock or unlock. */
 };
 
 /** @brief Resource types counted in krdma_client_info::counts (the kAL's teardown order). */
@@ -135,17 +160,26 @@ struct krdma_list_clients {
 /** @brief LIST_RNICS command code. */
 #define KRDMA_CMD_LIST_RNICS _IOWR(KRDMA_IOC_MAGIC, 0x10, struct krdma_list_rnics)
 
-/** @brief An event record sent without a request (the kAL is shutting down, an RNIC went away...). */
+/**
+ * @brief An event record sent without a request: the kAL is shutting down, or event management delivers a
+ *        provider's asynchronous or completion event to the process that owns the resource.
+ */
 struct krdma_event {
-    uint32_t event;     /**< One of ::krdma_event_code. */
-    uint32_t reserved;  /**< Zero. */
-    uint64_t object;    /**< kAL handle of the object the event concerns, 0 for none. */
-    uint64_t detail;    /**< Event-specific detail. */
+    uint32_t event;         /**< One of ::krdma_event_code. */
+    uint32_t reserved;      /**< Zero. */
+    uint64_t object;        /**< kAL handle of the object the event concerns (RNIC open, CQ), 0 for none. */
+    uint64_t detail;        /**< Event-specific detail (ASYNC: the ri_async_event_t detail word). */
+    uint64_t context;       /**< ASYNC: consumer context of the resource, from its create attributes. */
+    uint64_t resource_id;   /**< ASYNC: QP number, CQ/SRQ identifier or STag; 0 for the RNIC. */
+    uint32_t resource_type; /**< ASYNC: one of ri_resource_type. */
+    uint32_t event_id;      /**< ASYNC: one of ri_event_id. */
 };
 
 /** @brief Event codes (krdma_event::event; also the header's cmd of an event message). */
 enum krdma_event_code {
-    KRDMA_EVENT_SHUTDOWN = 1 /**< krdmad is stopping: every resource of this connection is about to be destroyed. */
+    KRDMA_EVENT_SHUTDOWN = 1,   /**< krdmad is stopping: every resource of this connection is about to be destroyed. */
+    KRDMA_EVENT_ASYNC = 2,      /**< A kVP's asynchronous event on a resource of an RNIC open (krdma_event::object). */
+    KRDMA_EVENT_COMPLETION = 3  /**< A kVP's completion notification on the CQ krdma_event::object. */
 };
 
 #ifdef __cplusplus

@@ -28,6 +28,11 @@ template <class... A>
 struct NotSupported<ri_status_t (*)(A...)> {
     static ri_status_t call(A...) noexcept { return RI_EOPNOTSUPP; }
 };
+// A kVP without the whole-request op (ABI 1.0) gets every uVP request as the plain verb.
+template <>
+struct NotSupported<decltype(ri_verbs_ops_t::syscall)> {
+    static ri_status_t call(ri_kvp_syscall_t *) noexcept { return RI_ENOSYS; }
+};
 
 // The smallest table a 1.x provider may return: everything up to and including the last mandatory operation.
 constexpr size_t kMinVerbsSize = offsetof(ri_verbs_ops_t, deregister_mr) + sizeof(ri_verbs_ops_t::deregister_mr);

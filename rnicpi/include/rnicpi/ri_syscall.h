@@ -38,11 +38,19 @@
  * | ::RI_DEALLOC_MW       | MW       | -                                 | -                    | -               |
  * | ::RI_SET_CEH          | RNIC     | -                                 | -                    | uint32_t ceh_id |
  * | ::RI_SET_AEH          | RNIC     | -                                 | -                    | uint32_t aeh_id |
+ * | ::RI_QUERY_SRQ (1.1)  | SRQ      | -                                 | -                    | ri_srq_attr_t   |
+ * | ::RI_QUERY_CQ (1.1)   | CQ       | -                                 | -                    | ri_cq_attr_t    |
  *
  * A create verb returns the kAL's handle for the new object in ::ri_syscall_t::handle_out (for a QP: the generic
  * endpoint handle of OpenRDMA Figure 4). ::RI_MODIFY_QP with ::RI_QP_ATTR_LLP carries the LLP socket as
  * descriptor-in in privileged mode; in the reverse direction the kAL hands sockets to the uVP as descriptors-out.
  * Verbs on the fast path (post, poll, notify) never use this extension.
+ *
+ * On the kAL's side (ABI 1.1) a kVP that provides ri_verbs_ops_t::syscall receives each request whole, as an
+ * ri_kvp_syscall_t in which the kAL has replaced its handles by the kVP's own objects: so the uVP's private data
+ * and descriptors reach the kVP, and the kVP's private reply and descriptors reach the uVP (OpenRDMA Figure 4).
+ * A kVP without it (ABI 1.0), or one that answers ::RI_ENOSYS for an op, gets the plain privileged verb instead.
+ * Destroy verbs always arrive as plain verbs, because the kAL also destroys objects on its own (a process died).
  */
 #ifndef RNICPI_RI_SYSCALL_H
 #define RNICPI_RI_SYSCALL_H
@@ -79,7 +87,9 @@ typedef enum ri_syscall_op {
     RI_ALLOC_MW = 22,          /**< Allocate Memory Window. */
     RI_DEALLOC_MW = 23,        /**< Deallocate Memory Window. */
     RI_SET_CEH = 24,           /**< Learn a completion event handler identifier. */
-    RI_SET_AEH = 25            /**< Learn the asynchronous event handler identifier. */
+    RI_SET_AEH = 25,           /**< Learn the asynchronous event handler identifier. */
+    RI_QUERY_SRQ = 26,         /**< Query SRQ (ABI 1.1). */
+    RI_QUERY_CQ = 27           /**< Query CQ (ABI 1.1). */
 } ri_syscall_op_t;
 
 /** @brief Number of object references a request may carry besides its main object. */
@@ -125,6 +135,26 @@ typedef struct ri_syscall {
     uint32_t reserved;                  /**< Zero. */
     uint64_t handle_out;                /**< Out: kAL handle of the object a create verb made. */
 } ri_syscall_t;
+
+/**
+ * @brief A uVP's request as the kAL hands it to a kVP's ri_verbs_ops_t::syscall (privileged mode, ABI 1.1).
+ *
+ * The kAL has checked every handle of the request against the caller's own objects and replaced them by the kVP's
+ * handles; the kVP must not use ri_syscall_t::object, ri_syscall_t::refs or ri_syscall_t::handle_out of
+ * ri_kvp_syscall_t::call. The parameter block is the kAL's copy: for ::RI_OPEN_RNIC the kAL has filled
+ * ri_rnic_open_params_t::instance and ri_rnic_open_params_t::host_ctx in it. Descriptors in
+ * ri_syscall_t::fds_in stay the kAL's (the kVP duplicates what it keeps). The kVP writes the verb's result block,
+ * its private reply and the descriptors it passes back (which become the kAL's, to send to the uVP) into the call's
+ * out fields, within their capacities; for a create verb it sets ri_kvp_syscall_t::created.
+ */
+typedef struct ri_kvp_syscall {
+    uint32_t size;                   /**< sizeof(ri_kvp_syscall_t) as the kAL was built. */
+    uint32_t reserved;               /**< Zero. */
+    ri_syscall_t *call;              /**< The request and its reply buffers. */
+    void *object;                    /**< kVP handle of the main object (ri_instance_t for ::RI_OPEN_RNIC). */
+    void *refs[RI_SYSCALL_MAX_REFS]; /**< kVP handles of the further objects, NULL when absent. */
+    void *created;                   /**< Out: kVP handle of the object a create verb made (ri_rnic_t, ri_pd_t...). */
+} ri_kvp_syscall_t;
 
 #ifdef __cplusplus
 }

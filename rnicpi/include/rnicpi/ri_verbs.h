@@ -13,6 +13,7 @@
 #ifndef RNICPI_RI_VERBS_H
 #define RNICPI_RI_VERBS_H
 
+#include "rnicpi/ri_syscall.h"
 #include "rnicpi/ri_types.h"
 
 #ifdef __cplusplus
@@ -547,6 +548,13 @@ typedef struct ri_verbs_ops {
                            ri_stag_t *rkey);
     /** Deallocate Memory Window. */
     ri_status_t (*dealloc_mw)(ri_mw_t mw);
+
+    /* Since ABI 1.1 */
+    /**
+     * kPI only: execute a uVP's privileged request with its private data and descriptors (see ri_kvp_syscall_t).
+     * Returns ::RI_ENOSYS for an op the kVP leaves to the plain verb (the loader's stub does the same).
+     */
+    ri_status_t (*syscall)(ri_kvp_syscall_t *request);
 } ri_verbs_ops_t;
 
 #ifdef __cplusplus

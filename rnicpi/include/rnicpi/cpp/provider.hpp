@@ -7,8 +7,8 @@
  *   `flags` and `uvp_library`;
  * - nested object types `Rnic`, `Pd`, `Cq`, `Qp`, `Mr`, and `Srq`, `Mw` (alias rdma::provider::Unsupported for
  *   object types it does not support);
- * - static functions `open_rnic` and, for a kVP, `attach` and `detach`, optionally `init(const ri_host_ops_t&)` and
- *   `fini()`;
+ * - static functions `open_rnic` and, for a kVP, `attach` and `detach`, optionally `init(const ri_host_ops_t&)`,
+ *   `fini()` and `syscall(ri_kvp_syscall_t *)` (a uVP's whole request, ABI 1.1);
  * - member functions on the object types, named after the verb without its object (`Rnic::alloc_pd`,
  *   `Cq::poll`, `Qp::post_send`, `Pd::register_mr`...; see make_verbs()). Each takes the C arguments that follow
  *   the object handle in ri_verbs_ops_t and returns ::ri_status_t.
@@ -169,6 +169,7 @@ constexpr ri_verbs_ops_t make_verbs() {
     RDMA_RI_METHOD(t, query_mr, Mr, query)
     RDMA_RI_METHOD(t, deregister_mr, Mr, deregister)
     RDMA_RI_METHOD(t, dealloc_mw, Mw, dealloc)
+    RDMA_RI_STATIC(t, syscall, P, syscall)
     return t;
 }
 

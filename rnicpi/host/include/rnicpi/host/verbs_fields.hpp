@@ -45,6 +45,7 @@
     X(deregister_mr, true)        \
     X(alloc_mw, false)            \
     X(bind_mw, false)             \
-    X(dealloc_mw, false)
+    X(dealloc_mw, false)          \
+    X(syscall, false)
 
 #endif  // RNICPI_HOST_VERBS_FIELDS_HPP
