@@ -2,11 +2,13 @@
 #include "client.hpp"
 
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
 #include <cerrno>
 #include <cstring>
+#include <unistd.h>
 
 namespace ual {
 
@@ -36,6 +38,8 @@ rdma::Expected<std::unique_ptr<DeviceClient>> DeviceClient::adopt(krdma::UniqueF
 }
 
 rdma::Expected<void> DeviceClient::handshake(const std::string &where) {
+    queued_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!queued_) return rdma::Error(errno, std::string("eventfd: ") + std::strerror(errno));
     krdma_hello h{};
     h.abi_version = KRDMA_ABI_VERSION;
     auto reply = call(KRDMA_CMD_HELLO, {reinterpret_cast<const uint8_t *>(&h), sizeof h});
@@ -80,13 +84,18 @@ rdma::Expected<CallReply> DeviceClient::call(uint32_t cmd, std::span<const uint8
             case krdma::RecvResult::again:
                 continue;
             case krdma::RecvResult::closed:
+                closed_ = true;
                 return rdma::Error(RI_ENODEV, "krdmad closed the device connection (stopped or restarted?)");
             case krdma::RecvResult::invalid:
                 return rdma::Error(RI_EPROTO, "malformed message from krdmad");
             case krdma::RecvResult::message:
                 break;
         }
-        if (take_event(message_)) continue;
+        if (take_event(message_)) {
+            uint64_t one = 1;
+            (void)!::write(queued_.get(), &one, sizeof one);  // the event thread may be asleep in poll()
+            continue;
+        }
         if ((message_.hdr.flags & KRDMA_MSG_REPLY) == 0 || message_.hdr.seq != hdr.seq) continue;  // stale reply
         CallReply out;
         out.status = message_.hdr.status;
@@ -98,8 +107,12 @@ rdma::Expected<CallReply> DeviceClient::call(uint32_t cmd, std::span<const uint8
 
 std::optional<krdma_event> DeviceClient::next_event() {
     std::lock_guard lock(mutex_);
+    uint64_t n;
+    (void)!::read(queued_.get(), &n, sizeof n);
     while (events_.empty()) {
-        if (krdma::receive(sock_.get(), message_) != krdma::RecvResult::message) break;
+        const krdma::RecvResult r = krdma::receive(sock_.get(), message_);
+        if (r == krdma::RecvResult::closed) closed_ = true;
+        if (r != krdma::RecvResult::message) break;
         take_event(message_);  // a stray reply without a caller is dropped
     }
     if (events_.empty()) return std::nullopt;

@@ -5,6 +5,7 @@
 #ifndef UAL_DEVICE_CLIENT_HPP
 #define UAL_DEVICE_CLIENT_HPP
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <filesystem>
@@ -48,6 +49,13 @@ public:
     [[nodiscard]] std::optional<krdma_event> next_event();
     /** @brief The socket, to poll() for event records. */
     [[nodiscard]] int fd() const noexcept { return sock_.get(); }
+    /**
+     * @brief A descriptor that polls readable when a call queued event records that arrived during it (they are
+     *        no longer on the socket); read them with next_event().
+     */
+    [[nodiscard]] int queued_fd() const noexcept { return queued_.get(); }
+    /** @brief Whether next_event() found the kAL gone (the device connection closed). */
+    [[nodiscard]] bool closed() const noexcept { return closed_; }
     /** @brief The HELLO reply: the kAL's view of this process. */
     [[nodiscard]] const krdma_hello &hello() const noexcept { return hello_; }
 
@@ -57,7 +65,9 @@ private:
     bool take_event(const krdma::Message &m);
 
     krdma::UniqueFd sock_;
+    krdma::UniqueFd queued_;  // eventfd raised when call() queues an event
     krdma_hello hello_{};
+    std::atomic<bool> closed_{false};
     uint32_t next_seq_ = 1;
     std::mutex mutex_;  // one call at a time; events are read under it too
     std::deque<krdma_event> events_;

@@ -1,0 +1,634 @@
+// The user access layer: device, RNIC list, uVP loading on first use, event thread, and the object model.
+#include "ual/access_layer.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "client.hpp"
+#include "config.hpp"
+#include "embedded_kal.hpp"
+#include "rnicpi/host/log.hpp"
+#include "syscall.hpp"
+#include "worker_pool.hpp"
+
+namespace ual {
+namespace {
+
+constexpr const char *kComponent = "ual";
+
+// The kAL handle of the object a verb creates is seen only by the ri_syscall upcall the uVP makes inside the verb;
+// the verb's caller names the op it waits for, and the upcall leaves the handle here (per thread: verbs may run in
+// several threads at once).
+struct Capture {
+    uint32_t op = 0;
+    uint64_t handle = 0;
+};
+thread_local Capture t_capture;
+
+class CaptureScope {
+public:
+    explicit CaptureScope(uint32_t op) noexcept { t_capture = Capture{op, 0}; }
+    ~CaptureScope() { t_capture = Capture{}; }
+    CaptureScope(const CaptureScope &) = delete;
+    CaptureScope &operator=(const CaptureScope &) = delete;
+    [[nodiscard]] uint64_t handle() const noexcept { return t_capture.handle; }
+};
+
+ri_status_t ual_syscall(void *host_ctx, ri_syscall_t *call) noexcept {
+    ri_status_t rc = device_syscall(host_ctx, call);
+    if (rc == RI_OK && call != nullptr && call->op == t_capture.op) t_capture.handle = call->handle_out;
+    return rc;
+}
+
+const ri_host_ops_t kUalHostOps{sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log, nullptr, nullptr,
+                                &ual_syscall};
+
+rdma::Error verb_error(ri_status_t rc, const char *verb) {
+    return rdma::Error(rc, std::string(verb) + " failed: " + std::strerror(rc));
+}
+
+std::string field(const char *s, size_t cap) { return std::string(s, strnlen(s, cap)); }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+// AccessLayer
+
+rdma::Expected<std::shared_ptr<AccessLayer>> AccessLayer::open(const Options &options) {
+    std::shared_ptr<AccessLayer> al(new AccessLayer());
+    std::filesystem::path embedded = options.embedded_config;
+    if (embedded.empty()) {
+        if (const char *env = std::getenv("OPENRDMA_EMBEDDED_CONFIG"); env != nullptr && *env != '\0') embedded = env;
+    }
+    if (!embedded.empty()) {
+        auto cfg = kal::load_config(embedded);
+        if (!cfg) return cfg.error();
+        auto k = kal::EmbeddedKal::start(*cfg);
+        if (!k) return k.error();
+        al->embedded_ = std::move(*k);
+        auto sock = al->embedded_->connect_local();
+        if (!sock) return sock.error();
+        auto c = DeviceClient::adopt(std::move(*sock));
+        if (!c) return c.error();
+        al->device_ = std::move(*c);
+    } else {
+        std::filesystem::path dev = options.device;
+        if (dev.empty()) {
+            const char *env = std::getenv("KRDMA_DEVICE");
+            dev = env != nullptr && *env != '\0' ? env : KRDMA_DEFAULT_DEVICE;
+        }
+        auto c = DeviceClient::connect(dev);
+        if (!c) return c.error();
+        al->device_ = std::move(*c);
+    }
+    al->loader_ = std::make_unique<rdma::rnicpi::ModuleLoader>(kUalHostOps);
+    al->pool_ = std::make_unique<WorkerPool>(options.workers, 4096);
+    al->stop_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!al->stop_fd_) return rdma::Error(errno, "eventfd failed");
+    al->thread_ = std::thread([raw = al.get()] { raw->event_loop(); });
+    RDMA_LOG_DEBUG(kComponent, "access layer open (%s kAL, client %u)", al->embedded_ ? "embedded" : "krdmad",
+                   al->device_->hello().client_id);
+    return al;
+}
+
+AccessLayer::~AccessLayer() {
+    if (thread_.joinable() && thread_.get_id() == std::this_thread::get_id()) {
+        thread_.detach();  // the event thread dropped the last reference: it touches nothing of ours afterwards
+    } else if (thread_.joinable()) {
+        uint64_t one = 1;
+        (void)!::write(stop_fd_.get(), &one, sizeof one);
+        thread_.join();
+    }
+    pool_.reset();  // runs the callbacks still queued
+    loader_.reset();
+    device_.reset();  // the kAL tears down anything left
+}
+
+SimpleDispatcher::Executor AccessLayer::executor() {
+    return [w = std::weak_ptr<AccessLayer>(weak_from_this())](std::function<void()> job) {
+        if (auto al = w.lock()) {
+            if (!al->pool_->submit(std::move(job))) RDMA_LOG_WARN(kComponent, "worker queue full: a callback was dropped");
+        }
+    };
+}
+
+void AccessLayer::event_loop() {
+    bool device_open = true;
+    for (;;) {
+        pollfd fds[3] = {{stop_fd_.get(), POLLIN, 0},
+                         {device_open ? device_->fd() : -1, POLLIN, 0},
+                         {device_->queued_fd(), POLLIN, 0}};
+        if (::poll(fds, 3, -1) < 0) {
+            if (errno == EINTR) continue;
+            RDMA_LOG_ERROR(kComponent, "event thread: poll failed: %s", std::strerror(errno));
+            return;
+        }
+        if (fds[0].revents != 0) return;
+        // Routing may hold the last references to adapters and through them to this access layer: keep it alive
+        // while routing, and if the release below was the last one, leave without touching any member.
+        std::shared_ptr<AccessLayer> self = weak_from_this().lock();
+        if (!self) return;  // being destroyed by another thread, which joins this one
+        while (auto e = device_->next_event()) route(*e);
+        if (device_open && device_->closed()) {
+            device_open = false;
+            RDMA_LOG_WARN(kComponent, "the kAL closed the device: every RNIC of this process is unusable");
+            krdma_event gone{};
+            gone.event = KRDMA_EVENT_SHUTDOWN;
+            route(gone);
+        }
+        std::weak_ptr<AccessLayer> alive = self;
+        self.reset();
+        if (alive.expired()) return;
+    }
+}
+
+void AccessLayer::route(const krdma_event &e) {
+    if (e.event == KRDMA_EVENT_COMPLETION) {
+        std::shared_ptr<CompletionQueue> cq;
+        {
+            std::lock_guard lock(mutex_);
+            if (auto it = cqs_.find(e.object); it != cqs_.end()) cq = it->second.lock();
+        }
+        if (cq) cq->notified();
+        return;
+    }
+    std::vector<std::shared_ptr<Adapter>> targets;
+    {
+        std::lock_guard lock(mutex_);
+        for (auto &[h, w] : adapters_) {
+            if (e.event == KRDMA_EVENT_SHUTDOWN || h == e.object) {
+                if (auto a = w.lock()) targets.push_back(std::move(a));
+            }
+        }
+    }
+    Event ev;
+    if (e.event == KRDMA_EVENT_ASYNC) {
+        ev.stream = e.resource_type == RI_RES_RNIC ? EventStream::unaffiliated_async : EventStream::affiliated_async;
+        ev.id = e.event_id;
+        ev.resource_type = e.resource_type;
+        ev.resource_id = e.resource_id;
+        ev.context = e.context;
+        ev.detail = static_cast<uint32_t>(e.detail);
+    } else if (e.event == KRDMA_EVENT_SHUTDOWN) {
+        ev.stream = EventStream::unaffiliated_async;
+        ev.id = RI_AE_RNIC_FATAL;  // the kAL is gone: nothing of the RNIC works any more
+        ev.resource_type = RI_RES_RNIC;
+    } else {
+        return;  // an event this uAL does not know
+    }
+    for (auto &a : targets) a->deliver_async(ev);
+}
+
+void AccessLayer::register_adapter(uint64_t kal_rnic, const std::shared_ptr<Adapter> &a) {
+    std::lock_guard lock(mutex_);
+    adapters_[kal_rnic] = a;
+}
+void AccessLayer::unregister_adapter(uint64_t kal_rnic) {
+    std::lock_guard lock(mutex_);
+    adapters_.erase(kal_rnic);
+}
+void AccessLayer::register_cq(uint64_t kal_cq, const std::shared_ptr<CompletionQueue> &cq) {
+    if (kal_cq == 0) return;
+    std::lock_guard lock(mutex_);
+    cqs_[kal_cq] = cq;
+}
+void AccessLayer::unregister_cq(uint64_t kal_cq) {
+    std::lock_guard lock(mutex_);
+    cqs_.erase(kal_cq);
+}
+
+rdma::Expected<std::vector<RnicDescription>> AccessLayer::rnics() {
+    std::vector<RnicDescription> out;
+    for (uint32_t i = 0;; ++i) {
+        krdma_list_rnics q{};
+        q.index = i;
+        auto r = device_->call(KRDMA_CMD_LIST_RNICS, {reinterpret_cast<const uint8_t *>(&q), sizeof q});
+        if (!r) return r.error();
+        if (r->status != RI_OK) return rdma::Error(r->status, "listing RNICs failed");
+        std::memcpy(&q, r->payload.data(), sizeof q);
+        if (i >= q.count) break;
+        const krdma_rnic_info &n = q.info;
+        out.push_back(RnicDescription{field(n.name, sizeof n.name), field(n.provider, sizeof n.provider),
+                                      field(n.vendor, sizeof n.vendor), field(n.netdev, sizeof n.netdev),
+                                      field(n.address, sizeof n.address), field(n.uvp_library, sizeof n.uvp_library)});
+    }
+    return out;
+}
+
+rdma::Expected<std::shared_ptr<Adapter>> AccessLayer::open_adapter(const std::string &name_or_address) {
+    auto list = rnics();
+    if (!list) return list.error();
+    const RnicDescription *d = nullptr;
+    for (const auto &r : *list) {
+        if (r.name == name_or_address) d = &r;
+    }
+    for (const auto &r : *list) {
+        if (d == nullptr && r.address == name_or_address) d = &r;
+    }
+    if (d == nullptr) return rdma::Error(RI_ENODEV, "no RNIC is named or serves '" + name_or_address + "'");
+    if (d->uvp_library.empty()) {
+        return rdma::Error(RI_EOPNOTSUPP, "RNIC " + d->name + " has no user-mode provider (kernel consumers only)");
+    }
+    rdma::rnicpi::ModuleRef uvp;
+    {
+        // The uVP is loaded when a consumer first uses one of its RNICs, and stays loaded while adapters use it.
+        std::lock_guard lock(mutex_);
+        uvp = loader_->find(d->provider, RI_MODE_NONPRIVILEGED);
+        if (!uvp) {
+            auto r = loader_->load(d->uvp_library, RI_MODE_NONPRIVILEGED);
+            if (!r) return r.error();
+            uvp = std::move(*r);
+            RDMA_LOG_INFO(kComponent, "loaded uVP %s for RNIC %s", d->uvp_library.c_str(), d->name.c_str());
+        }
+    }
+    std::shared_ptr<Adapter> a(new Adapter());
+    a->al_ = shared_from_this();
+    a->v_ = &uvp->verbs();
+    a->uvp_ = std::move(uvp);
+    a->desc_ = *d;
+    ri_rnic_open_params_t p{};
+    p.host_ctx = device_.get();
+    std::memcpy(p.instance_name, d->name.c_str(), std::min(d->name.size(), sizeof p.instance_name - 1));
+    {
+        CaptureScope cap(RI_OPEN_RNIC);
+        if (ri_status_t rc = a->v_->open_rnic(&p, &a->rnic_); rc != RI_OK) {
+            a->rnic_ = nullptr;
+            return verb_error(rc, "Open RNIC");
+        }
+        a->kal_handle_ = cap.handle();
+    }
+    uint32_t aeh = 0;
+    if (ri_status_t rc = a->v_->set_aeh(a->rnic_, &Adapter::on_async, a.get(), &aeh); rc != RI_OK) {
+        return verb_error(rc, "Set AEH");
+    }
+    if (ri_status_t rc = a->v_->set_ceh(a->rnic_, &Adapter::on_completion, a.get(), &a->ceh_id_); rc != RI_OK) {
+        return verb_error(rc, "Set CEH");
+    }
+    if (a->kal_handle_ != 0) register_adapter(a->kal_handle_, a);
+    return a;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Adapter
+
+Adapter::~Adapter() {
+    if (rnic_ != nullptr) {
+        if (rdma::Status st = close(); !st.ok()) {
+            RDMA_LOG_WARN(kComponent, "closing RNIC %s failed: %s", desc_.name.c_str(), std::strerror(st.code()));
+        }
+    }
+}
+
+rdma::Status Adapter::close() {
+    if (rnic_ == nullptr) return rdma::Status(RI_OK);
+    if (ri_status_t rc = v_->close_rnic(rnic_); rc != RI_OK) return rdma::Status(rc);
+    rnic_ = nullptr;
+    if (kal_handle_ != 0) al_->unregister_adapter(kal_handle_);
+    return rdma::Status(RI_OK);
+}
+
+rdma::Expected<ri_rnic_attr_t> Adapter::query() const {
+    ri_rnic_attr_t attr{};
+    if (ri_status_t rc = v_->query_rnic(rnic_, &attr); rc != RI_OK) return verb_error(rc, "Query RNIC");
+    return attr;
+}
+
+void Adapter::set_async_dispatchers(std::shared_ptr<SimpleDispatcher> affiliated,
+                                    std::shared_ptr<SimpleDispatcher> unaffiliated) {
+    std::lock_guard lock(mutex_);
+    affiliated_ = std::move(affiliated);
+    unaffiliated_ = std::move(unaffiliated);
+}
+
+void Adapter::deliver_async(const Event &e) {
+    std::shared_ptr<SimpleDispatcher> d;
+    {
+        std::lock_guard lock(mutex_);
+        d = e.stream == EventStream::unaffiliated_async ? unaffiliated_ : affiliated_;
+    }
+    if (!d || !d->post(e)) {
+        RDMA_LOG_WARN(kComponent, "RNIC %s: asynchronous event %u on resource %lu dropped (%s)", desc_.name.c_str(),
+                      e.id, static_cast<unsigned long>(e.resource_id), d ? "queue full" : "no dispatcher");
+    }
+}
+
+void Adapter::on_async(void *ctx, ri_rnic_t, const ri_async_event_t *e) {
+    if (ctx == nullptr || e == nullptr) return;
+    Event ev;
+    ev.stream = e->resource_type == RI_RES_RNIC ? EventStream::unaffiliated_async : EventStream::affiliated_async;
+    ev.id = e->event_id;
+    ev.resource_type = e->resource_type;
+    ev.resource_id = e->resource_id;
+    ev.context = e->context;
+    ev.detail = e->detail;
+    static_cast<Adapter *>(ctx)->deliver_async(ev);
+}
+
+void Adapter::on_completion(void *ctx, ri_rnic_t, ri_cq_t cq) {
+    auto *a = static_cast<Adapter *>(ctx);
+    if (a == nullptr) return;
+    std::shared_ptr<CompletionQueue> q;
+    {
+        std::lock_guard lock(a->mutex_);
+        if (auto it = a->cqs_.find(cq); it != a->cqs_.end()) q = it->second.lock();
+    }
+    if (q) q->notified();
+}
+
+rdma::Expected<std::shared_ptr<ProtectionZone>> Adapter::create_pz() {
+    std::shared_ptr<ProtectionZone> pz(new ProtectionZone());
+    if (ri_status_t rc = v_->alloc_pd(rnic_, &pz->pd_); rc != RI_OK) {
+        pz->pd_ = nullptr;
+        return verb_error(rc, "Allocate PD");
+    }
+    pz->adapter_ = shared_from_this();
+    return pz;
+}
+
+rdma::Expected<std::shared_ptr<CompletionQueue>> Adapter::create_cq(uint32_t depth,
+                                                                   const std::shared_ptr<SimpleDispatcher> &dto) {
+    if (!dto || dto->stream() != EventStream::dto) {
+        return rdma::Error(RI_EINVAL, "a completion queue needs a dispatcher of the DTO stream");
+    }
+    {
+        std::lock_guard lock(dto->mutex_);
+        if (dto->cq_ != nullptr) return rdma::Error(RI_EBUSY, "the dispatcher already delivers another CQ");
+    }
+    std::shared_ptr<CompletionQueue> cq(new CompletionQueue());
+    ri_cq_attr_t attr{};
+    attr.cqe = depth;
+    attr.ceh_id = ceh_id_;
+    {
+        CaptureScope cap(RI_CREATE_CQ);
+        if (ri_status_t rc = v_->create_cq(rnic_, &attr, &cq->cq_); rc != RI_OK) {
+            cq->cq_ = nullptr;
+            return verb_error(rc, "Create CQ");
+        }
+        cq->kal_handle_ = cap.handle();
+    }
+    cq->adapter_ = shared_from_this();
+    cq->dto_ = dto;
+    cq->depth_ = attr.cqe;
+    {
+        std::lock_guard lock(dto->mutex_);
+        dto->cq_ = cq.get();
+    }
+    {
+        std::lock_guard lock(mutex_);
+        cqs_[cq->cq_] = cq;
+    }
+    al_->register_cq(cq->kal_handle_, cq);
+    return cq;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// CompletionQueue
+
+CompletionQueue::~CompletionQueue() {
+    if (cq_ != nullptr) {
+        if (rdma::Status st = close(); !st.ok()) {
+            RDMA_LOG_WARN(kComponent, "destroying a CQ failed: %s", std::strerror(st.code()));
+        }
+    }
+}
+
+rdma::Status CompletionQueue::close() {
+    if (cq_ == nullptr) return rdma::Status(RI_OK);
+    const ri_verbs_ops_t &v = adapter_->verbs();
+    if (ri_status_t rc = v.destroy_cq(cq_); rc != RI_OK) return rdma::Status(rc);
+    {
+        std::lock_guard lock(dto_->mutex_);
+        dto_->cq_ = nullptr;
+    }
+    {
+        std::lock_guard lock(adapter_->mutex_);
+        adapter_->cqs_.erase(cq_);
+    }
+    adapter_->al_->unregister_cq(kal_handle_);
+    cq_ = nullptr;
+    return rdma::Status(RI_OK);
+}
+
+rdma::Expected<size_t> CompletionQueue::poll(std::span<ri_wc_t> wc) noexcept {
+    uint32_t n = 0;
+    if (ri_status_t rc = adapter_->verbs().poll_cq(cq_, static_cast<uint32_t>(wc.size()), wc.data(), &n); rc != RI_OK) {
+        return rdma::Error(rc, "");  // the fast path builds no message
+    }
+    return static_cast<size_t>(n);
+}
+
+rdma::Status CompletionQueue::request_notify(uint32_t type) noexcept {
+    return rdma::Status(adapter_->verbs().request_cq_notify(cq_, type));
+}
+
+rdma::Expected<uint32_t> CompletionQueue::resize(uint32_t depth) {
+    uint32_t actual = 0;
+    if (ri_status_t rc = adapter_->verbs().resize_cq(cq_, depth, &actual); rc != RI_OK) return verb_error(rc, "Resize CQ");
+    depth_ = actual;
+    return actual;
+}
+
+void CompletionQueue::notified() noexcept { dto_->notify_completion(); }
+
+// ---------------------------------------------------------------------------------------------------------------
+// ProtectionZone and its objects
+
+ProtectionZone::~ProtectionZone() {
+    if (pd_ != nullptr) {
+        if (rdma::Status st = close(); !st.ok()) {
+            RDMA_LOG_WARN(kComponent, "deallocating a PD failed: %s", std::strerror(st.code()));
+        }
+    }
+}
+
+rdma::Status ProtectionZone::close() {
+    if (pd_ == nullptr) return rdma::Status(RI_OK);
+    if (ri_status_t rc = adapter_->verbs().dealloc_pd(pd_); rc != RI_OK) return rdma::Status(rc);
+    pd_ = nullptr;
+    return rdma::Status(RI_OK);
+}
+
+rdma::Expected<std::shared_ptr<Endpoint>> ProtectionZone::create_endpoint(
+    const EndpointAttributes &a, const std::shared_ptr<CompletionQueue> &send,
+    const std::shared_ptr<CompletionQueue> &recv, const std::shared_ptr<SharedReceiveQueue> &srq) {
+    if (!send || !recv) return rdma::Error(RI_EINVAL, "an endpoint needs a send and a receive completion queue");
+    if (send->adapter_ != adapter_ || recv->adapter_ != adapter_) {
+        return rdma::Error(RI_EINVAL, "the completion queues belong to another adapter");
+    }
+    if (srq && srq->pz_->adapter_ != adapter_) return rdma::Error(RI_EINVAL, "the SRQ belongs to another adapter");
+    const ri_verbs_ops_t &v = adapter_->verbs();
+    std::shared_ptr<Endpoint> ep(new Endpoint());
+    ri_qp_init_attr_t ia{};
+    ia.type = RI_QPT_RC;
+    ia.flags = (a.signal_all ? static_cast<uint32_t>(RI_QP_SIGNAL_ALL) : 0u) |
+               (srq ? static_cast<uint32_t>(RI_QP_USE_SRQ) : 0u);
+    ia.sq_depth = a.sq_depth;
+    ia.rq_depth = srq ? 0 : a.rq_depth;
+    ia.sq_sge = a.sq_sge;
+    ia.rq_sge = a.rq_sge;
+    ia.rd_sge = a.rd_sge;
+    ia.max_inline = a.max_inline;
+    ia.ird = a.ird;
+    ia.ord = a.ord;
+    ia.context = a.context;
+    if (ri_status_t rc = v.create_qp(pd_, send->cq_, recv->cq_, srq ? srq->srq_ : nullptr, &ia, &ep->qp_);
+        rc != RI_OK) {
+        ep->qp_ = nullptr;
+        return verb_error(rc, "Create QP");
+    }
+    ep->v_ = &v;
+    ep->pz_ = shared_from_this();
+    ep->send_ = send;
+    ep->recv_ = recv;
+    ep->srq_ = srq;
+    ep->init_ = ia;
+    ri_qp_attr_t q{};
+    if (ri_status_t rc = v.query_qp(ep->qp_, &q); rc != RI_OK) return verb_error(rc, "Query QP");
+    ep->qp_num_ = q.qp_num;
+    return ep;
+}
+
+rdma::Expected<std::shared_ptr<MemoryRegion>> ProtectionZone::register_memory(void *addr, uint64_t length,
+                                                                             uint32_t access) {
+    std::shared_ptr<MemoryRegion> mr(new MemoryRegion());
+    ri_mr_reg_t reg{};
+    reg.addr = reinterpret_cast<uint64_t>(addr);
+    reg.length = length;
+    reg.iova = reg.addr;
+    reg.access = access;
+    if (ri_status_t rc = adapter_->verbs().register_mr(pd_, &reg, &mr->mr_, &mr->keys_); rc != RI_OK) {
+        mr->mr_ = nullptr;
+        return verb_error(rc, "Register Memory Region");
+    }
+    mr->pz_ = shared_from_this();
+    return mr;
+}
+
+rdma::Expected<std::shared_ptr<SharedReceiveQueue>> ProtectionZone::create_srq(uint32_t depth, uint32_t sge,
+                                                                             uint32_t limit) {
+    std::shared_ptr<SharedReceiveQueue> srq(new SharedReceiveQueue());
+    ri_srq_attr_t attr{depth, sge, limit, 0, 0};
+    if (ri_status_t rc = adapter_->verbs().create_srq(pd_, &attr, &srq->srq_); rc != RI_OK) {
+        srq->srq_ = nullptr;
+        return verb_error(rc, "Create SRQ");
+    }
+    srq->pz_ = shared_from_this();
+    return srq;
+}
+
+rdma::Expected<std::shared_ptr<MemoryWindow>> ProtectionZone::allocate_window(uint32_t type) {
+    std::shared_ptr<MemoryWindow> mw(new MemoryWindow());
+    if (ri_status_t rc = adapter_->verbs().alloc_mw(pd_, type, &mw->mw_, &mw->rkey_); rc != RI_OK) {
+        mw->mw_ = nullptr;
+        return verb_error(rc, "Allocate Memory Window");
+    }
+    mw->pz_ = shared_from_this();
+    return mw;
+}
+
+Endpoint::~Endpoint() {
+    if (qp_ != nullptr) {
+        if (rdma::Status st = close(); !st.ok()) RDMA_LOG_WARN(kComponent, "destroying a QP failed: %s", std::strerror(st.code()));
+    }
+}
+
+rdma::Status Endpoint::close() {
+    if (qp_ == nullptr) return rdma::Status(RI_OK);
+    if (ri_status_t rc = v_->destroy_qp(qp_); rc != RI_OK) return rdma::Status(rc);
+    qp_ = nullptr;
+    return rdma::Status(RI_OK);
+}
+
+rdma::Expected<ri_qp_attr_t> Endpoint::query() const {
+    ri_qp_attr_t attr{};
+    if (ri_status_t rc = v_->query_qp(qp_, &attr); rc != RI_OK) return verb_error(rc, "Query QP");
+    return attr;
+}
+
+rdma::Status Endpoint::modify(const ri_qp_attr_t &attr, uint32_t mask) {
+    return rdma::Status(v_->modify_qp(qp_, &attr, mask));
+}
+
+rdma::Status Endpoint::post_send(std::span<const ri_send_wr_t> wr, uint32_t *posted) noexcept {
+    uint32_t n = 0;
+    ri_status_t rc = v_->post_send(qp_, wr.data(), static_cast<uint32_t>(wr.size()), &n);
+    if (posted != nullptr) *posted = n;
+    return rdma::Status(rc);
+}
+
+rdma::Status Endpoint::post_recv(std::span<const ri_recv_wr_t> wr, uint32_t *posted) noexcept {
+    uint32_t n = 0;
+    ri_status_t rc = v_->post_recv(qp_, wr.data(), static_cast<uint32_t>(wr.size()), &n);
+    if (posted != nullptr) *posted = n;
+    return rdma::Status(rc);
+}
+
+MemoryRegion::~MemoryRegion() {
+    if (mr_ != nullptr) {
+        if (rdma::Status st = close(); !st.ok()) RDMA_LOG_WARN(kComponent, "deregistering failed: %s", std::strerror(st.code()));
+    }
+}
+
+rdma::Status MemoryRegion::close() {
+    if (mr_ == nullptr) return rdma::Status(RI_OK);
+    if (ri_status_t rc = pz_->adapter()->verbs().deregister_mr(mr_); rc != RI_OK) return rdma::Status(rc);
+    mr_ = nullptr;
+    return rdma::Status(RI_OK);
+}
+
+rdma::Expected<ri_mr_attr_t> MemoryRegion::query() const {
+    ri_mr_attr_t attr{};
+    if (ri_status_t rc = pz_->adapter()->verbs().query_mr(mr_, &attr); rc != RI_OK) {
+        return verb_error(rc, "Query Memory Region");
+    }
+    return attr;
+}
+
+MemoryWindow::~MemoryWindow() {
+    if (mw_ != nullptr) {
+        if (rdma::Status st = close(); !st.ok()) RDMA_LOG_WARN(kComponent, "deallocating a window failed: %s", std::strerror(st.code()));
+    }
+}
+
+rdma::Status MemoryWindow::close() {
+    if (mw_ == nullptr) return rdma::Status(RI_OK);
+    if (ri_status_t rc = pz_->adapter()->verbs().dealloc_mw(mw_); rc != RI_OK) return rdma::Status(rc);
+    mw_ = nullptr;
+    return rdma::Status(RI_OK);
+}
+
+SharedReceiveQueue::~SharedReceiveQueue() {
+    if (srq_ != nullptr) {
+        if (rdma::Status st = close(); !st.ok()) RDMA_LOG_WARN(kComponent, "destroying an SRQ failed: %s", std::strerror(st.code()));
+    }
+}
+
+rdma::Status SharedReceiveQueue::close() {
+    if (srq_ == nullptr) return rdma::Status(RI_OK);
+    if (ri_status_t rc = pz_->adapter()->verbs().destroy_srq(srq_); rc != RI_OK) return rdma::Status(rc);
+    srq_ = nullptr;
+    return rdma::Status(RI_OK);
+}
+
+rdma::Status SharedReceiveQueue::post_recv(std::span<const ri_recv_wr_t> wr, uint32_t *posted) noexcept {
+    uint32_t n = 0;
+    ri_status_t rc = pz_->adapter()->verbs().post_srq_recv(srq_, wr.data(), static_cast<uint32_t>(wr.size()), &n);
+    if (posted != nullptr) *posted = n;
+    return rdma::Status(rc);
+}
+
+rdma::Expected<ri_srq_attr_t> SharedReceiveQueue::query() const {
+    ri_srq_attr_t attr{};
+    if (ri_status_t rc = pz_->adapter()->verbs().query_srq(srq_, &attr); rc != RI_OK) return verb_error(rc, "Query SRQ");
+    return attr;
+}
+
+rdma::Status SharedReceiveQueue::modify(const ri_srq_attr_t &attr, uint32_t mask) {
+    return rdma::Status(pz_->adapter()->verbs().modify_srq(srq_, &attr, mask));
+}
+
+}  // namespace ual

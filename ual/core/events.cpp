@@ -1,0 +1,318 @@
+// Event dispatchers: bounded queues with a threshold, a pollable eventfd, callbacks, and aggregation.
+#include "ual/events.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "ual/access_layer.hpp"
+
+namespace ual {
+namespace {
+
+rdma::Expected<krdma::UniqueFd> make_eventfd() {
+    krdma::UniqueFd fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!fd) return rdma::Error(errno, "eventfd failed");
+    return fd;
+}
+
+void raise(int fd) noexcept {
+    uint64_t one = 1;
+    (void)!::write(fd, &one, sizeof one);
+}
+
+void drain(int fd) noexcept {
+    uint64_t n;
+    (void)!::read(fd, &n, sizeof n);
+}
+
+}  // namespace
+
+SimpleDispatcher::SimpleDispatcher(EventStream stream, uint32_t capacity, uint32_t threshold, krdma::UniqueFd efd)
+    : stream_(stream), threshold_(threshold == 0 ? 1 : threshold), ring_(capacity), efd_(std::move(efd)) {}
+
+SimpleDispatcher::~SimpleDispatcher() = default;
+
+rdma::Expected<std::shared_ptr<SimpleDispatcher>> SimpleDispatcher::create(EventStream stream, uint32_t capacity,
+                                                                          uint32_t threshold) {
+    if (capacity == 0 || capacity > (1u << 20)) return rdma::Error(RI_ERANGE, "queue capacity must be 1..1048576");
+    if (threshold > capacity) return rdma::Error(RI_EINVAL, "the threshold exceeds the queue capacity");
+    auto fd = make_eventfd();
+    if (!fd) return fd.error();
+    return std::shared_ptr<SimpleDispatcher>(new SimpleDispatcher(stream, capacity, threshold, std::move(*fd)));
+}
+
+void SimpleDispatcher::signal_locked() {
+    if (!efd_signaled_) {
+        raise(efd_.get());
+        efd_signaled_ = true;
+    }
+    if (count_ >= threshold_) cv_.notify_all();
+    if (auto agg = aggregate_.lock()) agg->wake();
+}
+
+bool SimpleDispatcher::post(const Event &e) noexcept {
+    Callback cb;
+    Executor run;
+    {
+        std::lock_guard lock(mutex_);
+        if (!callback_) {
+            if (count_ == ring_.size()) {
+                overflows_.fetch_add(1, std::memory_order_relaxed);
+                return false;
+            }
+            ring_[(head_ + count_) % ring_.size()] = e;
+            ++count_;
+            signal_locked();
+            return true;
+        }
+        cb = callback_;
+        run = executor_;
+    }
+    try {
+        if (run) {
+            run([cb, e] { cb(e); });
+        } else {
+            cb(e);
+        }
+    } catch (...) {
+        // A consumer's callback must not take the poster down with it.
+    }
+    return true;
+}
+
+std::optional<Event> SimpleDispatcher::take_locked() {
+    if (count_ == 0) return std::nullopt;
+    Event e = ring_[head_];
+    head_ = (head_ + 1) % ring_.size();
+    if (--count_ == 0 && efd_signaled_) {
+        drain(efd_.get());
+        efd_signaled_ = false;
+    }
+    return e;
+}
+
+std::optional<Event> SimpleDispatcher::poll_cq() {
+    if (cq_ == nullptr) return std::nullopt;
+    Event e;
+    e.stream = EventStream::dto;
+    auto n = cq_->poll(std::span<ri_wc_t>(&e.wc, 1));
+    if (!n || *n == 0) return std::nullopt;
+    e.context = e.wc.qp_context;
+    return e;
+}
+
+void SimpleDispatcher::notify_completion() noexcept {
+    Callback cb;
+    Executor run;
+    {
+        std::lock_guard lock(mutex_);
+        if (!callback_) {
+            ++notifications_;
+            if (!efd_signaled_) {
+                raise(efd_.get());
+                efd_signaled_ = true;
+            }
+            cv_.notify_all();
+            if (auto agg = aggregate_.lock()) agg->wake();
+            return;
+        }
+        cb = callback_;
+        run = executor_;
+    }
+    // Callback mode: hand every completion to the callback, then re-arm.
+    auto drain_cq = [self = shared_from_this(), cb] {
+        auto next = [&self] {
+            std::lock_guard lock(self->mutex_);
+            return self->poll_cq();
+        };
+        for (;;) {
+            while (auto e = next()) {
+                try {
+                    cb(*e);
+                } catch (...) {
+                }
+            }
+            self->arm();
+            // A completion between the last poll and the arming notifies nobody: look once more.
+            auto late = next();
+            if (!late) break;
+            try {
+                cb(*late);
+            } catch (...) {
+            }
+        }
+    };
+    try {
+        if (run) {
+            run(drain_cq);
+        } else {
+            drain_cq();
+        }
+    } catch (...) {
+    }
+}
+
+void SimpleDispatcher::arm() noexcept {
+    CompletionQueue *cq;
+    {
+        std::lock_guard lock(mutex_);
+        cq = cq_;
+    }
+    if (cq != nullptr) (void)cq->request_notify(RI_CQ_NOTIFY_NEXT);
+}
+
+rdma::Expected<std::optional<Event>> SimpleDispatcher::dequeue() {
+    std::lock_guard lock(mutex_);
+    if (uint64_t lost = overflows_.load(std::memory_order_relaxed); lost != reported_overflows_) {
+        reported_overflows_ = lost;
+        return rdma::Error(RI_EOVERFLOW, "the event queue overflowed: events were lost");
+    }
+    if (stream_ == EventStream::dto) {
+        auto e = poll_cq();
+        if (!e && efd_signaled_) {
+            drain(efd_.get());
+            efd_signaled_ = false;
+        }
+        return e;
+    }
+    return take_locked();
+}
+
+rdma::Expected<Event> SimpleDispatcher::wait(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    if (stream_ == EventStream::dto) {
+        for (;;) {
+            uint64_t seen;
+            {
+                std::lock_guard lock(mutex_);
+                if (auto e = poll_cq()) return *e;
+                seen = notifications_;
+            }
+            // Arm without holding the lock (a provider may notify from inside), then look again: a completion that
+            // arrived before the arming would otherwise be missed.
+            arm();
+            std::unique_lock lock(mutex_);
+            if (auto e = poll_cq()) return *e;
+            if (!cv_.wait_until(lock, deadline, [&] { return notifications_ != seen; })) {
+                if (auto e = poll_cq()) return *e;
+                return rdma::Error(RI_ETIMEDOUT, "no completion within the timeout");
+            }
+        }
+    }
+    std::unique_lock lock(mutex_);
+    if (!cv_.wait_until(lock, deadline, [&] { return count_ >= threshold_; }) && count_ == 0) {
+        return rdma::Error(RI_ETIMEDOUT, "no event within the timeout");
+    }
+    return *take_locked();  // at the threshold, or below it but present when the time ran out
+}
+
+void SimpleDispatcher::set_callback(Callback cb, Executor run) {
+    std::vector<Event> backlog;
+    {
+        std::lock_guard lock(mutex_);
+        callback_ = std::move(cb);
+        executor_ = std::move(run);
+        if (!callback_) return;
+        while (auto e = take_locked()) backlog.push_back(*e);
+    }
+    for (const Event &e : backlog) post(e);
+}
+
+size_t SimpleDispatcher::pending() const {
+    std::lock_guard lock(mutex_);
+    return count_;
+}
+
+rdma::Expected<std::shared_ptr<AggregateDispatcher>> AggregateDispatcher::create() {
+    auto fd = make_eventfd();
+    if (!fd) return fd.error();
+    return std::shared_ptr<AggregateDispatcher>(new AggregateDispatcher(std::move(*fd)));
+}
+
+rdma::Expected<void> AggregateDispatcher::add(const std::shared_ptr<SimpleDispatcher> &member) {
+    {
+        std::lock_guard m(member->mutex_);
+        if (!member->aggregate_.expired()) return rdma::Error(RI_EBUSY, "the dispatcher already has an aggregate");
+        member->aggregate_ = weak_from_this();
+    }
+    std::lock_guard lock(mutex_);
+    members_.push_back(member);
+    wake_locked_free();
+    return {};
+}
+
+void AggregateDispatcher::remove(const std::shared_ptr<SimpleDispatcher> &member) {
+    {
+        std::lock_guard m(member->mutex_);
+        member->aggregate_.reset();
+    }
+    std::lock_guard lock(mutex_);
+    std::erase_if(members_, [&](const std::weak_ptr<SimpleDispatcher> &w) {
+        auto s = w.lock();
+        return !s || s == member;
+    });
+}
+
+void AggregateDispatcher::wake_locked_free() noexcept {
+    ++wakeups_;
+    cv_.notify_all();
+    raise(efd_.get());
+}
+
+void AggregateDispatcher::wake() noexcept {
+    std::lock_guard lock(mutex_);
+    wake_locked_free();
+}
+
+rdma::Expected<std::optional<Event>> AggregateDispatcher::dequeue() {
+    std::vector<std::shared_ptr<SimpleDispatcher>> members;
+    size_t start;
+    {
+        std::lock_guard lock(mutex_);
+        for (auto &w : members_) {
+            if (auto s = w.lock()) members.push_back(std::move(s));
+        }
+        start = next_++;
+    }
+    for (size_t i = 0; i < members.size(); ++i) {
+        auto r = members[(start + i) % members.size()]->dequeue();
+        if (!r) return r.error();
+        if (*r) return *r;
+    }
+    drain(efd_.get());
+    return std::optional<Event>{};
+}
+
+rdma::Expected<Event> AggregateDispatcher::wait(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+        uint64_t seen;
+        {
+            std::lock_guard lock(mutex_);
+            seen = wakeups_;
+        }
+        auto r = dequeue();
+        if (!r) return r.error();
+        if (*r) return **r;
+        // Completion queues notify only when armed: arm them, then look once more before sleeping.
+        std::vector<std::shared_ptr<SimpleDispatcher>> dto;
+        {
+            std::lock_guard lock(mutex_);
+            for (auto &w : members_) {
+                if (auto m = w.lock(); m && m->stream() == EventStream::dto) dto.push_back(std::move(m));
+            }
+        }
+        for (auto &m : dto) m->arm();
+        if (!dto.empty()) {
+            r = dequeue();
+            if (!r) return r.error();
+            if (*r) return **r;
+        }
+        std::unique_lock lock(mutex_);
+        if (!cv_.wait_until(lock, deadline, [&] { return wakeups_ != seen; })) {
+            return rdma::Error(RI_ETIMEDOUT, "no event within the timeout");
+        }
+    }
+}
+
+}  // namespace ual

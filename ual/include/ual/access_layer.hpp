@@ -1,0 +1,341 @@
+/**
+ * @file access_layer.hpp
+ * @brief The user access layer: one per consumer process. Opens the device (krdmad's, or an embedded kAL in this
+ *        process), learns the RNICs, loads an RNIC's uVP on first use, and offers the access-layer object model on
+ *        which IT-API and uDAPL both sit: interface adapter, protection zone, completion queue, endpoint, memory
+ *        region, memory window, shared receive queue, and the event dispatchers of events.hpp.
+ *
+ * Objects are shared: a child keeps its parent alive (an endpoint its protection zone, a zone its adapter, an
+ * adapter the access layer). close() releases the provider object and returns its status (::RI_EBUSY while the
+ * provider still has children of it); a destructor closes what was not closed.
+ *
+ * The event thread reads the device's event records (a kVP's events routed by the kAL, the kAL shutting down) and
+ * the uVP's own handlers report in-process; both reach the adapter's dispatchers without a kAL round trip.
+ * Callbacks run on a small worker pool, never on the event thread or a provider's thread.
+ *
+ * Listen points and connection management arrive with the LLP (issue 5): they are not offered yet.
+ */
+#ifndef UAL_ACCESS_LAYER_HPP
+#define UAL_ACCESS_LAYER_HPP
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rnicpi/cpp/status.hpp"
+#include "rnicpi/host/loader.hpp"
+#include "rnicpi/rnicpi.h"
+#include "ual/events.hpp"
+
+namespace kal {
+class EmbeddedKal;
+}
+
+namespace ual {
+
+class DeviceClient;
+class WorkerPool;
+class Adapter;
+
+/** @brief How the access layer reaches a kAL. */
+struct Options {
+    /** krdmad's device; empty: $KRDMA_DEVICE, else the default /run/krdma/krdma.sock. */
+    std::filesystem::path device;
+    /**
+     * Host an embedded kAL in this process with this krdmad configuration file instead of connecting to krdmad;
+     * empty: $OPENRDMA_EMBEDDED_CONFIG if set, else use krdmad.
+     */
+    std::filesystem::path embedded_config;
+    unsigned workers = 2; /**< Worker threads that run event callbacks. */
+};
+
+/** @brief An RNIC as the kAL describes it. */
+struct RnicDescription {
+    std::string name;        /**< RNIC name. */
+    std::string provider;    /**< Provider name. */
+    std::string vendor;      /**< Provider vendor. */
+    std::string netdev;      /**< Network device. */
+    std::string address;     /**< Network address. */
+    std::string uvp_library; /**< The uVP library (absolute path), empty for kAL-only RNICs. */
+};
+
+/** @brief The access layer of this process. */
+class AccessLayer : public std::enable_shared_from_this<AccessLayer> {
+public:
+    /** @brief Opens the device and starts the event thread; ::RI_ENOENT / ::RI_ECONNREFUSED when krdmad is not running. */
+    [[nodiscard]] static rdma::Expected<std::shared_ptr<AccessLayer>> open(const Options &options = {});
+    AccessLayer(const AccessLayer &) = delete;
+    AccessLayer &operator=(const AccessLayer &) = delete;
+    /** @brief Stops the event thread and the workers; every adapter must be gone. */
+    ~AccessLayer();
+
+    /** @brief The host's RNICs. */
+    [[nodiscard]] rdma::Expected<std::vector<RnicDescription>> rnics();
+    /**
+     * @brief Opens the RNIC named @p name_or_address (an RNIC name, or a network address it serves): loads its uVP
+     *        if this is the first use, opens it through the uVP, and registers the uAL's event handlers.
+     */
+    [[nodiscard]] rdma::Expected<std::shared_ptr<Adapter>> open_adapter(const std::string &name_or_address);
+    /** @brief The device connection (the uVPs' ri_syscall goes through it). */
+    [[nodiscard]] DeviceClient &device() noexcept { return *device_; }
+    /** @brief Runs callback jobs on the uAL's worker pool (for SimpleDispatcher::set_callback). */
+    [[nodiscard]] SimpleDispatcher::Executor executor();
+    /** @brief Whether the kAL is an embedded one. */
+    [[nodiscard]] bool embedded() const noexcept { return embedded_ != nullptr; }
+
+private:
+    friend class Adapter;
+    friend class CompletionQueue;
+    AccessLayer() = default;
+    void event_loop();
+    void route(const krdma_event &e);
+    void register_adapter(uint64_t kal_rnic, const std::shared_ptr<Adapter> &a);
+    void unregister_adapter(uint64_t kal_rnic);
+    void register_cq(uint64_t kal_cq, const std::shared_ptr<CompletionQueue> &cq);
+    void unregister_cq(uint64_t kal_cq);
+
+    std::unique_ptr<kal::EmbeddedKal> embedded_;  // declared first: destroyed last
+    std::unique_ptr<DeviceClient> device_;
+    std::unique_ptr<rdma::rnicpi::ModuleLoader> loader_;
+    std::unique_ptr<WorkerPool> pool_;
+    krdma::UniqueFd stop_fd_;
+    std::thread thread_;
+    std::mutex mutex_;  // guards the maps and the loader
+    std::map<uint64_t, std::weak_ptr<Adapter>> adapters_;
+    std::map<uint64_t, std::weak_ptr<CompletionQueue>> cqs_;
+};
+
+class ProtectionZone;
+class Endpoint;
+class MemoryRegion;
+class MemoryWindow;
+class SharedReceiveQueue;
+
+/** @brief An interface adapter: one open of an RNIC through its uVP. */
+class Adapter : public std::enable_shared_from_this<Adapter> {
+public:
+    ~Adapter();
+    /** @brief The RNIC. */
+    [[nodiscard]] const RnicDescription &description() const noexcept { return desc_; }
+    /** @brief Query RNIC. */
+    [[nodiscard]] rdma::Expected<ri_rnic_attr_t> query() const;
+    /** @brief Allocates a protection zone. */
+    [[nodiscard]] rdma::Expected<std::shared_ptr<ProtectionZone>> create_pz();
+    /**
+     * @brief Creates a completion queue of at least @p depth entries whose completions @p dto (a DTO dispatcher
+     *        not yet bound to a CQ) delivers.
+     */
+    [[nodiscard]] rdma::Expected<std::shared_ptr<CompletionQueue>> create_cq(uint32_t depth,
+                                                                            const std::shared_ptr<SimpleDispatcher> &dto);
+    /** @brief Where this adapter's asynchronous events go (either may be null: those events are dropped). */
+    void set_async_dispatchers(std::shared_ptr<SimpleDispatcher> affiliated,
+                               std::shared_ptr<SimpleDispatcher> unaffiliated);
+    /** @brief Closes the RNIC open; ::RI_EBUSY while zones or CQs exist. */
+    [[nodiscard]] rdma::Status close();
+    /** @brief The uVP's verbs (for the API layers' fast paths). */
+    [[nodiscard]] const ri_verbs_ops_t &verbs() const noexcept { return *v_; }
+    /** @brief The uVP's RNIC handle. */
+    [[nodiscard]] ri_rnic_t handle() const noexcept { return rnic_; }
+    /** @brief The access layer. */
+    [[nodiscard]] AccessLayer &access_layer() const noexcept { return *al_; }
+
+private:
+    friend class AccessLayer;
+    friend class CompletionQueue;
+    Adapter() = default;
+    static void on_async(void *ctx, ri_rnic_t rnic, const ri_async_event_t *e);
+    static void on_completion(void *ctx, ri_rnic_t rnic, ri_cq_t cq);
+    void deliver_async(const Event &e);
+
+    std::shared_ptr<AccessLayer> al_;
+    rdma::rnicpi::ModuleRef uvp_;
+    const ri_verbs_ops_t *v_ = nullptr;
+    ri_rnic_t rnic_ = nullptr;
+    uint64_t kal_handle_ = 0;
+    uint32_t ceh_id_ = 0;
+    RnicDescription desc_;
+    mutable std::mutex mutex_;
+    std::shared_ptr<SimpleDispatcher> affiliated_, unaffiliated_;
+    std::map<ri_cq_t, std::weak_ptr<CompletionQueue>> cqs_;
+};
+
+/** @brief A completion queue, delivered through a DTO dispatcher. */
+class CompletionQueue : public std::enable_shared_from_this<CompletionQueue> {
+public:
+    ~CompletionQueue();
+    /** @brief Poll CQ: up to @p wc.size() completions; how many were written. */
+    [[nodiscard]] rdma::Expected<size_t> poll(std::span<ri_wc_t> wc) noexcept;
+    /** @brief Request Completion Notification (::ri_cq_notify). */
+    [[nodiscard]] rdma::Status request_notify(uint32_t type) noexcept;
+    /** @brief Resize to at least @p depth entries; the provided depth. */
+    [[nodiscard]] rdma::Expected<uint32_t> resize(uint32_t depth);
+    /** @brief The provided depth. */
+    [[nodiscard]] uint32_t depth() const noexcept { return depth_; }
+    /** @brief The dispatcher its completions go to. */
+    [[nodiscard]] const std::shared_ptr<SimpleDispatcher> &dispatcher() const noexcept { return dto_; }
+    /** @brief Destroys the CQ; ::RI_EBUSY while an endpoint uses it. */
+    [[nodiscard]] rdma::Status close();
+    /** @brief The uVP's CQ handle. */
+    [[nodiscard]] ri_cq_t handle() const noexcept { return cq_; }
+
+private:
+    friend class Adapter;
+    friend class AccessLayer;
+    friend class ProtectionZone;
+    CompletionQueue() = default;
+    void notified() noexcept;
+
+    std::shared_ptr<Adapter> adapter_;
+    std::shared_ptr<SimpleDispatcher> dto_;
+    ri_cq_t cq_ = nullptr;
+    uint64_t kal_handle_ = 0;
+    uint32_t depth_ = 0;
+};
+
+/** @brief Creation attributes of an endpoint's queue pair. */
+struct EndpointAttributes {
+    uint32_t sq_depth = 64;  /**< Send queue work requests. */
+    uint32_t rq_depth = 64;  /**< Receive queue work requests (ignored with an SRQ). */
+    uint32_t sq_sge = 4;     /**< Gather elements per send. */
+    uint32_t rq_sge = 4;     /**< Scatter elements per receive. */
+    uint32_t rd_sge = 4;     /**< Scatter elements per RDMA Read. */
+    uint32_t max_inline = 0; /**< Inline bytes. */
+    uint32_t ird = 8;        /**< Inbound RDMA Read depth. */
+    uint32_t ord = 8;        /**< Outbound RDMA Read depth. */
+    bool signal_all = false; /**< Every send completes visibly. */
+    uint64_t context = 0;    /**< Reported in work completions (ri_wc_t::qp_context) and events. */
+};
+
+/** @brief A protection zone (PD). */
+class ProtectionZone : public std::enable_shared_from_this<ProtectionZone> {
+public:
+    ~ProtectionZone();
+    /** @brief Creates an RC endpoint (its QP) with completion queues @p send and @p recv and optional @p srq. */
+    [[nodiscard]] rdma::Expected<std::shared_ptr<Endpoint>> create_endpoint(
+        const EndpointAttributes &attr, const std::shared_ptr<CompletionQueue> &send,
+        const std::shared_ptr<CompletionQueue> &recv, const std::shared_ptr<SharedReceiveQueue> &srq = nullptr);
+    /** @brief Registers [@p addr, @p addr + @p length) with ::ri_access rights @p access. */
+    [[nodiscard]] rdma::Expected<std::shared_ptr<MemoryRegion>> register_memory(void *addr, uint64_t length,
+                                                                               uint32_t access);
+    /** @brief Creates a shared receive queue. */
+    [[nodiscard]] rdma::Expected<std::shared_ptr<SharedReceiveQueue>> create_srq(uint32_t depth, uint32_t sge,
+                                                                               uint32_t limit = 0);
+    /** @brief Allocates a memory window of ::ri_mw_type @p type. */
+    [[nodiscard]] rdma::Expected<std::shared_ptr<MemoryWindow>> allocate_window(uint32_t type);
+    /** @brief Deallocates the PD; ::RI_EBUSY while objects of it exist. */
+    [[nodiscard]] rdma::Status close();
+    /** @brief The adapter. */
+    [[nodiscard]] const std::shared_ptr<Adapter> &adapter() const noexcept { return adapter_; }
+    /** @brief The uVP's PD handle. */
+    [[nodiscard]] ri_pd_t handle() const noexcept { return pd_; }
+
+private:
+    friend class Adapter;
+    ProtectionZone() = default;
+    std::shared_ptr<Adapter> adapter_;
+    ri_pd_t pd_ = nullptr;
+};
+
+/** @brief An endpoint: a reliable connected queue pair (its connection management comes with the LLP). */
+class Endpoint {
+public:
+    ~Endpoint();
+    /** @brief Query QP. */
+    [[nodiscard]] rdma::Expected<ri_qp_attr_t> query() const;
+    /** @brief Modify QP with a mask of ::ri_qp_attr_mask. */
+    [[nodiscard]] rdma::Status modify(const ri_qp_attr_t &attr, uint32_t mask);
+    /** @brief Post Send (fast path: straight to the uVP). */
+    [[nodiscard]] rdma::Status post_send(std::span<const ri_send_wr_t> wr, uint32_t *posted = nullptr) noexcept;
+    /** @brief Post Receive (fast path). */
+    [[nodiscard]] rdma::Status post_recv(std::span<const ri_recv_wr_t> wr, uint32_t *posted = nullptr) noexcept;
+    /** @brief The QP number. */
+    [[nodiscard]] uint32_t qp_num() const noexcept { return qp_num_; }
+    /** @brief The attributes in effect after creation. */
+    [[nodiscard]] const ri_qp_init_attr_t &attributes() const noexcept { return init_; }
+    /** @brief Destroys the QP. */
+    [[nodiscard]] rdma::Status close();
+    /** @brief The uVP's QP handle. */
+    [[nodiscard]] ri_qp_t handle() const noexcept { return qp_; }
+
+private:
+    friend class ProtectionZone;
+    Endpoint() = default;
+    std::shared_ptr<ProtectionZone> pz_;
+    std::shared_ptr<CompletionQueue> send_, recv_;
+    std::shared_ptr<SharedReceiveQueue> srq_;
+    const ri_verbs_ops_t *v_ = nullptr;
+    ri_qp_t qp_ = nullptr;
+    uint32_t qp_num_ = 0;
+    ri_qp_init_attr_t init_{};
+};
+
+/** @brief A registered memory region. */
+class MemoryRegion {
+public:
+    ~MemoryRegion();
+    /** @brief The local and remote STags. */
+    [[nodiscard]] const ri_mr_keys_t &keys() const noexcept { return keys_; }
+    /** @brief Query Memory Region. */
+    [[nodiscard]] rdma::Expected<ri_mr_attr_t> query() const;
+    /** @brief Deregisters; ::RI_EBUSY while windows are bound to it. */
+    [[nodiscard]] rdma::Status close();
+    /** @brief The uVP's MR handle. */
+    [[nodiscard]] ri_mr_t handle() const noexcept { return mr_; }
+
+private:
+    friend class ProtectionZone;
+    MemoryRegion() = default;
+    std::shared_ptr<ProtectionZone> pz_;
+    ri_mr_t mr_ = nullptr;
+    ri_mr_keys_t keys_{};
+};
+
+/** @brief A memory window. */
+class MemoryWindow {
+public:
+    ~MemoryWindow();
+    /** @brief The window's STag. */
+    [[nodiscard]] ri_stag_t rkey() const noexcept { return rkey_; }
+    /** @brief Deallocates the window. */
+    [[nodiscard]] rdma::Status close();
+    /** @brief The uVP's MW handle. */
+    [[nodiscard]] ri_mw_t handle() const noexcept { return mw_; }
+
+private:
+    friend class ProtectionZone;
+    MemoryWindow() = default;
+    std::shared_ptr<ProtectionZone> pz_;
+    ri_mw_t mw_ = nullptr;
+    ri_stag_t rkey_ = 0;
+};
+
+/** @brief A shared receive queue. */
+class SharedReceiveQueue {
+public:
+    ~SharedReceiveQueue();
+    /** @brief Post Receive to the SRQ (fast path). */
+    [[nodiscard]] rdma::Status post_recv(std::span<const ri_recv_wr_t> wr, uint32_t *posted = nullptr) noexcept;
+    /** @brief Query SRQ. */
+    [[nodiscard]] rdma::Expected<ri_srq_attr_t> query() const;
+    /** @brief Modify SRQ with a mask of ::ri_srq_attr_mask. */
+    [[nodiscard]] rdma::Status modify(const ri_srq_attr_t &attr, uint32_t mask);
+    /** @brief Destroys the SRQ; ::RI_EBUSY while endpoints use it. */
+    [[nodiscard]] rdma::Status close();
+    /** @brief The uVP's SRQ handle. */
+    [[nodiscard]] ri_srq_t handle() const noexcept { return srq_; }
+
+private:
+    friend class ProtectionZone;
+    SharedReceiveQueue() = default;
+    std::shared_ptr<ProtectionZone> pz_;
+    ri_srq_t srq_ = nullptr;
+};
+
+}  // namespace ual
+
+#endif  // UAL_ACCESS_LAYER_HPP

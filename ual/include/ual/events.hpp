@@ -1,0 +1,165 @@
+/**
+ * @file events.hpp
+ * @brief The uAL's event dispatchers: simple dispatchers (one event stream, a bounded queue, a threshold, a
+ *        pollable descriptor, optional callbacks) and aggregate dispatchers over several simple ones.
+ *
+ * Both IT-API (SEVD/AEVD) and uDAPL (EVD) map onto these. A dispatcher of the DTO stream is bound to a completion
+ * queue: its events are the CQ's work completions, read straight from the provider's CQ (no copy through a queue);
+ * every other stream queues event records that the event thread, the uVP's handlers or the consumer post.
+ */
+#ifndef UAL_EVENTS_HPP
+#define UAL_EVENTS_HPP
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "krdma/message.hpp"
+#include "rnicpi/cpp/status.hpp"
+#include "rnicpi/rnicpi.h"
+
+namespace ual {
+
+/** @brief The event streams of the access layer. */
+enum class EventStream : uint8_t {
+    dto,                /**< Work completions of a completion queue. */
+    cm_request,         /**< Incoming connection requests of a listen point. */
+    cm_message,         /**< Connection events of an endpoint (established, rejected, disconnected, broken). */
+    affiliated_async,   /**< Asynchronous events of a resource (QP, CQ, SRQ, MR). */
+    unaffiliated_async, /**< Asynchronous events of the RNIC (fatal, link up/down, kAL shut down). */
+    software            /**< Events the consumer posts itself. */
+};
+
+/** @brief One event. */
+struct Event {
+    EventStream stream = EventStream::software; /**< The stream it belongs to. */
+    uint32_t id = 0;                            /**< ri_event_id (async), a connection event code, or 0. */
+    uint32_t resource_type = 0;                 /**< ri_resource_type of an async event. */
+    uint64_t resource_id = 0;                   /**< QP number, STag... of an async event. */
+    uint64_t context = 0;                       /**< The consumer context of the resource or of the event. */
+    uint32_t detail = 0;                        /**< Event detail (e.g. a Terminate code). */
+    ri_wc_t wc{};                               /**< DTO: the work completion. */
+    void *software = nullptr;                   /**< Software events: the consumer's pointer. */
+};
+
+class AggregateDispatcher;
+class Adapter;
+class CompletionQueue;
+
+/**
+ * @brief A simple event dispatcher: one stream, a bounded queue, a wake-up threshold, a pollable descriptor and
+ *        an optional callback (called from the uAL's worker pool instead of queuing).
+ *
+ * Thread-safe. post() never blocks and never allocates: a full queue drops the event and counts it (overflow).
+ */
+class SimpleDispatcher : public std::enable_shared_from_this<SimpleDispatcher> {
+public:
+    /** @brief Callback mode: called for every event. */
+    using Callback = std::function<void(const Event &)>;
+    /** @brief Runs a callback job somewhere (AccessLayer::executor(): on the uAL's worker pool). */
+    using Executor = std::function<void(std::function<void()>)>;
+
+    /** @brief A dispatcher of @p stream holding up to @p capacity events, waking waiters at @p threshold. */
+    [[nodiscard]] static rdma::Expected<std::shared_ptr<SimpleDispatcher>> create(EventStream stream,
+                                                                                 uint32_t capacity,
+                                                                                 uint32_t threshold = 1);
+    SimpleDispatcher(const SimpleDispatcher &) = delete;
+    SimpleDispatcher &operator=(const SimpleDispatcher &) = delete;
+    ~SimpleDispatcher();
+
+    /** @brief The stream. */
+    [[nodiscard]] EventStream stream() const noexcept { return stream_; }
+    /** @brief Queue capacity. */
+    [[nodiscard]] uint32_t capacity() const noexcept { return static_cast<uint32_t>(ring_.size()); }
+    /** @brief Events dropped because the queue was full. */
+    [[nodiscard]] uint64_t overflows() const noexcept { return overflows_.load(std::memory_order_relaxed); }
+
+    /** @brief Queues @p e (or calls the callback); false when the queue is full (counted as an overflow). */
+    bool post(const Event &e) noexcept;
+    /** @brief The next event without waiting; nothing when none is queued. ::RI_EOVERFLOW reports lost events once. */
+    [[nodiscard]] rdma::Expected<std::optional<Event>> dequeue();
+    /**
+     * @brief Waits up to @p timeout for an event (for the threshold's count of events to be queued, then returns
+     *        the first). ::RI_ETIMEDOUT when none came.
+     */
+    [[nodiscard]] rdma::Expected<Event> wait(std::chrono::milliseconds timeout);
+    /** @brief A descriptor that polls readable while events are queued (IT-API's fd of an EVD). */
+    [[nodiscard]] int fd() const noexcept { return efd_.get(); }
+    /**
+     * @brief Switches to callback mode (queued events are delivered first); an empty callback switches back.
+     *        Callbacks run through @p run (empty: in the thread that posts the event).
+     */
+    void set_callback(Callback cb, Executor run = {});
+    /** @brief Queued events. */
+    [[nodiscard]] size_t pending() const;
+
+private:
+    friend class AggregateDispatcher;
+    friend class CompletionQueue;
+    friend class Adapter;
+    SimpleDispatcher(EventStream stream, uint32_t capacity, uint32_t threshold, krdma::UniqueFd efd);
+    std::optional<Event> take_locked();
+    void signal_locked();
+    // DTO dispatchers: the CQ's notification fired (from the uVP's CEH or the kAL's completion event).
+    void notify_completion() noexcept;
+    // DTO dispatchers: ask the CQ to notify the next completion.
+    void arm() noexcept;
+    // DTO dispatchers: the bound CQ (completions are polled from it, not queued).
+    std::optional<Event> poll_cq();
+
+    const EventStream stream_;
+    const uint32_t threshold_;
+    mutable std::mutex mutex_;
+    std::condition_variable cv_;
+    std::vector<Event> ring_;
+    size_t head_ = 0, count_ = 0;
+    std::atomic<uint64_t> overflows_{0};
+    uint64_t reported_overflows_ = 0;
+    krdma::UniqueFd efd_;
+    bool efd_signaled_ = false;
+    uint64_t notifications_ = 0;  // DTO: CQ notifications so far
+    Callback callback_;
+    Executor executor_;
+    std::weak_ptr<AggregateDispatcher> aggregate_;
+    CompletionQueue *cq_ = nullptr;  // set by the CQ it belongs to; cleared when the CQ goes
+};
+
+/** @brief An aggregate dispatcher: waits on several simple dispatchers at once (IT-API AEVD). Thread-safe. */
+class AggregateDispatcher : public std::enable_shared_from_this<AggregateDispatcher> {
+public:
+    /** @brief An empty aggregate. */
+    [[nodiscard]] static rdma::Expected<std::shared_ptr<AggregateDispatcher>> create();
+    /** @brief Adds @p member; ::RI_EBUSY when it already belongs to an aggregate. */
+    [[nodiscard]] rdma::Expected<void> add(const std::shared_ptr<SimpleDispatcher> &member);
+    /** @brief Removes @p member. */
+    void remove(const std::shared_ptr<SimpleDispatcher> &member);
+    /** @brief The next event of any member without waiting (members are visited round-robin). */
+    [[nodiscard]] rdma::Expected<std::optional<Event>> dequeue();
+    /** @brief Waits up to @p timeout for an event of any member. */
+    [[nodiscard]] rdma::Expected<Event> wait(std::chrono::milliseconds timeout);
+    /** @brief A descriptor that polls readable while any member has events. */
+    [[nodiscard]] int fd() const noexcept { return efd_.get(); }
+
+private:
+    friend class SimpleDispatcher;
+    explicit AggregateDispatcher(krdma::UniqueFd efd) : efd_(std::move(efd)) {}
+    void wake() noexcept;
+    void wake_locked_free() noexcept;
+
+    mutable std::mutex mutex_;
+    std::condition_variable cv_;
+    std::vector<std::weak_ptr<SimpleDispatcher>> members_;
+    size_t next_ = 0;
+    uint64_t wakeups_ = 0;
+    krdma::UniqueFd efd_;
+};
+
+}  // namespace ual
+
+#endif  // UAL_EVENTS_HPP
