@@ -134,8 +134,8 @@ struct krdma_list_clients {
 #define KRDMA_CMD_LIST_CLIENTS _IOWR(KRDMA_IOC_MAGIC, 0x11, struct krdma_list_clients)
 /** @brief LIST_RNICS command code. */
 #define KRDMA_CMD_LIST_RNICS _IOWR(KRDMA_IOC_MAGIC, 0x10, struct krdma_list_rnics)
-
 /*
+ * ---- Administration block ----
  * Administration: attach/detach RNICs, load/unload kVP modules (root or krdmad's admin group; others get EPERM),
  * and the module list (open to everyone). Codes 0x30-0x3f. Every string is NUL-terminated within its array; the
  * kAL refuses one that is not with EINVAL.
@@ -196,7 +196,7 @@ struct krdma_list_modules {
 /** @brief LIST_MODULES command code (open to every caller). */
 #define KRDMA_CMD_LIST_MODULES _IOWR(KRDMA_IOC_MAGIC, 0x34, struct krdma_list_modules)
 
-/* End of the administration block. */
+/* ---- End of the administration block ---- */
 
 /** @brief An event record sent without a request (the kAL is shutting down, an RNIC went away...). */
 struct krdma_event {
