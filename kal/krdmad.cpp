@@ -59,6 +59,13 @@ int main(int argc, char **argv) {
     if (!device.empty()) config.device = device;
     if (!level.empty()) config.log_level = level;
     if (auto l = rdma::log::parse_level(config.log_level)) rdma::log::set_level(*l);
+    // The admin group is resolved once, here: a group that does not exist is a configuration error.
+    auto policy = kal::resolve_admin_policy(config.admin_group);
+    if (!policy) {
+        std::fprintf(stderr, "krdmad: %s\n", policy.error().message().c_str());
+        return 2;
+    }
+
     if (check) {
         std::printf("krdmad: configuration is valid (device %s, %zu module(s), %zu RNIC(s))\n",
                     config.device.c_str(), config.modules.size(), config.rnics.size());
@@ -88,7 +95,7 @@ int main(int argc, char **argv) {
         return 4;
     }
     ::chmod(config.device.c_str(), 0666);
-    kal::register_admin_commands(server, adapters);
+    kal::register_admin_commands(server, adapters, *policy);
     kal::PinBudget pin_budget(config.pin_bytes_total);
     // Destroyed first: every context (and its pins) goes before the RNICs and the budget.
     kal::VerbCommands verbs(server, adapters, config.quotas, pin_budget, config.pin_bytes_per_process);  // access is decided per command from SO_PEERCRED, not by the file mode

@@ -237,6 +237,28 @@ std::vector<RnicInfo> AdapterManager::list() const {
     return out;
 }
 
+std::vector<ModuleInfo> AdapterManager::modules() const {
+    std::vector<ModuleInfo> out;
+    for (const auto &m : loader_.modules()) {
+        if (m->mode() != RI_MODE_PRIVILEGED) continue;
+        ModuleInfo info;
+        info.provider = m->name();
+        info.vendor = m->vendor();
+        info.version = m->version();
+        info.path = m->path().string();
+        info.uvp_library = m->uvp_library() ? m->uvp_library()->string() : std::string();
+        info.abi_version = m->abi_version();
+        out.push_back(std::move(info));
+    }
+    std::lock_guard lock(mutex_);
+    for (auto &info : out) {
+        for (const auto &[name, inst] : rnics_) {
+            if (inst->module->name() == info.provider) ++info.rnics;
+        }
+    }
+    return out;
+}
+
 rdma::Expected<RnicInfo> AdapterManager::find_by_address(const std::string &address) const {
     ri_net_addr_t want;
     if (!parse_address(address, want)) {

@@ -37,6 +37,17 @@ struct RnicInfo {
     uint32_t opens = 0;      /**< Current opens (by consumers). */
 };
 
+/** @brief A loaded kVP module, as rdmactl lists it. */
+struct ModuleInfo {
+    std::string provider;     /**< Provider name. */
+    std::string vendor;       /**< Provider vendor. */
+    std::string version;      /**< The provider's own version text. */
+    std::string path;         /**< Canonical path of the module file. */
+    std::string uvp_library;  /**< The matching uVP library, or empty. */
+    uint32_t abi_version = 0; /**< RNIC-PI ABI version the module was built with. */
+    uint32_t rnics = 0;       /**< RNICs of this provider attached now. */
+};
+
 class AdapterManager;
 
 /** @brief An open of an RNIC: keeps the instance (and its module) attached while it exists. */
@@ -80,6 +91,8 @@ public:
     [[nodiscard]] rdma::Expected<void> detach(const std::string &name);
     /** @brief Every attached RNIC. */
     [[nodiscard]] std::vector<RnicInfo> list() const;
+    /** @brief Every loaded kVP module, with how many RNICs each serves. */
+    [[nodiscard]] std::vector<ModuleInfo> modules() const;
     /** @brief The RNIC serving network address @p address (the consumer's way of choosing one). */
     [[nodiscard]] rdma::Expected<RnicInfo> find_by_address(const std::string &address) const;
     /** @brief Opens RNIC @p name: the instance stays attached while the returned reference lives. */

@@ -3,17 +3,19 @@
 
 namespace kal {
 
-EmbeddedKal::EmbeddedKal(const Config &config)
+EmbeddedKal::EmbeddedKal(const Config &config, AdminPolicy policy)
     : loader_(kal_host_ops(), config.provider_dir.value_or(rdma::rnicpi::default_provider_dir())),
       adapters_(loader_),
       budget_(config.pin_bytes_total),
       server_(config.device, config.max_connections),
       verbs_(server_, adapters_, config.quotas, budget_, config.pin_bytes_per_process) {
-    register_admin_commands(server_, adapters_);
+    register_admin_commands(server_, adapters_, policy);
 }
 
 rdma::Expected<std::unique_ptr<EmbeddedKal>> EmbeddedKal::start(const Config &config) {
-    std::unique_ptr<EmbeddedKal> k(new EmbeddedKal(config));
+    auto policy = resolve_admin_policy(config.admin_group);
+    if (!policy) return policy.error();
+    std::unique_ptr<EmbeddedKal> k(new EmbeddedKal(config, *policy));
     for (const auto &m : config.modules) {
         if (auto r = k->adapters_.load(m); !r) return r.error();
     }

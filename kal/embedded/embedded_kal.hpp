@@ -21,7 +21,7 @@ class EmbeddedKal {
 public:
     /**
      * @brief Loads @p config's modules, attaches its RNICs and starts serving. The device path of @p config is not
-     *        used: clients connect with connect_local().
+     *        used: clients connect with connect_local(). ::RI_ENOENT for an admin group this host does not have.
      */
     [[nodiscard]] static rdma::Expected<std::unique_ptr<EmbeddedKal>> start(const Config &config);
     EmbeddedKal(const EmbeddedKal &) = delete;
@@ -35,7 +35,7 @@ public:
     [[nodiscard]] AdapterManager &adapters() noexcept { return adapters_; }
 
 private:
-    explicit EmbeddedKal(const Config &config);
+    EmbeddedKal(const Config &config, AdminPolicy policy);
 
     rdma::rnicpi::ModuleLoader loader_;
     AdapterManager adapters_;

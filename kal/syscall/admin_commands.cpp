@@ -1,10 +1,21 @@
-// System call management: RNIC listing for uALs and rdmactl.
+// System call management: RNIC and module listing for uALs and rdmactl, and the administrator's commands.
 #include "admin_commands.hpp"
 
+#include <grp.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <vector>
+
+#include "rnicpi/host/log.hpp"
 
 namespace kal {
 namespace {
+
+constexpr const char *kComponent = "admin";
 
 template <size_t N>
 void copy_text(char (&dst)[N], const std::string &src) {
@@ -13,29 +24,197 @@ void copy_text(char (&dst)[N], const std::string &src) {
     dst[n] = '\0';
 }
 
+// The text of a fixed request field, or nothing when the client left it without a NUL.
+template <size_t N>
+std::optional<std::string> text_of(const char (&field)[N]) {
+    const void *end = std::memchr(field, '\0', N);
+    if (end == nullptr) return std::nullopt;
+    return std::string(field, static_cast<const char *>(end));
+}
+
+template <typename T>
+T request_of(const Request &req) {
+    T q;
+    std::memcpy(&q, req.payload.data(), sizeof q);
+    return q;
+}
+
+template <typename T>
+void reply_with(Reply &rep, const T &a) {
+    std::memcpy(rep.payload.data(), &a, sizeof a);
+}
+
+void fill(krdma_rnic_info &out, const RnicInfo &r) {
+    copy_text(out.name, r.name);
+    copy_text(out.provider, r.provider);
+    copy_text(out.vendor, r.vendor);
+    copy_text(out.netdev, r.netdev);
+    copy_text(out.address, r.address);
+    copy_text(out.uvp_library, r.uvp_library);
+    out.opens = r.opens;
+    out.state = KRDMA_RNIC_ATTACHED;
+}
+
+void fill(krdma_module_info &out, const ModuleInfo &m) {
+    copy_text(out.provider, m.provider);
+    copy_text(out.vendor, m.vendor);
+    copy_text(out.version, m.version);
+    copy_text(out.path, m.path);
+    copy_text(out.uvp_library, m.uvp_library);
+    out.abi_version = m.abi_version;
+    out.rnics = m.rnics;
+}
+
+// A buffer size for the reentrant passwd/group lookups.
+size_t lookup_buffer_size(int name) {
+    long n = ::sysconf(name);
+    return n > 0 ? static_cast<size_t>(n) : 16384;
+}
+
+// Whether the groups of @p uid's passwd entry (its login group and every group listing it) include @p gid.
+bool passwd_groups_include(uid_t uid, gid_t gid) {
+    std::vector<char> buf(lookup_buffer_size(_SC_GETPW_R_SIZE_MAX));
+    passwd pw{};
+    passwd *found = nullptr;
+    int rc;
+    while ((rc = ::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found)) == ERANGE && buf.size() < (1u << 20)) {
+        buf.resize(buf.size() * 2);
+    }
+    if (rc != 0 || found == nullptr) return false;  // a uid without a passwd entry has no supplementary groups
+    if (pw.pw_gid == gid) return true;
+    int count = 32;
+    std::vector<gid_t> groups;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+        groups.resize(static_cast<size_t>(count));
+        int n = count;
+        if (::getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &n) >= 0) {
+            groups.resize(static_cast<size_t>(n));
+            return std::find(groups.begin(), groups.end(), gid) != groups.end();
+        }
+        count = std::max(n, count * 2);  // n now says how many groups there are
+    }
+    return false;
+}
+
+// Checks that the caller of an administration command may make it; logs a refusal with who was refused.
+bool admit(const Connection &c, const AdminPolicy &policy, const char *what) {
+    if (may_administer(c.peer(), policy)) return true;
+    RDMA_LOG_WARN(kComponent, "refused %s to client %u (pid %d uid %u gid %u): needs root or the admin group", what,
+                  c.peer().client_id, static_cast<int>(c.peer().pid), static_cast<unsigned>(c.peer().uid),
+                  static_cast<unsigned>(c.peer().gid));
+    return false;
+}
+
+// Logs the outcome of an administration command and returns its status for the reply.
+int outcome(const Connection &c, const char *what, const std::string &object, const rdma::Error *error) {
+    const Peer &p = c.peer();
+    if (error == nullptr) {
+        RDMA_LOG_INFO(kComponent, "%s %s: done for client %u (pid %d uid %u)", what, object.c_str(), p.client_id,
+                      static_cast<int>(p.pid), static_cast<unsigned>(p.uid));
+        return RI_OK;
+    }
+    RDMA_LOG_WARN(kComponent, "%s %s for client %u (pid %d uid %u) failed: %s", what, object.c_str(), p.client_id,
+                  static_cast<int>(p.pid), static_cast<unsigned>(p.uid), error->to_string().c_str());
+    return error->code();
+}
+
 }  // namespace
 
-void register_admin_commands(DeviceServer &server, AdapterManager &adapters) {
+rdma::Expected<AdminPolicy> resolve_admin_policy(const std::string &group) {
+    if (group.empty()) return AdminPolicy{};
+    std::vector<char> buf(lookup_buffer_size(_SC_GETGR_R_SIZE_MAX));
+    ::group gr{};
+    ::group *found = nullptr;
+    int rc;
+    while ((rc = ::getgrnam_r(group.c_str(), &gr, buf.data(), buf.size(), &found)) == ERANGE &&
+           buf.size() < (1u << 20)) {
+        buf.resize(buf.size() * 2);
+    }
+    if (rc != 0) return rdma::Error(rc, "cannot look up admin group '" + group + "': " + std::strerror(rc));
+    if (found == nullptr) {
+        return rdma::Error(RI_ENOENT, "admin group '" + group + "' does not exist on this host");
+    }
+    return AdminPolicy{gr.gr_gid};
+}
+
+bool may_administer(const Peer &peer, const AdminPolicy &policy) {
+    if (peer.uid == 0) return true;
+    if (!policy.admin_gid) return false;
+    return peer.gid == *policy.admin_gid || passwd_groups_include(peer.uid, *policy.admin_gid);
+}
+
+void register_admin_commands(DeviceServer &server, AdapterManager &adapters, AdminPolicy policy) {
     server.on(KRDMA_CMD_LIST_RNICS, [&adapters](Connection &, const Request &req, Reply &rep) {
-        krdma_list_rnics q;
-        std::memcpy(&q, req.payload.data(), sizeof q);
+        auto q = request_of<krdma_list_rnics>(req);
         std::vector<RnicInfo> list = adapters.list();
         krdma_list_rnics a{};
         a.index = q.index;
         a.count = static_cast<uint32_t>(list.size());
-        if (q.index < list.size()) {
-            const RnicInfo &r = list[q.index];
-            copy_text(a.info.name, r.name);
-            copy_text(a.info.provider, r.provider);
-            copy_text(a.info.vendor, r.vendor);
-            copy_text(a.info.netdev, r.netdev);
-            copy_text(a.info.address, r.address);
-            copy_text(a.info.uvp_library, r.uvp_library);
-            a.info.opens = r.opens;
-            a.info.state = KRDMA_RNIC_ATTACHED;
-        }
-        std::memcpy(rep.payload.data(), &a, sizeof a);
+        if (q.index < list.size()) fill(a.info, list[q.index]);
+        reply_with(rep, a);
         return RI_OK;
+    });
+
+    server.on(KRDMA_CMD_LIST_MODULES, [&adapters](Connection &, const Request &req, Reply &rep) {
+        auto q = request_of<krdma_list_modules>(req);
+        std::vector<ModuleInfo> list = adapters.modules();
+        krdma_list_modules a{};
+        a.index = q.index;
+        a.count = static_cast<uint32_t>(list.size());
+        if (q.index < list.size()) fill(a.info, list[q.index]);
+        reply_with(rep, a);
+        return RI_OK;
+    });
+
+    server.on(KRDMA_CMD_ATTACH_RNIC, [&adapters, policy](Connection &c, const Request &req, Reply &rep) -> int {
+        if (!admit(c, policy, "attach")) return RI_EPERM;
+        auto q = request_of<krdma_attach_rnic>(req);
+        auto provider = text_of(q.provider);
+        auto name = text_of(q.name);
+        auto netdev = text_of(q.netdev);
+        auto address = text_of(q.address);
+        auto options = text_of(q.options);
+        if (!provider || !name || !netdev || !address || !options) return RI_EINVAL;
+        auto r = adapters.attach(AttachRequest{*provider, *name, *netdev, *address, *options});
+        if (!r) return outcome(c, "attach", *name, &r.error());
+        krdma_attach_rnic a{};
+        std::memcpy(&a, &q, sizeof a);
+        fill(a.info, *r);
+        reply_with(rep, a);
+        return outcome(c, "attach", *name + " (" + r->provider + ", " + r->address + ")", nullptr);
+    });
+
+    server.on(KRDMA_CMD_DETACH_RNIC, [&adapters, policy](Connection &c, const Request &req, Reply &) -> int {
+        if (!admit(c, policy, "detach")) return RI_EPERM;
+        auto q = request_of<krdma_detach_rnic>(req);
+        auto name = text_of(q.name);
+        if (!name) return RI_EINVAL;
+        auto r = adapters.detach(*name);
+        return outcome(c, "detach", *name, r ? nullptr : &r.error());
+    });
+
+    server.on(KRDMA_CMD_LOAD_MODULE, [&adapters, policy](Connection &c, const Request &req, Reply &rep) -> int {
+        if (!admit(c, policy, "load")) return RI_EPERM;
+        auto q = request_of<krdma_load_module>(req);
+        auto file = text_of(q.file);
+        if (!file || file->empty()) return RI_EINVAL;
+        auto r = adapters.load(*file);
+        if (!r) return outcome(c, "load", *file, &r.error());
+        const std::string provider = (*r)->name();
+        for (const auto &m : adapters.modules()) {
+            if (m.provider == provider) fill(q.info, m);
+        }
+        reply_with(rep, q);
+        return outcome(c, "load", *file + " (provider " + provider + ")", nullptr);
+    });
+
+    server.on(KRDMA_CMD_UNLOAD_MODULE, [&adapters, policy](Connection &c, const Request &req, Reply &) -> int {
+        if (!admit(c, policy, "unload")) return RI_EPERM;
+        auto q = request_of<krdma_unload_module>(req);
+        auto provider = text_of(q.provider);
+        if (!provider) return RI_EINVAL;
+        auto r = adapters.unload(*provider);
+        return outcome(c, "unload", *provider, r ? nullptr : &r.error());
     });
 }
 

@@ -84,4 +84,13 @@ TEST(EmbeddedKal, BadConfigurationIsRefused) {
     EXPECT_NE(k2.error().message().find("cannot attach RNIC cpp0"), std::string::npos);
 }
 
+TEST(EmbeddedKal, AnUnknownAdminGroupIsRefused) {
+    kal::Config c = config();
+    c.admin_group = "no-such-group-for-krdmad";
+    auto k = kal::EmbeddedKal::start(c);
+    ASSERT_FALSE(k);
+    EXPECT_EQ(k.error().code(), RI_ENOENT);
+    EXPECT_NE(k.error().message().find("no-such-group-for-krdmad"), std::string::npos);
+}
+
 }  // namespace

@@ -1,111 +1,20 @@
 // The real krdmad binary in its own process group on a private device path: it starts from a configuration with
 // two providers and an RNIC, answers a client, tells it when it shuts down on SIGTERM, and refuses a bad
 // configuration, a missing module and a device path in use with distinct exit codes and clear messages.
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <gtest/gtest.h>
-
-#include <chrono>
-#include <fstream>
-#include <sstream>
-#include <thread>
-
-#include "client.hpp"
+#include "krdmad_fixture.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-class Krdmad : public ::testing::Test {
+class Krdmad : public testutil::KrdmadFixture {
 protected:
-    void SetUp() override {
-        char tmpl[] = "/tmp/krdmad-test-XXXXXX";
-        ASSERT_NE(::mkdtemp(tmpl), nullptr);
-        dir_ = tmpl;
-    }
-    void TearDown() override {
-        // Whatever happened, no daemon outlives the test.
-        for (pid_t pg : groups_) ::kill(-pg, SIGKILL);
-        for (pid_t pg : groups_) ::waitpid(pg, nullptr, 0);
-        fs::remove_all(dir_);
-    }
-    fs::path write_config(const std::string &json) {
-        fs::path p = dir_ / "krdmad.json";
-        std::ofstream(p) << json;
-        return p;
-    }
     std::string good_config(const std::string &device) {
         return R"({"device": ")" + device + R"(", "provider_dir": ")" TEST_PROVIDER_DIR R"(",
                    "modules": ["test_cpp_kvp.so", "test_good_kvp.so"],
                    "rnics": [{"name": "cpp0", "provider": "cppkvp", "address": "127.0.0.1"}],
                    "log_level": "warn"})";
     }
-    // Starts @p program with @p args in a new process group (killed at teardown whatever happens), stdout to
-    // @p out and stderr to @p err (the same file when they are equal).
-    pid_t spawn(const char *program, std::vector<std::string> args, const fs::path &out, const fs::path &err) {
-        pid_t pid = ::fork();
-        if (pid == 0) {
-            ::setpgid(0, 0);
-            std::freopen(out.c_str(), "w", stdout);
-            if (err == out) {
-                ::dup2(STDOUT_FILENO, STDERR_FILENO);
-            } else {
-                std::freopen(err.c_str(), "w", stderr);
-            }
-            std::vector<char *> argv;
-            argv.push_back(const_cast<char *>(program));
-            for (auto &a : args) argv.push_back(a.data());
-            argv.push_back(nullptr);
-            ::execv(program, argv.data());
-            ::_exit(127);
-        }
-        ::setpgid(pid, pid);
-        groups_.push_back(pid);
-        return pid;
-    }
-    // Runs rdmactl with @p args to completion; returns its exit status, its output in @p out.
-    int rdmactl(std::vector<std::string> args, std::string &out) {
-        const fs::path file = dir_ / "rdmactl.out";
-        int status = wait_exit(spawn(RDMACTL_PATH, std::move(args), file, file));
-        out = read_text(file);
-        return status;
-    }
-    // Starts krdmad with @p args, output to files.
-    pid_t start(std::vector<std::string> args) {
-        return spawn(KRDMAD_PATH, std::move(args), dir_ / "stdout", dir_ / "stderr");
-    }
-    // Waits for the process to exit (10 s at most) and returns its exit status, or -1.
-    int wait_exit(pid_t pid) {
-        for (int i = 0; i < 1000; ++i) {
-            int status = 0;
-            if (::waitpid(pid, &status, WNOHANG) == pid) {
-                groups_.erase(std::remove(groups_.begin(), groups_.end(), pid), groups_.end());
-                return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
-        return -1;
-    }
-    std::unique_ptr<ual::DeviceClient> connect(const fs::path &device) {
-        for (int i = 0; i < 500; ++i) {
-            auto c = ual::DeviceClient::connect(device);
-            if (c) return std::move(*c);
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
-        return nullptr;
-    }
-    static std::string read_text(const fs::path &file) {
-        std::ifstream in(file);
-        std::stringstream ss;
-        ss << in.rdbuf();
-        return ss.str();
-    }
-    std::string stderr_text() { return read_text(dir_ / "stderr"); }
-
-    fs::path dir_;
-    std::vector<pid_t> groups_;
 };
 
 TEST_F(Krdmad, ServesAndShutsDownCleanlyTellingClients) {

@@ -33,13 +33,13 @@ std::optional<std::vector<krdma_rnic_info>> fetch(const GlobalOptions &global) {
     return out;
 }
 
-nlohmann::json to_json(const krdma_rnic_info &i) {
+}  // namespace
+
+nlohmann::json rnic_json(const krdma_rnic_info &i) {
     return {{"name", i.name},       {"provider", i.provider},     {"vendor", i.vendor},
             {"netdev", i.netdev},   {"address", i.address},       {"state", "attached"},
             {"opens", i.opens},     {"uvp_library", i.uvp_library}};
 }
-
-}  // namespace
 
 void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_code) {
     CLI::App *list = app.add_subcommand("list", "List the RNICs krdmad serves");
@@ -51,7 +51,7 @@ void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_cod
         }
         if (global.json) {
             nlohmann::json a = nlohmann::json::array();
-            for (const auto &r : *rnics) a.push_back(to_json(r));
+            for (const auto &r : *rnics) a.push_back(rnic_json(r));
             std::cout << a.dump(2) << "\n";
             return;
         }
@@ -120,7 +120,7 @@ void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_cod
         for (const auto &r : *rnics) {
             if (*address == r.address) {
                 if (global.json) {
-                    std::cout << to_json(r).dump(2) << "\n";
+                    std::cout << rnic_json(r).dump(2) << "\n";
                 } else {
                     std::printf("%s\n  provider:    %s (%s)\n  netdev:      %s\n  address:     %s\n"
                                 "  state:       attached, %u open(s)\n  uVP library: %s\n",

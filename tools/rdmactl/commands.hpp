@@ -3,7 +3,10 @@
 #define TOOLS_RDMACTL_COMMANDS_HPP
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <string>
+
+#include "krdma/abi.h"
 
 namespace rdmactl {
 
@@ -18,6 +21,15 @@ void add_modinfo(CLI::App &app, const GlobalOptions &global, int &exit_code);
 
 /** @brief Registers `rdmactl list`, `show ADDRESS` and `resources`: what a running krdmad serves and holds. */
 void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_code);
+
+/**
+ * @brief Registers `rdmactl attach`, `detach`, `load`, `unload` (root or krdmad's admin group) and `modules`:
+ *        changes to what a running krdmad serves, and its loaded kVPs.
+ */
+void add_admin_commands(CLI::App &app, const GlobalOptions &global, int &exit_code);
+
+/** @brief One RNIC as `rdmactl --json` prints it. */
+[[nodiscard]] nlohmann::json rnic_json(const krdma_rnic_info &info);
 
 }  // namespace rdmactl
 

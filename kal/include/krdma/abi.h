@@ -159,6 +159,69 @@ struct krdma_list_clients {
 #define KRDMA_CMD_LIST_CLIENTS _IOWR(KRDMA_IOC_MAGIC, 0x11, struct krdma_list_clients)
 /** @brief LIST_RNICS command code. */
 #define KRDMA_CMD_LIST_RNICS _IOWR(KRDMA_IOC_MAGIC, 0x10, struct krdma_list_rnics)
+/*
+ * ---- Administration block ----
+ * Administration: attach/detach RNICs, load/unload kVP modules (root or krdmad's admin group; others get EPERM),
+ * and the module list (open to everyone). Codes 0x30-0x3f. Every string is NUL-terminated within its array; the
+ * kAL refuses one that is not with EINVAL.
+ */
+
+/** @brief ATTACH_RNIC: attaches a new RNIC instance to a network address or netdev of this host. */
+struct krdma_attach_rnic {
+    char provider[64];            /**< Request: a loaded kVP's provider name. */
+    char name[64];                /**< Request: the new RNIC's name, unique on the host. */
+    char netdev[16];              /**< Request: network device, or empty when krdma_attach_rnic::address selects it. */
+    char address[48];             /**< Request: IPv4 or IPv6 address, or empty to take the netdev's first. */
+    char options[1024];           /**< Request: provider options as a JSON object text, or empty. */
+    struct krdma_rnic_info info;  /**< Reply: the attached RNIC. */
+};
+
+/** @brief DETACH_RNIC: detaches an RNIC; EBUSY while a consumer has it open. */
+struct krdma_detach_rnic {
+    char name[64];  /**< Request: the RNIC's name. */
+};
+
+/** @brief One loaded kVP module as krdmad knows it. */
+struct krdma_module_info {
+    char provider[64];      /**< Provider name. */
+    char vendor[64];        /**< Provider vendor. */
+    char version[64];       /**< The provider's own version text. */
+    char path[256];         /**< Canonical path of the module file. */
+    char uvp_library[256];  /**< The matching uVP library, or empty. */
+    uint32_t abi_version;   /**< RNIC-PI ABI version the module was built with. */
+    uint32_t rnics;         /**< RNICs of this provider attached now. */
+};
+
+/** @brief LOAD_MODULE: loads a kVP module; loading a loaded file again is not an error. */
+struct krdma_load_module {
+    char file[256];                 /**< Request: a file name in krdmad's provider directory, or a path. */
+    struct krdma_module_info info;  /**< Reply: the loaded module. */
+};
+
+/** @brief UNLOAD_MODULE: unloads a provider's kVP module; EBUSY while RNICs of it are attached. */
+struct krdma_unload_module {
+    char provider[64];  /**< Request: the provider name. */
+};
+
+/** @brief LIST_MODULES: one entry of the loaded kVP list (ask index 0, 1, ... until the reply's count). */
+struct krdma_list_modules {
+    uint32_t index;                 /**< Request: which entry. */
+    uint32_t count;                 /**< Reply: how many modules are loaded. */
+    struct krdma_module_info info;  /**< Reply: the entry (when index < count). */
+};
+
+/** @brief ATTACH_RNIC command code (admin). */
+#define KRDMA_CMD_ATTACH_RNIC _IOWR(KRDMA_IOC_MAGIC, 0x30, struct krdma_attach_rnic)
+/** @brief DETACH_RNIC command code (admin). */
+#define KRDMA_CMD_DETACH_RNIC _IOWR(KRDMA_IOC_MAGIC, 0x31, struct krdma_detach_rnic)
+/** @brief LOAD_MODULE command code (admin). */
+#define KRDMA_CMD_LOAD_MODULE _IOWR(KRDMA_IOC_MAGIC, 0x32, struct krdma_load_module)
+/** @brief UNLOAD_MODULE command code (admin). */
+#define KRDMA_CMD_UNLOAD_MODULE _IOWR(KRDMA_IOC_MAGIC, 0x33, struct krdma_unload_module)
+/** @brief LIST_MODULES command code (open to every caller). */
+#define KRDMA_CMD_LIST_MODULES _IOWR(KRDMA_IOC_MAGIC, 0x34, struct krdma_list_modules)
+
+/* ---- End of the administration block ---- */
 
 /**
  * @brief An event record sent without a request: the kAL is shutting down, or event management delivers a

@@ -1,0 +1,246 @@
+// rdmactl attach / detach / load / unload / modules: the administrator's changes to what a running krdmad serves.
+// Changes need root or membership in krdmad's admin group; krdmad decides, from the caller's SO_PEERCRED identity.
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "client.hpp"
+#include "commands.hpp"
+#include "rnicpi/host/loader.hpp"
+
+namespace rdmactl {
+namespace {
+
+struct AttachOptions {
+    std::string provider, name, netdev, address, options;
+};
+
+// What krdmad's answer means to the administrator, and what to do about it.
+std::string explain(int status, const std::string &busy_hint) {
+    switch (status) {
+        case RI_EPERM:
+            return "permission denied: needs root or membership in krdmad's admin group";
+        case RI_EBUSY:
+            return "busy: " + busy_hint;
+        case RI_ENOTTY:
+            return "this krdmad does not know the command (an older version?)";
+        default:
+            return std::string(std::strerror(status)) + " (" + std::string(rdma::errno_name(status)) + ")";
+    }
+}
+
+// Connects to krdmad; on failure prints why (krdmad not running at that path...) and returns nothing.
+std::unique_ptr<ual::DeviceClient> connect(const GlobalOptions &global) {
+    auto client = ual::DeviceClient::connect(global.device);
+    if (!client) {
+        std::fprintf(stderr, "rdmactl: %s\n", client.error().message().c_str());
+        return nullptr;
+    }
+    return std::move(*client);
+}
+
+// Sends one request of type T; on failure prints what failed and why and returns nothing.
+template <typename T>
+std::optional<T> request(ual::DeviceClient &client, uint32_t cmd, const T &q, const std::string &what,
+                         const std::string &busy_hint = "") {
+    auto r = client.call(cmd, {reinterpret_cast<const uint8_t *>(&q), sizeof q});
+    if (!r) {
+        std::fprintf(stderr, "rdmactl: %s failed: %s\n", what.c_str(), r.error().message().c_str());
+        return std::nullopt;
+    }
+    if (r->status != 0 || r->payload.size() != sizeof(T)) {
+        std::fprintf(stderr, "rdmactl: %s failed: %s\n", what.c_str(),
+                     explain(r->status != 0 ? r->status : RI_EPROTO, busy_hint).c_str());
+        return std::nullopt;
+    }
+    T a;
+    std::memcpy(&a, r->payload.data(), sizeof a);
+    return a;
+}
+
+// Connects and sends one request: the whole of a changing command.
+template <typename T>
+std::optional<T> request(const GlobalOptions &global, uint32_t cmd, const T &q, const std::string &what,
+                         const std::string &busy_hint = "") {
+    auto client = connect(global);
+    if (!client) return std::nullopt;
+    return request(*client, cmd, q, what, busy_hint);
+}
+
+// Copies @p text into a request field; false (after saying so) when it does not fit.
+template <size_t N>
+bool put(char (&field)[N], const std::string &text, const char *what) {
+    if (text.size() >= N || text.find('\0') != std::string::npos) {
+        std::fprintf(stderr, "rdmactl: the %s must be shorter than %zu characters\n", what, N);
+        return false;
+    }
+    std::memcpy(field, text.c_str(), text.size() + 1);
+    return true;
+}
+
+nlohmann::json module_json(const krdma_module_info &m) {
+    return {{"provider", m.provider},
+            {"vendor", m.vendor},
+            {"version", m.version},
+            {"file", m.path},
+            {"abi_version", rdma::rnicpi::abi_version_text(m.abi_version)},
+            {"uvp_library", m.uvp_library[0] != '\0' ? nlohmann::json(m.uvp_library) : nlohmann::json(nullptr)},
+            {"rnics", m.rnics}};
+}
+
+void add_attach(CLI::App &app, const GlobalOptions &global, int &exit_code) {
+    auto opt = std::make_shared<AttachOptions>();
+    CLI::App *cmd = app.add_subcommand("attach", "Attach a new RNIC instance of a loaded provider (admin)");
+    cmd->add_option("--provider", opt->provider, "Provider name of a loaded kVP")->required();
+    cmd->add_option("--name", opt->name, "The new RNIC's name, unique on the host")->required();
+    auto *netdev = cmd->add_option("--netdev", opt->netdev, "Network device (its first address is taken)");
+    auto *address = cmd->add_option("--address", opt->address, "IPv4 or IPv6 address configured on this host");
+    cmd->add_option("--options", opt->options, "Provider options, a JSON object");
+    netdev->excludes(address);
+    cmd->callback([&global, &exit_code, opt] {
+        exit_code = 1;
+        if (opt->netdev.empty() && opt->address.empty()) {
+            std::fprintf(stderr, "rdmactl: attach needs --netdev or --address\n");
+            return;
+        }
+        if (!opt->options.empty()) {
+            auto parsed = nlohmann::json::parse(opt->options, nullptr, false);
+            if (parsed.is_discarded() || !parsed.is_object()) {
+                std::fprintf(stderr, "rdmactl: --options must be a JSON object, e.g. '{\"mtu\": 4096}'\n");
+                return;
+            }
+        }
+        krdma_attach_rnic q{};
+        if (!put(q.provider, opt->provider, "provider name") || !put(q.name, opt->name, "RNIC name") ||
+            !put(q.netdev, opt->netdev, "netdev name") || !put(q.address, opt->address, "address") ||
+            !put(q.options, opt->options, "options text")) {
+            return;
+        }
+        auto a = request(global, KRDMA_CMD_ATTACH_RNIC, q, "attaching " + opt->name);
+        if (!a) return;
+        exit_code = 0;
+        if (global.json) {
+            std::cout << rnic_json(a->info).dump(2) << "\n";
+        } else {
+            std::printf("attached %s (%s) to %s on %s\n", a->info.name, a->info.provider, a->info.address,
+                        a->info.netdev);
+        }
+    });
+}
+
+void add_detach(CLI::App &app, const GlobalOptions &global, int &exit_code) {
+    auto name = std::make_shared<std::string>();
+    CLI::App *cmd = app.add_subcommand("detach", "Detach an RNIC that no consumer has open (admin)");
+    cmd->add_option("name", *name, "RNIC name")->required();
+    cmd->callback([&global, &exit_code, name] {
+        exit_code = 1;
+        krdma_detach_rnic q{};
+        if (!put(q.name, *name, "RNIC name")) return;
+        if (!request(global, KRDMA_CMD_DETACH_RNIC, q, "detaching " + *name,
+                     "consumers have it open; they must close it first (rdmactl resources shows who)")) {
+            return;
+        }
+        exit_code = 0;
+        if (global.json) {
+            std::cout << nlohmann::json{{"detached", *name}}.dump(2) << "\n";
+        } else {
+            std::printf("detached %s\n", name->c_str());
+        }
+    });
+}
+
+void add_load(CLI::App &app, const GlobalOptions &global, int &exit_code) {
+    auto file = std::make_shared<std::string>();
+    CLI::App *cmd = app.add_subcommand("load", "Load a kVP module into krdmad (admin)");
+    cmd->add_option("file", *file, "Module file: a name in krdmad's provider directory, or a path")->required();
+    cmd->callback([&global, &exit_code, file] {
+        exit_code = 1;
+        // krdmad runs elsewhere: a relative path means this shell's directory, a bare name its provider directory.
+        std::string target = *file;
+        if (target.find('/') != std::string::npos) target = std::filesystem::absolute(target).lexically_normal();
+        krdma_load_module q{};
+        if (!put(q.file, target, "module path")) return;
+        auto a = request(global, KRDMA_CMD_LOAD_MODULE, q, "loading " + target);
+        if (!a) return;
+        exit_code = 0;
+        if (global.json) {
+            std::cout << module_json(a->info).dump(2) << "\n";
+        } else {
+            std::printf("loaded %s %s (%s) from %s\n", a->info.provider, a->info.version, a->info.vendor,
+                        a->info.path);
+        }
+    });
+}
+
+void add_unload(CLI::App &app, const GlobalOptions &global, int &exit_code) {
+    auto provider = std::make_shared<std::string>();
+    CLI::App *cmd = app.add_subcommand("unload", "Unload a provider's kVP module (admin)");
+    cmd->add_option("provider", *provider, "Provider name")->required();
+    cmd->callback([&global, &exit_code, provider] {
+        exit_code = 1;
+        krdma_unload_module q{};
+        if (!put(q.provider, *provider, "provider name")) return;
+        if (!request(global, KRDMA_CMD_UNLOAD_MODULE, q, "unloading " + *provider,
+                     "RNICs of this provider are attached; detach them first")) {
+            return;
+        }
+        exit_code = 0;
+        if (global.json) {
+            std::cout << nlohmann::json{{"unloaded", *provider}}.dump(2) << "\n";
+        } else {
+            std::printf("unloaded %s\n", provider->c_str());
+        }
+    });
+}
+
+void add_modules(CLI::App &app, const GlobalOptions &global, int &exit_code) {
+    CLI::App *cmd = app.add_subcommand("modules", "List the kVP modules krdmad has loaded");
+    cmd->callback([&global, &exit_code] {
+        auto client = connect(global);
+        if (!client) {
+            exit_code = 1;
+            return;
+        }
+        std::vector<krdma_module_info> list;
+        for (uint32_t index = 0;; ++index) {
+            krdma_list_modules q{};
+            q.index = index;
+            auto a = request(*client, KRDMA_CMD_LIST_MODULES, q, "listing modules");
+            if (!a) {
+                exit_code = 1;
+                return;
+            }
+            if (index >= a->count) break;
+            list.push_back(a->info);
+        }
+        if (global.json) {
+            nlohmann::json all = nlohmann::json::array();
+            for (const auto &m : list) all.push_back(module_json(m));
+            std::cout << all.dump(2) << "\n";
+            return;
+        }
+        std::printf("%-12s %-20s %-10s %-5s %5s %-40s %s\n", "PROVIDER", "VENDOR", "VERSION", "ABI", "RNICS", "FILE",
+                    "UVP LIBRARY");
+        for (const auto &m : list) {
+            std::printf("%-12s %-20s %-10s %-5s %5u %-40s %s\n", m.provider, m.vendor, m.version,
+                        rdma::rnicpi::abi_version_text(m.abi_version).c_str(), m.rnics, m.path,
+                        m.uvp_library[0] != '\0' ? m.uvp_library : "-");
+        }
+    });
+}
+
+}  // namespace
+
+void add_admin_commands(CLI::App &app, const GlobalOptions &global, int &exit_code) {
+    add_attach(app, global, exit_code);
+    add_detach(app, global, exit_code);
+    add_load(app, global, exit_code);
+    add_unload(app, global, exit_code);
+    add_modules(app, global, exit_code);
+}
+
+}  // namespace rdmactl
