@@ -159,10 +159,15 @@ void AccessLayer::route(const krdma_event &e) {
     std::vector<std::shared_ptr<Adapter>> targets;
     {
         std::lock_guard lock(mutex_);
-        for (auto &[h, w] : adapters_) {
-            if (e.event == KRDMA_EVENT_SHUTDOWN || h == e.object) {
+        if (e.event == KRDMA_EVENT_SHUTDOWN) {
+            if (kal_gone_) return;  // told once: krdmad's own notice, or the device closing
+            kal_gone_ = true;
+            std::erase_if(all_adapters_, [](const std::weak_ptr<Adapter> &w) { return w.expired(); });
+            for (auto &w : all_adapters_) {
                 if (auto a = w.lock()) targets.push_back(std::move(a));
             }
+        } else if (auto it = adapters_.find(e.object); it != adapters_.end()) {
+            if (auto a = it->second.lock()) targets.push_back(std::move(a));
         }
     }
     Event ev;
@@ -185,7 +190,8 @@ void AccessLayer::route(const krdma_event &e) {
 
 void AccessLayer::register_adapter(uint64_t kal_rnic, const std::shared_ptr<Adapter> &a) {
     std::lock_guard lock(mutex_);
-    adapters_[kal_rnic] = a;
+    if (kal_rnic != 0) adapters_[kal_rnic] = a;  // a uVP that opened without the kAL gets no kVP events
+    all_adapters_.push_back(a);
 }
 void AccessLayer::unregister_adapter(uint64_t kal_rnic) {
     std::lock_guard lock(mutex_);
@@ -237,7 +243,9 @@ rdma::Expected<std::shared_ptr<Adapter>> AccessLayer::open_adapter(const std::st
     {
         // The uVP is loaded when a consumer first uses one of its RNICs, and stays loaded while adapters use it.
         std::lock_guard lock(mutex_);
-        uvp = loader_->find(d->provider, RI_MODE_NONPRIVILEGED);
+        for (auto &m : loader_->modules()) {
+            if (m->path() == std::filesystem::path(d->uvp_library)) uvp = m;
+        }
         if (!uvp) {
             auto r = loader_->load(d->uvp_library, RI_MODE_NONPRIVILEGED);
             if (!r) return r.error();
@@ -268,7 +276,7 @@ rdma::Expected<std::shared_ptr<Adapter>> AccessLayer::open_adapter(const std::st
     if (ri_status_t rc = a->v_->set_ceh(a->rnic_, &Adapter::on_completion, a.get(), &a->ceh_id_); rc != RI_OK) {
         return verb_error(rc, "Set CEH");
     }
-    if (a->kal_handle_ != 0) register_adapter(a->kal_handle_, a);
+    register_adapter(a->kal_handle_, a);
     return a;
 }
 

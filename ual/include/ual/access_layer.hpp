@@ -106,7 +106,9 @@ private:
     krdma::UniqueFd stop_fd_;
     std::thread thread_;
     std::mutex mutex_;  // guards the maps and the loader
-    std::map<uint64_t, std::weak_ptr<Adapter>> adapters_;
+    std::map<uint64_t, std::weak_ptr<Adapter>> adapters_;  // by the kAL's handle of the RNIC open
+    std::vector<std::weak_ptr<Adapter>> all_adapters_;     // every adapter, for the kAL going away
+    bool kal_gone_ = false;
     std::map<uint64_t, std::weak_ptr<CompletionQueue>> cqs_;
 };
 
