@@ -148,6 +148,8 @@ ri_status_t pin_range(void *host_ctx, uint64_t addr, uint64_t length, uint32_t, 
             RDMA_LOG_WARN(kComponent, "client %u: %s", ctx->peer.client_id, r.error().message().c_str());
             return r.error().code();
         }
+        RDMA_LOG_DEBUG(kComponent, "client %u: pinned %#lx+%lu", ctx->peer.client_id,
+                       static_cast<unsigned long>(r->range.start), static_cast<unsigned long>(r->range.bytes()));
         // Locking the whole pinned range is always right: every page of it is pinned now.
         ctx->pin_ops.push_back(krdma_pin_op{r->range.start, r->range.bytes(), KRDMA_PIN_LOCK, 0});
         *out = ri_pin_t{r->pin_id, r->range.start, r->range.bytes(), 4096, 0};
@@ -393,6 +395,8 @@ int record_created(VerbCommands &self, Context &ctx, krdma_syscall &s, const OpS
         if (s.op == RI_CREATE_CQ) route->cqs[provider] = *h;
     }
     s.handle_out = *h;
+    RDMA_LOG_DEBUG(kComponent, "client %u: op %u made %s handle %#lx", ctx.peer.client_id, s.op,
+                   std::string(resource_name(*spec.creates)).c_str(), static_cast<unsigned long>(*h));
     return RI_OK;
 }
 
@@ -563,6 +567,7 @@ int VerbCommands::handle(Connection &c, const Request &req, Reply &rep) {
             std::memcpy(result, &id, sizeof id);
             call.result_len = sizeof id;
         } else {
+            RDMA_LOG_DEBUG(kComponent, "client %u: op %u on the kVP", c.peer().client_id, s.op);
             status = v->syscall(&k);
             if (status == RI_ENOSYS) {
                 call.result_len = call.priv_out_len = call.nfds_out = 0;

@@ -39,7 +39,12 @@ public:
 };
 
 ri_status_t ual_syscall(void *host_ctx, ri_syscall_t *call) noexcept {
+    if (call != nullptr) RDMA_LOG_DEBUG(kComponent, "ri_syscall op %u: to the kAL", call->op);
     ri_status_t rc = device_syscall(host_ctx, call);
+    if (call != nullptr) {
+        RDMA_LOG_DEBUG(kComponent, "ri_syscall op %u: kAL answered %d, handle %#lx", call->op, rc,
+                       static_cast<unsigned long>(call->handle_out));
+    }
     if (rc == RI_OK && call != nullptr && call->op == t_capture.op) t_capture.handle = call->handle_out;
     return rc;
 }
@@ -469,6 +474,7 @@ rdma::Expected<std::shared_ptr<Endpoint>> ProtectionZone::create_endpoint(
     }
     if (srq && srq->pz_->adapter_ != adapter_) return rdma::Error(RI_EINVAL, "the SRQ belongs to another adapter");
     const ri_verbs_ops_t &v = adapter_->verbs();
+    RDMA_LOG_DEBUG(kComponent, "create endpoint: uVP create_qp");
     std::shared_ptr<Endpoint> ep(new Endpoint());
     ri_qp_init_attr_t ia{};
     ia.type = RI_QPT_RC;
@@ -497,6 +503,7 @@ rdma::Expected<std::shared_ptr<Endpoint>> ProtectionZone::create_endpoint(
     ri_qp_attr_t q{};
     if (ri_status_t rc = v.query_qp(ep->qp_, &q); rc != RI_OK) return verb_error(rc, "Query QP");
     ep->qp_num_ = q.qp_num;
+    RDMA_LOG_DEBUG(kComponent, "create endpoint: QP %u ready", ep->qp_num_);
     return ep;
 }
 
