@@ -83,6 +83,7 @@ struct RnicRef::Instance {
     std::string netdev;
     ri_net_addr_t addr{};
     std::atomic<uint32_t> opens{0};
+    RnicObjectCounts counts;
 };
 
 RnicRef::RnicRef(RnicRef &&o) noexcept : inst_(std::move(o.inst_)) {}
@@ -104,6 +105,11 @@ ri_instance_t RnicRef::instance() const noexcept { return inst_ ? inst_->handle 
 const rdma::rnicpi::ModuleRef &RnicRef::module() const noexcept {
     static const rdma::rnicpi::ModuleRef none;
     return inst_ ? inst_->module : none;
+}
+
+RnicObjectCounts &RnicRef::counts() const noexcept {
+    static RnicObjectCounts none;  // a moved-from reference counts nowhere that matters
+    return inst_ ? inst_->counts : none;
 }
 
 AdapterManager::~AdapterManager() {
@@ -143,6 +149,7 @@ RnicInfo AdapterManager::info_of(const RnicRef::Instance &i) {
     r.address = to_text(i.addr);
     r.uvp_library = i.module->uvp_library() ? i.module->uvp_library()->string() : std::string();
     r.opens = i.opens.load();
+    for (size_t t = 0; t < kRnicObjectTypes; ++t) r.objects[t] = i.counts.by_type[t].load();
     return r;
 }
 

@@ -6,6 +6,8 @@
 #ifndef KAL_ADAPTER_ADAPTER_MANAGER_HPP
 #define KAL_ADAPTER_ADAPTER_MANAGER_HPP
 
+#include <array>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,6 +28,14 @@ struct AttachRequest {
     std::string options;  /**< Provider options as a JSON object text, or empty. */
 };
 
+/** @brief Number of object types counted per RNIC (the kAL's resource types, in their teardown order). */
+inline constexpr size_t kRnicObjectTypes = 9;
+
+/** @brief Objects consumers hold on one RNIC, by resource type; updated by system call management. */
+struct RnicObjectCounts {
+    std::array<std::atomic<uint32_t>, kRnicObjectTypes> by_type{}; /**< Live objects of each type. */
+};
+
 /** @brief An attached RNIC, as rdmactl lists it. */
 struct RnicInfo {
     std::string name;        /**< RNIC name. */
@@ -35,6 +45,7 @@ struct RnicInfo {
     std::string address;     /**< Network address, as text. */
     std::string uvp_library; /**< The uVP library a uAL loads for it, or empty for kAL-only RNICs. */
     uint32_t opens = 0;      /**< Current opens (by consumers). */
+    std::array<uint32_t, kRnicObjectTypes> objects{}; /**< Objects consumers hold on it, by resource type. */
 };
 
 /** @brief A loaded kVP module, as rdmactl lists it. */
@@ -63,6 +74,8 @@ public:
     [[nodiscard]] ri_instance_t instance() const noexcept;
     /** @brief The provider module. */
     [[nodiscard]] const rdma::rnicpi::ModuleRef &module() const noexcept;
+    /** @brief The RNIC's object counters (valid while this reference, or any other open of the RNIC, lives). */
+    [[nodiscard]] RnicObjectCounts &counts() const noexcept;
 
 private:
     friend class AdapterManager;

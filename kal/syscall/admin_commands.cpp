@@ -53,6 +53,7 @@ void fill(krdma_rnic_info &out, const RnicInfo &r) {
     copy_text(out.uvp_library, r.uvp_library);
     out.opens = r.opens;
     out.state = KRDMA_RNIC_ATTACHED;
+    for (size_t t = 0; t < kRnicObjectTypes; ++t) out.objects[t] = r.objects[t];
 }
 
 void fill(krdma_module_info &out, const ModuleInfo &m) {

@@ -58,6 +58,7 @@ struct KvpObject : Resource {
     KvpObject(ResourceType t, const ri_verbs_ops_t *verbs) : type(t), v(verbs) {}
     ~KvpObject() override {
         if (handle == nullptr) return;  // the kVP never made it
+        if (counts != nullptr) counts->by_type[static_cast<size_t>(type)].fetch_sub(1, std::memory_order_relaxed);
         ri_status_t rc = RI_OK;
         switch (type) {
             case ResourceType::rnic: rc = v->close_rnic(static_cast<ri_rnic_t>(handle)); break;
@@ -86,6 +87,7 @@ struct KvpObject : Resource {
     std::shared_ptr<EventRoute> route;  // RNIC opens and CQs
     uint32_t aeh_id = 0;                // RNIC opens: the handler the kAL set at open
     RnicRef ref;                        // RNIC opens: keeps the instance attached (released after close_rnic)
+    RnicObjectCounts *counts = nullptr; // the RNIC's counters (its open outlives every object below it)
 };
 
 // What an op names, creates and expects, so every op is checked the same way before the kVP sees it.
@@ -387,8 +389,12 @@ int record_created(VerbCommands &self, Context &ctx, krdma_syscall &s, const OpS
     }
     void *const provider = made->handle;
     std::shared_ptr<EventRoute> route = made->route;
+    RnicObjectCounts *counts = s.op == RI_OPEN_RNIC ? &made->ref.counts() : o.object->counts;
+    KvpObject *obj = made.get();
     auto h = ctx.table.add(*spec.creates, parent, std::span<const Handle>(held.data(), nheld), std::move(made));
     if (!h) return h.error().code();  // the object's destructor releases the kVP object
+    obj->counts = counts;
+    counts->by_type[static_cast<size_t>(*spec.creates)].fetch_add(1, std::memory_order_relaxed);
     if (route) {
         std::lock_guard lock(route->mutex);
         if (s.op == RI_OPEN_RNIC) route->rnic = *h;

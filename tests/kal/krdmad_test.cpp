@@ -79,7 +79,8 @@ TEST_F(Krdmad, RdmactlListsAndSelectsRnicsByAddress) {
     ASSERT_EQ(rdmactl({"--device", device.string(), "resources"}, out), 0) << out;
     EXPECT_NE(out.find("PINNED"), std::string::npos) << out;
     ASSERT_EQ(rdmactl({"--json", "--device", device.string(), "resources"}, out), 0) << out;
-    EXPECT_NE(out.find("[]"), std::string::npos) << out;  // no consumer holds anything
+    EXPECT_NE(out.find("\"processes\": []"), std::string::npos) << out;  // no consumer holds anything
+    EXPECT_NE(out.find("\"opens\": 0"), std::string::npos) << out;
     EXPECT_EQ(rdmactl({"--device", device.string(), "show", "10.9.9.9"}, out), 1);
     EXPECT_NE(out.find("no RNIC serves 10.9.9.9"), std::string::npos) << out;
 }

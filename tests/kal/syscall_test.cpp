@@ -106,11 +106,17 @@ TEST_F(Syscall, ControlPathThroughTheKvp) {
     ri_cq_attr_t cq_out{};
     ASSERT_EQ(sys(*c, RI_CREATE_CQ, rnic, &cqa, sizeof cqa, &cq_out, sizeof cq_out, &cq), RI_OK);
     EXPECT_EQ(cq_out.cqe, 128u);
+    // The RNIC counts what consumers hold on it (rdmactl resources shows it per RNIC).
+    auto objects = [&] { return adapters_.list().at(0).objects; };
+    EXPECT_EQ(objects()[static_cast<size_t>(kal::ResourceType::rnic)], 1u);
+    EXPECT_EQ(objects()[static_cast<size_t>(kal::ResourceType::pd)], 1u);
+    EXPECT_EQ(objects()[static_cast<size_t>(kal::ResourceType::cq)], 1u);
     EXPECT_EQ(sys(*c, RI_CLOSE_RNIC, rnic, nullptr, 0), RI_EBUSY);  // the verbs' rule: children first
     EXPECT_EQ(sys(*c, RI_DEALLOC_PD, pd, nullptr, 0), RI_OK);
     EXPECT_EQ(sys(*c, RI_DESTROY_CQ, cq, nullptr, 0), RI_OK);
     EXPECT_EQ(sys(*c, RI_CLOSE_RNIC, rnic, nullptr, 0), RI_OK);
     EXPECT_EQ(opens(), 0u);
+    for (uint32_t n : objects()) EXPECT_EQ(n, 0u);
 }
 
 TEST_F(Syscall, QueuePairsHoldTheirCompletionQueues) {

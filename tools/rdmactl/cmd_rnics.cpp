@@ -35,10 +35,16 @@ std::optional<std::vector<krdma_rnic_info>> fetch(const GlobalOptions &global) {
 
 }  // namespace
 
+// Resource type names in the kAL's order (krdma_client_info::counts, krdma_rnic_info::objects).
+constexpr const char *kResourceTypeNames[KRDMA_RESOURCE_TYPES] = {"endpoint", "listener", "mw", "qp",  "srq",
+                                                                  "mr",       "cq",       "pd", "rnic"};
+
 nlohmann::json rnic_json(const krdma_rnic_info &i) {
-    return {{"name", i.name},       {"provider", i.provider},     {"vendor", i.vendor},
-            {"netdev", i.netdev},   {"address", i.address},       {"state", "attached"},
-            {"opens", i.opens},     {"uvp_library", i.uvp_library}};
+    nlohmann::json j{{"name", i.name},       {"provider", i.provider},     {"vendor", i.vendor},
+                     {"netdev", i.netdev},   {"address", i.address},       {"state", "attached"},
+                     {"opens", i.opens},     {"uvp_library", i.uvp_library}};
+    for (size_t t = 0; t < KRDMA_RESOURCE_TYPES; ++t) j["objects"][kResourceTypeNames[t]] = i.objects[t];
+    return j;
 }
 
 void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_code) {
@@ -63,7 +69,8 @@ void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_cod
         }
     });
 
-    CLI::App *res = app.add_subcommand("resources", "Show what each consumer process holds (objects by type)");
+    CLI::App *res = app.add_subcommand("resources",
+                                       "Show what each consumer process and each RNIC holds (objects by type)");
     res->callback([&global, &exit_code] {
         auto client = ual::DeviceClient::connect(global.device);
         if (!client) {
@@ -71,8 +78,6 @@ void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_cod
             exit_code = 1;
             return;
         }
-        static const char *kTypes[KRDMA_RESOURCE_TYPES] = {"endpoint", "listener", "mw", "qp",  "srq",
-                                                           "mr",       "cq",       "pd", "rnic"};
         nlohmann::json all = nlohmann::json::array();
         for (uint32_t index = 0;; ++index) {
             krdma_list_clients q{};
@@ -88,11 +93,21 @@ void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_cod
             if (index >= q.count) break;
             nlohmann::json j{{"client", q.info.client_id}, {"pid", q.info.pid},     {"uid", q.info.uid},
                              {"total", q.info.total},      {"pinned_bytes", q.info.pinned_bytes}};
-            for (size_t t = 0; t < KRDMA_RESOURCE_TYPES; ++t) j["objects"][kTypes[t]] = q.info.counts[t];
+            for (size_t t = 0; t < KRDMA_RESOURCE_TYPES; ++t) j["objects"][kResourceTypeNames[t]] = q.info.counts[t];
             all.push_back(j);
         }
+        auto rnics = fetch(global);
+        if (!rnics) {
+            exit_code = 1;
+            return;
+        }
         if (global.json) {
-            std::cout << all.dump(2) << "\n";
+            nlohmann::json per_rnic = nlohmann::json::array();
+            for (const auto &r : *rnics) {
+                nlohmann::json j = rnic_json(r);
+                per_rnic.push_back({{"name", j["name"]}, {"opens", j["opens"]}, {"objects", j["objects"]}});
+            }
+            std::cout << nlohmann::json{{"processes", all}, {"rnics", per_rnic}}.dump(2) << "\n";
             return;
         }
         std::printf("%-7s %-8s %-6s %5s %4s %4s %4s %4s %4s %4s %4s %4s %6s %12s\n", "CLIENT", "PID", "UID", "RNIC",
@@ -105,6 +120,13 @@ void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_cod
                         o["srq"].get<unsigned>(), o["mr"].get<unsigned>(), o["mw"].get<unsigned>(),
                         o["endpoint"].get<unsigned>(), o["listener"].get<unsigned>(), j["total"].get<unsigned>(),
                         static_cast<unsigned long long>(j["pinned_bytes"].get<uint64_t>()));
+        }
+        std::printf("\n%-16s %5s %4s %4s %4s %4s %4s %4s %4s %4s\n", "RNIC", "OPENS", "PD", "CQ", "QP", "SRQ", "MR",
+                    "MW", "EP", "LSN");
+        for (const auto &r : *rnics) {
+            const uint32_t *o = r.objects;  // kAL order: endpoint, listener, mw, qp, srq, mr, cq, pd, rnic
+            std::printf("%-16s %5u %4u %4u %4u %4u %4u %4u %4u %4u\n", r.name, r.opens, o[7], o[6], o[3], o[4], o[5],
+                        o[2], o[0], o[1]);
         }
     });
 

@@ -77,6 +77,8 @@ struct krdma_rnic_info {
     char uvp_library[256];  /**< The uVP library a uAL loads, or empty. */
     uint32_t opens;         /**< Current opens. */
     uint32_t state;         /**< One of ::krdma_rnic_state. */
+    uint32_t objects[9];    /**< Objects consumers hold on it, by type (the order of krdma_client_info::counts). */
+    uint32_t reserved;      /**< Zero. */
 };
 
 /** @brief LIST_RNICS: one entry of the RNIC list (ask index 0, 1, ... until the reply's count). */
