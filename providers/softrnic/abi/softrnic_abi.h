@@ -1,0 +1,131 @@
+/**
+ * @file softrnic_abi.h
+ * @brief The private contract between the softrnic kVP (softrnic_kvp.so, in the kAL) and the softrnic uVP
+ *        (softrnic_uvp.so, in the consumer): the private data exchanged through ri_syscall and the layout of the
+ *        queue rings the uVP allocates and the kVP pins.
+ *
+ * Every private block starts with ::softrnic_priv_hdr; the kVP refuses a request whose major version differs from
+ * its own (::RI_EPROTO), so a uVP and a kVP of different releases fail at Open RNIC, never later. The generic
+ * layers never look inside these blocks (OpenRDMA's opaque hdm_data). Plain C, fixed-width fields, no padding.
+ */
+#ifndef SOFTRNIC_ABI_H
+#define SOFTRNIC_ABI_H
+
+#include <stdint.h>
+
+#include "rnicpi/ri_verbs.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief Major version: a different major is refused. */
+#define SOFTRNIC_ABI_MAJOR 1u
+/** @brief Minor version: grows when fields are appended. */
+#define SOFTRNIC_ABI_MINOR 0u
+/** @brief Version word of this header. */
+#define SOFTRNIC_ABI_VERSION ((SOFTRNIC_ABI_MAJOR << 16) | SOFTRNIC_ABI_MINOR)
+
+/** @brief First member of every private block: version and total size of the block. */
+struct softrnic_priv_hdr {
+    uint32_t version; /**< ::SOFTRNIC_ABI_VERSION of the sender. */
+    uint32_t size;    /**< sizeof the whole block as the sender was built. */
+};
+
+/** @brief A ring of queue memory in the consumer's address space, pinned by the kVP. */
+struct softrnic_ring {
+    uint64_t addr;   /**< Start address (the uVP maps rings page-aligned). */
+    uint64_t length; /**< Bytes; at least entries * slot size of the ring. */
+};
+
+/** @brief Open RNIC request (uVP -> kVP). */
+struct softrnic_open_req {
+    struct softrnic_priv_hdr hdr; /**< Version. */
+};
+
+/** @brief Open RNIC reply (kVP -> uVP). */
+struct softrnic_open_resp {
+    struct softrnic_priv_hdr hdr; /**< The kVP's version. */
+    uint32_t max_ceh;             /**< Completion event handlers the uVP may keep. */
+    uint32_t reserved;            /**< Zero. */
+};
+
+/** @brief Create CQ request: the completion ring (::softrnic_cq_slot_size() per entry). */
+struct softrnic_create_cq_req {
+    struct softrnic_priv_hdr hdr; /**< Version. */
+    struct softrnic_ring ring;    /**< Completion entries. */
+};
+
+/** @brief Create CQ reply. */
+struct softrnic_create_cq_resp {
+    struct softrnic_priv_hdr hdr; /**< Version. */
+    uint32_t cq_id;               /**< The kVP's identifier of the CQ (per RNIC instance). */
+    uint32_t cqe;                 /**< Entries provided. */
+};
+
+/** @brief Create QP request: the send and receive rings (the receive ring is empty with an SRQ). */
+struct softrnic_create_qp_req {
+    struct softrnic_priv_hdr hdr; /**< Version. */
+    struct softrnic_ring sq;      /**< Send work requests, ::softrnic_sq_slot_size() each. */
+    struct softrnic_ring rq;      /**< Receive work requests, ::softrnic_rq_slot_size() each. */
+};
+
+/** @brief Create QP reply. */
+struct softrnic_create_qp_resp {
+    struct softrnic_priv_hdr hdr; /**< Version. */
+    uint32_t qp_num;              /**< QP number, unique per RNIC instance. */
+    uint32_t reserved;            /**< Zero. */
+};
+
+/** @brief Create SRQ request: the receive ring. */
+struct softrnic_create_srq_req {
+    struct softrnic_priv_hdr hdr; /**< Version. */
+    struct softrnic_ring ring;    /**< Receive work requests, ::softrnic_rq_slot_size() each. */
+};
+
+/** @brief Create SRQ reply. */
+struct softrnic_create_srq_resp {
+    struct softrnic_priv_hdr hdr; /**< Version. */
+    uint32_t srq_id;              /**< The kVP's identifier of the SRQ (per RNIC instance). */
+    uint32_t reserved;            /**< Zero. */
+};
+
+/**
+ * @brief Head of a send ring slot; followed by `sq_sge` ri_sge_t and `max_inline` payload bytes.
+ *
+ * The operation-specific part is the work request's union, copied as posted.
+ */
+struct softrnic_sq_wqe {
+    uint64_t wr_id;      /**< Consumer identifier. */
+    uint32_t opcode;     /**< ::ri_wr_opcode. */
+    uint32_t flags;      /**< ::ri_send_flags. */
+    uint32_t num_sge;    /**< Entries of the gather list that follows. */
+    uint32_t inline_len; /**< Payload bytes copied after the gather list (::RI_SEND_INLINE). */
+    ri_stag_t inv_stag;  /**< STag to invalidate. */
+    uint32_t reserved;   /**< Zero. */
+    uint8_t op[48];      /**< ri_send_wr_t::u as posted. */
+};
+
+/** @brief Head of a receive ring slot; followed by `rq_sge` ri_sge_t. */
+struct softrnic_rq_wqe {
+    uint64_t wr_id;   /**< Consumer identifier. */
+    uint32_t num_sge; /**< Entries of the scatter list that follows. */
+    uint32_t reserved; /**< Zero. */
+};
+
+/** @brief Bytes of one completion ring slot. */
+static inline uint64_t softrnic_cq_slot_size(void) { return sizeof(ri_wc_t); }
+/** @brief Bytes of one send ring slot for @p sge gather elements and @p max_inline inline bytes, 8-aligned. */
+static inline uint64_t softrnic_sq_slot_size(uint32_t sge, uint32_t max_inline) {
+    return (sizeof(struct softrnic_sq_wqe) + (uint64_t)sge * sizeof(ri_sge_t) + max_inline + 7u) & ~(uint64_t)7u;
+}
+/** @brief Bytes of one receive ring slot for @p sge scatter elements. */
+static inline uint64_t softrnic_rq_slot_size(uint32_t sge) {
+    return sizeof(struct softrnic_rq_wqe) + (uint64_t)sge * sizeof(ri_sge_t);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SOFTRNIC_ABI_H */

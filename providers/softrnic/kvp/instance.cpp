@@ -1,0 +1,195 @@
+// Attach options, limits and the per-instance namespaces.
+#include "instance.hpp"
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+namespace softrnic::kvp {
+namespace {
+
+// Hard maxima: what the 24-bit STag index and our ring layout can address.
+constexpr uint32_t kStagIndexMax = (1u << 24) - 1;
+constexpr uint32_t kQpNumMax = 1u << 20;
+constexpr uint32_t kWrMax = 1u << 16;
+constexpr uint32_t kSgeMax = 32;
+constexpr uint32_t kInlineMax = 4096;
+constexpr uint32_t kCqeMax = 1u << 20;
+constexpr uint32_t kCountMax = 1u << 20;
+constexpr uint32_t kReadDepthMax = 128;
+constexpr uint32_t kFastRegPagesMax = 4096;
+
+struct LimitKey {
+    const char *key;
+    uint32_t Limits::*field;
+    uint32_t hard_max;
+};
+
+constexpr LimitKey kLimitKeys[] = {
+    {"max_qp", &Limits::max_qp, kQpNumMax},
+    {"max_qp_wr", &Limits::max_qp_wr, kWrMax},
+    {"max_sge", &Limits::max_sge, kSgeMax},
+    {"max_inline", &Limits::max_inline, kInlineMax},
+    {"max_cq", &Limits::max_cq, kCountMax},
+    {"max_cqe", &Limits::max_cqe, kCqeMax},
+    {"max_pd", &Limits::max_pd, kCountMax},
+    {"max_mr", &Limits::max_mr, kStagIndexMax / 2},
+    {"max_mw", &Limits::max_mw, kStagIndexMax / 2},
+    {"max_srq", &Limits::max_srq, kCountMax},
+    {"max_srq_wr", &Limits::max_srq_wr, kWrMax},
+    {"max_ird", &Limits::max_ird, kReadDepthMax},
+    {"max_ord", &Limits::max_ord, kReadDepthMax},
+    {"max_fast_reg_pages", &Limits::max_fast_reg_pages, kFastRegPagesMax},
+};
+
+rdma::Expected<void> parse_options(const char *text, Limits &limits, MpaPolicy &mpa) {
+    if (text == nullptr || *text == '\0') return {};
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+        return rdma::Error(RI_EINVAL, "softrnic options must be a JSON object, e.g. {\"max_qp\": 64}");
+    }
+    for (auto it = j.begin(); it != j.end(); ++it) {
+        const std::string &key = it.key();
+        const nlohmann::json &v = it.value();
+        bool known = false;
+        for (const LimitKey &lk : kLimitKeys) {
+            if (key != lk.key) continue;
+            known = true;
+            if (!v.is_number_unsigned() || v.get<uint64_t>() == 0 || v.get<uint64_t>() > lk.hard_max) {
+                return rdma::Error(RI_EINVAL, "softrnic option " + key + " must be an integer from 1 to " +
+                                                  std::to_string(lk.hard_max));
+            }
+            limits.*lk.field = v.get<uint32_t>();
+        }
+        if (key == "mpa_crc" || key == "mpa_markers" || key == "mpa_peer2peer") {
+            known = true;
+            if (!v.is_boolean()) return rdma::Error(RI_EINVAL, "softrnic option " + key + " must be true or false");
+            (key == "mpa_crc" ? mpa.crc : key == "mpa_markers" ? mpa.markers : mpa.peer2peer) = v.get<bool>();
+        }
+        if (!known) {
+            return rdma::Error(RI_EINVAL, "unknown softrnic option '" + key +
+                                              "' (known: max_qp, max_qp_wr, max_sge, max_inline, max_cq, max_cqe, "
+                                              "max_pd, max_mr, max_mw, max_srq, max_srq_wr, max_ird, max_ord, "
+                                              "max_fast_reg_pages, mpa_crc, mpa_markers, mpa_peer2peer)");
+        }
+    }
+    return {};
+}
+
+}  // namespace
+
+rdma::Expected<Instance *> Instance::create(const ri_attach_params_t &params) {
+    Limits limits;
+    MpaPolicy mpa;
+    if (auto r = parse_options(params.options, limits, mpa); !r) return r.error();
+    return new Instance(params, limits, mpa);
+}
+
+Instance::Instance(const ri_attach_params_t &params, const Limits &limits, const MpaPolicy &mpa)
+    : name_(params.name, strnlen(params.name, sizeof params.name)),
+      netdev_(params.netdev, strnlen(params.netdev, sizeof params.netdev)),
+      limits_(limits),
+      mpa_(mpa),
+      qp_nums_(1, limits.max_qp),
+      // Index 0 is never issued, so STag 0 never names a region.
+      stag_indices_(1, limits.max_mr + limits.max_mw),
+      stag_keys_(static_cast<size_t>(limits.max_mr) + limits.max_mw + 1, 0) {
+    // Keys start at different values per index so neighbouring STags differ in their key too.
+    for (size_t i = 0; i < stag_keys_.size(); ++i) stag_keys_[i] = static_cast<uint8_t>(i * 37u);
+}
+
+void Instance::fill_attr(ri_rnic_attr_t &a) const {
+    std::memset(&a, 0, sizeof a);
+    std::strncpy(a.name, name_.c_str(), sizeof a.name - 1);
+    std::strncpy(a.netdev, netdev_.c_str(), sizeof a.netdev - 1);
+    a.vendor_id = 0;
+    a.vendor_part_id = 0x5352;  // "SR"
+    a.hw_version = 1;
+    a.caps = RI_CAP_SRQ | RI_CAP_ZERO_BASED | RI_CAP_MW_TYPE1 | RI_CAP_MW_TYPE2 | RI_CAP_SEND_INV |
+             RI_CAP_FAST_REG | RI_CAP_SHARED_MR;
+    if (mpa_.crc) a.caps |= RI_CAP_MPA_CRC;
+    if (mpa_.markers) a.caps |= RI_CAP_MPA_MARKERS;
+    if (mpa_.peer2peer) a.caps |= RI_CAP_MPA_PEER2PEER;
+    a.fw_version = 1;
+    a.max_mr_size = limits_.max_mr_size;
+    a.page_size_cap = 4096;
+    a.max_qp = limits_.max_qp;
+    a.max_qp_wr = limits_.max_qp_wr;
+    a.max_sge = limits_.max_sge;
+    a.max_sge_rd = limits_.max_sge;
+    a.max_inline = limits_.max_inline;
+    a.max_cq = limits_.max_cq;
+    a.max_cqe = limits_.max_cqe;
+    a.max_pd = limits_.max_pd;
+    a.max_mr = limits_.max_mr;
+    a.max_mw = limits_.max_mw;
+    a.max_srq = limits_.max_srq;
+    a.max_srq_wr = limits_.max_srq_wr;
+    a.max_srq_sge = limits_.max_sge;
+    a.max_ird = limits_.max_ird;
+    a.max_ord = limits_.max_ord;
+    a.max_ceh = 16;
+    a.max_fast_reg_pages = limits_.max_fast_reg_pages;
+    a.max_private_data = 512;
+}
+
+ri_status_t Instance::charge(Kind k) {
+    const uint32_t limit = [&] {
+        switch (k) {
+            case Kind::pd: return limits_.max_pd;
+            case Kind::cq: return limits_.max_cq;
+            case Kind::qp: return limits_.max_qp;
+            case Kind::srq: return limits_.max_srq;
+            case Kind::mr: return limits_.max_mr;
+            case Kind::mw: return limits_.max_mw;
+        }
+        return 0u;
+    }();
+    std::lock_guard lock(mutex_);
+    uint32_t &n = counts_[static_cast<size_t>(k)];
+    if (n >= limit) return RI_ENOSPC;
+    ++n;
+    return RI_OK;
+}
+
+void Instance::uncharge(Kind k) noexcept {
+    std::lock_guard lock(mutex_);
+    uint32_t &n = counts_[static_cast<size_t>(k)];
+    if (n > 0) --n;
+}
+
+std::optional<uint32_t> Instance::alloc_qp_num() {
+    std::lock_guard lock(mutex_);
+    return qp_nums_.allocate();
+}
+
+void Instance::free_qp_num(uint32_t n) noexcept {
+    std::lock_guard lock(mutex_);
+    qp_nums_.release(n);
+}
+
+std::optional<ri_stag_t> Instance::alloc_stag() {
+    std::lock_guard lock(mutex_);
+    auto index = stag_indices_.allocate();
+    if (!index) return std::nullopt;
+    const uint8_t key = ++stag_keys_[*index];
+    return (*index << 8) | key;
+}
+
+void Instance::free_stag(ri_stag_t stag) noexcept {
+    std::lock_guard lock(mutex_);
+    stag_indices_.release(stag >> 8);
+}
+
+ri_stag_t Instance::rekey(ri_stag_t stag) {
+    std::lock_guard lock(mutex_);
+    const uint32_t index = stag >> 8;
+    const uint8_t key = ++stag_keys_.at(index);
+    return (index << 8) | key;
+}
+
+uint32_t Instance::next_object_id() noexcept {
+    std::lock_guard lock(mutex_);
+    return next_id_++;
+}
+
+}  // namespace softrnic::kvp

@@ -1,0 +1,732 @@
+// The softrnic kVP: the privileged half of the software RNIC, loaded by the kAL. It owns the per-instance namespaces
+// (QP numbers, STags), checks every resource request against the instance's limits and the verbs' rules, keeps the
+// QP state machine, and pins the queue memory the uVP names in its private data (OpenRDMA Figure 4). The data path
+// runs in the uVP (issue 5); kernel consumers' data path is not implemented yet.
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "instance.hpp"
+#include "rnicpi/cpp/provider.hpp"
+#include "softrnic_abi.h"
+
+namespace softrnic::kvp {
+namespace {
+
+using rdma::provider::from_handle;
+using rdma::provider::to_handle;
+
+struct Kvp;
+const ri_host_ops_t &host() { return rdma::provider::Module<Kvp>::host(); }
+
+void say(uint32_t level, const std::string &text) {
+    if (host().log != nullptr) host().log(level, "softrnic", text.c_str());
+}
+
+// A pinned range of an opener's memory, released when the last owner lets go (a region and the regions shared
+// from it hold one together).
+class Pin {
+public:
+    static ri_status_t make(void *host_ctx, uint64_t addr, uint64_t length, bool write, std::shared_ptr<Pin> *out) {
+        if (length == 0 || addr + length < addr) return RI_EINVAL;
+        auto p = std::shared_ptr<Pin>(new Pin(host_ctx, addr, length));
+        if (host_ctx != nullptr && host().vm_pin_range != nullptr) {
+            ri_pin_t pin{};
+            if (ri_status_t rc = host().vm_pin_range(host_ctx, addr, length, write ? RI_PIN_WRITE : 0, &pin);
+                rc != RI_OK) {
+                return rc;
+            }
+            p->pin_id_ = pin.pin_id;
+        }
+        *out = std::move(p);
+        return RI_OK;
+    }
+    Pin(const Pin &) = delete;
+    Pin &operator=(const Pin &) = delete;
+    ~Pin() {
+        if (pin_id_ != 0) (void)host().vm_unpin_range(host_ctx_, pin_id_);
+    }
+    uint64_t addr() const noexcept { return addr_; }
+    uint64_t length() const noexcept { return length_; }
+
+private:
+    Pin(void *ctx, uint64_t addr, uint64_t length) : host_ctx_(ctx), addr_(addr), length_(length) {}
+    void *host_ctx_;
+    uint64_t addr_;
+    uint64_t length_;
+    uint64_t pin_id_ = 0;
+};
+
+// Reads a private block of type T that starts with softrnic_priv_hdr; RI_EPROTO for another major version.
+template <class T>
+ri_status_t read_priv(const ri_syscall_t &call, T *out) {
+    if (call.priv_in_len < sizeof(T)) return RI_EINVAL;
+    std::memcpy(out, call.priv_in, sizeof(T));
+    if ((out->hdr.version >> 16) != SOFTRNIC_ABI_MAJOR) {
+        say(RI_LOG_ERROR, "softrnic uVP private ABI " + std::to_string(out->hdr.version >> 16) +
+                              " does not match the kVP's " + std::to_string(SOFTRNIC_ABI_MAJOR) +
+                              ": install matching softrnic_kvp.so and softrnic_uvp.so");
+        return RI_EPROTO;
+    }
+    return RI_OK;
+}
+
+template <class T>
+ri_status_t write_priv(ri_syscall_t &call, T reply) {
+    if (call.priv_out_cap < sizeof(T)) return RI_EOVERFLOW;
+    reply.hdr.version = SOFTRNIC_ABI_VERSION;
+    reply.hdr.size = sizeof(T);
+    std::memcpy(call.priv_out, &reply, sizeof(T));
+    call.priv_out_len = sizeof(T);
+    return RI_OK;
+}
+
+template <class T>
+ri_status_t write_result(ri_syscall_t &call, const T &value) {
+    if (call.result_cap < sizeof(T)) return RI_EOVERFLOW;
+    std::memcpy(call.result, &value, sizeof(T));
+    call.result_len = sizeof(T);
+    return RI_OK;
+}
+
+constexpr uint32_t kAccessKnown = RI_ACCESS_LOCAL_READ | RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_READ |
+                                  RI_ACCESS_REMOTE_WRITE | RI_ACCESS_MW_BIND | RI_ACCESS_ZERO_BASED |
+                                  RI_ACCESS_REMOTE_ATOMIC;
+
+// The verbs' rules for region rights: remote write needs local write; atomics are not supported.
+ri_status_t check_access(uint32_t access) {
+    if ((access & ~kAccessKnown) != 0) return RI_EINVAL;
+    if ((access & RI_ACCESS_REMOTE_ATOMIC) != 0) return RI_EOPNOTSUPP;
+    if ((access & RI_ACCESS_REMOTE_WRITE) != 0 && (access & RI_ACCESS_LOCAL_WRITE) == 0) return RI_EINVAL;
+    return RI_OK;
+}
+
+bool pin_for_write(uint32_t access) { return (access & (RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE)) != 0; }
+
+struct Kvp {
+    static constexpr ri_mode_t mode = RI_MODE_PRIVILEGED;
+    static constexpr uint32_t flags = RI_MODULE_SOFTWARE;
+    static constexpr const char *name = "softrnic";
+    static constexpr const char *vendor = "OpenRDMA";
+    static constexpr const char *version = "0.1.0";
+    static constexpr const char *uvp_library = "softrnic_uvp.so";
+
+    struct Rnic;
+    struct Pd;
+    struct Cq;
+    struct Srq;
+
+    // An object counted against its instance's limit for as long as it lives.
+    struct Charged {
+        Instance *instance = nullptr;
+        Kind kind = Kind::pd;
+        Charged(Instance *i, Kind k) : instance(i), kind(k) {}
+        Charged(const Charged &) = delete;
+        Charged &operator=(const Charged &) = delete;
+        ~Charged() { instance->uncharge(kind); }
+    };
+
+    struct Rnic {
+        Instance *instance = nullptr;
+        void *host_ctx = nullptr;
+        std::mutex mutex;
+        ri_aeh_fn aeh = nullptr;
+        void *aeh_ctx = nullptr;
+        static constexpr uint32_t kMaxCeh = 16;
+        struct Ceh {
+            ri_ceh_fn fn = nullptr;
+            void *ctx = nullptr;
+        };
+        Ceh cehs[kMaxCeh];
+
+        ri_status_t close() {
+            delete this;
+            return RI_OK;
+        }
+        ri_status_t query(ri_rnic_attr_t *attr) {
+            instance->fill_attr(*attr);
+            return RI_OK;
+        }
+        ri_status_t set_aeh(ri_aeh_fn fn, void *ctx, uint32_t *id) {
+            std::lock_guard lock(mutex);
+            aeh = fn;
+            aeh_ctx = ctx;
+            *id = 1;  // the one AEH; CEH identifiers start above it
+            return RI_OK;
+        }
+        ri_status_t set_ceh(ri_ceh_fn fn, void *ctx, uint32_t *id) {
+            if (fn == nullptr) return RI_EINVAL;
+            std::lock_guard lock(mutex);
+            for (uint32_t i = 0; i < kMaxCeh; ++i) {
+                if (cehs[i].fn == nullptr) {
+                    cehs[i] = Ceh{fn, ctx};
+                    *id = i + 2;
+                    return RI_OK;
+                }
+            }
+            return RI_ENOSPC;
+        }
+        ri_status_t clear_handler(uint32_t id) {
+            std::lock_guard lock(mutex);
+            if (id == 1) {
+                aeh = nullptr;
+                aeh_ctx = nullptr;
+                return RI_OK;
+            }
+            if (id < 2 || id - 2 >= kMaxCeh || cehs[id - 2].fn == nullptr) return RI_ENOENT;
+            cehs[id - 2] = Ceh{};
+            return RI_OK;
+        }
+        ri_status_t alloc_pd(ri_pd_t *pd);
+        ri_status_t create_cq(ri_cq_attr_t *attr, ri_cq_t *cq) { return make_cq(attr, nullptr, cq); }
+        ri_status_t make_cq(ri_cq_attr_t *attr, const softrnic_ring *ring, ri_cq_t *cq);
+    };
+
+    struct Pd {
+        Rnic *rnic = nullptr;
+        Charged charge;
+        explicit Pd(Rnic *r) : rnic(r), charge(r->instance, Kind::pd) {}
+        Instance &instance() const { return *rnic->instance; }
+
+        ri_status_t dealloc() {
+            delete this;
+            return RI_OK;
+        }
+        ri_status_t create_qp(ri_cq_t scq, ri_cq_t rcq, ri_srq_t srq, ri_qp_init_attr_t *attr, ri_qp_t *qp) {
+            return make_qp(from_handle<Cq>(scq), from_handle<Cq>(rcq), from_handle<Srq>(srq), attr, nullptr, qp,
+                           nullptr);
+        }
+        ri_status_t make_qp(Cq *scq, Cq *rcq, Srq *srq, ri_qp_init_attr_t *attr, const softrnic_create_qp_req *req,
+                            ri_qp_t *qp, uint32_t *qp_num);
+        ri_status_t create_srq(ri_srq_attr_t *attr, ri_srq_t *srq) { return make_srq(attr, nullptr, srq); }
+        ri_status_t make_srq(ri_srq_attr_t *attr, const softrnic_ring *ring, ri_srq_t *srq);
+        ri_status_t register_mr(const ri_mr_reg_t *reg, ri_mr_t *mr, ri_mr_keys_t *keys);
+        ri_status_t alloc_stag(uint32_t max_pages, ri_mr_t *mr, ri_mr_keys_t *keys);
+        ri_status_t alloc_mw(uint32_t type, ri_mw_t *mw, ri_stag_t *rkey);
+    };
+
+    struct Cq {
+        Rnic *rnic = nullptr;
+        Charged charge;
+        uint32_t id = 0;
+        ri_cq_attr_t attr{};
+        std::shared_ptr<Pin> ring;
+        explicit Cq(Rnic *r) : rnic(r), charge(r->instance, Kind::cq) {}
+        ri_status_t destroy() {
+            delete this;
+            return RI_OK;
+        }
+        ri_status_t query(ri_cq_attr_t *out) {
+            *out = attr;
+            return RI_OK;
+        }
+        // The completion ring is fixed at create (the uVP maps it once); resizing is not offered (no RESIZE_CQ cap).
+        ri_status_t resize(uint32_t, uint32_t *) { return RI_EOPNOTSUPP; }
+        // Completions of kernel consumers' QPs would be polled here; the kVP runs no data path yet.
+        ri_status_t poll(uint32_t, ri_wc_t *, uint32_t *polled) {
+            *polled = 0;
+            return RI_OK;
+        }
+        ri_status_t request_notify(uint32_t type) {
+            return type == RI_CQ_NOTIFY_NEXT || type == RI_CQ_NOTIFY_SOLICITED ? RI_OK : RI_EINVAL;
+        }
+    };
+
+    struct Srq {
+        Pd *pd = nullptr;
+        Charged charge;
+        uint32_t id = 0;
+        std::mutex mutex;
+        ri_srq_attr_t attr{};
+        std::shared_ptr<Pin> ring;
+        explicit Srq(Pd *p) : pd(p), charge(&p->instance(), Kind::srq) {}
+        ri_status_t destroy() {
+            delete this;
+            return RI_OK;
+        }
+        ri_status_t query(ri_srq_attr_t *out) {
+            std::lock_guard lock(mutex);
+            *out = attr;
+            return RI_OK;
+        }
+        ri_status_t modify(const ri_srq_attr_t *in, uint32_t mask) {
+            if ((mask & ~(RI_SRQ_ATTR_MAX_WR | RI_SRQ_ATTR_LIMIT)) != 0) return RI_EINVAL;
+            // The ring is fixed at create; a resize would need a new ring from the uVP.
+            if ((mask & RI_SRQ_ATTR_MAX_WR) != 0) return RI_EOPNOTSUPP;
+            std::lock_guard lock(mutex);
+            if ((mask & RI_SRQ_ATTR_LIMIT) != 0) {
+                if (in->limit > attr.max_wr) return RI_ERANGE;
+                attr.limit = in->limit;
+            }
+            return RI_OK;
+        }
+        // Receives are posted by the uVP on its ring; kernel consumers' SRQs have no data path yet.
+        ri_status_t post_recv(const ri_recv_wr_t *, uint32_t, uint32_t *posted) {
+            *posted = 0;
+            return RI_EOPNOTSUPP;
+        }
+    };
+
+    struct Qp {
+        Pd *pd = nullptr;
+        Charged charge;
+        uint32_t qp_num = 0;
+        std::mutex mutex;
+        ri_qp_attr_t attr{};
+        std::shared_ptr<Pin> sq_ring;
+        std::shared_ptr<Pin> rq_ring;
+        explicit Qp(Pd *p) : pd(p), charge(&p->instance(), Kind::qp) {}
+        ~Qp() {
+            if (qp_num != 0) pd->instance().free_qp_num(qp_num);
+        }
+        ri_status_t destroy() {
+            delete this;
+            return RI_OK;
+        }
+        ri_status_t query(ri_qp_attr_t *out) {
+            std::lock_guard lock(mutex);
+            *out = attr;
+            return RI_OK;
+        }
+        ri_status_t modify(const ri_qp_attr_t *in, uint32_t mask);
+        // The kVP runs no data path for kernel consumers yet.
+        ri_status_t post_send(const ri_send_wr_t *, uint32_t, uint32_t *posted) {
+            *posted = 0;
+            return RI_EOPNOTSUPP;
+        }
+        ri_status_t post_recv(const ri_recv_wr_t *, uint32_t, uint32_t *posted) {
+            *posted = 0;
+            return RI_EOPNOTSUPP;
+        }
+    };
+
+    struct Mr {
+        Pd *pd = nullptr;
+        Charged charge;
+        std::mutex mutex;
+        ri_stag_t stag = 0;
+        std::shared_ptr<Pin> pages;  // NULL for an allocated STag
+        uint64_t addr = 0;
+        uint64_t length = 0;
+        uint64_t iova = 0;
+        uint32_t access = 0;
+        uint32_t max_pages = 0;
+        uint32_t state = RI_STAG_VALID;
+        explicit Mr(Pd *p) : pd(p), charge(&p->instance(), Kind::mr) {}
+        ~Mr() {
+            if (stag != 0) pd->instance().free_stag(stag);
+        }
+        ri_mr_keys_t keys() const { return ri_mr_keys_t{stag, stag}; }
+        ri_status_t deregister() {
+            delete this;
+            return RI_OK;
+        }
+        ri_status_t query(ri_mr_attr_t *out) {
+            std::lock_guard lock(mutex);
+            std::memset(out, 0, sizeof *out);
+            out->addr = addr;
+            out->length = length;
+            out->iova = iova;
+            out->access = access;
+            out->state = state;
+            out->keys = keys();
+            out->max_pages = max_pages;
+            return RI_OK;
+        }
+        ri_status_t register_shared(ri_pd_t pd, uint64_t iova, uint32_t access, ri_mr_t *mr, ri_mr_keys_t *keys);
+        ri_status_t reregister(uint32_t mask, ri_pd_t pd, const ri_mr_reg_t *reg, ri_mr_keys_t *keys);
+    };
+
+    struct Mw {
+        Pd *pd = nullptr;
+        Charged charge;
+        uint32_t type = RI_MW_TYPE_1;
+        ri_stag_t stag = 0;
+        explicit Mw(Pd *p) : pd(p), charge(&p->instance(), Kind::mw) {}
+        ~Mw() {
+            if (stag != 0) pd->instance().free_stag(stag);
+        }
+        ri_status_t dealloc() {
+            delete this;
+            return RI_OK;
+        }
+    };
+
+    static ri_status_t open_rnic(const ri_rnic_open_params_t *params, ri_rnic_t *rnic) {
+        if (params == nullptr || params->instance == nullptr) return RI_EINVAL;
+        auto *r = new Rnic;
+        r->instance = from_handle<Instance>(params->instance);
+        r->host_ctx = params->host_ctx;
+        *rnic = to_handle<ri_rnic_t>(r);
+        return RI_OK;
+    }
+
+    static ri_status_t attach(const ri_attach_params_t *params, ri_instance_t *instance) {
+        if (params == nullptr || instance == nullptr) return RI_EINVAL;
+        auto i = Instance::create(*params);
+        if (!i) {
+            say(RI_LOG_ERROR, "cannot attach " + std::string(params->name) + ": " + i.error().message());
+            return i.error().code();
+        }
+        *instance = to_handle<ri_instance_t>(*i);
+        return RI_OK;
+    }
+    static ri_status_t detach(ri_instance_t instance) {
+        delete from_handle<Instance>(instance);
+        return RI_OK;
+    }
+
+    // ABI 1.1: the uVP's whole request. The creates that name uVP queue memory take it from the private data and
+    // pin it; every other op is the plain verb.
+    static ri_status_t syscall(ri_kvp_syscall_t *k);
+};
+
+ri_status_t Kvp::Rnic::alloc_pd(ri_pd_t *pd) {
+    if (ri_status_t rc = instance->charge(Kind::pd); rc != RI_OK) return rc;
+    *pd = to_handle<ri_pd_t>(new Pd(this));
+    return RI_OK;
+}
+
+ri_status_t Kvp::Rnic::make_cq(ri_cq_attr_t *attr, const softrnic_ring *ring, ri_cq_t *out) {
+    if (attr->cqe == 0) return RI_EINVAL;
+    if (attr->cqe > instance->limits().max_cqe) return RI_ERANGE;
+    if (ring != nullptr && ring->length < attr->cqe * softrnic_cq_slot_size()) return RI_EINVAL;
+    if (ri_status_t rc = instance->charge(Kind::cq); rc != RI_OK) return rc;
+    auto cq = std::make_unique<Cq>(this);
+    if (ring != nullptr) {
+        if (ri_status_t rc = Pin::make(host_ctx, ring->addr, ring->length, true, &cq->ring); rc != RI_OK) return rc;
+    }
+    cq->id = instance->next_object_id();
+    cq->attr = *attr;
+    *out = to_handle<ri_cq_t>(cq.release());
+    return RI_OK;
+}
+
+ri_status_t Kvp::Pd::make_qp(Cq *scq, Cq *rcq, Srq *srq, ri_qp_init_attr_t *a, const softrnic_create_qp_req *req,
+                              ri_qp_t *out, uint32_t *qp_num) {
+    const Limits &lim = instance().limits();
+    if (scq == nullptr || rcq == nullptr) return RI_EINVAL;
+    if (scq->rnic != rnic || rcq->rnic != rnic) return RI_EINVAL;  // CQs of another open or RNIC
+    if (a->type == RI_QPT_UD) return RI_EOPNOTSUPP;
+    if (a->type != RI_QPT_RC) return RI_EINVAL;
+    if ((a->flags & ~(RI_QP_SIGNAL_ALL | RI_QP_USE_SRQ)) != 0) return RI_EINVAL;
+    const bool use_srq = (a->flags & RI_QP_USE_SRQ) != 0;
+    if (use_srq != (srq != nullptr)) return RI_EINVAL;
+    if (srq != nullptr && srq->pd != this) return RI_EINVAL;  // an SRQ serves the QPs of its own PD
+    if (a->sq_depth == 0 || (!use_srq && a->rq_depth == 0) || (use_srq && a->rq_depth != 0)) return RI_EINVAL;
+    if (a->sq_depth > lim.max_qp_wr || a->rq_depth > lim.max_qp_wr) return RI_ERANGE;
+    if (a->sq_sge > lim.max_sge || a->rq_sge > lim.max_sge || a->rd_sge > lim.max_sge) return RI_ERANGE;
+    if (a->max_inline > lim.max_inline || a->ird > lim.max_ird || a->ord > lim.max_ord) return RI_ERANGE;
+    if (use_srq) a->rq_sge = 0;
+    if (req != nullptr) {
+        if (req->sq.length < a->sq_depth * softrnic_sq_slot_size(a->sq_sge, a->max_inline)) return RI_EINVAL;
+        if (req->rq.length < a->rq_depth * softrnic_rq_slot_size(a->rq_sge)) return RI_EINVAL;
+    }
+    if (ri_status_t rc = instance().charge(Kind::qp); rc != RI_OK) return rc;
+    auto qp = std::make_unique<Qp>(this);
+    auto num = instance().alloc_qp_num();
+    if (!num) return RI_ENOSPC;
+    qp->qp_num = *num;
+    if (req != nullptr) {
+        if (ri_status_t rc = Pin::make(rnic->host_ctx, req->sq.addr, req->sq.length, true, &qp->sq_ring); rc != RI_OK) {
+            return rc;
+        }
+        if (req->rq.length > 0) {
+            if (ri_status_t rc = Pin::make(rnic->host_ctx, req->rq.addr, req->rq.length, true, &qp->rq_ring);
+                rc != RI_OK) {
+                return rc;
+            }
+        }
+    }
+    qp->attr.state = RI_QPS_IDLE;
+    qp->attr.qp_num = qp->qp_num;
+    qp->attr.ird = a->ird;
+    qp->attr.ord = a->ord;
+    qp->attr.init = *a;
+    qp->attr.llp.fd = -1;
+    if (qp_num != nullptr) *qp_num = qp->qp_num;
+    *out = to_handle<ri_qp_t>(qp.release());
+    return RI_OK;
+}
+
+// The RDMAC verbs' QP state machine as far as it is reachable without an LLP stream: IDLE <-> ERROR. Attributes
+// (IRD, ORD, remote access) change in IDLE only.
+ri_status_t Kvp::Qp::modify(const ri_qp_attr_t *in, uint32_t mask) {
+    constexpr uint32_t kSupported = RI_QP_ATTR_STATE | RI_QP_ATTR_IRD | RI_QP_ATTR_ORD | RI_QP_ATTR_ACCESS;
+    constexpr uint32_t kKnown = kSupported | RI_QP_ATTR_LLP | RI_QP_ATTR_TERM | RI_QP_ATTR_SQ_DEPTH |
+                                RI_QP_ATTR_RQ_DEPTH;
+    if ((mask & ~kKnown) != 0) return RI_EINVAL;
+    // Queue rings are fixed at create.
+    if ((mask & (RI_QP_ATTR_SQ_DEPTH | RI_QP_ATTR_RQ_DEPTH)) != 0) return RI_EOPNOTSUPP;
+    std::lock_guard lock(mutex);
+    const auto from = static_cast<ri_qp_state_t>(attr.state);
+    auto to = from;
+    if ((mask & RI_QP_ATTR_STATE) != 0) {
+        if (in->state > RI_QPS_ERROR) return RI_EINVAL;
+        to = static_cast<ri_qp_state_t>(in->state);
+    }
+    switch (to) {
+        case RI_QPS_IDLE:
+            if (from != RI_QPS_IDLE && from != RI_QPS_ERROR) return RI_EINVAL;
+            break;
+        case RI_QPS_RTS:
+            if (from == RI_QPS_IDLE) {
+                say(RI_LOG_WARN, "QP " + std::to_string(qp_num) +
+                                     ": IDLE->RTS needs an LLP stream (RDMA-mode transition by the kAL's "
+                                     "connection management), which softrnic does not take yet");
+                return RI_ENOTCONN;
+            }
+            if (from != RI_QPS_RTS) return RI_EINVAL;
+            break;
+        case RI_QPS_CLOSING:
+        case RI_QPS_TERMINATE:
+            // Only a QP in RTS (on a stream) closes or terminates.
+            if (from != RI_QPS_RTS && from != to) return RI_EINVAL;
+            break;
+        case RI_QPS_ERROR: break;  // every state may move to ERROR
+    }
+    if ((mask & RI_QP_ATTR_TERM) != 0 && to != RI_QPS_TERMINATE) return RI_EINVAL;
+    const uint32_t attrs = mask & (RI_QP_ATTR_IRD | RI_QP_ATTR_ORD | RI_QP_ATTR_ACCESS);
+    if (attrs != 0) {
+        if (from != RI_QPS_IDLE || to != RI_QPS_IDLE) return RI_EINVAL;
+        const Limits &lim = pd->instance().limits();
+        if ((mask & RI_QP_ATTR_IRD) != 0 && in->ird > lim.max_ird) return RI_ERANGE;
+        if ((mask & RI_QP_ATTR_ORD) != 0 && in->ord > lim.max_ord) return RI_ERANGE;
+        if ((mask & RI_QP_ATTR_ACCESS) != 0) {
+            if ((in->access & RI_ACCESS_REMOTE_ATOMIC) != 0) return RI_EOPNOTSUPP;
+            if ((in->access & ~(RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE)) != 0) return RI_EINVAL;
+        }
+    }
+    if ((mask & RI_QP_ATTR_IRD) != 0) attr.ird = in->ird;
+    if ((mask & RI_QP_ATTR_ORD) != 0) attr.ord = in->ord;
+    if ((mask & RI_QP_ATTR_ACCESS) != 0) attr.access = in->access;
+    attr.state = to;
+    return RI_OK;
+}
+
+ri_status_t Kvp::Pd::make_srq(ri_srq_attr_t *a, const softrnic_ring *ring, ri_srq_t *out) {
+    const Limits &lim = instance().limits();
+    if (a->max_wr == 0) return RI_EINVAL;
+    if (a->max_wr > lim.max_srq_wr || a->max_sge > lim.max_sge) return RI_ERANGE;
+    if (a->limit > a->max_wr) return RI_ERANGE;
+    if (ring != nullptr && ring->length < a->max_wr * softrnic_rq_slot_size(a->max_sge)) return RI_EINVAL;
+    if (ri_status_t rc = instance().charge(Kind::srq); rc != RI_OK) return rc;
+    auto srq = std::make_unique<Srq>(this);
+    if (ring != nullptr) {
+        if (ri_status_t rc = Pin::make(rnic->host_ctx, ring->addr, ring->length, true, &srq->ring); rc != RI_OK) {
+            return rc;
+        }
+    }
+    srq->id = instance().next_object_id();
+    a->reserved = 0;
+    srq->attr = *a;
+    *out = to_handle<ri_srq_t>(srq.release());
+    return RI_OK;
+}
+
+// Checks a virtual-address registration: rights, length, and the tagged offset (0 for zero-based regions, the
+// address otherwise).
+ri_status_t check_registration(const Instance &instance, uint64_t addr, uint64_t length, uint64_t iova,
+                               uint32_t access) {
+    if (ri_status_t rc = check_access(access); rc != RI_OK) return rc;
+    if (length == 0 || addr + length < addr) return RI_EINVAL;
+    if (length > instance.limits().max_mr_size) return RI_ERANGE;
+    const bool zero_based = (access & RI_ACCESS_ZERO_BASED) != 0;
+    if (zero_based ? iova != 0 : iova != addr) return RI_EINVAL;
+    return RI_OK;
+}
+
+ri_status_t Kvp::Pd::register_mr(const ri_mr_reg_t *reg, ri_mr_t *out, ri_mr_keys_t *keys) {
+    if (ri_status_t rc = check_registration(instance(), reg->addr, reg->length, reg->iova, reg->access); rc != RI_OK) {
+        return rc;
+    }
+    if (ri_status_t rc = instance().charge(Kind::mr); rc != RI_OK) return rc;
+    auto mr = std::make_unique<Mr>(this);
+    auto stag = instance().alloc_stag();
+    if (!stag) return RI_ENOSPC;
+    mr->stag = *stag;
+    if (ri_status_t rc = Pin::make(rnic->host_ctx, reg->addr, reg->length, pin_for_write(reg->access), &mr->pages);
+        rc != RI_OK) {
+        return rc;
+    }
+    mr->addr = reg->addr;
+    mr->length = reg->length;
+    mr->iova = reg->iova;
+    mr->access = reg->access | RI_ACCESS_LOCAL_READ;
+    *keys = mr->keys();
+    *out = to_handle<ri_mr_t>(mr.release());
+    return RI_OK;
+}
+
+ri_status_t Kvp::Pd::alloc_stag(uint32_t max_pages, ri_mr_t *out, ri_mr_keys_t *keys) {
+    if (max_pages == 0) return RI_EINVAL;
+    if (max_pages > instance().limits().max_fast_reg_pages) return RI_ERANGE;
+    if (ri_status_t rc = instance().charge(Kind::mr); rc != RI_OK) return rc;
+    auto mr = std::make_unique<Mr>(this);
+    auto stag = instance().alloc_stag();
+    if (!stag) return RI_ENOSPC;
+    mr->stag = *stag;
+    mr->max_pages = max_pages;
+    mr->state = RI_STAG_INVALID;  // valid once a fast registration maps it
+    *keys = mr->keys();
+    *out = to_handle<ri_mr_t>(mr.release());
+    return RI_OK;
+}
+
+ri_status_t Kvp::Pd::alloc_mw(uint32_t type, ri_mw_t *out, ri_stag_t *rkey) {
+    if (type != RI_MW_TYPE_1 && type != RI_MW_TYPE_2) return RI_EINVAL;
+    if (ri_status_t rc = instance().charge(Kind::mw); rc != RI_OK) return rc;
+    auto mw = std::make_unique<Mw>(this);
+    auto stag = instance().alloc_stag();
+    if (!stag) return RI_ENOSPC;
+    mw->stag = *stag;
+    mw->type = type;
+    *rkey = mw->stag;
+    *out = to_handle<ri_mw_t>(mw.release());
+    return RI_OK;
+}
+
+ri_status_t Kvp::Mr::register_shared(ri_pd_t pd_handle, uint64_t new_iova, uint32_t new_access, ri_mr_t *out,
+                                      ri_mr_keys_t *out_keys) {
+    Pd *to = from_handle<Pd>(pd_handle);
+    if (to == nullptr || to->rnic->instance != pd->rnic->instance) return RI_EINVAL;
+    std::shared_ptr<Pin> shared;
+    uint64_t a = 0, len = 0;
+    {
+        std::lock_guard lock(mutex);
+        if (pages == nullptr) return RI_EINVAL;  // an allocated STag has no pages to share
+        shared = pages;
+        a = addr;
+        len = length;
+    }
+    if (ri_status_t rc = check_registration(to->instance(), a, len, new_iova, new_access); rc != RI_OK) return rc;
+    if (ri_status_t rc = to->instance().charge(Kind::mr); rc != RI_OK) return rc;
+    auto mr = std::make_unique<Mr>(to);
+    auto new_stag = to->instance().alloc_stag();
+    if (!new_stag) return RI_ENOSPC;
+    mr->stag = *new_stag;
+    mr->pages = std::move(shared);  // the pages stay pinned while either region lives
+    mr->addr = a;
+    mr->length = len;
+    mr->iova = new_iova;
+    mr->access = new_access | RI_ACCESS_LOCAL_READ;
+    *out_keys = mr->keys();
+    *out = to_handle<ri_mr_t>(mr.release());
+    return RI_OK;
+}
+
+ri_status_t Kvp::Mr::reregister(uint32_t mask, ri_pd_t, const ri_mr_reg_t *reg, ri_mr_keys_t *out_keys) {
+    if ((mask & ~(RI_REREG_TRANSLATION | RI_REREG_PD | RI_REREG_ACCESS)) != 0 || mask == 0) return RI_EINVAL;
+    // Moving a region to another PD would move it in the kAL's ownership tree; the kAL refuses it before us.
+    if ((mask & RI_REREG_PD) != 0) return RI_EOPNOTSUPP;
+    std::lock_guard lock(mutex);
+    if (pages == nullptr) return RI_EINVAL;  // an allocated STag is mapped by fast registration, not reregistered
+    const bool translation = (mask & RI_REREG_TRANSLATION) != 0;
+    const uint64_t new_addr = translation ? reg->addr : addr;
+    const uint64_t new_length = translation ? reg->length : length;
+    const uint32_t new_access = (mask & RI_REREG_ACCESS) != 0 ? reg->access : (access & ~RI_ACCESS_LOCAL_READ);
+    const uint64_t new_iova = translation ? reg->iova
+                              : (new_access & RI_ACCESS_ZERO_BASED) != 0 ? 0
+                                                                         : addr;
+    if (ri_status_t rc = check_registration(pd->instance(), new_addr, new_length, new_iova, new_access); rc != RI_OK) {
+        return rc;
+    }
+    // Pin the new translation before the old one goes, so pages both cover stay pinned throughout.
+    if (translation || pin_for_write(new_access) != pin_for_write(access)) {
+        std::shared_ptr<Pin> fresh;
+        if (ri_status_t rc = Pin::make(pd->rnic->host_ctx, new_addr, new_length, pin_for_write(new_access), &fresh);
+            rc != RI_OK) {
+            return rc;
+        }
+        pages = std::move(fresh);
+    }
+    addr = new_addr;
+    length = new_length;
+    iova = new_iova;
+    access = new_access | RI_ACCESS_LOCAL_READ;
+    stag = pd->instance().rekey(stag);  // STags advertised for the old registration stop working
+    *out_keys = keys();
+    return RI_OK;
+}
+
+ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
+    ri_syscall_t &call = *k->call;
+    switch (call.op) {
+        case RI_OPEN_RNIC: {
+            if (call.priv_in_len == 0) return RI_ENOSYS;  // a caller without the softrnic uVP
+            softrnic_open_req req;
+            if (ri_status_t rc = read_priv(call, &req); rc != RI_OK) return rc;
+            ri_rnic_open_params_t p;
+            std::memcpy(&p, call.param, sizeof p);
+            softrnic_open_resp resp{};
+            resp.max_ceh = Rnic::kMaxCeh;
+            if (call.priv_out_cap < sizeof resp) return RI_EOVERFLOW;
+            ri_rnic_t r = nullptr;
+            if (ri_status_t rc = open_rnic(&p, &r); rc != RI_OK) return rc;
+            k->created = r;
+            return write_priv(call, resp);
+        }
+        case RI_CREATE_CQ: {
+            if (call.priv_in_len == 0) return RI_ENOSYS;
+            softrnic_create_cq_req req;
+            if (ri_status_t rc = read_priv(call, &req); rc != RI_OK) return rc;
+            if (call.priv_out_cap < sizeof(softrnic_create_cq_resp) || call.result_cap < sizeof(ri_cq_attr_t)) {
+                return RI_EOVERFLOW;
+            }
+            ri_cq_attr_t attr;
+            std::memcpy(&attr, call.param, sizeof attr);
+            ri_cq_t cq = nullptr;
+            if (ri_status_t rc = from_handle<Rnic>(k->object)->make_cq(&attr, &req.ring, &cq); rc != RI_OK) return rc;
+            k->created = cq;
+            softrnic_create_cq_resp resp{};
+            resp.cq_id = from_handle<Cq>(cq)->id;
+            resp.cqe = attr.cqe;
+            (void)write_result(call, attr);
+            return write_priv(call, resp);
+        }
+        case RI_CREATE_QP: {
+            if (call.priv_in_len == 0) return RI_ENOSYS;
+            softrnic_create_qp_req req;
+            if (ri_status_t rc = read_priv(call, &req); rc != RI_OK) return rc;
+            if (call.priv_out_cap < sizeof(softrnic_create_qp_resp) || call.result_cap < sizeof(ri_qp_init_attr_t)) {
+                return RI_EOVERFLOW;
+            }
+            ri_qp_init_attr_t attr;
+            std::memcpy(&attr, call.param, sizeof attr);
+            ri_qp_t qp = nullptr;
+            softrnic_create_qp_resp resp{};
+            auto *pd = from_handle<Pd>(k->object);
+            if (ri_status_t rc = pd->make_qp(from_handle<Cq>(k->refs[0]), from_handle<Cq>(k->refs[1]),
+                                             from_handle<Srq>(k->refs[2]), &attr, &req, &qp, &resp.qp_num);
+                rc != RI_OK) {
+                return rc;
+            }
+            k->created = qp;
+            (void)write_result(call, attr);
+            return write_priv(call, resp);
+        }
+        case RI_CREATE_SRQ: {
+            if (call.priv_in_len == 0) return RI_ENOSYS;
+            softrnic_create_srq_req req;
+            if (ri_status_t rc = read_priv(call, &req); rc != RI_OK) return rc;
+            if (call.priv_out_cap < sizeof(softrnic_create_srq_resp) || call.result_cap < sizeof(ri_srq_attr_t)) {
+                return RI_EOVERFLOW;
+            }
+            ri_srq_attr_t attr;
+            std::memcpy(&attr, call.param, sizeof attr);
+            ri_srq_t srq = nullptr;
+            if (ri_status_t rc = from_handle<Pd>(k->object)->make_srq(&attr, &req.ring, &srq); rc != RI_OK) return rc;
+            k->created = srq;
+            softrnic_create_srq_resp resp{};
+            resp.srq_id = from_handle<Srq>(srq)->id;
+            (void)write_result(call, attr);
+            return write_priv(call, resp);
+        }
+        default: return RI_ENOSYS;
+    }
+}
+
+}  // namespace
+}  // namespace softrnic::kvp
+
+RI_PROVIDER_MODULE(softrnic::kvp::Kvp)

@@ -1,0 +1,828 @@
+// The softrnic control path end to end: consumer -> uVP -> ri_syscall -> uAL -> device -> kAL -> kVP and back,
+// with an embedded kAL serving softrnic_kvp.so and softrnic_uvp.so loaded in non-privileged mode.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "embedded_kal.hpp"
+#include "rnicpi/host/loader.hpp"
+#include "rnicpi/host/log.hpp"
+#include "softrnic_abi.h"
+#include "syscall.hpp"
+
+namespace {
+
+const ri_host_ops_t kUalHost{sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log, nullptr, nullptr,
+                             &ual::device_syscall};
+
+kal::Config config(const std::string &options = "") {
+    kal::Config c;
+    c.provider_dir = SOFTRNIC_PROVIDER_DIR;
+    c.modules = {"softrnic_kvp.so"};
+    c.rnics = {kal::AttachRequest{"softrnic", "sr0", "", "127.0.0.1", options}};
+    return c;
+}
+
+class Softrnic : public ::testing::Test {
+protected:
+    void SetUp() override { start(""); }
+
+    void start(const std::string &options) {
+        auto k = kal::EmbeddedKal::start(config(options));
+        ASSERT_TRUE(k) << k.error().to_string();
+        kal_ = std::move(*k);
+        client_ = connect();
+        ASSERT_NE(client_, nullptr);
+        // The uAL loads the uVP the kAL names for the RNIC.
+        auto rnics = kal_->adapters().list();
+        ASSERT_EQ(rnics.size(), 1u);
+        loader_ = std::make_unique<rdma::rnicpi::ModuleLoader>(kUalHost, SOFTRNIC_PROVIDER_DIR);
+        auto m = loader_->load(rnics[0].uvp_library, RI_MODE_NONPRIVILEGED);
+        ASSERT_TRUE(m) << m.error().to_string();
+        uvp_ = *m;
+        v_ = &uvp_->verbs();
+    }
+
+    void TearDown() override {
+        // Whatever a failed test left, newest first, then the connection, the uVP and the kAL.
+        while (!cleanup_.empty()) {
+            auto f = std::move(cleanup_.back().second);
+            cleanup_.pop_back();
+            f();
+        }
+        extra_.clear();
+        client_.reset();
+        uvp_.reset();
+        loader_.reset();
+        kal_.reset();
+    }
+
+    std::unique_ptr<ual::DeviceClient> connect() {
+        auto fd = kal_->connect_local();
+        EXPECT_TRUE(fd);
+        if (!fd) return nullptr;
+        auto c = ual::DeviceClient::adopt(std::move(*fd));
+        EXPECT_TRUE(c);
+        return c ? std::move(*c) : nullptr;
+    }
+
+    // Registers a destroy step for @p object; forget() drops it once the test destroyed the object itself.
+    void track(void *object, std::function<void()> destroy) { cleanup_.emplace_back(object, std::move(destroy)); }
+    void forget(void *object) {
+        auto it = std::find_if(cleanup_.rbegin(), cleanup_.rend(), [&](auto &e) { return e.first == object; });
+        if (it != cleanup_.rend()) cleanup_.erase(std::next(it).base());
+    }
+
+    ri_rnic_t open(ual::DeviceClient *c = nullptr) {
+        ri_rnic_open_params_t p{};
+        p.host_ctx = c != nullptr ? c : client_.get();
+        std::strcpy(p.instance_name, "sr0");
+        ri_rnic_t r = nullptr;
+        EXPECT_EQ(v_->open_rnic(&p, &r), RI_OK);
+        if (r != nullptr) track(r, [this, r] { (void)v_->close_rnic(r); });
+        return r;
+    }
+    ri_pd_t pd(ri_rnic_t r) {
+        ri_pd_t p = nullptr;
+        EXPECT_EQ(v_->alloc_pd(r, &p), RI_OK);
+        if (p != nullptr) track(p, [this, p] { (void)v_->dealloc_pd(p); });
+        return p;
+    }
+    ri_cq_t cq(ri_rnic_t r, uint32_t cqe = 16, uint32_t ceh_id = 0) {
+        ri_cq_attr_t a{cqe, ceh_id, 0};
+        ri_cq_t c = nullptr;
+        EXPECT_EQ(v_->create_cq(r, &a, &c), RI_OK);
+        if (c != nullptr) track(c, [this, c] { (void)v_->destroy_cq(c); });
+        return c;
+    }
+    static ri_qp_init_attr_t qp_attr(uint32_t depth = 4) {
+        ri_qp_init_attr_t a{};
+        a.type = RI_QPT_RC;
+        a.sq_depth = a.rq_depth = depth;
+        a.sq_sge = a.rq_sge = a.rd_sge = 2;
+        a.max_inline = 64;
+        a.ird = a.ord = 4;
+        a.context = 0xc0ffee;
+        return a;
+    }
+    ri_status_t create_qp(ri_pd_t p, ri_cq_t s, ri_cq_t rc, ri_srq_t srq, ri_qp_init_attr_t a, ri_qp_t *out) {
+        *out = nullptr;
+        ri_status_t st = v_->create_qp(p, s, rc, srq, &a, out);
+        if (*out != nullptr) {
+            ri_qp_t q = *out;
+            track(q, [this, q] { (void)v_->destroy_qp(q); });
+        }
+        return st;
+    }
+    ri_qp_t qp(ri_pd_t p, ri_cq_t s, ri_cq_t rc, ri_qp_init_attr_t a = qp_attr()) {
+        ri_qp_t q = nullptr;
+        EXPECT_EQ(create_qp(p, s, rc, nullptr, a, &q), RI_OK);
+        return q;
+    }
+    ri_status_t reg(ri_pd_t p, const void *addr, uint64_t len, uint32_t access, ri_mr_t *out, ri_mr_keys_t *keys,
+                    bool zero_based = false) {
+        ri_mr_reg_t r{reinterpret_cast<uintptr_t>(addr), len, zero_based ? 0 : reinterpret_cast<uintptr_t>(addr),
+                      access | (zero_based ? uint32_t{RI_ACCESS_ZERO_BASED} : 0u), 0};
+        *out = nullptr;
+        ri_status_t st = v_->register_mr(p, &r, out, keys);
+        if (*out != nullptr) {
+            ri_mr_t m = *out;
+            track(m, [this, m] { (void)v_->deregister_mr(m); });
+        }
+        return st;
+    }
+    ri_status_t modify_state(ri_qp_t q, uint32_t state) {
+        ri_qp_attr_t a{};
+        a.state = state;
+        return v_->modify_qp(q, &a, RI_QP_ATTR_STATE);
+    }
+    uint32_t state_of(ri_qp_t q) {
+        ri_qp_attr_t a{};
+        EXPECT_EQ(v_->query_qp(q, &a), RI_OK);
+        return a.state;
+    }
+    std::vector<ri_wc_t> poll(ri_cq_t c, uint32_t max = 64) {
+        std::vector<ri_wc_t> wc(max);
+        uint32_t n = 0;
+        EXPECT_EQ(v_->poll_cq(c, max, wc.data(), &n), RI_OK);
+        wc.resize(n);
+        return wc;
+    }
+    // The kAL's view of the connections: (number of contexts, objects, pinned bytes of the first).
+    struct Usage {
+        uint32_t clients = 0;
+        uint32_t objects = 0;
+        uint64_t pinned = 0;
+    };
+    Usage usage() {
+        auto admin = connect();
+        Usage u;
+        if (admin == nullptr) return u;
+        krdma_list_clients q{};
+        auto r = admin->call(KRDMA_CMD_LIST_CLIENTS, {reinterpret_cast<const uint8_t *>(&q), sizeof q});
+        EXPECT_TRUE(r);
+        if (!r || r->status != 0) return u;
+        std::memcpy(&q, r->payload.data(), sizeof q);
+        u.clients = q.count;
+        if (q.count > 0) {
+            u.objects = q.info.total;
+            u.pinned = q.info.pinned_bytes;
+        }
+        return u;
+    }
+
+    std::unique_ptr<kal::EmbeddedKal> kal_;
+    std::unique_ptr<ual::DeviceClient> client_;
+    std::vector<std::unique_ptr<ual::DeviceClient>> extra_;
+    std::unique_ptr<rdma::rnicpi::ModuleLoader> loader_;
+    rdma::rnicpi::ModuleRef uvp_;
+    const ri_verbs_ops_t *v_ = nullptr;
+    std::vector<std::pair<void *, std::function<void()>>> cleanup_;
+};
+
+TEST_F(Softrnic, ModulesDescribeThemselves) {
+    EXPECT_EQ(uvp_->name(), "softrnic");
+    EXPECT_EQ(uvp_->vendor(), "OpenRDMA");
+    EXPECT_EQ(uvp_->mode(), RI_MODE_NONPRIVILEGED);
+    EXPECT_NE(uvp_->flags() & RI_MODULE_SOFTWARE, 0u);
+    EXPECT_TRUE(uvp_->implements("post_send"));
+    EXPECT_FALSE(uvp_->implements("register_phys_mr"));  // privileged mode only
+    auto rnics = kal_->adapters().list();
+    EXPECT_EQ(rnics.at(0).provider, "softrnic");
+    EXPECT_EQ(rnics.at(0).vendor, "OpenRDMA");
+}
+
+TEST_F(Softrnic, OpenQueryAndClose) {
+    ri_rnic_t r = open();
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(kal_->adapters().list().at(0).opens, 1u);
+    ri_rnic_attr_t a{};
+    ASSERT_EQ(v_->query_rnic(r, &a), RI_OK);
+    EXPECT_STREQ(a.name, "sr0");
+    const uint32_t want = RI_CAP_SRQ | RI_CAP_MW_TYPE1 | RI_CAP_MW_TYPE2 | RI_CAP_SEND_INV | RI_CAP_ZERO_BASED |
+                          RI_CAP_MPA_CRC | RI_CAP_MPA_PEER2PEER | RI_CAP_FAST_REG;
+    EXPECT_EQ(a.caps & want, want);
+    EXPECT_EQ(a.caps & (RI_CAP_ATOMICS | RI_CAP_RESIZE_CQ | RI_CAP_MPA_MARKERS), 0u);
+    EXPECT_EQ(a.max_private_data, 512u);
+    EXPECT_GT(a.max_qp, 0u);
+    EXPECT_GT(a.max_qp_wr, 0u);
+    EXPECT_GT(a.max_mr, 0u);
+    forget(r);
+    ASSERT_EQ(v_->close_rnic(r), RI_OK);
+    EXPECT_EQ(kal_->adapters().list().at(0).opens, 0u);
+}
+
+TEST_F(Softrnic, AttachOptionsSetLimitsAndPolicy) {
+    TearDown();
+    start(R"({"max_qp": 2, "max_cqe": 8, "mpa_markers": true, "mpa_crc": false})");
+    ri_rnic_t r = open();
+    ASSERT_NE(r, nullptr);
+    ri_rnic_attr_t a{};
+    ASSERT_EQ(v_->query_rnic(r, &a), RI_OK);
+    EXPECT_EQ(a.max_qp, 2u);
+    EXPECT_EQ(a.max_cqe, 8u);
+    EXPECT_NE(a.caps & RI_CAP_MPA_MARKERS, 0u);
+    EXPECT_EQ(a.caps & RI_CAP_MPA_CRC, 0u);
+    ri_pd_t p = pd(r);
+    ri_cq_t c = cq(r, 8);
+    ASSERT_NE(c, nullptr);
+    ri_qp_t q1 = qp(p, c, c), q2 = qp(p, c, c), q3 = nullptr;
+    ASSERT_NE(q1, nullptr);
+    ASSERT_NE(q2, nullptr);
+    // The instance is full: the kVP's ENOSPC reaches the consumer unchanged.
+    EXPECT_EQ(create_qp(p, c, c, nullptr, qp_attr(), &q3), RI_ENOSPC);
+    EXPECT_EQ(q3, nullptr);
+}
+
+TEST_F(Softrnic, BadAttachOptionsAreRefused) {
+    for (const char *bad : {R"({"max_qpp": 2})", R"({"max_qp": 0})", R"({"max_qp": "many"})", R"({"mpa_crc": 1})",
+                            "[1, 2]", "{not json"}) {
+        auto k = kal::EmbeddedKal::start(config(bad));
+        ASSERT_FALSE(k) << bad;
+        EXPECT_NE(k.error().message().find("sr0"), std::string::npos) << k.error().to_string();
+    }
+}
+
+TEST_F(Softrnic, CompletionQueues) {
+    ri_rnic_t r = open();
+    ASSERT_NE(r, nullptr);
+    ri_rnic_attr_t a{};
+    ASSERT_EQ(v_->query_rnic(r, &a), RI_OK);
+    ri_cq_t c = cq(r, 32);
+    ASSERT_NE(c, nullptr);
+    ri_cq_attr_t q{};
+    ASSERT_EQ(v_->query_cq(c, &q), RI_OK);
+    EXPECT_EQ(q.cqe, 32u);
+    ri_cq_attr_t zero{0, 0, 0}, huge{a.max_cqe + 1, 0, 0};
+    ri_cq_t bad = nullptr;
+    EXPECT_EQ(v_->create_cq(r, &zero, &bad), RI_EINVAL);
+    EXPECT_EQ(v_->create_cq(r, &huge, &bad), RI_ERANGE);
+    EXPECT_EQ(bad, nullptr);
+    uint32_t actual = 0;
+    EXPECT_EQ(v_->resize_cq(c, 64, &actual), RI_EOPNOTSUPP);
+    EXPECT_EQ(v_->request_cq_notify(c, 7), RI_EINVAL);
+    EXPECT_EQ(v_->request_cq_notify(c, RI_CQ_NOTIFY_NEXT), RI_OK);
+    EXPECT_TRUE(poll(c).empty());
+    // The completion ring is pinned by the kVP for as long as the CQ lives.
+    EXPECT_GT(usage().pinned, 0u);
+    forget(c);
+    ASSERT_EQ(v_->destroy_cq(c), RI_OK);
+    EXPECT_EQ(usage().pinned, 0u);
+}
+
+TEST_F(Softrnic, QpStateMachineWithoutAStream) {
+    ri_rnic_t r = open();
+    ASSERT_NE(r, nullptr);
+    ri_pd_t p = pd(r);
+    ri_cq_t c = cq(r);
+    ri_qp_t q = qp(p, c, c);
+    ASSERT_NE(q, nullptr);
+    ri_qp_attr_t a{};
+    ASSERT_EQ(v_->query_qp(q, &a), RI_OK);
+    EXPECT_EQ(a.state, RI_QPS_IDLE);
+    EXPECT_NE(a.qp_num, 0u);
+    EXPECT_EQ(a.init.sq_depth, 4u);
+    EXPECT_EQ(a.init.context, 0xc0ffeeu);
+    // IDLE -> RTS needs an LLP stream: refused with ENOTCONN until connections exist.
+    EXPECT_EQ(modify_state(q, RI_QPS_RTS), RI_ENOTCONN);
+    EXPECT_EQ(modify_state(q, RI_QPS_CLOSING), RI_EINVAL);
+    EXPECT_EQ(modify_state(q, RI_QPS_TERMINATE), RI_EINVAL);
+    EXPECT_EQ(modify_state(q, 99), RI_EINVAL);
+    EXPECT_EQ(state_of(q), RI_QPS_IDLE);
+    // Attributes change in IDLE, within the RNIC's limits.
+    ri_qp_attr_t m{};
+    m.ird = 2;
+    m.ord = 3;
+    m.access = RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE;
+    ASSERT_EQ(v_->modify_qp(q, &m, RI_QP_ATTR_IRD | RI_QP_ATTR_ORD | RI_QP_ATTR_ACCESS), RI_OK);
+    ASSERT_EQ(v_->query_qp(q, &a), RI_OK);
+    EXPECT_EQ(a.ird, 2u);
+    EXPECT_EQ(a.ord, 3u);
+    EXPECT_EQ(a.access, uint32_t{RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE});
+    m.ird = 100000;
+    EXPECT_EQ(v_->modify_qp(q, &m, RI_QP_ATTR_IRD), RI_ERANGE);
+    m.access = RI_ACCESS_REMOTE_ATOMIC;
+    EXPECT_EQ(v_->modify_qp(q, &m, RI_QP_ATTR_ACCESS), RI_EOPNOTSUPP);
+    EXPECT_EQ(v_->modify_qp(q, &m, RI_QP_ATTR_SQ_DEPTH), RI_EOPNOTSUPP);
+    EXPECT_EQ(v_->modify_qp(q, &m, 1u << 20), RI_EINVAL);
+    // The RDMA-mode transition belongs to the kAL's connection management.
+    EXPECT_EQ(v_->modify_qp(q, &m, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP), RI_EOPNOTSUPP);
+    // IDLE -> ERROR -> IDLE; RTS is not reachable from ERROR; attributes are frozen in ERROR.
+    ASSERT_EQ(modify_state(q, RI_QPS_ERROR), RI_OK);
+    EXPECT_EQ(state_of(q), RI_QPS_ERROR);
+    EXPECT_EQ(modify_state(q, RI_QPS_RTS), RI_EINVAL);
+    EXPECT_EQ(modify_state(q, RI_QPS_CLOSING), RI_EINVAL);
+    m.ird = 1;
+    EXPECT_EQ(v_->modify_qp(q, &m, RI_QP_ATTR_IRD), RI_EINVAL);
+    EXPECT_EQ(modify_state(q, RI_QPS_ERROR), RI_OK);
+    ASSERT_EQ(modify_state(q, RI_QPS_IDLE), RI_OK);
+    EXPECT_EQ(state_of(q), RI_QPS_IDLE);
+}
+
+TEST_F(Softrnic, QpCreationChecksItsAttributes) {
+    ri_rnic_t r = open();
+    ASSERT_NE(r, nullptr);
+    ri_rnic_attr_t lim{};
+    ASSERT_EQ(v_->query_rnic(r, &lim), RI_OK);
+    ri_pd_t p = pd(r);
+    ri_cq_t c = cq(r);
+    ASSERT_NE(c, nullptr);
+    ri_qp_t q = nullptr;
+    auto bad = [&](auto change) {
+        ri_qp_init_attr_t a = qp_attr();
+        change(a);
+        ri_status_t st = create_qp(p, c, c, nullptr, a, &q);
+        EXPECT_EQ(q, nullptr);
+        return st;
+    };
+    EXPECT_EQ(bad([&](auto &a) { a.sq_depth = lim.max_qp_wr + 1; }), RI_ERANGE);
+    EXPECT_EQ(bad([&](auto &a) { a.rq_depth = lim.max_qp_wr + 1; }), RI_ERANGE);
+    EXPECT_EQ(bad([&](auto &a) { a.sq_sge = lim.max_sge + 1; }), RI_ERANGE);
+    EXPECT_EQ(bad([&](auto &a) { a.max_inline = lim.max_inline + 1; }), RI_ERANGE);
+    EXPECT_EQ(bad([&](auto &a) { a.ord = lim.max_ord + 1; }), RI_ERANGE);
+    EXPECT_EQ(bad([](auto &a) { a.sq_depth = 0; }), RI_EINVAL);
+    EXPECT_EQ(bad([](auto &a) { a.flags = 1u << 9; }), RI_EINVAL);
+    EXPECT_EQ(bad([](auto &a) { a.type = RI_QPT_UD; }), RI_EOPNOTSUPP);
+    EXPECT_EQ(bad([](auto &a) { a.flags = RI_QP_USE_SRQ; }), RI_EINVAL);  // no SRQ named
+    // A CQ of another RNIC open is refused.
+    ri_rnic_t r2 = open();
+    ri_cq_t other = cq(r2);
+    ASSERT_NE(other, nullptr);
+    EXPECT_EQ(create_qp(p, c, other, nullptr, qp_attr(), &q), RI_EINVAL);
+    EXPECT_EQ(q, nullptr);
+    EXPECT_EQ(usage().objects, 5u);  // 2 opens, PD, 2 CQs: nothing left behind by the refusals
+}
+
+TEST_F(Softrnic, ModifyToErrorFlushesEveryPostedRequest) {
+    ri_rnic_t r = open();
+    ASSERT_NE(r, nullptr);
+    ri_pd_t p = pd(r);
+    ri_cq_t scq = cq(r), rcq = cq(r);
+    ri_qp_t q = qp(p, scq, rcq);
+    ASSERT_NE(q, nullptr);
+    ri_qp_attr_t qa{};
+    ASSERT_EQ(v_->query_qp(q, &qa), RI_OK);
+    char buf[64] = "payload";
+    ri_sge_t sge{reinterpret_cast<uintptr_t>(buf), 8, 0x100};
+    ri_send_wr_t s[3]{};
+    s[0].wr_id = 1;
+    s[0].opcode = RI_WR_SEND;
+    s[0].flags = RI_SEND_SIGNALED;
+    s[0].sgl = &sge;
+    s[0].num_sge = 1;
+    s[1] = s[0];
+    s[1].wr_id = 2;
+    s[1].opcode = RI_WR_RDMA_WRITE;
+    s[1].flags = RI_SEND_INLINE;  // unsignaled: flushed all the same
+    s[2] = s[0];
+    s[2].wr_id = 3;
+    s[2].opcode = RI_WR_RDMA_READ;
+    uint32_t posted = 0;
+    ASSERT_EQ(v_->post_send(q, s, 3, &posted), RI_OK);
+    EXPECT_EQ(posted, 3u);
+    ri_recv_wr_t rw[2]{{10, &sge, 1, 0}, {11, nullptr, 0, 0}};
+    ASSERT_EQ(v_->post_recv(q, rw, 2, &posted), RI_OK);
+    EXPECT_EQ(posted, 2u);
+    EXPECT_TRUE(poll(scq).empty());  // queued, not executed: there is no stream
+    EXPECT_TRUE(poll(rcq).empty());
+
+    ASSERT_EQ(modify_state(q, RI_QPS_ERROR), RI_OK);
+    auto sw = poll(scq);
+    ASSERT_EQ(sw.size(), 3u);
+    const uint32_t ops[] = {RI_WC_SEND, RI_WC_RDMA_WRITE, RI_WC_RDMA_READ};
+    for (size_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(sw[i].wr_id, i + 1);
+        EXPECT_EQ(sw[i].status, RI_WC_WR_FLUSH_ERR);
+        EXPECT_EQ(sw[i].opcode, ops[i]);
+        EXPECT_EQ(sw[i].qp_num, qa.qp_num);
+        EXPECT_EQ(sw[i].qp_context, 0xc0ffeeu);
+    }
+    auto rwc = poll(rcq);
+    ASSERT_EQ(rwc.size(), 2u);
+    EXPECT_EQ(rwc[0].wr_id, 10u);
+    EXPECT_EQ(rwc[1].wr_id, 11u);
+    EXPECT_EQ(rwc[0].opcode, RI_WC_RECV);
+    EXPECT_EQ(rwc[1].status, RI_WC_WR_FLUSH_ERR);
+
+    // Posting to a QP in ERROR completes the request at once, flushed.
+    s[0].wr_id = 42;
+    ASSERT_EQ(v_->post_send(q, s, 1, &posted), RI_OK);
+    rw[0].wr_id = 43;
+    ASSERT_EQ(v_->post_recv(q, rw, 1, &posted), RI_OK);
+    sw = poll(scq);
+    ASSERT_EQ(sw.size(), 1u);
+    EXPECT_EQ(sw[0].wr_id, 42u);
+    EXPECT_EQ(sw[0].status, RI_WC_WR_FLUSH_ERR);
+    rwc = poll(rcq);
+    ASSERT_EQ(rwc.size(), 1u);
+    EXPECT_EQ(rwc[0].wr_id, 43u);
+
+    // After a reset the queues take requests again and nothing completes.
+    ASSERT_EQ(modify_state(q, RI_QPS_IDLE), RI_OK);
+    ASSERT_EQ(v_->post_send(q, s, 1, &posted), RI_OK);
+    EXPECT_TRUE(poll(scq).empty());
+}
+
+TEST_F(Softrnic, PostChecksEveryRequest) {
+    ri_rnic_t r = open();
+    ASSERT_NE(r, nullptr);
+    ri_pd_t p = pd(r);
+    ri_cq_t c = cq(r, 64);
+    ri_qp_t q = qp(p, c, c);
+    ASSERT_NE(q, nullptr);
+    char buf[128] = {};
+    ri_sge_t sges[3] = {{reinterpret_cast<uintptr_t>(buf), 8, 1}, {reinterpret_cast<uintptr_t>(buf), 8, 1},
+                        {reinterpret_cast<uintptr_t>(buf), 8, 1}};
+    ri_send_wr_t w{};
+    w.opcode = RI_WR_SEND;
+    w.sgl = sges;
+    w.num_sge = 1;
+    uint32_t posted = 99;
+    auto post = [&](ri_send_wr_t x) { return v_->post_send(q, &x, 1, &posted); };
+    ri_send_wr_t x = w;
+    x.num_sge = 3;  // over sq_sge = 2
+    EXPECT_EQ(post(x), RI_ERANGE);
+    EXPECT_EQ(posted, 0u);
+    x = w;
+    x.opcode = 77;
+    EXPECT_EQ(post(x), RI_EINVAL);
+    x.opcode = RI_WR_ATOMIC_FETCH_ADD;
+    EXPECT_EQ(post(x), RI_EOPNOTSUPP);
+    x.opcode = RI_WR_ATOMIC_CMP_SWAP;
+    EXPECT_EQ(post(x), RI_EOPNOTSUPP);
+    x = w;
+    x.flags = 1u << 7;
+    EXPECT_EQ(post(x), RI_EINVAL);
+    x = w;
+    x.opcode = RI_WR_RDMA_READ;
+    x.flags = RI_SEND_INLINE;
+    EXPECT_EQ(post(x), RI_EINVAL);
+    x = w;
+    x.flags = RI_SEND_INLINE;
+    sges[0].length = 65;  // over max_inline = 64
+    EXPECT_EQ(post(x), RI_ERANGE);
+    sges[0].length = 8;
+    x = w;
+    x.sgl = nullptr;
+    EXPECT_EQ(post(x), RI_EINVAL);
+    x = w;
+    x.opcode = RI_WR_BIND_MW;  // names no window
+    EXPECT_EQ(post(x), RI_EINVAL);
+    EXPECT_TRUE(poll(c).empty());
+    // A batch stops at the first bad request; the ones before it are queued.
+    ri_send_wr_t batch[3] = {w, w, w};
+    batch[1].num_sge = 5;
+    EXPECT_EQ(v_->post_send(q, batch, 3, &posted), RI_ERANGE);
+    EXPECT_EQ(posted, 1u);
+    // A full send queue answers EAGAIN (back-pressure, retry later).
+    ri_send_wr_t many[4] = {w, w, w, w};
+    EXPECT_EQ(v_->post_send(q, many, 4, &posted), RI_EAGAIN);
+    EXPECT_EQ(posted, 3u);
+    ri_recv_wr_t rw[5] = {};
+    EXPECT_EQ(v_->post_recv(q, rw, 5, &posted), RI_EAGAIN);
+    EXPECT_EQ(posted, 4u);
+    ri_recv_wr_t wide{1, sges, 3, 0};
+    EXPECT_EQ(v_->post_recv(q, &wide, 1, &posted), RI_ERANGE);
+    // Everything queued is flushed, nothing refused was.
+    ASSERT_EQ(modify_state(q, RI_QPS_ERROR), RI_OK);
+    EXPECT_EQ(poll(c).size(), 4u + 4u);
+}
+
+void count_ceh(void *ctx, ri_rnic_t, ri_cq_t) { ++*static_cast<int *>(ctx); }
+
+TEST_F(Softrnic, CompletionEventHandlerFiresOncePerArm) {
+    ri_rnic_t r = open();
+    ASSERT_NE(r, nullptr);
+    int calls = 0;
+    uint32_t ceh = 0;
+    ASSERT_EQ(v_->set_ceh(r, &count_ceh, &calls, &ceh), RI_OK);
+    uint32_t aeh = 0;
+    ASSERT_EQ(v_->set_aeh(r, nullptr, nullptr, &aeh), RI_OK);
+    ri_pd_t p = pd(r);
+    ri_cq_t c = cq(r, 16, ceh);
+    ri_qp_t q = qp(p, c, c);
+    ASSERT_NE(q, nullptr);
+    ri_recv_wr_t rw[2] = {};
+    uint32_t posted = 0;
+    ASSERT_EQ(v_->post_recv(q, rw, 2, &posted), RI_OK);
+    ASSERT_EQ(v_->request_cq_notify(c, RI_CQ_NOTIFY_SOLICITED), RI_OK);
+    ASSERT_EQ(modify_state(q, RI_QPS_ERROR), RI_OK);
+    EXPECT_EQ(calls, 1);  // error completions satisfy a solicited request; one call for the batch
+    EXPECT_EQ(poll(c).size(), 2u);
+    ASSERT_EQ(v_->post_recv(q, rw, 1, &posted), RI_OK);
+    EXPECT_EQ(calls, 1);  // not armed any more
+    ASSERT_EQ(v_->request_cq_notify(c, RI_CQ_NOTIFY_NEXT), RI_OK);
+    ASSERT_EQ(v_->post_recv(q, rw, 1, &posted), RI_OK);
+    EXPECT_EQ(calls, 2);
+    EXPECT_EQ(v_->clear_handler(r, ceh), RI_OK);
+    EXPECT_EQ(v_->clear_handler(r, ceh), RI_ENOENT);
+}
+
+TEST_F(Softrnic, CqOverflowIsReported) {
+    ri_rnic_t r = open();
+    ASSERT_NE(r, nullptr);
+    ri_pd_t p = pd(r);
+    ri_cq_t c = cq(r, 2);
+    ri_qp_t q = qp(p, c, c);
+    ASSERT_NE(q, nullptr);
+    ri_recv_wr_t rw[4] = {};
+    uint32_t posted = 0;
+    ASSERT_EQ(v_->post_recv(q, rw, 4, &posted), RI_OK);
+    ASSERT_EQ(modify_state(q, RI_QPS_ERROR), RI_OK);
+    EXPECT_EQ(poll(c).size(), 2u);
+    ri_wc_t wc{};
+    uint32_t n = 0;
+    EXPECT_EQ(v_->poll_cq(c, 1, &wc, &n), RI_EOVERFLOW);
+    EXPECT_EQ(n, 0u);
+}
+
+TEST_F(Softrnic, SharedReceiveQueues) {
+    ri_rnic_t r = open();
+    ASSERT_NE(r, nullptr);
+    ri_pd_t p = pd(r);
+    ri_cq_t c = cq(r);
+    ri_srq_attr_t a{4, 2, 0, 0, 7};
+    ri_srq_t srq = nullptr;
+    ASSERT_EQ(v_->create_srq(p, &a, &srq), RI_OK);
+    ASSERT_NE(srq, nullptr);
+    track(srq, [this, srq] { (void)v_->destroy_srq(srq); });
+    ri_srq_attr_t got{};
+    ASSERT_EQ(v_->query_srq(srq, &got), RI_OK);
+    EXPECT_EQ(got.max_wr, 4u);
+    EXPECT_EQ(got.max_sge, 2u);
+    EXPECT_EQ(got.context, 7u);
+    ri_srq_attr_t m{};
+    m.limit = 3;
+    ASSERT_EQ(v_->modify_srq(srq, &m, RI_SRQ_ATTR_LIMIT), RI_OK);
+    ASSERT_EQ(v_->query_srq(srq, &got), RI_OK);
+    EXPECT_EQ(got.limit, 3u);
+    m.limit = 5;
+    EXPECT_EQ(v_->modify_srq(srq, &m, RI_SRQ_ATTR_LIMIT), RI_ERANGE);
+    m.max_wr = 8;
+    EXPECT_EQ(v_->modify_srq(srq, &m, RI_SRQ_ATTR_MAX_WR), RI_EOPNOTSUPP);
+    ri_rnic_attr_t lim{};
+    ASSERT_EQ(v_->query_rnic(r, &lim), RI_OK);
+    ri_srq_attr_t big{lim.max_srq_wr + 1, 1, 0, 0, 0}, none{0, 1, 0, 0, 0};
+    ri_srq_t bad = nullptr;
+    EXPECT_EQ(v_->create_srq(p, &big, &bad), RI_ERANGE);
+    EXPECT_EQ(v_->create_srq(p, &none, &bad), RI_EINVAL);
+
+    ri_qp_init_attr_t qa = qp_attr();
+    qa.flags = RI_QP_USE_SRQ;
+    qa.rq_depth = 0;
+    ri_qp_t q = nullptr;
+    ASSERT_EQ(create_qp(p, c, c, srq, qa, &q), RI_OK);
+    ri_recv_wr_t rw[5] = {};
+    uint32_t posted = 0;
+    EXPECT_EQ(v_->post_recv(q, rw, 1, &posted), RI_EINVAL);  // its receives come from the SRQ
+    EXPECT_EQ(v_->post_srq_recv(srq, rw, 5, &posted), RI_EAGAIN);
+    EXPECT_EQ(posted, 4u);
+    // The kAL keeps an SRQ while a QP uses it.
+    EXPECT_EQ(v_->destroy_srq(srq), RI_EBUSY);
+    // A QP in error does not flush the SRQ's requests.
+    ASSERT_EQ(modify_state(q, RI_QPS_ERROR), RI_OK);
+    EXPECT_TRUE(poll(c).empty());
+    forget(q);
+    ASSERT_EQ(v_->destroy_qp(q), RI_OK);
+    forget(srq);
+    EXPECT_EQ(v_->destroy_srq(srq), RI_OK);
+}
+
+TEST_F(Softrnic, MemoryRegistration) {
+    ri_rnic_t r = open();
+    ASSERT_NE(r, nullptr);
+    ri_pd_t p = pd(r);
+    std::vector<char> mem(5 * 4096);
+    ri_mr_t mr = nullptr;
+    ri_mr_keys_t k{};
+    ASSERT_EQ(reg(p, mem.data(), 4096, RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE, &mr, &k), RI_OK);
+    EXPECT_NE(k.lkey, 0u);
+    EXPECT_EQ(k.lkey, k.rkey);  // iWARP: one STag
+    ri_mr_attr_t a{};
+    ASSERT_EQ(v_->query_mr(mr, &a), RI_OK);
+    EXPECT_EQ(a.addr, reinterpret_cast<uintptr_t>(mem.data()));
+    EXPECT_EQ(a.length, 4096u);
+    EXPECT_EQ(a.state, RI_STAG_VALID);
+    EXPECT_EQ(a.keys.lkey, k.lkey);
+    EXPECT_NE(a.access & RI_ACCESS_LOCAL_READ, 0u);  // always granted
+    EXPECT_GT(usage().pinned, 0u);
+
+    // The verbs' rules for rights, and what softrnic does not offer.
+    ri_mr_t bad = nullptr;
+    ri_mr_keys_t bk{};
+    EXPECT_EQ(reg(p, mem.data(), 4096, RI_ACCESS_REMOTE_WRITE, &bad, &bk), RI_EINVAL);
+    EXPECT_EQ(reg(p, mem.data(), 4096, RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_ATOMIC, &bad, &bk), RI_EOPNOTSUPP);
+    EXPECT_EQ(reg(p, mem.data(), 4096, 1u << 12, &bad, &bk), RI_EINVAL);
+    EXPECT_EQ(reg(p, mem.data(), 0, RI_ACCESS_LOCAL_WRITE, &bad, &bk), RI_EINVAL);
+    ri_mr_reg_t odd{reinterpret_cast<uintptr_t>(mem.data()), 4096, 12345, RI_ACCESS_LOCAL_WRITE, 0};
+    EXPECT_EQ(v_->register_mr(p, &odd, &bad, &bk), RI_EINVAL);  // tagged offset neither the address nor zero-based
+    EXPECT_EQ(bad, nullptr);
+
+    // Zero-based regions.
+    ri_mr_t zb = nullptr;
+    ri_mr_keys_t zk{};
+    ASSERT_EQ(reg(p, mem.data() + 4096, 4096, RI_ACCESS_REMOTE_READ, &zb, &zk, true), RI_OK);
+    ASSERT_EQ(v_->query_mr(zb, &a), RI_OK);
+    EXPECT_EQ(a.iova, 0u);
+
+    // Reregistration: new translation and rights, a new key on the same index.
+    ri_mr_reg_t nr{reinterpret_cast<uintptr_t>(mem.data() + 2 * 4096), 8192,
+                   reinterpret_cast<uintptr_t>(mem.data() + 2 * 4096), RI_ACCESS_REMOTE_READ, 0};
+    ri_mr_keys_t k2{};
+    ASSERT_EQ(v_->reregister_mr(mr, RI_REREG_TRANSLATION | RI_REREG_ACCESS, nullptr, &nr, &k2), RI_OK);
+    EXPECT_NE(k2.lkey, k.lkey);
+    EXPECT_EQ(k2.lkey >> 8, k.lkey >> 8);
+    ASSERT_EQ(v_->query_mr(mr, &a), RI_OK);
+    EXPECT_EQ(a.length, 8192u);
+    EXPECT_EQ(a.keys.lkey, k2.lkey);
+    EXPECT_NE(a.access & RI_ACCESS_REMOTE_READ, 0u);
+    nr.access = RI_ACCESS_REMOTE_WRITE;  // without local write
+    EXPECT_EQ(v_->reregister_mr(mr, RI_REREG_ACCESS, nullptr, &nr, &k2), RI_EINVAL);
+    EXPECT_EQ(v_->reregister_mr(mr, RI_REREG_PD, p, &nr, &k2), RI_EOPNOTSUPP);
+
+    // A shared region keeps the pages pinned after the original goes.
+    ri_mr_t sh = nullptr;
+    ri_mr_keys_t sk{};
+    ASSERT_EQ(v_->register_shared_mr(mr, p, reinterpret_cast<uintptr_t>(mem.data() + 2 * 4096), RI_ACCESS_LOCAL_WRITE,
+                                     &sh, &sk),
+              RI_OK);
+    track(sh, [this, sh] { (void)v_->deregister_mr(sh); });
+    EXPECT_NE(sk.lkey, k2.lkey);
+    const uint64_t before = usage().pinned;
+    forget(mr);
+    ASSERT_EQ(v_->deregister_mr(mr), RI_OK);
+    EXPECT_EQ(usage().pinned, before);
+    ASSERT_EQ(v_->query_mr(sh, &a), RI_OK);
+    EXPECT_EQ(a.length, 8192u);
+    forget(sh);
+    ASSERT_EQ(v_->deregister_mr(sh), RI_OK);
+    forget(zb);
+    ASSERT_EQ(v_->deregister_mr(zb), RI_OK);
+    EXPECT_EQ(usage().pinned, 0u);
+}
+
+TEST_F(Softrnic, StagsAndWindows) {
+    ri_rnic_t r = open();
+    ASSERT_NE(r, nullptr);
+    ri_pd_t p = pd(r);
+    ri_rnic_attr_t lim{};
+    ASSERT_EQ(v_->query_rnic(r, &lim), RI_OK);
+    ri_mr_t st = nullptr;
+    ri_mr_keys_t k{};
+    ASSERT_EQ(v_->alloc_stag(p, 16, &st, &k), RI_OK);
+    track(st, [this, st] { (void)v_->deregister_mr(st); });
+    ri_mr_attr_t a{};
+    ASSERT_EQ(v_->query_mr(st, &a), RI_OK);
+    EXPECT_EQ(a.state, RI_STAG_INVALID);
+    EXPECT_EQ(a.max_pages, 16u);
+    ri_mr_t bad = nullptr;
+    EXPECT_EQ(v_->alloc_stag(p, lim.max_fast_reg_pages + 1, &bad, &k), RI_ERANGE);
+    EXPECT_EQ(v_->alloc_stag(p, 0, &bad, &k), RI_EINVAL);
+    ri_mr_reg_t nr{};
+    ri_mr_keys_t k2{};
+    EXPECT_EQ(v_->reregister_mr(st, RI_REREG_ACCESS, nullptr, &nr, &k2), RI_EINVAL);
+
+    std::set<ri_stag_t> stags{k.lkey};
+    ri_mw_t mw[2] = {};
+    for (uint32_t type : {RI_MW_TYPE_1, RI_MW_TYPE_2}) {
+        ri_stag_t rkey = 0;
+        ASSERT_EQ(v_->alloc_mw(p, type, &mw[type - 1], &rkey), RI_OK);
+        ri_mw_t w = mw[type - 1];
+        track(w, [this, w] { (void)v_->dealloc_mw(w); });
+        EXPECT_TRUE(stags.insert(rkey).second) << "windows and regions share one STag namespace";
+    }
+    ri_mw_t w3 = nullptr;
+    ri_stag_t r3 = 0;
+    EXPECT_EQ(v_->alloc_mw(p, 3, &w3, &r3), RI_EINVAL);
+    // Type 1 binds need the data path (issue 5).
+    ri_cq_t c = cq(r);
+    ri_qp_t q = qp(p, c, c);
+    ri_stag_t out = 0;
+    EXPECT_EQ(v_->bind_mw(q, mw[0], st, 0, 0, 0, &out), RI_EOPNOTSUPP);
+    // A type 2 window binds by work request; flushed like any other request.
+    std::vector<char> mem(4096);
+    ri_mr_t mr = nullptr;
+    ASSERT_EQ(reg(p, mem.data(), mem.size(), RI_ACCESS_LOCAL_WRITE | RI_ACCESS_MW_BIND, &mr, &k), RI_OK);
+    ri_send_wr_t b{};
+    b.wr_id = 5;
+    b.opcode = RI_WR_BIND_MW;
+    b.u.bind.mw = mw[1];
+    b.u.bind.mr = mr;
+    b.u.bind.length = 64;
+    uint32_t posted = 0;
+    ASSERT_EQ(v_->post_send(q, &b, 1, &posted), RI_OK);
+    b.u.bind.mw = mw[0];
+    EXPECT_EQ(v_->post_send(q, &b, 1, &posted), RI_EINVAL);  // a type 1 window
+    ASSERT_EQ(modify_state(q, RI_QPS_ERROR), RI_OK);
+    auto wc = poll(c);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].opcode, RI_WC_BIND_MW);
+    for (int i = 1; i >= 0; --i) {
+        forget(mw[i]);
+        EXPECT_EQ(v_->dealloc_mw(mw[i]), RI_OK);
+    }
+}
+
+TEST_F(Softrnic, QpNumbersAndStagsAreUniqueAcrossConnections) {
+    extra_.push_back(connect());
+    ASSERT_NE(extra_.back(), nullptr);
+    std::set<uint32_t> qp_nums;
+    std::set<ri_stag_t> stags;
+    std::vector<char> mem(4096);
+    for (ual::DeviceClient *c : {client_.get(), extra_.back().get()}) {
+        ri_rnic_t r = open(c);
+        ASSERT_NE(r, nullptr);
+        ri_pd_t p = pd(r);
+        ri_cq_t cqh = cq(r);
+        for (int i = 0; i < 3; ++i) {
+            ri_qp_t q = qp(p, cqh, cqh);
+            ASSERT_NE(q, nullptr);
+            ri_qp_attr_t a{};
+            ASSERT_EQ(v_->query_qp(q, &a), RI_OK);
+            EXPECT_TRUE(qp_nums.insert(a.qp_num).second) << a.qp_num;
+            ri_mr_t mr = nullptr;
+            ri_mr_keys_t k{};
+            ASSERT_EQ(reg(p, mem.data(), mem.size(), RI_ACCESS_LOCAL_WRITE, &mr, &k), RI_OK);
+            EXPECT_TRUE(stags.insert(k.lkey).second) << k.lkey;
+            ri_mw_t mw = nullptr;
+            ri_stag_t rkey = 0;
+            ASSERT_EQ(v_->alloc_mw(p, RI_MW_TYPE_2, &mw, &rkey), RI_OK);
+            track(mw, [this, mw] { (void)v_->dealloc_mw(mw); });
+            EXPECT_TRUE(stags.insert(rkey).second) << rkey;
+        }
+    }
+    EXPECT_EQ(qp_nums.size(), 6u);
+    EXPECT_EQ(stags.size(), 12u);
+    EXPECT_EQ(usage().clients, 2u);
+}
+
+TEST_F(Softrnic, KvpRefusesAnotherPrivateAbi) {
+    // A uVP of another softrnic release: its private data names another major version.
+    ri_rnic_open_params_t p{};
+    std::strcpy(p.instance_name, "sr0");
+    softrnic_open_req req{};
+    req.hdr.version = (SOFTRNIC_ABI_MAJOR + 1) << 16;
+    req.hdr.size = sizeof req;
+    softrnic_open_resp resp{};
+    ri_syscall_t call{};
+    call.size = sizeof call;
+    call.op = RI_OPEN_RNIC;
+    call.param = &p;
+    call.param_len = sizeof p;
+    call.priv_in = &req;
+    call.priv_in_len = sizeof req;
+    call.priv_out = &resp;
+    call.priv_out_cap = sizeof resp;
+    EXPECT_EQ(ual::device_syscall(client_.get(), &call), RI_EPROTO);
+    EXPECT_EQ(call.handle_out, 0u);
+    EXPECT_EQ(kal_->adapters().list().at(0).opens, 0u);
+}
+
+TEST_F(Softrnic, EverythingIsReleasedWhenTheConnectionCloses) {
+    ri_rnic_t r = open();
+    ASSERT_NE(r, nullptr);
+    ri_pd_t p = pd(r);
+    ri_cq_t c = cq(r);
+    ri_qp_t q = qp(p, c, c);
+    ASSERT_NE(q, nullptr);
+    ri_srq_attr_t sa{4, 1, 0, 0, 0};
+    ri_srq_t srq = nullptr;
+    ASSERT_EQ(v_->create_srq(p, &sa, &srq), RI_OK);
+    track(srq, [this, srq] { (void)v_->destroy_srq(srq); });
+    std::vector<char> mem(3 * 4096);
+    ri_mr_t mr = nullptr;
+    ri_mr_keys_t k{};
+    ASSERT_EQ(reg(p, mem.data(), mem.size(), RI_ACCESS_LOCAL_WRITE, &mr, &k), RI_OK);
+    ri_mw_t mw = nullptr;
+    ri_stag_t rkey = 0;
+    ASSERT_EQ(v_->alloc_mw(p, RI_MW_TYPE_1, &mw, &rkey), RI_OK);
+    track(mw, [this, mw] { (void)v_->dealloc_mw(mw); });
+    Usage before = usage();
+    EXPECT_EQ(before.clients, 1u);
+    EXPECT_EQ(before.objects, 7u);  // open, PD, CQ, QP, SRQ, MR, MW
+    EXPECT_GE(before.pinned, 3u * 4096 + 3 * 4096);  // the region and the CQ, SQ, RQ and SRQ rings
+
+    // The consumer's connection goes away with everything in place (as when the process dies).
+    ASSERT_EQ(::shutdown(client_->fd(), SHUT_RDWR), 0);
+    Usage after;
+    for (int i = 0; i < 400; ++i) {
+        after = usage();
+        if (after.clients == 0) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(after.clients, 0u);
+    EXPECT_EQ(after.pinned, 0u);
+    EXPECT_EQ(kal_->adapters().list().at(0).opens, 0u);
+    // The uVP lets the consumer release what the kAL already tore down.
+    ASSERT_EQ(v_->dealloc_mw(mw), RI_OK);
+    forget(mw);
+}
+
+}  // namespace
