@@ -428,6 +428,7 @@ ri_status_t Kvp::Pd::make_qp(Cq *scq, Cq *rcq, Srq *srq, ri_qp_init_attr_t *a, c
     if (!num) return RI_ENOSPC;
     qp->qp_num = *num;
     if (req != nullptr) {
+        say(RI_LOG_DEBUG, "create_qp: pinning the QP's rings with ri_vm_pin_range");
         if (ri_status_t rc = Pin::make(rnic->host_ctx, req->sq.addr, req->sq.length, true, &qp->sq_ring); rc != RI_OK) {
             return rc;
         }

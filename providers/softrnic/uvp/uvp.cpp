@@ -453,6 +453,7 @@ ri_status_t Uvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq_h, ri_
     }
     softrnic_create_qp_resp resp{};
     ri_qp_init_attr_t provided{};
+    if (host().log != nullptr) host().log(RI_LOG_DEBUG, "softrnic-uvp", "create_qp: ri_syscall RI_CREATE_QP, rings in the private data");
     Call c(RI_CREATE_QP, handle);
     c.param(*attr).result(&provided).priv(req, &resp).ref(0, scq->handle).ref(1, rcq->handle);
     if (srq != nullptr) c.ref(2, srq->handle);

@@ -1,0 +1,243 @@
+// The access layer over the softrnic provider pair, through real kALs:
+// - the object model end to end (embedded kAL): zones, CQs with DTO dispatchers, endpoints, SRQs, regions,
+//   windows, and the flush completions of an endpoint moved to error reaching a waiting consumer;
+// - OpenRDMA Figure 4, literally: the order of the steps of a QP creation across consumer, uAL, uVP, device, kAL
+//   and kVP, recorded from every layer's log;
+// - kill -9 of real consumer processes holding every object type: krdmad reclaims all of it and all pins, and
+//   rdmactl's counts return to their baseline (repeated).
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+
+#include "krdmad_fixture.hpp"
+#include "rnicpi/host/log.hpp"
+#include "ual/access_layer.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string softrnic_config(const std::string &device) {
+    return std::string(R"({"device": ")") + device + R"(", "provider_dir": ")" SOFTRNIC_PROVIDER_DIR R"(",
+        "modules": ["softrnic_kvp.so"],
+        "rnics": [{"provider": "softrnic", "name": "sr0", "address": "127.0.0.1"}]})";
+}
+
+class SoftrnicAccessLayer : public testutil::KrdmadFixture {
+protected:
+    std::shared_ptr<ual::AccessLayer> embedded() {
+        ual::Options o;
+        o.embedded_config = write_config(softrnic_config((dir_ / "unused").string()));
+        auto al = ual::AccessLayer::open(o);
+        EXPECT_TRUE(al) << (al ? "" : al.error().to_string());
+        return al ? *al : nullptr;
+    }
+};
+
+template <class T>
+std::shared_ptr<T> ok(rdma::Expected<std::shared_ptr<T>> r) {
+    EXPECT_TRUE(r) << (r ? "" : r.error().to_string());
+    return r ? *r : nullptr;
+}
+
+TEST_F(SoftrnicAccessLayer, ObjectModelEndToEnd) {
+    auto al = embedded();
+    ASSERT_NE(al, nullptr);
+    auto adapter = ok((*al).open_adapter("127.0.0.1"));
+    ASSERT_NE(adapter, nullptr);
+    auto attr = adapter->query();
+    ASSERT_TRUE(attr);
+    EXPECT_NE(attr->caps & RI_CAP_SRQ, 0u);
+    EXPECT_EQ(attr->max_private_data, 512u);
+    auto pz = ok(adapter->create_pz());
+    auto dto = ok(ual::SimpleDispatcher::create(ual::EventStream::dto, 64));
+    auto cq = ok(adapter->create_cq(64, dto));
+    ASSERT_TRUE(pz && cq);
+    EXPECT_GE(cq->depth(), 64u);
+    EXPECT_EQ(adapter->create_cq(8, dto).error().code(), RI_EBUSY);  // one CQ per DTO dispatcher
+    ual::EndpointAttributes ea;
+    ea.context = 0xc0ffee;
+    auto ep = ok(pz->create_endpoint(ea, cq, cq));
+    ASSERT_NE(ep, nullptr);
+    EXPECT_NE(ep->qp_num(), 0u);
+    auto srq = ok(pz->create_srq(16, 2, 4));
+    auto ep2 = ok(pz->create_endpoint(ea, cq, cq, srq));
+    ASSERT_TRUE(srq && ep2);
+    EXPECT_NE(ep2->qp_num(), ep->qp_num());
+    std::vector<char> buf(64 * 1024);
+    auto mr = ok(pz->register_memory(buf.data(), buf.size(), RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE));
+    ASSERT_NE(mr, nullptr);
+    EXPECT_NE(mr->keys().lkey, 0u);
+    auto mw1 = ok(pz->allocate_window(RI_MW_TYPE_1));
+    auto mw2 = ok(pz->allocate_window(RI_MW_TYPE_2));
+    ASSERT_TRUE(mw1 && mw2);
+    EXPECT_NE(mw1->rkey(), mw2->rkey());
+    EXPECT_NE(mw1->rkey(), mr->keys().rkey);  // one STag namespace
+    // Work posted before a connection waits; moving the endpoint to error flushes it to the waiting consumer.
+    ri_sge_t sge{reinterpret_cast<uint64_t>(buf.data()), 128, mr->keys().lkey};
+    std::vector<ri_recv_wr_t> recvs;
+    for (uint64_t i = 0; i < 3; ++i) recvs.push_back(ri_recv_wr_t{100 + i, &sge, 1, 0});
+    ASSERT_TRUE(ep->post_recv(recvs).ok());
+    ri_send_wr_t send{};
+    send.wr_id = 7;
+    send.opcode = RI_WR_SEND;
+    send.flags = RI_SEND_SIGNALED;
+    send.sgl = &sge;
+    send.num_sge = 1;
+    ASSERT_TRUE(ep->post_send({&send, 1}).ok());
+    auto agg = ok(ual::AggregateDispatcher::create());
+    ASSERT_TRUE(agg->add(dto));
+    std::thread mover([ep] {
+        std::this_thread::sleep_for(20ms);  // the consumer is already waiting
+        ri_qp_attr_t to_error{};
+        to_error.state = RI_QPS_ERROR;
+        EXPECT_TRUE(ep->modify(to_error, RI_QP_ATTR_STATE).ok());
+    });
+    auto first = agg->wait(5s);  // woken by the uVP's completion handler, no kAL round trip
+    mover.join();
+    ASSERT_TRUE(first) << first.error().to_string();
+    std::vector<ri_wc_t> wcs{first->wc};
+    while (auto e = dto->dequeue()) {
+        if (!*e) break;
+        wcs.push_back((*e)->wc);
+    }
+    ASSERT_EQ(wcs.size(), 4u);
+    for (const ri_wc_t &wc : wcs) {
+        EXPECT_EQ(wc.status, static_cast<uint32_t>(RI_WC_WR_FLUSH_ERR));
+        EXPECT_EQ(wc.qp_context, 0xc0ffeeu);
+    }
+    auto q = ep->query();
+    ASSERT_TRUE(q);
+    EXPECT_EQ(q->state, static_cast<uint32_t>(RI_QPS_ERROR));
+    // Parents refuse to go while children exist; then everything closes in order.
+    EXPECT_EQ(pz->close().code(), RI_EBUSY);
+    EXPECT_EQ(cq->close().code(), RI_EBUSY);
+    EXPECT_TRUE(ep->close().ok());
+    EXPECT_TRUE(ep2->close().ok());
+    EXPECT_TRUE(srq->close().ok());
+    EXPECT_TRUE(mw1->close().ok());
+    EXPECT_TRUE(mw2->close().ok());
+    EXPECT_TRUE(mr->close().ok());
+    EXPECT_TRUE(cq->close().ok());
+    EXPECT_TRUE(pz->close().ok());
+    EXPECT_TRUE(adapter->close().ok());
+}
+
+// OpenRDMA Figure 4: consumer -> uAL ri_qp_create -> uVP -> ri_syscall(RI_CREATE_QP, hdm_data) -> uAL -> device
+// -> kAL -> kVP (ri_vm_pin_range for the queue memory) -> kAL generic endpoint handle -> back through every layer.
+TEST_F(SoftrnicAccessLayer, Figure4SequenceOfAQpCreation) {
+    auto al = embedded();
+    ASSERT_NE(al, nullptr);
+    auto adapter = ok(al->open_adapter("sr0"));
+    auto pz = ok(adapter->create_pz());
+    auto dto = ok(ual::SimpleDispatcher::create(ual::EventStream::dto, 16));
+    auto cq = ok(adapter->create_cq(16, dto));
+    ASSERT_TRUE(pz && cq);
+
+    std::mutex m;
+    std::vector<std::string> steps;
+    const auto old_level = rdma::log::level();
+    rdma::log::set_level(rdma::log::Level::debug);
+    auto old_sink = rdma::log::set_sink([&](rdma::log::Level, std::string_view component, std::string_view msg) {
+        std::lock_guard lock(m);
+        steps.push_back(std::string(component) + ": " + std::string(msg));
+    });
+    steps.push_back("consumer: create endpoint");
+    auto ep = pz->create_endpoint(ual::EndpointAttributes{}, cq, cq);
+    steps.push_back("consumer: endpoint created");
+    rdma::log::set_sink(std::move(old_sink));
+    rdma::log::set_level(old_level);
+    ASSERT_TRUE(ep) << ep.error().to_string();
+
+    // The expected steps, in order (other lines may come between them).
+    const std::vector<std::string> expected = {
+        "consumer: create endpoint",
+        "ual: create endpoint: uVP create_qp",
+        "softrnic-uvp: create_qp: ri_syscall RI_CREATE_QP",
+        "ual: ri_syscall op 9: to the kAL",
+        "syscall: client ",          // the kAL receives it from the device ...
+        "op 9 on the kVP",           // ... and hands the whole request to the kVP
+        "softrnic: create_qp: pinning the QP's rings with ri_vm_pin_range",
+        "syscall: client ",          // the kAL accounts the pin ...
+        "pinned ",
+        "op 9 made qp handle",       // ... and records the kVP's QP under a generic handle
+        "ual: ri_syscall op 9: kAL answered 0, handle",
+        "ual: create endpoint: QP",  // the uVP returned; the uAL has the endpoint
+        "consumer: endpoint created",
+    };
+    size_t at = 0;
+    for (const auto &line : steps) {
+        if (at < expected.size() && line.find(expected[at]) != std::string::npos) {
+            ++at;
+            // Two expectations may be met by one line (component prefix and message of the same kAL step).
+            while (at < expected.size() && expected[at].rfind("syscall: client ", 0) != 0 &&
+                   line.find(expected[at]) != std::string::npos) {
+                ++at;
+            }
+        }
+    }
+    std::string trace;
+    for (const auto &l : steps) trace += l + "\n";
+    EXPECT_EQ(at, expected.size()) << "stopped before: " << (at < expected.size() ? expected[at] : "") << "\n"
+                                   << trace;
+}
+
+class CrashCleanup : public testutil::KrdmadFixture {
+protected:
+    nlohmann::json snapshot(const std::filesystem::path &device) {
+        std::string out;
+        EXPECT_EQ(rdmactl({"--json", "--device", device.string(), "resources"}, out), 0) << out;
+        return nlohmann::json::parse(out, nullptr, false);
+    }
+};
+
+TEST_F(CrashCleanup, KillNineReclaimsEverythingAndRdmactlShowsTheBaseline) {
+    const auto device = dir_ / "krdma.sock";
+    pid_t daemon = start({"--config", write_config(softrnic_config(device.string()))});
+    ASSERT_NE(connect(device), nullptr) << stderr_text();
+    const nlohmann::json baseline = snapshot(device);
+    ASSERT_TRUE(baseline.is_object()) << baseline.dump();
+    ASSERT_TRUE(baseline["processes"].empty());
+    for (int round = 0; round < 3; ++round) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        const auto out = dir_ / ("consumer" + std::to_string(round) + ".out");
+        pid_t consumer = spawn(CONSUMER_PATH, {device.string(), "sr0", "1048576"}, out, out);
+        bool ready = false;
+        for (int i = 0; i < 1000 && !ready; ++i) {
+            ready = read_text(out).find("ready") != std::string::npos;
+            if (!ready) std::this_thread::sleep_for(10ms);
+        }
+        ASSERT_TRUE(ready) << read_text(out);
+        nlohmann::json held = snapshot(device);
+        ASSERT_EQ(held["processes"].size(), 1u) << held.dump();
+        const auto &p = held["processes"][0];
+        EXPECT_EQ(p["pid"].get<int>(), consumer);
+        const auto &o = p["objects"];
+        EXPECT_EQ(o["rnic"], 1);
+        EXPECT_EQ(o["pd"], 1);
+        EXPECT_EQ(o["cq"], 1);
+        EXPECT_EQ(o["srq"], 1);
+        EXPECT_EQ(o["qp"], 2);
+        EXPECT_EQ(o["mr"], 1);
+        EXPECT_EQ(o["mw"], 1);
+        EXPECT_GE(p["pinned_bytes"].get<uint64_t>(), 1048576u);  // the region and the queue rings
+        EXPECT_EQ(held["rnics"][0]["objects"], o);                // the RNIC's view agrees
+        EXPECT_EQ(held["rnics"][0]["opens"], 1);
+
+        ASSERT_EQ(::kill(consumer, SIGKILL), 0);
+        wait_exit(consumer);
+        nlohmann::json after;
+        for (int i = 0; i < 500; ++i) {
+            after = snapshot(device);
+            if (after["processes"].empty() && after["rnics"][0]["opens"] == 0) break;
+            std::this_thread::sleep_for(10ms);
+        }
+        EXPECT_EQ(after, baseline) << after.dump(2);
+    }
+    ASSERT_EQ(::kill(daemon, SIGTERM), 0);
+    EXPECT_EQ(wait_exit(daemon), 0) << stderr_text();
+}
+
+}  // namespace
