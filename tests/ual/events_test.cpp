@@ -61,6 +61,15 @@ TEST(SimpleDispatcher, OverflowDropsAndIsReportedOnce) {
     EXPECT_EQ((*next)->software, reinterpret_cast<void *>(1));
 }
 
+TEST(SimpleDispatcher, DtoDispatchersTakeNoPostedEvents) {
+    auto d = ual::SimpleDispatcher::create(ual::EventStream::dto, 4);
+    ASSERT_TRUE(d);
+    EXPECT_FALSE((*d)->post(software(1)));
+    auto none = (*d)->dequeue();  // no CQ bound yet: nothing, and no error
+    ASSERT_TRUE(none);
+    EXPECT_FALSE(*none);
+}
+
 TEST(SimpleDispatcher, BadSizesAreRefused) {
     EXPECT_EQ(ual::SimpleDispatcher::create(ual::EventStream::software, 0).error().code(), RI_ERANGE);
     EXPECT_EQ(ual::SimpleDispatcher::create(ual::EventStream::software, 2, 3).error().code(), RI_EINVAL);

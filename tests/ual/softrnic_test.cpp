@@ -125,6 +125,35 @@ TEST_F(SoftrnicAccessLayer, ObjectModelEndToEnd) {
     EXPECT_TRUE(adapter->close().ok());
 }
 
+// Quotas and pin limits of the kAL's configuration reach the consumer as ENOSPC, and a refused object leaves
+// nothing behind (the kVP's object is released, no page stays locked).
+TEST_F(SoftrnicAccessLayer, QuotasAndPinLimitsAreEnforced) {
+    ual::Options o;
+    std::string cfg = softrnic_config((dir_ / "unused").string());
+    cfg.insert(cfg.rfind('}'), R"(, "limits": {"pin_bytes_per_process": 1048576, "per_type": {"qp": 1}})");
+    o.embedded_config = write_config(cfg);
+    auto al = ual::AccessLayer::open(o);
+    ASSERT_TRUE(al) << al.error().to_string();
+    auto adapter = ok((*al)->open_adapter("sr0"));
+    auto pz = ok(adapter->create_pz());
+    auto dto = ok(ual::SimpleDispatcher::create(ual::EventStream::dto, 16));
+    auto cq = ok(adapter->create_cq(16, dto));
+    ASSERT_TRUE(pz && cq);
+    auto ep = ok(pz->create_endpoint(ual::EndpointAttributes{}, cq, cq));
+    ASSERT_NE(ep, nullptr);
+    auto second = pz->create_endpoint(ual::EndpointAttributes{}, cq, cq);
+    ASSERT_FALSE(second);
+    EXPECT_EQ(second.error().code(), RI_ENOSPC);
+    ASSERT_TRUE(ep->close().ok());
+    EXPECT_TRUE(pz->create_endpoint(ual::EndpointAttributes{}, cq, cq));  // the quota counts live objects
+    std::vector<char> big(2 << 20);
+    auto too_much = pz->register_memory(big.data(), big.size(), RI_ACCESS_LOCAL_WRITE);
+    ASSERT_FALSE(too_much);
+    EXPECT_EQ(too_much.error().code(), RI_ENOSPC);
+    auto fits = pz->register_memory(big.data(), 256 << 10, RI_ACCESS_LOCAL_WRITE);
+    EXPECT_TRUE(fits) << fits.error().to_string();
+}
+
 // OpenRDMA Figure 4: consumer -> uAL ri_qp_create -> uVP -> ri_syscall(RI_CREATE_QP, hdm_data) -> uAL -> device
 // -> kAL -> kVP (ri_vm_pin_range for the queue memory) -> kAL generic endpoint handle -> back through every layer.
 TEST_F(SoftrnicAccessLayer, Figure4SequenceOfAQpCreation) {

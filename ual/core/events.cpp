@@ -51,6 +51,7 @@ void SimpleDispatcher::signal_locked() {
 }
 
 bool SimpleDispatcher::post(const Event &e) noexcept {
+    if (stream_ == EventStream::dto) return false;  // a DTO dispatcher's events are its CQ's completions
     Callback cb;
     Executor run;
     {

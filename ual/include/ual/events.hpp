@@ -80,7 +80,10 @@ public:
     /** @brief Events dropped because the queue was full. */
     [[nodiscard]] uint64_t overflows() const noexcept { return overflows_.load(std::memory_order_relaxed); }
 
-    /** @brief Queues @p e (or calls the callback); false when the queue is full (counted as an overflow). */
+    /**
+     * @brief Queues @p e (or calls the callback); false when the queue is full (counted as an overflow) or for a DTO
+     *        dispatcher, whose events come only from its completion queue.
+     */
     bool post(const Event &e) noexcept;
     /** @brief The next event without waiting; nothing when none is queued. ::RI_EOVERFLOW reports lost events once. */
     [[nodiscard]] rdma::Expected<std::optional<Event>> dequeue();
