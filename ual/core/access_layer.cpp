@@ -58,6 +58,24 @@ rdma::Error verb_error(ri_status_t rc, const char *verb) {
 
 std::string field(const char *s, size_t cap) { return std::string(s, strnlen(s, cap)); }
 
+// Releases the provider object @p handle with the destroy verb @p destroy; the handle is forgotten only when the
+// provider agrees (it answers EBUSY while children exist).
+template <class H, class Destroy>
+rdma::Status release(H &handle, Destroy destroy) {
+    if (handle == nullptr) return rdma::Status(RI_OK);
+    if (ri_status_t rc = destroy(handle); rc != RI_OK) return rdma::Status(rc);
+    handle = nullptr;
+    return rdma::Status(RI_OK);
+}
+
+// A destructor's close: what the consumer did not close is closed here, and a refusal is logged.
+template <class T>
+void close_quietly(T &object, const char *what) {
+    if (rdma::Status st = object.close(); !st.ok()) {
+        RDMA_LOG_WARN(kComponent, "%s failed: %s", what, std::strerror(st.code()));
+    }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -288,18 +306,11 @@ rdma::Expected<std::shared_ptr<Adapter>> AccessLayer::open_adapter(const std::st
 // ---------------------------------------------------------------------------------------------------------------
 // Adapter
 
-Adapter::~Adapter() {
-    if (rnic_ != nullptr) {
-        if (rdma::Status st = close(); !st.ok()) {
-            RDMA_LOG_WARN(kComponent, "closing RNIC %s failed: %s", desc_.name.c_str(), std::strerror(st.code()));
-        }
-    }
-}
+Adapter::~Adapter() { close_quietly(*this, "closing an RNIC"); }
 
 rdma::Status Adapter::close() {
-    if (rnic_ == nullptr) return rdma::Status(RI_OK);
-    if (ri_status_t rc = v_->close_rnic(rnic_); rc != RI_OK) return rdma::Status(rc);
-    rnic_ = nullptr;
+    const bool open = rnic_ != nullptr;
+    if (rdma::Status st = release(rnic_, v_ != nullptr ? v_->close_rnic : nullptr); !st.ok() || !open) return st;
     if (kal_handle_ != 0) al_->unregister_adapter(kal_handle_);
     return rdma::Status(RI_OK);
 }
@@ -401,25 +412,28 @@ rdma::Expected<std::shared_ptr<CompletionQueue>> Adapter::create_cq(uint32_t dep
 // ---------------------------------------------------------------------------------------------------------------
 // CompletionQueue
 
-CompletionQueue::~CompletionQueue() {
-    if (cq_ != nullptr) {
-        if (rdma::Status st = close(); !st.ok()) {
-            RDMA_LOG_WARN(kComponent, "destroying a CQ failed: %s", std::strerror(st.code()));
-        }
-    }
-}
+CompletionQueue::~CompletionQueue() { close_quietly(*this, "destroying a CQ"); }
 
 rdma::Status CompletionQueue::close() {
     if (cq_ == nullptr) return rdma::Status(RI_OK);
-    const ri_verbs_ops_t &v = adapter_->verbs();
-    if (ri_status_t rc = v.destroy_cq(cq_); rc != RI_OK) return rdma::Status(rc);
-    {
-        std::lock_guard lock(dto_->mutex_);
-        dto_->cq_ = nullptr;
-    }
-    {
+    // Unbind first, so a notification racing with the destruction finds no CQ to poll; bind again if refused.
+    auto bind = [this](bool on) {
+        {
+            std::lock_guard lock(dto_->mutex_);
+            dto_->cq_ = on ? this : nullptr;
+        }
         std::lock_guard lock(adapter_->mutex_);
-        adapter_->cqs_.erase(cq_);
+        if (on) {
+            adapter_->cqs_[cq_] = weak_from_this();
+        } else {
+            adapter_->cqs_.erase(cq_);
+        }
+    };
+    bind(false);
+    ri_cq_t cq = cq_;
+    if (rdma::Status st = release(cq, adapter_->verbs().destroy_cq); !st.ok()) {
+        if (!weak_from_this().expired()) bind(true);  // still in use (EBUSY): deliver as before
+        return st;
     }
     adapter_->al_->unregister_cq(kal_handle_);
     cq_ = nullptr;
@@ -450,20 +464,9 @@ void CompletionQueue::notified() noexcept { dto_->notify_completion(); }
 // ---------------------------------------------------------------------------------------------------------------
 // ProtectionZone and its objects
 
-ProtectionZone::~ProtectionZone() {
-    if (pd_ != nullptr) {
-        if (rdma::Status st = close(); !st.ok()) {
-            RDMA_LOG_WARN(kComponent, "deallocating a PD failed: %s", std::strerror(st.code()));
-        }
-    }
-}
+ProtectionZone::~ProtectionZone() { close_quietly(*this, "deallocating a PD"); }
 
-rdma::Status ProtectionZone::close() {
-    if (pd_ == nullptr) return rdma::Status(RI_OK);
-    if (ri_status_t rc = adapter_->verbs().dealloc_pd(pd_); rc != RI_OK) return rdma::Status(rc);
-    pd_ = nullptr;
-    return rdma::Status(RI_OK);
-}
+rdma::Status ProtectionZone::close() { return release(pd_, adapter_ ? adapter_->verbs().dealloc_pd : nullptr); }
 
 rdma::Expected<std::shared_ptr<Endpoint>> ProtectionZone::create_endpoint(
     const EndpointAttributes &a, const std::shared_ptr<CompletionQueue> &send,
@@ -545,18 +548,9 @@ rdma::Expected<std::shared_ptr<MemoryWindow>> ProtectionZone::allocate_window(ui
     return mw;
 }
 
-Endpoint::~Endpoint() {
-    if (qp_ != nullptr) {
-        if (rdma::Status st = close(); !st.ok()) RDMA_LOG_WARN(kComponent, "destroying a QP failed: %s", std::strerror(st.code()));
-    }
-}
+Endpoint::~Endpoint() { close_quietly(*this, "destroying a QP"); }
 
-rdma::Status Endpoint::close() {
-    if (qp_ == nullptr) return rdma::Status(RI_OK);
-    if (ri_status_t rc = v_->destroy_qp(qp_); rc != RI_OK) return rdma::Status(rc);
-    qp_ = nullptr;
-    return rdma::Status(RI_OK);
-}
+rdma::Status Endpoint::close() { return release(qp_, v_ != nullptr ? v_->destroy_qp : nullptr); }
 
 rdma::Expected<ri_qp_attr_t> Endpoint::query() const {
     ri_qp_attr_t attr{};
@@ -582,18 +576,9 @@ rdma::Status Endpoint::post_recv(std::span<const ri_recv_wr_t> wr, uint32_t *pos
     return rdma::Status(rc);
 }
 
-MemoryRegion::~MemoryRegion() {
-    if (mr_ != nullptr) {
-        if (rdma::Status st = close(); !st.ok()) RDMA_LOG_WARN(kComponent, "deregistering failed: %s", std::strerror(st.code()));
-    }
-}
+MemoryRegion::~MemoryRegion() { close_quietly(*this, "deregistering a region"); }
 
-rdma::Status MemoryRegion::close() {
-    if (mr_ == nullptr) return rdma::Status(RI_OK);
-    if (ri_status_t rc = pz_->adapter()->verbs().deregister_mr(mr_); rc != RI_OK) return rdma::Status(rc);
-    mr_ = nullptr;
-    return rdma::Status(RI_OK);
-}
+rdma::Status MemoryRegion::close() { return release(mr_, pz_ ? pz_->adapter()->verbs().deregister_mr : nullptr); }
 
 rdma::Expected<ri_mr_attr_t> MemoryRegion::query() const {
     ri_mr_attr_t attr{};
@@ -603,30 +588,14 @@ rdma::Expected<ri_mr_attr_t> MemoryRegion::query() const {
     return attr;
 }
 
-MemoryWindow::~MemoryWindow() {
-    if (mw_ != nullptr) {
-        if (rdma::Status st = close(); !st.ok()) RDMA_LOG_WARN(kComponent, "deallocating a window failed: %s", std::strerror(st.code()));
-    }
-}
+MemoryWindow::~MemoryWindow() { close_quietly(*this, "deallocating a window"); }
 
-rdma::Status MemoryWindow::close() {
-    if (mw_ == nullptr) return rdma::Status(RI_OK);
-    if (ri_status_t rc = pz_->adapter()->verbs().dealloc_mw(mw_); rc != RI_OK) return rdma::Status(rc);
-    mw_ = nullptr;
-    return rdma::Status(RI_OK);
-}
+rdma::Status MemoryWindow::close() { return release(mw_, pz_ ? pz_->adapter()->verbs().dealloc_mw : nullptr); }
 
-SharedReceiveQueue::~SharedReceiveQueue() {
-    if (srq_ != nullptr) {
-        if (rdma::Status st = close(); !st.ok()) RDMA_LOG_WARN(kComponent, "destroying an SRQ failed: %s", std::strerror(st.code()));
-    }
-}
+SharedReceiveQueue::~SharedReceiveQueue() { close_quietly(*this, "destroying an SRQ"); }
 
 rdma::Status SharedReceiveQueue::close() {
-    if (srq_ == nullptr) return rdma::Status(RI_OK);
-    if (ri_status_t rc = pz_->adapter()->verbs().destroy_srq(srq_); rc != RI_OK) return rdma::Status(rc);
-    srq_ = nullptr;
-    return rdma::Status(RI_OK);
+    return release(srq_, pz_ ? pz_->adapter()->verbs().destroy_srq : nullptr);
 }
 
 rdma::Status SharedReceiveQueue::post_recv(std::span<const ri_recv_wr_t> wr, uint32_t *posted) noexcept {
