@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 
+#include "event_handlers.hpp"
 #include "instance.hpp"
 #include "rnicpi/cpp/provider.hpp"
 #include "softrnic_abi.h"
@@ -129,15 +130,7 @@ struct Kvp {
     struct Rnic {
         Instance *instance = nullptr;
         void *host_ctx = nullptr;
-        std::mutex mutex;
-        ri_aeh_fn aeh = nullptr;
-        void *aeh_ctx = nullptr;
-        static constexpr uint32_t kMaxCeh = 16;
-        struct Ceh {
-            ri_ceh_fn fn = nullptr;
-            void *ctx = nullptr;
-        };
-        Ceh cehs[kMaxCeh];
+        softrnic::EventHandlers handlers;
 
         ri_status_t close() {
             delete this;
@@ -147,36 +140,9 @@ struct Kvp {
             instance->fill_attr(*attr);
             return RI_OK;
         }
-        ri_status_t set_aeh(ri_aeh_fn fn, void *ctx, uint32_t *id) {
-            std::lock_guard lock(mutex);
-            aeh = fn;
-            aeh_ctx = ctx;
-            *id = 1;  // the one AEH; CEH identifiers start above it
-            return RI_OK;
-        }
-        ri_status_t set_ceh(ri_ceh_fn fn, void *ctx, uint32_t *id) {
-            if (fn == nullptr) return RI_EINVAL;
-            std::lock_guard lock(mutex);
-            for (uint32_t i = 0; i < kMaxCeh; ++i) {
-                if (cehs[i].fn == nullptr) {
-                    cehs[i] = Ceh{fn, ctx};
-                    *id = i + 2;
-                    return RI_OK;
-                }
-            }
-            return RI_ENOSPC;
-        }
-        ri_status_t clear_handler(uint32_t id) {
-            std::lock_guard lock(mutex);
-            if (id == 1) {
-                aeh = nullptr;
-                aeh_ctx = nullptr;
-                return RI_OK;
-            }
-            if (id < 2 || id - 2 >= kMaxCeh || cehs[id - 2].fn == nullptr) return RI_ENOENT;
-            cehs[id - 2] = Ceh{};
-            return RI_OK;
-        }
+        ri_status_t set_aeh(ri_aeh_fn fn, void *ctx, uint32_t *id) { return handlers.set_aeh(fn, ctx, id); }
+        ri_status_t set_ceh(ri_ceh_fn fn, void *ctx, uint32_t *id) { return handlers.set_ceh(fn, ctx, id); }
+        ri_status_t clear_handler(uint32_t id) { return handlers.clear(id); }
         ri_status_t alloc_pd(ri_pd_t *pd);
         ri_status_t create_cq(ri_cq_attr_t *attr, ri_cq_t *cq) { return make_cq(attr, nullptr, cq); }
         ri_status_t make_cq(ri_cq_attr_t *attr, const softrnic_ring *ring, ri_cq_t *cq);
@@ -660,7 +626,7 @@ ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
             ri_rnic_open_params_t p;
             std::memcpy(&p, call.param, sizeof p);
             softrnic_open_resp resp{};
-            resp.max_ceh = Rnic::kMaxCeh;
+            resp.max_ceh = softrnic::EventHandlers::kMaxCeh;
             if (call.priv_out_cap < sizeof resp) return RI_EOVERFLOW;
             ri_rnic_t r = nullptr;
             if (ri_status_t rc = open_rnic(&p, &r); rc != RI_OK) return rc;

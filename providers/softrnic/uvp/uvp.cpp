@@ -10,6 +10,7 @@
 #include <shared_mutex>
 #include <unordered_map>
 
+#include "event_handlers.hpp"
 #include "ring.hpp"
 #include "rnicpi/cpp/provider.hpp"
 #include "softrnic_abi.h"
@@ -122,14 +123,7 @@ struct Uvp {
         uint64_t handle = 0;
         ri_rnic_attr_t attr{};  // limits, cached at open for the fast path's checks
         std::mutex mutex;
-        ri_aeh_fn aeh = nullptr;
-        void *aeh_ctx = nullptr;
-        static constexpr uint32_t kMaxCeh = 16;
-        struct Ceh {
-            ri_ceh_fn fn = nullptr;
-            void *ctx = nullptr;
-        };
-        Ceh cehs[kMaxCeh];
+        softrnic::EventHandlers handlers;
         // The local STag table for the data path: every live region and window of this open by STag.
         std::shared_mutex stag_mutex;
         std::unordered_map<ri_stag_t, void *> stags;
@@ -145,39 +139,9 @@ struct Uvp {
             return c.run(host_ctx);
         }
         // Event handlers live in this process: completions of this process's rings are noticed here.
-        ri_status_t set_aeh(ri_aeh_fn fn, void *ctx, uint32_t *id) {
-            std::lock_guard lock(mutex);
-            aeh = fn;
-            aeh_ctx = ctx;
-            *id = 1;
-            return RI_OK;
-        }
-        ri_status_t set_ceh(ri_ceh_fn fn, void *ctx, uint32_t *id) {
-            if (fn == nullptr) return RI_EINVAL;
-            std::lock_guard lock(mutex);
-            for (uint32_t i = 0; i < kMaxCeh; ++i) {
-                if (cehs[i].fn == nullptr) {
-                    cehs[i] = Ceh{fn, ctx};
-                    *id = i + 2;
-                    return RI_OK;
-                }
-            }
-            return RI_ENOSPC;
-        }
-        ri_status_t clear_handler(uint32_t id) {
-            std::lock_guard lock(mutex);
-            if (id == 1) {
-                aeh = nullptr;
-                return RI_OK;
-            }
-            if (id < 2 || id - 2 >= kMaxCeh || cehs[id - 2].fn == nullptr) return RI_ENOENT;
-            cehs[id - 2] = Ceh{};
-            return RI_OK;
-        }
-        Ceh ceh(uint32_t id) {
-            std::lock_guard lock(mutex);
-            return id >= 2 && id - 2 < kMaxCeh ? cehs[id - 2] : Ceh{};
-        }
+        ri_status_t set_aeh(ri_aeh_fn fn, void *ctx, uint32_t *id) { return handlers.set_aeh(fn, ctx, id); }
+        ri_status_t set_ceh(ri_ceh_fn fn, void *ctx, uint32_t *id) { return handlers.set_ceh(fn, ctx, id); }
+        ri_status_t clear_handler(uint32_t id) { return handlers.clear(id); }
         void add_stag(ri_stag_t stag, void *object) {
             std::unique_lock lock(stag_mutex);
             stags[stag] = object;
@@ -216,7 +180,7 @@ struct Uvp {
             return fire;
         }
         void notify() {
-            Rnic::Ceh h = rnic->ceh(attr.ceh_id);
+            softrnic::EventHandlers::Ceh h = rnic->handlers.ceh(attr.ceh_id);
             if (h.fn != nullptr) h.fn(h.ctx, to_handle<ri_rnic_t>(rnic), to_handle<ri_cq_t>(this));
         }
 
