@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The README's demo command: installs the dependencies, builds, and shows what the stack can do today.
-# Today that is the RNIC-PI and its loader (rdmactl describes provider modules built in this tree and explains,
-# exactly, why a broken one is refused) and the iWARP engine's speed next to memcpy and loopback TCP. The softrnic
-# demo (krdmad, it_rping, a perf sweep) replaces this as the kAL, the data path and IT-API land.
+# The README's demo command: installs the dependencies, builds, and shows what the stack can do today:
+# - a consumer on the embedded default (the kAL in its own process) opening the softrnic RNIC on 127.0.0.1 through
+#   the access layer and creating one object of every kind;
+# - the same through a real krdmad on a private device path, seen by the administrator with rdmactl, including the
+#   kAL reclaiming everything of a consumer killed with kill -9;
+# - the RNIC-PI loader explaining modules, and the iWARP engine's speed next to memcpy and loopback TCP.
+# Connections, it_rping and a perf sweep join as the data path and IT-API land.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,8 +14,47 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"${JOBS:-2}"
 
 rdmactl=build/tools/rdmactl/rdmactl
+tour=build/tools/examples/rnic_tour
 providers=build/tests/rnicpi/providers
 step() { printf '\n== %s\n$ %s\n' "$1" "${*:2}"; "${@:2}"; }
+
+# Everything this demo starts goes away with it, whatever happens.
+work=$(mktemp -d /tmp/openrdma-demo-XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+cat >"$work/embedded.json" <<JSON
+{"provider_dir": "$PWD/build/providers", "modules": ["softrnic_kvp.so"],
+ "rnics": [{"provider": "softrnic", "name": "sr0", "address": "127.0.0.1"}]}
+JSON
+sed 's|^{|{"device": "'"$work"'/krdma.sock", |' "$work/embedded.json" >"$work/krdmad.json"
+
+step "A consumer on the embedded default: the kAL in its own process, softrnic on 127.0.0.1" \
+  env OPENRDMA_EMBEDDED_CONFIG="$work/embedded.json" "$tour" 127.0.0.1
+
+echo
+echo "== krdmad on a private device path, and what the administrator sees"
+build/kal/krdmad --config "$work/krdmad.json" --log-level warn &
+pids+=($!)
+for _ in $(seq 100); do [ -S "$work/krdma.sock" ] && break; sleep 0.05; done
+export KRDMA_DEVICE="$work/krdma.sock"
+step "Attached RNICs" "$rdmactl" list
+step "Loaded kVP modules" "$rdmactl" modules
+"$tour" --hold 127.0.0.1 >"$work/tour.out" &
+tour_pid=$!
+pids+=("$tour_pid")
+for _ in $(seq 100); do grep -q holding "$work/tour.out" 2>/dev/null && break; sleep 0.05; done
+cat "$work/tour.out"
+step "What the consumer holds, per process and per RNIC" "$rdmactl" resources
+kill -9 "$tour_pid"
+wait "$tour_pid" 2>/dev/null || true
+sleep 0.2
+step "After kill -9 of the consumer: krdmad reclaimed every object and every pinned page" "$rdmactl" resources
+unset KRDMA_DEVICE
 
 step "A kVP written as a C++ class, loaded as the kAL would load it" \
   "$rdmactl" modinfo --provider-dir "$providers" test_cpp_kvp.so
