@@ -180,7 +180,14 @@ rdma::Expected<KvpObject *> object_of(const ResourceTable &table, Handle h, Reso
     return static_cast<KvpObject *>(*r);
 }
 
-// The objects a request names, resolved and type-checked.
+// The RNIC open @p h belongs to: the root of its ownership tree.
+Handle open_of(const ResourceTable &table, Handle h) noexcept {
+    for (Handle p = table.parent(h); p != 0; p = table.parent(p)) h = p;
+    return h;
+}
+
+// The objects a request names, resolved and type-checked; every reference must belong to the RNIC open of the main
+// object, because the kVP of that open receives them as its own objects.
 struct Resolved {
     KvpObject *object = nullptr;
     std::array<KvpObject *, RI_SYSCALL_MAX_REFS> refs{};
@@ -211,6 +218,9 @@ rdma::Expected<Resolved> resolve(const ResourceTable &table, const krdma_syscall
         }
         auto r = object_of(table, h, type);
         if (!r) return r.error();
+        if (spec.object && open_of(table, h) != open_of(table, s.object)) {
+            return rdma::Error(RI_EINVAL, "a reference names an object of another RNIC open");
+        }
         out.refs[i] = *r;
     }
     return out;
