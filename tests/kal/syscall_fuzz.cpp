@@ -138,6 +138,7 @@ struct Rig {
     std::thread thread;
     std::vector<std::string> addresses = host_addresses();
     std::vector<Planned> plan;
+    std::atomic<bool> serving{true};  // false once run() returned (it must not before the end)
 
     Rig() {
         // One RNIC per address: cppkvp (ABI 1.1, pins memory, returns descriptors and events), then goodtest (a
@@ -158,7 +159,10 @@ struct Rig {
         verbs = std::make_unique<kal::VerbCommands>(*server, adapters, q, budget, kPinLimit);
         // The admin group is ours, so the administration commands are served whoever runs the test.
         kal::register_admin_commands(*server, adapters, kal::AdminPolicy{::getgid()});
-        thread = std::thread([this] { server->run(); });
+        thread = std::thread([this] {
+            server->run();
+            serving = false;
+        });
     }
     ~Rig() {
         server->stop();
@@ -368,7 +372,8 @@ private:
     // Receives until the reply to @p seq; events on the way are checked. Returns the reply in reply_.
     void await_reply(uint32_t seq, uint32_t cmd, bool exact_seq = true) {
         for (;;) {
-            CHECK(wait_readable(10000), "client %d: no reply to seq %u (cmd %#x)", index_, seq, cmd);
+            CHECK(wait_readable(10000), "client %d: no reply to seq %u (cmd %#x) in 10 s; the server is %s, %zu "
+                  "connections", index_, seq, cmd, rig_.serving ? "running" : "stopped", rig_.server->connections());
             auto r = krdma::receive(sock_.get(), reply_);
             CHECK(r == krdma::RecvResult::message, "client %d: bad message or closed connection (%d) awaiting seq %u",
                   index_, static_cast<int>(r), seq);
