@@ -616,7 +616,7 @@ int VerbCommands::handle(Connection &c, const Request &req, Reply &rep) {
                       ctx.pin_ops.size(), KRDMA_SYSCALL_MAX_PINS);
     }
     s.npins = static_cast<uint32_t>(std::min<size_t>(ctx.pin_ops.size(), KRDMA_SYSCALL_MAX_PINS));
-    std::memcpy(s.pins, ctx.pin_ops.data(), s.npins * sizeof(krdma_pin_op));
+    if (s.npins > 0) std::memcpy(s.pins, ctx.pin_ops.data(), s.npins * sizeof(krdma_pin_op));  // data() may be null
     ctx.pin_ops.clear();
     std::memcpy(rep.payload.data(), &s, sizeof s);
     return RI_OK;
