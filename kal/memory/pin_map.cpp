@@ -1,6 +1,7 @@
 // Memory management: reference-counted page ranges with per-address-space and host-wide limits.
 #include "pin_map.hpp"
 
+#include <cstdint>
 #include <string>
 
 namespace kal {
@@ -62,7 +63,10 @@ void PinMap::merge_around(uint64_t start, uint64_t end) {
 }
 
 rdma::Expected<PinResult> PinMap::pin(uint64_t addr, uint64_t length) {
-    if (length == 0 || addr + length < addr) return rdma::Error(RI_EINVAL, "empty or wrapping memory range");
+    // The range's end, rounded up to a page, must not wrap either (a range in the last page of the address space).
+    if (length == 0 || addr + length < addr || addr + length > UINT64_MAX - (page_ - 1)) {
+        return rdma::Error(RI_EINVAL, "empty or wrapping memory range");
+    }
     PinResult r;
     r.range = PageRange{addr / page_ * page_, (addr + length + page_ - 1) / page_ * page_};
     // First find the gaps (what is new) without changing anything, so a refused pin leaves no trace.

@@ -67,7 +67,10 @@ public:
     /** @brief Releases everything still pinned back to the budget. */
     ~PinMap();
 
-    /** @brief Pins [addr, addr + length). ::RI_EINVAL for an empty or wrapping range, ::RI_ENOSPC over a limit. */
+    /**
+     * @brief Pins [addr, addr + length). ::RI_EINVAL for an empty or wrapping range (also one that wraps once
+     *        rounded up to whole pages), ::RI_ENOSPC over a limit.
+     */
     [[nodiscard]] rdma::Expected<PinResult> pin(uint64_t addr, uint64_t length);
     /** @brief Releases a pin; returns the ranges no pin covers any more (the owner unlocks them). */
     [[nodiscard]] rdma::Expected<std::vector<PageRange>> unpin(uint64_t pin_id);

@@ -184,7 +184,14 @@ rdma::Expected<KvpObject *> object_of(const ResourceTable &table, Handle h, Reso
     return static_cast<KvpObject *>(*r);
 }
 
-// The objects a request names, resolved and type-checked.
+// The RNIC open @p h belongs to: the root of its ownership tree.
+Handle open_of(const ResourceTable &table, Handle h) noexcept {
+    for (Handle p = table.parent(h); p != 0; p = table.parent(p)) h = p;
+    return h;
+}
+
+// The objects a request names, resolved and type-checked; every reference must belong to the RNIC open of the main
+// object, because the kVP of that open receives them as its own objects.
 struct Resolved {
     KvpObject *object = nullptr;
     std::array<KvpObject *, RI_SYSCALL_MAX_REFS> refs{};
@@ -215,6 +222,9 @@ rdma::Expected<Resolved> resolve(const ResourceTable &table, const krdma_syscall
         }
         auto r = object_of(table, h, type);
         if (!r) return r.error();
+        if (spec.object && open_of(table, h) != open_of(table, s.object)) {
+            return rdma::Error(RI_EINVAL, "a reference names an object of another RNIC open");
+        }
         out.refs[i] = *r;
     }
     return out;
@@ -617,7 +627,7 @@ int VerbCommands::handle(Connection &c, const Request &req, Reply &rep) {
                       ctx.pin_ops.size(), KRDMA_SYSCALL_MAX_PINS);
     }
     s.npins = static_cast<uint32_t>(std::min<size_t>(ctx.pin_ops.size(), KRDMA_SYSCALL_MAX_PINS));
-    if (s.npins > 0) std::memcpy(s.pins, ctx.pin_ops.data(), s.npins * sizeof(krdma_pin_op));
+    if (s.npins > 0) std::memcpy(s.pins, ctx.pin_ops.data(), s.npins * sizeof(krdma_pin_op));  // data() may be null
     ctx.pin_ops.clear();
     std::memcpy(rep.payload.data(), &s, sizeof s);
     return RI_OK;

@@ -5,7 +5,9 @@
  *        routing of a kVP's asynchronous and completion events to the process that owns the resource.
  *
  * Every object a caller names is looked up in that caller's own resource table (type-checked), so another
- * process's handle, a stale one or a made-up one is refused before the kVP is called. A kVP of ABI 1.1 receives the
+ * process's handle, a stale one or a made-up one is refused before the kVP is called; so is a reference to an
+ * object of another RNIC open than the one the verb runs on (its kVP, maybe another module, would take it for its
+ * own object). A kVP of ABI 1.1 receives the
  * whole request (private data and descriptors in both directions) through ri_verbs_ops_t::syscall; older kVPs get
  * the plain verb. A connection that closes (the process exited or died) has everything it created destroyed in
  * dependency order.

@@ -339,6 +339,70 @@ TEST_F(Syscall, HandlesAreCheckedAgainstTheCallersOwnTable) {
     EXPECT_EQ(sys(*a, RI_QUERY_RNIC, rnic_a, nullptr, 0, &attr, sizeof attr), RI_OK);
 }
 
+// A reference must name an object of the RNIC open the verb runs on: that open's kVP (of another module, maybe)
+// would take an object of another open for one of its own.
+TEST_F(Syscall, ReferencesToAnotherRnicOpenAreRefused) {
+    auto c = client();
+    uint64_t rnic1 = open_rnic(*c), rnic2 = open_rnic(*c);
+    uint64_t pd1 = 0, pd2 = 0, cq1 = 0, cq2 = 0;
+    ASSERT_EQ(sys(*c, RI_ALLOC_PD, rnic1, nullptr, 0, nullptr, 0, &pd1), RI_OK);
+    ASSERT_EQ(sys(*c, RI_ALLOC_PD, rnic2, nullptr, 0, nullptr, 0, &pd2), RI_OK);
+    ri_cq_attr_t cqa{};
+    cqa.cqe = 16;
+    ri_cq_attr_t cq_out{};
+    ASSERT_EQ(sys(*c, RI_CREATE_CQ, rnic1, &cqa, sizeof cqa, &cq_out, sizeof cq_out, &cq1), RI_OK);
+    ASSERT_EQ(sys(*c, RI_CREATE_CQ, rnic2, &cqa, sizeof cqa, &cq_out, sizeof cq_out, &cq2), RI_OK);
+    ri_qp_init_attr_t qa{}, qa_out{};
+    qa.type = RI_QPT_RC;
+    ri_syscall_t call{};
+    call.size = sizeof call;
+    call.op = RI_CREATE_QP;
+    call.object = pd1;
+    call.param = &qa;
+    call.param_len = sizeof qa;
+    call.result = &qa_out;
+    call.result_cap = sizeof qa_out;
+    call.refs[0] = cq1;
+    call.refs[1] = cq2;
+    EXPECT_EQ(ual::device_syscall(c.get(), &call), RI_EINVAL);
+    call.refs[0] = call.refs[1] = cq2;
+    EXPECT_EQ(ual::device_syscall(c.get(), &call), RI_EINVAL);
+    // The same through the kVP's whole-request op (ABI 1.1).
+    std::vector<uint8_t> queues(2 * 4096);
+    struct {
+        uint64_t addr, length;
+    } mem{(reinterpret_cast<uint64_t>(queues.data()) + 4095) & ~uint64_t{4095}, 4096};
+    call.priv_in = &mem;
+    call.priv_in_len = sizeof mem;
+    EXPECT_EQ(ual::device_syscall(c.get(), &call), RI_EINVAL);
+    EXPECT_EQ(budget_.used(), 0u);
+    // A shared region in a PD of another open.
+    ri_mr_reg_t reg{};
+    reg.addr = mem.addr;
+    reg.length = 4096;
+    reg.access = RI_ACCESS_LOCAL_WRITE;
+    uint64_t mr1 = 0;
+    ri_mr_keys_t keys{};
+    ASSERT_EQ(sys(*c, RI_REGISTER_MR, pd1, &reg, sizeof reg, &keys, sizeof keys, &mr1), RI_OK);
+    ri_syscall_t shared{};
+    shared.size = sizeof shared;
+    shared.op = RI_REGISTER_SHARED_MR;
+    shared.object = mr1;
+    shared.refs[0] = pd2;
+    shared.param = &reg;
+    shared.param_len = sizeof reg;
+    shared.result = &keys;
+    shared.result_cap = sizeof keys;
+    EXPECT_EQ(ual::device_syscall(c.get(), &shared), RI_EINVAL);
+    // References of the same open still work.
+    call.refs[0] = call.refs[1] = cq1;
+    call.priv_in = nullptr;
+    call.priv_in_len = 0;
+    ASSERT_EQ(ual::device_syscall(c.get(), &call), RI_OK);
+    EXPECT_EQ(sys(*c, RI_DESTROY_QP, call.handle_out, nullptr, 0), RI_OK);
+    EXPECT_EQ(sys(*c, RI_DEREGISTER_MR, mr1, nullptr, 0), RI_OK);
+}
+
 TEST_F(Syscall, MalformedCallsAreRefused) {
     auto c = client();
     ri_rnic_open_params_t p{};
