@@ -160,8 +160,23 @@ void DeviceServer::drop(uint32_t client_id) {
     clients_.erase(it);
 }
 
+bool DeviceServer::flush_held(Connection &c) {
+    Connection::HeldReply &h = *c.held_;
+    int fds[KRDMA_MAX_FDS];
+    for (size_t i = 0; i < h.fds.size(); ++i) fds[i] = h.fds[i].get();
+    rdma::Status sent = krdma::send(c.fd(), h.hdr, h.payload, std::span<const int>(fds, h.fds.size()));
+    if (sent.code() == EAGAIN) return true;  // still full: poll for writability again
+    if (!sent.ok()) {
+        RDMA_LOG_WARN(kComponent, "held reply to client %u failed: %s", c.peer().client_id, sent.describe().c_str());
+        return false;
+    }
+    c.held_.reset();
+    return serve(c);  // requests that waited behind the reply
+}
+
 bool DeviceServer::serve(Connection &c) {
     for (;;) {
+        if (c.held_) return true;  // nothing more is read until the held reply is out
         switch (krdma::receive(c.fd(), message_)) {
             case krdma::RecvResult::again:
                 return true;
@@ -210,9 +225,18 @@ void DeviceServer::dispatch(Connection &c, krdma::Message &m) {
     }
     // Only a successful reply carries the reply struct and descriptors.
     const bool ok = hdr.status == RI_OK;
-    rdma::Status sent = krdma::send(c.fd(), hdr, ok ? std::span<const uint8_t>(rep.payload) : std::span<const uint8_t>(),
-                                    std::span<const int>(rep.fds, ok ? rep.nfds : 0));
-    if (!sent.ok()) {
+    const std::span<const uint8_t> payload = ok ? std::span<const uint8_t>(rep.payload) : std::span<const uint8_t>();
+    const std::span<const int> fds(rep.fds, ok ? rep.nfds : 0);
+    rdma::Status sent = krdma::send(c.fd(), hdr, payload, fds);
+    if (sent.code() == EAGAIN) {
+        // The client's queue is full of unread events: hold the reply (with copies of its descriptors) until it
+        // reads. This is the only allocation on the request path, and only for a client that does not keep up.
+        Connection::HeldReply held;
+        held.hdr = hdr;
+        held.payload.assign(payload.begin(), payload.end());
+        for (int fd : fds) held.fds.emplace_back(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+        c.held_ = std::move(held);
+    } else if (!sent.ok()) {
         RDMA_LOG_WARN(kComponent, "reply to client %u failed: %s", c.peer().client_id, sent.describe().c_str());
     }
     for (auto &f : m.fds) f.reset();  // descriptors a handler did not take are closed here
@@ -230,7 +254,8 @@ void DeviceServer::run() {
         {
             std::lock_guard lock(mutex_);
             for (auto &[id, c] : clients_) {
-                fds.push_back({c->fd(), POLLIN, 0});
+                // A client with a held reply is polled for writability only: its requests wait in its socket.
+                fds.push_back({c->fd(), static_cast<short>(c->held_ ? POLLOUT : POLLIN), 0});
                 ids.push_back(id);
             }
         }
@@ -255,7 +280,9 @@ void DeviceServer::run() {
                 if (it == clients_.end()) continue;
                 c = it->second.get();
             }
-            if (!serve(*c)) drop(ids[i - 3]);
+            const bool alive =
+                c->held_ ? (fds[i].revents & (POLLERR | POLLHUP)) == 0 && flush_held(*c) : serve(*c);
+            if (!alive) drop(ids[i - 3]);
         }
     }
 }

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -47,8 +48,16 @@ public:
 
 private:
     friend class DeviceServer;
+    // A reply the client's full receive queue could not take yet (it has not read its events): kept until the
+    // socket is writable, and no further request of this client is read meanwhile, so no reply is ever dropped.
+    struct HeldReply {
+        krdma_msg_hdr hdr{};
+        std::vector<uint8_t> payload;
+        std::vector<krdma::UniqueFd> fds;
+    };
     krdma::UniqueFd sock_;
     Peer peer_;
+    std::optional<HeldReply> held_;
 };
 
 /** @brief A request as a handler sees it: already checked for size and form. */
@@ -119,6 +128,7 @@ private:
     void accept_clients();
     void adopt(krdma::UniqueFd sock);
     bool serve(Connection &c);  // false when the connection is gone
+    bool flush_held(Connection &c);  // false when the connection is gone
     void dispatch(Connection &c, krdma::Message &m);
     void drop(uint32_t client_id);
 

@@ -229,6 +229,30 @@ TEST_F(Device, EventsReachTheClient) {
     EXPECT_EQ(got->detail, 42u);
 }
 
+// A client that leaves its events unread fills its receive queue; the reply to its next request must still
+// arrive (held by the server until the client reads), never be dropped.
+TEST_F(Device, ReplyWaitsBehindUnreadEventsInsteadOfBeingLost) {
+    auto c = client();
+    krdma_event ev{};
+    ev.event = KRDMA_EVENT_SHUTDOWN;
+    for (int i = 0; i < 5000; ++i) server_->broadcast(ev);  // far more than the queue holds: the rest are dropped
+    krdma_echo e{};
+    e.cookie = 0x5eed;
+    auto r = c->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e}, {}, std::chrono::seconds(5));
+    ASSERT_TRUE(r) << r.error().to_string();
+    ASSERT_EQ(r->status, 0);
+    krdma_echo back;
+    std::memcpy(&back, r->payload.data(), sizeof back);
+    EXPECT_EQ(back.cookie, 0x5eedu);
+    size_t events = 0;
+    while (c->next_event()) ++events;
+    EXPECT_GT(events, 0u);  // the events that fitted were kept for the client
+    // And the connection keeps working normally.
+    auto again = c->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e}, {}, std::chrono::seconds(5));
+    ASSERT_TRUE(again);
+    EXPECT_EQ(again->status, 0);
+}
+
 TEST_F(Device, DisconnectIsNoticedAndReported) {
     std::atomic<int> gone{0};
     server_->on_disconnect([&](kal::Connection &) { ++gone; });

@@ -17,6 +17,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Whether mlock() really locks here: AddressSanitizer replaces it with a no-op, so VmLck cannot be checked.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kMlockWorks = false;
+#else
+constexpr bool kMlockWorks = true;
+#endif
+
 // Bytes this process has locked in memory (VmLck of /proc/self/status).
 uint64_t locked_bytes() {
     FILE *f = std::fopen("/proc/self/status", "r");
@@ -214,9 +221,13 @@ TEST_F(Syscall, PrivateDataAndDescriptorsPassThroughBothWays) {
     uint64_t one = 1;
     EXPECT_EQ(::write(fds[0], &one, sizeof one), static_cast<ssize_t>(sizeof one));  // a live eventfd
     ::close(fds[0]);
-    EXPECT_EQ(locked_bytes() - locked, 4u * 4096);  // the queue memory is pinned and locked
+    if (kMlockWorks) {
+        EXPECT_EQ(locked_bytes() - locked, 4u * 4096);  // the queue memory is pinned and locked
+    }
     EXPECT_EQ(sys(*c, RI_DESTROY_QP, call.handle_out, nullptr, 0), RI_OK);
-    EXPECT_EQ(locked_bytes(), locked);
+    if (kMlockWorks) {
+        EXPECT_EQ(locked_bytes(), locked);
+    }
     // Private data the kVP does not accept comes back as its error, unchanged.
     call.priv_in_len = 3;
     EXPECT_EQ(ual::device_syscall(c.get(), &call), RI_EINVAL);
@@ -310,13 +321,17 @@ TEST_F(Syscall, RegistrationsPinThroughTheKalAndShareOverlaps) {
     EXPECT_EQ(pinned(), 12u * 4096);  // each page once
     EXPECT_EQ(budget_.used(), 12u * 4096);
     // The owner process locked exactly the pinned pages on the kAL's instruction.
-    EXPECT_EQ(locked_bytes() - locked, 12u * 4096);
+    if (kMlockWorks) {
+        EXPECT_EQ(locked_bytes() - locked, 12u * 4096);
+    }
     // Over the per-process limit: the kVP's registration fails with the kAL's ENOSPC, unchanged.
     EXPECT_EQ(reg(base + 100 * 4096, 60 * 4096, &big), RI_ENOSPC);
     EXPECT_EQ(pinned(), 12u * 4096);
     ASSERT_EQ(sys(*c, RI_DEREGISTER_MR, a, nullptr, 0), RI_OK);
     EXPECT_EQ(pinned(), 8u * 4096);
-    EXPECT_EQ(locked_bytes() - locked, 8u * 4096);  // the pages only the first region held were unlocked
+    if (kMlockWorks) {
+        EXPECT_EQ(locked_bytes() - locked, 8u * 4096);  // the pages only the first region held were unlocked
+    }
     c.reset();  // exits holding the second region: its pin goes with the connection
     for (int i = 0; i < 200 && verbs_->contexts() != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     EXPECT_EQ(budget_.used(), 0u);
