@@ -240,6 +240,7 @@ struct CppKvp {
 
 ri_status_t CppKvp::Qp::modify(const ri_qp_attr_t *attr, uint32_t mask) {
     if ((mask & RI_QP_ATTR_STATE) == 0) return RI_OK;
+    if (attr->state > RI_QPS_ERROR) return RI_EINVAL;  // from a client: checked before it becomes an enum
     state = static_cast<ri_qp_state_t>(attr->state);
     if (state == RI_QPS_ERROR) {
         if (rnic->aeh != nullptr) {
