@@ -1,6 +1,7 @@
 // The /dev/krdma transport: a real device server on a private path, the uAL client and raw sockets playing a
 // misbehaving client. Every malformed request gets an error reply and the connection stays usable.
 #include <dirent.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -227,6 +228,38 @@ TEST_F(Device, EventsReachTheClient) {
     ASSERT_TRUE(got.has_value());
     EXPECT_EQ(got->event, static_cast<uint32_t>(KRDMA_EVENT_SHUTDOWN));
     EXPECT_EQ(got->detail, 42u);
+}
+
+// fd() is what an event poller waits on: replies never leave it readable, event records do, and a hang-up too.
+TEST_F(Device, PollDescriptorSignalsEventsNotReplies) {
+    auto c = client();
+    auto readable = [](int fd, int ms) {
+        pollfd p{fd, POLLIN, 0};
+        return ::poll(&p, 1, ms) == 1;
+    };
+    krdma_echo e{};
+    for (int i = 0; i < 20; ++i) {
+        auto r = c->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e});
+        ASSERT_TRUE(r);
+        EXPECT_FALSE(readable(c->fd(), 0));
+    }
+    krdma_event ev{};
+    ev.event = KRDMA_EVENT_SHUTDOWN;
+    server_->broadcast(ev);
+    EXPECT_TRUE(readable(c->fd(), 2000));
+    ASSERT_TRUE(c->next_event().has_value());
+    EXPECT_FALSE(readable(c->fd(), 0));
+    // An event read by a call is queued and announced on queued_fd(), not left on fd().
+    server_->broadcast(ev);
+    EXPECT_TRUE(readable(c->fd(), 2000));
+    ASSERT_TRUE(c->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e}));
+    EXPECT_FALSE(readable(c->fd(), 0));
+    EXPECT_TRUE(readable(c->queued_fd(), 0));
+    ASSERT_TRUE(c->next_event().has_value());
+    stop_server();
+    EXPECT_TRUE(readable(c->fd(), 2000));
+    EXPECT_FALSE(c->next_event().has_value());
+    EXPECT_TRUE(c->closed());
 }
 
 TEST_F(Device, DisconnectIsNoticedAndReported) {

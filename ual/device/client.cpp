@@ -2,6 +2,7 @@
 #include "client.hpp"
 
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -40,6 +41,13 @@ rdma::Expected<std::unique_ptr<DeviceClient>> DeviceClient::adopt(krdma::UniqueF
 rdma::Expected<void> DeviceClient::handshake(const std::string &where) {
     queued_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!queued_) return rdma::Error(errno, std::string("eventfd: ") + std::strerror(errno));
+    watch_.reset(::epoll_create1(EPOLL_CLOEXEC));
+    if (!watch_) return rdma::Error(errno, std::string("epoll_create1: ") + std::strerror(errno));
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    if (::epoll_ctl(watch_.get(), EPOLL_CTL_ADD, sock_.get(), &ev) != 0) {
+        return rdma::Error(errno, std::string("epoll_ctl: ") + std::strerror(errno));
+    }
     krdma_hello h{};
     h.abi_version = KRDMA_ABI_VERSION;
     auto reply = call(KRDMA_CMD_HELLO, {reinterpret_cast<const uint8_t *>(&h), sizeof h});
@@ -62,9 +70,24 @@ bool DeviceClient::take_event(const krdma::Message &m) {
     return true;
 }
 
+void DeviceClient::watch_socket(bool on) noexcept {
+    // Level-triggered: turning the watch back on reports anything that arrived meanwhile. A muted socket still
+    // reports a hang-up, which only makes the poller wait for the call and then find the connection closed.
+    epoll_event ev{};
+    ev.events = on ? static_cast<uint32_t>(EPOLLIN) : 0u;
+    (void)::epoll_ctl(watch_.get(), EPOLL_CTL_MOD, sock_.get(), &ev);
+}
+
 rdma::Expected<CallReply> DeviceClient::call(uint32_t cmd, std::span<const uint8_t> request,
                                              std::span<const int> fds, std::chrono::milliseconds timeout) {
     std::lock_guard lock(mutex_);
+    // The reply would wake the event poller, which could only wait for this call to end: mute the socket for it
+    // while the call reads it (event records read meanwhile are queued and announced on queued_fd()).
+    watch_socket(false);
+    struct Unmute {
+        DeviceClient *self;
+        ~Unmute() { self->watch_socket(true); }
+    } unmute{this};
     krdma_msg_hdr hdr{};
     hdr.cmd = cmd;
     hdr.seq = next_seq_++;

@@ -47,8 +47,14 @@ public:
                                                  std::chrono::milliseconds timeout = std::chrono::seconds(30));
     /** @brief The next event record, received now or queued during a call; nothing when none is waiting. */
     [[nodiscard]] std::optional<krdma_event> next_event();
-    /** @brief The socket, to poll() for event records. */
-    [[nodiscard]] int fd() const noexcept { return sock_.get(); }
+    /**
+     * @brief A descriptor to poll() for event records: readable when the socket is, except while a call is reading
+     *        the socket itself (its reply would otherwise wake the poller for nothing). Events a call reads are
+     *        queued and announced by queued_fd().
+     */
+    [[nodiscard]] int fd() const noexcept { return watch_.get(); }
+    /** @brief The device socket itself. */
+    [[nodiscard]] int socket() const noexcept { return sock_.get(); }
     /**
      * @brief A descriptor that polls readable when a call queued event records that arrived during it (they are
      *        no longer on the socket); read them with next_event().
@@ -63,9 +69,11 @@ private:
     DeviceClient() = default;
     [[nodiscard]] rdma::Expected<void> handshake(const std::string &where);
     bool take_event(const krdma::Message &m);
+    void watch_socket(bool on) noexcept;
 
     krdma::UniqueFd sock_;
     krdma::UniqueFd queued_;  // eventfd raised when call() queues an event
+    krdma::UniqueFd watch_;   // epoll set of the socket for the event poller; the socket is muted during a call
     krdma_hello hello_{};
     std::atomic<bool> closed_{false};
     uint32_t next_seq_ = 1;
