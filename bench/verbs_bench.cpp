@@ -88,7 +88,7 @@ private:
 
 // The machine is shared: a figure and its baseline run alternately, in kRounds short rounds, and each keeps its
 // best round (the least time per operation), so a burst of load elsewhere does not land on one side only.
-constexpr int kRounds = 5;
+constexpr int kRounds = 20;
 
 struct Pair {
     double figure = 0;    // seconds per operation
