@@ -104,6 +104,38 @@ TEST_F(Device, EchoPassesPayloadAndDescriptors) {
     ::close(p[1]);
 }
 
+// call_into(): the same exchange, the reply struct written into the caller's buffer (in place of the request).
+TEST_F(Device, CallIntoWritesTheReplyInPlace) {
+    auto c = client();
+    int p[2];
+    ASSERT_EQ(::pipe(p), 0);
+    krdma_echo e{};
+    e.cookie = 42;
+    int fds[1] = {p[1]};
+    auto r = c->call_into(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e},
+                          {reinterpret_cast<uint8_t *>(&e), sizeof e}, fds);
+    ASSERT_TRUE(r) << r.error().to_string();
+    EXPECT_EQ(r->status, 0);
+    EXPECT_EQ(r->payload_len, sizeof e);
+    EXPECT_EQ(e.cookie, 42u);
+    ASSERT_EQ(r->nfds, 1u);
+    ASSERT_EQ(::write(r->fds[0].get(), "x", 1), 1);
+    char ch = 0;
+    ASSERT_EQ(::read(p[0], &ch, 1), 1);
+    // A smaller buffer gets what fits and the announced size; an error reply writes nothing.
+    uint8_t small[4] = {};
+    r = c->call_into(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e}, small);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->payload_len, sizeof e);
+    EXPECT_EQ(small[0], 42u);
+    r = c->call_into(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e - 1}, {});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, RI_EINVAL);
+    EXPECT_EQ(r->payload_len, 0u);
+    ::close(p[0]);
+    ::close(p[1]);
+}
+
 TEST_F(Device, UnknownCommandIsENOTTY) {
     auto c = client();
     uint8_t buf[8]{};

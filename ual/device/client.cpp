@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <unistd.h>
@@ -78,9 +79,8 @@ void DeviceClient::watch_socket(bool on) noexcept {
     (void)::epoll_ctl(watch_.get(), EPOLL_CTL_MOD, sock_.get(), &ev);
 }
 
-rdma::Expected<CallReply> DeviceClient::call(uint32_t cmd, std::span<const uint8_t> request,
-                                             std::span<const int> fds, std::chrono::milliseconds timeout) {
-    std::lock_guard lock(mutex_);
+rdma::Expected<void> DeviceClient::exchange(uint32_t cmd, std::span<const uint8_t> request, std::span<const int> fds,
+                                            std::chrono::milliseconds timeout) {
     // The reply would wake the event poller, which could only wait for this call to end: mute the socket for it
     // while the call reads it (event records read meanwhile are queued and announced on queued_fd()).
     watch_socket(false);
@@ -120,12 +120,32 @@ rdma::Expected<CallReply> DeviceClient::call(uint32_t cmd, std::span<const uint8
             continue;
         }
         if ((message_.hdr.flags & KRDMA_MSG_REPLY) == 0 || message_.hdr.seq != hdr.seq) continue;  // stale reply
-        CallReply out;
-        out.status = message_.hdr.status;
-        out.payload.assign(message_.payload().begin(), message_.payload().end());
-        for (size_t i = 0; i < message_.nfds; ++i) out.fds.push_back(std::move(message_.fds[i]));
-        return out;
+        return {};
     }
+}
+
+rdma::Expected<CallReply> DeviceClient::call(uint32_t cmd, std::span<const uint8_t> request,
+                                             std::span<const int> fds, std::chrono::milliseconds timeout) {
+    std::lock_guard lock(mutex_);
+    if (auto ok = exchange(cmd, request, fds, timeout); !ok) return ok.error();
+    CallReply out;
+    out.status = message_.hdr.status;
+    out.payload.assign(message_.payload().begin(), message_.payload().end());
+    for (size_t i = 0; i < message_.nfds; ++i) out.fds.push_back(std::move(message_.fds[i]));
+    return out;
+}
+
+rdma::Expected<CallStatus> DeviceClient::call_into(uint32_t cmd, std::span<const uint8_t> request,
+                                                   std::span<uint8_t> reply, std::span<const int> fds,
+                                                   std::chrono::milliseconds timeout) {
+    std::lock_guard lock(mutex_);
+    if (auto ok = exchange(cmd, request, fds, timeout); !ok) return ok.error();
+    CallStatus out;
+    out.status = message_.hdr.status;
+    out.payload_len = message_.payload_len();
+    if (const size_t n = std::min(out.payload_len, reply.size()); n > 0) std::memcpy(reply.data(), message_.body.data(), n);
+    for (size_t i = 0; i < message_.nfds; ++i) out.fds[out.nfds++] = std::move(message_.fds[i]);
+    return out;
 }
 
 std::optional<krdma_event> DeviceClient::next_event() {

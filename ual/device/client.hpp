@@ -5,6 +5,7 @@
 #ifndef UAL_DEVICE_CLIENT_HPP
 #define UAL_DEVICE_CLIENT_HPP
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -26,6 +27,14 @@ struct CallReply {
     std::vector<krdma::UniqueFd> fds;     /**< Descriptors the kAL passed back; the caller owns them. */
 };
 
+/** @brief The answer to call_into(): the reply struct is in the caller's buffer. */
+struct CallStatus {
+    int status = 0;                                    /**< 0 or the kAL's positive errno value. */
+    size_t payload_len = 0;                            /**< Bytes of the reply struct (0 on error). */
+    std::array<krdma::UniqueFd, KRDMA_MAX_FDS> fds;    /**< Descriptors the kAL passed back; the caller owns them. */
+    size_t nfds = 0;                                   /**< Entries used in CallStatus::fds. */
+};
+
 /** @brief A connection to a kAL's device. */
 class DeviceClient {
 public:
@@ -45,6 +54,13 @@ public:
     [[nodiscard]] rdma::Expected<CallReply> call(uint32_t cmd, std::span<const uint8_t> request,
                                                  std::span<const int> fds = {},
                                                  std::chrono::milliseconds timeout = std::chrono::seconds(30));
+    /**
+     * @brief call() without allocating: the reply struct is copied into @p reply (at most its size; the
+     *        announced size is CallStatus::payload_len). For the per-verb path (ri_syscall).
+     */
+    [[nodiscard]] rdma::Expected<CallStatus> call_into(uint32_t cmd, std::span<const uint8_t> request,
+                                                       std::span<uint8_t> reply, std::span<const int> fds = {},
+                                                       std::chrono::milliseconds timeout = std::chrono::seconds(30));
     /** @brief The next event record, received now or queued during a call; nothing when none is waiting. */
     [[nodiscard]] std::optional<krdma_event> next_event();
     /**
@@ -68,6 +84,9 @@ public:
 private:
     DeviceClient() = default;
     [[nodiscard]] rdma::Expected<void> handshake(const std::string &where);
+    // Sends the request and waits for its reply, which is then in message_. Called with mutex_ held.
+    [[nodiscard]] rdma::Expected<void> exchange(uint32_t cmd, std::span<const uint8_t> request,
+                                                std::span<const int> fds, std::chrono::milliseconds timeout);
     bool take_event(const krdma::Message &m);
     void watch_socket(bool on) noexcept;
 
