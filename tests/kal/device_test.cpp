@@ -136,6 +136,41 @@ TEST_F(Device, CallIntoWritesTheReplyInPlace) {
     ::close(p[1]);
 }
 
+// A reply later than the call's timeout is ETIMEDOUT; the next call (another timeout) skips the stale reply.
+TEST_F(Device, LateReplyTimesOutAndIsSkippedByTheNextCall) {
+    constexpr uint32_t kSlow = _IOWR(KRDMA_IOC_MAGIC, 0x7e, struct krdma_echo);
+    kal::DeviceServer slow(dir_ / "slow");
+    slow.on(kSlow, [](kal::Connection &, const kal::Request &, kal::Reply &) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        return 0;
+    });
+    ASSERT_TRUE(slow.listen());
+    std::thread t([&] { slow.run(); });
+    {
+        auto c = ual::DeviceClient::connect(dir_ / "slow");
+        ASSERT_TRUE(c) << c.error().to_string();
+        krdma_echo e{};
+        const auto start = std::chrono::steady_clock::now();
+        auto r = (*c)->call(kSlow, {reinterpret_cast<const uint8_t *>(&e), sizeof e}, {},
+                            std::chrono::milliseconds(50));
+        const auto took = std::chrono::steady_clock::now() - start;
+        ASSERT_FALSE(r);
+        EXPECT_EQ(r.error().code(), RI_ETIMEDOUT);
+        EXPECT_GE(took, std::chrono::milliseconds(50));
+        EXPECT_LT(took, std::chrono::milliseconds(250));
+        e.cookie = 7;
+        r = (*c)->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e});
+        ASSERT_TRUE(r) << r.error().to_string();
+        EXPECT_EQ(r->status, 0);
+        krdma_echo back{};
+        ASSERT_EQ(r->payload.size(), sizeof back);
+        std::memcpy(&back, r->payload.data(), sizeof back);
+        EXPECT_EQ(back.cookie, 7u);
+    }
+    slow.stop();
+    t.join();
+}
+
 TEST_F(Device, UnknownCommandIsENOTTY) {
     auto c = client();
     uint8_t buf[8]{};

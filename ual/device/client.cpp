@@ -5,6 +5,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 
 #include <algorithm>
@@ -96,14 +97,32 @@ rdma::Expected<void> DeviceClient::exchange(uint32_t cmd, std::span<const uint8_
                            "sending to krdmad failed: " + s.describe());
     }
     auto deadline = std::chrono::steady_clock::now() + timeout;
+    // The first wait is a blocking recvmsg bounded by SO_RCVTIMEO (set when the timeout changes): the reply
+    // usually comes first, and poll() then recvmsg() would cost a system call more. Later waits (after an event
+    // record or a stale reply) poll() for the time left. A non-blocking socket just takes the poll() path.
+    bool first = true;
+    if (timeout.count() > 0 && timeout != rcvtimeo_) {
+        timeval tv{};
+        tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+        tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
+        if (::setsockopt(sock_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0) {
+            rcvtimeo_ = timeout;
+        } else {
+            rcvtimeo_ = std::chrono::milliseconds(0);
+        }
+    }
     for (;;) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         if (left.count() <= 0) return rdma::Error(RI_ETIMEDOUT, "krdmad did not answer in time");
-        pollfd p{sock_.get(), POLLIN, 0};
-        int r = ::poll(&p, 1, static_cast<int>(left.count()));
-        if (r < 0 && errno != EINTR) return rdma::Error(errno, std::string("poll: ") + std::strerror(errno));
-        if (r <= 0) continue;
-        switch (krdma::receive(sock_.get(), message_)) {
+        const bool wait = first && rcvtimeo_ == timeout;
+        first = false;
+        if (!wait) {
+            pollfd p{sock_.get(), POLLIN, 0};
+            int r = ::poll(&p, 1, static_cast<int>(left.count()));
+            if (r < 0 && errno != EINTR) return rdma::Error(errno, std::string("poll: ") + std::strerror(errno));
+            if (r <= 0) continue;
+        }
+        switch (krdma::receive(sock_.get(), message_, wait)) {
             case krdma::RecvResult::again:
                 continue;
             case krdma::RecvResult::closed:

@@ -96,6 +96,7 @@ private:
     krdma_hello hello_{};
     std::atomic<bool> closed_{false};
     uint32_t next_seq_ = 1;
+    std::chrono::milliseconds rcvtimeo_{0};  // the socket's SO_RCVTIMEO (0: none set)
     std::mutex mutex_;  // one call at a time; events are read under it too
     std::deque<krdma_event> events_;
     krdma::Message message_;
