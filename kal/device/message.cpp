@@ -29,7 +29,7 @@ bool unix_address(const std::filesystem::path &path, sockaddr_un &out) noexcept 
     return true;
 }
 
-RecvResult receive(int fd, Message &m) noexcept {
+RecvResult receive(int fd, Message &m, bool wait) noexcept {
     for (auto &f : m.fds) f.reset();
     m.nfds = 0;
     std::memset(&m.hdr, 0, sizeof m.hdr);
@@ -42,7 +42,7 @@ RecvResult receive(int fd, Message &m) noexcept {
     msg.msg_controllen = sizeof control;
     ssize_t n;
     do {
-        n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+        n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | (wait ? 0 : MSG_DONTWAIT));
     } while (n < 0 && errno == EINTR);
     if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? RecvResult::again : RecvResult::closed;
     // Take ownership of every descriptor first (even an empty packet can carry some), so that none leaks whatever

@@ -175,28 +175,29 @@ bool DeviceServer::flush_held(Connection &c) {
 }
 
 bool DeviceServer::serve(Connection &c) {
-    for (;;) {
-        if (c.held_) return true;  // nothing more is read until the held reply is out
-        switch (krdma::receive(c.fd(), message_)) {
-            case krdma::RecvResult::again:
-                return true;
-            case krdma::RecvResult::closed:
-                return false;
-            case krdma::RecvResult::invalid: {
-                // Answer with what could be read of the header, so a client waiting on that sequence wakes up.
-                krdma_msg_hdr hdr{};
-                hdr.cmd = message_.hdr.cmd;
-                hdr.seq = message_.hdr.seq;
-                hdr.status = RI_EMSGSIZE;
-                hdr.flags = KRDMA_MSG_REPLY;
-                (void)krdma::send(c.fd(), hdr, {});
-                break;
-            }
-            case krdma::RecvResult::message:
-                dispatch(c, message_);
-                break;
+    // One message per readiness: a client waits for each reply, so reading on until EAGAIN would cost every request
+    // a second recvmsg that finds nothing. A client with more queued is polled readable again at once.
+    if (c.held_) return true;  // nothing more is read until the held reply is out
+    switch (krdma::receive(c.fd(), message_)) {
+        case krdma::RecvResult::again:
+            return true;
+        case krdma::RecvResult::closed:
+            return false;
+        case krdma::RecvResult::invalid: {
+            // Answer with what could be read of the header, so a client waiting on that sequence wakes up.
+            krdma_msg_hdr hdr{};
+            hdr.cmd = message_.hdr.cmd;
+            hdr.seq = message_.hdr.seq;
+            hdr.status = RI_EMSGSIZE;
+            hdr.flags = KRDMA_MSG_REPLY;
+            (void)krdma::send(c.fd(), hdr, {});
+            return true;
         }
+        case krdma::RecvResult::message:
+            dispatch(c, message_);
+            return true;
     }
+    return true;
 }
 
 void DeviceServer::dispatch(Connection &c, krdma::Message &m) {

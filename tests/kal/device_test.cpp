@@ -1,6 +1,7 @@
 // The /dev/krdma transport: a real device server on a private path, the uAL client and raw sockets playing a
 // misbehaving client. Every malformed request gets an error reply and the connection stays usable.
 #include <dirent.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -101,6 +102,73 @@ TEST_F(Device, EchoPassesPayloadAndDescriptors) {
     EXPECT_EQ(ch, 'x');
     ::close(p[0]);
     ::close(p[1]);
+}
+
+// call_into(): the same exchange, the reply struct written into the caller's buffer (in place of the request).
+TEST_F(Device, CallIntoWritesTheReplyInPlace) {
+    auto c = client();
+    int p[2];
+    ASSERT_EQ(::pipe(p), 0);
+    krdma_echo e{};
+    e.cookie = 42;
+    int fds[1] = {p[1]};
+    auto r = c->call_into(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e},
+                          {reinterpret_cast<uint8_t *>(&e), sizeof e}, fds);
+    ASSERT_TRUE(r) << r.error().to_string();
+    EXPECT_EQ(r->status, 0);
+    EXPECT_EQ(r->payload_len, sizeof e);
+    EXPECT_EQ(e.cookie, 42u);
+    ASSERT_EQ(r->nfds, 1u);
+    ASSERT_EQ(::write(r->fds[0].get(), "x", 1), 1);
+    char ch = 0;
+    ASSERT_EQ(::read(p[0], &ch, 1), 1);
+    // A smaller buffer gets what fits and the announced size; an error reply writes nothing.
+    uint8_t small[4] = {};
+    r = c->call_into(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e}, small);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->payload_len, sizeof e);
+    EXPECT_EQ(small[0], 42u);
+    r = c->call_into(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e - 1}, {});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, RI_EINVAL);
+    EXPECT_EQ(r->payload_len, 0u);
+    ::close(p[0]);
+    ::close(p[1]);
+}
+
+// A reply later than the call's timeout is ETIMEDOUT; the next call (another timeout) skips the stale reply.
+TEST_F(Device, LateReplyTimesOutAndIsSkippedByTheNextCall) {
+    constexpr uint32_t kSlow = _IOWR(KRDMA_IOC_MAGIC, 0x7e, struct krdma_echo);
+    kal::DeviceServer slow(dir_ / "slow");
+    slow.on(kSlow, [](kal::Connection &, const kal::Request &, kal::Reply &) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        return 0;
+    });
+    ASSERT_TRUE(slow.listen());
+    std::thread t([&] { slow.run(); });
+    {
+        auto c = ual::DeviceClient::connect(dir_ / "slow");
+        ASSERT_TRUE(c) << c.error().to_string();
+        krdma_echo e{};
+        const auto start = std::chrono::steady_clock::now();
+        auto r = (*c)->call(kSlow, {reinterpret_cast<const uint8_t *>(&e), sizeof e}, {},
+                            std::chrono::milliseconds(50));
+        const auto took = std::chrono::steady_clock::now() - start;
+        ASSERT_FALSE(r);
+        EXPECT_EQ(r.error().code(), RI_ETIMEDOUT);
+        EXPECT_GE(took, std::chrono::milliseconds(50));
+        EXPECT_LT(took, std::chrono::milliseconds(250));
+        e.cookie = 7;
+        r = (*c)->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e});
+        ASSERT_TRUE(r) << r.error().to_string();
+        EXPECT_EQ(r->status, 0);
+        krdma_echo back{};
+        ASSERT_EQ(r->payload.size(), sizeof back);
+        std::memcpy(&back, r->payload.data(), sizeof back);
+        EXPECT_EQ(back.cookie, 7u);
+    }
+    slow.stop();
+    t.join();
 }
 
 TEST_F(Device, UnknownCommandIsENOTTY) {
@@ -251,6 +319,38 @@ TEST_F(Device, ReplyWaitsBehindUnreadEventsInsteadOfBeingLost) {
     auto again = c->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e}, {}, std::chrono::seconds(5));
     ASSERT_TRUE(again);
     EXPECT_EQ(again->status, 0);
+}
+
+// fd() is what an event poller waits on: replies never leave it readable, event records do, and a hang-up too.
+TEST_F(Device, PollDescriptorSignalsEventsNotReplies) {
+    auto c = client();
+    auto readable = [](int fd, int ms) {
+        pollfd p{fd, POLLIN, 0};
+        return ::poll(&p, 1, ms) == 1;
+    };
+    krdma_echo e{};
+    for (int i = 0; i < 20; ++i) {
+        auto r = c->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e});
+        ASSERT_TRUE(r);
+        EXPECT_FALSE(readable(c->fd(), 0));
+    }
+    krdma_event ev{};
+    ev.event = KRDMA_EVENT_SHUTDOWN;
+    server_->broadcast(ev);
+    EXPECT_TRUE(readable(c->fd(), 2000));
+    ASSERT_TRUE(c->next_event().has_value());
+    EXPECT_FALSE(readable(c->fd(), 0));
+    // An event read by a call is queued and announced on queued_fd(), not left on fd().
+    server_->broadcast(ev);
+    EXPECT_TRUE(readable(c->fd(), 2000));
+    ASSERT_TRUE(c->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e}));
+    EXPECT_FALSE(readable(c->fd(), 0));
+    EXPECT_TRUE(readable(c->queued_fd(), 0));
+    ASSERT_TRUE(c->next_event().has_value());
+    stop_server();
+    EXPECT_TRUE(readable(c->fd(), 2000));
+    EXPECT_FALSE(c->next_event().has_value());
+    EXPECT_TRUE(c->closed());
 }
 
 TEST_F(Device, DisconnectIsNoticedAndReported) {

@@ -810,7 +810,7 @@ TEST_F(Softrnic, EverythingIsReleasedWhenTheConnectionCloses) {
     EXPECT_GE(before.pinned, 3u * 4096 + 3 * 4096);  // the region and the CQ, SQ, RQ and SRQ rings
 
     // The consumer's connection goes away with everything in place (as when the process dies).
-    ASSERT_EQ(::shutdown(client_->fd(), SHUT_RDWR), 0);
+    ASSERT_EQ(::shutdown(client_->socket(), SHUT_RDWR), 0);
     Usage after;
     for (int i = 0; i < 400; ++i) {
         after = usage();

@@ -2,10 +2,13 @@
 #include "client.hpp"
 
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <unistd.h>
@@ -40,6 +43,13 @@ rdma::Expected<std::unique_ptr<DeviceClient>> DeviceClient::adopt(krdma::UniqueF
 rdma::Expected<void> DeviceClient::handshake(const std::string &where) {
     queued_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!queued_) return rdma::Error(errno, std::string("eventfd: ") + std::strerror(errno));
+    watch_.reset(::epoll_create1(EPOLL_CLOEXEC));
+    if (!watch_) return rdma::Error(errno, std::string("epoll_create1: ") + std::strerror(errno));
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    if (::epoll_ctl(watch_.get(), EPOLL_CTL_ADD, sock_.get(), &ev) != 0) {
+        return rdma::Error(errno, std::string("epoll_ctl: ") + std::strerror(errno));
+    }
     krdma_hello h{};
     h.abi_version = KRDMA_ABI_VERSION;
     auto reply = call(KRDMA_CMD_HELLO, {reinterpret_cast<const uint8_t *>(&h), sizeof h});
@@ -62,9 +72,23 @@ bool DeviceClient::take_event(const krdma::Message &m) {
     return true;
 }
 
-rdma::Expected<CallReply> DeviceClient::call(uint32_t cmd, std::span<const uint8_t> request,
-                                             std::span<const int> fds, std::chrono::milliseconds timeout) {
-    std::lock_guard lock(mutex_);
+void DeviceClient::watch_socket(bool on) noexcept {
+    // Level-triggered: turning the watch back on reports anything that arrived meanwhile. A muted socket still
+    // reports a hang-up, which only makes the poller wait for the call and then find the connection closed.
+    epoll_event ev{};
+    ev.events = on ? static_cast<uint32_t>(EPOLLIN) : 0u;
+    (void)::epoll_ctl(watch_.get(), EPOLL_CTL_MOD, sock_.get(), &ev);
+}
+
+rdma::Expected<void> DeviceClient::exchange(uint32_t cmd, std::span<const uint8_t> request, std::span<const int> fds,
+                                            std::chrono::milliseconds timeout) {
+    // The reply would wake the event poller, which could only wait for this call to end: mute the socket for it
+    // while the call reads it (event records read meanwhile are queued and announced on queued_fd()).
+    watch_socket(false);
+    struct Unmute {
+        DeviceClient *self;
+        ~Unmute() { self->watch_socket(true); }
+    } unmute{this};
     krdma_msg_hdr hdr{};
     hdr.cmd = cmd;
     hdr.seq = next_seq_++;
@@ -73,14 +97,32 @@ rdma::Expected<CallReply> DeviceClient::call(uint32_t cmd, std::span<const uint8
                            "sending to krdmad failed: " + s.describe());
     }
     auto deadline = std::chrono::steady_clock::now() + timeout;
+    // The first wait is a blocking recvmsg bounded by SO_RCVTIMEO (set when the timeout changes): the reply
+    // usually comes first, and poll() then recvmsg() would cost a system call more. Later waits (after an event
+    // record or a stale reply) poll() for the time left. A non-blocking socket just takes the poll() path.
+    bool first = true;
+    if (timeout.count() > 0 && timeout != rcvtimeo_) {
+        timeval tv{};
+        tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+        tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
+        if (::setsockopt(sock_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0) {
+            rcvtimeo_ = timeout;
+        } else {
+            rcvtimeo_ = std::chrono::milliseconds(0);
+        }
+    }
     for (;;) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         if (left.count() <= 0) return rdma::Error(RI_ETIMEDOUT, "krdmad did not answer in time");
-        pollfd p{sock_.get(), POLLIN, 0};
-        int r = ::poll(&p, 1, static_cast<int>(left.count()));
-        if (r < 0 && errno != EINTR) return rdma::Error(errno, std::string("poll: ") + std::strerror(errno));
-        if (r <= 0) continue;
-        switch (krdma::receive(sock_.get(), message_)) {
+        const bool wait = first && rcvtimeo_ == timeout;
+        first = false;
+        if (!wait) {
+            pollfd p{sock_.get(), POLLIN, 0};
+            int r = ::poll(&p, 1, static_cast<int>(left.count()));
+            if (r < 0 && errno != EINTR) return rdma::Error(errno, std::string("poll: ") + std::strerror(errno));
+            if (r <= 0) continue;
+        }
+        switch (krdma::receive(sock_.get(), message_, wait)) {
             case krdma::RecvResult::again:
                 continue;
             case krdma::RecvResult::closed:
@@ -97,12 +139,32 @@ rdma::Expected<CallReply> DeviceClient::call(uint32_t cmd, std::span<const uint8
             continue;
         }
         if ((message_.hdr.flags & KRDMA_MSG_REPLY) == 0 || message_.hdr.seq != hdr.seq) continue;  // stale reply
-        CallReply out;
-        out.status = message_.hdr.status;
-        out.payload.assign(message_.payload().begin(), message_.payload().end());
-        for (size_t i = 0; i < message_.nfds; ++i) out.fds.push_back(std::move(message_.fds[i]));
-        return out;
+        return {};
     }
+}
+
+rdma::Expected<CallReply> DeviceClient::call(uint32_t cmd, std::span<const uint8_t> request,
+                                             std::span<const int> fds, std::chrono::milliseconds timeout) {
+    std::lock_guard lock(mutex_);
+    if (auto ok = exchange(cmd, request, fds, timeout); !ok) return ok.error();
+    CallReply out;
+    out.status = message_.hdr.status;
+    out.payload.assign(message_.payload().begin(), message_.payload().end());
+    for (size_t i = 0; i < message_.nfds; ++i) out.fds.push_back(std::move(message_.fds[i]));
+    return out;
+}
+
+rdma::Expected<CallStatus> DeviceClient::call_into(uint32_t cmd, std::span<const uint8_t> request,
+                                                   std::span<uint8_t> reply, std::span<const int> fds,
+                                                   std::chrono::milliseconds timeout) {
+    std::lock_guard lock(mutex_);
+    if (auto ok = exchange(cmd, request, fds, timeout); !ok) return ok.error();
+    CallStatus out;
+    out.status = message_.hdr.status;
+    out.payload_len = message_.payload_len();
+    if (const size_t n = std::min(out.payload_len, reply.size()); n > 0) std::memcpy(reply.data(), message_.body.data(), n);
+    for (size_t i = 0; i < message_.nfds; ++i) out.fds[out.nfds++] = std::move(message_.fds[i]);
+    return out;
 }
 
 std::optional<krdma_event> DeviceClient::next_event() {

@@ -5,6 +5,7 @@
 #ifndef UAL_DEVICE_CLIENT_HPP
 #define UAL_DEVICE_CLIENT_HPP
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -26,6 +27,14 @@ struct CallReply {
     std::vector<krdma::UniqueFd> fds;     /**< Descriptors the kAL passed back; the caller owns them. */
 };
 
+/** @brief The answer to call_into(): the reply struct is in the caller's buffer. */
+struct CallStatus {
+    int status = 0;                                    /**< 0 or the kAL's positive errno value. */
+    size_t payload_len = 0;                            /**< Bytes of the reply struct (0 on error). */
+    std::array<krdma::UniqueFd, KRDMA_MAX_FDS> fds;    /**< Descriptors the kAL passed back; the caller owns them. */
+    size_t nfds = 0;                                   /**< Entries used in CallStatus::fds. */
+};
+
 /** @brief A connection to a kAL's device. */
 class DeviceClient {
 public:
@@ -45,10 +54,23 @@ public:
     [[nodiscard]] rdma::Expected<CallReply> call(uint32_t cmd, std::span<const uint8_t> request,
                                                  std::span<const int> fds = {},
                                                  std::chrono::milliseconds timeout = std::chrono::seconds(30));
+    /**
+     * @brief call() without allocating: the reply struct is copied into @p reply (at most its size; the
+     *        announced size is CallStatus::payload_len). For the per-verb path (ri_syscall).
+     */
+    [[nodiscard]] rdma::Expected<CallStatus> call_into(uint32_t cmd, std::span<const uint8_t> request,
+                                                       std::span<uint8_t> reply, std::span<const int> fds = {},
+                                                       std::chrono::milliseconds timeout = std::chrono::seconds(30));
     /** @brief The next event record, received now or queued during a call; nothing when none is waiting. */
     [[nodiscard]] std::optional<krdma_event> next_event();
-    /** @brief The socket, to poll() for event records. */
-    [[nodiscard]] int fd() const noexcept { return sock_.get(); }
+    /**
+     * @brief A descriptor to poll() for event records: readable when the socket is, except while a call is reading
+     *        the socket itself (its reply would otherwise wake the poller for nothing). Events a call reads are
+     *        queued and announced by queued_fd().
+     */
+    [[nodiscard]] int fd() const noexcept { return watch_.get(); }
+    /** @brief The device socket itself. */
+    [[nodiscard]] int socket() const noexcept { return sock_.get(); }
     /**
      * @brief A descriptor that polls readable when a call queued event records that arrived during it (they are
      *        no longer on the socket); read them with next_event().
@@ -62,13 +84,19 @@ public:
 private:
     DeviceClient() = default;
     [[nodiscard]] rdma::Expected<void> handshake(const std::string &where);
+    // Sends the request and waits for its reply, which is then in message_. Called with mutex_ held.
+    [[nodiscard]] rdma::Expected<void> exchange(uint32_t cmd, std::span<const uint8_t> request,
+                                                std::span<const int> fds, std::chrono::milliseconds timeout);
     bool take_event(const krdma::Message &m);
+    void watch_socket(bool on) noexcept;
 
     krdma::UniqueFd sock_;
     krdma::UniqueFd queued_;  // eventfd raised when call() queues an event
+    krdma::UniqueFd watch_;   // epoll set of the socket for the event poller; the socket is muted during a call
     krdma_hello hello_{};
     std::atomic<bool> closed_{false};
     uint32_t next_seq_ = 1;
+    std::chrono::milliseconds rcvtimeo_{0};  // the socket's SO_RCVTIMEO (0: none set)
     std::mutex mutex_;  // one call at a time; events are read under it too
     std::deque<krdma_event> events_;
     krdma::Message message_;

@@ -62,22 +62,22 @@ ri_status_t device_syscall(void *host_ctx, ri_syscall_t *call) noexcept {
     call->result_len = call->priv_out_len = call->nfds_out = 0;
     call->handle_out = 0;
     try {
-        auto reply = client->call(KRDMA_CMD_SYSCALL, {reinterpret_cast<const uint8_t *>(&s), sizeof s},
-                                  std::span<const int>(call->fds_in, call->nfds_in));
+        // The reply struct lands in `s` itself (the request is sent by then): no allocation, one copy.
+        auto reply = client->call_into(KRDMA_CMD_SYSCALL, {reinterpret_cast<const uint8_t *>(&s), sizeof s},
+                                       {reinterpret_cast<uint8_t *>(&s), sizeof s},
+                                       std::span<const int>(call->fds_in, call->nfds_in));
         if (!reply) return reply.error().code();
         if (reply->status != RI_OK) return reply->status;
-        if (reply->payload.size() != sizeof s) return RI_EPROTO;
-        std::memcpy(&s, reply->payload.data(), sizeof s);
+        if (reply->payload_len != sizeof s) return RI_EPROTO;
         if (s.result_len > sizeof s.result || s.priv_len > sizeof s.priv) return RI_EPROTO;
-        if (s.result_len > call->result_cap || s.priv_len > call->priv_out_cap ||
-            reply->fds.size() > call->nfds_out_cap) {
+        if (s.result_len > call->result_cap || s.priv_len > call->priv_out_cap || reply->nfds > call->nfds_out_cap) {
             return RI_EOVERFLOW;  // the caller's buffers cannot hold the reply
         }
         if (s.result_len > 0) std::memcpy(call->result, s.result, s.result_len);
         if (s.priv_len > 0) std::memcpy(call->priv_out, s.priv, s.priv_len);
         call->result_len = s.result_len;
         call->priv_out_len = s.priv_len;
-        for (auto &fd : reply->fds) call->fds_out[call->nfds_out++] = fd.release();
+        for (size_t i = 0; i < reply->nfds; ++i) call->fds_out[call->nfds_out++] = reply->fds[i].release();
         call->handle_out = s.handle_out;
         if (int e = apply_pins(s); e != 0) {
             // The kAL accounted pages this process cannot lock: give the object back, as ibv_reg_mr fails when
@@ -86,11 +86,9 @@ ri_status_t device_syscall(void *host_ctx, ri_syscall_t *call) noexcept {
                 krdma_syscall u{};
                 u.op = undo;
                 u.object = s.handle_out;
-                auto r = client->call(KRDMA_CMD_SYSCALL, {reinterpret_cast<const uint8_t *>(&u), sizeof u});
-                if (r && r->status == RI_OK && r->payload.size() == sizeof u) {
-                    std::memcpy(&u, r->payload.data(), sizeof u);
-                    (void)apply_pins(u);
-                }
+                auto r = client->call_into(KRDMA_CMD_SYSCALL, {reinterpret_cast<const uint8_t *>(&u), sizeof u},
+                                           {reinterpret_cast<uint8_t *>(&u), sizeof u});
+                if (r && r->status == RI_OK && r->payload_len == sizeof u) (void)apply_pins(u);
             }
             for (uint32_t i = 0; i < call->nfds_out; ++i) ::close(call->fds_out[i]);
             call->nfds_out = 0;

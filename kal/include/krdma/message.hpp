@@ -75,9 +75,10 @@ enum class RecvResult {
 
 /**
  * @brief Receives one message from @p fd into @p m. Descriptors are taken with MSG_CMSG_CLOEXEC; more than
- *        ::KRDMA_MAX_FDS, or descriptors in a malformed message, are closed.
+ *        ::KRDMA_MAX_FDS, or descriptors in a malformed message, are closed. Never blocks unless @p wait, in which
+ *        case a blocking socket waits for a message (or its SO_RCVTIMEO: RecvResult::again).
  */
-[[nodiscard]] RecvResult receive(int fd, Message &m) noexcept;
+[[nodiscard]] RecvResult receive(int fd, Message &m, bool wait = false) noexcept;
 
 /**
  * @brief Sends header @p hdr (its length is set here) with @p payload and @p fds as one packet.

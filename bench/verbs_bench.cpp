@@ -1,0 +1,349 @@
+// The control path of the verbs through the uAL and softrnic, each figure next to a baseline measured in the same
+// run (issue 4, "Speed"):
+//  - the privileged round trip: Adapter::query() (uVP -> ri_syscall -> device -> kAL -> softrnic kVP -> back) next
+//    to a bare SOCK_SEQPACKET ping-pong with a thread, with the size of a SYSCALL message (target <= 1.5x);
+//  - memory registration: register + deregister of a 4 KiB and a 1 MiB region (touched first) next to mlock +
+//    munlock of the same range, the floor of what pinning costs the owner process;
+//  - QP create + destroy (the CQ made once) next to the privileged round trip, so the ratio reads as "round trips
+//    per create + destroy".
+// Every ratio is the figure's time per operation over the baseline's.
+//
+// Hostings: the embedded kAL (a server thread in this process) always; with --krdmad PATH also a real krdmad
+// process, started here on a private device path in /tmp, in its own process group, killed when the bench ends.
+// Run: build/bench/bench_verbs [--seconds S] [--krdmad build/kal/krdmad]
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.hpp"
+#include "krdma/abi.h"
+#include "ual/access_layer.hpp"
+
+namespace {
+
+constexpr size_t kSyscallMessage = sizeof(krdma_msg_hdr) + sizeof(krdma_syscall);
+
+// Seconds per call of body(), run for about @p seconds.
+template <class Body>
+double seconds_per_call(double seconds, Body &&body) {
+    return 1.0 / bench::bytes_per_second(seconds, 1, body);  // 1 "byte" per call: calls per second
+}
+
+void print_row(const char *hosting, const std::string &name, double t, const std::string &base_name, double base,
+               const char *note = "") {
+    std::printf("%-9s %-34s %10.2f us %10.0f/s   %-32s %9.2f us %10.0f/s   ratio %6.2f%s\n", hosting, name.c_str(),
+                t * 1e6, 1.0 / t, base_name.c_str(), base * 1e6, 1.0 / base, t / base, note);
+}
+
+// The baseline round trip: packets of one size bounced by a thread over a bare SOCK_SEQPACKET pair, blocking
+// send/recv on both ends (what the device would cost with nothing but the transport).
+class BareEcho {
+public:
+    explicit BareEcho(size_t size) : msg_(size, 0x5a) {
+        if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv_) != 0) return;
+        echo_ = std::thread([fd = sv_[1], size] {
+            std::vector<uint8_t> buf(size);
+            for (;;) {
+                ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
+                if (n <= 0 || ::send(fd, buf.data(), static_cast<size_t>(n), 0) != n) return;
+            }
+        });
+    }
+    ~BareEcho() {
+        if (!echo_.joinable()) return;
+        ::shutdown(sv_[0], SHUT_RDWR);
+        echo_.join();
+        ::close(sv_[0]);
+        ::close(sv_[1]);
+    }
+    BareEcho(const BareEcho &) = delete;
+    BareEcho &operator=(const BareEcho &) = delete;
+    // One ping-pong; false if the pair is broken.
+    bool round_trip() {
+        return ::send(sv_[0], msg_.data(), msg_.size(), 0) == static_cast<ssize_t>(msg_.size()) &&
+               ::recv(sv_[0], msg_.data(), msg_.size(), 0) == static_cast<ssize_t>(msg_.size());
+    }
+
+private:
+    int sv_[2] = {-1, -1};
+    std::thread echo_;
+    std::vector<uint8_t> msg_;
+};
+
+// The machine is shared: a figure and its baseline run alternately, in kRounds short rounds, and each keeps its
+// best round (the least time per operation), so a burst of load elsewhere does not land on one side only.
+constexpr int kRounds = 20;
+
+struct Pair {
+    double figure = 0;    // seconds per operation
+    double baseline = 0;  // seconds per operation
+};
+
+template <class Figure, class Baseline>
+Pair paired(double seconds, Figure &&figure, Baseline &&baseline) {
+    Pair best{1e9, 1e9};
+    for (int r = 0; r < kRounds; ++r) {
+        best.baseline = std::min(best.baseline, seconds_per_call(seconds / kRounds, baseline));
+        best.figure = std::min(best.figure, seconds_per_call(seconds / kRounds, figure));
+    }
+    return best;
+}
+
+// A private directory in /tmp, removed with everything in it.
+class TempDir {
+public:
+    TempDir() {
+        char tmpl[] = "/tmp/openrdma-bench-XXXXXX";
+        if (::mkdtemp(tmpl) != nullptr) path_ = tmpl;
+    }
+    ~TempDir() {
+        std::error_code ec;
+        if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+    }
+    TempDir(const TempDir &) = delete;
+    TempDir &operator=(const TempDir &) = delete;
+    [[nodiscard]] const std::filesystem::path &path() const noexcept { return path_; }
+
+private:
+    std::filesystem::path path_;
+};
+
+// The process group of the krdmad this bench started, for the signal handler.
+volatile sig_atomic_t g_krdmad_group = 0;
+
+void kill_krdmad_and_exit(int sig) {
+    if (g_krdmad_group > 0) ::kill(-g_krdmad_group, SIGKILL);
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+}
+
+// A krdmad process in its own process group: killed (the whole group) and reaped when this goes, whatever
+// happened; it also dies with this process (PR_SET_PDEATHSIG) if the bench is killed outright.
+class Krdmad {
+public:
+    Krdmad(const std::string &program, const std::filesystem::path &config, const std::filesystem::path &log) {
+        std::string c = config.string();
+        char *argv[] = {const_cast<char *>(program.c_str()), const_cast<char *>("--config"), c.data(), nullptr};
+        pid_ = ::fork();
+        if (pid_ == 0) {
+            ::setpgid(0, 0);
+            ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+            // Only async-signal-safe calls between fork and exec.
+            if (int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644); fd >= 0) {
+                ::dup2(fd, STDOUT_FILENO);
+                ::dup2(fd, STDERR_FILENO);
+            }
+            ::execv(program.c_str(), argv);
+            ::_exit(127);
+        }
+        if (pid_ > 0) {
+            ::setpgid(pid_, pid_);  // also here: no window where a kill(-pid) would miss it
+            g_krdmad_group = pid_;
+            ::signal(SIGINT, &kill_krdmad_and_exit);
+            ::signal(SIGTERM, &kill_krdmad_and_exit);
+        }
+    }
+    ~Krdmad() {
+        if (pid_ > 0) {
+            ::kill(-pid_, SIGKILL);
+            ::waitpid(pid_, nullptr, 0);
+        }
+        g_krdmad_group = 0;
+        ::signal(SIGINT, SIG_DFL);
+        ::signal(SIGTERM, SIG_DFL);
+    }
+    Krdmad(const Krdmad &) = delete;
+    Krdmad &operator=(const Krdmad &) = delete;
+    [[nodiscard]] bool started() const noexcept { return pid_ > 0; }
+    // Whether it is still running (false once it exited on its own).
+    [[nodiscard]] bool running() {
+        if (pid_ <= 0) return false;
+        int status = 0;
+        if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+            ::kill(-pid_, SIGKILL);  // whatever it left in its group
+            pid_ = -1;
+            g_krdmad_group = 0;
+            return false;
+        }
+        return true;
+    }
+
+private:
+    pid_t pid_ = -1;
+};
+
+std::string read_text(const std::filesystem::path &file) {
+    std::ifstream in(file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+std::string config_json(const std::filesystem::path &device) {
+    return std::string(R"({"device": ")") + device.string() + R"(", "provider_dir": ")" BENCH_PROVIDER_DIR R"(",
+        "log_level": "warn", "modules": ["softrnic_kvp.so"],
+        "rnics": [{"provider": "softrnic", "name": "sr0", "address": "127.0.0.1"}]})";
+}
+
+// The figures of one hosting of the kAL, through the access layer @p al.
+bool measure(const char *hosting, const std::shared_ptr<ual::AccessLayer> &al, double seconds) {
+    auto adapter = al->open_adapter("sr0");
+    if (!adapter) {
+        std::fprintf(stderr, "%s: open_adapter(sr0): %s\n", hosting, adapter.error().to_string().c_str());
+        return false;
+    }
+    const std::shared_ptr<ual::Adapter> &a = *adapter;
+    if (auto q = a->query(); !q) {
+        std::fprintf(stderr, "%s: query: %s\n", hosting, q.error().to_string().c_str());
+        return false;
+    }
+
+    // The privileged round trip next to the bare one, with the same message size as a SYSCALL.
+    bool ok = true;
+    BareEcho echo(kSyscallMessage);
+    const Pair rt = paired(
+        seconds, [&] { ok = a->query().has_value() && ok; }, [&] { ok = echo.round_trip() && ok; });
+    if (!ok) {
+        std::fprintf(stderr, "%s: a query or a bare round trip failed\n", hosting);
+        return false;
+    }
+    const double query = rt.figure;
+    print_row(hosting, "privileged round trip (query)", query,
+              "bare SEQPACKET ping-pong " + std::to_string(kSyscallMessage) + " B", rt.baseline, "   (target <= 1.5)");
+
+    // Memory registration: the region is touched first so no page fault is measured on either side.
+    auto pz = a->create_pz();
+    if (!pz) {
+        std::fprintf(stderr, "%s: create_pz: %s\n", hosting, pz.error().to_string().c_str());
+        return false;
+    }
+    for (size_t size : {size_t{4} << 10, size_t{1} << 20}) {
+        void *mem = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (mem == MAP_FAILED) return false;
+        std::memset(mem, 1, size);
+        const std::string label = size >= (1u << 20) ? std::to_string(size >> 20) + " MiB" : std::to_string(size >> 10) + " KiB";
+        const uint32_t access = RI_ACCESS_LOCAL_READ | RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_READ |
+                                RI_ACCESS_REMOTE_WRITE;
+        const Pair reg = paired(
+            seconds,
+            [&] {
+                auto mr = (*pz)->register_memory(mem, size, access);
+                ok = mr.has_value() && ok;
+                if (mr) ok = (*mr)->close().ok() && ok;
+            },
+            [&] {
+                ok = ::mlock(mem, size) == 0 && ok;
+                ok = ::munlock(mem, size) == 0 && ok;
+            });
+        ::munmap(mem, size);
+        if (!ok) {
+            std::fprintf(stderr, "%s: registering %s (or locking it) failed\n", hosting, label.c_str());
+            return false;
+        }
+        print_row(hosting, "MR register+deregister " + label, reg.figure, "mlock+munlock " + label, reg.baseline);
+    }
+
+    // QP create + destroy on one CQ made once, next to the round trip measured above.
+    auto dto = ual::SimpleDispatcher::create(ual::EventStream::dto, 64);
+    if (!dto) return false;
+    auto cq = a->create_cq(256, *dto);
+    if (!cq) {
+        std::fprintf(stderr, "%s: create_cq: %s\n", hosting, cq.error().to_string().c_str());
+        return false;
+    }
+    const ual::EndpointAttributes attr{};
+    const Pair qp = paired(
+        seconds,
+        [&] {
+            auto ep = (*pz)->create_endpoint(attr, *cq, *cq);
+            ok = ep.has_value() && ok;
+            if (ep) ok = (*ep)->close().ok() && ok;
+        },
+        [&] { ok = a->query().has_value() && ok; });
+    if (!ok) {
+        std::fprintf(stderr, "%s: creating or destroying a QP failed\n", hosting);
+        return false;
+    }
+    print_row(hosting, "QP create+destroy (CQ made once)", qp.figure, "privileged round trip (query)", qp.baseline,
+              "   (round trips' worth)");
+    return true;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    const double seconds = bench::budget_from_args(argc, argv);
+    std::string krdmad;
+    for (int i = 1; i + 1 < argc; ++i) {
+        if (std::strcmp(argv[i], "--krdmad") == 0) krdmad = argv[i + 1];
+    }
+    TempDir dir;
+    if (dir.path().empty()) {
+        std::perror("mkdtemp");
+        return 1;
+    }
+    const std::filesystem::path config = dir.path() / "krdmad.json";
+    const std::filesystem::path device = dir.path() / "krdma.sock";
+    std::ofstream(config) << config_json(device);
+
+    std::printf("softrnic sr0 on 127.0.0.1; %.2f s per figure and its baseline, alternating in %d rounds, best round of "
+                "each; ratio = time per operation / the baseline's\n",
+                seconds, kRounds);
+    std::printf("%-9s %-34s %13s %12s   %-32s %12s %12s\n", "hosting", "figure", "per op", "rate", "baseline",
+                "per op", "rate");
+    int rc = 0;
+    {
+        ual::Options o;
+        o.embedded_config = config;  // the device path of the file is not used by an embedded kAL
+        auto al = ual::AccessLayer::open(o);
+        if (!al) {
+            std::fprintf(stderr, "embedded kAL: %s\n", al.error().to_string().c_str());
+            return 1;
+        }
+        if (!measure("embedded", *al, seconds)) rc = 1;
+    }
+    if (!krdmad.empty()) {
+        const std::filesystem::path log = dir.path() / "krdmad.log";
+        Krdmad daemon(krdmad, config, log);  // declared before the access layer: killed after it is gone
+        if (!daemon.started()) {
+            std::perror("fork");
+            return 1;
+        }
+        std::shared_ptr<ual::AccessLayer> al;
+        ual::Options o;
+        o.device = device;
+        for (int i = 0; i < 500 && !al && daemon.running(); ++i) {
+            if (auto r = ual::AccessLayer::open(o)) {
+                al = std::move(*r);
+            } else {
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+        }
+        if (!al) {
+            std::fprintf(stderr, "krdmad %s did not serve %s:\n%s\n", krdmad.c_str(), device.c_str(),
+                         read_text(log).c_str());
+            return 1;
+        }
+        if (!measure("krdmad", al, seconds)) {
+            std::fprintf(stderr, "krdmad's log:\n%s\n", read_text(log).c_str());
+            rc = 1;
+        }
+    }
+    return rc;
+}
