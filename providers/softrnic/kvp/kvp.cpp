@@ -72,6 +72,16 @@ ri_status_t read_priv(const ri_syscall_t &call, T *out) {
     return RI_OK;
 }
 
+// A create request: its private data and its attribute parameter, once the reply buffers are known to hold the
+// private reply @p Resp and the attributes in effect.
+template <class Resp, class Req, class Attr>
+ri_status_t read_create(const ri_syscall_t &call, Req *req, Attr *attr) {
+    if (ri_status_t rc = read_priv(call, req); rc != RI_OK) return rc;
+    if (call.priv_out_cap < sizeof(Resp) || call.result_cap < sizeof(Attr)) return RI_EOVERFLOW;
+    std::memcpy(attr, call.param, sizeof *attr);
+    return RI_OK;
+}
+
 template <class T>
 ri_status_t write_priv(ri_syscall_t &call, T reply) {
     if (call.priv_out_cap < sizeof(T)) return RI_EOVERFLOW;
@@ -636,12 +646,8 @@ ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
         case RI_CREATE_CQ: {
             if (call.priv_in_len == 0) return RI_ENOSYS;
             softrnic_create_cq_req req;
-            if (ri_status_t rc = read_priv(call, &req); rc != RI_OK) return rc;
-            if (call.priv_out_cap < sizeof(softrnic_create_cq_resp) || call.result_cap < sizeof(ri_cq_attr_t)) {
-                return RI_EOVERFLOW;
-            }
             ri_cq_attr_t attr;
-            std::memcpy(&attr, call.param, sizeof attr);
+            if (ri_status_t rc = read_create<softrnic_create_cq_resp>(call, &req, &attr); rc != RI_OK) return rc;
             ri_cq_t cq = nullptr;
             if (ri_status_t rc = from_handle<Rnic>(k->object)->make_cq(&attr, &req.ring, &cq); rc != RI_OK) return rc;
             k->created = cq;
@@ -654,12 +660,8 @@ ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
         case RI_CREATE_QP: {
             if (call.priv_in_len == 0) return RI_ENOSYS;
             softrnic_create_qp_req req;
-            if (ri_status_t rc = read_priv(call, &req); rc != RI_OK) return rc;
-            if (call.priv_out_cap < sizeof(softrnic_create_qp_resp) || call.result_cap < sizeof(ri_qp_init_attr_t)) {
-                return RI_EOVERFLOW;
-            }
             ri_qp_init_attr_t attr;
-            std::memcpy(&attr, call.param, sizeof attr);
+            if (ri_status_t rc = read_create<softrnic_create_qp_resp>(call, &req, &attr); rc != RI_OK) return rc;
             ri_qp_t qp = nullptr;
             softrnic_create_qp_resp resp{};
             auto *pd = from_handle<Pd>(k->object);
@@ -675,12 +677,8 @@ ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
         case RI_CREATE_SRQ: {
             if (call.priv_in_len == 0) return RI_ENOSYS;
             softrnic_create_srq_req req;
-            if (ri_status_t rc = read_priv(call, &req); rc != RI_OK) return rc;
-            if (call.priv_out_cap < sizeof(softrnic_create_srq_resp) || call.result_cap < sizeof(ri_srq_attr_t)) {
-                return RI_EOVERFLOW;
-            }
             ri_srq_attr_t attr;
-            std::memcpy(&attr, call.param, sizeof attr);
+            if (ri_status_t rc = read_create<softrnic_create_srq_resp>(call, &req, &attr); rc != RI_OK) return rc;
             ri_srq_t srq = nullptr;
             if (ri_status_t rc = from_handle<Pd>(k->object)->make_srq(&attr, &req.ring, &srq); rc != RI_OK) return rc;
             k->created = srq;
