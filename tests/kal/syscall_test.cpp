@@ -333,7 +333,10 @@ TEST_F(Syscall, RegistrationsPinThroughTheKalAndShareOverlaps) {
         EXPECT_EQ(locked_bytes() - locked, 8u * 4096);  // the pages only the first region held were unlocked
     }
     c.reset();  // exits holding the second region: its pin goes with the connection
-    for (int i = 0; i < 200 && verbs_->contexts() != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    // The context leaves the list before its objects are torn down (outside the lock): wait for the pins too.
+    for (int i = 0; i < 1000 && (verbs_->contexts() != 0 || budget_.used() != 0); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     EXPECT_EQ(budget_.used(), 0u);
     (void)b;
 }
