@@ -17,8 +17,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Whether mlock() really locks here: AddressSanitizer replaces it with a no-op, so VmLck cannot be checked.
-#if defined(__SANITIZE_ADDRESS__)
+// Whether mlock() really locks here: the sanitizers replace it with a no-op, so VmLck cannot be checked.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr bool kMlockWorks = false;
 #else
 constexpr bool kMlockWorks = true;
