@@ -231,15 +231,14 @@ rdma::Expected<Resolved> resolve(const ResourceTable &table, const krdma_syscall
 }
 
 template <class T>
-T param_as(const krdma_syscall &s, size_t offset = 0) {
+T param_as(const void *param, size_t offset = 0) {
     T v;
-    std::memcpy(&v, s.param + offset, sizeof v);
+    std::memcpy(&v, static_cast<const uint8_t *>(param) + offset, sizeof v);
     return v;
 }
 
 // The plain privileged verb (ABI 1.0 kVPs, and ops a 1.1 kVP leaves to it). Fills @p result and @p created.
-ri_status_t plain_verb(const ri_verbs_ops_t &v, uint32_t op, const Resolved &o, krdma_syscall &s, ri_syscall_t &call,
-                       void **created) {
+ri_status_t plain_verb(const ri_verbs_ops_t &v, const Resolved &o, ri_syscall_t &call, void **created) {
     auto result = [&call](const auto &value) {
         std::memcpy(call.result, &value, sizeof value);
         call.result_len = sizeof value;
@@ -247,10 +246,9 @@ ri_status_t plain_verb(const ri_verbs_ops_t &v, uint32_t op, const Resolved &o, 
     void *obj = o.object != nullptr ? o.object->handle : nullptr;
     auto ref = [&o](size_t i) { return o.refs[i] != nullptr ? o.refs[i]->handle : nullptr; };
     ri_status_t rc = RI_OK;
-    switch (op) {
+    switch (call.op) {
         case RI_OPEN_RNIC: {
-            ri_rnic_open_params_t p;
-            std::memcpy(&p, call.param, sizeof p);  // the kAL's patched copy (instance, host context)
+            auto p = param_as<ri_rnic_open_params_t>(call.param);  // the kAL's patched copy (instance, host context)
             ri_rnic_t r = nullptr;
             rc = v.open_rnic(&p, &r);
             *created = r;
@@ -268,7 +266,7 @@ ri_status_t plain_verb(const ri_verbs_ops_t &v, uint32_t op, const Resolved &o, 
             return rc;
         }
         case RI_CREATE_CQ: {
-            auto a = param_as<ri_cq_attr_t>(s);
+            auto a = param_as<ri_cq_attr_t>(call.param);
             ri_cq_t cq = nullptr;
             if ((rc = v.create_cq(static_cast<ri_rnic_t>(obj), &a, &cq)) == RI_OK) result(a);
             *created = cq;
@@ -281,11 +279,11 @@ ri_status_t plain_verb(const ri_verbs_ops_t &v, uint32_t op, const Resolved &o, 
         }
         case RI_RESIZE_CQ: {
             uint32_t actual = 0;
-            if ((rc = v.resize_cq(static_cast<ri_cq_t>(obj), param_as<uint32_t>(s), &actual)) == RI_OK) result(actual);
+            if ((rc = v.resize_cq(static_cast<ri_cq_t>(obj), param_as<uint32_t>(call.param), &actual)) == RI_OK) result(actual);
             return rc;
         }
         case RI_CREATE_QP: {
-            auto a = param_as<ri_qp_init_attr_t>(s);
+            auto a = param_as<ri_qp_init_attr_t>(call.param);
             if (((a.flags & RI_QP_USE_SRQ) != 0) != (ref(2) != nullptr)) return RI_EINVAL;
             ri_qp_t qp = nullptr;
             rc = v.create_qp(static_cast<ri_pd_t>(obj), static_cast<ri_cq_t>(ref(0)), static_cast<ri_cq_t>(ref(1)),
@@ -300,12 +298,12 @@ ri_status_t plain_verb(const ri_verbs_ops_t &v, uint32_t op, const Resolved &o, 
             return rc;
         }
         case RI_MODIFY_QP: {
-            auto m = param_as<ri_syscall_modify_t>(s);
-            auto a = param_as<ri_qp_attr_t>(s, kModify);
+            auto m = param_as<ri_syscall_modify_t>(call.param);
+            auto a = param_as<ri_qp_attr_t>(call.param, kModify);
             return v.modify_qp(static_cast<ri_qp_t>(obj), &a, m.mask);
         }
         case RI_CREATE_SRQ: {
-            auto a = param_as<ri_srq_attr_t>(s);
+            auto a = param_as<ri_srq_attr_t>(call.param);
             ri_srq_t srq = nullptr;
             if ((rc = v.create_srq(static_cast<ri_pd_t>(obj), &a, &srq)) == RI_OK) result(a);
             *created = srq;
@@ -317,12 +315,12 @@ ri_status_t plain_verb(const ri_verbs_ops_t &v, uint32_t op, const Resolved &o, 
             return rc;
         }
         case RI_MODIFY_SRQ: {
-            auto m = param_as<ri_syscall_modify_t>(s);
-            auto a = param_as<ri_srq_attr_t>(s, kModify);
+            auto m = param_as<ri_syscall_modify_t>(call.param);
+            auto a = param_as<ri_srq_attr_t>(call.param, kModify);
             return v.modify_srq(static_cast<ri_srq_t>(obj), &a, m.mask);
         }
         case RI_REGISTER_MR: {
-            auto reg = param_as<ri_mr_reg_t>(s);
+            auto reg = param_as<ri_mr_reg_t>(call.param);
             ri_mr_t mr = nullptr;
             ri_mr_keys_t keys{};
             if ((rc = v.register_mr(static_cast<ri_pd_t>(obj), &reg, &mr, &keys)) == RI_OK) result(keys);
@@ -330,7 +328,7 @@ ri_status_t plain_verb(const ri_verbs_ops_t &v, uint32_t op, const Resolved &o, 
             return rc;
         }
         case RI_REGISTER_SHARED_MR: {
-            auto reg = param_as<ri_mr_reg_t>(s);
+            auto reg = param_as<ri_mr_reg_t>(call.param);
             ri_mr_t mr = nullptr;
             ri_mr_keys_t keys{};
             rc = v.register_shared_mr(static_cast<ri_mr_t>(obj), static_cast<ri_pd_t>(ref(0)), reg.iova, reg.access,
@@ -342,13 +340,13 @@ ri_status_t plain_verb(const ri_verbs_ops_t &v, uint32_t op, const Resolved &o, 
         case RI_ALLOC_STAG: {
             ri_mr_t mr = nullptr;
             ri_mr_keys_t keys{};
-            if ((rc = v.alloc_stag(static_cast<ri_pd_t>(obj), param_as<uint32_t>(s), &mr, &keys)) == RI_OK) result(keys);
+            if ((rc = v.alloc_stag(static_cast<ri_pd_t>(obj), param_as<uint32_t>(call.param), &mr, &keys)) == RI_OK) result(keys);
             *created = mr;
             return rc;
         }
         case RI_REREGISTER_MR: {
-            auto m = param_as<ri_syscall_modify_t>(s);
-            auto reg = param_as<ri_mr_reg_t>(s, kModify);
+            auto m = param_as<ri_syscall_modify_t>(call.param);
+            auto reg = param_as<ri_mr_reg_t>(call.param, kModify);
             ri_mr_keys_t keys{};
             rc = v.reregister_mr(static_cast<ri_mr_t>(obj), m.mask, static_cast<ri_pd_t>(ref(0)), &reg, &keys);
             if (rc == RI_OK) result(keys);
@@ -362,7 +360,7 @@ ri_status_t plain_verb(const ri_verbs_ops_t &v, uint32_t op, const Resolved &o, 
         case RI_ALLOC_MW: {
             ri_mw_t mw = nullptr;
             ri_stag_t rkey = 0;
-            if ((rc = v.alloc_mw(static_cast<ri_pd_t>(obj), param_as<uint32_t>(s), &mw, &rkey)) == RI_OK) result(rkey);
+            if ((rc = v.alloc_mw(static_cast<ri_pd_t>(obj), param_as<uint32_t>(call.param), &mw, &rkey)) == RI_OK) result(rkey);
             *created = mw;
             return rc;
         }
@@ -512,10 +510,10 @@ int VerbCommands::handle(Connection &c, const Request &req, Reply &rep) {
     const Resolved &o = *resolved;
 
     // Checks that need the parameters, the same for both ways of calling the kVP.
-    if (s.op == RI_MODIFY_QP && (param_as<ri_syscall_modify_t>(s).mask & RI_QP_ATTR_LLP) != 0) {
+    if (s.op == RI_MODIFY_QP && (param_as<ri_syscall_modify_t>(s.param).mask & RI_QP_ATTR_LLP) != 0) {
         return RI_EOPNOTSUPP;  // the RDMA-mode transition belongs to the kAL's LLP management
     }
-    if (s.op == RI_REREGISTER_MR && (param_as<ri_syscall_modify_t>(s).mask & RI_REREG_PD) != 0) {
+    if (s.op == RI_REREGISTER_MR && (param_as<ri_syscall_modify_t>(s.param).mask & RI_REREG_PD) != 0) {
         return RI_EOPNOTSUPP;  // would move a live object to another branch of the ownership tree
     }
 
@@ -588,7 +586,7 @@ int VerbCommands::handle(Connection &c, const Request &req, Reply &rep) {
             if (status == RI_ENOSYS) {
                 call.result_len = call.priv_out_len = call.nfds_out = 0;
                 k.created = nullptr;
-                status = plain_verb(*v, s.op, o, s, call, &k.created);
+                status = plain_verb(*v, o, call, &k.created);
             }
         }
         // Descriptors the kVP passed back are the kAL's until the reply has carried them.
