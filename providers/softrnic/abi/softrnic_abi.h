@@ -19,6 +19,13 @@
 extern "C" {
 #endif
 
+/** @brief Provider name of both halves (ri_module_t::name must be the same for a kVP and its uVP). */
+#define SOFTRNIC_PROVIDER_NAME "softrnic"
+/** @brief Vendor of both halves. */
+#define SOFTRNIC_VENDOR "OpenRDMA"
+/** @brief Version text of both halves, which are always built and installed together. */
+#define SOFTRNIC_VERSION "0.1.0"
+
 /** @brief Major version: a different major is refused. */
 #define SOFTRNIC_ABI_MAJOR 1u
 /** @brief Minor version: grows when fields are appended. */

@@ -117,9 +117,9 @@ bool pin_for_write(uint32_t access) { return (access & (RI_ACCESS_LOCAL_WRITE | 
 struct Kvp {
     static constexpr ri_mode_t mode = RI_MODE_PRIVILEGED;
     static constexpr uint32_t flags = RI_MODULE_SOFTWARE;
-    static constexpr const char *name = "softrnic";
-    static constexpr const char *vendor = "OpenRDMA";
-    static constexpr const char *version = "0.1.0";
+    static constexpr const char *name = SOFTRNIC_PROVIDER_NAME;
+    static constexpr const char *vendor = SOFTRNIC_VENDOR;
+    static constexpr const char *version = SOFTRNIC_VERSION;
     static constexpr const char *uvp_library = "softrnic_uvp.so";
 
     struct Rnic;

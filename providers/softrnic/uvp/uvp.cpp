@@ -110,9 +110,9 @@ ri_wc_opcode_t wc_opcode_of(uint32_t wr_opcode) {
 struct Uvp {
     static constexpr ri_mode_t mode = RI_MODE_NONPRIVILEGED;
     static constexpr uint32_t flags = RI_MODULE_SOFTWARE;
-    static constexpr const char *name = "softrnic";
-    static constexpr const char *vendor = "OpenRDMA";
-    static constexpr const char *version = "0.1.0";
+    static constexpr const char *name = SOFTRNIC_PROVIDER_NAME;
+    static constexpr const char *vendor = SOFTRNIC_VENDOR;
+    static constexpr const char *version = SOFTRNIC_VERSION;
 
     struct Pd;
     struct Cq;
