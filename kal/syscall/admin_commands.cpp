@@ -119,6 +119,21 @@ int outcome(const Connection &c, const char *what, const std::string &object, co
     return error->code();
 }
 
+// A LIST command: entry `index` of what @p entries returns, with the count (ask 0, 1, ... until the count).
+template <class Msg, class Entries>
+void serve_list(DeviceServer &server, uint32_t cmd, Entries entries) {
+    server.on(cmd, [entries](Connection &, const Request &req, Reply &rep) {
+        auto q = request_of<Msg>(req);
+        const auto list = entries();
+        Msg a{};
+        a.index = q.index;
+        a.count = static_cast<uint32_t>(list.size());
+        if (q.index < list.size()) fill(a.info, list[q.index]);
+        reply_with(rep, a);
+        return RI_OK;
+    });
+}
+
 }  // namespace
 
 rdma::Expected<AdminPolicy> resolve_admin_policy(const std::string &group) {
@@ -145,27 +160,8 @@ bool may_administer(const Peer &peer, const AdminPolicy &policy) {
 }
 
 void register_admin_commands(DeviceServer &server, AdapterManager &adapters, AdminPolicy policy) {
-    server.on(KRDMA_CMD_LIST_RNICS, [&adapters](Connection &, const Request &req, Reply &rep) {
-        auto q = request_of<krdma_list_rnics>(req);
-        std::vector<RnicInfo> list = adapters.list();
-        krdma_list_rnics a{};
-        a.index = q.index;
-        a.count = static_cast<uint32_t>(list.size());
-        if (q.index < list.size()) fill(a.info, list[q.index]);
-        reply_with(rep, a);
-        return RI_OK;
-    });
-
-    server.on(KRDMA_CMD_LIST_MODULES, [&adapters](Connection &, const Request &req, Reply &rep) {
-        auto q = request_of<krdma_list_modules>(req);
-        std::vector<ModuleInfo> list = adapters.modules();
-        krdma_list_modules a{};
-        a.index = q.index;
-        a.count = static_cast<uint32_t>(list.size());
-        if (q.index < list.size()) fill(a.info, list[q.index]);
-        reply_with(rep, a);
-        return RI_OK;
-    });
+    serve_list<krdma_list_rnics>(server, KRDMA_CMD_LIST_RNICS, [&adapters] { return adapters.list(); });
+    serve_list<krdma_list_modules>(server, KRDMA_CMD_LIST_MODULES, [&adapters] { return adapters.modules(); });
 
     server.on(KRDMA_CMD_ATTACH_RNIC, [&adapters, policy](Connection &c, const Request &req, Reply &rep) -> int {
         if (!admit(c, policy, "attach")) return RI_EPERM;
