@@ -58,6 +58,18 @@ rdma::Error verb_error(ri_status_t rc, const char *verb) {
 
 std::string field(const char *s, size_t cap) { return std::string(s, strnlen(s, cap)); }
 
+// The dispatcher event of an asynchronous event record, whether a kVP (through the kAL) or the uVP raised it.
+Event async_event(const ri_async_event_t &a) {
+    Event ev;
+    ev.stream = a.resource_type == RI_RES_RNIC ? EventStream::unaffiliated_async : EventStream::affiliated_async;
+    ev.id = a.event_id;
+    ev.resource_type = a.resource_type;
+    ev.resource_id = a.resource_id;
+    ev.context = a.context;
+    ev.detail = a.detail;
+    return ev;
+}
+
 // Releases the provider object @p handle with the destroy verb @p destroy; the handle is forgotten only when the
 // provider agrees (it answers EBUSY while children exist).
 template <class H, class Destroy>
@@ -185,7 +197,6 @@ void AccessLayer::route(const krdma_event &e) {
         if (e.event == KRDMA_EVENT_SHUTDOWN) {
             if (kal_gone_) return;  // told once: krdmad's own notice, or the device closing
             kal_gone_ = true;
-            std::erase_if(all_adapters_, [](const std::weak_ptr<Adapter> &w) { return w.expired(); });
             for (auto &w : all_adapters_) {
                 if (auto a = w.lock()) targets.push_back(std::move(a));
             }
@@ -193,27 +204,24 @@ void AccessLayer::route(const krdma_event &e) {
             if (auto a = it->second.lock()) targets.push_back(std::move(a));
         }
     }
-    Event ev;
+    ri_async_event_t async{};
     if (e.event == KRDMA_EVENT_ASYNC) {
-        ev.stream = e.resource_type == RI_RES_RNIC ? EventStream::unaffiliated_async : EventStream::affiliated_async;
-        ev.id = e.event_id;
-        ev.resource_type = e.resource_type;
-        ev.resource_id = e.resource_id;
-        ev.context = e.context;
-        ev.detail = static_cast<uint32_t>(e.detail);
+        async = ri_async_event_t{e.resource_type, e.event_id,  e.resource_id,
+                                 e.context,       static_cast<uint32_t>(e.detail), 0};
     } else if (e.event == KRDMA_EVENT_SHUTDOWN) {
-        ev.stream = EventStream::unaffiliated_async;
-        ev.id = RI_AE_RNIC_FATAL;  // the kAL is gone: nothing of the RNIC works any more
-        ev.resource_type = RI_RES_RNIC;
+        async.resource_type = RI_RES_RNIC;
+        async.event_id = RI_AE_RNIC_FATAL;  // the kAL is gone: nothing of the RNIC works any more
     } else {
         return;  // an event this uAL does not know
     }
+    const Event ev = async_event(async);
     for (auto &a : targets) a->deliver_async(ev);
 }
 
 void AccessLayer::register_adapter(uint64_t kal_rnic, const std::shared_ptr<Adapter> &a) {
     std::lock_guard lock(mutex_);
     if (kal_rnic != 0) adapters_[kal_rnic] = a;  // a uVP that opened without the kAL gets no kVP events
+    std::erase_if(all_adapters_, [](const std::weak_ptr<Adapter> &w) { return w.expired(); });
     all_adapters_.push_back(a);
 }
 void AccessLayer::unregister_adapter(uint64_t kal_rnic) {
@@ -342,14 +350,7 @@ void Adapter::deliver_async(const Event &e) {
 
 void Adapter::on_async(void *ctx, ri_rnic_t, const ri_async_event_t *e) {
     if (ctx == nullptr || e == nullptr) return;
-    Event ev;
-    ev.stream = e->resource_type == RI_RES_RNIC ? EventStream::unaffiliated_async : EventStream::affiliated_async;
-    ev.id = e->event_id;
-    ev.resource_type = e->resource_type;
-    ev.resource_id = e->resource_id;
-    ev.context = e->context;
-    ev.detail = e->detail;
-    static_cast<Adapter *>(ctx)->deliver_async(ev);
+    static_cast<Adapter *>(ctx)->deliver_async(async_event(*e));
 }
 
 void Adapter::on_completion(void *ctx, ri_rnic_t, ri_cq_t cq) {
