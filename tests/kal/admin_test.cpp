@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "krdmad_fixture.hpp"
+#include "rnic_calls.hpp"
 #include "syscall.hpp"
 
 namespace {
@@ -132,14 +133,7 @@ TEST_F(Admin, AnOpenRnicIsBusyUntilItsConsumerLeaves) {
     start_krdmad(R"(["test_cpp_kvp.so"])", true);
     auto consumer = connect(device_);
     ASSERT_NE(consumer, nullptr);
-    ri_rnic_open_params_t p{};
-    std::strcpy(p.instance_name, "cpp0");
-    ri_syscall_t open{};
-    open.size = sizeof open;
-    open.op = RI_OPEN_RNIC;
-    open.param = &p;
-    open.param_len = sizeof p;
-    ASSERT_EQ(ual::device_syscall(consumer.get(), &open), RI_OK);
+    ASSERT_EQ(testutil::open_rnic(*consumer, "cpp0"), RI_OK);
 
     std::string out;
     EXPECT_EQ(ctl({"detach", "cpp0"}, out), 1);

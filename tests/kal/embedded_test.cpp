@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "embedded_kal.hpp"
+#include "rnic_calls.hpp"
 #include "syscall.hpp"
 
 namespace {
@@ -26,15 +27,9 @@ std::unique_ptr<ual::DeviceClient> connect(kal::EmbeddedKal &k) {
 
 // Opens RNIC cpp0 the way a uVP does: an ri_syscall through the uAL's upcall. Returns the kAL handle, 0 on failure.
 uint64_t open_cpp0(ual::DeviceClient &c, ri_status_t expect = RI_OK) {
-    ri_rnic_open_params_t p{};
-    std::strcpy(p.instance_name, "cpp0");
-    ri_syscall_t call{};
-    call.size = sizeof call;
-    call.op = RI_OPEN_RNIC;
-    call.param = &p;
-    call.param_len = sizeof p;
-    EXPECT_EQ(ual::device_syscall(&c, &call), expect);
-    return call.handle_out;
+    uint64_t h = 0;
+    EXPECT_EQ(testutil::open_rnic(c, "cpp0", &h), expect);
+    return h;
 }
 
 TEST(EmbeddedKal, ServesTheSameDeviceInProcess) {
