@@ -86,6 +86,33 @@ protected:
         return h;
     }
     uint32_t opens() { return adapters_.list().at(0).opens; }
+    // A Create QP request on @p pd with send and receive CQs @p scq and @p rcq, attributes @p qa in, the ones in
+    // effect written back to @p qa_out.
+    static ri_syscall_t create_qp_call(uint64_t pd, uint64_t scq, uint64_t rcq, const ri_qp_init_attr_t &qa,
+                                       ri_qp_init_attr_t &qa_out) {
+        ri_syscall_t call{};
+        call.size = sizeof call;
+        call.op = RI_CREATE_QP;
+        call.object = pd;
+        call.refs[0] = scq;
+        call.refs[1] = rcq;
+        call.param = &qa;
+        call.param_len = sizeof qa;
+        call.result = &qa_out;
+        call.result_cap = sizeof qa_out;
+        return call;
+    }
+    // The parameter block of a Modify QP that changes only the state.
+    struct ModifyQp {
+        ri_syscall_modify_t m;
+        ri_qp_attr_t attr;
+    };
+    static ModifyQp to_state(uint32_t state) {
+        ModifyQp mod{};
+        mod.m.mask = RI_QP_ATTR_STATE;
+        mod.attr.state = state;
+        return mod;
+    }
 
     fs::path dir_;
     static constexpr uint64_t kPinLimit = 64 * 4096;
@@ -139,26 +166,13 @@ TEST_F(Syscall, QueuePairsHoldTheirCompletionQueues) {
     qa.type = RI_QPT_RC;
     qa.sq_depth = qa.rq_depth = 8;
     ri_qp_init_attr_t qa_out{};
-    ri_syscall_t call{};
-    call.size = sizeof call;
-    call.op = RI_CREATE_QP;
-    call.object = pd;
-    call.refs[0] = call.refs[1] = cq;
-    call.param = &qa;
-    call.param_len = sizeof qa;
-    call.result = &qa_out;
-    call.result_cap = sizeof qa_out;
+    ri_syscall_t call = create_qp_call(pd, cq, cq, qa, qa_out);
     ASSERT_EQ(ual::device_syscall(c.get(), &call), RI_OK);
     qp = call.handle_out;
     ASSERT_NE(qp, 0u);
     EXPECT_EQ(sys(*c, RI_DESTROY_CQ, cq, nullptr, 0), RI_EBUSY);  // the QP still uses it
     // Modify to ERROR and read it back through the kVP.
-    struct {
-        ri_syscall_modify_t m;
-        ri_qp_attr_t attr;
-    } mod{};
-    mod.m.mask = RI_QP_ATTR_STATE;
-    mod.attr.state = RI_QPS_ERROR;
+    ModifyQp mod = to_state(RI_QPS_ERROR);
     ASSERT_EQ(sys(*c, RI_MODIFY_QP, qp, &mod, sizeof mod), RI_OK);
     ri_qp_attr_t q{};
     ASSERT_EQ(sys(*c, RI_QUERY_QP, qp, nullptr, 0, &q, sizeof q), RI_OK);
@@ -194,19 +208,11 @@ TEST_F(Syscall, PrivateDataAndDescriptorsPassThroughBothWays) {
         uint32_t qp_num, magic;
     } priv_out{};
     int32_t fds[2] = {-1, -1};
-    ri_syscall_t call{};
-    call.size = sizeof call;
-    call.op = RI_CREATE_QP;
-    call.object = pd;
-    call.refs[0] = call.refs[1] = cq;
-    call.param = &qa;
-    call.param_len = sizeof qa;
+    ri_syscall_t call = create_qp_call(pd, cq, cq, qa, qa_out);
     call.priv_in = &mem;
     call.priv_in_len = sizeof mem;
     call.priv_out = &priv_out;
     call.priv_out_cap = sizeof priv_out;
-    call.result = &qa_out;
-    call.result_cap = sizeof qa_out;
     call.fds_out = fds;
     call.nfds_out_cap = 2;
     const uint64_t locked = locked_bytes();
@@ -250,25 +256,12 @@ TEST_F(Syscall, KvpEventsReachTheOwningProcess) {
     cqa.cqe = 16;
     cqa.ceh_id = ceh;
     ASSERT_EQ(sys(*c, RI_CREATE_CQ, rnic, &cqa, sizeof cqa, &cqa, sizeof cqa, &cq), RI_OK);
-    ri_qp_init_attr_t qa{};
+    ri_qp_init_attr_t qa{}, qa_out{};
     qa.context = 0xfeed;
-    ri_syscall_t call{};
-    call.size = sizeof call;
-    call.op = RI_CREATE_QP;
-    call.object = pd;
-    call.refs[0] = call.refs[1] = cq;
-    call.param = &qa;
-    call.param_len = sizeof qa;
-    call.result = &qa;
-    call.result_cap = sizeof qa;
+    ri_syscall_t call = create_qp_call(pd, cq, cq, qa, qa_out);
     ASSERT_EQ(ual::device_syscall(c.get(), &call), RI_OK);
     qp = call.handle_out;
-    struct {
-        ri_syscall_modify_t m;
-        ri_qp_attr_t attr;
-    } mod{};
-    mod.m.mask = RI_QP_ATTR_STATE;
-    mod.attr.state = RI_QPS_ERROR;
+    ModifyQp mod = to_state(RI_QPS_ERROR);
     ASSERT_EQ(sys(*c, RI_MODIFY_QP, qp, &mod, sizeof mod), RI_OK);
     std::vector<krdma_event> got;
     for (int i = 0; i < 200 && got.size() < 2; ++i) {
@@ -372,16 +365,7 @@ TEST_F(Syscall, ReferencesToAnotherRnicOpenAreRefused) {
     ASSERT_EQ(sys(*c, RI_CREATE_CQ, rnic2, &cqa, sizeof cqa, &cq_out, sizeof cq_out, &cq2), RI_OK);
     ri_qp_init_attr_t qa{}, qa_out{};
     qa.type = RI_QPT_RC;
-    ri_syscall_t call{};
-    call.size = sizeof call;
-    call.op = RI_CREATE_QP;
-    call.object = pd1;
-    call.param = &qa;
-    call.param_len = sizeof qa;
-    call.result = &qa_out;
-    call.result_cap = sizeof qa_out;
-    call.refs[0] = cq1;
-    call.refs[1] = cq2;
+    ri_syscall_t call = create_qp_call(pd1, cq1, cq2, qa, qa_out);
     EXPECT_EQ(ual::device_syscall(c.get(), &call), RI_EINVAL);
     call.refs[0] = call.refs[1] = cq2;
     EXPECT_EQ(ual::device_syscall(c.get(), &call), RI_EINVAL);
