@@ -12,6 +12,7 @@
 #include "adapter_manager.hpp"
 #include "admin_commands.hpp"
 #include "config.hpp"
+#include "connection_commands.hpp"
 #include "verb_commands.hpp"
 #include "rnicpi/host/log.hpp"
 #include "server.hpp"
@@ -99,6 +100,8 @@ int main(int argc, char **argv) {
     kal::PinBudget pin_budget(config.pin_bytes_total);
     // Destroyed first: every context (and its pins) goes before the RNICs and the budget.
     kal::VerbCommands verbs(server, adapters, config.quotas, pin_budget, config.pin_bytes_per_process);  // access is decided per command from SO_PEERCRED, not by the file mode
+    // LLP and endpoint management share the device's loop; destroyed before the verbs, it lets go of their endpoints.
+    kal::ConnectionCommands connections(verbs);
 
     g_server = &server;
     struct sigaction sa{};

@@ -96,6 +96,10 @@ RnicRef &RnicRef::operator=(RnicRef &&o) noexcept {
     return *this;
 }
 
+const std::string &RnicRef::name() const noexcept { return inst_->name; }
+const ri_net_addr_t &RnicRef::address() const noexcept { return inst_->addr; }
+const std::string &RnicRef::netdev() const noexcept { return inst_->netdev; }
+
 RnicRef::~RnicRef() {
     if (inst_) --inst_->opens;
 }

@@ -76,6 +76,12 @@ public:
     [[nodiscard]] const rdma::rnicpi::ModuleRef &module() const noexcept;
     /** @brief The RNIC's object counters (valid while this reference, or any other open of the RNIC, lives). */
     [[nodiscard]] RnicObjectCounts &counts() const noexcept;
+    /** @brief The RNIC's name. */
+    [[nodiscard]] const std::string &name() const noexcept;
+    /** @brief The network address the RNIC serves (connections leave from and arrive at it). */
+    [[nodiscard]] const ri_net_addr_t &address() const noexcept;
+    /** @brief The RNIC's network device. */
+    [[nodiscard]] const std::string &netdev() const noexcept;
 
 private:
     friend class AdapterManager;

@@ -112,6 +112,23 @@ rdma::Status DeviceServer::send_event(uint32_t client_id, const krdma_event &eve
     return it->second->send_event(event);
 }
 
+rdma::Status DeviceServer::send_record(uint32_t client_id, uint32_t code, std::span<const uint8_t> record,
+                                       std::span<const int> fds) {
+    krdma_msg_hdr hdr{};
+    hdr.cmd = code;
+    hdr.flags = KRDMA_MSG_EVENT;
+    std::lock_guard lock(mutex_);
+    auto it = clients_.find(client_id);
+    if (it == clients_.end()) return rdma::Status(RI_ENOENT);
+    return krdma::send(it->second->fd(), hdr, record, fds);
+}
+
+void DeviceServer::watch(int fd, short events, WatchFn fn) {
+    watches_[fd] = Watch{events, next_watch_++, std::move(fn)};
+}
+
+void DeviceServer::unwatch(int fd) { watches_.erase(fd); }
+
 void DeviceServer::accept_clients() {
     for (;;) {
         krdma::UniqueFd s(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
@@ -246,9 +263,11 @@ void DeviceServer::dispatch(Connection &c, krdma::Message &m) {
 void DeviceServer::run() {
     std::vector<pollfd> fds;
     std::vector<uint32_t> ids;
+    std::vector<uint64_t> gens;
     for (;;) {
         fds.clear();
         ids.clear();
+        gens.clear();
         fds.push_back({stop_fd_.get(), POLLIN, 0});
         fds.push_back({listener_ ? listener_.get() : -1, POLLIN, 0});  // poll() skips -1: no path when embedded
         fds.push_back({wake_fd_.get(), POLLIN, 0});
@@ -260,7 +279,13 @@ void DeviceServer::run() {
                 ids.push_back(id);
             }
         }
-        if (::poll(fds.data(), fds.size(), -1) < 0) {
+        const size_t first_watch = fds.size();
+        for (const auto &[fd, w] : watches_) {
+            fds.push_back({fd, w.events, 0});
+            gens.push_back(w.generation);
+        }
+        const int timeout = tick_ ? tick_() : -1;
+        if (::poll(fds.data(), fds.size(), timeout) < 0) {
             if (errno == EINTR) continue;
             RDMA_LOG_ERROR(kComponent, "poll: %s", std::strerror(errno));
             return;
@@ -272,7 +297,15 @@ void DeviceServer::run() {
             ssize_t n = ::read(wake_fd_.get(), &count, sizeof count);
             (void)n;
         }
-        for (size_t i = 3; i < fds.size(); ++i) {
+        for (size_t i = first_watch; i < fds.size(); ++i) {
+            if (fds[i].revents == 0) continue;
+            // A callback may have removed or replaced this watch meanwhile.
+            auto w = watches_.find(fds[i].fd);
+            if (w == watches_.end() || w->second.generation != gens[i - first_watch]) continue;
+            WatchFn fn = w->second.fn;  // a copy: the callback may unwatch itself
+            fn(fds[i].revents);
+        }
+        for (size_t i = 3; i < first_watch; ++i) {
             if (fds[i].revents == 0) continue;
             Connection *c;
             {

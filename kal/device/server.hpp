@@ -119,6 +119,27 @@ public:
      *        events cannot make the kAL queue without bound).
      */
     [[nodiscard]] rdma::Status send_event(uint32_t client_id, const krdma_event &event);
+    /**
+     * @brief Sends a variable-size event record (header cmd @p code) with descriptors @p fds to client
+     *        @p client_id, from any thread; the same errors as send_event().
+     */
+    [[nodiscard]] rdma::Status send_record(uint32_t client_id, uint32_t code, std::span<const uint8_t> record,
+                                           std::span<const int> fds = {});
+    /** @brief What a watched descriptor's owner is told: the poll() revents. */
+    using WatchFn = std::function<void(short revents)>;
+    /**
+     * @brief Polls @p fd for @p events in the serving loop and calls @p fn on the serving thread when any occur
+     *        (the other blocks of the kAL, e.g. LLP management, share the device's loop and need no locks of their
+     *        own). Replaces an earlier watch of @p fd. Call from the serving thread (a handler or a callback).
+     */
+    void watch(int fd, short events, WatchFn fn);
+    /** @brief Stops polling @p fd (before it is closed); from the serving thread. */
+    void unwatch(int fd);
+    /**
+     * @brief Called once per loop turn on the serving thread; returns how long the loop may sleep at most
+     *        (negative: no limit). For the deadlines of other blocks (connection setup timeouts).
+     */
+    void on_tick(std::function<int()> fn) { tick_ = std::move(fn); }
     /** @brief Connected clients. */
     [[nodiscard]] size_t connections() const;
     /** @brief The device path. */
@@ -138,6 +159,14 @@ private:
     krdma::UniqueFd stop_fd_;  // eventfd
     krdma::UniqueFd wake_fd_;  // eventfd: a local connection was added while run() polls
     std::map<uint32_t, Handler> handlers_;
+    struct Watch {
+        short events = 0;
+        uint64_t generation = 0;  // tells a watch from a later one of the same descriptor number
+        WatchFn fn;
+    };
+    std::map<int, Watch> watches_;
+    uint64_t next_watch_ = 1;
+    std::function<int()> tick_;
     std::function<void(Connection &)> on_disconnect_;
     mutable std::mutex mutex_;  // guards clients_ against broadcast()/connections() from other threads
     std::map<uint32_t, std::unique_ptr<Connection>> clients_;

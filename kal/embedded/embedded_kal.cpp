@@ -8,7 +8,8 @@ EmbeddedKal::EmbeddedKal(const Config &config, AdminPolicy policy)
       adapters_(loader_),
       budget_(config.pin_bytes_total),
       server_(config.device, config.max_connections),
-      verbs_(server_, adapters_, config.quotas, budget_, config.pin_bytes_per_process) {
+      verbs_(server_, adapters_, config.quotas, budget_, config.pin_bytes_per_process),
+      connections_(verbs_) {
     register_admin_commands(server_, adapters_, policy);
 }
 

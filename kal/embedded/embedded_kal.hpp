@@ -11,6 +11,7 @@
 
 #include "admin_commands.hpp"
 #include "config.hpp"
+#include "connection_commands.hpp"
 #include "server.hpp"
 #include "verb_commands.hpp"
 
@@ -42,6 +43,7 @@ private:
     PinBudget budget_;
     DeviceServer server_;
     VerbCommands verbs_;
+    ConnectionCommands connections_;
     std::thread thread_;
 };
 

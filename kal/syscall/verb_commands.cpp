@@ -3,6 +3,8 @@
 // event management's routes from a kVP's handlers back to the owning process.
 #include "verb_commands.hpp"
 
+#include "kvp_object.hpp"
+
 #include <unistd.h>
 
 #include <array>
@@ -15,15 +17,6 @@ namespace kal {
 namespace {
 
 constexpr const char *kComponent = "syscall";
-
-// Where a kVP's event handlers deliver: one route per RNIC open, shared with the open's CQs.
-struct EventRoute {
-    VerbCommands *commands = nullptr;
-    uint32_t client_id = 0;
-    Handle rnic = 0;  // the open's kAL handle, known once it is recorded
-    std::mutex mutex;
-    std::map<void *, Handle> cqs;  // kVP CQ -> kAL handle, for completion events
-};
 
 void route_async(void *ctx, ri_rnic_t, const ri_async_event_t *e) {
     auto *route = static_cast<EventRoute *>(ctx);
@@ -52,43 +45,6 @@ void route_completion(void *ctx, ri_rnic_t, ri_cq_t cq) {
     }
     route->commands->deliver(route->client_id, ev);
 }
-
-// One kVP object in a caller's table; its destructor releases it with the plain destroy verb.
-struct KvpObject : Resource {
-    KvpObject(ResourceType t, const ri_verbs_ops_t *verbs) : type(t), v(verbs) {}
-    ~KvpObject() override {
-        if (handle == nullptr) return;  // the kVP never made it
-        if (counts != nullptr) counts->by_type[static_cast<size_t>(type)].fetch_sub(1, std::memory_order_relaxed);
-        ri_status_t rc = RI_OK;
-        switch (type) {
-            case ResourceType::rnic: rc = v->close_rnic(static_cast<ri_rnic_t>(handle)); break;
-            case ResourceType::pd: rc = v->dealloc_pd(static_cast<ri_pd_t>(handle)); break;
-            case ResourceType::cq:
-                if (route) {
-                    std::lock_guard lock(route->mutex);
-                    route->cqs.erase(handle);
-                }
-                rc = v->destroy_cq(static_cast<ri_cq_t>(handle));
-                break;
-            case ResourceType::qp: rc = v->destroy_qp(static_cast<ri_qp_t>(handle)); break;
-            case ResourceType::srq: rc = v->destroy_srq(static_cast<ri_srq_t>(handle)); break;
-            case ResourceType::mr: rc = v->deregister_mr(static_cast<ri_mr_t>(handle)); break;
-            case ResourceType::mw: rc = v->dealloc_mw(static_cast<ri_mw_t>(handle)); break;
-            default: break;
-        }
-        if (rc != RI_OK) {
-            RDMA_LOG_WARN(kComponent, "kVP failed to destroy a %s: %s", std::string(resource_name(type)).c_str(),
-                          std::strerror(rc));
-        }
-    }
-    ResourceType type;
-    const ri_verbs_ops_t *v;
-    void *handle = nullptr;
-    std::shared_ptr<EventRoute> route;  // RNIC opens and CQs
-    uint32_t aeh_id = 0;                // RNIC opens: the handler the kAL set at open
-    RnicRef ref;                        // RNIC opens: keeps the instance attached (released after close_rnic)
-    RnicObjectCounts *counts = nullptr; // the RNIC's counters (its open outlives every object below it)
-};
 
 // What an op names, creates and expects, so every op is checked the same way before the kVP sees it.
 enum class Ref : uint8_t { none, cq, srq_or_none, pd, pd_or_none };
@@ -176,19 +132,6 @@ ri_status_t unpin_range(void *host_ctx, uint64_t pin_id) {
 
 const ri_host_ops_t kHostOps{sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log, &pin_range, &unpin_range,
                              nullptr};
-
-// The provider object behind @p h if it is a live @p type of this table: one lookup, its error as the status.
-rdma::Expected<KvpObject *> object_of(const ResourceTable &table, Handle h, ResourceType type) {
-    auto r = table.get(h, type);
-    if (!r) return r.error();
-    return static_cast<KvpObject *>(*r);
-}
-
-// The RNIC open @p h belongs to: the root of its ownership tree.
-Handle open_of(const ResourceTable &table, Handle h) noexcept {
-    for (Handle p = table.parent(h); p != 0; p = table.parent(p)) h = p;
-    return h;
-}
 
 // The objects a request names, resolved and type-checked; every reference must belong to the RNIC open of the main
 // object, because the kVP of that open receives them as its own objects.
@@ -416,6 +359,33 @@ int record_created(VerbCommands &self, Context &ctx, krdma_syscall &s, const OpS
 
 }  // namespace
 
+KvpObject::~KvpObject() {
+    link.reset();  // the connection goes first (abortive teardown), while the QP still exists
+    if (handle == nullptr) return;  // the kVP never made it
+    if (counts != nullptr) counts->by_type[static_cast<size_t>(type)].fetch_sub(1, std::memory_order_relaxed);
+    ri_status_t rc = RI_OK;
+    switch (type) {
+        case ResourceType::rnic: rc = v->close_rnic(static_cast<ri_rnic_t>(handle)); break;
+        case ResourceType::pd: rc = v->dealloc_pd(static_cast<ri_pd_t>(handle)); break;
+        case ResourceType::cq:
+            if (route) {
+                std::lock_guard lock(route->mutex);
+                route->cqs.erase(handle);
+            }
+            rc = v->destroy_cq(static_cast<ri_cq_t>(handle));
+            break;
+        case ResourceType::qp: rc = v->destroy_qp(static_cast<ri_qp_t>(handle)); break;
+        case ResourceType::srq: rc = v->destroy_srq(static_cast<ri_srq_t>(handle)); break;
+        case ResourceType::mr: rc = v->deregister_mr(static_cast<ri_mr_t>(handle)); break;
+        case ResourceType::mw: rc = v->dealloc_mw(static_cast<ri_mw_t>(handle)); break;
+        default: break;
+    }
+    if (rc != RI_OK) {
+        RDMA_LOG_WARN(kComponent, "kVP failed to destroy a %s: %s", std::string(resource_name(type)).c_str(),
+                      std::strerror(rc));
+    }
+}
+
 const ri_host_ops_t &kal_host_ops() noexcept { return kHostOps; }
 
 VerbCommands::VerbCommands(DeviceServer &server, AdapterManager &adapters, const Quotas &quotas, PinBudget &budget,
@@ -489,6 +459,28 @@ void VerbCommands::deliver(uint32_t client_id, const krdma_event &event) noexcep
     } catch (...) {
         dropped_.fetch_add(1, std::memory_order_relaxed);  // nothing escapes into the kVP's thread
     }
+}
+
+bool VerbCommands::deliver_record(uint32_t client_id, uint32_t code, std::span<const uint8_t> record,
+                                  std::span<const int> fds) noexcept {
+    try {
+        if (rdma::Status st = server_.send_record(client_id, code, record, fds); !st.ok()) {
+            dropped_.fetch_add(1, std::memory_order_relaxed);
+            RDMA_LOG_WARN(kComponent, "event %u for client %u dropped: %s", code, client_id, st.describe().c_str());
+            return false;
+        }
+        delivered_.fetch_add(1, std::memory_order_relaxed);
+        return true;
+    } catch (...) {
+        dropped_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+    }
+}
+
+Context *VerbCommands::find_context(uint32_t client_id) {
+    std::lock_guard lock(mutex_);
+    auto it = contexts_.find(client_id);
+    return it == contexts_.end() ? nullptr : it->second.get();
 }
 
 std::pair<uint64_t, uint64_t> VerbCommands::event_counts() const noexcept {
@@ -596,6 +588,11 @@ int VerbCommands::handle(Connection &c, const Request &req, Reply &rep) {
             made = std::make_unique<KvpObject>(*spec->creates, v);
             made->handle = k.created;
             made->ref = std::move(ref);
+        }
+        if (status == RI_OK && s.op == RI_MODIFY_QP && o.object->link &&
+            (param_as<ri_syscall_modify_t>(s.param).mask & RI_QP_ATTR_STATE) != 0) {
+            // Endpoint management keeps the connection in step with the QP (CLOSING: orderly; ERROR: abortive).
+            o.object->link->qp_state_changed(param_as<ri_qp_attr_t>(s.param, kModify).state);
         }
         if (status != RI_OK) {
             if (made) RDMA_LOG_WARN(kComponent, "kVP failed op %u but made an object: destroying it", s.op);

@@ -74,10 +74,21 @@ public:
 
     /** @brief Event management: sends @p event to client @p client_id (any thread). */
     void deliver(uint32_t client_id, const krdma_event &event) noexcept;
+    /**
+     * @brief Event management: sends a variable-size @p record (header cmd @p code) with @p fds to client
+     *        @p client_id; counted like deliver(). False when it could not be sent.
+     */
+    bool deliver_record(uint32_t client_id, uint32_t code, std::span<const uint8_t> record,
+                        std::span<const int> fds = {}) noexcept;
+    /** @brief The state of connection @p c (made at its first use); for other blocks serving the same device. */
+    [[nodiscard]] Context &context_of(const Connection &c);
+    /** @brief The state of client @p client_id, or null when it has none (serving thread). */
+    [[nodiscard]] Context *find_context(uint32_t client_id);
+    /** @brief The device server. */
+    [[nodiscard]] DeviceServer &server() noexcept { return server_; }
 
 private:
     int handle(Connection &c, const Request &req, Reply &rep);
-    Context &context_of(const Connection &c);
 
     DeviceServer &server_;
     AdapterManager &adapters_;

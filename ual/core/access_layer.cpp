@@ -1,6 +1,8 @@
 // The user access layer: device, RNIC list, uVP loading on first use, event thread, and the object model.
 #include "ual/access_layer.hpp"
 
+#include <arpa/inet.h>
+
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -57,6 +59,20 @@ rdma::Error verb_error(ri_status_t rc, const char *verb) {
 }
 
 std::string field(const char *s, size_t cap) { return std::string(s, strnlen(s, cap)); }
+
+// An IPv4 or IPv6 address in text form.
+bool parse_address(const std::string &text, ri_net_addr_t &out) {
+    out = ri_net_addr_t{};
+    if (::inet_pton(AF_INET, text.c_str(), out.addr) == 1) {
+        out.family = RI_AF_INET;
+        return true;
+    }
+    if (::inet_pton(AF_INET6, text.c_str(), out.addr) == 1) {
+        out.family = RI_AF_INET6;
+        return true;
+    }
+    return false;
+}
 
 // The dispatcher event of an asynchronous event record, whether a kVP (through the kAL) or the uVP raised it.
 Event async_event(const ri_async_event_t &a) {
@@ -168,6 +184,7 @@ void AccessLayer::event_loop() {
         std::shared_ptr<AccessLayer> self = weak_from_this().lock();
         if (!self) return;  // being destroyed by another thread, which joins this one
         while (auto e = device_->next_event()) route(*e);
+        while (auto c = device_->next_cm_event()) route_cm(std::move(*c));
         if (device_open && device_->closed()) {
             device_open = false;
             RDMA_LOG_WARN(kComponent, "the kAL closed the device: every RNIC of this process is unusable");
@@ -216,6 +233,101 @@ void AccessLayer::route(const krdma_event &e) {
     }
     const Event ev = async_event(async);
     for (auto &a : targets) a->deliver_async(ev);
+    if (e.event == KRDMA_EVENT_SHUTDOWN) {
+        // Every connection of this process is lost with the kAL: QPs to ERROR (the uVP flushes and closes its
+        // sockets), and each endpoint's consumer hears that its connection broke.
+        std::vector<std::shared_ptr<Endpoint>> eps;
+        {
+            std::lock_guard lock(mutex_);
+            for (auto &[h, w] : endpoints_) {
+                if (auto ep = w.lock()) eps.push_back(std::move(ep));
+            }
+        }
+        for (auto &ep : eps) {
+            ri_qp_attr_t a{};
+            a.state = RI_QPS_ERROR;
+            (void)ep->v_->modify_qp(ep->qp_, &a, RI_QP_ATTR_STATE);
+            Event b;
+            b.stream = EventStream::cm_message;
+            b.id = KRDMA_CM_BROKEN;
+            b.context = ep->init_.context;
+            b.detail = RI_ENODEV;
+            auto d = std::make_shared<ConnectionData>();
+            d->status = RI_ENODEV;
+            b.connection = std::move(d);
+            ep->deliver_cm(std::move(b));
+        }
+    }
+}
+
+template <class T>
+rdma::Status AccessLayer::command(uint32_t cmd, T &io) {
+    auto r = device_->call_into(cmd, {reinterpret_cast<const uint8_t *>(&io), sizeof io},
+                                {reinterpret_cast<uint8_t *>(&io), sizeof io});
+    if (!r) return rdma::Status(r.error().code());
+    return rdma::Status(r->status);
+}
+
+void AccessLayer::route_cm(CmRecord &&r) {
+    const krdma_cm_event &e = r.event;
+    auto data = std::make_shared<ConnectionData>();
+    data->request = e.request;
+    data->status = e.status;
+    data->term = e.term;
+    data->llp = e.llp;
+    data->private_data.assign(e.private_data, e.private_data + std::min<size_t>(e.private_data_len, KRDMA_MAX_PRIVATE_DATA));
+    Event ev;
+    ev.id = e.type;
+    ev.context = e.context;
+    ev.detail = static_cast<uint32_t>(e.status);
+    if (e.type == KRDMA_CM_CONNECT_REQUEST) {
+        std::shared_ptr<ListenPoint> lp;
+        {
+            std::lock_guard lock(mutex_);
+            if (auto it = listeners_.find(e.object); it != listeners_.end()) lp = it->second.lock();
+        }
+        if (!lp || !lp->requests_) {
+            // Nobody will decide: refuse now rather than let the peer wait for the kAL's timeout.
+            krdma_reject q{};
+            q.request = e.request;
+            (void)command(KRDMA_CMD_REJECT, q);
+            return;
+        }
+        ev.stream = EventStream::cm_request;
+        ev.connection = std::move(data);
+        lp->requests_->post(ev);
+        return;
+    }
+    std::shared_ptr<Endpoint> ep;
+    {
+        std::lock_guard lock(mutex_);
+        if (auto it = endpoints_.find(e.object); it != endpoints_.end()) ep = it->second.lock();
+    }
+    if (!ep) return;  // the endpoint is gone; an ESTABLISHED record's socket closes with the record
+    ev.stream = EventStream::cm_message;
+    if (e.type == KRDMA_CM_ESTABLISHED) {
+        // The RDMA-mode transition, the consumer's half: the uVP takes the socket over (a local step; the kAL
+        // already moved the kVP's QP to RTS). Only then is the consumer told.
+        ri_qp_attr_t a{};
+        a.state = RI_QPS_RTS;
+        a.llp = e.llp;
+        a.llp.fd = r.fd.release();
+        if (a.llp.fd < 0) {
+            ev.id = KRDMA_CM_BROKEN;
+            data->status = EPROTO;
+        } else if (ri_status_t rc = ep->v_->modify_qp(ep->qp_, &a, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP); rc != RI_OK) {
+            RDMA_LOG_WARN(kComponent, "the uVP did not take the connection of QP %u: %s", ep->qp_num_,
+                          std::strerror(rc));
+            ri_qp_attr_t err{};
+            err.state = RI_QPS_ERROR;
+            (void)ep->v_->modify_qp(ep->qp_, &err, RI_QP_ATTR_STATE);  // the kAL resets the connection
+            ev.id = KRDMA_CM_BROKEN;
+            data->status = rc;
+        }
+        ev.detail = static_cast<uint32_t>(data->status);
+    }
+    ev.connection = std::move(data);
+    ep->deliver_cm(std::move(ev));
 }
 
 void AccessLayer::register_adapter(uint64_t kal_rnic, const std::shared_ptr<Adapter> &a) {
@@ -321,6 +433,40 @@ rdma::Status Adapter::close() {
     if (rdma::Status st = release(rnic_, v_ != nullptr ? v_->close_rnic : nullptr); !st.ok() || !open) return st;
     if (kal_handle_ != 0) al_->unregister_adapter(kal_handle_);
     return rdma::Status(RI_OK);
+}
+
+rdma::Expected<std::shared_ptr<ListenPoint>> Adapter::listen(uint16_t port, std::shared_ptr<SimpleDispatcher> requests,
+                                                              uint64_t context, uint16_t backlog) {
+    if (kal_handle_ == 0) return rdma::Error(RI_EOPNOTSUPP, "this RNIC open has no kAL side to listen with");
+    if (requests && requests->stream() != EventStream::cm_request) {
+        return rdma::Error(RI_EINVAL, "connection requests need a dispatcher of the cm_request stream");
+    }
+    krdma_listen q{};
+    q.rnic = kal_handle_;
+    q.context = context;
+    q.port = port;
+    q.backlog = backlog;
+    if (rdma::Status st = al_->command(KRDMA_CMD_LISTEN, q); !st.ok()) {
+        return rdma::Error(st.code(), "Listen on port " + std::to_string(port) + " failed: " + std::strerror(st.code()));
+    }
+    std::shared_ptr<ListenPoint> lp(new ListenPoint());
+    lp->adapter_ = shared_from_this();
+    lp->requests_ = std::move(requests);
+    lp->kal_handle_ = q.handle;
+    lp->port_ = q.port;
+    std::lock_guard lock(al_->mutex_);
+    std::erase_if(al_->listeners_, [](const auto &kv) { return kv.second.expired(); });
+    al_->listeners_[q.handle] = lp;
+    return lp;
+}
+
+rdma::Status Adapter::reject(uint64_t request, std::span<const uint8_t> private_data) {
+    if (private_data.size() > KRDMA_MAX_PRIVATE_DATA) return rdma::Status(RI_EMSGSIZE);
+    krdma_reject q{};
+    q.request = request;
+    q.private_data_len = static_cast<uint16_t>(private_data.size());
+    if (!private_data.empty()) std::memcpy(q.private_data, private_data.data(), private_data.size());
+    return al_->command(KRDMA_CMD_REJECT, q);
 }
 
 rdma::Expected<ri_rnic_attr_t> Adapter::query() const {
@@ -493,10 +639,14 @@ rdma::Expected<std::shared_ptr<Endpoint>> ProtectionZone::create_endpoint(
     ia.ird = a.ird;
     ia.ord = a.ord;
     ia.context = a.context;
-    if (ri_status_t rc = v.create_qp(pd_, send->cq_, recv->cq_, srq ? srq->srq_ : nullptr, &ia, &ep->qp_);
-        rc != RI_OK) {
-        ep->qp_ = nullptr;
-        return verb_error(rc, "Create QP");
+    {
+        CaptureScope cap(RI_CREATE_QP);
+        if (ri_status_t rc = v.create_qp(pd_, send->cq_, recv->cq_, srq ? srq->srq_ : nullptr, &ia, &ep->qp_);
+            rc != RI_OK) {
+            ep->qp_ = nullptr;
+            return verb_error(rc, "Create QP");
+        }
+        ep->kal_handle_ = cap.handle();
     }
     ep->v_ = &v;
     ep->pz_ = shared_from_this();
@@ -507,6 +657,12 @@ rdma::Expected<std::shared_ptr<Endpoint>> ProtectionZone::create_endpoint(
     ri_qp_attr_t q{};
     if (ri_status_t rc = v.query_qp(ep->qp_, &q); rc != RI_OK) return verb_error(rc, "Query QP");
     ep->qp_num_ = q.qp_num;
+    if (ep->kal_handle_ != 0) {
+        AccessLayer &al = *adapter_->al_;
+        std::lock_guard lock(al.mutex_);
+        std::erase_if(al.endpoints_, [](const auto &kv) { return kv.second.expired(); });
+        al.endpoints_[ep->kal_handle_] = ep;
+    }
     RDMA_LOG_DEBUG(kComponent, "create endpoint: QP %u ready", ep->qp_num_);
     return ep;
 }
@@ -551,7 +707,86 @@ rdma::Expected<std::shared_ptr<MemoryWindow>> ProtectionZone::allocate_window(ui
 
 Endpoint::~Endpoint() { close_quietly(*this, "destroying a QP"); }
 
-rdma::Status Endpoint::close() { return release(qp_, v_ != nullptr ? v_->destroy_qp : nullptr); }
+rdma::Status Endpoint::close() {
+    const bool open = qp_ != nullptr;
+    if (rdma::Status st = release(qp_, v_ != nullptr ? v_->destroy_qp : nullptr); !st.ok() || !open) return st;
+    if (kal_handle_ != 0 && pz_) {
+        AccessLayer &al = *pz_->adapter()->al_;
+        std::lock_guard lock(al.mutex_);
+        al.endpoints_.erase(kal_handle_);
+    }
+    return rdma::Status(RI_OK);
+}
+
+void Endpoint::set_connection_dispatcher(std::shared_ptr<SimpleDispatcher> events) {
+    std::lock_guard lock(cm_mutex_);
+    cm_ = std::move(events);
+}
+
+void Endpoint::deliver_cm(Event e) {
+    std::shared_ptr<SimpleDispatcher> d;
+    {
+        std::lock_guard lock(cm_mutex_);
+        d = cm_;
+    }
+    if (d) d->post(e);
+}
+
+rdma::Status Endpoint::connect(const std::string &address, uint16_t port, std::span<const uint8_t> private_data,
+                               std::chrono::milliseconds timeout) {
+    if (qp_ == nullptr || kal_handle_ == 0) return rdma::Status(RI_EINVAL);
+    if (private_data.size() > KRDMA_MAX_PRIVATE_DATA) return rdma::Status(RI_EMSGSIZE);
+    krdma_connect q{};
+    if (!parse_address(address, q.remote)) return rdma::Status(RI_EINVAL);
+    q.qp = kal_handle_;
+    q.context = init_.context;
+    q.port = port;
+    q.timeout_ms = static_cast<uint32_t>(timeout.count());
+    q.private_data_len = static_cast<uint16_t>(private_data.size());
+    if (!private_data.empty()) std::memcpy(q.private_data, private_data.data(), private_data.size());
+    return pz_->adapter()->al_->command(KRDMA_CMD_CONNECT, q);
+}
+
+rdma::Status Endpoint::accept(uint64_t request, std::span<const uint8_t> private_data) {
+    if (qp_ == nullptr || kal_handle_ == 0) return rdma::Status(RI_EINVAL);
+    if (private_data.size() > KRDMA_MAX_PRIVATE_DATA) return rdma::Status(RI_EMSGSIZE);
+    krdma_accept q{};
+    q.request = request;
+    q.qp = kal_handle_;
+    q.context = init_.context;
+    q.private_data_len = static_cast<uint16_t>(private_data.size());
+    if (!private_data.empty()) std::memcpy(q.private_data, private_data.data(), private_data.size());
+    return pz_->adapter()->al_->command(KRDMA_CMD_ACCEPT, q);
+}
+
+rdma::Status Endpoint::disconnect(bool abortive) {
+    ri_qp_attr_t a{};
+    a.state = abortive ? RI_QPS_ERROR : RI_QPS_CLOSING;
+    return modify(a, RI_QP_ATTR_STATE);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// ListenPoint
+
+ListenPoint::~ListenPoint() {
+    if (rdma::Status st = close(); !st.ok() && st.code() != RI_ENODEV) {
+        RDMA_LOG_WARN(kComponent, "closing a listen point: %s", st.describe().c_str());
+    }
+}
+
+rdma::Status ListenPoint::close() {
+    if (kal_handle_ == 0) return rdma::Status(RI_OK);
+    AccessLayer &al = *adapter_->al_;
+    krdma_destroy_listen q{kal_handle_};
+    rdma::Status st = al.command(KRDMA_CMD_DESTROY_LISTEN, q);
+    if (!st.ok() && st.code() != RI_ENODEV) return st;
+    {
+        std::lock_guard lock(al.mutex_);
+        al.listeners_.erase(kal_handle_);
+    }
+    kal_handle_ = 0;
+    return rdma::Status(RI_OK);
+}
 
 rdma::Expected<ri_qp_attr_t> Endpoint::query() const {
     ri_qp_attr_t attr{};

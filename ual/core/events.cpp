@@ -83,7 +83,7 @@ bool SimpleDispatcher::post(const Event &e) noexcept {
 
 std::optional<Event> SimpleDispatcher::take_locked() {
     if (count_ == 0) return std::nullopt;
-    Event e = ring_[head_];
+    Event e = std::move(ring_[head_]);  // the slot lets go of a connection event's data
     head_ = (head_ + 1) % ring_.size();
     if (--count_ == 0 && efd_signaled_) {
         drain(efd_.get());

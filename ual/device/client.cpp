@@ -62,13 +62,20 @@ rdma::Expected<void> DeviceClient::handshake(const std::string &where) {
     return {};
 }
 
-bool DeviceClient::take_event(const krdma::Message &m) {
+bool DeviceClient::take_event(krdma::Message &m) {
     if ((m.hdr.flags & KRDMA_MSG_EVENT) == 0) return false;
-    if (m.payload_len() == sizeof(krdma_event)) {
+    if (m.hdr.cmd == KRDMA_EVENT_CM && m.payload_len() == sizeof(krdma_cm_event)) {
+        CmRecord r;
+        std::memcpy(&r.event, m.body.data(), sizeof r.event);
+        if (m.nfds > 0) r.fd = std::move(m.fds[0]);
+        cm_events_.push_back(std::move(r));
+    } else if (m.payload_len() == sizeof(krdma_event)) {
         krdma_event e;
         std::memcpy(&e, m.body.data(), sizeof e);
         events_.push_back(e);
     }
+    for (auto &f : m.fds) f.reset();  // descriptors of a record that takes none are not kept
+    m.nfds = 0;
     return true;
 }
 
@@ -181,6 +188,20 @@ std::optional<krdma_event> DeviceClient::next_event() {
     krdma_event e = events_.front();
     events_.pop_front();
     return e;
+}
+
+std::optional<CmRecord> DeviceClient::next_cm_event() {
+    std::lock_guard lock(mutex_);
+    while (cm_events_.empty()) {
+        const krdma::RecvResult r = krdma::receive(sock_.get(), message_);
+        if (r == krdma::RecvResult::closed) closed_ = true;
+        if (r != krdma::RecvResult::message) break;
+        take_event(message_);
+    }
+    if (cm_events_.empty()) return std::nullopt;
+    CmRecord r = std::move(cm_events_.front());
+    cm_events_.pop_front();
+    return r;
 }
 
 }  // namespace ual

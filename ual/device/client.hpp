@@ -35,6 +35,12 @@ struct CallStatus {
     size_t nfds = 0;                                   /**< Entries used in CallStatus::fds. */
 };
 
+/** @brief A connection event record and the socket an ESTABLISHED record brings. */
+struct CmRecord {
+    krdma_cm_event event{};  /**< The record. */
+    krdma::UniqueFd fd;      /**< ESTABLISHED: the connected socket (the receiver owns it); else empty. */
+};
+
 /** @brief A connection to a kAL's device. */
 class DeviceClient {
 public:
@@ -63,6 +69,8 @@ public:
                                                        std::chrono::milliseconds timeout = std::chrono::seconds(30));
     /** @brief The next event record, received now or queued during a call; nothing when none is waiting. */
     [[nodiscard]] std::optional<krdma_event> next_event();
+    /** @brief The next connection event record (queued by next_event() or a call); nothing when none is waiting. */
+    [[nodiscard]] std::optional<CmRecord> next_cm_event();
     /**
      * @brief A descriptor to poll() for event records: readable when the socket is, except while a call is reading
      *        the socket itself (its reply would otherwise wake the poller for nothing). Events a call reads are
@@ -87,7 +95,7 @@ private:
     // Sends the request and waits for its reply, which is then in message_. Called with mutex_ held.
     [[nodiscard]] rdma::Expected<void> exchange(uint32_t cmd, std::span<const uint8_t> request,
                                                 std::span<const int> fds, std::chrono::milliseconds timeout);
-    bool take_event(const krdma::Message &m);
+    bool take_event(krdma::Message &m);
     void watch_socket(bool on) noexcept;
 
     krdma::UniqueFd sock_;
@@ -99,6 +107,7 @@ private:
     std::chrono::milliseconds rcvtimeo_{0};  // the socket's SO_RCVTIMEO (0: none set)
     std::mutex mutex_;  // one call at a time; events are read under it too
     std::deque<krdma_event> events_;
+    std::deque<CmRecord> cm_events_;
     krdma::Message message_;
 };
 

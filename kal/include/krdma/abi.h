@@ -15,6 +15,8 @@
 #include <linux/ioctl.h>
 #include <stdint.h>
 
+#include "rnicpi/ri_verbs.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -225,6 +227,119 @@ struct krdma_list_modules {
 
 /* ---- End of the administration block ---- */
 
+/*
+ * ---- Connection management block ----
+ * LLP and endpoint management (OpenRDMA: the kAL owns connection setup). A consumer listens on an RNIC open's
+ * address, connects or accepts with one of its QPs in IDLE, and learns the outcome from KRDMA_EVENT_CM records.
+ * When MPA negotiation completes the kAL moves the QP of the kVP to RTS with the negotiated parameters and hands
+ * the established TCP socket to the owner with the ESTABLISHED record (SCM_RIGHTS); the uAL gives it to the uVP.
+ * Codes 0x40-0x4f.
+ */
+
+/** @brief Most private data an MPA frame carries for the consumer (RFC 5044: 512 bytes, RFC 6581 words apart). */
+#define KRDMA_MAX_PRIVATE_DATA 512u
+
+/** @brief LISTEN: creates a listen point on the address of an RNIC open (the listen point's connection qualifier
+ *         is the TCP port). */
+struct krdma_listen {
+    uint64_t rnic;      /**< Request: kAL handle of the caller's RNIC open. */
+    uint64_t context;   /**< Request: consumer context, repeated in its connection requests. */
+    uint16_t port;      /**< Request: TCP port, 0 for one chosen by the host. Reply: the port bound. */
+    uint16_t backlog;   /**< Request: pending connections (0: the kAL's default). */
+    uint32_t reserved;  /**< Zero. */
+    uint64_t handle;    /**< Reply: kAL handle of the listen point. */
+};
+
+/** @brief CONNECT: active connection setup for an IDLE QP of the caller (the outcome comes as a CM event). */
+struct krdma_connect {
+    uint64_t qp;                /**< Request: kAL handle of the QP. */
+    uint64_t context;           /**< Request: consumer context, repeated in the QP's connection events. */
+    ri_net_addr_t remote;       /**< Request: the peer's address. */
+    uint16_t port;              /**< Request: the peer's TCP port. */
+    uint16_t private_data_len;  /**< Request: bytes of krdma_connect::private_data. */
+    uint32_t timeout_ms;        /**< Request: connection setup deadline (0: the kAL's default). */
+    uint8_t private_data[KRDMA_MAX_PRIVATE_DATA]; /**< Request: the MPA request's private data. */
+};
+
+/** @brief ACCEPT: accepts a connection request with an IDLE QP of the caller (ESTABLISHED follows as a CM event). */
+struct krdma_accept {
+    uint64_t request;           /**< Request: the connection request's identifier (CONNECT_REQUEST event). */
+    uint64_t qp;                /**< Request: kAL handle of the QP that takes the connection. */
+    uint64_t context;           /**< Request: consumer context for the QP's connection events. */
+    uint16_t private_data_len;  /**< Request: bytes of krdma_accept::private_data. */
+    uint16_t reserved;          /**< Zero. */
+    uint32_t reserved2;         /**< Zero. */
+    uint8_t private_data[KRDMA_MAX_PRIVATE_DATA]; /**< Request: the MPA reply's private data. */
+};
+
+/** @brief REJECT: refuses a connection request (an MPA reply with the reject bit and this private data). */
+struct krdma_reject {
+    uint64_t request;           /**< Request: the connection request's identifier. */
+    uint16_t private_data_len;  /**< Request: bytes of krdma_reject::private_data. */
+    uint16_t reserved;          /**< Zero. */
+    uint32_t reserved2;         /**< Zero. */
+    uint8_t private_data[KRDMA_MAX_PRIVATE_DATA]; /**< Request: the reject reply's private data. */
+};
+
+/** @brief DESTROY_LISTEN: closes a listen point; its pending requests are refused. */
+struct krdma_destroy_listen {
+    uint64_t handle;  /**< Request: kAL handle of the listen point. */
+};
+
+/** @brief States of a connection endpoint (krdma_endpoint_info::state). */
+enum krdma_ep_state {
+    KRDMA_EP_IDLE = 0,          /**< No connection. */
+    KRDMA_EP_CONNECTING = 1,    /**< TCP connect or MPA negotiation in progress. */
+    KRDMA_EP_CONNECTED = 2,     /**< In RDMA mode. */
+    KRDMA_EP_DISCONNECTING = 3, /**< Orderly close in progress (QP in CLOSING). */
+    KRDMA_EP_DISCONNECTED = 4,  /**< Closed in order. */
+    KRDMA_EP_ERROR = 5          /**< Failed, reset or timed out. */
+};
+
+/** @brief Kinds of connection events (krdma_cm_event::type). */
+enum krdma_cm_event_type {
+    KRDMA_CM_CONNECT_REQUEST = 1, /**< A peer asks to connect to a listen point (krdma_cm_event::request). */
+    KRDMA_CM_ESTABLISHED = 2,     /**< The QP is in RDMA mode; the socket comes with the record. */
+    KRDMA_CM_REJECTED = 3,        /**< The peer rejected the request (its private data comes with the record). */
+    KRDMA_CM_UNREACHABLE = 4,     /**< The peer could not be reached or refused the TCP connection (status). */
+    KRDMA_CM_PEER_DISCONNECT = 5, /**< The peer closed the connection in order. */
+    KRDMA_CM_BROKEN = 6,          /**< The connection was reset or failed (status), or negotiation failed. */
+    KRDMA_CM_TIMEOUT = 7,         /**< Connection setup did not finish in time. */
+    KRDMA_CM_DISCONNECTED = 8     /**< The local side's disconnect completed. */
+};
+
+/**
+ * @brief A connection event record (header cmd ::KRDMA_EVENT_CM). ESTABLISHED carries the connected socket as one
+ *        SCM_RIGHTS descriptor; krdma_cm_event::llp describes it (its fd field is -1 in the record).
+ */
+struct krdma_cm_event {
+    uint32_t event;             /**< ::KRDMA_EVENT_CM. */
+    uint32_t type;              /**< One of ::krdma_cm_event_type. */
+    uint64_t object;            /**< CONNECT_REQUEST: the listen point; else the QP (kAL handles). */
+    uint64_t request;           /**< CONNECT_REQUEST: the identifier to ACCEPT or REJECT. */
+    uint64_t context;           /**< The listen point's or the QP's consumer context. */
+    int32_t status;             /**< 0 or a positive errno value (UNREACHABLE, BROKEN, TIMEOUT). */
+    uint32_t term;              /**< BROKEN by negotiation: the Terminate code (layer<<16 | type<<8 | code), else 0. */
+    ri_llp_params_t llp;        /**< Addresses, ports and the negotiated (ESTABLISHED) or requested parameters. */
+    uint16_t private_data_len;  /**< Bytes of krdma_cm_event::private_data. */
+    uint16_t reserved;          /**< Zero. */
+    uint32_t reserved2;         /**< Zero. */
+    uint8_t private_data[KRDMA_MAX_PRIVATE_DATA]; /**< The peer's private data (request, reply or reject). */
+};
+
+/** @brief LISTEN command code. */
+#define KRDMA_CMD_LISTEN _IOWR(KRDMA_IOC_MAGIC, 0x40, struct krdma_listen)
+/** @brief CONNECT command code. */
+#define KRDMA_CMD_CONNECT _IOWR(KRDMA_IOC_MAGIC, 0x41, struct krdma_connect)
+/** @brief ACCEPT command code. */
+#define KRDMA_CMD_ACCEPT _IOWR(KRDMA_IOC_MAGIC, 0x42, struct krdma_accept)
+/** @brief REJECT command code. */
+#define KRDMA_CMD_REJECT _IOWR(KRDMA_IOC_MAGIC, 0x43, struct krdma_reject)
+/** @brief DESTROY_LISTEN command code. */
+#define KRDMA_CMD_DESTROY_LISTEN _IOWR(KRDMA_IOC_MAGIC, 0x44, struct krdma_destroy_listen)
+
+/* ---- End of the connection management block ---- */
+
 /**
  * @brief An event record sent without a request: the kAL is shutting down, or event management delivers a
  *        provider's asynchronous or completion event to the process that owns the resource.
@@ -244,7 +359,8 @@ struct krdma_event {
 enum krdma_event_code {
     KRDMA_EVENT_SHUTDOWN = 1,   /**< krdmad is stopping: every resource of this connection is about to be destroyed. */
     KRDMA_EVENT_ASYNC = 2,      /**< A kVP's asynchronous event on a resource of an RNIC open (krdma_event::object). */
-    KRDMA_EVENT_COMPLETION = 3  /**< A kVP's completion notification on the CQ krdma_event::object. */
+    KRDMA_EVENT_COMPLETION = 3, /**< A kVP's completion notification on the CQ krdma_event::object. */
+    KRDMA_EVENT_CM = 4          /**< A connection event: the record is a struct krdma_cm_event. */
 };
 
 #ifdef __cplusplus

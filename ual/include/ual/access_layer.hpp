@@ -18,6 +18,7 @@
 #ifndef UAL_ACCESS_LAYER_HPP
 #define UAL_ACCESS_LAYER_HPP
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -39,6 +40,9 @@ class EmbeddedKal;
 namespace ual {
 
 class DeviceClient;
+struct CmRecord;
+class Endpoint;
+class ListenPoint;
 class WorkerPool;
 class Adapter;
 
@@ -91,9 +95,16 @@ public:
 private:
     friend class Adapter;
     friend class CompletionQueue;
+    friend class Endpoint;
+    friend class ListenPoint;
+    friend class ProtectionZone;
     AccessLayer() = default;
     void event_loop();
     void route(const krdma_event &e);
+    void route_cm(CmRecord &&r);
+    // A connection command to the kAL: its status, with the reply struct copied back into @p io.
+    template <class T>
+    rdma::Status command(uint32_t cmd, T &io);
     void register_adapter(uint64_t kal_rnic, const std::shared_ptr<Adapter> &a);
     void unregister_adapter(uint64_t kal_rnic);
     void register_cq(uint64_t kal_cq, const std::shared_ptr<CompletionQueue> &cq);
@@ -110,10 +121,13 @@ private:
     std::vector<std::weak_ptr<Adapter>> all_adapters_;     // every adapter, for the kAL going away
     bool kal_gone_ = false;
     std::map<uint64_t, std::weak_ptr<CompletionQueue>> cqs_;
+    std::map<uint64_t, std::weak_ptr<Endpoint>> endpoints_;     // by the kAL's handle of the QP
+    std::map<uint64_t, std::weak_ptr<ListenPoint>> listeners_;  // by the kAL's handle of the listen point
 };
 
 class ProtectionZone;
 class Endpoint;
+class ListenPoint;
 class MemoryRegion;
 class MemoryWindow;
 class SharedReceiveQueue;
@@ -137,6 +151,15 @@ public:
     /** @brief Where this adapter's asynchronous events go (either may be null: those events are dropped). */
     void set_async_dispatchers(std::shared_ptr<SimpleDispatcher> affiliated,
                                std::shared_ptr<SimpleDispatcher> unaffiliated);
+    /**
+     * @brief Creates a listen point on this RNIC's address and TCP @p port (0: the host chooses; see
+     *        ListenPoint::port()). Connection requests go to @p requests (a cm_request dispatcher) with @p context.
+     */
+    [[nodiscard]] rdma::Expected<std::shared_ptr<ListenPoint>> listen(uint16_t port,
+                                                                     std::shared_ptr<SimpleDispatcher> requests,
+                                                                     uint64_t context = 0, uint16_t backlog = 0);
+    /** @brief Rejects connection request @p request with @p private_data (at most 512 bytes). */
+    [[nodiscard]] rdma::Status reject(uint64_t request, std::span<const uint8_t> private_data = {});
     /** @brief Closes the RNIC open; ::RI_EBUSY while zones or CQs exist. */
     [[nodiscard]] rdma::Status close();
     /** @brief The uVP's verbs (for the API layers' fast paths). */
@@ -149,6 +172,9 @@ public:
 private:
     friend class AccessLayer;
     friend class CompletionQueue;
+    friend class Endpoint;
+    friend class ListenPoint;
+    friend class ProtectionZone;
     Adapter() = default;
     static void on_async(void *ctx, ri_rnic_t rnic, const ri_async_event_t *e);
     static void on_completion(void *ctx, ri_rnic_t rnic, ri_cq_t cq);
@@ -243,10 +269,46 @@ private:
     ri_pd_t pd_ = nullptr;
 };
 
-/** @brief An endpoint: a reliable connected queue pair (its connection management comes with the LLP). */
-class Endpoint {
+/** @brief A listen point: a TCP port on an RNIC's address where connection requests arrive. */
+class ListenPoint {
+public:
+    ~ListenPoint();
+    /** @brief The TCP port (the connection qualifier). */
+    [[nodiscard]] uint16_t port() const noexcept { return port_; }
+    /** @brief Stops listening; pending requests are refused. */
+    [[nodiscard]] rdma::Status close();
+
+private:
+    friend class Adapter;
+    friend class AccessLayer;
+    ListenPoint() = default;
+    std::shared_ptr<Adapter> adapter_;
+    std::shared_ptr<SimpleDispatcher> requests_;
+    uint64_t kal_handle_ = 0;
+    uint16_t port_ = 0;
+};
+
+/** @brief An endpoint: a reliable connected queue pair and its connection. */
+class Endpoint : public std::enable_shared_from_this<Endpoint> {
 public:
     ~Endpoint();
+    /** @brief Where this endpoint's connection events go (a cm_message dispatcher; null: dropped). */
+    void set_connection_dispatcher(std::shared_ptr<SimpleDispatcher> events);
+    /**
+     * @brief Connects to @p address (IPv4 or IPv6 text) port @p port with @p private_data in the MPA request. The
+     *        outcome arrives as a connection event: established, rejected, unreachable, timeout or broken.
+     *        @p timeout 0 takes the kAL's default.
+     */
+    [[nodiscard]] rdma::Status connect(const std::string &address, uint16_t port,
+                                       std::span<const uint8_t> private_data = {},
+                                       std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+    /** @brief Accepts connection request @p request with this endpoint, replying @p private_data. */
+    [[nodiscard]] rdma::Status accept(uint64_t request, std::span<const uint8_t> private_data = {});
+    /**
+     * @brief Disconnects: in order (the QP to CLOSING: outstanding sends complete, then FIN) or, with
+     *        @p abortive, at once (the QP to ERROR: posted work is flushed, the peer gets a reset).
+     */
+    [[nodiscard]] rdma::Status disconnect(bool abortive = false);
     /** @brief Query QP. */
     [[nodiscard]] rdma::Expected<ri_qp_attr_t> query() const;
     /** @brief Modify QP with a mask of ::ri_qp_attr_mask. */
@@ -266,7 +328,12 @@ public:
 
 private:
     friend class ProtectionZone;
+    friend class AccessLayer;
     Endpoint() = default;
+    void deliver_cm(Event e);
+    std::mutex cm_mutex_;
+    std::shared_ptr<SimpleDispatcher> cm_;
+    uint64_t kal_handle_ = 0;
     std::shared_ptr<ProtectionZone> pz_;
     std::shared_ptr<CompletionQueue> send_, recv_;
     std::shared_ptr<SharedReceiveQueue> srq_;

@@ -36,6 +36,27 @@ enum class EventStream : uint8_t {
     software            /**< Events the consumer posts itself. */
 };
 
+/** @brief Connection events (Event::id on the cm_request and cm_message streams). */
+enum class CmEventId : uint32_t {
+    connect_request = KRDMA_CM_CONNECT_REQUEST, /**< A peer asks to connect (cm_request). */
+    established = KRDMA_CM_ESTABLISHED,         /**< The endpoint is connected: RDMA may flow. */
+    rejected = KRDMA_CM_REJECTED,               /**< The peer rejected the request (its private data attached). */
+    unreachable = KRDMA_CM_UNREACHABLE,         /**< The peer could not be reached or refused TCP (status). */
+    peer_disconnect = KRDMA_CM_PEER_DISCONNECT, /**< The peer closed in order. */
+    broken = KRDMA_CM_BROKEN,                   /**< Reset, failed, or negotiation failed (status, term). */
+    timeout = KRDMA_CM_TIMEOUT,                 /**< Setup did not finish in time. */
+    disconnected = KRDMA_CM_DISCONNECTED        /**< This side's disconnect completed. */
+};
+
+/** @brief What a connection event carries besides its identifier. */
+struct ConnectionData {
+    uint64_t request = 0;               /**< connect_request: the identifier to accept or reject. */
+    int status = 0;                     /**< 0 or an errno value. */
+    uint32_t term = 0;                  /**< broken by negotiation: the Terminate code (layer<<16|type<<8|code). */
+    ri_llp_params_t llp{};              /**< Addresses and ports; negotiated (established) or requested parameters. */
+    std::vector<uint8_t> private_data;  /**< The peer's private data. */
+};
+
 /** @brief One event. */
 struct Event {
     EventStream stream = EventStream::software; /**< The stream it belongs to. */
@@ -46,6 +67,7 @@ struct Event {
     uint32_t detail = 0;                        /**< Event detail (e.g. a Terminate code). */
     ri_wc_t wc{};                               /**< DTO: the work completion. */
     void *software = nullptr;                   /**< Software events: the consumer's pointer. */
+    std::shared_ptr<const ConnectionData> connection; /**< Connection events: their data. */
 };
 
 class AggregateDispatcher;

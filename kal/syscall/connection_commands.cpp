@@ -1,0 +1,749 @@
+// LLP and endpoint management: listen points, connection setup through the host's TCP stack, MPA negotiation
+// (kal/llp/mpa_session), the RDMA-mode transition and teardown. Everything here runs on the device server's thread.
+#include "connection_commands.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "kvp_object.hpp"
+#include "mpa_session.hpp"
+#include "rnicpi/host/log.hpp"
+
+namespace kal {
+namespace {
+
+constexpr const char *kComponent = "llp";
+using Clock = std::chrono::steady_clock;
+
+socklen_t to_sockaddr(const ri_net_addr_t &a, uint16_t port, sockaddr_storage &out) {
+    std::memset(&out, 0, sizeof out);
+    if (a.family == RI_AF_INET) {
+        auto *s = reinterpret_cast<sockaddr_in *>(&out);
+        s->sin_family = AF_INET;
+        s->sin_port = htons(port);
+        std::memcpy(&s->sin_addr, a.addr, 4);
+        return sizeof(sockaddr_in);
+    }
+    if (a.family == RI_AF_INET6) {
+        auto *s = reinterpret_cast<sockaddr_in6 *>(&out);
+        s->sin6_family = AF_INET6;
+        s->sin6_port = htons(port);
+        s->sin6_scope_id = a.scope_id;
+        std::memcpy(&s->sin6_addr, a.addr, 16);
+        return sizeof(sockaddr_in6);
+    }
+    return 0;
+}
+
+std::string text_of(const ri_net_addr_t &a, uint16_t port) {
+    char buf[INET6_ADDRSTRLEN] = "?";
+    if (a.family == RI_AF_INET || a.family == RI_AF_INET6) ::inet_ntop(a.family, a.addr, buf, sizeof buf);
+    return a.family == RI_AF_INET6 ? "[" + std::string(buf) + "]:" + std::to_string(port)
+                                   : std::string(buf) + ":" + std::to_string(port);
+}
+
+// The addresses of a connected socket, for a connection request (the negotiated parameters come later).
+ri_llp_params_t addresses_of(int fd) {
+    ri_llp_params_t p{};
+    p.fd = -1;
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    auto fill = [](const sockaddr_storage &s, ri_net_addr_t &a, uint16_t &port) {
+        if (s.ss_family == AF_INET) {
+            const auto *in = reinterpret_cast<const sockaddr_in *>(&s);
+            a.family = RI_AF_INET;
+            std::memcpy(a.addr, &in->sin_addr, 4);
+            port = ntohs(in->sin_port);
+        } else if (s.ss_family == AF_INET6) {
+            const auto *in = reinterpret_cast<const sockaddr_in6 *>(&s);
+            a.family = RI_AF_INET6;
+            a.scope_id = in->sin6_scope_id;
+            std::memcpy(a.addr, &in->sin6_addr, 16);
+            port = ntohs(in->sin6_port);
+        }
+    };
+    if (::getsockname(fd, reinterpret_cast<sockaddr *>(&ss), &len) == 0) fill(ss, p.local, p.local_port);
+    len = sizeof ss;
+    if (::getpeername(fd, reinterpret_cast<sockaddr *>(&ss), &len) == 0) fill(ss, p.remote, p.remote_port);
+    return p;
+}
+
+// The RNIC's MPA policy (the kVP's MPA capabilities) with this QP's read depths.
+iwarp::MpaConfig mpa_config(const KvpObject &open, uint32_t ird, uint32_t ord) {
+    ri_rnic_attr_t a{};
+    (void)open.v->query_rnic(static_cast<ri_rnic_t>(open.handle), &a);
+    iwarp::MpaConfig c;
+    c.revision = 2;
+    c.crc = (a.caps & RI_CAP_MPA_CRC) != 0;
+    c.markers_wanted = false;
+    c.markers_allowed = (a.caps & RI_CAP_MPA_MARKERS) != 0;
+    c.peer2peer = (a.caps & RI_CAP_MPA_PEER2PEER) != 0;
+    c.ird = static_cast<uint16_t>(std::min<uint32_t>(ird, iwarp::kMpaIrdOrdMax));
+    c.ord = static_cast<uint16_t>(std::min<uint32_t>(ord, iwarp::kMpaIrdOrdMax));
+    return c;
+}
+
+// An abortive close: RST to the peer even while another process (the consumer) still holds the socket, which a
+// close() with SO_LINGER 0 would not do. connect(AF_UNSPEC) is TCP's disconnect.
+void reset_connection(int fd) {
+    sockaddr sa{};
+    sa.sa_family = AF_UNSPEC;
+    (void)::connect(fd, &sa, sizeof sa);
+}
+
+bool peer_closed(int fd) {
+    pollfd p{fd, POLLRDHUP, 0};
+    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+int socket_error(int fd) {
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return errno;
+    return err;
+}
+
+krdma_cm_event cm_event(uint32_t type, uint64_t object, uint64_t context) {
+    krdma_cm_event e{};
+    e.event = KRDMA_EVENT_CM;
+    e.type = type;
+    e.object = object;
+    e.context = context;
+    e.llp.fd = -1;
+    return e;
+}
+
+void set_private_data(krdma_cm_event &e, std::span<const uint8_t> pd) {
+    const size_t n = std::min<size_t>(pd.size(), KRDMA_MAX_PRIVATE_DATA);
+    e.private_data_len = static_cast<uint16_t>(n);
+    if (n > 0) std::memcpy(e.private_data, pd.data(), n);
+}
+
+int ms_until(Clock::time_point t, Clock::time_point now) {
+    if (t <= now) return 0;
+    return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(t - now).count()) + 1;
+}
+
+}  // namespace
+
+// A listen point: a listening TCP socket on an RNIC's address, in its owner's table under the RNIC open.
+class ListenPoint final : public Resource {
+public:
+    ListenPoint(ConnectionCommands &m, uint32_t client, uint64_t context, krdma::UniqueFd sock, iwarp::MpaConfig cfg,
+                std::string rnic)
+        : m_(&m), client_(client), context_(context), sock_(std::move(sock)), cfg_(cfg), rnic_(std::move(rnic)) {}
+    ~ListenPoint() override {
+        if (m_ == nullptr) return;
+        m_->server_.unwatch(sock_.get());
+        const std::set<uint64_t> ids = requests_;  // drop_pending() edits the set
+        for (uint64_t id : ids) m_->drop_pending(id);
+        m_->listens_.erase(this);
+    }
+    ConnectionCommands *m_;
+    uint32_t client_;
+    uint64_t context_;
+    Handle handle_ = 0;
+    krdma::UniqueFd sock_;
+    iwarp::MpaConfig cfg_;
+    std::string rnic_;
+    std::set<uint64_t> requests_;
+};
+
+// A connection request on a listen point: the accepted socket and its MPA session, until the consumer decides.
+struct PendingRequest {
+    PendingRequest(uint64_t i, ListenPoint &l, krdma::UniqueFd s) : id(i), lp(&l), sock(std::move(s)), session(sock.get()) {}
+    uint64_t id;
+    ListenPoint *lp;
+    krdma::UniqueFd sock;
+    llp::MpaSession session;
+    bool announced = false;  // the consumer has the CONNECT_REQUEST event
+};
+
+// A QP's connection: setup, the transition, and the kAL's watch over the socket afterwards.
+class Endpoint final : public QpLink {
+public:
+    Endpoint(ConnectionCommands &m, uint32_t client, Handle qp_handle, KvpObject &qp, uint64_t context,
+             std::string rnic)
+        : m_(&m), client_(client), qp_handle_(qp_handle), qp_(qp), context_(context), rnic_(std::move(rnic)) {
+        m.endpoints_.insert(this);
+    }
+    ~Endpoint() override {
+        if (m_ == nullptr) return;
+        if (sock_) {
+            // The QP is going (destroyed, or its owner died): the connection goes with it, abortively.
+            if (state_ == KRDMA_EP_CONNECTED || state_ == KRDMA_EP_DISCONNECTING) ++m_->counters_.resets;
+            close_socket(true);
+        }
+        m_->endpoints_.erase(this);
+    }
+
+    // Active side: TCP connect from @p local to @p remote has been started on @p sock.
+    void start_active(krdma::UniqueFd sock, const iwarp::MpaConfig &cfg, std::span<const uint8_t> pd,
+                      Clock::time_point deadline) {
+        sock_ = std::move(sock);
+        initiator_ = true;
+        tcp_connecting_ = true;
+        cfg_ = cfg;
+        pd_.assign(pd.begin(), pd.end());
+        deadline_ = deadline;
+        state_ = KRDMA_EP_CONNECTING;
+        rewatch(POLLOUT);
+    }
+
+    // Passive side: the consumer accepted; the session is writing (or wrote) the reply.
+    void start_passive(krdma::UniqueFd sock, llp::MpaSession session) {
+        sock_ = std::move(sock);
+        session_.emplace(std::move(session));
+        initiator_ = false;
+        deadline_ = session_->deadline();
+        state_ = KRDMA_EP_CONNECTING;
+        negotiate(session_->on_writable());
+    }
+
+    void qp_state_changed(uint32_t state) override {
+        if (m_ == nullptr) return;
+        switch (state) {
+            case RI_QPS_CLOSING:
+                if (state_ == KRDMA_EP_CONNECTED) state_ = KRDMA_EP_DISCONNECTING;  // the uVP sends FIN when drained
+                break;
+            case RI_QPS_ERROR:
+                if (state_ == KRDMA_EP_CONNECTING) {
+                    fail(KRDMA_CM_BROKEN, ECONNABORTED);
+                } else if (state_ == KRDMA_EP_CONNECTED || state_ == KRDMA_EP_DISCONNECTING) {
+                    const int err = socket_error(sock_.get());
+                    const bool closed = peer_closed(sock_.get());
+                    uint32_t type = KRDMA_CM_DISCONNECTED;
+                    if (err != 0) {
+                        type = KRDMA_CM_BROKEN;
+                        ++m_->counters_.resets;
+                    } else if (closed && state_ == KRDMA_EP_CONNECTED) {
+                        type = KRDMA_CM_PEER_DISCONNECT;
+                        ++m_->counters_.peer_disconnects;
+                    } else if (!closed) {
+                        ++m_->counters_.resets;  // our abortive disconnect
+                    }
+                    close_socket(!closed && err == 0);
+                    state_ = err != 0 ? KRDMA_EP_ERROR : KRDMA_EP_DISCONNECTED;
+                    send(cm(type, err));
+                }
+                break;
+            case RI_QPS_IDLE: state_ = KRDMA_EP_IDLE; break;
+            default: break;
+        }
+    }
+
+    void on_events(short revents) {
+        if (state_ == KRDMA_EP_CONNECTING) {
+            if (tcp_connecting_) {
+                const int err = socket_error(sock_.get());
+                if (err != 0 || (revents & (POLLERR | POLLHUP)) != 0) {
+                    ++m_->counters_.failed;
+                    fail(KRDMA_CM_UNREACHABLE, err != 0 ? err : ECONNREFUSED);
+                    return;
+                }
+                tcp_connecting_ = false;
+                session_.emplace(sock_.get());
+                if (auto st = session_->start_initiator(cfg_, pd_, deadline_); !st) {
+                    ++m_->counters_.failed;
+                    fail(KRDMA_CM_BROKEN, st.error().code());
+                    return;
+                }
+                negotiate(session_->on_writable());
+                return;
+            }
+            negotiate(session_->on_events(revents));
+            return;
+        }
+        if (state_ != KRDMA_EP_CONNECTED && state_ != KRDMA_EP_DISCONNECTING) return;
+        if ((revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0) return;
+        // The peer closed or reset the connection: the QP of the kVP goes to ERROR (the uVP sees the same on its
+        // own reference and flushes), the owner hears why.
+        const int err = socket_error(sock_.get());
+        uint32_t type;
+        if (err != 0 || (revents & POLLERR) != 0) {
+            type = KRDMA_CM_BROKEN;
+            ++m_->counters_.resets;
+        } else if (state_ == KRDMA_EP_DISCONNECTING) {
+            type = KRDMA_CM_DISCONNECTED;
+        } else {
+            type = KRDMA_CM_PEER_DISCONNECT;
+            ++m_->counters_.peer_disconnects;
+        }
+        qp_to_error();
+        close_socket(false);
+        state_ = type == KRDMA_CM_BROKEN ? KRDMA_EP_ERROR : KRDMA_EP_DISCONNECTED;
+        send(cm(type, err != 0 ? err : (type == KRDMA_CM_BROKEN ? ECONNRESET : 0)));
+    }
+
+    // Returns the milliseconds to this endpoint's deadline, or -1; times the setup out when it has passed.
+    int check_deadline(Clock::time_point now) {
+        if (state_ != KRDMA_EP_CONNECTING) return -1;
+        if (now < deadline_) return ms_until(deadline_, now);
+        ++m_->counters_.timeouts;
+        fail(KRDMA_CM_TIMEOUT, ETIMEDOUT);
+        return -1;
+    }
+
+    void detach() { m_ = nullptr; }
+    [[nodiscard]] uint32_t state() const noexcept { return state_; }
+    [[nodiscard]] bool busy() const noexcept {
+        return state_ == KRDMA_EP_CONNECTING || state_ == KRDMA_EP_CONNECTED || state_ == KRDMA_EP_DISCONNECTING;
+    }
+
+    EndpointInfo info() const {
+        EndpointInfo i;
+        i.client_id = client_;
+        i.qp = qp_handle_;
+        i.rnic = rnic_;
+        i.state = state_;
+        ri_qp_attr_t a{};
+        if (qp_.v->query_qp(static_cast<ri_qp_t>(qp_.handle), &a) == RI_OK) i.qp_num = a.qp_num;
+        ri_llp_params_t p = sock_ ? addresses_of(sock_.get()) : llp_;
+        i.local = text_of(p.local, p.local_port);
+        i.remote = text_of(p.remote, p.remote_port);
+        i.llp = llp_;
+        i.fd = sock_ ? sock_.get() : -1;
+        return i;
+    }
+
+private:
+    krdma_cm_event cm(uint32_t type, int status) const {
+        krdma_cm_event e = cm_event(type, qp_handle_, context_);
+        e.status = status;
+        e.llp = llp_;
+        return e;
+    }
+
+    bool send(const krdma_cm_event &e, int fd = -1) {
+        const int fds[1] = {fd};
+        return m_->verbs_.deliver_record(client_, KRDMA_EVENT_CM,
+                                         {reinterpret_cast<const uint8_t *>(&e), sizeof e},
+                                         std::span<const int>(fds, fd >= 0 ? 1 : 0));
+    }
+
+    void rewatch(short events) {
+        m_->server_.watch(sock_.get(), events, [this](short revents) { on_events(revents); });
+    }
+
+    void close_socket(bool abortive) {
+        if (!sock_) return;
+        m_->server_.unwatch(sock_.get());
+        if (abortive) reset_connection(sock_.get());
+        sock_.reset();
+        session_.reset();
+    }
+
+    void qp_to_error() {
+        ri_qp_attr_t a{};
+        a.state = RI_QPS_ERROR;
+        (void)qp_.v->modify_qp(static_cast<ri_qp_t>(qp_.handle), &a, RI_QP_ATTR_STATE);
+    }
+
+    // Setup failed before the transition: the QP of the kVP is still IDLE and can connect again.
+    void fail(uint32_t type, int status, uint32_t term = 0) {
+        RDMA_LOG_INFO(kComponent, "client %u: QP %#lx connection setup failed: %s", client_,
+                      static_cast<unsigned long>(qp_handle_), std::strerror(status));
+        close_socket(false);
+        state_ = KRDMA_EP_ERROR;
+        krdma_cm_event e = cm(type, status);
+        e.term = term;
+        send(e);
+    }
+
+    void negotiate(llp::MpaState s) {
+        switch (s) {
+            case llp::MpaState::established: transition(); return;
+            case llp::MpaState::rejected: {
+                ++m_->counters_.peer_rejected;
+                krdma_cm_event e = cm(KRDMA_CM_REJECTED, ECONNREFUSED);
+                set_private_data(e, session_->peer_private_data());
+                close_socket(false);
+                state_ = KRDMA_EP_ERROR;
+                send(e);
+                return;
+            }
+            case llp::MpaState::failed: {
+                ++m_->counters_.failed;
+                const rdma::Error *why = session_->error();
+                const int status = why != nullptr ? why->code() : EPROTO;
+                uint32_t term = 0;
+                if (auto t = session_->term()) term = iwarp::term_detail(*t) & 0xffffffu;
+                if (why != nullptr && why->code() == RI_ETIMEDOUT) {
+                    ++m_->counters_.timeouts;
+                    fail(KRDMA_CM_TIMEOUT, ETIMEDOUT);
+                    return;
+                }
+                fail(KRDMA_CM_BROKEN, status, term);
+                return;
+            }
+            default: {
+                const short ev = session_->poll_events();
+                rewatch(ev != 0 ? ev : POLLIN);
+                return;
+            }
+        }
+    }
+
+    // The RDMA-mode transition: the kVP's QP to RTS with the negotiated parameters, the socket to the owner.
+    void transition() {
+        auto llp = llp::to_llp_params(session_->result(), initiator_, sock_.get());
+        if (!llp) {
+            ++m_->counters_.failed;
+            fail(KRDMA_CM_BROKEN, llp.error().code());
+            return;
+        }
+        ri_qp_attr_t a{};
+        a.state = RI_QPS_RTS;
+        a.llp = *llp;
+        a.llp.fd = -1;  // the stream lives in the consumer's process
+        if (ri_status_t rc = qp_.v->modify_qp(static_cast<ri_qp_t>(qp_.handle), &a,
+                                              RI_QP_ATTR_STATE | RI_QP_ATTR_LLP);
+            rc != RI_OK) {
+            RDMA_LOG_WARN(kComponent, "kVP refused the RDMA-mode transition: %s", std::strerror(rc));
+            ++m_->counters_.failed;
+            close_socket(true);
+            state_ = KRDMA_EP_ERROR;
+            send(cm(KRDMA_CM_BROKEN, rc));
+            return;
+        }
+        llp_ = a.llp;
+        krdma_cm_event e = cm(KRDMA_CM_ESTABLISHED, 0);
+        if (initiator_) set_private_data(e, session_->peer_private_data());
+        session_.reset();
+        state_ = KRDMA_EP_CONNECTED;
+        if (!send(e, sock_.get())) {
+            // The owner cannot take the socket: nobody can use this connection.
+            ++m_->counters_.failed;
+            qp_to_error();
+            close_socket(true);
+            state_ = KRDMA_EP_ERROR;
+            return;
+        }
+        ++m_->counters_.established;
+        RDMA_LOG_DEBUG(kComponent, "client %u: QP %#lx in RDMA mode, %s -> %s", client_,
+                       static_cast<unsigned long>(qp_handle_), text_of(llp_.local, llp_.local_port).c_str(),
+                       text_of(llp_.remote, llp_.remote_port).c_str());
+        rewatch(POLLRDHUP);  // only the end of the stream: the data is the uVP's to read
+    }
+
+    ConnectionCommands *m_;
+    uint32_t client_;
+    Handle qp_handle_;
+    KvpObject &qp_;
+    uint64_t context_;
+    std::string rnic_;
+    uint32_t state_ = KRDMA_EP_IDLE;
+    krdma::UniqueFd sock_;
+    std::optional<llp::MpaSession> session_;
+    bool initiator_ = false;
+    bool tcp_connecting_ = false;
+    iwarp::MpaConfig cfg_{};
+    std::vector<uint8_t> pd_;
+    Clock::time_point deadline_{};
+    ri_llp_params_t llp_{};
+};
+
+ConnectionCommands::ConnectionCommands(VerbCommands &verbs, LlpSettings settings)
+    : verbs_(verbs), server_(verbs.server()), settings_(settings) {
+    server_.on(KRDMA_CMD_LISTEN, [this](Connection &c, const Request &r, Reply &rep) { return listen(c, r, rep); });
+    server_.on(KRDMA_CMD_DESTROY_LISTEN, [this](Connection &c, const Request &r, Reply &) { return destroy_listen(c, r); });
+    server_.on(KRDMA_CMD_CONNECT, [this](Connection &c, const Request &r, Reply &) { return connect(c, r); });
+    server_.on(KRDMA_CMD_ACCEPT, [this](Connection &c, const Request &r, Reply &) { return accept(c, r); });
+    server_.on(KRDMA_CMD_REJECT, [this](Connection &c, const Request &r, Reply &) { return reject(c, r); });
+    server_.on_tick([this] { return tick(); });
+}
+
+ConnectionCommands::~ConnectionCommands() {
+    for (uint32_t cmd : {KRDMA_CMD_LISTEN, KRDMA_CMD_DESTROY_LISTEN, KRDMA_CMD_CONNECT, KRDMA_CMD_ACCEPT,
+                         KRDMA_CMD_REJECT}) {
+        server_.off(cmd);
+    }
+    server_.on_tick(nullptr);
+    for (auto &[id, p] : pending_) server_.unwatch(p->sock.get());
+    pending_.clear();
+    // Endpoints and listen points live in the consumers' tables, which may outlive this object.
+    for (Endpoint *e : endpoints_) e->detach();
+    for (ListenPoint *l : listens_) {
+        server_.unwatch(l->sock_.get());
+        l->m_ = nullptr;
+    }
+}
+
+std::vector<EndpointInfo> ConnectionCommands::endpoints() const {
+    std::vector<EndpointInfo> out;
+    for (const Endpoint *e : endpoints_) out.push_back(e->info());
+    return out;
+}
+
+int ConnectionCommands::listen(Connection &c, const Request &req, Reply &rep) {
+    krdma_listen q;
+    std::memcpy(&q, req.payload.data(), sizeof q);
+    if (q.reserved != 0) return RI_EINVAL;
+    Context &ctx = verbs_.context_of(c);
+    auto open = object_of(ctx.table, q.rnic, ResourceType::rnic);
+    if (!open) return open.error().code();
+    const ri_net_addr_t &addr = (*open)->ref.address();
+    sockaddr_storage ss;
+    const socklen_t len = to_sockaddr(addr, q.port, ss);
+    if (len == 0) return EAFNOSUPPORT;
+    krdma::UniqueFd s(::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!s) return errno;
+    int one = 1;
+    (void)::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(s.get(), reinterpret_cast<sockaddr *>(&ss), len) != 0) return errno;
+    if (::listen(s.get(), q.backlog != 0 ? q.backlog : 128) != 0) return errno;
+    sockaddr_storage bound{};
+    socklen_t blen = sizeof bound;
+    ::getsockname(s.get(), reinterpret_cast<sockaddr *>(&bound), &blen);
+    const uint16_t port = ntohs(bound.ss_family == AF_INET ? reinterpret_cast<sockaddr_in *>(&bound)->sin_port
+                                                           : reinterpret_cast<sockaddr_in6 *>(&bound)->sin6_port);
+    ri_rnic_attr_t a{};
+    (void)(*open)->v->query_rnic(static_cast<ri_rnic_t>((*open)->handle), &a);
+    const int fd = s.get();
+    auto lp = std::make_unique<ListenPoint>(*this, c.peer().client_id, q.context, std::move(s),
+                                            mpa_config(**open, a.max_ird, a.max_ord), (*open)->ref.name());
+    ListenPoint *raw = lp.get();
+    listens_.insert(raw);
+    auto h = ctx.table.add(ResourceType::listener, q.rnic, {}, std::move(lp));
+    if (!h) return h.error().code();  // the listen point's destructor closes the socket
+    raw->handle_ = *h;
+    server_.watch(fd, POLLIN, [this, raw](short) { accept_tcp(*raw); });
+    RDMA_LOG_INFO(kComponent, "client %u listens on %s (RNIC %s)", c.peer().client_id, text_of(addr, port).c_str(),
+                  raw->rnic_.c_str());
+    q.port = port;
+    q.handle = *h;
+    std::memcpy(rep.payload.data(), &q, sizeof q);
+    return RI_OK;
+}
+
+int ConnectionCommands::destroy_listen(Connection &c, const Request &req) {
+    krdma_destroy_listen q;
+    std::memcpy(&q, req.payload.data(), sizeof q);
+    Context &ctx = verbs_.context_of(c);
+    if (auto r = ctx.table.get(q.handle, ResourceType::listener); !r) return r.error().code();
+    if (auto d = ctx.table.destroy(q.handle); !d) return d.error().code();
+    return RI_OK;
+}
+
+void ConnectionCommands::accept_tcp(ListenPoint &lp) {
+    for (;;) {
+        krdma::UniqueFd s(::accept4(lp.sock_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+        if (!s) return;
+        ++counters_.passive_opens;
+        if (lp.requests_.size() >= settings_.max_pending) {
+            RDMA_LOG_WARN(kComponent, "listen point %#lx: %u requests pending, refusing one",
+                          static_cast<unsigned long>(lp.handle_), settings_.max_pending);
+            ++counters_.rejected;
+            continue;  // closing the socket refuses it
+        }
+        int one = 1;
+        (void)::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        const uint64_t id = next_request_++;
+        auto p = std::make_unique<PendingRequest>(id, lp, std::move(s));
+        if (auto st = p->session.start_responder(lp.cfg_, Clock::now() + settings_.request_timeout); !st) {
+            RDMA_LOG_WARN(kComponent, "cannot start MPA: %s", st.error().message().c_str());
+            continue;
+        }
+        const int fd = p->sock.get();
+        lp.requests_.insert(id);
+        pending_.emplace(id, std::move(p));
+        server_.watch(fd, POLLIN, [this, id](short revents) { pending_events(id, revents); });
+    }
+}
+
+void ConnectionCommands::pending_events(uint64_t id, short revents) {
+    auto it = pending_.find(id);
+    if (it == pending_.end()) return;
+    PendingRequest &p = *it->second;
+    if (p.announced && p.session.state() == llp::MpaState::request_received) {
+        // Waiting for the consumer: only the peer giving up wakes us.
+        if ((revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
+            RDMA_LOG_INFO(kComponent, "connection request %lu withdrawn by the peer", static_cast<unsigned long>(id));
+            drop_pending(id);
+        }
+        return;
+    }
+    const llp::MpaState s = p.session.on_events(revents);
+    switch (s) {
+        case llp::MpaState::request_received: {
+            if (p.announced) break;
+            p.announced = true;
+            krdma_cm_event e = cm_event(KRDMA_CM_CONNECT_REQUEST, p.lp->handle_, p.lp->context_);
+            e.request = id;
+            e.llp = addresses_of(p.sock.get());
+            if (auto f = p.session.peer_frame()) {
+                e.llp.mpa_revision = f->revision;
+                e.llp.ird = f->ird;
+                e.llp.ord = f->ord;
+                if (f->crc) e.llp.mpa_flags |= RI_MPA_CRC;
+                if (f->markers) e.llp.mpa_flags |= RI_MPA_MARKERS;
+                if (f->peer2peer) e.llp.mpa_flags |= RI_MPA_PEER2PEER;
+            }
+            set_private_data(e, p.session.peer_private_data());
+            p.session.set_deadline(Clock::now() + settings_.accept_timeout);
+            if (!verbs_.deliver_record(p.lp->client_, KRDMA_EVENT_CM, {reinterpret_cast<const uint8_t *>(&e), sizeof e})) {
+                drop_pending(id);
+                return;
+            }
+            server_.watch(p.sock.get(), POLLRDHUP, [this, id](short r) { pending_events(id, r); });
+            return;
+        }
+        case llp::MpaState::rejected:
+        case llp::MpaState::failed:
+            if (s == llp::MpaState::failed) {
+                ++counters_.failed;
+                const rdma::Error *why = p.session.error();
+                RDMA_LOG_INFO(kComponent, "connection request refused: %s",
+                              why != nullptr ? why->message().c_str() : "?");
+            }
+            drop_pending(id);
+            return;
+        default: break;
+    }
+    const short ev = p.session.poll_events();
+    server_.watch(p.sock.get(), ev != 0 ? ev : POLLIN, [this, id](short r) { pending_events(id, r); });
+}
+
+void ConnectionCommands::drop_pending(uint64_t id) {
+    auto it = pending_.find(id);
+    if (it == pending_.end()) return;
+    server_.unwatch(it->second->sock.get());
+    if (it->second->lp != nullptr) it->second->lp->requests_.erase(id);
+    pending_.erase(it);  // closes the socket
+}
+
+int ConnectionCommands::connect(Connection &c, const Request &req) {
+    krdma_connect q;
+    std::memcpy(&q, req.payload.data(), sizeof q);
+    if (q.private_data_len > KRDMA_MAX_PRIVATE_DATA || q.port == 0) return RI_EINVAL;
+    Context &ctx = verbs_.context_of(c);
+    auto qp = object_of(ctx.table, q.qp, ResourceType::qp);
+    if (!qp) return qp.error().code();
+    auto open = object_of(ctx.table, open_of(ctx.table, q.qp), ResourceType::rnic);
+    if (!open) return open.error().code();
+    if ((*qp)->link && static_cast<Endpoint *>((*qp)->link.get())->busy()) return EISCONN;
+    ri_qp_attr_t qa{};
+    if (ri_status_t rc = (*qp)->v->query_qp(static_cast<ri_qp_t>((*qp)->handle), &qa); rc != RI_OK) return rc;
+    if (qa.state != RI_QPS_IDLE) return RI_EINVAL;  // only an IDLE QP takes a new stream
+
+    sockaddr_storage remote, local;
+    const socklen_t rlen = to_sockaddr(q.remote, q.port, remote);
+    if (rlen == 0) return EAFNOSUPPORT;
+    const ri_net_addr_t &rnic_addr = (*open)->ref.address();
+    if (rnic_addr.family != q.remote.family) return EAFNOSUPPORT;
+    // ROUTE-CHECK
+    const socklen_t llen = to_sockaddr(rnic_addr, 0, local);
+    krdma::UniqueFd s(::socket(remote.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!s) return errno;
+    int one = 1;
+    (void)::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    // The connection leaves from the RNIC's address, so the peer sees (and may select by) that RNIC.
+    if (::bind(s.get(), reinterpret_cast<sockaddr *>(&local), llen) != 0) return errno;
+    if (::connect(s.get(), reinterpret_cast<sockaddr *>(&remote), rlen) != 0 && errno != EINPROGRESS) return errno;
+    ++counters_.active_opens;
+    const auto timeout = q.timeout_ms != 0 ? std::chrono::milliseconds(q.timeout_ms) : settings_.connect_timeout;
+    auto ep = std::make_unique<Endpoint>(*this, c.peer().client_id, q.qp, **qp, q.context, (*open)->ref.name());
+    Endpoint *raw = ep.get();
+    (*qp)->link = std::move(ep);
+    raw->start_active(std::move(s), mpa_config(**open, qa.ird, qa.ord),
+                      std::span<const uint8_t>(q.private_data, q.private_data_len), Clock::now() + timeout);
+    return RI_OK;
+}
+
+int ConnectionCommands::accept(Connection &c, const Request &req) {
+    krdma_accept q;
+    std::memcpy(&q, req.payload.data(), sizeof q);
+    if (q.private_data_len > KRDMA_MAX_PRIVATE_DATA || q.reserved != 0 || q.reserved2 != 0) return RI_EINVAL;
+    auto it = pending_.find(q.request);
+    if (it == pending_.end() || it->second->lp->client_ != c.peer().client_id) return RI_ENOENT;
+    PendingRequest &p = *it->second;
+    if (p.session.state() != llp::MpaState::request_received) return RI_ENOTCONN;
+    Context &ctx = verbs_.context_of(c);
+    auto qp = object_of(ctx.table, q.qp, ResourceType::qp);
+    if (!qp) return qp.error().code();
+    auto open = object_of(ctx.table, open_of(ctx.table, q.qp), ResourceType::rnic);
+    if (!open) return open.error().code();
+    if ((*open)->ref.name() != p.lp->rnic_) return RI_EINVAL;  // the QP must be of the RNIC that was asked
+    if ((*qp)->link && static_cast<Endpoint *>((*qp)->link.get())->busy()) return EISCONN;
+    ri_qp_attr_t qa{};
+    if (ri_status_t rc = (*qp)->v->query_qp(static_cast<ri_qp_t>((*qp)->handle), &qa); rc != RI_OK) return rc;
+    if (qa.state != RI_QPS_IDLE) return RI_EINVAL;
+    if (auto st = p.session.accept(std::span<const uint8_t>(q.private_data, q.private_data_len),
+                                   static_cast<uint16_t>(std::min<uint32_t>(qa.ird, iwarp::kMpaIrdOrdMax)),
+                                   static_cast<uint16_t>(std::min<uint32_t>(qa.ord, iwarp::kMpaIrdOrdMax)));
+        !st) {
+        return st.error().code();
+    }
+    // The request becomes the QP's endpoint: the socket and the session move over.
+    server_.unwatch(p.sock.get());
+    krdma::UniqueFd sock = std::move(p.sock);
+    llp::MpaSession session = std::move(p.session);
+    p.lp->requests_.erase(q.request);
+    pending_.erase(it);
+    auto ep = std::make_unique<Endpoint>(*this, c.peer().client_id, q.qp, **qp, q.context, (*open)->ref.name());
+    Endpoint *raw = ep.get();
+    (*qp)->link = std::move(ep);
+    raw->start_passive(std::move(sock), std::move(session));
+    return RI_OK;
+}
+
+int ConnectionCommands::reject(Connection &c, const Request &req) {
+    krdma_reject q;
+    std::memcpy(&q, req.payload.data(), sizeof q);
+    if (q.private_data_len > KRDMA_MAX_PRIVATE_DATA || q.reserved != 0 || q.reserved2 != 0) return RI_EINVAL;
+    auto it = pending_.find(q.request);
+    if (it == pending_.end() || it->second->lp->client_ != c.peer().client_id) return RI_ENOENT;
+    PendingRequest &p = *it->second;
+    if (p.session.state() != llp::MpaState::request_received) return RI_ENOTCONN;
+    if (auto st = p.session.reject(std::span<const uint8_t>(q.private_data, q.private_data_len)); !st) {
+        return st.error().code();
+    }
+    ++counters_.rejected;
+    // The reply (at most 532 bytes) nearly always fits the socket at once; otherwise it finishes in the loop.
+    if (p.session.on_writable() == llp::MpaState::sending_reply) {
+        server_.watch(p.sock.get(), POLLOUT, [this, id = q.request](short r) { pending_events(id, r); });
+    } else {
+        drop_pending(q.request);
+    }
+    return RI_OK;
+}
+
+int ConnectionCommands::tick() {
+    const auto now = Clock::now();
+    int wait = -1;
+    auto earlier = [&wait](int ms) {
+        if (ms >= 0 && (wait < 0 || ms < wait)) wait = ms;
+    };
+    // Setups of endpoints (fail() never removes an endpoint from the set).
+    for (Endpoint *e : endpoints_) earlier(e->check_deadline(now));
+    std::vector<uint64_t> expired;
+    for (auto &[id, p] : pending_) {
+        if (p->session.expired(now)) {
+            expired.push_back(id);
+        } else if (!p->session.done()) {
+            earlier(p->session.poll_timeout_ms(now));
+        }
+    }
+    for (uint64_t id : expired) {
+        PendingRequest &p = *pending_.at(id);
+        ++counters_.timeouts;
+        if (p.session.state() == llp::MpaState::request_received) {
+            // The consumer never decided: the peer gets a reject rather than a silent close.
+            RDMA_LOG_INFO(kComponent, "connection request %lu not answered in time: rejecting it",
+                          static_cast<unsigned long>(id));
+            if (p.session.reject({})) (void)p.session.on_writable();
+        }
+        drop_pending(id);
+    }
+    return wait;
+}
+
+}  // namespace kal

@@ -1,0 +1,112 @@
+/**
+ * @file connection_commands.hpp
+ * @brief LLP and endpoint management of the kAL (OpenRDMA §3): listen points, active and passive TCP connection
+ *        setup from an RNIC's address, MPA negotiation, the RDMA-mode transition and teardown.
+ *
+ * A consumer listens on an RNIC open's address (LISTEN), connects one of its IDLE QPs (CONNECT), and accepts or
+ * rejects a connection request it was told about (ACCEPT, REJECT). The kAL makes the TCP connection through the
+ * host's stack, routed by the host's tables and bound to the RNIC's address, negotiates MPA with the RNIC's policy
+ * (the kVP's MPA capabilities) and the QP's IRD/ORD, then performs the RDMA-mode transition: the kVP's QP goes to
+ * RTS with the negotiated ri_llp_params_t, and the established socket goes to the owner with the ESTABLISHED event
+ * (SCM_RIGHTS), where the uAL hands it to the uVP. The kAL keeps its own reference to the socket, to report it
+ * (TCP_INFO) and to notice and report the peer closing or resetting it, and to reset it when the owner's QP goes
+ * to ERROR, is destroyed, or the owner dies.
+ *
+ * Everything runs on the device server's thread (DeviceServer::watch and on_tick), so the endpoints and listen
+ * points need no locks, and every step has a deadline.
+ */
+#ifndef KAL_SYSCALL_CONNECTION_COMMANDS_HPP
+#define KAL_SYSCALL_CONNECTION_COMMANDS_HPP
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "verb_commands.hpp"
+
+namespace kal {
+
+/** @brief Timeouts and limits of connection setup. */
+struct LlpSettings {
+    std::chrono::milliseconds connect_timeout{10000};  /**< CONNECT without its own: TCP connect plus MPA. */
+    std::chrono::milliseconds request_timeout{5000};   /**< Passive side: until the peer's MPA request is in. */
+    std::chrono::milliseconds accept_timeout{30000};   /**< Until the consumer accepts or rejects a request. */
+    uint32_t max_pending = 256;                        /**< Connection requests per listen point. */
+};
+
+/** @brief Counters of LLP management since start. */
+struct LlpCounters {
+    uint64_t active_opens = 0;       /**< CONNECTs started. */
+    uint64_t passive_opens = 0;      /**< TCP connections accepted on listen points. */
+    uint64_t established = 0;        /**< RDMA-mode transitions done. */
+    uint64_t rejected = 0;           /**< Requests rejected (by a consumer, or refused by our MPA policy). */
+    uint64_t peer_rejected = 0;      /**< Our requests the peer rejected. */
+    uint64_t failed = 0;             /**< Setups that failed (unreachable, bad MPA, transition refused). */
+    uint64_t timeouts = 0;           /**< Setups that ran out of time. */
+    uint64_t peer_disconnects = 0;   /**< Connections the peer closed in order. */
+    uint64_t resets = 0;             /**< Connections reset or broken (by the peer or by us). */
+};
+
+/** @brief One endpoint as the administrator sees it. */
+struct EndpointInfo {
+    uint32_t client_id = 0;     /**< Owner's device connection. */
+    uint64_t qp = 0;            /**< kAL handle of the QP. */
+    uint32_t qp_num = 0;        /**< The QP number. */
+    std::string rnic;           /**< RNIC name. */
+    uint32_t state = 0;         /**< ::krdma_ep_state. */
+    std::string local, remote;  /**< "address:port". */
+    ri_llp_params_t llp{};      /**< Negotiated parameters (when connected). */
+    int fd = -1;                /**< The kAL's reference to the socket (for TCP_INFO), or -1. */
+};
+
+class Endpoint;
+class ListenPoint;
+struct PendingRequest;
+
+/** @brief LISTEN, CONNECT, ACCEPT, REJECT and DESTROY_LISTEN on the device, and the connections they make. */
+class ConnectionCommands {
+public:
+    /** @brief Serves the connection commands on @p verbs' device, with @p settings. */
+    ConnectionCommands(VerbCommands &verbs, LlpSettings settings = {});
+    ConnectionCommands(const ConnectionCommands &) = delete;
+    ConnectionCommands &operator=(const ConnectionCommands &) = delete;
+    /** @brief Unregisters (with the server stopped); connections of live QPs stay theirs. */
+    ~ConnectionCommands();
+
+    /** @brief Counters. */
+    [[nodiscard]] const LlpCounters &counters() const noexcept { return counters_; }
+    /** @brief Every endpoint with a connection or one being set up (serving thread). */
+    [[nodiscard]] std::vector<EndpointInfo> endpoints() const;
+
+private:
+    friend class Endpoint;
+    friend class ListenPoint;
+    friend struct PendingRequest;
+
+    int listen(Connection &c, const Request &req, Reply &rep);
+    int destroy_listen(Connection &c, const Request &req);
+    int connect(Connection &c, const Request &req);
+    int accept(Connection &c, const Request &req);
+    int reject(Connection &c, const Request &req);
+    int tick();
+    void accept_tcp(ListenPoint &lp);
+    void pending_events(uint64_t id, short revents);
+    void drop_pending(uint64_t id);
+
+    VerbCommands &verbs_;
+    DeviceServer &server_;
+    LlpSettings settings_;
+    LlpCounters counters_;
+    std::map<uint64_t, std::unique_ptr<PendingRequest>> pending_;
+    std::set<Endpoint *> endpoints_;
+    std::set<ListenPoint *> listens_;
+    uint64_t next_request_ = 1;
+};
+
+}  // namespace kal
+
+#endif  // KAL_SYSCALL_CONNECTION_COMMANDS_HPP

@@ -1,0 +1,70 @@
+/**
+ * @file kvp_object.hpp
+ * @brief Internal to the kAL's system call management: the record of one kVP object in a caller's resource table,
+ *        shared by the verbs (verb_commands.cpp) and LLP/endpoint management (connection_commands.cpp).
+ */
+#ifndef KAL_SYSCALL_KVP_OBJECT_HPP
+#define KAL_SYSCALL_KVP_OBJECT_HPP
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "adapter_manager.hpp"
+#include "resource_table.hpp"
+#include "rnicpi/ri_verbs.h"
+
+namespace kal {
+
+class VerbCommands;
+
+/** @brief Where a kVP's event handlers deliver: one route per RNIC open, shared with the open's CQs. */
+struct EventRoute {
+    VerbCommands *commands = nullptr; /**< Event management. */
+    uint32_t client_id = 0;           /**< The owner's device connection. */
+    Handle rnic = 0;                  /**< The open's kAL handle, known once it is recorded. */
+    std::mutex mutex;                 /**< Guards ::cqs against the kVP's event threads. */
+    std::map<void *, Handle> cqs;     /**< kVP CQ -> kAL handle, for completion events. */
+};
+
+/**
+ * @brief What a QP's connection (its endpoint) must hear from the verbs: the consumer moved the QP to another state.
+ *        Owned by the QP's record and destroyed (abortively) before the QP itself.
+ */
+class QpLink : public Resource {
+public:
+    /** @brief The kVP accepted a consumer's Modify QP to @p state. */
+    virtual void qp_state_changed(uint32_t state) = 0;
+};
+
+/** @brief One kVP object in a caller's table; its destructor releases it with the plain destroy verb. */
+struct KvpObject : Resource {
+    /** @brief A record of type @p t whose module's verbs are @p verbs. */
+    KvpObject(ResourceType t, const ri_verbs_ops_t *verbs) : type(t), v(verbs) {}
+    ~KvpObject() override;
+    ResourceType type;                   /**< What it is. */
+    const ri_verbs_ops_t *v;             /**< The kVP's verbs. */
+    void *handle = nullptr;              /**< The kVP's object. */
+    std::shared_ptr<EventRoute> route;   /**< RNIC opens and CQs. */
+    uint32_t aeh_id = 0;                 /**< RNIC opens: the handler the kAL set at open. */
+    RnicRef ref;                         /**< RNIC opens: keeps the instance attached (released after close_rnic). */
+    RnicObjectCounts *counts = nullptr;  /**< The RNIC's counters (its open outlives every object below it). */
+    std::unique_ptr<QpLink> link;        /**< QPs: the connection, if any (torn down first). */
+};
+
+/** @brief The provider object behind @p h if it is a live @p type of @p table: one lookup, its error as the status. */
+[[nodiscard]] inline rdma::Expected<KvpObject *> object_of(const ResourceTable &table, Handle h, ResourceType type) {
+    auto r = table.get(h, type);
+    if (!r) return r.error();
+    return static_cast<KvpObject *>(*r);
+}
+
+/** @brief The RNIC open @p h belongs to: the root of its ownership tree. */
+[[nodiscard]] inline Handle open_of(const ResourceTable &table, Handle h) noexcept {
+    for (Handle p = table.parent(h); p != 0; p = table.parent(p)) h = p;
+    return h;
+}
+
+}  // namespace kal
+
+#endif  // KAL_SYSCALL_KVP_OBJECT_HPP
