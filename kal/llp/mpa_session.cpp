@@ -13,6 +13,7 @@
 #include <string>
 
 #include "iwarp/framing.hpp"
+#include "net_addr.hpp"
 
 namespace kal::llp {
 namespace {
@@ -49,26 +50,6 @@ uint32_t rtr_to_ri(uint8_t rtr) noexcept {
         case iwarp::kRtrRead: return RI_RTR_READ;
         default: return RI_RTR_NONE;  // no peer-to-peer mode
     }
-}
-
-bool to_net_addr(const sockaddr_storage &ss, ri_net_addr_t &addr, uint16_t &port) noexcept {
-    addr = ri_net_addr_t{};
-    if (ss.ss_family == AF_INET) {
-        const auto *sin = reinterpret_cast<const sockaddr_in *>(&ss);
-        addr.family = RI_AF_INET;
-        std::memcpy(addr.addr, &sin->sin_addr, sizeof(sin->sin_addr));
-        port = ntohs(sin->sin_port);
-        return true;
-    }
-    if (ss.ss_family == AF_INET6) {
-        const auto *sin6 = reinterpret_cast<const sockaddr_in6 *>(&ss);
-        addr.family = RI_AF_INET6;
-        addr.scope_id = sin6->sin6_scope_id;
-        std::memcpy(addr.addr, &sin6->sin6_addr, sizeof(sin6->sin6_addr));
-        port = ntohs(sin6->sin6_port);
-        return true;
-    }
-    return false;
 }
 
 }  // namespace
@@ -435,13 +416,17 @@ rdma::Expected<ri_llp_params_t> to_llp_params(const iwarp::MpaResult &result, bo
     if (::getsockname(fd, reinterpret_cast<sockaddr *>(&ss), &len) != 0) {
         return rdma::Error(errno, std::string("LLP: local address of the stream: ") + std::strerror(errno));
     }
-    if (!to_net_addr(ss, p.local, p.local_port)) return rdma::Error(RI_EINVAL, "LLP: the stream is not IPv4 or IPv6");
+    auto local = net_addr_from_sockaddr(ss, &p.local_port);
+    if (!local) return local.error();
+    p.local = *local;
     ss = sockaddr_storage{};
     len = sizeof(ss);
     if (::getpeername(fd, reinterpret_cast<sockaddr *>(&ss), &len) != 0) {
         return rdma::Error(errno, std::string("LLP: remote address of the stream: ") + std::strerror(errno));
     }
-    if (!to_net_addr(ss, p.remote, p.remote_port)) return rdma::Error(RI_EINVAL, "LLP: the stream is not IPv4 or IPv6");
+    auto remote = net_addr_from_sockaddr(ss, &p.remote_port);
+    if (!remote) return remote.error();
+    p.remote = *remote;
     return p;
 }
 
