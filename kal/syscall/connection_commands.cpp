@@ -16,6 +16,7 @@
 #include "kvp_object.hpp"
 #include "mpa_session.hpp"
 #include "rnicpi/host/log.hpp"
+#include "route.hpp"
 
 namespace kal {
 namespace {
@@ -639,7 +640,14 @@ int ConnectionCommands::connect(Connection &c, const Request &req) {
     if (rlen == 0) return EAFNOSUPPORT;
     const ri_net_addr_t &rnic_addr = (*open)->ref.address();
     if (rnic_addr.family != q.remote.family) return EAFNOSUPPORT;
-    // ROUTE-CHECK
+    // The host's tables decide the route; it must leave through the RNIC's netdev (or stay on this host).
+    auto route = llp::lookup_route_for(llp::RnicBinding{rnic_addr, (*open)->ref.netdev()}, q.remote);
+    if (!route) {
+        RDMA_LOG_INFO(kComponent, "client %u: no route to %s from RNIC %s: %s", c.peer().client_id,
+                      text_of(q.remote, q.port).c_str(), (*open)->ref.name().c_str(),
+                      route.error().message().c_str());
+        return route.error().code();
+    }
     const socklen_t llen = to_sockaddr(rnic_addr, 0, local);
     krdma::UniqueFd s(::socket(remote.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!s) return errno;
