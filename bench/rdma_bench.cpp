@@ -1,0 +1,395 @@
+// The data path and connection setup of softrnic over real TCP on 127.0.0.1, each figure next to raw TCP measured
+// in the same run with the same sizes:
+//  - RDMA Write bandwidth (64 KiB and 1 MiB messages, CRC on) vs a raw TCP stream of the same messages;
+//  - 8-byte RDMA Write ping-pong half round trip vs a raw TCP 8-byte ping-pong;
+//  - connection setup (connect + MPA + RDMA-mode transition, both ends) per second vs TCP connect + accept;
+//  - memory per idle connected QP (RSS growth over 256 connected pairs, excluding socket buffers, which are
+//    kernel memory).
+// One process with an embedded kAL; the two ends of each connection are two endpoints of it, served by the
+// process's progress thread as any consumer's are.
+//   bench_rdma [--seconds S] [--qps N]
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "harness.hpp"
+#include "ual/access_layer.hpp"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+struct Fd {
+    int fd = -1;
+    explicit Fd(int f = -1) : fd(f) {}
+    Fd(Fd &&o) noexcept : fd(o.fd) { o.fd = -1; }
+    ~Fd() {
+        if (fd >= 0) ::close(fd);
+    }
+};
+
+std::pair<Fd, Fd> tcp_pair() {
+    Fd l(::socket(AF_INET, SOCK_STREAM, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(l.fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
+    ::listen(l.fd, 1);
+    socklen_t len = sizeof a;
+    ::getsockname(l.fd, reinterpret_cast<sockaddr *>(&a), &len);
+    Fd c(::socket(AF_INET, SOCK_STREAM, 0));
+    ::connect(c.fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
+    Fd s(::accept(l.fd, nullptr, nullptr));
+    int one = 1;
+    ::setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    ::setsockopt(s.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return {std::move(c), std::move(s)};
+}
+
+bool io_all(bool write, int fd, uint8_t *p, size_t n) {
+    while (n > 0) {
+        ssize_t r = write ? ::write(fd, p, n) : ::read(fd, p, n);
+        if (r <= 0) return false;
+        p += r;
+        n -= static_cast<size_t>(r);
+    }
+    return true;
+}
+
+// Raw TCP: one sender streams messages of @p size; the receiver reads them whole. Bytes per second.
+double tcp_stream(size_t size, double seconds) {
+    auto [c, s] = tcp_pair();
+    std::vector<uint8_t> src(size, 1), dst(size);
+    std::atomic<bool> stop{false};
+    std::thread reader([&, fd = s.fd] {
+        while (io_all(false, fd, dst.data(), size)) {
+        }
+    });
+    size_t sent = 0;
+    const auto t0 = clock_type::now();
+    const auto end = t0 + std::chrono::duration<double>(seconds);
+    while (clock_type::now() < end) {
+        if (!io_all(true, c.fd, src.data(), size)) break;
+        sent += size;
+    }
+    ::shutdown(c.fd, SHUT_WR);
+    reader.join();  // every byte is read before the clock stops
+    stop = true;
+    return static_cast<double>(sent) / std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+// Raw TCP 8-byte ping-pong: seconds per half round trip.
+double tcp_pingpong(double seconds) {
+    auto [c, s] = tcp_pair();
+    std::thread echo([fd = s.fd] {
+        uint8_t b[8];
+        while (io_all(false, fd, b, 8) && io_all(true, fd, b, 8)) {
+        }
+    });
+    uint8_t b[8] = {};
+    size_t n = 0;
+    const auto t0 = clock_type::now();
+    const auto end = t0 + std::chrono::duration<double>(seconds);
+    while (clock_type::now() < end) {
+        io_all(true, c.fd, b, 8);
+        io_all(false, c.fd, b, 8);
+        ++n;
+    }
+    const double el = std::chrono::duration<double>(clock_type::now() - t0).count();
+    ::shutdown(c.fd, SHUT_WR);
+    echo.join();
+    return el / static_cast<double>(n) / 2;
+}
+
+// Raw TCP connect + accept (+ close of both) per second.
+double tcp_setup_rate(double seconds) {
+    Fd l(::socket(AF_INET, SOCK_STREAM, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(l.fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
+    ::listen(l.fd, 128);
+    socklen_t len = sizeof a;
+    ::getsockname(l.fd, reinterpret_cast<sockaddr *>(&a), &len);
+    size_t n = 0;
+    const auto t0 = clock_type::now();
+    const auto end = t0 + std::chrono::duration<double>(seconds);
+    while (clock_type::now() < end) {
+        Fd c(::socket(AF_INET, SOCK_STREAM, 0));
+        if (::connect(c.fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) break;
+        Fd s(::accept(l.fd, nullptr, nullptr));
+        ++n;
+    }
+    return static_cast<double>(n) / std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+// One consumer's objects for the RDMA figures.
+struct Rdma {
+    std::shared_ptr<ual::AccessLayer> al;
+    std::shared_ptr<ual::Adapter> adapter;
+    std::shared_ptr<ual::ProtectionZone> pz;
+    std::shared_ptr<ual::SimpleDispatcher> dto, req, cm;
+    std::shared_ptr<ual::CompletionQueue> cq;
+    std::shared_ptr<ual::ListenPoint> lp;
+    std::vector<uint8_t> buf;
+    std::shared_ptr<ual::MemoryRegion> mr;
+
+    bool open(const std::string &config, size_t bytes) {
+        ual::Options o;
+        o.embedded_config = config;
+        auto a = ual::AccessLayer::open(o);
+        if (!a) return false;
+        al = *a;
+        auto ad = al->open_adapter("sr0");
+        if (!ad) return false;
+        adapter = *ad;
+        pz = *adapter->create_pz();
+        dto = *ual::SimpleDispatcher::create(ual::EventStream::dto, 4096);
+        req = *ual::SimpleDispatcher::create(ual::EventStream::cm_request, 1024);
+        cm = *ual::SimpleDispatcher::create(ual::EventStream::cm_message, 4096);
+        cq = *adapter->create_cq(4096, dto);
+        buf.assign(bytes, 0);
+        mr = *pz->register_memory(buf.data(), buf.size(),
+                                  RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_READ);
+        auto l = adapter->listen(0, req);
+        if (!l) return false;
+        lp = *l;
+        return true;
+    }
+
+    std::shared_ptr<ual::Endpoint> endpoint(uint32_t depth) {
+        ual::EndpointAttributes ea;
+        ea.sq_depth = depth;
+        ea.rq_depth = depth;
+        ea.sq_sge = 1;
+        ea.rq_sge = 1;
+        ea.rd_sge = 1;
+        auto e = pz->create_endpoint(ea, cq, cq);
+        if (!e) return nullptr;
+        (*e)->set_connection_dispatcher(cm);
+        return *e;
+    }
+
+    // A connected pair of endpoints (client, server); null on failure.
+    std::pair<std::shared_ptr<ual::Endpoint>, std::shared_ptr<ual::Endpoint>> connect_pair(uint32_t depth) {
+        auto a = endpoint(depth), b = endpoint(depth);
+        if (!a || !b) return {};
+        if (!a->connect("127.0.0.1", lp->port()).ok()) return {};
+        auto r = req->wait(10s);
+        if (!r || !r->connection) return {};
+        if (!b->accept(r->connection->request).ok()) return {};
+        for (int got = 0; got < 2;) {
+            auto e = cm->wait(10s);
+            if (!e || e->id != static_cast<uint32_t>(ual::CmEventId::established)) return {};
+            ++got;
+        }
+        return {a, b};
+    }
+
+    void drain() {
+        ri_wc_t wc[64];
+        for (;;) {
+            auto n = cq->poll({wc, 64});
+            if (!n || *n == 0) return;
+        }
+    }
+
+    ri_wc_t wait_wc() {
+        ri_wc_t wc{};
+        for (;;) {
+            auto n = cq->poll({&wc, 1});
+            if (n && *n == 1) return wc;
+        }
+    }
+};
+
+ri_send_wr_t write_wr(Rdma &r, ri_sge_t &sge, size_t off, uint32_t len, uint64_t raddr, uint32_t rkey, bool signaled) {
+    sge = ri_sge_t{reinterpret_cast<uint64_t>(r.buf.data() + off), len, r.mr->keys().lkey};
+    ri_send_wr_t wr{};
+    wr.opcode = RI_WR_RDMA_WRITE;
+    wr.flags = signaled ? RI_SEND_SIGNALED : 0;
+    wr.sgl = &sge;
+    wr.num_sge = 1;
+    wr.u.rdma.remote_addr = raddr;
+    wr.u.rdma.rkey = rkey;
+    return wr;
+}
+
+// RDMA Write bandwidth: a window of signaled Writes of @p size into the other endpoint's half of the buffer; the
+// clock stops when a final Send has arrived (everything before it is placed).
+double rdma_write_bw(Rdma &r, ual::Endpoint &a, ual::Endpoint &b, size_t size, double seconds) {
+    const size_t half = r.buf.size() / 2;
+    const uint64_t raddr = reinterpret_cast<uint64_t>(r.buf.data() + half);
+    const uint32_t window = 16;
+    ri_sge_t rs{reinterpret_cast<uint64_t>(r.buf.data() + half), 64, r.mr->keys().lkey};
+    ri_recv_wr_t rw{99, &rs, 1, 0};
+    (void)b.post_recv({&rw, 1});
+    size_t outstanding = 0, sent = 0;
+    const auto t0 = clock_type::now();
+    const auto end = t0 + std::chrono::duration<double>(seconds);
+    while (clock_type::now() < end) {
+        while (outstanding < window) {
+            ri_sge_t sge;
+            ri_send_wr_t wr = write_wr(r, sge, 0, static_cast<uint32_t>(size), raddr, r.mr->keys().rkey, true);
+            if (!a.post_send({&wr, 1}).ok()) break;
+            ++outstanding;
+            sent += size;
+        }
+        ri_wc_t wc = r.wait_wc();
+        if (wc.status != RI_WC_SUCCESS) return 0;
+        if (wc.opcode == RI_WC_RDMA_WRITE) --outstanding;
+    }
+    ri_sge_t sge{reinterpret_cast<uint64_t>(r.buf.data()), 1, r.mr->keys().lkey};
+    ri_send_wr_t fin{};
+    fin.opcode = RI_WR_SEND;
+    fin.flags = RI_SEND_SIGNALED;
+    fin.sgl = &sge;
+    fin.num_sge = 1;
+    (void)a.post_send({&fin, 1});
+    for (bool got = false; !got;) {
+        ri_wc_t wc = r.wait_wc();
+        got = wc.opcode == RI_WC_RECV;
+    }
+    const double el = std::chrono::duration<double>(clock_type::now() - t0).count();
+    r.drain();
+    return static_cast<double>(sent) / el;
+}
+
+// 8-byte RDMA Write ping-pong: each side waits for the other's byte to change in its own memory (polling its CQ
+// meanwhile, which drives inline progress), as ib_write_lat does. Seconds per half round trip.
+double rdma_pingpong(Rdma &r, ual::Endpoint &a, ual::Endpoint &b, double seconds) {
+    volatile uint8_t *a_mem = r.buf.data() + 64;   // where b writes
+    volatile uint8_t *b_mem = r.buf.data() + 128;  // where a writes
+    std::atomic<bool> stop{false};
+    auto poll_some = [&r] {
+        ri_wc_t wc[16];
+        (void)r.cq->poll({wc, 16});
+    };
+    std::thread responder([&] {
+        uint8_t expect = 1;
+        while (!stop.load(std::memory_order_relaxed)) {
+            while (*b_mem != expect) {
+                if (stop.load(std::memory_order_relaxed)) return;
+                poll_some();
+            }
+            r.buf[192] = expect;
+            ri_sge_t sge;
+            ri_send_wr_t wr = write_wr(r, sge, 192, 8, reinterpret_cast<uint64_t>(a_mem), r.mr->keys().rkey, false);
+            (void)b.post_send({&wr, 1});
+            ++expect;
+        }
+    });
+    uint8_t v = 1;
+    size_t n = 0;
+    const auto t0 = clock_type::now();
+    const auto end = t0 + std::chrono::duration<double>(seconds);
+    while (clock_type::now() < end) {
+        r.buf[0] = v;
+        ri_sge_t sge;
+        ri_send_wr_t wr = write_wr(r, sge, 0, 8, reinterpret_cast<uint64_t>(b_mem), r.mr->keys().rkey, false);
+        if (!a.post_send({&wr, 1}).ok()) break;
+        while (*a_mem != v) poll_some();
+        ++v;
+        ++n;
+    }
+    const double el = std::chrono::duration<double>(clock_type::now() - t0).count();
+    stop = true;
+    responder.join();
+    return n == 0 ? 0 : el / static_cast<double>(n) / 2;
+}
+
+long rss_kib() {
+    std::ifstream in("/proc/self/statm");
+    long pages = 0, resident = 0;
+    in >> pages >> resident;
+    return resident * (::sysconf(_SC_PAGESIZE) / 1024);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    const double seconds = bench::budget_from_args(argc, argv);
+    int qps = 256;
+    for (int i = 1; i + 1 < argc; ++i) {
+        if (std::strcmp(argv[i], "--qps") == 0) qps = std::atoi(argv[i + 1]);
+    }
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("bench_rdma." + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string config = (dir / "kal.json").string();
+    {
+        std::ofstream f(config);
+        f << R"({"provider_dir": ")" BENCH_PROVIDER_DIR R"(", "log_level": "warn", "modules": ["softrnic_kvp.so"],
+               "rnics": [{"provider": "softrnic", "name": "sr0", "address": "127.0.0.1"}]})";
+    }
+    int rc = 0;
+    {
+        Rdma r;
+        if (!r.open(config, 4u << 20)) {
+            std::fprintf(stderr, "bench_rdma: cannot open softrnic through an embedded kAL\n");
+            std::filesystem::remove_all(dir);
+            return 1;
+        }
+        auto [a, b] = r.connect_pair(64);
+        if (!a) {
+            std::fprintf(stderr, "bench_rdma: cannot connect two endpoints\n");
+            rc = 1;
+        } else {
+            std::printf("softrnic over TCP on 127.0.0.1 (CRC on), %.2f s per figure; ratio = RDMA / raw TCP\n", seconds);
+            for (size_t size : {size_t{64} << 10, size_t{1} << 20}) {
+                const double base = tcp_stream(size, seconds);
+                const double bw = rdma_write_bw(r, *a, *b, size, seconds);
+                bench::row("RDMA Write " + std::to_string(size >> 10) + " KiB", bw, "TCP stream", base);
+            }
+            const double base_lat = tcp_pingpong(seconds);
+            const double lat = rdma_pingpong(r, *a, *b, seconds);
+            std::printf("%-34s %9.2f us     %-12s %9.2f us     ratio %6.3f (target <= 1.10)\n",
+                        "8 B RDMA Write half round trip", lat * 1e6, "TCP 8 B", base_lat * 1e6, lat / base_lat);
+            // Connection setup: connect + MPA + transition at both ends, then both endpoints destroyed.
+            size_t n = 0;
+            const auto t0 = clock_type::now();
+            const auto end = t0 + std::chrono::duration<double>(seconds);
+            while (clock_type::now() < end) {
+                auto [x, y] = r.connect_pair(4);
+                if (!x) break;
+                ++n;
+            }
+            const double setup = static_cast<double>(n) / std::chrono::duration<double>(clock_type::now() - t0).count();
+            const double base_setup = tcp_setup_rate(seconds);
+            std::printf("%-34s %9.0f /s     %-12s %9.0f /s     ratio %6.3f (target >= 0.5)\n", "connection setup", setup,
+                        "TCP connect", base_setup, setup / base_setup);
+            // Memory per idle connected QP.
+            std::vector<std::shared_ptr<ual::Endpoint>> keep;
+            r.drain();
+            const long before = rss_kib();
+            for (int i = 0; i < qps; ++i) {
+                auto [x, y] = r.connect_pair(16);
+                if (!x) {
+                    std::fprintf(stderr, "bench_rdma: connection %d of %d failed\n", i, qps);
+                    rc = 1;
+                    break;
+                }
+                keep.push_back(x);
+                keep.push_back(y);
+            }
+            const long after = rss_kib();
+            if (!keep.empty()) {
+                std::printf("%-34s %9.2f KiB    (%zu QPs of depth 16, RSS growth; target <= 8 KiB)\n",
+                            "memory per idle connected QP", static_cast<double>(after - before) / keep.size(),
+                            keep.size());
+            }
+        }
+    }
+    std::filesystem::remove_all(dir);
+    return rc;
+}
