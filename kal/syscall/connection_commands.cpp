@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 
@@ -17,6 +18,7 @@
 #include "mpa_session.hpp"
 #include "rnicpi/host/log.hpp"
 #include "route.hpp"
+#include "tcp_stats.hpp"
 
 namespace kal {
 namespace {
@@ -459,12 +461,61 @@ ConnectionCommands::ConnectionCommands(VerbCommands &verbs, LlpSettings settings
     server_.on(KRDMA_CMD_CONNECT, [this](Connection &c, const Request &r, Reply &) { return connect(c, r); });
     server_.on(KRDMA_CMD_ACCEPT, [this](Connection &c, const Request &r, Reply &) { return accept(c, r); });
     server_.on(KRDMA_CMD_REJECT, [this](Connection &c, const Request &r, Reply &) { return reject(c, r); });
+    server_.on(KRDMA_CMD_LIST_ENDPOINTS, [this](Connection &, const Request &r, Reply &rep) {
+        krdma_list_endpoints q;
+        std::memcpy(&q, r.payload.data(), sizeof q);
+        krdma_list_endpoints a{};
+        a.index = q.index;
+        a.count = static_cast<uint32_t>(endpoints_.size());
+        if (q.index < endpoints_.size()) {
+            const EndpointInfo e = (*std::next(endpoints_.begin(), static_cast<long>(q.index)))->info();
+            krdma_endpoint_info &i = a.info;
+            i.client_id = e.client_id;
+            i.qp_num = e.qp_num;
+            i.qp = e.qp;
+            std::snprintf(i.rnic, sizeof i.rnic, "%s", e.rnic.c_str());
+            std::snprintf(i.local, sizeof i.local, "%s", e.local.c_str());
+            std::snprintf(i.remote, sizeof i.remote, "%s", e.remote.c_str());
+            i.state = e.state;
+            i.llp = e.llp;
+            if (e.fd >= 0) {
+                if (auto t = llp::tcp_info_of(e.fd)) {
+                    i.tcp_state = t->state;
+                    i.bytes_sent = t->bytes_acked;
+                    i.bytes_received = t->bytes_received;
+                    i.segs_out = t->segs_out;
+                    i.segs_in = t->segs_in;
+                    i.retransmits = t->total_retrans;
+                    i.rtt_us = t->rtt_us;
+                    i.snd_cwnd = t->snd_cwnd;
+                }
+            }
+        }
+        std::memcpy(rep.payload.data(), &a, sizeof a);
+        return RI_OK;
+    });
+    server_.on(KRDMA_CMD_LLP_COUNTERS, [this](Connection &, const Request &, Reply &rep) {
+        krdma_llp_counters a{};
+        a.active_opens = counters_.active_opens;
+        a.passive_opens = counters_.passive_opens;
+        a.established = counters_.established;
+        a.rejected = counters_.rejected;
+        a.peer_rejected = counters_.peer_rejected;
+        a.failed = counters_.failed;
+        a.timeouts = counters_.timeouts;
+        a.peer_disconnects = counters_.peer_disconnects;
+        a.resets = counters_.resets;
+        a.listen_points = listens_.size();
+        a.pending_requests = pending_.size();
+        std::memcpy(rep.payload.data(), &a, sizeof a);
+        return RI_OK;
+    });
     server_.on_tick([this] { return tick(); });
 }
 
 ConnectionCommands::~ConnectionCommands() {
     for (uint32_t cmd : {KRDMA_CMD_LISTEN, KRDMA_CMD_DESTROY_LISTEN, KRDMA_CMD_CONNECT, KRDMA_CMD_ACCEPT,
-                         KRDMA_CMD_REJECT}) {
+                         KRDMA_CMD_REJECT, KRDMA_CMD_LIST_ENDPOINTS, KRDMA_CMD_LLP_COUNTERS}) {
         server_.off(cmd);
     }
     server_.on_tick(nullptr);

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <regex>
 
+#include <nlohmann/json.hpp>
+
 #include "krdmad_fixture.hpp"
 #include "rdma_util.hpp"
 
@@ -164,6 +166,18 @@ TEST_F(Connections, RejectCarriesPrivateDataBack) {
     auto qa = ep->query();
     ASSERT_TRUE(qa);
     EXPECT_EQ(qa->state, static_cast<uint32_t>(RI_QPS_IDLE));
+
+    // The administrator sees it: LLP counters and the host's TCP MIB in one view.
+    std::string out;
+    ASSERT_EQ(rdmactl({"--device", device_.string(), "--json", "stats"}, out), 0) << out;
+    auto j = nlohmann::json::parse(out);
+    EXPECT_EQ(j["llp"]["ActiveOpens"].get<uint64_t>(), 1u);
+    EXPECT_EQ(j["llp"]["PassiveOpens"].get<uint64_t>(), 1u);
+    EXPECT_EQ(j["llp"]["Rejected"].get<uint64_t>(), 1u);
+    EXPECT_EQ(j["llp"]["PeerRejected"].get<uint64_t>(), 1u);
+    EXPECT_EQ(j["llp"]["Established"].get<uint64_t>(), 0u);
+    EXPECT_TRUE(j["host_tcp"].contains("ActiveOpens"));
+    EXPECT_TRUE(j["endpoints"].is_array());
 }
 
 // A port nobody listens on: the TCP connection is refused.

@@ -28,6 +28,8 @@ void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_cod
  */
 void add_admin_commands(CLI::App &app, const GlobalOptions &global, int &exit_code);
 
+/** @brief Registers `rdmactl stats`: connection statistics merged with the host's TCP MIB. */
+void add_stats_command(CLI::App &app, const GlobalOptions &global, int &exit_code);
 /** @brief One RNIC as `rdmactl --json` prints it. */
 [[nodiscard]] nlohmann::json rnic_json(const krdma_rnic_info &info);
 

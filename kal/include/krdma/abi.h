@@ -327,6 +327,49 @@ struct krdma_cm_event {
     uint8_t private_data[KRDMA_MAX_PRIVATE_DATA]; /**< The peer's private data (request, reply or reject). */
 };
 
+/** @brief One endpoint with a connection (or one being set up) and the TCP statistics of its socket. */
+struct krdma_endpoint_info {
+    uint32_t client_id;      /**< Owner's device connection. */
+    uint32_t qp_num;         /**< QP number. */
+    uint64_t qp;             /**< kAL handle of the QP (in the owner's table). */
+    char rnic[64];           /**< RNIC name. */
+    char local[64];          /**< Local "address:port". */
+    char remote[64];         /**< Remote "address:port". */
+    uint32_t state;          /**< One of ::krdma_ep_state. */
+    uint32_t tcp_state;      /**< TCP state (TCP_ESTABLISHED...), 0 without a socket. */
+    ri_llp_params_t llp;     /**< Negotiated parameters (connected endpoints). */
+    uint64_t bytes_sent;     /**< TCP bytes acknowledged by the peer (tcpi_bytes_acked). */
+    uint64_t bytes_received; /**< TCP bytes received (tcpi_bytes_received). */
+    uint64_t segs_out;       /**< TCP segments sent. */
+    uint64_t segs_in;        /**< TCP segments received. */
+    uint64_t retransmits;    /**< TCP segments retransmitted (tcpi_total_retrans). */
+    uint32_t rtt_us;         /**< Smoothed round-trip time. */
+    uint32_t snd_cwnd;       /**< Congestion window in segments. */
+};
+
+/** @brief LIST_ENDPOINTS: one entry of the endpoint list (ask index 0, 1, ... until the reply's count). */
+struct krdma_list_endpoints {
+    uint32_t index;                     /**< Request: which entry. */
+    uint32_t count;                     /**< Reply: how many endpoints there are. */
+    struct krdma_endpoint_info info;    /**< Reply: the entry (when index < count). */
+};
+
+/** @brief LLP_COUNTERS: LLP management's counters since krdmad started. */
+struct krdma_llp_counters {
+    uint64_t active_opens;      /**< CONNECTs started. */
+    uint64_t passive_opens;     /**< TCP connections accepted on listen points. */
+    uint64_t established;       /**< RDMA-mode transitions. */
+    uint64_t rejected;          /**< Requests rejected by consumers or by the MPA policy. */
+    uint64_t peer_rejected;     /**< Requests of ours the peer rejected. */
+    uint64_t failed;            /**< Setups that failed. */
+    uint64_t timeouts;          /**< Setups that ran out of time. */
+    uint64_t peer_disconnects;  /**< Connections the peer closed in order. */
+    uint64_t resets;            /**< Connections reset or broken. */
+    uint64_t listen_points;     /**< Listen points now. */
+    uint64_t pending_requests;  /**< Connection requests waiting now. */
+    uint64_t reserved[5];       /**< Zero. */
+};
+
 /** @brief LISTEN command code. */
 #define KRDMA_CMD_LISTEN _IOWR(KRDMA_IOC_MAGIC, 0x40, struct krdma_listen)
 /** @brief CONNECT command code. */
@@ -337,6 +380,11 @@ struct krdma_cm_event {
 #define KRDMA_CMD_REJECT _IOWR(KRDMA_IOC_MAGIC, 0x43, struct krdma_reject)
 /** @brief DESTROY_LISTEN command code. */
 #define KRDMA_CMD_DESTROY_LISTEN _IOWR(KRDMA_IOC_MAGIC, 0x44, struct krdma_destroy_listen)
+
+/** @brief LIST_ENDPOINTS command code (open to every caller). */
+#define KRDMA_CMD_LIST_ENDPOINTS _IOWR(KRDMA_IOC_MAGIC, 0x45, struct krdma_list_endpoints)
+/** @brief LLP_COUNTERS command code (open to every caller). */
+#define KRDMA_CMD_LLP_COUNTERS _IOWR(KRDMA_IOC_MAGIC, 0x46, struct krdma_llp_counters)
 
 /* ---- End of the connection management block ---- */
 

@@ -1,0 +1,137 @@
+// rdmactl stats: LLP management's counters, every endpoint with the TCP statistics of its connection, totals per
+// RNIC, and the host's TCP MIB (RFC 4022 names), in one view.
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <map>
+
+#include "client.hpp"
+#include "commands.hpp"
+#include "tcp_stats.hpp"
+
+namespace rdmactl {
+namespace {
+
+const char *ep_state_name(uint32_t s) {
+    switch (s) {
+        case KRDMA_EP_IDLE: return "idle";
+        case KRDMA_EP_CONNECTING: return "connecting";
+        case KRDMA_EP_CONNECTED: return "connected";
+        case KRDMA_EP_DISCONNECTING: return "disconnecting";
+        case KRDMA_EP_DISCONNECTED: return "disconnected";
+        case KRDMA_EP_ERROR: return "error";
+        default: return "?";
+    }
+}
+
+template <class T>
+bool ask(ual::DeviceClient &c, uint32_t cmd, T &io) {
+    auto r = c.call(cmd, {reinterpret_cast<const uint8_t *>(&io), sizeof io});
+    if (!r || r->status != 0 || r->payload.size() != sizeof io) {
+        std::fprintf(stderr, "rdmactl: krdmad did not answer: %s\n",
+                     r ? std::strerror(r->status) : r.error().message().c_str());
+        return false;
+    }
+    std::memcpy(&io, r->payload.data(), sizeof io);
+    return true;
+}
+
+}  // namespace
+
+void add_stats_command(CLI::App &app, const GlobalOptions &global, int &exit_code) {
+    CLI::App *stats = app.add_subcommand(
+        "stats", "Show connection statistics: LLP counters, endpoints with their TCP counters, per-RNIC totals and "
+                 "the host's TCP MIB");
+    stats->callback([&global, &exit_code] {
+        auto client = ual::DeviceClient::connect(global.device);
+        if (!client) {
+            std::fprintf(stderr, "rdmactl: %s\n", client.error().message().c_str());
+            exit_code = 1;
+            return;
+        }
+        krdma_llp_counters c{};
+        if (!ask(**client, KRDMA_CMD_LLP_COUNTERS, c)) {
+            exit_code = 1;
+            return;
+        }
+        nlohmann::json llp{{"ActiveOpens", c.active_opens},     {"PassiveOpens", c.passive_opens},
+                           {"Established", c.established},      {"Rejected", c.rejected},
+                           {"PeerRejected", c.peer_rejected},   {"SetupFailures", c.failed},
+                           {"SetupTimeouts", c.timeouts},       {"PeerDisconnects", c.peer_disconnects},
+                           {"Resets", c.resets},                {"ListenPoints", c.listen_points},
+                           {"PendingRequests", c.pending_requests}};
+        nlohmann::json eps = nlohmann::json::array();
+        std::map<std::string, nlohmann::json> per_rnic;
+        for (uint32_t index = 0;; ++index) {
+            krdma_list_endpoints q{};
+            q.index = index;
+            if (!ask(**client, KRDMA_CMD_LIST_ENDPOINTS, q)) {
+                exit_code = 1;
+                return;
+            }
+            if (index >= q.count) break;
+            const krdma_endpoint_info &i = q.info;
+            nlohmann::json e{{"client", i.client_id},
+                             {"qp_num", i.qp_num},
+                             {"rnic", i.rnic},
+                             {"state", ep_state_name(i.state)},
+                             {"local", i.local},
+                             {"remote", i.remote},
+                             {"tcp_state", std::string(kal::llp::tcp_state_name(static_cast<uint8_t>(i.tcp_state)))},
+                             {"mpa", {{"revision", i.llp.mpa_revision},
+                                      {"crc", (i.llp.mpa_flags & RI_MPA_CRC) != 0},
+                                      {"markers", (i.llp.mpa_flags & RI_MPA_MARKERS) != 0},
+                                      {"peer2peer", (i.llp.mpa_flags & RI_MPA_PEER2PEER) != 0},
+                                      {"ird", i.llp.ird},
+                                      {"ord", i.llp.ord},
+                                      {"fpdu_max", i.llp.fpdu_max}}},
+                             {"bytes_sent", i.bytes_sent},
+                             {"bytes_received", i.bytes_received},
+                             {"segments_out", i.segs_out},
+                             {"segments_in", i.segs_in},
+                             {"retransmissions", i.retransmits},
+                             {"rtt_us", i.rtt_us},
+                             {"cwnd", i.snd_cwnd}};
+            nlohmann::json &r = per_rnic[i.rnic];
+            if (r.is_null()) r = {{"endpoints", 0}, {"bytes_sent", 0}, {"bytes_received", 0}, {"retransmissions", 0}};
+            r["endpoints"] = r["endpoints"].get<uint64_t>() + 1;
+            r["bytes_sent"] = r["bytes_sent"].get<uint64_t>() + i.bytes_sent;
+            r["bytes_received"] = r["bytes_received"].get<uint64_t>() + i.bytes_received;
+            r["retransmissions"] = r["retransmissions"].get<uint64_t>() + i.retransmits;
+            eps.push_back(std::move(e));
+        }
+        nlohmann::json host = nlohmann::json::object();
+        if (auto m = kal::llp::host_tcp_counters()) {
+            for (const auto &mc : *m) host[mc.name] = mc.value;
+        }
+        nlohmann::json rnics = nlohmann::json::object();
+        for (auto &[name, j] : per_rnic) rnics[name] = j;
+        if (global.json) {
+            std::cout << nlohmann::json{{"llp", llp}, {"rnics", rnics}, {"endpoints", eps}, {"host_tcp", host}}.dump(2)
+                      << "\n";
+            return;
+        }
+        std::printf("LLP management (since krdmad started)\n");
+        for (const auto &[k, v] : llp.items()) std::printf("  %-18s %llu\n", k.c_str(), v.get<unsigned long long>());
+        std::printf("\nEndpoints\n  %-6s %-7s %-10s %-13s %-22s %-22s %12s %12s %7s %7s\n", "CLIENT", "QPN", "RNIC",
+                    "STATE", "LOCAL", "REMOTE", "BYTES OUT", "BYTES IN", "RETRANS", "RTT us");
+        for (const auto &e : eps) {
+            std::printf("  %-6u %-7u %-10s %-13s %-22s %-22s %12llu %12llu %7llu %7u\n", e["client"].get<unsigned>(),
+                        e["qp_num"].get<unsigned>(), e["rnic"].get<std::string>().c_str(),
+                        e["state"].get<std::string>().c_str(), e["local"].get<std::string>().c_str(),
+                        e["remote"].get<std::string>().c_str(), e["bytes_sent"].get<unsigned long long>(),
+                        e["bytes_received"].get<unsigned long long>(), e["retransmissions"].get<unsigned long long>(),
+                        e["rtt_us"].get<unsigned>());
+        }
+        std::printf("\nPer RNIC\n");
+        for (const auto &[name, j] : rnics.items()) {
+            std::printf("  %-10s endpoints %llu, bytes out %llu, bytes in %llu, retransmissions %llu\n", name.c_str(),
+                        j["endpoints"].get<unsigned long long>(), j["bytes_sent"].get<unsigned long long>(),
+                        j["bytes_received"].get<unsigned long long>(), j["retransmissions"].get<unsigned long long>());
+        }
+        std::printf("\nHost TCP (RFC 4022 tcp group, TcpExt)\n");
+        for (const auto &[k, v] : host.items()) std::printf("  %-20s %lld\n", k.c_str(), v.get<long long>());
+    });
+}
+
+}  // namespace rdmactl
