@@ -42,8 +42,11 @@
  * | ::RI_QUERY_CQ (1.1)   | CQ       | -                                 | -                    | ri_cq_attr_t    |
  *
  * A create verb returns the kAL's handle for the new object in ::ri_syscall_t::handle_out (for a QP: the generic
- * endpoint handle of OpenRDMA Figure 4). ::RI_MODIFY_QP with ::RI_QP_ATTR_LLP carries the LLP socket as
- * descriptor-in in privileged mode; in the reverse direction the kAL hands sockets to the uVP as descriptors-out.
+ * endpoint handle of OpenRDMA Figure 4). ::RI_MODIFY_QP with ::RI_QP_ATTR_LLP is never a syscall: the RDMA-mode
+ * transition is the kAL's. When MPA negotiation completes the kAL calls the kVP's modify_qp (RTS, ::RI_QP_ATTR_LLP,
+ * ri_llp_params_t::fd = -1: the stream lives in the consumer's process) and sends the socket to the owner; the uAL
+ * then calls the uVP's modify_qp with the same mask and the socket in ri_llp_params_t::fd, which in non-privileged
+ * mode is local: the uVP takes the socket over and starts its data path without a kAL round trip.
  * Verbs on the fast path (post, poll, notify) never use this extension.
  *
  * On the kAL's side (ABI 1.1) a kVP that provides ri_verbs_ops_t::syscall receives each request whole, as an
