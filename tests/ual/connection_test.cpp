@@ -24,6 +24,67 @@ using ual::CmEventId;
 
 constexpr size_t kRdmaOffset = 4096;
 
+// Against a peer in "accept" mode: learns its buffer, then for each size RDMA Writes a pattern, has the peer check
+// it and refill it, and RDMA Reads it back; every byte is compared. Ends with "Q".
+void exchange(Side &s, ual::Endpoint &endpoint, std::initializer_list<size_t> sizes, size_t kBytes) {
+    ual::Endpoint *ep = &endpoint;
+    // The peer's buffer arrives in a Send.
+    auto wc = s.completion();
+    ASSERT_TRUE(wc.has_value());
+    ASSERT_EQ(wc->status, static_cast<uint32_t>(RI_WC_SUCCESS));
+    ASSERT_EQ(wc->opcode, static_cast<uint32_t>(RI_WC_RECV));
+    BufferInfo info{};
+    ASSERT_EQ(wc->byte_len, sizeof info);
+    std::memcpy(&info, s.buffer.data() + (wc->wr_id - 100) * 256, sizeof info);
+    ASSERT_TRUE(post_recv(s, *ep, (wc->wr_id - 100) * 256, 256, wc->wr_id).ok());
+    ASSERT_EQ(info.length, kBytes);
+
+    uint32_t seed = 1;
+    for (size_t size : sizes) {
+        SCOPED_TRACE("size " + std::to_string(size));
+        uint8_t *area = s.buffer.data() + kRdmaOffset;
+        for (size_t i = 0; i < size; ++i) area[i] = pattern(i, seed);
+        ASSERT_TRUE(post(s, *ep, RI_WR_RDMA_WRITE, kRdmaOffset, static_cast<uint32_t>(size), 1, info.addr, info.rkey).ok());
+        const std::string v = "V " + std::to_string(size) + " " + std::to_string(seed);
+        std::memcpy(s.buffer.data() + 2048, v.data(), v.size());
+        ASSERT_TRUE(post(s, *ep, RI_WR_SEND, 2048, static_cast<uint32_t>(v.size()), 2).ok());
+        // Write, Send, then the peer's reply.
+        std::string reply;
+        for (int got = 0; got < 3;) {
+            auto c = s.completion(60s);
+            ASSERT_TRUE(c.has_value());
+            ASSERT_EQ(c->status, static_cast<uint32_t>(RI_WC_SUCCESS));
+            ++got;
+            if (c->opcode == RI_WC_RECV) {
+                reply.assign(reinterpret_cast<const char *>(s.buffer.data() + (c->wr_id - 100) * 256), c->byte_len);
+                ASSERT_TRUE(post_recv(s, *ep, (c->wr_id - 100) * 256, 256, c->wr_id).ok());
+            }
+        }
+        ASSERT_EQ(reply, "ok");
+        // Read back what the peer refilled.
+        std::memset(area, 0, size);
+        ASSERT_TRUE(post(s, *ep, RI_WR_RDMA_READ, kRdmaOffset, static_cast<uint32_t>(size), 3, info.addr, info.rkey).ok());
+        auto r = s.completion(60s);
+        ASSERT_TRUE(r.has_value());
+        ASSERT_EQ(r->status, static_cast<uint32_t>(RI_WC_SUCCESS));
+        ASSERT_EQ(r->opcode, static_cast<uint32_t>(RI_WC_RDMA_READ));
+        size_t bad = size;
+        for (size_t i = 0; i < size; ++i) {
+            if (area[i] != pattern(i, seed + 1)) {
+                bad = i;
+                break;
+            }
+        }
+        ASSERT_EQ(bad, size) << "first wrong byte";
+        seed += 2;
+    }
+    std::memcpy(s.buffer.data() + 2048, "Q", 1);
+    ASSERT_TRUE(post(s, *ep, RI_WR_SEND, 2048, 1, 4).ok());
+    auto q = s.completion();
+    ASSERT_TRUE(q.has_value());
+    EXPECT_EQ(q->status, static_cast<uint32_t>(RI_WC_SUCCESS));
+}
+
 class Connections : public testutil::KrdmadFixture {
 protected:
     void SetUp() override {
@@ -85,61 +146,8 @@ TEST_F(Connections, DISABLED_TwoProcessesConnectWithPrivateDataAndMoveEveryByte)
     ASSERT_TRUE(qa);
     EXPECT_EQ(qa->state, static_cast<uint32_t>(RI_QPS_RTS));
 
-    // The peer's buffer arrives in a Send.
-    auto wc = s.completion();
-    ASSERT_TRUE(wc.has_value());
-    ASSERT_EQ(wc->status, static_cast<uint32_t>(RI_WC_SUCCESS));
-    ASSERT_EQ(wc->opcode, static_cast<uint32_t>(RI_WC_RECV));
-    BufferInfo info{};
-    ASSERT_EQ(wc->byte_len, sizeof info);
-    std::memcpy(&info, s.buffer.data() + (wc->wr_id - 100) * 256, sizeof info);
-    ASSERT_TRUE(post_recv(s, *ep, (wc->wr_id - 100) * 256, 256, wc->wr_id).ok());
-    ASSERT_EQ(info.length, kBytes);
-
-    uint32_t seed = 1;
-    for (size_t size : {size_t{1}, size_t{4099}, size_t{1} << 20, size_t{16} << 20, kBytes}) {
-        SCOPED_TRACE("size " + std::to_string(size));
-        uint8_t *area = s.buffer.data() + kRdmaOffset;
-        for (size_t i = 0; i < size; ++i) area[i] = pattern(i, seed);
-        ASSERT_TRUE(post(s, *ep, RI_WR_RDMA_WRITE, kRdmaOffset, static_cast<uint32_t>(size), 1, info.addr, info.rkey).ok());
-        const std::string v = "V " + std::to_string(size) + " " + std::to_string(seed);
-        std::memcpy(s.buffer.data() + 2048, v.data(), v.size());
-        ASSERT_TRUE(post(s, *ep, RI_WR_SEND, 2048, static_cast<uint32_t>(v.size()), 2).ok());
-        // Write, Send, then the peer's reply.
-        std::string reply;
-        for (int got = 0; got < 3;) {
-            auto c = s.completion(60s);
-            ASSERT_TRUE(c.has_value());
-            ASSERT_EQ(c->status, static_cast<uint32_t>(RI_WC_SUCCESS));
-            ++got;
-            if (c->opcode == RI_WC_RECV) {
-                reply.assign(reinterpret_cast<const char *>(s.buffer.data() + (c->wr_id - 100) * 256), c->byte_len);
-                ASSERT_TRUE(post_recv(s, *ep, (c->wr_id - 100) * 256, 256, c->wr_id).ok());
-            }
-        }
-        ASSERT_EQ(reply, "ok");
-        // Read back what the peer refilled.
-        std::memset(area, 0, size);
-        ASSERT_TRUE(post(s, *ep, RI_WR_RDMA_READ, kRdmaOffset, static_cast<uint32_t>(size), 3, info.addr, info.rkey).ok());
-        auto r = s.completion(60s);
-        ASSERT_TRUE(r.has_value());
-        ASSERT_EQ(r->status, static_cast<uint32_t>(RI_WC_SUCCESS));
-        ASSERT_EQ(r->opcode, static_cast<uint32_t>(RI_WC_RDMA_READ));
-        size_t bad = size;
-        for (size_t i = 0; i < size; ++i) {
-            if (area[i] != pattern(i, seed + 1)) {
-                bad = i;
-                break;
-            }
-        }
-        ASSERT_EQ(bad, size) << "first wrong byte";
-        seed += 2;
-    }
-    std::memcpy(s.buffer.data() + 2048, "Q", 1);
-    ASSERT_TRUE(post(s, *ep, RI_WR_SEND, 2048, 1, 4).ok());
-    auto q = s.completion();
-    ASSERT_TRUE(q.has_value());
-    EXPECT_EQ(q->status, static_cast<uint32_t>(RI_WC_SUCCESS));
+    exchange(s, *ep, {size_t{1}, size_t{4099}, size_t{1} << 20, size_t{16} << 20, kBytes}, kBytes);
+    if (HasFatalFailure()) return;
     ASSERT_TRUE(ep->disconnect().ok());
     auto end = next_cm(s.cm);
     ASSERT_TRUE(end.has_value());
@@ -277,6 +285,109 @@ TEST_F(Connections, DISABLED_KilledPeerProcessEndsTheConnection) {
     auto wc = s.completion(10s);
     ASSERT_TRUE(wc.has_value());
     EXPECT_EQ(wc->status, static_cast<uint32_t>(RI_WC_WR_FLUSH_ERR));
+}
+
+}  // namespace
+
+namespace {
+
+// Two hosts: a network namespace joined to this one by a veth pair, a krdmad in each bound to its own address, the
+// passive peer running inside the namespace. Root only (CI runs as root); the namespace goes even when a test fails.
+class TwoHosts : public testutil::KrdmadFixture {
+protected:
+    void SetUp() override {
+        if (::geteuid() != 0) GTEST_SKIP() << "network namespaces need root";
+        testutil::KrdmadFixture::SetUp();
+        const int id = ::getpid() % 200 + 20;
+        ns_ = "ordma-t" + std::to_string(::getpid());
+        veth_a_ = "orA" + std::to_string(::getpid() % 100000);
+        veth_b_ = "orB" + std::to_string(::getpid() % 100000);
+        addr_a_ = "10.231." + std::to_string(id) + ".1";
+        addr_b_ = "10.231." + std::to_string(id) + ".2";
+        ASSERT_EQ(sh("ip netns add " + ns_), 0);
+        made_ = true;
+        ASSERT_EQ(sh("ip link add " + veth_a_ + " type veth peer name " + veth_b_), 0);
+        ASSERT_EQ(sh("ip link set " + veth_b_ + " netns " + ns_), 0);
+        ASSERT_EQ(sh("ip addr add " + addr_a_ + "/24 dev " + veth_a_ + " && ip link set " + veth_a_ + " up"), 0);
+        ASSERT_EQ(sh("ip netns exec " + ns_ + " sh -c 'ip addr add " + addr_b_ + "/24 dev " + veth_b_ +
+                     " && ip link set " + veth_b_ + " up && ip link set lo up'"),
+                  0);
+        dev_a_ = dir_ / "a.sock";
+        dev_b_ = dir_ / "b.sock";
+        const auto cfg = [&](const std::filesystem::path &dev, const std::string &addr, const std::string &name) {
+            std::filesystem::path p = dir_ / (name + ".json");
+            std::ofstream(p) << R"({"device": ")" << dev.string() << R"(", "provider_dir": ")" << SOFTRNIC_PROVIDER_DIR
+                             << R"(", "modules": ["softrnic_kvp.so"], "rnics": [{"provider": "softrnic", "name": ")"
+                             << name << R"(", "address": ")" << addr << R"("}]})";
+            return p;
+        };
+        spawn(KRDMAD_PATH, {"--config", cfg(dev_a_, addr_a_, "hostA").string()}, dir_ / "a.out", dir_ / "a.err");
+        spawn("/usr/sbin/ip", {"netns", "exec", ns_, KRDMAD_PATH, "--config", cfg(dev_b_, addr_b_, "hostB").string()},
+              dir_ / "b.out", dir_ / "b.err");
+        for (int i = 0; i < 300 && !(std::filesystem::exists(dev_a_) && std::filesystem::exists(dev_b_)); ++i) {
+            ::usleep(20000);
+        }
+        ASSERT_TRUE(std::filesystem::exists(dev_a_) && std::filesystem::exists(dev_b_)) << read_text(dir_ / "b.err");
+    }
+
+    void TearDown() override {
+        testutil::KrdmadFixture::TearDown();  // every process first, then the namespace and its veth pair
+        if (made_) {
+            sh("ip netns del " + ns_);
+            sh("ip link del " + veth_a_ + " 2>/dev/null");
+        }
+    }
+
+    static int sh(const std::string &cmd) {
+        const int st = std::system((cmd + " >/dev/null 2>&1").c_str());
+        return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    }
+
+    std::string ns_, veth_a_, veth_b_, addr_a_, addr_b_;
+    std::filesystem::path dev_a_, dev_b_;
+    bool made_ = false;
+};
+
+TEST_F(TwoHosts, DISABLED_RdmaBetweenNamespacesThroughTheirOwnKrdmads) {
+    const size_t kBytes = 4u << 20;
+    const auto out = dir_ / "peer.out";
+    pid_t pid = spawn("/usr/sbin/ip", {"netns", "exec", ns_, PEER_PATH, dev_b_.string(), "hostB", "accept",
+                                       std::to_string(kBytes)},
+                      out, dir_ / "peer.err");
+    uint16_t port = 0;
+    for (int i = 0; i < 500 && port == 0; ++i) {
+        std::smatch m;
+        const std::string t = read_text(out);
+        if (std::regex_search(t, m, std::regex("port (\\d+)"))) port = static_cast<uint16_t>(std::stoi(m[1]));
+        ::usleep(20000);
+    }
+    ASSERT_NE(port, 0) << read_text(dir_ / "peer.err");
+    Side s;
+    ASSERT_EQ(s.open(dev_a_.string(), addr_a_, kRdmaOffset + kBytes), "");  // the RNIC chosen by its address
+    auto ep = s.endpoint();
+    ASSERT_NE(ep, nullptr);
+    for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(post_recv(s, *ep, i * 256, 256, 100 + i).ok());
+    ASSERT_TRUE(ep->connect(addr_b_, port, bytes_of("hello server")).ok());
+    auto est = next_cm(s.cm);
+    ASSERT_TRUE(est.has_value());
+    ASSERT_EQ(est->id, static_cast<uint32_t>(CmEventId::established)) << "status " << est->detail;
+    exchange(s, *ep, {size_t{1}, size_t{65537}, kBytes}, kBytes);
+    if (HasFatalFailure()) return;
+    ASSERT_TRUE(ep->disconnect().ok());
+    EXPECT_TRUE(next_cm(s.cm).has_value());
+    EXPECT_EQ(wait_exit(pid), 0) << read_text(out) << read_text(dir_ / "peer.err");
+}
+
+// An address of no RNIC's network: CONNECT is refused at once with the route's error.
+TEST_F(TwoHosts, UnroutedPeerIsRefusedByTheRouteLookup) {
+    Side s;
+    ASSERT_EQ(s.open(dev_a_.string(), addr_a_, 4096), "");
+    auto ep = s.endpoint();
+    ASSERT_NE(ep, nullptr);
+    // TEST-NET-1 leaves by the host's default route (another netdev than the RNIC's veth), or has no route.
+    auto st = ep->connect("192.0.2.1", 9);
+    EXPECT_FALSE(st.ok());
+    EXPECT_TRUE(st.code() == EADDRNOTAVAIL || st.code() == ENETUNREACH) << st.describe();
 }
 
 }  // namespace
