@@ -710,6 +710,26 @@ TEST_F(Stream, OrderlyCloseSendsFinAfterOutstandingWork) {
     EXPECT_EQ(state_of(a.qp), RI_QPS_IDLE);
 }
 
+TEST_F(Stream, ConsumerTerminateReachesThePeer) {
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
+    connect(a, b, mode());
+    Region inbox = region(pb_, std::vector<uint8_t>(64), RI_ACCESS_LOCAL_WRITE);
+    ASSERT_EQ(recv(b.qp, 1, {inbox.sge()}), RI_OK);
+    ri_qp_attr_t t{};
+    t.state = RI_QPS_TERMINATE;
+    t.term_layer_etype = 0x02;  // RDMAP, remote operation error
+    t.term_ecode = 0x07;        // catastrophic, this stream
+    ASSERT_EQ(v_->modify_qp(a.qp, &t, RI_QP_ATTR_STATE | RI_QP_ATTR_TERM), RI_OK);
+    uint32_t detail = 0;
+    ASSERT_TRUE(eventually([&] { return ev_b_.has(b.qp_num, RI_AE_QP_TERMINATE_RECEIVED, &detail); }));
+    EXPECT_EQ(detail, 0x0207u);
+    auto br = wait(b.rcq, 1);
+    ASSERT_EQ(br.size(), 1u);
+    EXPECT_EQ(br[0].status, RI_WC_WR_FLUSH_ERR);
+    EXPECT_TRUE(eventually([&] { return state_of(a.qp) == RI_QPS_ERROR; }));
+    EXPECT_FALSE(ev_a_.has(a.qp_num, RI_AE_QP_TERMINATE_SENT));  // the consumer asked for it: no event
+}
+
 TEST_F(Stream, IncomingReadsAndWritesProgressWhileTheConsumerDoesNotPoll) {
     End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
     connect(a, b, mode());
