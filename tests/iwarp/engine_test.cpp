@@ -229,6 +229,30 @@ TEST_F(EnginePair, WrongRtrIsATerminateNotAHang) {
     EXPECT_EQ(oa.terminate->code, term::kLlpNoMatchingRtr);
 }
 
+TEST_F(EnginePair, AbortSendsTheOwnersTerminateWithoutHeaders) {
+    // Half of a multi-segment Send is out when the owner terminates: the Terminate follows, then nothing.
+    auto src = pattern(4000, 1);
+    std::vector<uint8_t> dst(4000);
+    ob.post_receive(1, dst);
+    ASSERT_TRUE(a->post(wr_over(7, WorkType::send, src)).ok());
+    static TxFrame frame;
+    ASSERT_TRUE(a->next_frame(frame));
+    a->frame_sent();
+    a->abort(term::kRdmapLocalCatastrophic);
+    EXPECT_TRUE(a->failed());
+    EXPECT_EQ(a->failure(), term::kRdmapLocalCatastrophic);
+    EXPECT_FALSE(a->post(wr_over(8, WorkType::send, src)).ok());
+    settle(*a, *b);
+    EXPECT_TRUE(a->terminate_sent());
+    ASSERT_TRUE(ob.terminate.has_value());
+    EXPECT_EQ(ob.terminate->code, term::kRdmapLocalCatastrophic);
+    EXPECT_EQ(ob.terminate->hdrct, 0);
+    EXPECT_TRUE(oa.completions.empty());  // the Send never completed
+    a->abort(term::kLlpCrcError);          // no second Terminate
+    EXPECT_EQ(a->failure(), term::kRdmapLocalCatastrophic);
+    EXPECT_FALSE(a->next_frame(frame));
+}
+
 TEST_F(EnginePair, SendBeforeRtrIsATerminate) {
     EngineConfig ini = config(), res = config();
     res.rtr_expect = kRtrWrite;  // the initiator forgets its RTR and sends at once

@@ -370,7 +370,11 @@ TEST_F(Softrnic, ModifyToErrorFlushesEveryPostedRequest) {
     ri_qp_attr_t qa{};
     ASSERT_EQ(v_->query_qp(q, &qa), RI_OK);
     char buf[64] = "payload";
-    ri_sge_t sge{reinterpret_cast<uintptr_t>(buf), 8, 0x100};
+    // Local buffers are checked at post: they must lie in a region of the QP's PD.
+    ri_mr_t mr = nullptr;
+    ri_mr_keys_t keys{};
+    ASSERT_EQ(reg(p, buf, sizeof buf, RI_ACCESS_LOCAL_WRITE, &mr, &keys), RI_OK);
+    ri_sge_t sge{reinterpret_cast<uintptr_t>(buf), 8, keys.lkey};
     ri_send_wr_t s[3]{};
     s[0].wr_id = 1;
     s[0].opcode = RI_WR_SEND;
@@ -438,8 +442,12 @@ TEST_F(Softrnic, PostChecksEveryRequest) {
     ri_qp_t q = qp(p, c, c);
     ASSERT_NE(q, nullptr);
     char buf[128] = {};
-    ri_sge_t sges[3] = {{reinterpret_cast<uintptr_t>(buf), 8, 1}, {reinterpret_cast<uintptr_t>(buf), 8, 1},
-                        {reinterpret_cast<uintptr_t>(buf), 8, 1}};
+    ri_mr_t mr = nullptr;
+    ri_mr_keys_t keys{};
+    ASSERT_EQ(reg(p, buf, sizeof buf, RI_ACCESS_LOCAL_WRITE, &mr, &keys), RI_OK);
+    const ri_stag_t k = keys.lkey;
+    ri_sge_t sges[3] = {{reinterpret_cast<uintptr_t>(buf), 8, k}, {reinterpret_cast<uintptr_t>(buf), 8, k},
+                        {reinterpret_cast<uintptr_t>(buf), 8, k}};
     ri_send_wr_t w{};
     w.opcode = RI_WR_SEND;
     w.sgl = sges;

@@ -426,8 +426,9 @@ ri_status_t Kvp::Pd::make_qp(Cq *scq, Cq *rcq, Srq *srq, ri_qp_init_attr_t *a, c
     return RI_OK;
 }
 
-// The RDMAC verbs' QP state machine as far as it is reachable without an LLP stream: IDLE <-> ERROR. Attributes
-// (IRD, ORD, remote access) change in IDLE only.
+// The RDMAC verbs' QP state machine: IDLE -> RTS only with the LLP stream (the kAL's RDMA-mode transition), then
+// RTS -> CLOSING | TERMINATE | ERROR, CLOSING | TERMINATE -> ERROR, ERROR -> IDLE; any state -> ERROR. Attributes
+// (IRD, ORD, remote access) change in IDLE only; the transition applies the negotiated IRD and ORD.
 ri_status_t Kvp::Qp::modify(const ri_qp_attr_t *in, uint32_t mask) {
     constexpr uint32_t kSupported = RI_QP_ATTR_STATE | RI_QP_ATTR_IRD | RI_QP_ATTR_ORD | RI_QP_ATTR_ACCESS;
     constexpr uint32_t kKnown = kSupported | RI_QP_ATTR_LLP | RI_QP_ATTR_TERM | RI_QP_ATTR_SQ_DEPTH |
@@ -448,12 +449,11 @@ ri_status_t Kvp::Qp::modify(const ri_qp_attr_t *in, uint32_t mask) {
             break;
         case RI_QPS_RTS:
             if (from == RI_QPS_IDLE) {
-                say(RI_LOG_WARN, "QP " + std::to_string(qp_num) +
-                                     ": IDLE->RTS needs an LLP stream (RDMA-mode transition by the kAL's "
-                                     "connection management), which softrnic does not take yet");
-                return RI_ENOTCONN;
+                // The RDMA-mode transition carries the negotiated stream; without it there is nothing to send on.
+                if ((mask & RI_QP_ATTR_LLP) == 0) return RI_ENOTCONN;
+                break;
             }
-            if (from != RI_QPS_RTS) return RI_EINVAL;
+            if (from != RI_QPS_RTS || (mask & RI_QP_ATTR_LLP) != 0) return RI_EINVAL;
             break;
         case RI_QPS_CLOSING:
         case RI_QPS_TERMINATE:
@@ -463,6 +463,17 @@ ri_status_t Kvp::Qp::modify(const ri_qp_attr_t *in, uint32_t mask) {
         case RI_QPS_ERROR: break;  // every state may move to ERROR
     }
     if ((mask & RI_QP_ATTR_TERM) != 0 && to != RI_QPS_TERMINATE) return RI_EINVAL;
+    const bool transition = from == RI_QPS_IDLE && to == RI_QPS_RTS;
+    if ((mask & RI_QP_ATTR_LLP) != 0) {
+        if (!transition) return RI_EINVAL;  // the LLP stream comes with the move to RTS, once
+        const ri_llp_params_t &l = in->llp;
+        const Limits &lim = pd->instance().limits();
+        if ((l.mpa_revision != 1 && l.mpa_revision != 2) || l.rtr_type > RI_RTR_READ) return RI_EINVAL;
+        if (l.ird > lim.max_ird || l.ord > lim.max_ord) return RI_ERANGE;
+        // The stream of a kernel consumer would live here; the kVP runs no data path for them yet. A consumer's
+        // stream (fd -1) lives in its process, where the uVP takes the socket.
+        if (l.fd >= 0) return RI_EOPNOTSUPP;
+    }
     const uint32_t attrs = mask & (RI_QP_ATTR_IRD | RI_QP_ATTR_ORD | RI_QP_ATTR_ACCESS);
     if (attrs != 0) {
         if (from != RI_QPS_IDLE || to != RI_QPS_IDLE) return RI_EINVAL;
@@ -477,6 +488,20 @@ ri_status_t Kvp::Qp::modify(const ri_qp_attr_t *in, uint32_t mask) {
     if ((mask & RI_QP_ATTR_IRD) != 0) attr.ird = in->ird;
     if ((mask & RI_QP_ATTR_ORD) != 0) attr.ord = in->ord;
     if ((mask & RI_QP_ATTR_ACCESS) != 0) attr.access = in->access;
+    if (transition) {
+        attr.llp = in->llp;
+        if (in->llp.mpa_revision == 2 || in->llp.ird != 0 || in->llp.ord != 0) {
+            attr.ird = in->llp.ird;  // negotiated (revision 1 negotiates none: the QP's own stay)
+            attr.ord = in->llp.ord;
+        }
+        say(RI_LOG_DEBUG, "QP " + std::to_string(qp_num) + ": RDMA mode (MPA revision " +
+                              std::to_string(in->llp.mpa_revision) + ", IRD " + std::to_string(attr.ird) + ", ORD " +
+                              std::to_string(attr.ord) + ")");
+    }
+    if (to == RI_QPS_IDLE && from == RI_QPS_ERROR) {
+        attr.llp = ri_llp_params_t{};  // a reset QP is on no stream
+        attr.llp.fd = -1;
+    }
     attr.state = to;
     return RI_OK;
 }

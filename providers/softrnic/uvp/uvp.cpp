@@ -1,23 +1,29 @@
 // The softrnic uVP: the consumer-side half of the software RNIC, loaded by the uAL into the consumer's process.
 // Every privileged verb goes to the kVP through the host's ri_syscall upcall, naming objects by the kAL's handles;
 // the uVP maps its own queue rings at create and names them to the kVP in the private data (softrnic_abi.h). The
-// fast path (post, poll, notify) runs on those rings here, with no system call. Until the iWARP engine runs on a
-// QP's stream (issue 5) the observable data-path behaviour is the flush: a QP moved to ERROR completes every
-// posted work request with RI_WC_WR_FLUSH_ERR, and a request posted to a QP in ERROR completes at once.
+// data path (softrnic_datapath) runs here, in the consumer's process: post and poll work on those rings, and once the
+// kAL hands a QP's socket over, the iWARP engine runs on it with no system call but the socket's own I/O.
+#include <unistd.h>
+
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
-#include <unordered_map>
 
+#include "completion_queue.hpp"
 #include "event_handlers.hpp"
+#include "progress.hpp"
+#include "queue_pair.hpp"
+#include "receive_queue.hpp"
 #include "ring.hpp"
 #include "rnicpi/cpp/provider.hpp"
 #include "softrnic_abi.h"
+#include "stag_table.hpp"
 
 namespace softrnic::uvp {
 namespace {
 
+using datapath::Mapping;
 using rdma::provider::from_handle;
 using rdma::provider::to_handle;
 
@@ -93,26 +99,15 @@ bool priv_ok(const Call &c, const T &reply) {
 // a verbs library lets a consumer destroy what a removed device held).
 bool released(ri_status_t rc) { return rc == RI_OK || rc == RI_ENODEV; }
 
-ri_wc_opcode_t wc_opcode_of(uint32_t wr_opcode) {
-    switch (wr_opcode) {
-        case RI_WR_RDMA_WRITE: return RI_WC_RDMA_WRITE;
-        case RI_WR_RDMA_READ:
-        case RI_WR_RDMA_READ_INV: return RI_WC_RDMA_READ;
-        case RI_WR_BIND_MW: return RI_WC_BIND_MW;
-        case RI_WR_FAST_REG: return RI_WC_FAST_REG;
-        case RI_WR_LOCAL_INV: return RI_WC_LOCAL_INV;
-        case RI_WR_ATOMIC_FETCH_ADD:
-        case RI_WR_ATOMIC_CMP_SWAP: return RI_WC_ATOMIC;
-        default: return RI_WC_SEND;
-    }
-}
-
 struct Uvp {
     static constexpr ri_mode_t mode = RI_MODE_NONPRIVILEGED;
     static constexpr uint32_t flags = RI_MODULE_SOFTWARE;
     static constexpr const char *name = SOFTRNIC_PROVIDER_NAME;
     static constexpr const char *vendor = SOFTRNIC_VENDOR;
     static constexpr const char *version = SOFTRNIC_VERSION;
+
+    // The progress thread goes with the module.
+    static void fini() { datapath::Progress::shutdown(); }
 
     struct Pd;
     struct Cq;
@@ -124,9 +119,9 @@ struct Uvp {
         ri_rnic_attr_t attr{};  // limits, cached at open for the fast path's checks
         std::mutex mutex;
         softrnic::EventHandlers handlers;
-        // The local STag table for the data path: every live region and window of this open by STag.
-        std::shared_mutex stag_mutex;
-        std::unordered_map<ri_stag_t, void *> stags;
+        // The local STag table for the data path: every live region of this open by STag.
+        datapath::StagTable stags;
+        std::atomic<uint32_t> next_pd{1};  // protection domain identifiers of the data path
 
         ri_status_t close() {
             if (ri_status_t rc = Call(RI_CLOSE_RNIC, handle).run(host_ctx); !released(rc)) return rc;
@@ -142,13 +137,9 @@ struct Uvp {
         ri_status_t set_aeh(ri_aeh_fn fn, void *ctx, uint32_t *id) { return handlers.set_aeh(fn, ctx, id); }
         ri_status_t set_ceh(ri_ceh_fn fn, void *ctx, uint32_t *id) { return handlers.set_ceh(fn, ctx, id); }
         ri_status_t clear_handler(uint32_t id) { return handlers.clear(id); }
-        void add_stag(ri_stag_t stag, void *object) {
-            std::unique_lock lock(stag_mutex);
-            stags[stag] = object;
-        }
-        void remove_stag(ri_stag_t stag) {
-            std::unique_lock lock(stag_mutex);
-            stags.erase(stag);
+        void raise(const ri_async_event_t &e) {
+            softrnic::EventHandlers::Aeh h = handlers.aeh();
+            if (h.fn != nullptr) h.fn(h.ctx, to_handle<ri_rnic_t>(this), &e);
         }
         ri_status_t alloc_pd(ri_pd_t *pd);
         ri_status_t create_cq(ri_cq_attr_t *attr, ri_cq_t *cq);
@@ -159,29 +150,12 @@ struct Uvp {
         uint64_t handle = 0;
         ri_cq_attr_t attr{};
         Mapping memory;
-        SpinLock lock;
-        SlotRing ring;
-        uint32_t armed = 0;     // 0 or the ::ri_cq_notify type requested
-        bool overflow = false;  // a completion was lost: the CQ is in error
+        std::unique_ptr<datapath::CompletionQueue> dp;  // on `memory`
 
-        // Adds a completion; returns true when the CEH must be called (after the caller drops its locks).
-        bool add(const ri_wc_t &wc) {
-            std::lock_guard g(lock);
-            if (ring.full()) {
-                overflow = true;
-                return false;
-            }
-            std::memcpy(ring.next(), &wc, sizeof wc);
-            ring.push();
-            const bool fire = armed == RI_CQ_NOTIFY_NEXT ||
-                              (armed == RI_CQ_NOTIFY_SOLICITED &&
-                               ((wc.flags & RI_WC_SOLICITED) != 0 || wc.status != RI_WC_SUCCESS));
-            if (fire) armed = 0;
-            return fire;
-        }
-        void notify() {
-            softrnic::EventHandlers::Ceh h = rnic->handlers.ceh(attr.ceh_id);
-            if (h.fn != nullptr) h.fn(h.ctx, to_handle<ri_rnic_t>(rnic), to_handle<ri_cq_t>(this));
+        static void notify(void *self) {
+            auto *cq = static_cast<Cq *>(self);
+            softrnic::EventHandlers::Ceh h = cq->rnic->handlers.ceh(cq->attr.ceh_id);
+            if (h.fn != nullptr) h.fn(h.ctx, to_handle<ri_rnic_t>(cq->rnic), to_handle<ri_cq_t>(cq));
         }
 
         ri_status_t destroy() {
@@ -196,25 +170,8 @@ struct Uvp {
         }
         // The ring is mapped once at create; no RESIZE_CQ capability.
         ri_status_t resize(uint32_t, uint32_t *) { return RI_EOPNOTSUPP; }
-        ri_status_t poll(uint32_t max, ri_wc_t *wc, uint32_t *polled) {
-            if (polled == nullptr || (wc == nullptr && max > 0)) return RI_EINVAL;
-            std::lock_guard g(lock);
-            uint32_t n = 0;
-            while (n < max && !ring.empty()) {
-                std::memcpy(&wc[n++], ring.front(), sizeof(ri_wc_t));
-                ring.pop();
-            }
-            *polled = n;
-            // Once the consumer has everything that fitted, it learns that completions were lost.
-            return n == 0 && overflow ? RI_EOVERFLOW : RI_OK;
-        }
-        ri_status_t request_notify(uint32_t type) {
-            if (type != RI_CQ_NOTIFY_NEXT && type != RI_CQ_NOTIFY_SOLICITED) return RI_EINVAL;
-            std::lock_guard g(lock);
-            // A solicited request does not weaken an armed "next".
-            if (armed != RI_CQ_NOTIFY_NEXT) armed = type;
-            return RI_OK;
-        }
+        ri_status_t poll(uint32_t max, ri_wc_t *wc, uint32_t *polled) { return dp->poll(max, wc, polled); }
+        ri_status_t request_notify(uint32_t type) { return dp->request_notify(type); }
     };
 
     struct Srq {
@@ -222,8 +179,7 @@ struct Uvp {
         uint64_t handle = 0;
         uint32_t id = 0;
         Mapping memory;
-        SpinLock lock;
-        SlotRing ring;
+        datapath::ReceiveQueue rq;  // on `memory`
         ri_srq_attr_t attr{};
 
         ri_status_t destroy();
@@ -232,46 +188,41 @@ struct Uvp {
         ri_status_t post_recv(const ri_recv_wr_t *wr, uint32_t count, uint32_t *posted);
     };
 
-    struct Qp {
+    struct Qp final : datapath::QpOwner {
         Pd *pd = nullptr;
         uint64_t handle = 0;
         uint32_t qp_num = 0;
-        Cq *scq = nullptr;
-        Cq *rcq = nullptr;
         Srq *srq = nullptr;
         ri_qp_init_attr_t init{};
         Mapping sq_memory;
         Mapping rq_memory;
-        SpinLock sq_lock;  // order: sq_lock, then rq_lock, then a CQ's lock
-        SpinLock rq_lock;
-        SlotRing sq;
-        SlotRing rq;
-        uint32_t state = RI_QPS_IDLE;  // changed under both queue locks
+        datapath::ReceiveQueue rq;                 // on rq_memory, unless the QP uses an SRQ
+        std::unique_ptr<datapath::QueuePair> dp;  // goes first: it uses everything above
 
+        ~Qp() override { dp.reset(); }
         ri_status_t destroy();
         ri_status_t query(ri_qp_attr_t *out);
         ri_status_t modify(const ri_qp_attr_t *in, uint32_t mask);
-        ri_status_t post_send(const ri_send_wr_t *wr, uint32_t count, uint32_t *posted);
-        ri_status_t post_recv(const ri_recv_wr_t *wr, uint32_t count, uint32_t *posted);
-        // Type 1 window binds need the data path's STag checks on a stream (issue 5).
+        ri_status_t post_send(const ri_send_wr_t *wr, uint32_t count, uint32_t *posted) {
+            return dp->post_send(wr, count, posted);
+        }
+        ri_status_t post_recv(const ri_recv_wr_t *wr, uint32_t count, uint32_t *posted) {
+            return dp->post_recv(wr, count, posted);
+        }
+        // Type 1 window binds are not executed by the data path yet.
         ri_status_t bind_mw(ri_mw_t, ri_mr_t, uint64_t, uint64_t, uint32_t, ri_stag_t *) { return RI_EOPNOTSUPP; }
 
-        ri_wc_t flush_wc(uint64_t wr_id, ri_wc_opcode_t opcode) const {
-            ri_wc_t wc{};
-            wc.wr_id = wr_id;
-            wc.qp_context = init.context;
-            wc.status = RI_WC_WR_FLUSH_ERR;
-            wc.opcode = opcode;
-            wc.qp_num = qp_num;
-            return wc;
-        }
-        // Completes every queued request with a flush error (the QP entered ERROR).
-        void flush(bool &notify_s, bool &notify_r);
+        // datapath::QpOwner
+        void async_event(const ri_async_event_t &event) noexcept override;
+        void entered_error() noexcept override;
+        ri_status_t check_memory_op(const ri_send_wr_t &wr) noexcept override;
+        ri_status_t kvp_modify(const ri_qp_attr_t &in, uint32_t mask);
     };
 
     struct Pd {
         Rnic *rnic = nullptr;
         uint64_t handle = 0;
+        uint32_t id = 0;  // the data path's protection domain identifier
 
         ri_status_t dealloc() {
             if (ri_status_t rc = Call(RI_DEALLOC_PD, handle).run(rnic->host_ctx); !released(rc)) return rc;
@@ -291,11 +242,24 @@ struct Uvp {
         ri_mr_keys_t keys{};
         uint64_t addr = 0;
         uint64_t length = 0;
+        uint64_t iova = 0;
+        uint32_t access = 0;
         uint32_t max_pages = 0;
 
+        // Makes the region resolvable by the data path (an allocated STag is not, until fast registration).
+        void publish() {
+            if (max_pages != 0) return;
+            datapath::StagEntry e;
+            e.addr = addr;
+            e.length = length;
+            e.to_base = iova;
+            e.access = access | RI_ACCESS_LOCAL_READ;
+            e.pd = pd->id;
+            pd->rnic->stags.add(keys.lkey, e);
+        }
         ri_status_t deregister() {
             if (ri_status_t rc = Call(RI_DEREGISTER_MR, handle).run(pd->rnic->host_ctx); !released(rc)) return rc;
-            pd->rnic->remove_stag(keys.lkey);
+            pd->rnic->stags.remove(keys.lkey);
             delete this;
             return RI_OK;
         }
@@ -315,7 +279,6 @@ struct Uvp {
         ri_stag_t stag = 0;
         ri_status_t dealloc() {
             if (ri_status_t rc = Call(RI_DEALLOC_MW, handle).run(pd->rnic->host_ctx); !released(rc)) return rc;
-            pd->rnic->remove_stag(stag);
             delete this;
             return RI_OK;
         }
@@ -353,6 +316,7 @@ ri_status_t Uvp::Rnic::alloc_pd(ri_pd_t *out) {
     auto *pd = new Pd;
     pd->rnic = this;
     pd->handle = c.handle();
+    pd->id = next_pd.fetch_add(1);
     *out = to_handle<ri_pd_t>(pd);
     return RI_OK;
 }
@@ -378,7 +342,7 @@ ri_status_t Uvp::Rnic::create_cq(ri_cq_attr_t *want, ri_cq_t *out) {
         return RI_EPROTO;
     }
     cq->attr = *want;
-    cq->ring = SlotRing(cq->memory.data(), want->cqe, static_cast<uint32_t>(softrnic_cq_slot_size()));
+    cq->dp = std::make_unique<datapath::CompletionQueue>(cq->memory.data(), want->cqe, &Cq::notify, cq.get());
     *out = to_handle<ri_cq_t>(cq.release());
     return RI_OK;
 }
@@ -396,13 +360,12 @@ ri_status_t Uvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq_h, ri_
         return RI_ERANGE;
     }
     const bool use_srq = (attr->flags & RI_QP_USE_SRQ) != 0;
+    if (use_srq != (srq != nullptr)) return RI_EINVAL;
     const uint32_t rq_sge = use_srq ? 0 : attr->rq_sge;
     const auto sq_slot = static_cast<uint32_t>(softrnic_sq_slot_size(attr->sq_sge, attr->max_inline));
     const auto rq_slot = static_cast<uint32_t>(softrnic_rq_slot_size(rq_sge));
     auto qp = std::make_unique<Qp>();
     qp->pd = this;
-    qp->scq = scq;
-    qp->rcq = rcq;
     qp->srq = srq;
     auto req = hdr_init<softrnic_create_qp_req>();
     if (attr->sq_depth > 0) {
@@ -430,8 +393,13 @@ ri_status_t Uvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq_h, ri_
     }
     qp->qp_num = resp.qp_num;
     qp->init = provided;
-    qp->sq = SlotRing(qp->sq_memory.data(), provided.sq_depth, sq_slot);
-    if (!use_srq) qp->rq = SlotRing(qp->rq_memory.data(), provided.rq_depth, rq_slot);
+    if (!use_srq) qp->rq.init(qp->rq_memory.data(), provided.rq_depth, provided.rq_sge);
+    datapath::QpSetup setup;
+    setup.qp_num = qp->qp_num;
+    setup.pd = id;
+    setup.init = provided;
+    qp->dp = std::make_unique<datapath::QueuePair>(setup, qp->sq_memory.data(), use_srq ? srq->rq : qp->rq, use_srq,
+                                                   *scq->dp, *rcq->dp, rnic->stags, *qp);
     *attr = provided;
     *out = to_handle<ri_qp_t>(qp.release());
     return RI_OK;
@@ -444,198 +412,91 @@ ri_status_t Uvp::Qp::destroy() {
 }
 
 ri_status_t Uvp::Qp::query(ri_qp_attr_t *out) {
+    if (out == nullptr) return RI_EINVAL;
     Call c(RI_QUERY_QP, handle);
     c.result(out);
-    return c.run(pd->rnic->host_ctx);
+    if (ri_status_t rc = c.run(pd->rnic->host_ctx); rc != RI_OK) return rc;
+    // The stream lives here: its parameters (with the socket) are ours. The data path learns first that a stream
+    // failed or closed; the kVP learns first that the kAL saw the connection break, so its ERROR wins.
+    ri_llp_params_t llp;
+    if (dp->llp(llp)) {
+        out->llp = llp;
+        out->ird = llp.ird;
+        out->ord = llp.ord;
+    }
+    const uint32_t local = dp->state();
+    if (out->state != RI_QPS_ERROR && local != RI_QPS_IDLE) out->state = local;
+    return RI_OK;
 }
 
-void Uvp::Qp::flush(bool &notify_s, bool &notify_r) {
-    while (!sq.empty()) {
-        softrnic_sq_wqe w;
-        std::memcpy(&w, sq.front(), sizeof w);
-        sq.pop();
-        notify_s |= scq->add(flush_wc(w.wr_id, wc_opcode_of(w.opcode)));
-    }
-    // Receives posted to an SRQ belong to the SRQ and stay there.
-    while (srq == nullptr && !rq.empty()) {
-        softrnic_rq_wqe w;
-        std::memcpy(&w, rq.front(), sizeof w);
-        rq.pop();
-        notify_r |= rcq->add(flush_wc(w.wr_id, RI_WC_RECV));
-    }
+ri_status_t Uvp::Qp::kvp_modify(const ri_qp_attr_t &in, uint32_t mask) {
+    struct {
+        ri_syscall_modify_t m;
+        ri_qp_attr_t a;
+    } param{{mask, 0}, in};
+    static_assert(sizeof param == sizeof(ri_syscall_modify_t) + sizeof(ri_qp_attr_t));
+    Call c(RI_MODIFY_QP, handle);
+    c.param(&param, sizeof param);
+    return c.run(pd->rnic->host_ctx);
 }
 
 ri_status_t Uvp::Qp::modify(const ri_qp_attr_t *in, uint32_t mask) {
     if (in == nullptr) return RI_EINVAL;
-    // The kVP owns the state machine; the local state follows what it accepted.
-    struct {
-        ri_syscall_modify_t m;
-        ri_qp_attr_t a;
-    } param{{mask, 0}, *in};
-    static_assert(sizeof param == sizeof(ri_syscall_modify_t) + sizeof(ri_qp_attr_t));
-    Call c(RI_MODIFY_QP, handle);
-    c.param(&param, sizeof param);
-    if (ri_status_t rc = c.run(pd->rnic->host_ctx); rc != RI_OK) return rc;
-    if ((mask & RI_QP_ATTR_STATE) == 0) return RI_OK;
-    bool notify_s = false, notify_r = false;
-    {
-        std::lock_guard s(sq_lock);
-        std::lock_guard r(rq_lock);
-        state = in->state;
-        if (state == RI_QPS_ERROR) flush(notify_s, notify_r);
+    constexpr uint32_t kTransition = RI_QP_ATTR_STATE | RI_QP_ATTR_LLP;
+    if ((mask & kTransition) == kTransition && in->state == RI_QPS_RTS && in->llp.fd >= 0) {
+        // The consumer's half of the RDMA-mode transition: the kAL has moved the kVP's QP to RTS and handed the
+        // socket over; the stream starts here, with no system call. The socket is ours from now on.
+        if (mask != kTransition) {
+            ::close(in->llp.fd);
+            return RI_EINVAL;
+        }
+        return dp->attach(in->llp.fd, in->llp);
     }
-    if (notify_s) scq->notify();
-    if (notify_r && !(rcq == scq && notify_s)) rcq->notify();  // one call per CQ
+    // Every other change goes to the kVP's state machine first; the data path follows what it accepted.
+    ri_status_t rc = kvp_modify(*in, mask);
+    if ((mask & RI_QP_ATTR_STATE) == 0) return rc;
+    if (rc == RI_EINVAL && (in->state == RI_QPS_CLOSING || in->state == RI_QPS_TERMINATE) && dp->attached()) {
+        // A stream the kVP never saw attached (it says IDLE: the RDMA-mode transition was made here alone, as a
+        // consumer that connects its own sockets does) closes or terminates here alone.
+        ri_qp_attr_t a{};
+        Call c(RI_QUERY_QP, handle);
+        c.result(&a);
+        if (c.run(pd->rnic->host_ctx) == RI_OK && a.state == RI_QPS_IDLE) rc = RI_OK;
+    }
+    // A kAL that is gone took the kVP's QP with it: the data path still flushes what was posted.
+    if (rc == RI_ENODEV && in->state == RI_QPS_ERROR) dp->change_state(RI_QPS_ERROR);
+    if (rc != RI_OK) return rc;
+    iwarp::TermCode term = iwarp::term::kRdmapLocalCatastrophic;
+    if ((mask & RI_QP_ATTR_TERM) != 0) {
+        term = iwarp::TermCode{static_cast<uint8_t>(in->term_layer_etype >> 4),
+                               static_cast<uint8_t>(in->term_layer_etype & 0xf),
+                               static_cast<uint8_t>(in->term_ecode)};
+    }
+    dp->change_state(in->state, term);
     return RI_OK;
 }
 
-ri_status_t Uvp::Qp::post_send(const ri_send_wr_t *wr, uint32_t count, uint32_t *posted) {
-    if (posted == nullptr) return RI_EINVAL;
-    *posted = 0;
-    if (wr == nullptr && count > 0) return RI_EINVAL;
-    constexpr uint32_t kFlags = RI_SEND_SIGNALED | RI_SEND_READ_FENCE | RI_SEND_LOCAL_FENCE | RI_SEND_INLINE;
-    ri_status_t rc = RI_OK;
-    bool notify = false;
-    {
-        std::lock_guard g(sq_lock);
-        for (uint32_t i = 0; i < count; ++i) {
-            const ri_send_wr_t &w = wr[i];
-            if ((w.flags & ~kFlags) != 0 || (w.num_sge > 0 && w.sgl == nullptr)) {
-                rc = RI_EINVAL;
-                break;
-            }
-            uint32_t sge_limit = init.sq_sge;
-            bool may_inline = false;
-            switch (w.opcode) {
-                case RI_WR_SEND:
-                case RI_WR_SEND_SE:
-                case RI_WR_SEND_INV:
-                case RI_WR_SEND_SE_INV:
-                case RI_WR_RDMA_WRITE: may_inline = true; break;
-                case RI_WR_RDMA_READ: sge_limit = init.rd_sge; break;
-                case RI_WR_BIND_MW: {
-                    auto *mw = from_handle<Mw>(w.u.bind.mw);
-                    // Type 2 windows bind by work request; type 1 windows by the bind verb.
-                    if (mw == nullptr || w.u.bind.mr == nullptr || mw->type != RI_MW_TYPE_2) rc = RI_EINVAL;
-                    sge_limit = 0;
-                    break;
-                }
-                case RI_WR_FAST_REG: {
-                    auto *mr = from_handle<Mr>(w.u.fast_reg.mr);
-                    if (mr == nullptr || mr->max_pages == 0 || (w.u.fast_reg.num_pages > 0 && w.u.fast_reg.pages == nullptr)) {
-                        rc = RI_EINVAL;
-                    } else if (w.u.fast_reg.num_pages > mr->max_pages) {
-                        rc = RI_ERANGE;
-                    }
-                    sge_limit = 0;
-                    break;
-                }
-                case RI_WR_LOCAL_INV: sge_limit = 0; break;
-                case RI_WR_RDMA_READ_INV:  // an InfiniBand extension softrnic does not offer
-                case RI_WR_ATOMIC_FETCH_ADD:
-                case RI_WR_ATOMIC_CMP_SWAP: rc = RI_EOPNOTSUPP; break;
-                default: rc = RI_EINVAL; break;
-            }
-            if (rc != RI_OK) break;
-            const bool inl = (w.flags & RI_SEND_INLINE) != 0;
-            if (inl && !may_inline) {
-                rc = RI_EINVAL;
-                break;
-            }
-            if (w.num_sge > sge_limit) {
-                rc = RI_ERANGE;
-                break;
-            }
-            uint64_t inline_len = 0;
-            if (inl) {
-                for (uint32_t s = 0; s < w.num_sge; ++s) inline_len += w.sgl[s].length;
-                if (inline_len > init.max_inline) {
-                    rc = RI_ERANGE;
-                    break;
-                }
-            }
-            if (state == RI_QPS_ERROR) {
-                // RDMAC verbs: a request posted to a QP in ERROR completes at once, flushed.
-                notify |= scq->add(flush_wc(w.wr_id, wc_opcode_of(w.opcode)));
-                ++*posted;
-                continue;
-            }
-            if (sq.full()) {
-                rc = RI_EAGAIN;
-                break;
-            }
-            uint8_t *slot = sq.next();
-            softrnic_sq_wqe h{};
-            h.wr_id = w.wr_id;
-            h.opcode = w.opcode;
-            h.flags = w.flags | ((init.flags & RI_QP_SIGNAL_ALL) != 0 ? uint32_t{RI_SEND_SIGNALED} : 0u);
-            h.num_sge = inl ? 0 : w.num_sge;
-            h.inline_len = static_cast<uint32_t>(inline_len);
-            h.inv_stag = w.inv_stag;
-            std::memcpy(h.op, &w.u, sizeof h.op);
-            std::memcpy(slot, &h, sizeof h);
-            uint8_t *p = slot + sizeof h;
-            if (inl) {
-                // Inline payload is copied now: the consumer may reuse its buffer when post returns.
-                uint8_t *data = p + static_cast<size_t>(init.sq_sge) * sizeof(ri_sge_t);
-                for (uint32_t s = 0; s < w.num_sge; ++s) {
-                    std::memcpy(data, reinterpret_cast<const void *>(static_cast<uintptr_t>(w.sgl[s].addr)),
-                                w.sgl[s].length);
-                    data += w.sgl[s].length;
-                }
-            } else if (w.num_sge > 0) {
-                std::memcpy(p, w.sgl, w.num_sge * sizeof(ri_sge_t));
-            }
-            sq.push();
-            ++*posted;
-        }
-    }
-    if (notify) scq->notify();
-    return rc;
+void Uvp::Qp::async_event(const ri_async_event_t &event) noexcept { pd->rnic->raise(event); }
+
+void Uvp::Qp::entered_error() noexcept {
+    // The stream failed here: the kVP's QP follows. RI_ENODEV (the kAL is gone) and a refusal change nothing.
+    ri_qp_attr_t a{};
+    a.state = RI_QPS_ERROR;
+    (void)kvp_modify(a, RI_QP_ATTR_STATE);
 }
 
-// Queues receive requests on @p ring (a QP's or an SRQ's), or completes them at once, flushed, for @p flush_qp in
-// ERROR.
-ri_status_t post_receives(SlotRing &ring, uint32_t sge_limit, const ri_recv_wr_t *wr, uint32_t count,
-                          uint32_t *posted, const Uvp::Qp *flush_qp, bool &notify) {
-    if (posted == nullptr) return RI_EINVAL;
-    *posted = 0;
-    if (wr == nullptr && count > 0) return RI_EINVAL;
-    for (uint32_t i = 0; i < count; ++i) {
-        const ri_recv_wr_t &w = wr[i];
-        if (w.num_sge > 0 && w.sgl == nullptr) return RI_EINVAL;
-        if (w.num_sge > sge_limit) return RI_ERANGE;
-        if (flush_qp != nullptr) {
-            notify |= flush_qp->rcq->add(flush_qp->flush_wc(w.wr_id, RI_WC_RECV));
-            ++*posted;
-            continue;
-        }
-        if (ring.full()) return RI_EAGAIN;
-        softrnic_rq_wqe h{};
-        h.wr_id = w.wr_id;
-        h.num_sge = w.num_sge;
-        uint8_t *slot = ring.next();
-        std::memcpy(slot, &h, sizeof h);
-        if (w.num_sge > 0) std::memcpy(slot + sizeof h, w.sgl, w.num_sge * sizeof(ri_sge_t));
-        ring.push();
-        ++*posted;
+ri_status_t Uvp::Qp::check_memory_op(const ri_send_wr_t &w) noexcept {
+    if (w.opcode == RI_WR_BIND_MW) {
+        auto *mw = from_handle<Mw>(w.u.bind.mw);
+        // Type 2 windows bind by work request; type 1 windows by the bind verb.
+        if (mw == nullptr || w.u.bind.mr == nullptr || mw->type != RI_MW_TYPE_2) return RI_EINVAL;
+        return RI_OK;
     }
-    return RI_OK;
-}
-
-ri_status_t Uvp::Qp::post_recv(const ri_recv_wr_t *wr, uint32_t count, uint32_t *posted) {
-    if (srq != nullptr) {
-        if (posted != nullptr) *posted = 0;
-        return RI_EINVAL;  // receives of this QP come from its SRQ
+    auto *mr = from_handle<Mr>(w.u.fast_reg.mr);
+    if (mr == nullptr || mr->max_pages == 0 || (w.u.fast_reg.num_pages > 0 && w.u.fast_reg.pages == nullptr)) {
+        return RI_EINVAL;
     }
-    bool notify = false;
-    ri_status_t rc;
-    {
-        std::lock_guard g(rq_lock);
-        rc = post_receives(rq, init.rq_sge, wr, count, posted, state == RI_QPS_ERROR ? this : static_cast<const Qp *>(nullptr), notify);
-    }
-    if (notify) rcq->notify();
-    return rc;
+    return w.u.fast_reg.num_pages > mr->max_pages ? RI_ERANGE : RI_OK;
 }
 
 ri_status_t Uvp::Pd::create_srq(ri_srq_attr_t *attr, ri_srq_t *out) {
@@ -662,7 +523,10 @@ ri_status_t Uvp::Pd::create_srq(ri_srq_attr_t *attr, ri_srq_t *out) {
     }
     srq->id = resp.srq_id;
     srq->attr = provided;
-    srq->ring = SlotRing(srq->memory.data(), provided.max_wr, slot);
+    srq->rq.init(srq->memory.data(), provided.max_wr, provided.max_sge);
+    srq->rq.id = srq->id;
+    srq->rq.context = provided.context;
+    srq->rq.set_limit(provided.limit);
     *attr = provided;
     *out = to_handle<ri_srq_t>(srq.release());
     return RI_OK;
@@ -689,15 +553,29 @@ ri_status_t Uvp::Srq::modify(const ri_srq_attr_t *in, uint32_t mask) {
     Call c(RI_MODIFY_SRQ, handle);
     c.param(&param, sizeof param);
     if (ri_status_t rc = c.run(pd->rnic->host_ctx); rc != RI_OK) return rc;
-    std::lock_guard g(lock);
-    if ((mask & RI_SRQ_ATTR_LIMIT) != 0) attr.limit = in->limit;  // armed for the data path's limit event
+    if ((mask & RI_SRQ_ATTR_LIMIT) != 0) {
+        attr.limit = in->limit;
+        rq.set_limit(in->limit);  // armed for the data path's limit event
+    }
     return RI_OK;
 }
 
 ri_status_t Uvp::Srq::post_recv(const ri_recv_wr_t *wr, uint32_t count, uint32_t *posted) {
-    bool notify = false;
-    std::lock_guard g(lock);
-    return post_receives(ring, attr.max_sge, wr, count, posted, nullptr, notify);
+    if (posted == nullptr) return RI_EINVAL;
+    *posted = 0;
+    if (wr == nullptr && count > 0) return RI_EINVAL;
+    ri_status_t rc = RI_OK;
+    uint32_t good = 0;
+    for (; good < count; ++good) {
+        rc = datapath::check_receive(wr[good], attr.max_sge, pd->rnic->stags, pd->id);
+        if (rc != RI_OK) break;
+    }
+    std::lock_guard g(rq.lock());
+    for (uint32_t i = 0; i < good; ++i) {
+        if (!rq.push(wr[i])) return RI_EAGAIN;
+        ++*posted;
+    }
+    return rc;
 }
 
 ri_status_t Uvp::Pd::register_mr(const ri_mr_reg_t *reg, ri_mr_t *out, ri_mr_keys_t *keys) {
@@ -710,8 +588,10 @@ ri_status_t Uvp::Pd::register_mr(const ri_mr_reg_t *reg, ri_mr_t *out, ri_mr_key
     mr->handle = c.handle();
     mr->addr = reg->addr;
     mr->length = reg->length;
+    mr->iova = reg->iova;
+    mr->access = reg->access;
     *keys = mr->keys;
-    rnic->add_stag(mr->keys.lkey, mr.get());
+    mr->publish();
     *out = to_handle<ri_mr_t>(mr.release());
     return RI_OK;
 }
@@ -726,7 +606,6 @@ ri_status_t Uvp::Pd::alloc_stag(uint32_t max_pages, ri_mr_t *out, ri_mr_keys_t *
     mr->handle = c.handle();
     mr->max_pages = max_pages;
     *keys = mr->keys;
-    rnic->add_stag(mr->keys.lkey, mr.get());
     *out = to_handle<ri_mr_t>(mr.release());
     return RI_OK;
 }
@@ -741,26 +620,27 @@ ri_status_t Uvp::Pd::alloc_mw(uint32_t type, ri_mw_t *out, ri_stag_t *rkey) {
     if (ri_status_t rc = c.run(rnic->host_ctx); rc != RI_OK) return rc;
     mw->handle = c.handle();
     *rkey = mw->stag;
-    rnic->add_stag(mw->stag, mw.get());
     *out = to_handle<ri_mw_t>(mw.release());
     return RI_OK;
 }
 
-ri_status_t Uvp::Mr::register_shared(ri_pd_t pd_h, uint64_t iova, uint32_t access, ri_mr_t *out,
+ri_status_t Uvp::Mr::register_shared(ri_pd_t pd_h, uint64_t new_iova, uint32_t new_access, ri_mr_t *out,
                                       ri_mr_keys_t *keys_out) {
     Pd *to = from_handle<Pd>(pd_h);
     if (to == nullptr || keys_out == nullptr) return RI_EINVAL;
     auto mr = std::make_unique<Mr>();
     mr->pd = to;
-    ri_mr_reg_t reg{addr, length, iova, access, 0};
+    ri_mr_reg_t reg{addr, length, new_iova, new_access, 0};
     Call c(RI_REGISTER_SHARED_MR, handle);
     c.param(reg).result(&mr->keys).ref(0, to->handle);
     if (ri_status_t rc = c.run(pd->rnic->host_ctx); rc != RI_OK) return rc;
     mr->handle = c.handle();
     mr->addr = addr;
     mr->length = length;
+    mr->iova = new_iova;
+    mr->access = new_access;
     *keys_out = mr->keys;
-    to->rnic->add_stag(mr->keys.lkey, mr.get());
+    mr->publish();
     *out = to_handle<ri_mr_t>(mr.release());
     return RI_OK;
 }
@@ -777,13 +657,17 @@ ri_status_t Uvp::Mr::reregister(uint32_t mask, ri_pd_t pd_h, const ri_mr_reg_t *
     c.param(&param, sizeof param).result(&fresh);
     if (to != nullptr) c.ref(0, to->handle);
     if (ri_status_t rc = c.run(pd->rnic->host_ctx); rc != RI_OK) return rc;
-    pd->rnic->remove_stag(keys.lkey);
+    pd->rnic->stags.remove(keys.lkey);
     keys = fresh;
     if ((mask & RI_REREG_TRANSLATION) != 0) {
         addr = reg->addr;
         length = reg->length;
+        iova = reg->iova;
     }
-    pd->rnic->add_stag(keys.lkey, this);
+    if ((mask & RI_REREG_ACCESS) != 0) access = reg->access;
+    // Without a new translation the kVP recomputes the offset base from the access (zero-based or not).
+    if ((mask & RI_REREG_TRANSLATION) == 0) iova = (access & RI_ACCESS_ZERO_BASED) != 0 ? 0 : addr;
+    publish();  // valid again, under the new STag
     *keys_out = keys;
     return RI_OK;
 }

@@ -283,6 +283,12 @@ rdma::Status Engine::post(const WorkRequest &wr) noexcept {
     return {};
 }
 
+void Engine::abort(TermCode code) noexcept {
+    if (failed()) return;
+    aborted_ = true;
+    rx_.abort(code);
+}
+
 void Engine::push_tx_event(uint64_t seq, uint64_t wr_id, Completion::Kind kind, uint32_t bytes) noexcept {
     // A request keeps its send queue slot until this event completes it (see post()), so this never overflows.
     events_[(ev_head_ + ev_count_) % events_.size()] = TxEvent{seq, wr_id, kind, bytes, false};
@@ -304,7 +310,7 @@ void Engine::build_terminate(TxFrame &frame) noexcept {
     t.code = rx_.failure();
     bool read_request = rx_hdr_.op() == Opcode::read_request && !rx_hdr_.tagged;
     std::span<const uint8_t> offending = rx_.current_header();
-    t.hdrct = offending.empty() ? 0 : terminate_hdrct(t.code, read_request);
+    t.hdrct = offending.empty() || aborted_ ? 0 : terminate_hdrct(t.code, read_request);
     if ((t.hdrct & kTermHdrD) != 0) {
         std::memcpy(t.ddp_header, offending.data(), offending.size());
         t.ddp_segment_length = static_cast<uint16_t>(rx_.current_payload_len());

@@ -150,6 +150,12 @@ public:
     [[nodiscard]] bool next_frame(TxFrame &frame) noexcept;
     /** @brief The oldest frame from next_frame() is now completely written to the stream. */
     void frame_sent() noexcept;
+    /**
+     * @brief The owner's own Terminate (the consumer moved the QP to TERMINATE): stops the stream like a local
+     *        failure with @p code, and next_frame() yields a Terminate with @p code that copies no header. Ignored
+     *        after a failure or the peer's Terminate.
+     */
+    void abort(TermCode code) noexcept;
     /** @brief True after a local validation failure or a Terminate from the peer. */
     [[nodiscard]] bool failed() const noexcept { return rx_.failed() || peer_terminated_; }
     /** @brief The Terminate code of a local failure. */
@@ -222,6 +228,7 @@ private:
     uint8_t control_[kTerminateMaxLen]{};  // Read Request or Terminate payload
     uint8_t rtr_pending_;                  // responder: the RTR type still awaited, 0 once it arrived
     bool peer_terminated_ = false;
+    bool aborted_ = false;  // the owner's Terminate: no offending header to copy
 
     // Rings.
     std::vector<WorkRequest> sq_;

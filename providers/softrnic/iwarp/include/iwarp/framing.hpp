@@ -90,6 +90,13 @@ public:
     /** @brief Copies @p data through next_buffer()/advance(); returns the bytes consumed (less after a failure). */
     size_t feed(std::span<const uint8_t> data) noexcept;
 
+    /**
+     * @brief Stops the stream as a failure with @p code would (no-op after a failure): nothing more is accepted and
+     *        failure() reports @p code.
+     */
+    void abort(TermCode code) noexcept {
+        if (!failure_) failure_ = code;
+    }
     /** @brief True after a framing or validation failure; the stream must be terminated. */
     [[nodiscard]] bool failed() const noexcept { return failure_.has_value(); }
     /** @brief The Terminate code of the failure. */

@@ -1,7 +1,7 @@
-// The uVP's queue memory: page-aligned mappings made once at create (the kVP pins them), work-request rings of
-// fixed-size slots on them, and the spin lock that guards a ring on the fast path.
-#ifndef SOFTRNIC_UVP_RING_HPP
-#define SOFTRNIC_UVP_RING_HPP
+// Queue memory of the data path: page-aligned mappings made once at create (the kVP pins them), work-request rings
+// of fixed-size slots on them, and the spin lock that guards a ring on the fast path.
+#ifndef SOFTRNIC_DATAPATH_RING_HPP
+#define SOFTRNIC_DATAPATH_RING_HPP
 
 #include <sys/mman.h>
 
@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <utility>
 
-namespace softrnic::uvp {
+namespace softrnic::datapath {
 
 // A short critical section on the fast path (a post, a poll): cheaper than a mutex, never held across a call out.
 class SpinLock {
@@ -21,6 +21,7 @@ public:
             }
         }
     }
+    [[nodiscard]] bool try_lock() noexcept { return !flag_.exchange(true, std::memory_order_acquire); }
     void unlock() noexcept { flag_.store(false, std::memory_order_release); }
 
 private:
@@ -89,6 +90,11 @@ public:
         --count_;
     }
     void clear() noexcept { head_ = count_ = 0; }
+    // Slot number (0..depth-1) of the oldest slot, and of the slot @p n places after it.
+    [[nodiscard]] uint32_t head() const noexcept { return head_; }
+    [[nodiscard]] uint32_t index(uint32_t n) const noexcept { return (head_ + n) % depth_; }
+    // The slot with slot number @p i.
+    [[nodiscard]] uint8_t *at(uint32_t i) const noexcept { return slot_at(i); }
 
 private:
     [[nodiscard]] uint8_t *slot_at(uint32_t i) const noexcept { return base_ + static_cast<size_t>(i) * slot_; }
@@ -99,6 +105,6 @@ private:
     uint32_t count_ = 0;
 };
 
-}  // namespace softrnic::uvp
+}  // namespace softrnic::datapath
 
-#endif  // SOFTRNIC_UVP_RING_HPP
+#endif  // SOFTRNIC_DATAPATH_RING_HPP

@@ -1,0 +1,65 @@
+// The progress thread: one per process, one epoll set over the socket of every queue pair on a stream. It receives
+// what arrives while the consumer computes (incoming Writes are placed, Read Requests answered) and finishes
+// transmissions the socket could not take at once.
+#ifndef SOFTRNIC_DATAPATH_PROGRESS_HPP
+#define SOFTRNIC_DATAPATH_PROGRESS_HPP
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "ring.hpp"
+#include "rnicpi/ri_types.h"
+
+namespace softrnic::datapath {
+
+class QueuePair;
+
+/** @brief The process's progress thread. */
+class Progress {
+public:
+    /** @brief The process's instance (made on first use; the thread starts with the first queue pair). */
+    [[nodiscard]] static Progress &get();
+    /** @brief Stops the thread and frees the instance (module unload); every queue pair must be gone. */
+    static void shutdown();
+
+    Progress(const Progress &) = delete;
+    Progress &operator=(const Progress &) = delete;
+
+    /** @brief Watches @p fd for @p qp (edge-triggered input and output); starts the thread if needed. */
+    [[nodiscard]] ri_status_t add(QueuePair *qp, int fd);
+    /**
+     * @brief Stops watching @p qp (and @p fd unless -1). From another thread it waits until the progress thread no
+     *        longer uses @p qp; on the progress thread itself it acts at once.
+     */
+    void remove(QueuePair *qp, int fd);
+    /** @brief Serves @p qp soon, without waiting for a socket event (work left over by a budget). */
+    void kick(QueuePair *qp);
+    /** @brief True on the progress thread. */
+    [[nodiscard]] bool on_thread() const noexcept { return std::this_thread::get_id() == thread_id_.load(); }
+
+private:
+    Progress();
+    ~Progress();
+    void run();
+    void remove_locked(QueuePair *qp, int fd);
+
+    int epoll_ = -1;
+    int wake_ = -1;  // eventfd: kick and stop
+    std::thread thread_;
+    std::atomic<std::thread::id> thread_id_{};
+    std::mutex mutex_;  // held by the thread while it serves (never while it waits); guards the sets below
+    bool stop_ = false;
+    uint64_t generation_ = 0;  // bumped by every removal: events fetched before it must be checked
+    std::unordered_set<QueuePair *> watched_;
+    std::vector<QueuePair *> again_;  // to serve in the next pass without an event
+    SpinLock kick_lock_;               // kicks from other threads, merged into again_ by the thread
+    std::vector<QueuePair *> kicked_;
+};
+
+}  // namespace softrnic::datapath
+
+#endif  // SOFTRNIC_DATAPATH_PROGRESS_HPP

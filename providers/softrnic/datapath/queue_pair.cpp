@@ -1,0 +1,1014 @@
+// A queue pair's data path: the send ring handed to the engine slot by slot (the slot number is the engine's wr_id,
+// so a completion finds its request without a search), completions written in posting order, the socket served
+// without blocking, and the error paths (Terminate either way, peer close, reset) that end in ERROR with everything
+// flushed.
+#include "queue_pair.hpp"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <iterator>
+
+#include "progress.hpp"
+
+namespace softrnic::datapath {
+namespace {
+
+// The poster writes up to this much itself before it leaves the rest to the progress thread.
+constexpr size_t kPosterBudget = 1u << 20;
+// One service moves up to this much each way before another stream's turn.
+constexpr size_t kServiceBudget = 1u << 20;
+// A receive target smaller than this (a header, a trailer, a short payload) is read through a staging buffer, so a
+// stream of small messages costs one recv per batch instead of several per message.
+constexpr size_t kStageBelow = 512;
+constexpr size_t kStageSize = 8192;
+
+using WrUnion = decltype(ri_send_wr_t::u);
+
+// A frame the socket took only part of: kept (with its own headers, markers and trailer) until the rest is written.
+struct Parked {
+    iwarp::TxFrame frame;
+    size_t first = 0;  // first iovec not completely written
+};
+
+// Parked frames are recycled: the socket fills often under load, and that must not allocate each time.
+class FramePool {
+public:
+    std::unique_ptr<Parked> get() {
+        {
+            std::lock_guard g(lock_);
+            if (!free_.empty()) {
+                std::unique_ptr<Parked> p = std::move(free_.back());
+                free_.pop_back();
+                return p;
+            }
+        }
+        return std::make_unique<Parked>();
+    }
+    void put(std::unique_ptr<Parked> p) {
+        if (p == nullptr) return;
+        std::lock_guard g(lock_);
+        free_.push_back(std::move(p));
+    }
+
+private:
+    SpinLock lock_;
+    std::vector<std::unique_ptr<Parked>> free_;
+};
+
+FramePool &pool() {
+    static FramePool p;
+    return p;
+}
+
+// Every frame is built here first (one per thread, never on the stack: it is 5 KiB); only a partly written one is
+// copied out.
+thread_local iwarp::TxFrame t_frame;
+
+void advance(Parked &p, size_t n) {
+    while (n > 0 && p.first < p.frame.iovcnt) {
+        iovec &v = p.frame.iov[p.first];
+        if (n >= v.iov_len) {
+            n -= v.iov_len;
+            ++p.first;
+        } else {
+            v.iov_base = static_cast<uint8_t *>(v.iov_base) + n;
+            v.iov_len -= n;
+            n = 0;
+        }
+    }
+}
+
+// Copies a partly written frame out of the thread's buffer; pieces pointing into the frame itself move with it.
+std::unique_ptr<Parked> park(const iwarp::TxFrame &f, size_t written) {
+    std::unique_ptr<Parked> p = pool().get();
+    std::memcpy(static_cast<void *>(&p->frame), &f, sizeof f);
+    const auto *lo = reinterpret_cast<const uint8_t *>(&f);
+    auto *to = reinterpret_cast<uint8_t *>(&p->frame);
+    for (size_t i = 0; i < p->frame.iovcnt; ++i) {
+        auto *b = static_cast<uint8_t *>(p->frame.iov[i].iov_base);
+        if (b >= lo && b < lo + sizeof f) p->frame.iov[i].iov_base = to + (b - lo);
+    }
+    p->first = 0;
+    advance(*p, written);
+    return p;
+}
+
+ssize_t send_iov(int fd, iovec *iov, size_t n) {
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = n;
+    return ::sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+uint8_t rtr_bits(uint32_t type) {
+    switch (type) {
+        case RI_RTR_SEND: return iwarp::kRtrSend;
+        case RI_RTR_WRITE: return iwarp::kRtrWrite;
+        case RI_RTR_READ: return iwarp::kRtrRead;
+        default: return 0;
+    }
+}
+
+uint32_t wc_opcode_of(uint32_t wr_opcode) {
+    switch (wr_opcode) {
+        case RI_WR_RDMA_WRITE: return RI_WC_RDMA_WRITE;
+        case RI_WR_RDMA_READ:
+        case RI_WR_RDMA_READ_INV: return RI_WC_RDMA_READ;
+        case RI_WR_BIND_MW: return RI_WC_BIND_MW;
+        case RI_WR_FAST_REG: return RI_WC_FAST_REG;
+        case RI_WR_LOCAL_INV: return RI_WC_LOCAL_INV;
+        case RI_WR_ATOMIC_FETCH_ADD:
+        case RI_WR_ATOMIC_CMP_SWAP: return RI_WC_ATOMIC;
+        default: return RI_WC_SEND;
+    }
+}
+
+iwarp::WorkType work_type(uint32_t wr_opcode) {
+    switch (wr_opcode) {
+        case RI_WR_SEND_SE: return iwarp::WorkType::send_se;
+        case RI_WR_SEND_INV: return iwarp::WorkType::send_inv;
+        case RI_WR_SEND_SE_INV: return iwarp::WorkType::send_se_inv;
+        case RI_WR_RDMA_WRITE: return iwarp::WorkType::write;
+        case RI_WR_RDMA_READ: return iwarp::WorkType::read;
+        default: return iwarp::WorkType::send;
+    }
+}
+
+// The Terminate word of event records and completions: layer/etype in bits 15..8, the error code in 7..0.
+uint32_t term_word(iwarp::TermCode c) { return static_cast<uint32_t>(c.layer_etype()) << 8 | c.code; }
+
+// Protection errors (RFC 5040 remote protection, RFC 5041 tagged buffer) as opposed to protocol errors.
+bool is_access_error(iwarp::TermCode c) {
+    if (c.etype != 0x1) return false;
+    if (c.layer == static_cast<uint8_t>(iwarp::Layer::rdmap)) return true;
+    return c.layer == static_cast<uint8_t>(iwarp::Layer::ddp) && c != iwarp::term::kDdpTaggedInvalidVersion;
+}
+
+// The status of the request a peer's Terminate failed.
+uint32_t status_of_peer_terminate(iwarp::TermCode c) {
+    if (c.layer == static_cast<uint8_t>(iwarp::Layer::llp)) return RI_WC_LLP_ERR;
+    if (is_access_error(c)) return RI_WC_REM_ACCESS_ERR;
+    if (c.layer == static_cast<uint8_t>(iwarp::Layer::ddp) && c.etype == 0x2) return RI_WC_REM_INV_REQ_ERR;
+    return RI_WC_REM_OP_ERR;
+}
+
+}  // namespace
+
+iwarp::EngineConfig engine_config(const ri_llp_params_t &llp, uint32_t pd, uint32_t sq_depth) noexcept {
+    iwarp::EngineConfig c;
+    c.pd = pd;
+    const bool crc = (llp.mpa_flags & RI_MPA_CRC) != 0;
+    // RI_MPA_MARKERS is the negotiated result for both directions (RFC 5044 lets them differ; the LLP parameters
+    // carry one bit).
+    const bool markers = (llp.mpa_flags & RI_MPA_MARKERS) != 0;
+    c.rx = iwarp::FramingOptions{crc, markers};
+    c.tx = iwarp::FramingOptions{crc, markers};
+    if (llp.fpdu_max > 0) {
+        // FPDU = ULPDU_Length(2) + ULPDU + pad to 4 + CRC(4), plus one marker per 512 octets it spans.
+        size_t room = llp.fpdu_max;
+        if (markers) room -= std::min(room, iwarp::kMarkerLen * (room / iwarp::kMarkerInterval + 1));
+        room = room >= iwarp::kMpaCrcLen ? (room - iwarp::kMpaCrcLen) & ~size_t{3} : 0;
+        c.mulpdu = room >= iwarp::kMpaLengthLen ? room - iwarp::kMpaLengthLen : 0;  // the engine clamps it
+    } else if (llp.mss > 0) {
+        c.mulpdu = iwarp::mulpdu(llp.mss, markers);
+    }
+    c.ird = llp.ird;
+    c.ord = llp.ord;
+    c.sq_depth = sq_depth;
+    if ((llp.mpa_flags & RI_MPA_PEER2PEER) != 0) {
+        if ((llp.mpa_flags & RI_MPA_INITIATOR) != 0) {
+            c.rtr_send = rtr_bits(llp.rtr_type);
+        } else {
+            c.rtr_expect = rtr_bits(llp.rtr_type);
+        }
+    }
+    return c;
+}
+
+// Per send slot: parts of the request still with the engine (an RDMA Read with a scatter list is one Read per
+// element), and whether it is done.
+struct QueuePair::SlotState {
+    uint16_t parts = 0;
+    bool done = false;
+    bool read = false;
+};
+
+// The RDMA-mode part of a queue pair, from the RDMA-mode transition to ERROR.
+struct QueuePair::Stream {
+    Stream(iwarp::EngineOwner &owner, int socket, const ri_llp_params_t &params, const iwarp::EngineConfig &cfg,
+           uint32_t depth)
+        : fd(socket), llp(params), engine(owner, cfg), slots(depth) {}
+
+    enum class Fail : uint8_t { none, local, llp_closed, llp_reset };
+
+    int fd;
+    ri_llp_params_t llp;
+    iwarp::Engine engine;
+    std::vector<SlotState> slots;
+    std::unique_ptr<Parked> parked;
+    uint32_t issued = 0;        // slots from the ring's head handed to the engine (or executed)
+    uint32_t issued_parts = 0;  // parts of the next slot already handed (a Read with a scatter list)
+    uint32_t inflight = 0;      // issued slots not done
+    uint32_t reads_inflight = 0;
+    bool tx_idle = true;  // the engine had nothing more to send
+    bool fin_sent = false;
+    bool consumer_terminate = false;
+    bool peer_terminate = false;
+    iwarp::Terminate term;
+    Fail fail = Fail::none;
+    uint32_t fail_slot = 0;
+    uint32_t fail_status = 0;
+    bool bad_receive = false;  // a receive taken from the queue whose region went away
+    uint64_t bad_receive_id = 0;
+};
+
+// What a locked operation leaves to do once the QP's lock is dropped: events, the kVP, the socket.
+struct QueuePair::Outcome {
+    bool notify_s = false;
+    bool notify_r = false;
+    bool unwatch = false;
+    int close_fd = -1;
+    bool tell_kvp = false;
+    bool kick = false;
+    uint32_t nevents = 0;
+    ri_async_event_t events[6]{};
+};
+
+QueuePair::QueuePair(const QpSetup &setup, uint8_t *sq_ring, ReceiveQueue &rq, bool shared, CompletionQueue &scq,
+                     CompletionQueue &rcq, StagTable &stags, QpOwner &owner)
+    : setup_(setup),
+      sq_slot_size_(static_cast<uint32_t>(softrnic_sq_slot_size(setup.init.sq_sge, setup.init.max_inline))),
+      sq_(sq_ring, setup.init.sq_depth, sq_slot_size_),
+      rq_(rq),
+      shared_rq_(shared),
+      scq_(scq),
+      rcq_(rcq),
+      stags_(stags),
+      owner_(owner) {
+    scq_.attach(this);
+    if (&rcq_ != &scq_) rcq_.attach(this);
+}
+
+QueuePair::~QueuePair() {
+    scq_.detach(this);
+    if (&rcq_ != &scq_) rcq_.detach(this);
+    int fd = -1;
+    bool registered = false;
+    {
+        std::lock_guard g(mutex_);
+        if (stream_) {
+            fd = stream_->fd;
+            pool().put(std::move(stream_->parked));
+            stream_.reset();
+        }
+        registered = registered_;
+    }
+    if (registered) Progress::get().remove(this, fd);
+    if (fd >= 0) ::close(fd);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Posting
+
+ri_status_t QueuePair::check_send(const ri_send_wr_t &w, uint64_t &inline_len) const {
+    constexpr uint32_t kFlags = RI_SEND_SIGNALED | RI_SEND_READ_FENCE | RI_SEND_LOCAL_FENCE | RI_SEND_INLINE;
+    const ri_qp_init_attr_t &init = setup_.init;
+    if ((w.flags & ~kFlags) != 0 || (w.num_sge > 0 && w.sgl == nullptr)) return RI_EINVAL;
+    uint32_t sge_limit = init.sq_sge;
+    bool may_inline = false;
+    uint32_t need = RI_ACCESS_LOCAL_READ;
+    switch (w.opcode) {
+        case RI_WR_SEND:
+        case RI_WR_SEND_SE:
+        case RI_WR_SEND_INV:
+        case RI_WR_SEND_SE_INV:
+        case RI_WR_RDMA_WRITE: may_inline = true; break;
+        case RI_WR_RDMA_READ:
+            // The scatter list lives in the slot, which holds sq_sge elements (the ring layout of the ABI).
+            sge_limit = std::min(init.rd_sge, init.sq_sge);
+            need = RI_ACCESS_LOCAL_WRITE;  // the scatter list is written by the responses
+            break;
+        case RI_WR_BIND_MW:
+        case RI_WR_FAST_REG:
+            // Queued for a stream but not executed yet: refused once there is a stream to execute them on.
+            if (state_ != RI_QPS_IDLE && state_ != RI_QPS_ERROR) return RI_EOPNOTSUPP;
+            if (ri_status_t rc = owner_.check_memory_op(w); rc != RI_OK) return rc;
+            sge_limit = 0;
+            break;
+        case RI_WR_LOCAL_INV: sge_limit = 0; break;
+        case RI_WR_RDMA_READ_INV:  // an InfiniBand extension softrnic does not offer
+        case RI_WR_ATOMIC_FETCH_ADD:
+        case RI_WR_ATOMIC_CMP_SWAP: return RI_EOPNOTSUPP;
+        default: return RI_EINVAL;
+    }
+    const bool inl = (w.flags & RI_SEND_INLINE) != 0;
+    if (inl && !may_inline) return RI_EINVAL;
+    if (w.num_sge > sge_limit) return RI_ERANGE;
+    inline_len = 0;
+    if (inl) {
+        for (uint32_t s = 0; s < w.num_sge; ++s) inline_len += w.sgl[s].length;
+        return inline_len > init.max_inline ? RI_ERANGE : RI_OK;
+    }
+    if (w.num_sge > iwarp::kMaxSge) return RI_ERANGE;  // the engine's gather list
+    // Local buffers are checked now, so a bad lkey is the poster's error, not a broken stream.
+    for (uint32_t s = 0; s < w.num_sge; ++s) {
+        const ri_sge_t &g = w.sgl[s];
+        if (g.length == 0) continue;
+        StagEntry e;
+        if (!stags_.find(g.lkey, e) || !e.valid || e.pd != setup_.pd || !e.map(g.addr, g.length)) return RI_EINVAL;
+        if ((e.access & need) != need) return RI_EACCES;
+    }
+    return RI_OK;
+}
+
+void QueuePair::write_slot(const ri_send_wr_t &w, uint64_t inline_len) {
+    const bool inl = (w.flags & RI_SEND_INLINE) != 0;
+    uint8_t *slot = sq_.next();
+    softrnic_sq_wqe h{};
+    h.wr_id = w.wr_id;
+    h.opcode = w.opcode;
+    h.flags = w.flags | ((setup_.init.flags & RI_QP_SIGNAL_ALL) != 0 ? uint32_t{RI_SEND_SIGNALED} : 0u);
+    h.num_sge = inl ? 0 : w.num_sge;
+    h.inline_len = static_cast<uint32_t>(inline_len);
+    h.inv_stag = w.inv_stag;
+    std::memcpy(h.op, &w.u, sizeof h.op);
+    std::memcpy(slot, &h, sizeof h);
+    uint8_t *p = slot + sizeof h;
+    if (inl) {
+        // Inline payload is copied now (the consumer may reuse its buffer) and stays in the slot until completion.
+        uint8_t *data = p + static_cast<size_t>(setup_.init.sq_sge) * sizeof(ri_sge_t);
+        for (uint32_t s = 0; s < w.num_sge; ++s) {
+            std::memcpy(data, reinterpret_cast<const void *>(static_cast<uintptr_t>(w.sgl[s].addr)), w.sgl[s].length);
+            data += w.sgl[s].length;
+        }
+    } else if (w.num_sge > 0) {
+        std::memcpy(p, w.sgl, w.num_sge * sizeof(ri_sge_t));
+    }
+    sq_.push();
+}
+
+ri_status_t QueuePair::post_send(const ri_send_wr_t *wr, uint32_t count, uint32_t *posted) {
+    if (posted == nullptr) return RI_EINVAL;
+    *posted = 0;
+    if (wr == nullptr && count > 0) return RI_EINVAL;
+    ri_status_t rc = RI_OK;
+    Outcome o;
+    {
+        std::lock_guard g(mutex_);
+        out_ = &o;
+        for (uint32_t i = 0; i < count; ++i) {
+            const ri_send_wr_t &w = wr[i];
+            uint64_t inline_len = 0;
+            rc = check_send(w, inline_len);
+            if (rc != RI_OK) break;
+            if (state_ == RI_QPS_ERROR) {
+                // RDMAC verbs: a request posted to a QP in ERROR completes at once, flushed.
+                o.notify_s |= scq_.add(wc(w.wr_id, wc_opcode_of(w.opcode), RI_WC_WR_FLUSH_ERR));
+                ++*posted;
+                continue;
+            }
+            // RDMAC verbs: CLOSING and TERMINATE take no new send work ("invalid QP state").
+            if (state_ == RI_QPS_CLOSING || state_ == RI_QPS_TERMINATE) {
+                rc = RI_EINVAL;
+                break;
+            }
+            if (sq_.full()) {
+                rc = RI_EAGAIN;
+                break;
+            }
+            write_slot(w, inline_len);
+            ++*posted;
+        }
+        if (stream_ && state_ == RI_QPS_RTS && *posted > 0) {
+            issue();
+            transmit(kPosterBudget);
+            settle();
+        }
+        out_ = nullptr;
+    }
+    finish(o);
+    return rc;
+}
+
+ri_status_t QueuePair::post_recv(const ri_recv_wr_t *wr, uint32_t count, uint32_t *posted) {
+    if (posted == nullptr) return RI_EINVAL;
+    *posted = 0;
+    if (shared_rq_) return RI_EINVAL;  // receives of this QP come from its SRQ
+    if (wr == nullptr && count > 0) return RI_EINVAL;
+    // Checked before the ring's lock is taken: the STag table has its own.
+    ri_status_t rc = RI_OK;
+    uint32_t good = 0;
+    for (; good < count; ++good) {
+        rc = check_receive(wr[good], rq_.max_sge(), stags_, setup_.pd);
+        if (rc != RI_OK) break;
+    }
+    bool notify = false;
+    {
+        std::lock_guard g(rq_.lock());
+        for (uint32_t i = 0; i < good; ++i) {
+            if (state_ == RI_QPS_ERROR) {
+                notify |= rcq_.add(wc(wr[i].wr_id, RI_WC_RECV, RI_WC_WR_FLUSH_ERR));
+            } else if (!rq_.push(wr[i])) {
+                rc = RI_EAGAIN;
+                break;
+            }
+            ++*posted;
+        }
+    }
+    if (notify) rcq_.notify();
+    return rc;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Handing work to the engine
+
+void QueuePair::local_failure(uint32_t slot, uint32_t status) {
+    Stream &s = *stream_;
+    s.fail = Stream::Fail::local;
+    s.fail_slot = slot;
+    s.fail_status = status;
+}
+
+bool QueuePair::resolve_gather(const softrnic_sq_wqe &h, const uint8_t *slot, iwarp::WorkRequest &wr) const {
+    const uint8_t *p = slot + sizeof h;
+    if (h.inline_len > 0 || (h.flags & RI_SEND_INLINE) != 0) {
+        const uint8_t *data = p + static_cast<size_t>(setup_.init.sq_sge) * sizeof(ri_sge_t);
+        wr.sge[0] = iwarp::LocalSpan{const_cast<uint8_t *>(data), h.inline_len};
+        wr.num_sge = h.inline_len > 0 ? 1 : 0;
+        return true;
+    }
+    wr.num_sge = 0;
+    for (uint32_t i = 0; i < h.num_sge && i < iwarp::kMaxSge; ++i) {
+        ri_sge_t g;
+        std::memcpy(&g, p + i * sizeof g, sizeof g);
+        if (g.length == 0) continue;
+        StagEntry e;
+        if (!stags_.find(g.lkey, e) || !e.valid || e.pd != setup_.pd) return false;
+        auto a = e.map(g.addr, g.length);
+        if (!a) return false;
+        wr.sge[wr.num_sge++] = iwarp::LocalSpan{*a, g.length};
+    }
+    return true;
+}
+
+void QueuePair::issue() {
+    Stream &s = *stream_;
+    while (s.issued < sq_.count() && s.fail == Stream::Fail::none && !s.engine.failed()) {
+        const uint32_t idx = sq_.index(s.issued);
+        const uint8_t *slot = sq_.at(idx);
+        softrnic_sq_wqe h;
+        std::memcpy(&h, slot, sizeof h);
+        WrUnion u;
+        std::memcpy(&u, h.op, sizeof u);
+        SlotState &st = s.slots[idx];
+        if (s.issued_parts == 0) {
+            if ((h.flags & RI_SEND_LOCAL_FENCE) != 0 && s.inflight > 0) return;
+            if ((h.flags & RI_SEND_READ_FENCE) != 0 && s.reads_inflight > 0) return;
+        }
+        switch (h.opcode) {
+            case RI_WR_LOCAL_INV:
+                // Executed here, in order; it completes when the requests before it have.
+                if (!stags_.invalidate(h.inv_stag, setup_.pd)) return local_failure(idx, RI_WC_LOC_PROT_ERR);
+                st = SlotState{0, true, false};
+                ++s.issued;
+                continue;
+            case RI_WR_RDMA_READ: {
+                if (s.llp.ord == 0) return local_failure(idx, RI_WC_LOC_QP_OP_ERR);  // no Read may be outstanding
+                const uint32_t parts = std::max<uint32_t>(h.num_sge, 1);
+                uint64_t offset = 0;
+                for (uint32_t p = 0; p < parts; ++p) {
+                    ri_sge_t g{};
+                    if (h.num_sge > 0) std::memcpy(&g, slot + sizeof h + p * sizeof g, sizeof g);
+                    if (p < s.issued_parts) {
+                        offset += g.length;
+                        continue;
+                    }
+                    iwarp::WorkRequest wr;
+                    wr.wr_id = idx;
+                    wr.type = iwarp::WorkType::read;
+                    wr.remote_stag = u.rdma.rkey;
+                    wr.remote_to = u.rdma.remote_addr + offset;
+                    wr.local_stag = g.lkey;
+                    wr.local_to = g.addr;
+                    wr.length = g.length;
+                    if (g.length > 0) {
+                        // The sink is resolved again by the engine when the response arrives; checked here too so
+                        // that a region gone since the post fails this request, not the stream.
+                        StagEntry e;
+                        if (!stags_.find(g.lkey, e) || !e.valid || e.pd != setup_.pd ||
+                            (e.access & RI_ACCESS_LOCAL_WRITE) == 0 || !e.map(g.addr, g.length)) {
+                            if (s.issued_parts == 0) return local_failure(idx, RI_WC_LOC_PROT_ERR);
+                            // Parts are out already: the rest of the request cannot go; fail it with them.
+                            st.parts = static_cast<uint16_t>(st.parts - (parts - p));
+                            return local_failure(idx, RI_WC_LOC_PROT_ERR);
+                        }
+                    }
+                    if (!s.engine.post(wr).ok()) return;  // the engine's queue is full: the rest goes later
+                    if (s.issued_parts == 0) {
+                        st = SlotState{static_cast<uint16_t>(parts), false, true};
+                        ++s.inflight;
+                        ++s.reads_inflight;
+                    }
+                    s.issued_parts = p + 1;
+                    offset += g.length;
+                }
+                s.issued_parts = 0;
+                ++s.issued;
+                continue;
+            }
+            case RI_WR_SEND:
+            case RI_WR_SEND_SE:
+            case RI_WR_SEND_INV:
+            case RI_WR_SEND_SE_INV:
+            case RI_WR_RDMA_WRITE: {
+                iwarp::WorkRequest wr;
+                wr.wr_id = idx;
+                wr.type = work_type(h.opcode);
+                if (!resolve_gather(h, slot, wr)) return local_failure(idx, RI_WC_LOC_PROT_ERR);
+                wr.remote_stag = u.rdma.rkey;
+                wr.remote_to = u.rdma.remote_addr;
+                wr.inv_stag = h.inv_stag;
+                rdma::Status rc = s.engine.post(wr);
+                if (rc.code() == RI_EAGAIN) return;
+                if (!rc.ok()) return local_failure(idx, RI_WC_LOC_QP_OP_ERR);
+                st = SlotState{1, false, false};
+                ++s.inflight;
+                ++s.issued;
+                continue;
+            }
+            default:
+                // Window binds and fast registrations queued before the stream are not executed yet.
+                return local_failure(idx, RI_WC_LOC_QP_OP_ERR);
+        }
+    }
+    release_done();  // a Local Invalidate at the head is done already
+}
+
+void QueuePair::release_done() {
+    Stream &s = *stream_;
+    while (s.issued > 0 && s.slots[sq_.head()].done) {
+        const uint8_t *slot = sq_.front();
+        uint32_t flags;
+        std::memcpy(&flags, slot + offsetof(softrnic_sq_wqe, flags), sizeof flags);
+        if ((flags & RI_SEND_SIGNALED) != 0) out_->notify_s |= scq_.add(sq_wc(slot, RI_WC_SUCCESS));
+        s.slots[sq_.head()] = SlotState{};
+        sq_.pop();
+        --s.issued;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The engine's questions and reports (called under mutex_, from inside engine calls)
+
+bool QueuePair::resolve_stag(uint32_t stag, iwarp::Region &out) {
+    StagEntry e;
+    if (!stags_.find(stag, e) || !e.valid) return false;
+    out.base = reinterpret_cast<uint8_t *>(static_cast<uintptr_t>(e.addr));
+    out.to_base = e.to_base;
+    out.length = e.length;
+    out.access = e.access;
+    out.pd = e.pd;
+    return true;
+}
+
+bool QueuePair::take_receive(iwarp::ReceiveBuffer &out) {
+    bool limit = false;
+    const ReceiveQueue::Take t = rq_.take(out, stags_, setup_.pd, limit);
+    if (limit) {
+        Outcome &o = *out_;
+        if (o.nevents < std::size(o.events)) {
+            o.events[o.nevents++] = ri_async_event_t{RI_RES_SRQ, RI_AE_SRQ_LIMIT_REACHED, rq_.id, rq_.context, 0, 0};
+        }
+    }
+    if (t == ReceiveQueue::Take::invalid) {
+        // Its region went away after the post: the request fails, and the engine terminates the stream.
+        stream_->bad_receive = true;
+        stream_->bad_receive_id = out.wr_id;
+    }
+    return t == ReceiveQueue::Take::ok;
+}
+
+bool QueuePair::invalidate_stag(uint32_t stag) { return stags_.invalidate(stag, setup_.pd); }
+
+void QueuePair::completed(const iwarp::Completion &c) {
+    if (c.kind == iwarp::Completion::Kind::recv) {
+        ri_wc_t w = wc(c.wr_id, RI_WC_RECV, RI_WC_SUCCESS);
+        w.byte_len = c.byte_len;
+        if (c.solicited) w.flags |= RI_WC_SOLICITED;
+        if (c.invalidated) {
+            w.flags |= RI_WC_WITH_INV;
+            w.invalidated_stag = c.inv_stag;
+        }
+        out_->notify_r |= rcq_.add(w);
+        return;
+    }
+    Stream &s = *stream_;
+    SlotState &st = s.slots[static_cast<uint32_t>(c.wr_id)];
+    if (st.parts > 0 && --st.parts == 0) {
+        st.done = true;
+        --s.inflight;
+        if (st.read) --s.reads_inflight;
+    }
+    release_done();
+}
+
+void QueuePair::peer_terminated(const iwarp::Terminate &t) {
+    stream_->peer_terminate = true;
+    stream_->term = t;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The socket
+
+void QueuePair::transmit(size_t budget) {
+    Stream &s = *stream_;
+    size_t moved = 0;
+    while (s.fail == Stream::Fail::none) {
+        if (s.parked) {
+            Parked &p = *s.parked;
+            const ssize_t n = send_iov(s.fd, p.frame.iov + p.first, p.frame.iovcnt - p.first);
+            if (n < 0) {
+                if (errno == EINTR) continue;
+                if (errno != EAGAIN && errno != EWOULDBLOCK) s.fail = Stream::Fail::llp_reset;
+                return;  // full: EPOLLOUT brings the progress thread back
+            }
+            advance(p, static_cast<size_t>(n));
+            moved += static_cast<size_t>(n);
+            if (p.first < p.frame.iovcnt) return;
+            pool().put(std::move(s.parked));
+            s.engine.frame_sent();
+        } else {
+            iwarp::TxFrame &f = t_frame;
+            if (!s.engine.next_frame(f)) {
+                s.tx_idle = true;
+                return;
+            }
+            s.tx_idle = false;
+            ssize_t n = send_iov(s.fd, f.iov, f.iovcnt);
+            if (n < 0) {
+                if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                    s.fail = Stream::Fail::llp_reset;
+                    return;
+                }
+                n = 0;
+            }
+            moved += static_cast<size_t>(n);
+            if (static_cast<size_t>(n) == f.bytes) {
+                s.engine.frame_sent();
+            } else {
+                s.parked = park(f, static_cast<size_t>(n));
+                return;
+            }
+        }
+        if (moved >= budget) {
+            out_->kick = true;  // the progress thread continues; the poster returns
+            return;
+        }
+    }
+}
+
+void QueuePair::receive(size_t budget) {
+    Stream &s = *stream_;
+    iwarp::Receiver &rx = s.engine.receiver();
+    size_t moved = 0;
+    while (s.fail == Stream::Fail::none) {
+        std::span<uint8_t> dst = rx.next_buffer();
+        if (dst.empty()) return;  // failed: the Terminate goes out next
+        ssize_t n;
+        if (dst.size() < kStageBelow) {
+            uint8_t stage[kStageSize];
+            n = ::recv(s.fd, stage, sizeof stage, MSG_DONTWAIT);
+            if (n > 0) (void)rx.feed(std::span<const uint8_t>(stage, static_cast<size_t>(n)));
+        } else {
+            // Payload goes straight to its placement target: no copy.
+            n = ::recv(s.fd, dst.data(), dst.size(), MSG_DONTWAIT);
+            if (n > 0) rx.advance(static_cast<size_t>(n));
+        }
+        if (n == 0) {
+            s.fail = Stream::Fail::llp_closed;
+            return;
+        }
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK) s.fail = Stream::Fail::llp_reset;
+            return;
+        }
+        moved += static_cast<size_t>(n);
+        if (moved >= budget) {
+            out_->kick = true;
+            return;
+        }
+    }
+}
+
+void QueuePair::pump(size_t budget) {
+    transmit(budget);
+    if (!stream_) return;
+    receive(budget);
+    // Inbound responses and completions free engine room: more work goes, and read responses are owed.
+    issue();
+    transmit(budget);
+    settle();
+}
+
+// Decides what the stream's condition means for the QP: failures end in ERROR, an orderly close sends the FIN.
+void QueuePair::settle() {
+    if (!stream_) return;
+    Stream &s = *stream_;
+    if (s.peer_terminate) {
+        const iwarp::TermCode c = s.term.code;
+        add_event(RI_AE_QP_TERMINATE_RECEIVED, term_word(c));
+        if (is_access_error(c)) add_event(RI_AE_QP_REMOTE_ACCESS_ERROR, term_word(c));
+        return enter_error(oldest_inflight(), status_of_peer_terminate(c), term_word(c), RI_WC_WR_FLUSH_ERR, true);
+    }
+    if (s.engine.failed()) {
+        const iwarp::TermCode c = s.engine.failure();
+        const bool sent = s.engine.terminate_sent() && !s.parked;
+        if (!sent && s.fail == Stream::Fail::none) {
+            set_state(RI_QPS_TERMINATE);  // the Terminate waits for room in the socket
+            return;
+        }
+        if (sent && !s.consumer_terminate) {
+            add_event(RI_AE_QP_TERMINATE_SENT, term_word(c));
+            add_event(is_access_error(c) ? RI_AE_QP_LOCAL_ACCESS_ERROR : RI_AE_QP_PROTOCOL_ERROR, term_word(c));
+        } else if (!sent) {
+            add_event(RI_AE_QP_LLP_RESET);
+        }
+        const uint32_t recv_status =
+            c == iwarp::term::kDdpMessageTooLong ? uint32_t{RI_WC_LOC_LEN_ERR} : uint32_t{RI_WC_WR_FLUSH_ERR};
+        return enter_error(-1, RI_WC_WR_FLUSH_ERR, term_word(c), recv_status, true);
+    }
+    switch (s.fail) {
+        case Stream::Fail::local:
+            return enter_error(static_cast<int>(s.fail_slot), s.fail_status, 0, RI_WC_WR_FLUSH_ERR, true);
+        case Stream::Fail::llp_closed:
+            add_event(RI_AE_QP_LLP_CLOSED);
+            return enter_error(oldest_inflight(), RI_WC_LLP_ERR, 0, RI_WC_WR_FLUSH_ERR, true);
+        case Stream::Fail::llp_reset:
+            add_event(RI_AE_QP_LLP_RESET);
+            return enter_error(oldest_inflight(), RI_WC_LLP_ERR, 0, RI_WC_WR_FLUSH_ERR, true);
+        case Stream::Fail::none: break;
+    }
+    // Orderly close: once every send request completed and nothing is left to write, the FIN follows.
+    if (state_ == RI_QPS_CLOSING && !s.fin_sent && sq_.empty() && s.engine.outstanding() == 0 && !s.parked &&
+        s.tx_idle) {
+        (void)::shutdown(s.fd, SHUT_WR);
+        s.fin_sent = true;
+        add_event(RI_AE_QP_SQ_DRAINED);
+    }
+}
+
+int QueuePair::oldest_inflight() const {
+    const Stream &s = *stream_;
+    for (uint32_t n = 0; n < s.issued; ++n) {
+        const uint32_t idx = sq_.index(n);
+        if (!s.slots[idx].done) return static_cast<int>(idx);
+    }
+    // A Read with only some parts out counts as in flight too.
+    if (s.issued_parts > 0) return static_cast<int>(sq_.index(s.issued));
+    return -1;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Errors and state
+
+void QueuePair::set_state(uint32_t state) {
+    std::lock_guard r(rq_.lock());  // post_recv reads the state under the receive queue's lock
+    state_ = state;
+}
+
+void QueuePair::add_event(uint32_t event_id, uint32_t detail) {
+    Outcome &o = *out_;
+    if (o.nevents < std::size(o.events)) {
+        o.events[o.nevents++] =
+            ri_async_event_t{RI_RES_QP, event_id, setup_.qp_num, setup_.init.context, detail, 0};
+    }
+}
+
+ri_wc_t QueuePair::wc(uint64_t wr_id, uint32_t opcode, uint32_t status) const {
+    ri_wc_t w{};
+    w.wr_id = wr_id;
+    w.qp_context = setup_.init.context;
+    w.status = status;
+    w.opcode = opcode;
+    w.qp_num = setup_.qp_num;
+    return w;
+}
+
+ri_wc_t QueuePair::sq_wc(const uint8_t *slot, uint32_t status) const {
+    softrnic_sq_wqe h;
+    std::memcpy(&h, slot, sizeof h);
+    ri_wc_t w = wc(h.wr_id, wc_opcode_of(h.opcode), status);
+    uint64_t bytes = h.inline_len;
+    for (uint32_t i = 0; i < h.num_sge && i < setup_.init.sq_sge; ++i) {
+        ri_sge_t g;
+        std::memcpy(&g, slot + sizeof h + i * sizeof g, sizeof g);
+        bytes += g.length;
+    }
+    w.byte_len = static_cast<uint32_t>(bytes);
+    return w;
+}
+
+// Completes every posted request: done ones as they are (if signaled), the failing one with @p status, the rest
+// flushed; receives likewise (an SRQ's stay in the SRQ).
+void QueuePair::flush_rings(int failing, uint32_t status, uint32_t vendor_err, uint32_t recv_status) {
+    Outcome &o = *out_;
+    Stream *s = stream_.get();
+    for (uint32_t n = 0; !sq_.empty(); ++n) {
+        const uint32_t idx = sq_.head();
+        const uint8_t *slot = sq_.front();
+        const bool done = s != nullptr && n < s->issued && s->slots[idx].done;
+        if (done) {
+            uint32_t flags;
+            std::memcpy(&flags, slot + offsetof(softrnic_sq_wqe, flags), sizeof flags);
+            if ((flags & RI_SEND_SIGNALED) != 0) o.notify_s |= scq_.add(sq_wc(slot, RI_WC_SUCCESS));
+        } else {
+            ri_wc_t w = sq_wc(slot, static_cast<int>(idx) == failing ? status : uint32_t{RI_WC_WR_FLUSH_ERR});
+            if (static_cast<int>(idx) == failing) w.vendor_err = vendor_err;
+            o.notify_s |= scq_.add(w);
+        }
+        if (s != nullptr) s->slots[idx] = SlotState{};
+        sq_.pop();
+    }
+    if (s != nullptr) {
+        s->issued = s->issued_parts = s->inflight = s->reads_inflight = 0;
+        // A receive the engine was placing into, or one taken whose region went away, is done with too.
+        if (const iwarp::ReceiveBuffer *r = s->engine.active_receive()) {
+            o.notify_r |= rcq_.add(wc(r->wr_id, RI_WC_RECV, recv_status));
+        }
+        if (s->bad_receive) o.notify_r |= rcq_.add(wc(s->bad_receive_id, RI_WC_RECV, RI_WC_LOC_PROT_ERR));
+    }
+    if (!shared_rq_) {
+        std::lock_guard g(rq_.lock());
+        uint64_t id;
+        while (rq_.pop(id)) o.notify_r |= rcq_.add(wc(id, RI_WC_RECV, RI_WC_WR_FLUSH_ERR));
+    }
+}
+
+void QueuePair::enter_error(int failing, uint32_t status, uint32_t vendor_err, uint32_t recv_status, bool tell_kvp) {
+    flush_rings(failing, status, vendor_err, recv_status);
+    Outcome &o = *out_;
+    if (shared_rq_ && state_ != RI_QPS_IDLE) add_event(RI_AE_QP_LAST_WQE_REACHED);
+    if (stream_) {
+        // Abortive: the engine stops and the socket closes (the kAL's own copy of it sends the reset).
+        o.unwatch = registered_;
+        o.close_fd = stream_->fd;
+        pool().put(std::move(stream_->parked));
+        stream_.reset();
+    }
+    set_state(RI_QPS_ERROR);
+    o.tell_kvp |= tell_kvp;
+}
+
+void QueuePair::finish(Outcome &o) {
+    if (o.unwatch) Progress::get().remove(this, o.close_fd);
+    if (o.close_fd >= 0) ::close(o.close_fd);
+    if (o.tell_kvp) owner_.entered_error();
+    for (uint32_t i = 0; i < o.nevents; ++i) owner_.async_event(o.events[i]);
+    if (o.notify_s) scq_.notify();
+    if (o.notify_r && !(&rcq_ == &scq_ && o.notify_s)) rcq_.notify();  // one call per CQ
+    if (o.kick && !o.unwatch) Progress::get().kick(this);
+}
+
+ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
+    if (fd < 0) return RI_EBADF;
+    auto refuse = [fd](ri_status_t rc) {
+        ::close(fd);
+        return rc;
+    };
+    const bool p2p = (llp.mpa_flags & RI_MPA_PEER2PEER) != 0;
+    if ((llp.mpa_revision != 1 && llp.mpa_revision != 2) || llp.rtr_type > RI_RTR_READ ||
+        (p2p && (llp.mpa_revision != 2 || llp.rtr_type == RI_RTR_NONE))) {
+        return refuse(RI_EINVAL);
+    }
+    int type = 0;
+    socklen_t len = sizeof type;
+    if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) return refuse(RI_EBADF);
+    const int fl = ::fcntl(fd, F_GETFL);
+    if (fl < 0 || ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0) return refuse(RI_EBADF);
+    const int one = 1;
+    (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // RDMA messages go when posted
+    {
+        std::lock_guard g(mutex_);
+        if (state_ != RI_QPS_IDLE || stream_) return refuse(RI_EINVAL);
+        ri_llp_params_t p = llp;
+        p.fd = fd;
+        if (p.mpa_revision == 1 && p.ird == 0 && p.ord == 0) {
+            // Revision 1 negotiates no IRD/ORD on the wire: the QP's own apply.
+            p.ird = setup_.init.ird;
+            p.ord = setup_.init.ord;
+        }
+        stream_ = std::make_unique<Stream>(static_cast<iwarp::EngineOwner &>(*this), fd, p, engine_config(p, setup_.pd, sq_.depth()), sq_.depth());
+        registered_ = true;
+        set_state(RI_QPS_RTS);
+    }
+    if (ri_status_t rc = Progress::get().add(this, fd); rc != RI_OK) {
+        {
+            std::lock_guard g(mutex_);
+            stream_.reset();
+            set_state(RI_QPS_IDLE);
+        }
+        return refuse(rc);
+    }
+    // Requests posted in IDLE go now, and a peer-to-peer initiator's RTR.
+    Outcome o;
+    {
+        std::lock_guard g(mutex_);
+        out_ = &o;
+        if (stream_) {
+            issue();
+            transmit(kPosterBudget);
+            settle();
+        }
+        out_ = nullptr;
+    }
+    finish(o);
+    return RI_OK;
+}
+
+void QueuePair::change_state(uint32_t state, iwarp::TermCode term) {
+    Outcome o;
+    {
+        std::lock_guard g(mutex_);
+        out_ = &o;
+        switch (state) {
+            case RI_QPS_ERROR:
+                if (state_ != RI_QPS_ERROR) enter_error(-1, RI_WC_WR_FLUSH_ERR, 0, RI_WC_WR_FLUSH_ERR, false);
+                break;
+            case RI_QPS_IDLE:
+                set_state(RI_QPS_IDLE);
+                break;
+            case RI_QPS_CLOSING:
+                if (stream_ && state_ == RI_QPS_RTS) {
+                    set_state(RI_QPS_CLOSING);
+                    transmit(kPosterBudget);
+                    settle();
+                }
+                break;
+            case RI_QPS_TERMINATE:
+                if (stream_ && (state_ == RI_QPS_RTS || state_ == RI_QPS_CLOSING)) {
+                    stream_->consumer_terminate = true;
+                    stream_->engine.abort(term);
+                    transmit(kPosterBudget);
+                    settle();
+                }
+                break;
+            default: break;
+        }
+        out_ = nullptr;
+    }
+    finish(o);
+}
+
+uint32_t QueuePair::state() const noexcept {
+    std::lock_guard g(mutex_);
+    return state_;
+}
+
+bool QueuePair::llp(ri_llp_params_t &out) const {
+    std::lock_guard g(mutex_);
+    if (!stream_) return false;
+    out = stream_->llp;
+    return true;
+}
+
+bool QueuePair::attached() const {
+    std::lock_guard g(mutex_);
+    return stream_ != nullptr;
+}
+
+void QueuePair::service() {
+    Outcome o;
+    {
+        std::lock_guard g(mutex_);
+        if (!stream_) return;
+        out_ = &o;
+        pump(kServiceBudget);
+        out_ = nullptr;
+    }
+    finish(o);
+}
+
+bool QueuePair::try_service() {
+    Outcome o;
+    {
+        std::unique_lock g(mutex_, std::try_to_lock);
+        if (!g.owns_lock()) return false;
+        if (!stream_) return true;
+        out_ = &o;
+        pump(kServiceBudget);
+        out_ = nullptr;
+    }
+    finish(o);
+    return true;
+}
+
+}  // namespace softrnic::datapath

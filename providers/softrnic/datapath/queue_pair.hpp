@@ -1,0 +1,143 @@
+// A queue pair of the data path: its send ring, its receive queue (own or shared), and, from the RDMA-mode
+// transition on, its stream: the iWARP engine on a non-blocking TCP socket. The poster's thread frames and writes
+// what it posts; the progress thread (or a poll that finds its CQ empty) receives and finishes what the socket could
+// not take at once.
+#ifndef SOFTRNIC_DATAPATH_QUEUE_PAIR_HPP
+#define SOFTRNIC_DATAPATH_QUEUE_PAIR_HPP
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "completion_queue.hpp"
+#include "iwarp/engine.hpp"
+#include "receive_queue.hpp"
+#include "ring.hpp"
+#include "rnicpi/ri_verbs.h"
+#include "stag_table.hpp"
+
+namespace softrnic::datapath {
+
+/** @brief What the owner of a queue pair (the uVP, later the kVP) does for it. Called with no data-path lock held. */
+class QpOwner {
+public:
+    virtual ~QpOwner() = default;
+    /** @brief Raises @p event through the RNIC's asynchronous event handler. */
+    virtual void async_event(const ri_async_event_t &event) noexcept = 0;
+    /** @brief The QP entered ERROR on its own (stream failure, Terminate, peer close): tell the kVP. */
+    virtual void entered_error() noexcept = 0;
+    /**
+     * @brief Checks the operation-specific part of a memory operation (::RI_WR_BIND_MW, ::RI_WR_FAST_REG) that
+     *        names the owner's objects; ::RI_OK to accept it.
+     */
+    virtual ri_status_t check_memory_op(const ri_send_wr_t &wr) noexcept = 0;
+};
+
+/** @brief Creation parameters of a queue pair. */
+struct QpSetup {
+    uint32_t qp_num = 0;     /**< QP number (completions, events). */
+    uint32_t pd = 0;         /**< Protection domain identifier. */
+    ri_qp_init_attr_t init{}; /**< Attributes in effect (depths, SGEs, inline size, flags, context). */
+};
+
+/**
+ * @brief The engine configuration for a stream with negotiated parameters @p llp: CRC and markers from
+ *        ri_llp_params_t::mpa_flags (markers in both directions), IRD/ORD, the RTR role and type (peer-to-peer only),
+ *        MULPDU from ri_llp_params_t::fpdu_max (else from the MSS, else the engine's default).
+ */
+[[nodiscard]] iwarp::EngineConfig engine_config(const ri_llp_params_t &llp, uint32_t pd, uint32_t sq_depth) noexcept;
+
+/** @brief One queue pair. Thread-safe; see the file comment for who does what. */
+class QueuePair final : private iwarp::EngineOwner {
+public:
+    /**
+     * @brief A queue pair in IDLE. @p sq_ring holds init.sq_depth send slots (::softrnic_sq_slot_size()); @p rq is
+     *        the QP's receive queue or its SRQ (@p shared). The CQs, the queue and the STag table outlive the QP.
+     */
+    QueuePair(const QpSetup &setup, uint8_t *sq_ring, ReceiveQueue &rq, bool shared, CompletionQueue &scq,
+              CompletionQueue &rcq, StagTable &stags, QpOwner &owner);
+    QueuePair(const QueuePair &) = delete;
+    QueuePair &operator=(const QueuePair &) = delete;
+    /** @brief Stops the stream (posted work is dropped without completions) and closes its socket. */
+    ~QueuePair() override;
+
+    /** @brief Post Send: checks and queues; in RTS, hands the work to the engine and writes what the socket takes. */
+    [[nodiscard]] ri_status_t post_send(const ri_send_wr_t *wr, uint32_t count, uint32_t *posted);
+    /** @brief Post Receive to the QP's own receive queue. */
+    [[nodiscard]] ri_status_t post_recv(const ri_recv_wr_t *wr, uint32_t count, uint32_t *posted);
+
+    /**
+     * @brief The local RDMA-mode transition IDLE -> RTS on the connected TCP socket @p fd, which the QP owns from
+     *        now on (it is closed on failure too). ::RI_EINVAL when not IDLE or for inconsistent parameters,
+     *        ::RI_EBADF when @p fd is not a stream socket.
+     */
+    [[nodiscard]] ri_status_t attach(int fd, const ri_llp_params_t &llp);
+    /**
+     * @brief Acts on a state change the kVP accepted: CLOSING (orderly: FIN after the outstanding send work),
+     *        TERMINATE (a Terminate with @p term, then ERROR), ERROR (abortive: flush, close), IDLE (reset).
+     */
+    void change_state(uint32_t state, iwarp::TermCode term = {});
+    /** @brief The local state (::ri_qp_state). */
+    [[nodiscard]] uint32_t state() const noexcept;
+    /** @brief The stream's parameters; false before the RDMA-mode transition. */
+    [[nodiscard]] bool llp(ri_llp_params_t &out) const;
+    /** @brief Whether the QP is on a stream now (RTS, CLOSING or TERMINATE with a socket). */
+    [[nodiscard]] bool attached() const;
+
+    /** @brief Progress thread: serve the socket (events from epoll). */
+    void service();
+    /** @brief Inline progress: serve the socket if nobody else is (try-lock); false if it was busy. */
+    bool try_service();
+
+private:
+    struct Stream;
+    struct Outcome;
+    struct SlotState;
+
+    // EngineOwner
+    bool resolve_stag(uint32_t stag, iwarp::Region &out) override;
+    bool take_receive(iwarp::ReceiveBuffer &out) override;
+    bool invalidate_stag(uint32_t stag) override;
+    void completed(const iwarp::Completion &c) override;
+    void peer_terminated(const iwarp::Terminate &t) override;
+
+    ri_status_t check_send(const ri_send_wr_t &w, uint64_t &inline_len) const;
+    void write_slot(const ri_send_wr_t &w, uint64_t inline_len);
+    void issue();
+    bool resolve_gather(const softrnic_sq_wqe &h, const uint8_t *slot, iwarp::WorkRequest &wr) const;
+    void release_done();
+    void local_failure(uint32_t slot, uint32_t status);
+    void transmit(size_t budget);
+    void receive(size_t budget);
+    void pump(size_t budget);
+    void settle();
+    void enter_error(int failing, uint32_t status, uint32_t vendor_err, uint32_t recv_status, bool tell_kvp);
+    void flush_rings(int failing, uint32_t status, uint32_t vendor_err, uint32_t recv_status);
+    int oldest_inflight() const;
+    void set_state(uint32_t state);
+    void add_event(uint32_t event_id, uint32_t detail = 0);
+    ri_wc_t sq_wc(const uint8_t *slot, uint32_t status) const;
+    ri_wc_t wc(uint64_t wr_id, uint32_t opcode, uint32_t status) const;
+    void finish(Outcome &o);
+
+    const QpSetup setup_;
+    const uint32_t sq_slot_size_;
+    SlotRing sq_;
+    ReceiveQueue &rq_;
+    const bool shared_rq_;
+    CompletionQueue &scq_;
+    CompletionQueue &rcq_;
+    StagTable &stags_;
+    QpOwner &owner_;
+
+    mutable std::mutex mutex_;  // the send ring, the stream and the state; order: mutex_, rq_.lock(), a CQ's lock
+    uint32_t state_ = RI_QPS_IDLE;  // changed under mutex_ and rq_.lock()
+    std::unique_ptr<Stream> stream_;  // from the RDMA-mode transition to ERROR
+    bool registered_ = false;         // ever handed to the progress thread
+    Outcome *out_ = nullptr;          // under mutex_: what to do once it is dropped (the caller's)
+};
+
+}  // namespace softrnic::datapath
+
+#endif  // SOFTRNIC_DATAPATH_QUEUE_PAIR_HPP

@@ -1,0 +1,77 @@
+// The local STag table of the data path: what each region STag of one RNIC open maps to, for resolving lkeys of
+// posted work and the STags of inbound tagged operations without asking the kVP.
+#ifndef SOFTRNIC_DATAPATH_STAG_TABLE_HPP
+#define SOFTRNIC_DATAPATH_STAG_TABLE_HPP
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "rnicpi/ri_types.h"
+
+namespace softrnic::datapath {
+
+/** @brief One region as the data path sees it. */
+struct StagEntry {
+    uint64_t addr = 0;    /**< Address of the region's first byte in this process. */
+    uint64_t length = 0;  /**< Bytes. */
+    uint64_t to_base = 0; /**< Tagged offset of the first byte: 0 for a zero-based region, else the address. */
+    uint32_t access = 0;  /**< RI_ACCESS_* rights (local read always granted). */
+    uint32_t pd = 0;      /**< Protection domain identifier. */
+    bool valid = true;    /**< False once invalidated (Send with Invalidate, Local Invalidate). */
+
+    /**
+     * @brief The address of [to, to + len) in the region, or nothing when the range is outside it.
+     */
+    [[nodiscard]] std::optional<uint8_t *> map(uint64_t to, uint64_t len) const noexcept {
+        if (to < to_base || to - to_base > length || len > length - (to - to_base)) return std::nullopt;
+        return reinterpret_cast<uint8_t *>(static_cast<uintptr_t>(addr + (to - to_base)));
+    }
+};
+
+/**
+ * @brief STag to region map of one RNIC open. Thread-safe: lookups share a reader lock, so posting threads and the
+ *        progress thread resolve concurrently; changes (register, deregister, invalidate) take it exclusively.
+ */
+class StagTable {
+public:
+    /** @brief Adds or replaces @p stag. */
+    void add(ri_stag_t stag, const StagEntry &entry) {
+        std::unique_lock lock(mutex_);
+        map_[stag] = entry;
+    }
+    /** @brief Forgets @p stag. */
+    void remove(ri_stag_t stag) {
+        std::unique_lock lock(mutex_);
+        map_.erase(stag);
+    }
+    /** @brief A copy of @p stag's entry, or false when the STag names no region. */
+    [[nodiscard]] bool find(ri_stag_t stag, StagEntry &out) const {
+        std::shared_lock lock(mutex_);
+        auto it = map_.find(stag);
+        if (it == map_.end()) return false;
+        out = it->second;
+        return true;
+    }
+    /**
+     * @brief Marks @p stag invalid if it is a valid region of protection domain @p pd; false otherwise. The kVP is
+     *        not told: the STag stays allocated there and becomes valid again only by reregistration.
+     */
+    [[nodiscard]] bool invalidate(ri_stag_t stag, uint32_t pd) {
+        std::unique_lock lock(mutex_);
+        auto it = map_.find(stag);
+        if (it == map_.end() || it->second.pd != pd || !it->second.valid) return false;
+        it->second.valid = false;
+        return true;
+    }
+
+private:
+    mutable std::shared_mutex mutex_;
+    std::unordered_map<ri_stag_t, StagEntry> map_;
+};
+
+}  // namespace softrnic::datapath
+
+#endif  // SOFTRNIC_DATAPATH_STAG_TABLE_HPP

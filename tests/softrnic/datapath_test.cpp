@@ -1,0 +1,834 @@
+// The softrnic data path end to end over real TCP on 127.0.0.1: an embedded kAL with softrnic_kvp.so, the uVP
+// loaded like the uAL loads it, two RNIC opens (two "hosts"), QPs put in RDMA mode on the two ends of a loopback
+// connection the test makes itself. The kAL refuses the RDMA-mode transition from clients (its connection
+// management owns it), so the kVP's QPs stay IDLE here and only the uVP's local half of the transition runs.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <malloc.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "embedded_kal.hpp"
+#include "rnicpi/host/loader.hpp"
+#include "rnicpi/host/log.hpp"
+#include "syscall.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const ri_host_ops_t kUalHost{sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log, nullptr, nullptr,
+                             &ual::device_syscall};
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+// A connected pair of TCP sockets on loopback: {connecting end, accepted end}.
+std::pair<int, int> tcp_pair() {
+    int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(listener, reinterpret_cast<sockaddr *>(&addr), sizeof addr), 0);
+    EXPECT_EQ(::listen(listener, 1), 0);
+    socklen_t len = sizeof addr;
+    ::getsockname(listener, reinterpret_cast<sockaddr *>(&addr), &len);
+    int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    EXPECT_EQ(::connect(client, reinterpret_cast<sockaddr *>(&addr), sizeof addr), 0);
+    int server = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    EXPECT_GE(server, 0);
+    ::close(listener);
+    return {client, server};
+}
+
+std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
+    std::vector<uint8_t> v(n);
+    uint32_t x = seed * 2654435761u + 1;
+    for (auto &b : v) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        b = static_cast<uint8_t>(x);
+    }
+    return v;
+}
+
+// The negotiated MPA mode of a connection.
+struct Mode {
+    uint32_t revision = 2;
+    bool crc = true;
+    bool markers = false;
+    uint32_t rtr = RI_RTR_WRITE;  // peer-to-peer when not RI_RTR_NONE
+    uint32_t fpdu_max = 16384;
+    bool big = false;  // also the largest transfers (16 MiB Sends, 64 MiB Writes and Reads)
+    std::string name() const {
+        static const char *rtrs[] = {"nortr", "rtrsend", "rtrwrite", "rtrread"};
+        return "rev" + std::to_string(revision) + (crc ? "_crc" : "_nocrc") + (markers ? "_markers" : "") + "_" +
+               rtrs[rtr] + "_fpdu" + std::to_string(fpdu_max);
+    }
+};
+
+// Asynchronous events of one open.
+struct Events {
+    std::mutex mutex;
+    std::vector<ri_async_event_t> list;
+    static void on_event(void *ctx, ri_rnic_t, const ri_async_event_t *e) {
+        auto *self = static_cast<Events *>(ctx);
+        std::lock_guard g(self->mutex);
+        self->list.push_back(*e);
+    }
+    bool has(uint32_t qp_num, uint32_t id, uint32_t *detail = nullptr) {
+        std::lock_guard g(mutex);
+        for (const auto &e : list) {
+            if (e.resource_id == qp_num && e.event_id == id) {
+                if (detail != nullptr) *detail = e.detail;
+                return true;
+            }
+        }
+        return false;
+    }
+};
+
+// One end of a connection: an open's PD, a QP and its CQs.
+struct End {
+    ri_rnic_t rnic = nullptr;
+    ri_pd_t pd = nullptr;
+    ri_cq_t scq = nullptr;
+    ri_cq_t rcq = nullptr;
+    ri_qp_t qp = nullptr;
+    uint32_t qp_num = 0;
+    Events *events = nullptr;
+};
+
+// A registered buffer.
+struct Region {
+    std::vector<uint8_t> data;
+    ri_mr_t mr = nullptr;
+    ri_mr_keys_t keys{};
+    uint64_t addr() const { return reinterpret_cast<uintptr_t>(data.data()); }
+    ri_sge_t sge(uint64_t off = 0, uint64_t len = UINT64_MAX) const {
+        return ri_sge_t{addr() + off, static_cast<uint32_t>(std::min<uint64_t>(len, data.size() - off)), keys.lkey};
+    }
+};
+
+class Fixture : public ::testing::Test {
+protected:
+    void SetUp() override {
+        // Large regions are locked in memory: lift the limit where this process may.
+        rlimit unlimited{RLIM_INFINITY, RLIM_INFINITY};
+        (void)::setrlimit(RLIMIT_MEMLOCK, &unlimited);
+        kal::Config c;
+        c.provider_dir = SOFTRNIC_PROVIDER_DIR;
+        c.modules = {"softrnic_kvp.so"};
+        c.rnics = {kal::AttachRequest{"softrnic", "sr0", "", "127.0.0.1", ""}};
+        auto k = kal::EmbeddedKal::start(c);
+        ASSERT_TRUE(k) << k.error().to_string();
+        kal_ = std::move(*k);
+        auto fd = kal_->connect_local();
+        ASSERT_TRUE(fd);
+        auto client = ual::DeviceClient::adopt(std::move(*fd));
+        ASSERT_TRUE(client);
+        client_ = std::move(*client);
+        loader_ = std::make_unique<rdma::rnicpi::ModuleLoader>(kUalHost, SOFTRNIC_PROVIDER_DIR);
+        auto m = loader_->load(kal_->adapters().list().at(0).uvp_library, RI_MODE_NONPRIVILEGED);
+        ASSERT_TRUE(m) << m.error().to_string();
+        uvp_ = *m;
+        v_ = &uvp_->verbs();
+        ra_ = open(&ev_a_);
+        rb_ = open(&ev_b_);
+        pa_ = pd(ra_);
+        pb_ = pd(rb_);
+    }
+
+    void TearDown() override {
+        while (!cleanup_.empty()) {
+            auto f = std::move(cleanup_.back());
+            cleanup_.pop_back();
+            f();
+        }
+        client_.reset();
+        uvp_.reset();  // fini: the progress thread stops
+        loader_.reset();
+        kal_.reset();
+    }
+
+    ri_rnic_t open(Events *events) {
+        ri_rnic_open_params_t p{};
+        p.host_ctx = client_.get();
+        std::strcpy(p.instance_name, "sr0");
+        ri_rnic_t r = nullptr;
+        EXPECT_EQ(v_->open_rnic(&p, &r), RI_OK);
+        if (r == nullptr) return nullptr;
+        cleanup_.push_back([this, r] { EXPECT_EQ(v_->close_rnic(r), RI_OK); });
+        uint32_t id = 0;
+        EXPECT_EQ(v_->set_aeh(r, &Events::on_event, events, &id), RI_OK);
+        return r;
+    }
+    ri_pd_t pd(ri_rnic_t r) {
+        ri_pd_t p = nullptr;
+        EXPECT_EQ(v_->alloc_pd(r, &p), RI_OK);
+        if (p != nullptr) cleanup_.push_back([this, p] { EXPECT_EQ(v_->dealloc_pd(p), RI_OK); });
+        return p;
+    }
+    ri_cq_t cq(ri_rnic_t r, uint32_t cqe = 256, uint32_t ceh = 0) {
+        ri_cq_attr_t a{cqe, ceh, 0};
+        ri_cq_t c = nullptr;
+        EXPECT_EQ(v_->create_cq(r, &a, &c), RI_OK);
+        if (c != nullptr) cleanup_.push_back([this, c] { EXPECT_EQ(v_->destroy_cq(c), RI_OK); });
+        return c;
+    }
+    static ri_qp_init_attr_t qp_attr(uint32_t depth = 64) {
+        ri_qp_init_attr_t a{};
+        a.type = RI_QPT_RC;
+        a.sq_depth = a.rq_depth = depth;
+        a.sq_sge = a.rq_sge = a.rd_sge = 4;
+        a.max_inline = 128;
+        a.ird = a.ord = 8;
+        a.context = 0xfeed;
+        return a;
+    }
+    End end(ri_rnic_t r, ri_pd_t p, Events *events, ri_qp_init_attr_t a = qp_attr(), uint32_t ceh = 0,
+            uint32_t cqe = 256) {
+        End e;
+        e.rnic = r;
+        e.pd = p;
+        e.events = events;
+        e.scq = cq(r, cqe);
+        e.rcq = cq(r, cqe, ceh);
+        EXPECT_EQ(v_->create_qp(p, e.scq, e.rcq, nullptr, &a, &e.qp), RI_OK);
+        if (e.qp != nullptr) {
+            ri_qp_t q = e.qp;
+            cleanup_.push_back([this, q] { EXPECT_EQ(v_->destroy_qp(q), RI_OK); });
+            ri_qp_attr_t qa{};
+            EXPECT_EQ(v_->query_qp(q, &qa), RI_OK);
+            e.qp_num = qa.qp_num;
+        }
+        return e;
+    }
+    Region region(ri_pd_t p, std::vector<uint8_t> data, uint32_t access, ri_status_t expect = RI_OK) {
+        Region g;
+        g.data = std::move(data);
+        ri_mr_reg_t r{g.addr(), g.data.size(), g.addr(), access, 0};
+        EXPECT_EQ(v_->register_mr(p, &r, &g.mr, &g.keys), expect);
+        if (g.mr != nullptr) {
+            ri_mr_t m = g.mr;
+            cleanup_.push_back([this, m] { EXPECT_EQ(v_->deregister_mr(m), RI_OK); });
+        }
+        return g;
+    }
+    // A region that may not be lockable here (RLIMIT_MEMLOCK): false when it was refused for that.
+    bool big_region(ri_pd_t p, std::vector<uint8_t> data, uint32_t access, Region &out) {
+        Region g;
+        g.data = std::move(data);
+        ri_mr_reg_t r{g.addr(), g.data.size(), g.addr(), access, 0};
+        ri_status_t rc = v_->register_mr(p, &r, &g.mr, &g.keys);
+        if (rc == RI_ENOMEM) return false;
+        EXPECT_EQ(rc, RI_OK);
+        ri_mr_t m = g.mr;
+        cleanup_.push_back([this, m] { EXPECT_EQ(v_->deregister_mr(m), RI_OK); });
+        out = std::move(g);
+        return true;
+    }
+
+    static ri_llp_params_t llp(const Mode &m, bool initiator, int fd) {
+        ri_llp_params_t l{};
+        l.fd = fd;
+        l.mpa_revision = m.revision;
+        if (m.crc) l.mpa_flags |= RI_MPA_CRC;
+        if (m.markers) l.mpa_flags |= RI_MPA_MARKERS;
+        if (m.rtr != RI_RTR_NONE) l.mpa_flags |= RI_MPA_PEER2PEER;
+        if (initiator) l.mpa_flags |= RI_MPA_INITIATOR;
+        l.rtr_type = m.rtr;
+        l.ird = l.ord = 8;
+        l.mss = 65483;
+        l.fpdu_max = m.fpdu_max;
+        return l;
+    }
+    // Puts @p a (initiator) and @p b on the two ends of a new loopback connection. Returns the dup of b's socket
+    // when @p keep_b is set (the caller closes it).
+    int connect(End &a, End &b, const Mode &m, bool keep_b = false) {
+        auto [ca, cb] = tcp_pair();
+        int kept = keep_b ? ::dup(cb) : -1;
+        ri_qp_attr_t x{};
+        x.state = RI_QPS_RTS;
+        x.llp = llp(m, true, ca);
+        EXPECT_EQ(v_->modify_qp(a.qp, &x, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP), RI_OK);
+        x.llp = llp(m, false, cb);
+        EXPECT_EQ(v_->modify_qp(b.qp, &x, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP), RI_OK);
+        return kept;
+    }
+
+    ri_status_t send(ri_qp_t q, uint64_t id, uint32_t opcode, std::vector<ri_sge_t> sges, uint32_t flags = RI_SEND_SIGNALED,
+                     uint64_t remote = 0, ri_stag_t rkey = 0, ri_stag_t inv = 0) {
+        ri_send_wr_t w{};
+        w.wr_id = id;
+        w.opcode = opcode;
+        w.flags = flags;
+        w.sgl = sges.data();
+        w.num_sge = static_cast<uint32_t>(sges.size());
+        w.u.rdma.remote_addr = remote;
+        w.u.rdma.rkey = rkey;
+        w.inv_stag = inv;
+        uint32_t posted = 0;
+        ri_status_t rc = v_->post_send(q, &w, 1, &posted);
+        EXPECT_EQ(posted, rc == RI_OK ? 1u : 0u);
+        return rc;
+    }
+    ri_status_t recv(ri_qp_t q, uint64_t id, std::vector<ri_sge_t> sges) {
+        ri_recv_wr_t w{id, sges.data(), static_cast<uint32_t>(sges.size()), 0};
+        uint32_t posted = 0;
+        return v_->post_recv(q, &w, 1, &posted);
+    }
+    // Polls @p c until @p n completions arrived (or the deadline passes: a failure, never a hang).
+    std::vector<ri_wc_t> wait(ri_cq_t c, size_t n, int seconds = 20) {
+        std::vector<ri_wc_t> out;
+        const auto deadline = Clock::now() + std::chrono::seconds(seconds);
+        while (out.size() < n) {
+            ri_wc_t wc[16];
+            uint32_t got = 0;
+            EXPECT_EQ(v_->poll_cq(c, 16, wc, &got), RI_OK);
+            out.insert(out.end(), wc, wc + got);
+            if (got == 0) {
+                if (Clock::now() > deadline) {
+                    ADD_FAILURE() << "only " << out.size() << " of " << n << " completions within " << seconds << " s";
+                    break;
+                }
+                std::this_thread::yield();
+            }
+        }
+        return out;
+    }
+    // Waits for @p pred without polling anything (the progress thread does the work).
+    static bool eventually(const std::function<bool()> &pred, int seconds = 20) {
+        const auto deadline = Clock::now() + std::chrono::seconds(seconds);
+        while (!pred()) {
+            if (Clock::now() > deadline) return false;
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        return true;
+    }
+    uint32_t state_of(ri_qp_t q) {
+        ri_qp_attr_t a{};
+        EXPECT_EQ(v_->query_qp(q, &a), RI_OK);
+        return a.state;
+    }
+    ri_status_t modify_state(ri_qp_t q, uint32_t state) {
+        ri_qp_attr_t a{};
+        a.state = state;
+        return v_->modify_qp(q, &a, RI_QP_ATTR_STATE);
+    }
+
+    std::unique_ptr<kal::EmbeddedKal> kal_;
+    std::unique_ptr<ual::DeviceClient> client_;
+    std::unique_ptr<rdma::rnicpi::ModuleLoader> loader_;
+    rdma::rnicpi::ModuleRef uvp_;
+    const ri_verbs_ops_t *v_ = nullptr;
+    Events ev_a_, ev_b_;
+    ri_rnic_t ra_ = nullptr, rb_ = nullptr;
+    ri_pd_t pa_ = nullptr, pb_ = nullptr;
+    std::vector<std::function<void()>> cleanup_;
+};
+
+// Every mode of the MPA negotiation.
+class Datapath : public Fixture, public ::testing::WithParamInterface<Mode> {};
+
+constexpr uint32_t kRemote = RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_READ;
+
+TEST_P(Datapath, SendsOfEverySizeSpanManyFpdus) {
+    const Mode m = GetParam();
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
+    std::vector<size_t> sizes = {1, 4095, 65536, 1u << 20};
+    if (m.big) sizes.push_back(16u << 20);
+    std::vector<Region> src, dst;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+        src.push_back(region(pa_, pattern(sizes[i], static_cast<uint32_t>(i)), 0));
+        dst.push_back(region(pb_, std::vector<uint8_t>(sizes[i] + 7), RI_ACCESS_LOCAL_WRITE));
+        ASSERT_EQ(recv(b.qp, 100 + i, {dst[i].sge()}), RI_OK);
+    }
+    connect(a, b, m);
+    ri_qp_attr_t qa{};
+    ASSERT_EQ(v_->query_qp(a.qp, &qa), RI_OK);
+    EXPECT_EQ(qa.state, RI_QPS_RTS);
+    EXPECT_EQ(qa.llp.fpdu_max, m.fpdu_max);
+    EXPECT_GE(qa.llp.fd, 0);
+    for (size_t i = 0; i < sizes.size(); ++i) ASSERT_EQ(send(a.qp, i, RI_WR_SEND, {src[i].sge()}), RI_OK);
+    auto rw = wait(b.rcq, sizes.size());
+    auto sw = wait(a.scq, sizes.size());
+    ASSERT_EQ(rw.size(), sizes.size());
+    for (size_t i = 0; i < sizes.size(); ++i) {
+        EXPECT_EQ(rw[i].status, RI_WC_SUCCESS);
+        EXPECT_EQ(rw[i].opcode, RI_WC_RECV);
+        EXPECT_EQ(rw[i].wr_id, 100 + i);
+        EXPECT_EQ(rw[i].byte_len, sizes[i]);
+        EXPECT_EQ(rw[i].qp_num, b.qp_num);
+        EXPECT_EQ(rw[i].qp_context, 0xfeedu);
+        EXPECT_TRUE(std::equal(src[i].data.begin(), src[i].data.end(), dst[i].data.begin())) << "message " << i;
+        EXPECT_EQ(sw.at(i).wr_id, i);
+        EXPECT_EQ(sw[i].status, RI_WC_SUCCESS);
+        EXPECT_EQ(sw[i].opcode, RI_WC_SEND);
+        EXPECT_EQ(sw[i].byte_len, sizes[i]);
+    }
+}
+
+TEST_P(Datapath, WritesAndReadsEveryByte) {
+    const Mode m = GetParam();
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
+    connect(a, b, m);
+    std::vector<size_t> sizes = {1, 4097, 1u << 20};
+    if (m.big) sizes.push_back(64u << 20);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+        const size_t n = sizes[i];
+        Region src, remote, back;
+        if (!big_region(pa_, pattern(n, 7 + static_cast<uint32_t>(i)), 0, src) ||
+            !big_region(pb_, std::vector<uint8_t>(n), kRemote, remote) ||
+            !big_region(pa_, std::vector<uint8_t>(n), RI_ACCESS_LOCAL_WRITE, back)) {
+            GTEST_SKIP() << "this process may not lock " << n << " bytes (RLIMIT_MEMLOCK)";
+        }
+        ASSERT_EQ(send(a.qp, 1, RI_WR_RDMA_WRITE, {src.sge()}, RI_SEND_SIGNALED, remote.addr(), remote.keys.rkey), RI_OK);
+        ASSERT_EQ(send(a.qp, 2, RI_WR_RDMA_READ, {back.sge()}, RI_SEND_SIGNALED, remote.addr(), remote.keys.rkey), RI_OK);
+        auto wc = wait(a.scq, 2, 60);
+        ASSERT_EQ(wc.size(), 2u);
+        EXPECT_EQ(wc[0].opcode, RI_WC_RDMA_WRITE);
+        EXPECT_EQ(wc[0].status, RI_WC_SUCCESS);
+        EXPECT_EQ(wc[1].opcode, RI_WC_RDMA_READ);
+        EXPECT_EQ(wc[1].status, RI_WC_SUCCESS);
+        EXPECT_EQ(wc[1].byte_len, n);
+        EXPECT_TRUE(remote.data == src.data) << n << " bytes written";
+        EXPECT_TRUE(back.data == src.data) << n << " bytes read back";
+    }
+    EXPECT_TRUE(wait(b.scq, 0).empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, Datapath,
+                         ::testing::Values(Mode{1, false, false, RI_RTR_NONE, 0, false},
+                                           Mode{1, true, true, RI_RTR_NONE, 16384, false},
+                                           Mode{2, true, false, RI_RTR_WRITE, 65536, true},
+                                           Mode{2, false, false, RI_RTR_READ, 16384, false},
+                                           Mode{2, true, true, RI_RTR_SEND, 9000, false}),
+                         [](const ::testing::TestParamInfo<Mode> &p) { return p.param.name(); });
+
+// The rest run in one mode: CRC, revision 2, peer-to-peer with a zero-length Write RTR.
+class Stream : public Fixture {
+protected:
+    Mode mode() const { return Mode{}; }
+};
+
+TEST_F(Stream, ScatterGatherListsAndReadsIntoSeveralBuffers) {
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
+    connect(a, b, mode());
+    Region src = region(pa_, pattern(30000, 3), RI_ACCESS_LOCAL_WRITE);
+    Region dst = region(pb_, std::vector<uint8_t>(40000), kRemote);
+    // A Send gathered from three pieces lands scattered over four.
+    ASSERT_EQ(recv(b.qp, 9, {dst.sge(0, 100), dst.sge(100, 7000), dst.sge(7100, 3), dst.sge(7103, 30000)}), RI_OK);
+    ASSERT_EQ(send(a.qp, 1, RI_WR_SEND, {src.sge(0, 10), src.sge(10, 20000), src.sge(20010, 9990)}), RI_OK);
+    auto rw = wait(b.rcq, 1);
+    ASSERT_EQ(rw.size(), 1u);
+    EXPECT_EQ(rw[0].byte_len, 30000u);
+    EXPECT_TRUE(std::equal(src.data.begin(), src.data.end(), dst.data.begin()));
+    // A Write gathered from two pieces; a Read scattered into three.
+    std::fill(dst.data.begin(), dst.data.end(), 0);
+    ASSERT_EQ(send(a.qp, 2, RI_WR_RDMA_WRITE, {src.sge(0, 5000), src.sge(5000, 25000)}, RI_SEND_SIGNALED,
+                   dst.addr() + 1000, dst.keys.rkey),
+              RI_OK);
+    std::fill(src.data.begin(), src.data.end(), 0);
+    ASSERT_EQ(send(a.qp, 3, RI_WR_RDMA_READ, {src.sge(20000, 10000), src.sge(0, 1), src.sge(1, 19999)},
+                   RI_SEND_SIGNALED, dst.addr() + 1000, dst.keys.rkey),
+              RI_OK);
+    auto sw = wait(a.scq, 3);
+    ASSERT_EQ(sw.size(), 3u);
+    for (auto &w : sw) EXPECT_EQ(w.status, RI_WC_SUCCESS);
+    EXPECT_EQ(sw[2].byte_len, 30000u);
+    const auto expect = pattern(30000, 3);
+    EXPECT_TRUE(std::equal(expect.begin(), expect.end(), dst.data.begin() + 1000));
+    // The read brought [0, 10000) into src[20000..] and [10000, 30000) into src[0..].
+    EXPECT_TRUE(std::equal(expect.begin(), expect.begin() + 10000, src.data.begin() + 20000));
+    EXPECT_TRUE(std::equal(expect.begin() + 10000, expect.end(), src.data.begin()));
+}
+
+TEST_F(Stream, InlineSendsAndWritesNeedNoRegistration) {
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
+    connect(a, b, mode());
+    Region dst = region(pb_, std::vector<uint8_t>(256), kRemote);
+    ASSERT_EQ(recv(b.qp, 1, {dst.sge(0, 128)}), RI_OK);
+    std::vector<uint8_t> tmp = pattern(100, 9);
+    const auto copy = tmp;
+    ri_sge_t s{reinterpret_cast<uintptr_t>(tmp.data()), 100, 0};  // no lkey: inline
+    ASSERT_EQ(send(a.qp, 1, RI_WR_SEND, {s}, RI_SEND_SIGNALED | RI_SEND_INLINE), RI_OK);
+    std::fill(tmp.begin(), tmp.end(), 0xee);  // the payload was copied at post
+    ri_sge_t w{reinterpret_cast<uintptr_t>(copy.data()), 100, 0};
+    ASSERT_EQ(send(a.qp, 2, RI_WR_RDMA_WRITE, {w}, RI_SEND_SIGNALED | RI_SEND_INLINE, dst.addr() + 128,
+                   dst.keys.rkey),
+              RI_OK);
+    auto rw = wait(b.rcq, 1);
+    ASSERT_EQ(rw.size(), 1u);
+    EXPECT_EQ(rw[0].byte_len, 100u);
+    EXPECT_EQ(wait(a.scq, 2).size(), 2u);
+    EXPECT_TRUE(std::equal(copy.begin(), copy.end(), dst.data.begin()));
+    EXPECT_TRUE(eventually([&] { return std::equal(copy.begin(), copy.end(), dst.data.begin() + 128); }));
+    // Without INLINE the same buffer is refused: it lies in no region.
+    EXPECT_EQ(send(a.qp, 3, RI_WR_SEND, {s}), RI_EINVAL);
+}
+
+TEST_F(Stream, SendWithInvalidateLeavesTheStagInvalid) {
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
+    connect(a, b, mode());
+    Region target = region(pb_, std::vector<uint8_t>(4096), kRemote);
+    Region inbox = region(pb_, std::vector<uint8_t>(64), RI_ACCESS_LOCAL_WRITE);
+    Region src = region(pa_, pattern(64, 1), 0);
+    ASSERT_EQ(recv(b.qp, 1, {inbox.sge()}), RI_OK);
+    // Before: Writes to the target work.
+    ASSERT_EQ(send(a.qp, 1, RI_WR_RDMA_WRITE, {src.sge()}, RI_SEND_SIGNALED, target.addr(), target.keys.rkey), RI_OK);
+    ASSERT_EQ(send(a.qp, 2, RI_WR_SEND_INV, {src.sge(0, 8)}, RI_SEND_SIGNALED, 0, 0, target.keys.rkey), RI_OK);
+    auto rw = wait(b.rcq, 1);
+    ASSERT_EQ(rw.size(), 1u);
+    EXPECT_EQ(rw[0].status, RI_WC_SUCCESS);
+    EXPECT_NE(rw[0].flags & RI_WC_WITH_INV, 0u);
+    EXPECT_EQ(rw[0].invalidated_stag, target.keys.rkey);
+    EXPECT_EQ(wait(a.scq, 2).size(), 2u);
+    // After: a Write to it is a Terminate with "invalid STag", and both QPs end in ERROR.
+    ASSERT_EQ(recv(a.qp, 7, {}), RI_OK);
+    ASSERT_EQ(send(a.qp, 3, RI_WR_RDMA_WRITE, {src.sge()}, RI_SEND_SIGNALED, target.addr(), target.keys.rkey), RI_OK);
+    uint32_t detail = 0;
+    ASSERT_TRUE(eventually([&] { return ev_a_.has(a.qp_num, RI_AE_QP_TERMINATE_RECEIVED, &detail); }));
+    EXPECT_EQ(detail, 0x1100u);  // DDP (1), tagged buffer error (1), invalid STag (0)
+    EXPECT_TRUE(ev_a_.has(a.qp_num, RI_AE_QP_REMOTE_ACCESS_ERROR));
+    ASSERT_TRUE(eventually([&] { return ev_b_.has(b.qp_num, RI_AE_QP_TERMINATE_SENT); }));
+    EXPECT_TRUE(ev_b_.has(b.qp_num, RI_AE_QP_LOCAL_ACCESS_ERROR));
+    auto aw = wait(a.rcq, 1);
+    ASSERT_EQ(aw.size(), 1u);
+    EXPECT_EQ(aw[0].status, RI_WC_WR_FLUSH_ERR);
+    EXPECT_EQ(state_of(a.qp), RI_QPS_ERROR);
+    EXPECT_EQ(state_of(b.qp), RI_QPS_ERROR);
+}
+
+std::atomic<int> g_ceh_calls{0};
+void count_ceh(void *, ri_rnic_t, ri_cq_t) { ++g_ceh_calls; }
+
+TEST_F(Stream, SolicitedEventsFireTheCompletionHandler) {
+    uint32_t ceh = 0;
+    ASSERT_EQ(v_->set_ceh(rb_, &count_ceh, nullptr, &ceh), RI_OK);
+    g_ceh_calls = 0;
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_, qp_attr(), ceh);
+    connect(a, b, mode());
+    Region src = region(pa_, pattern(16, 2), 0);
+    Region dst = region(pb_, std::vector<uint8_t>(64), RI_ACCESS_LOCAL_WRITE);
+    for (uint64_t i = 0; i < 4; ++i) ASSERT_EQ(recv(b.qp, i, {dst.sge(16 * i, 16)}), RI_OK);
+    ASSERT_EQ(v_->request_cq_notify(b.rcq, RI_CQ_NOTIFY_SOLICITED), RI_OK);
+    ASSERT_EQ(send(a.qp, 1, RI_WR_SEND, {src.sge()}), RI_OK);
+    ASSERT_EQ(wait(a.scq, 1).size(), 1u);
+    // The plain Send is placed (the progress thread) but the armed-for-solicited CQ stays quiet.
+    ASSERT_TRUE(eventually([&] { return dst.data[15] == src.data[15]; }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(g_ceh_calls.load(), 0);
+    ASSERT_EQ(send(a.qp, 2, RI_WR_SEND_SE, {src.sge()}), RI_OK);
+    ASSERT_TRUE(eventually([&] { return g_ceh_calls.load() == 1; }));
+    auto rw = wait(b.rcq, 2);
+    ASSERT_EQ(rw.size(), 2u);
+    EXPECT_EQ(rw[0].flags & RI_WC_SOLICITED, 0u);
+    EXPECT_NE(rw[1].flags & RI_WC_SOLICITED, 0u);
+    // "Next" fires on any completion, once per arming.
+    ASSERT_EQ(v_->request_cq_notify(b.rcq, RI_CQ_NOTIFY_NEXT), RI_OK);
+    ASSERT_EQ(send(a.qp, 3, RI_WR_SEND, {src.sge()}), RI_OK);
+    ASSERT_EQ(send(a.qp, 4, RI_WR_SEND, {src.sge()}), RI_OK);
+    EXPECT_EQ(wait(b.rcq, 2).size(), 2u);
+    // The handler runs after the completion is in the ring, so a poll may see the completion first.
+    EXPECT_TRUE(eventually([&] { return g_ceh_calls.load() == 2; }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(g_ceh_calls.load(), 2);
+    EXPECT_EQ(wait(a.scq, 3).size(), 3u);
+}
+
+TEST_F(Stream, UnsignaledWorkCompletesSilently) {
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
+    connect(a, b, mode());
+    Region src = region(pa_, pattern(1000, 4), 0);
+    Region dst = region(pb_, std::vector<uint8_t>(1000 * 11), RI_ACCESS_LOCAL_WRITE);
+    for (uint64_t i = 0; i < 11; ++i) ASSERT_EQ(recv(b.qp, i, {dst.sge(1000 * i, 1000)}), RI_OK);
+    for (uint64_t i = 0; i < 10; ++i) ASSERT_EQ(send(a.qp, i, RI_WR_SEND, {src.sge()}, 0), RI_OK);
+    ASSERT_EQ(send(a.qp, 99, RI_WR_SEND, {src.sge()}), RI_OK);
+    EXPECT_EQ(wait(b.rcq, 11).size(), 11u);
+    auto sw = wait(a.scq, 1);
+    ASSERT_EQ(sw.size(), 1u);
+    EXPECT_EQ(sw[0].wr_id, 99u);  // only the signaled one, and the ring slots of the others were released
+    // More unsignaled requests than the send queue holds (64), in rounds: their slots come back without a CQE.
+    Region wdst = region(pb_, std::vector<uint8_t>(1000), kRemote);
+    for (uint64_t round = 0; round < 3; ++round) {
+        for (uint64_t i = 0; i < 40; ++i) {
+            ASSERT_EQ(send(a.qp, i, RI_WR_RDMA_WRITE, {src.sge()}, 0, wdst.addr(), wdst.keys.rkey), RI_OK);
+        }
+        ASSERT_EQ(send(a.qp, 1000 + round, RI_WR_RDMA_WRITE, {src.sge()}, RI_SEND_SIGNALED, wdst.addr(),
+                       wdst.keys.rkey),
+                  RI_OK);
+        auto w = wait(a.scq, 1);
+        ASSERT_EQ(w.size(), 1u);
+        EXPECT_EQ(w[0].wr_id, 1000 + round);
+    }
+    // A Write completes when sent; its placement at the peer follows.
+    EXPECT_TRUE(eventually([&] { return wdst.data == src.data; }));
+}
+
+TEST_F(Stream, RemoteAccessViolationTerminatesBothSides) {
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
+    connect(a, b, mode());
+    Region src = region(pa_, pattern(4096, 5), RI_ACCESS_LOCAL_WRITE);
+    Region readonly = region(pb_, std::vector<uint8_t>(4096), RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_READ);
+    Region noread = region(pb_, std::vector<uint8_t>(4096), RI_ACCESS_LOCAL_WRITE);
+    Region inbox = region(pb_, std::vector<uint8_t>(64), RI_ACCESS_LOCAL_WRITE);
+    ASSERT_EQ(recv(b.qp, 1, {inbox.sge()}), RI_OK);
+    ASSERT_EQ(recv(b.qp, 2, {inbox.sge()}), RI_OK);
+    ASSERT_EQ(recv(a.qp, 3, {src.sge(0, 64)}), RI_OK);
+    // A Read of a region without remote read rights: the responder terminates, the Read fails with the code.
+    ASSERT_EQ(send(a.qp, 10, RI_WR_RDMA_READ, {src.sge()}, RI_SEND_SIGNALED, noread.addr(), noread.keys.rkey), RI_OK);
+    // Fenced behind it, so it is still queued when the Terminate comes: flushed.
+    ASSERT_EQ(send(a.qp, 11, RI_WR_SEND, {src.sge(0, 8)}, RI_SEND_SIGNALED | RI_SEND_READ_FENCE), RI_OK);
+    auto sw = wait(a.scq, 2);
+    ASSERT_EQ(sw.size(), 2u);
+    EXPECT_EQ(sw[0].wr_id, 10u);
+    EXPECT_EQ(sw[0].status, RI_WC_REM_ACCESS_ERR);
+    EXPECT_EQ(sw[0].vendor_err, 0x0102u);  // RDMAP remote protection: access rights
+    EXPECT_EQ(sw[1].status, RI_WC_WR_FLUSH_ERR);
+    uint32_t detail = 0;
+    EXPECT_TRUE(ev_a_.has(a.qp_num, RI_AE_QP_TERMINATE_RECEIVED, &detail));
+    EXPECT_EQ(detail, 0x0102u);
+    EXPECT_TRUE(ev_a_.has(a.qp_num, RI_AE_QP_REMOTE_ACCESS_ERROR));
+    auto ar = wait(a.rcq, 1);
+    ASSERT_EQ(ar.size(), 1u);
+    EXPECT_EQ(ar[0].status, RI_WC_WR_FLUSH_ERR);
+    ASSERT_TRUE(eventually([&] { return ev_b_.has(b.qp_num, RI_AE_QP_TERMINATE_SENT); }));
+    EXPECT_TRUE(ev_b_.has(b.qp_num, RI_AE_QP_LOCAL_ACCESS_ERROR));
+    auto br = wait(b.rcq, 2);
+    ASSERT_EQ(br.size(), 2u);
+    for (auto &w : br) EXPECT_EQ(w.status, RI_WC_WR_FLUSH_ERR);
+    EXPECT_EQ(state_of(a.qp), RI_QPS_ERROR);
+    EXPECT_EQ(state_of(b.qp), RI_QPS_ERROR);
+    // In ERROR, new work completes at once, flushed; a reset makes the QP usable for a new stream.
+    ASSERT_EQ(send(a.qp, 12, RI_WR_SEND, {src.sge(0, 8)}), RI_OK);
+    auto late = wait(a.scq, 1);
+    ASSERT_EQ(late.size(), 1u);
+    EXPECT_EQ(late[0].status, RI_WC_WR_FLUSH_ERR);
+    (void)readonly;
+}
+
+TEST_F(Stream, WriteWithoutRemoteWriteRightsTerminates) {
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
+    connect(a, b, mode());
+    Region src = region(pa_, pattern(4096, 5), 0);
+    Region readonly = region(pb_, std::vector<uint8_t>(4096), RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_READ);
+    ASSERT_EQ(send(a.qp, 1, RI_WR_RDMA_WRITE, {src.sge()}, RI_SEND_SIGNALED, readonly.addr(), readonly.keys.rkey),
+              RI_OK);
+    ASSERT_TRUE(eventually([&] { return ev_b_.has(b.qp_num, RI_AE_QP_TERMINATE_SENT); }));
+    ASSERT_TRUE(eventually([&] { return ev_a_.has(a.qp_num, RI_AE_QP_TERMINATE_RECEIVED); }));
+    EXPECT_TRUE(std::all_of(readonly.data.begin(), readonly.data.end(), [](uint8_t x) { return x == 0; }));
+    auto sw = wait(a.scq, 1);  // the Write completed when it was sent; the Terminate came after
+    ASSERT_EQ(sw.size(), 1u);
+    EXPECT_TRUE(sw[0].status == RI_WC_SUCCESS || sw[0].status == RI_WC_REM_ACCESS_ERR);
+}
+
+TEST_F(Stream, PeerSocketClosedMidTransferFlushesWithoutHanging) {
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
+    int kept = connect(a, b, mode(), true);
+    ASSERT_GE(kept, 0);
+    Region src = region(pa_, pattern(8u << 20, 6), RI_ACCESS_LOCAL_WRITE);
+    Region dst = region(pb_, std::vector<uint8_t>(8u << 20), kRemote);
+    for (uint64_t i = 0; i < 8; ++i) {
+        ASSERT_EQ(send(a.qp, i, RI_WR_RDMA_WRITE, {src.sge()}, RI_SEND_SIGNALED, dst.addr(), dst.keys.rkey), RI_OK);
+    }
+    ASSERT_EQ(recv(a.qp, 50, {src.sge(0, 16)}), RI_OK);
+    // The connection breaks under both QPs (as when the peer's host goes away).
+    ASSERT_EQ(::shutdown(kept, SHUT_RDWR), 0);
+    ::close(kept);
+    auto sw = wait(a.scq, 8);
+    ASSERT_EQ(sw.size(), 8u);
+    size_t failed = 0;
+    for (auto &w : sw) {
+        EXPECT_TRUE(w.status == RI_WC_SUCCESS || w.status == RI_WC_LLP_ERR || w.status == RI_WC_WR_FLUSH_ERR)
+            << w.status;
+        failed += w.status != RI_WC_SUCCESS;
+    }
+    EXPECT_GT(failed, 0u);  // 64 MiB do not fit in the socket buffers
+    EXPECT_EQ(wait(a.rcq, 1).size(), 1u);
+    EXPECT_TRUE(eventually([&] {
+        return ev_a_.has(a.qp_num, RI_AE_QP_LLP_CLOSED) || ev_a_.has(a.qp_num, RI_AE_QP_LLP_RESET);
+    }));
+    EXPECT_TRUE(eventually([&] {
+        return ev_b_.has(b.qp_num, RI_AE_QP_LLP_CLOSED) || ev_b_.has(b.qp_num, RI_AE_QP_LLP_RESET);
+    }));
+    EXPECT_EQ(state_of(a.qp), RI_QPS_ERROR);
+    EXPECT_TRUE(eventually([&] { return state_of(b.qp) == RI_QPS_ERROR; }));
+}
+
+TEST_F(Stream, OrderlyCloseSendsFinAfterOutstandingWork) {
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
+    connect(a, b, mode());
+    Region src = region(pa_, pattern(4u << 20, 8), RI_ACCESS_LOCAL_WRITE);
+    Region dst = region(pb_, std::vector<uint8_t>(4u << 20), RI_ACCESS_LOCAL_WRITE);
+    ASSERT_EQ(recv(b.qp, 1, {dst.sge()}), RI_OK);
+    ASSERT_EQ(recv(b.qp, 2, {dst.sge(0, 8)}), RI_OK);
+    ASSERT_EQ(recv(a.qp, 3, {src.sge(0, 8)}), RI_OK);
+    ASSERT_EQ(send(a.qp, 1, RI_WR_SEND, {src.sge()}), RI_OK);
+    ASSERT_EQ(modify_state(a.qp, RI_QPS_CLOSING), RI_OK);
+    EXPECT_EQ(send(a.qp, 2, RI_WR_SEND, {src.sge(0, 8)}), RI_EINVAL);  // no new work while closing
+    auto sw = wait(a.scq, 1);
+    ASSERT_EQ(sw.size(), 1u);
+    EXPECT_EQ(sw[0].status, RI_WC_SUCCESS);  // the outstanding Send went out before the FIN
+    auto rw = wait(b.rcq, 2);
+    ASSERT_EQ(rw.size(), 2u);
+    EXPECT_EQ(rw[0].status, RI_WC_SUCCESS);
+    EXPECT_TRUE(dst.data == src.data);
+    EXPECT_EQ(rw[1].status, RI_WC_WR_FLUSH_ERR);  // the peer's FIN: b flushes and goes to ERROR
+    EXPECT_TRUE(ev_a_.has(a.qp_num, RI_AE_QP_SQ_DRAINED));
+    EXPECT_TRUE(eventually([&] { return ev_b_.has(b.qp_num, RI_AE_QP_LLP_CLOSED); }));
+    // b's close is a's FIN: a's close completes in ERROR.
+    auto ar = wait(a.rcq, 1);
+    ASSERT_EQ(ar.size(), 1u);
+    EXPECT_EQ(ar[0].status, RI_WC_WR_FLUSH_ERR);
+    EXPECT_EQ(state_of(a.qp), RI_QPS_ERROR);
+    EXPECT_EQ(state_of(b.qp), RI_QPS_ERROR);
+    // ERROR -> IDLE: the QP can take a new stream.
+    ASSERT_EQ(modify_state(a.qp, RI_QPS_IDLE), RI_OK);
+    EXPECT_EQ(state_of(a.qp), RI_QPS_IDLE);
+}
+
+TEST_F(Stream, ConsumerTerminateReachesThePeer) {
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
+    connect(a, b, mode());
+    Region inbox = region(pb_, std::vector<uint8_t>(64), RI_ACCESS_LOCAL_WRITE);
+    ASSERT_EQ(recv(b.qp, 1, {inbox.sge()}), RI_OK);
+    ri_qp_attr_t t{};
+    t.state = RI_QPS_TERMINATE;
+    t.term_layer_etype = 0x02;  // RDMAP, remote operation error
+    t.term_ecode = 0x07;        // catastrophic, this stream
+    ASSERT_EQ(v_->modify_qp(a.qp, &t, RI_QP_ATTR_STATE | RI_QP_ATTR_TERM), RI_OK);
+    uint32_t detail = 0;
+    ASSERT_TRUE(eventually([&] { return ev_b_.has(b.qp_num, RI_AE_QP_TERMINATE_RECEIVED, &detail); }));
+    EXPECT_EQ(detail, 0x0207u);
+    auto br = wait(b.rcq, 1);
+    ASSERT_EQ(br.size(), 1u);
+    EXPECT_EQ(br[0].status, RI_WC_WR_FLUSH_ERR);
+    EXPECT_TRUE(eventually([&] { return state_of(a.qp) == RI_QPS_ERROR; }));
+    EXPECT_FALSE(ev_a_.has(a.qp_num, RI_AE_QP_TERMINATE_SENT));  // the consumer asked for it: no event
+}
+
+TEST_F(Stream, IncomingReadsAndWritesProgressWhileTheConsumerDoesNotPoll) {
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
+    connect(a, b, mode());
+    Region theirs = region(pb_, pattern(4u << 20, 10), kRemote);
+    Region mine = region(pa_, std::vector<uint8_t>(4u << 20), RI_ACCESS_LOCAL_WRITE);
+    Region src = region(pa_, pattern(2u << 20, 11), 0);
+    // b never polls or posts: its progress thread answers the Read and places the Write.
+    ASSERT_EQ(send(a.qp, 1, RI_WR_RDMA_READ, {mine.sge()}, RI_SEND_SIGNALED, theirs.addr(), theirs.keys.rkey), RI_OK);
+    auto sw = wait(a.scq, 1);
+    ASSERT_EQ(sw.size(), 1u);
+    EXPECT_EQ(sw[0].status, RI_WC_SUCCESS);
+    EXPECT_TRUE(mine.data == theirs.data);
+    ASSERT_EQ(send(a.qp, 2, RI_WR_RDMA_WRITE, {src.sge()}, 0, theirs.addr(), theirs.keys.rkey), RI_OK);
+    EXPECT_TRUE(eventually([&] {
+        return std::equal(src.data.begin(), src.data.end(), theirs.data.begin());
+    }));
+}
+
+TEST_F(Stream, SharedReceiveQueueFeedsQpsAndRaisesItsLimit) {
+    ri_srq_attr_t sa{16, 2, 0, 0, 0x5151};
+    ri_srq_t srq = nullptr;
+    ASSERT_EQ(v_->create_srq(pb_, &sa, &srq), RI_OK);
+    cleanup_.push_back([this, srq] { EXPECT_EQ(v_->destroy_srq(srq), RI_OK); });
+    End a = end(ra_, pa_, &ev_a_);
+    End b;
+    b.rnic = rb_;
+    b.scq = cq(rb_);
+    b.rcq = cq(rb_);
+    ri_qp_init_attr_t qa = qp_attr();
+    qa.flags = RI_QP_USE_SRQ;
+    qa.rq_depth = 0;
+    ASSERT_EQ(v_->create_qp(pb_, b.scq, b.rcq, srq, &qa, &b.qp), RI_OK);
+    cleanup_.push_back([this, q = b.qp] { EXPECT_EQ(v_->destroy_qp(q), RI_OK); });
+    connect(a, b, mode());
+    Region dst = region(pb_, std::vector<uint8_t>(16 * 32), RI_ACCESS_LOCAL_WRITE);
+    for (uint64_t i = 0; i < 6; ++i) {
+        ri_sge_t s = dst.sge(32 * i, 32);
+        ri_recv_wr_t w{i, &s, 1, 0};
+        uint32_t posted = 0;
+        ASSERT_EQ(v_->post_srq_recv(srq, &w, 1, &posted), RI_OK);
+    }
+    ri_srq_attr_t lim{};
+    lim.limit = 4;
+    ASSERT_EQ(v_->modify_srq(srq, &lim, RI_SRQ_ATTR_LIMIT), RI_OK);
+    Region src = region(pa_, pattern(32, 12), 0);
+    for (uint64_t i = 0; i < 3; ++i) ASSERT_EQ(send(a.qp, i, RI_WR_SEND, {src.sge()}), RI_OK);
+    auto rw = wait(b.rcq, 3);
+    ASSERT_EQ(rw.size(), 3u);
+    for (uint64_t i = 0; i < 3; ++i) EXPECT_EQ(rw[i].wr_id, i);
+    ASSERT_TRUE(eventually([&] {
+        std::lock_guard g(ev_b_.mutex);
+        return std::any_of(ev_b_.list.begin(), ev_b_.list.end(), [](const ri_async_event_t &e) {
+            return e.event_id == RI_AE_SRQ_LIMIT_REACHED && e.resource_type == RI_RES_SRQ && e.context == 0x5151;
+        });
+    }));
+    EXPECT_EQ(wait(a.scq, 3).size(), 3u);
+}
+
+TEST_F(Stream, TwoHundredFiftySixQpsTransferAtOnce) {
+    constexpr size_t kQps = 256;
+    constexpr size_t kMsg = 8192;
+    ri_cq_t acq = cq(ra_, 4096), bcq = cq(rb_, 4096);
+    std::vector<End> as(kQps), bs(kQps);
+    ri_qp_init_attr_t qa = qp_attr(4);
+    for (size_t i = 0; i < kQps; ++i) {
+        for (auto [e, r, p, c] : {std::tuple{&as[i], ra_, pa_, acq}, std::tuple{&bs[i], rb_, pb_, bcq}}) {
+            e->rnic = r;
+            e->scq = e->rcq = c;
+            ri_qp_init_attr_t x = qa;
+            ASSERT_EQ(v_->create_qp(p, c, c, nullptr, &x, &e->qp), RI_OK);
+            cleanup_.push_back([this, q = e->qp] { EXPECT_EQ(v_->destroy_qp(q), RI_OK); });
+        }
+    }
+    Region src = region(pa_, pattern(kQps * kMsg, 13), 0);
+    Region dst = region(pb_, std::vector<uint8_t>(kQps * kMsg), kRemote);
+    Region wdst = region(pb_, std::vector<uint8_t>(kQps * kMsg), kRemote);
+    // The memory an idle connected QP holds besides its rings: engine state made at RTS.
+    malloc_trim(0);
+    const size_t before = mallinfo2().uordblks;
+    for (size_t i = 0; i < kQps; ++i) connect(as[i], bs[i], mode());
+    const size_t after = mallinfo2().uordblks;
+    const double per_qp = static_cast<double>(after - before) / (2 * kQps);
+    RecordProperty("bytes_per_connected_qp", std::to_string(per_qp));
+    std::printf("heap per idle connected QP (engine, sq_depth 4): %.0f bytes\n", per_qp);
+    if (!kSanitized) {
+        EXPECT_LT(per_qp, 16384.0);
+    }
+    for (size_t i = 0; i < kQps; ++i) {
+        ASSERT_EQ(recv(bs[i].qp, i, {dst.sge(i * kMsg, kMsg)}), RI_OK);
+        ASSERT_EQ(send(as[i].qp, i, RI_WR_SEND, {src.sge(i * kMsg, kMsg)}), RI_OK);
+        ASSERT_EQ(send(as[i].qp, kQps + i, RI_WR_RDMA_WRITE, {src.sge(i * kMsg, kMsg)}, RI_SEND_SIGNALED,
+                       wdst.addr() + i * kMsg, wdst.keys.rkey),
+                  RI_OK);
+    }
+    EXPECT_EQ(wait(bcq, kQps, 30).size(), kQps);
+    EXPECT_EQ(wait(acq, 2 * kQps, 30).size(), 2 * kQps);
+    EXPECT_TRUE(dst.data == src.data);
+    // A Write completes when sent; its placement at the peer follows.
+    EXPECT_TRUE(eventually([&] { return wdst.data == src.data; }));
+}
+
+}  // namespace

@@ -1,0 +1,145 @@
+// The kVP's half of the RDMA-mode transition, called the way the kAL calls it when MPA negotiation completes:
+// modify_qp(STATE | LLP) with RTS and the negotiated parameters (fd -1: the stream lives in the consumer's
+// process), then the QP state machine on the stream.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "rnicpi/host/loader.hpp"
+#include "rnicpi/host/log.hpp"
+
+namespace {
+
+// The kAL's upcalls without page pinning (the kVP pins nothing it is not given a context for).
+const ri_host_ops_t kKalHost{sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log, nullptr, nullptr, nullptr};
+
+class KvpTransition : public ::testing::Test {
+protected:
+    void SetUp() override {
+        loader_ = std::make_unique<rdma::rnicpi::ModuleLoader>(kKalHost, SOFTRNIC_PROVIDER_DIR);
+        auto m = loader_->load("softrnic_kvp.so", RI_MODE_PRIVILEGED);
+        ASSERT_TRUE(m) << m.error().to_string();
+        kvp_ = *m;
+        v_ = &kvp_->verbs();
+        ri_attach_params_t ap{};
+        std::strcpy(ap.name, "sr9");
+        ap.options = R"({"max_ird": 16, "max_ord": 16})";
+        ASSERT_EQ(kvp_->descriptor().attach(&ap, &instance_), RI_OK);
+        ri_rnic_open_params_t op{};
+        op.instance = instance_;
+        ASSERT_EQ(v_->open_rnic(&op, &rnic_), RI_OK);
+        ASSERT_EQ(v_->alloc_pd(rnic_, &pd_), RI_OK);
+        ri_cq_attr_t ca{16, 0, 0};
+        ASSERT_EQ(v_->create_cq(rnic_, &ca, &cq_), RI_OK);
+        ri_qp_init_attr_t qa{};
+        qa.type = RI_QPT_RC;
+        qa.sq_depth = qa.rq_depth = 4;
+        qa.sq_sge = qa.rq_sge = qa.rd_sge = 1;
+        qa.ird = qa.ord = 2;
+        ASSERT_EQ(v_->create_qp(pd_, cq_, cq_, nullptr, &qa, &qp_), RI_OK);
+    }
+    void TearDown() override {
+        // Newest first; whatever SetUp made.
+        if (qp_ != nullptr) {
+            EXPECT_EQ(v_->destroy_qp(qp_), RI_OK);
+        }
+        if (cq_ != nullptr) {
+            EXPECT_EQ(v_->destroy_cq(cq_), RI_OK);
+        }
+        if (pd_ != nullptr) {
+            EXPECT_EQ(v_->dealloc_pd(pd_), RI_OK);
+        }
+        if (rnic_ != nullptr) {
+            EXPECT_EQ(v_->close_rnic(rnic_), RI_OK);
+        }
+        if (instance_ != nullptr) {
+            EXPECT_EQ(kvp_->descriptor().detach(instance_), RI_OK);
+        }
+    }
+    static ri_llp_params_t negotiated() {
+        ri_llp_params_t l{};
+        l.fd = -1;
+        l.mpa_revision = 2;
+        l.mpa_flags = RI_MPA_CRC | RI_MPA_PEER2PEER | RI_MPA_INITIATOR;
+        l.rtr_type = RI_RTR_WRITE;
+        l.ird = 7;
+        l.ord = 5;
+        l.mss = 1460;
+        l.fpdu_max = 1460;
+        l.local_port = 4000;
+        l.remote_port = 5000;
+        return l;
+    }
+    ri_status_t to(uint32_t state, uint32_t mask = RI_QP_ATTR_STATE, const ri_llp_params_t &l = {}) {
+        ri_qp_attr_t a{};
+        a.state = state;
+        a.llp = l;
+        return v_->modify_qp(qp_, &a, mask);
+    }
+    ri_qp_attr_t query() {
+        ri_qp_attr_t a{};
+        EXPECT_EQ(v_->query_qp(qp_, &a), RI_OK);
+        return a;
+    }
+
+    std::unique_ptr<rdma::rnicpi::ModuleLoader> loader_;
+    rdma::rnicpi::ModuleRef kvp_;
+    const ri_verbs_ops_t *v_ = nullptr;
+    ri_instance_t instance_ = nullptr;
+    ri_rnic_t rnic_ = nullptr;
+    ri_pd_t pd_ = nullptr;
+    ri_cq_t cq_ = nullptr;
+    ri_qp_t qp_ = nullptr;
+};
+
+TEST_F(KvpTransition, RtsOnlyWithTheStreamAndItsParametersAreKept) {
+    EXPECT_EQ(to(RI_QPS_RTS), RI_ENOTCONN);  // no stream, nothing to send on
+    ri_llp_params_t bad = negotiated();
+    bad.mpa_revision = 3;
+    EXPECT_EQ(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, bad), RI_EINVAL);
+    bad = negotiated();
+    bad.ird = 17;  // over the instance's max_ird
+    EXPECT_EQ(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, bad), RI_ERANGE);
+    bad = negotiated();
+    bad.fd = 3;  // a kernel consumer's stream: no kVP data path yet
+    EXPECT_EQ(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, bad), RI_EOPNOTSUPP);
+    EXPECT_EQ(query().state, RI_QPS_IDLE);
+
+    ASSERT_EQ(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, negotiated()), RI_OK);
+    ri_qp_attr_t a = query();
+    EXPECT_EQ(a.state, RI_QPS_RTS);
+    EXPECT_EQ(a.ird, 7u);  // negotiated values replace the QP's own
+    EXPECT_EQ(a.ord, 5u);
+    EXPECT_EQ(a.llp.fd, -1);
+    EXPECT_EQ(a.llp.mpa_flags, negotiated().mpa_flags);
+    EXPECT_EQ(a.llp.rtr_type, uint32_t{RI_RTR_WRITE});
+    EXPECT_EQ(a.llp.fpdu_max, 1460u);
+    EXPECT_EQ(a.llp.remote_port, 5000u);
+    // Once: the stream does not change under a QP in RTS, and attributes are frozen.
+    EXPECT_EQ(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, negotiated()), RI_EINVAL);
+    EXPECT_EQ(to(RI_QPS_IDLE), RI_EINVAL);
+}
+
+TEST_F(KvpTransition, StateMachineOnAStream) {
+    ASSERT_EQ(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, negotiated()), RI_OK);
+    ASSERT_EQ(to(RI_QPS_CLOSING), RI_OK);
+    EXPECT_EQ(to(RI_QPS_RTS), RI_EINVAL);
+    EXPECT_EQ(to(RI_QPS_TERMINATE), RI_EINVAL);
+    EXPECT_EQ(to(RI_QPS_IDLE), RI_EINVAL);
+    ASSERT_EQ(to(RI_QPS_ERROR), RI_OK);
+    EXPECT_EQ(to(RI_QPS_RTS), RI_EINVAL);
+    ASSERT_EQ(to(RI_QPS_IDLE), RI_OK);
+    EXPECT_EQ(query().llp.mpa_revision, 0u);  // a reset QP is on no stream
+    // RTS -> TERMINATE (with the consumer's code) -> ERROR.
+    ASSERT_EQ(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, negotiated()), RI_OK);
+    ri_qp_attr_t t{};
+    t.state = RI_QPS_TERMINATE;
+    t.term_layer_etype = 0x02;
+    t.term_ecode = 0x06;
+    ASSERT_EQ(v_->modify_qp(qp_, &t, RI_QP_ATTR_STATE | RI_QP_ATTR_TERM), RI_OK);
+    EXPECT_EQ(to(RI_QPS_CLOSING), RI_EINVAL);
+    ASSERT_EQ(to(RI_QPS_ERROR), RI_OK);
+    EXPECT_EQ(query().state, RI_QPS_ERROR);
+}
+
+}  // namespace
