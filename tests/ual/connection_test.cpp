@@ -124,7 +124,7 @@ protected:
     std::filesystem::path device_;
 };
 
-TEST_F(Connections, DISABLED_TwoProcessesConnectWithPrivateDataAndMoveEveryByte) {
+TEST_F(Connections, TwoProcessesConnectWithPrivateDataAndMoveEveryByte) {
     const size_t kBytes = 64u << 20;
     auto [pid, port] = start_peer("accept", kBytes);
     ASSERT_NE(port, 0) << read_text(dir_ / "peer.err");
@@ -264,7 +264,7 @@ TEST_F(Connections, GarbageOnAListenPointIsRefusedAndTheListenerServesOn) {
 }
 
 // A connected peer process killed: the survivor's endpoint learns that the connection ended.
-TEST_F(Connections, DISABLED_KilledPeerProcessEndsTheConnection) {
+TEST_F(Connections, KilledPeerProcessEndsTheConnection) {
     auto [pid, port] = start_peer("hold");
     ASSERT_NE(port, 0);
     Side s;
@@ -348,7 +348,7 @@ protected:
     bool made_ = false;
 };
 
-TEST_F(TwoHosts, DISABLED_RdmaBetweenNamespacesThroughTheirOwnKrdmads) {
+TEST_F(TwoHosts, RdmaBetweenNamespacesThroughTheirOwnKrdmads) {
     const size_t kBytes = 4u << 20;
     const auto out = dir_ / "peer.out";
     pid_t pid = spawn("/usr/sbin/ip", {"netns", "exec", ns_, PEER_PATH, dev_b_.string(), "hostB", "accept",
