@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -121,14 +122,16 @@ struct End {
     Events *events = nullptr;
 };
 
-// A registered buffer.
+// A registered buffer. Its bytes belong to the fixture: they outlive the QPs (destroyed in TearDown), so an
+// inbound operation still in flight when a test body ends never writes into freed memory.
 struct Region {
-    std::vector<uint8_t> data;
+    std::shared_ptr<std::vector<uint8_t>> buf = std::make_shared<std::vector<uint8_t>>();
     ri_mr_t mr = nullptr;
     ri_mr_keys_t keys{};
-    uint64_t addr() const { return reinterpret_cast<uintptr_t>(data.data()); }
+    std::vector<uint8_t> &bytes() const { return *buf; }
+    uint64_t addr() const { return reinterpret_cast<uintptr_t>(buf->data()); }
     ri_sge_t sge(uint64_t off = 0, uint64_t len = UINT64_MAX) const {
-        return ri_sge_t{addr() + off, static_cast<uint32_t>(std::min<uint64_t>(len, data.size() - off)), keys.lkey};
+        return ri_sge_t{addr() + off, static_cast<uint32_t>(std::min<uint64_t>(len, buf->size() - off)), keys.lkey};
     }
 };
 
@@ -167,6 +170,7 @@ protected:
             cleanup_.pop_back();
             f();
         }
+        keep_.clear();
         client_.reset();
         uvp_.reset();  // fini: the progress thread stops
         loader_.reset();
@@ -228,8 +232,9 @@ protected:
     }
     Region region(ri_pd_t p, std::vector<uint8_t> data, uint32_t access, ri_status_t expect = RI_OK) {
         Region g;
-        g.data = std::move(data);
-        ri_mr_reg_t r{g.addr(), g.data.size(), g.addr(), access, 0};
+        *g.buf = std::move(data);
+        keep_.push_back(g.buf);
+        ri_mr_reg_t r{g.addr(), g.bytes().size(), g.addr(), access, 0};
         EXPECT_EQ(v_->register_mr(p, &r, &g.mr, &g.keys), expect);
         if (g.mr != nullptr) {
             ri_mr_t m = g.mr;
@@ -240,8 +245,9 @@ protected:
     // A region that may not be lockable here (RLIMIT_MEMLOCK): false when it was refused for that.
     bool big_region(ri_pd_t p, std::vector<uint8_t> data, uint32_t access, Region &out) {
         Region g;
-        g.data = std::move(data);
-        ri_mr_reg_t r{g.addr(), g.data.size(), g.addr(), access, 0};
+        *g.buf = std::move(data);
+        keep_.push_back(g.buf);
+        ri_mr_reg_t r{g.addr(), g.bytes().size(), g.addr(), access, 0};
         ri_status_t rc = v_->register_mr(p, &r, &g.mr, &g.keys);
         if (rc == RI_ENOMEM) return false;
         EXPECT_EQ(rc, RI_OK);
@@ -348,6 +354,7 @@ protected:
     ri_rnic_t ra_ = nullptr, rb_ = nullptr;
     ri_pd_t pa_ = nullptr, pb_ = nullptr;
     std::vector<std::function<void()>> cleanup_;
+    std::vector<std::shared_ptr<std::vector<uint8_t>>> keep_;  // region bytes, freed after the QPs
 };
 
 // Every mode of the MPA negotiation.
@@ -383,7 +390,7 @@ TEST_P(Datapath, SendsOfEverySizeSpanManyFpdus) {
         EXPECT_EQ(rw[i].byte_len, sizes[i]);
         EXPECT_EQ(rw[i].qp_num, b.qp_num);
         EXPECT_EQ(rw[i].qp_context, 0xfeedu);
-        EXPECT_TRUE(std::equal(src[i].data.begin(), src[i].data.end(), dst[i].data.begin())) << "message " << i;
+        EXPECT_TRUE(std::equal(src[i].bytes().begin(), src[i].bytes().end(), dst[i].bytes().begin())) << "message " << i;
         EXPECT_EQ(sw.at(i).wr_id, i);
         EXPECT_EQ(sw[i].status, RI_WC_SUCCESS);
         EXPECT_EQ(sw[i].opcode, RI_WC_SEND);
@@ -414,8 +421,8 @@ TEST_P(Datapath, WritesAndReadsEveryByte) {
         EXPECT_EQ(wc[1].opcode, RI_WC_RDMA_READ);
         EXPECT_EQ(wc[1].status, RI_WC_SUCCESS);
         EXPECT_EQ(wc[1].byte_len, n);
-        EXPECT_TRUE(remote.data == src.data) << n << " bytes written";
-        EXPECT_TRUE(back.data == src.data) << n << " bytes read back";
+        EXPECT_TRUE(remote.bytes() == src.bytes()) << n << " bytes written";
+        EXPECT_TRUE(back.bytes() == src.bytes()) << n << " bytes read back";
     }
     EXPECT_TRUE(wait(b.scq, 0).empty());
 }
@@ -445,13 +452,13 @@ TEST_F(Stream, ScatterGatherListsAndReadsIntoSeveralBuffers) {
     auto rw = wait(b.rcq, 1);
     ASSERT_EQ(rw.size(), 1u);
     EXPECT_EQ(rw[0].byte_len, 30000u);
-    EXPECT_TRUE(std::equal(src.data.begin(), src.data.end(), dst.data.begin()));
+    EXPECT_TRUE(std::equal(src.bytes().begin(), src.bytes().end(), dst.bytes().begin()));
     // A Write gathered from two pieces; a Read scattered into three.
-    std::fill(dst.data.begin(), dst.data.end(), 0);
+    std::fill(dst.bytes().begin(), dst.bytes().end(), 0);
     ASSERT_EQ(send(a.qp, 2, RI_WR_RDMA_WRITE, {src.sge(0, 5000), src.sge(5000, 25000)}, RI_SEND_SIGNALED,
                    dst.addr() + 1000, dst.keys.rkey),
               RI_OK);
-    std::fill(src.data.begin(), src.data.end(), 0);
+    std::fill(src.bytes().begin(), src.bytes().end(), 0);
     ASSERT_EQ(send(a.qp, 3, RI_WR_RDMA_READ, {src.sge(20000, 10000), src.sge(0, 1), src.sge(1, 19999)},
                    RI_SEND_SIGNALED, dst.addr() + 1000, dst.keys.rkey),
               RI_OK);
@@ -460,10 +467,10 @@ TEST_F(Stream, ScatterGatherListsAndReadsIntoSeveralBuffers) {
     for (auto &w : sw) EXPECT_EQ(w.status, RI_WC_SUCCESS);
     EXPECT_EQ(sw[2].byte_len, 30000u);
     const auto expect = pattern(30000, 3);
-    EXPECT_TRUE(std::equal(expect.begin(), expect.end(), dst.data.begin() + 1000));
+    EXPECT_TRUE(std::equal(expect.begin(), expect.end(), dst.bytes().begin() + 1000));
     // The read brought [0, 10000) into src[20000..] and [10000, 30000) into src[0..].
-    EXPECT_TRUE(std::equal(expect.begin(), expect.begin() + 10000, src.data.begin() + 20000));
-    EXPECT_TRUE(std::equal(expect.begin() + 10000, expect.end(), src.data.begin()));
+    EXPECT_TRUE(std::equal(expect.begin(), expect.begin() + 10000, src.bytes().begin() + 20000));
+    EXPECT_TRUE(std::equal(expect.begin() + 10000, expect.end(), src.bytes().begin()));
 }
 
 TEST_F(Stream, InlineSendsAndWritesNeedNoRegistration) {
@@ -484,8 +491,8 @@ TEST_F(Stream, InlineSendsAndWritesNeedNoRegistration) {
     ASSERT_EQ(rw.size(), 1u);
     EXPECT_EQ(rw[0].byte_len, 100u);
     EXPECT_EQ(wait(a.scq, 2).size(), 2u);
-    EXPECT_TRUE(std::equal(copy.begin(), copy.end(), dst.data.begin()));
-    EXPECT_TRUE(eventually([&] { return std::equal(copy.begin(), copy.end(), dst.data.begin() + 128); }));
+    EXPECT_TRUE(std::equal(copy.begin(), copy.end(), dst.bytes().begin()));
+    EXPECT_TRUE(eventually([&] { return std::equal(copy.begin(), copy.end(), dst.bytes().begin() + 128); }));
     // Without INLINE the same buffer is refused: it lies in no region.
     EXPECT_EQ(send(a.qp, 3, RI_WR_SEND, {s}), RI_EINVAL);
 }
@@ -538,7 +545,7 @@ TEST_F(Stream, SolicitedEventsFireTheCompletionHandler) {
     ASSERT_EQ(send(a.qp, 1, RI_WR_SEND, {src.sge()}), RI_OK);
     ASSERT_EQ(wait(a.scq, 1).size(), 1u);
     // The plain Send is placed (the progress thread) but the armed-for-solicited CQ stays quiet.
-    ASSERT_TRUE(eventually([&] { return dst.data[15] == src.data[15]; }));
+    ASSERT_TRUE(eventually([&] { return dst.bytes()[15] == src.bytes()[15]; }));
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     EXPECT_EQ(g_ceh_calls.load(), 0);
     ASSERT_EQ(send(a.qp, 2, RI_WR_SEND_SE, {src.sge()}), RI_OK);
@@ -585,7 +592,7 @@ TEST_F(Stream, UnsignaledWorkCompletesSilently) {
         EXPECT_EQ(w[0].wr_id, 1000 + round);
     }
     // A Write completes when sent; its placement at the peer follows.
-    EXPECT_TRUE(eventually([&] { return wdst.data == src.data; }));
+    EXPECT_TRUE(eventually([&] { return wdst.bytes() == src.bytes(); }));
 }
 
 TEST_F(Stream, RemoteAccessViolationTerminatesBothSides) {
@@ -639,7 +646,7 @@ TEST_F(Stream, WriteWithoutRemoteWriteRightsTerminates) {
               RI_OK);
     ASSERT_TRUE(eventually([&] { return ev_b_.has(b.qp_num, RI_AE_QP_TERMINATE_SENT); }));
     ASSERT_TRUE(eventually([&] { return ev_a_.has(a.qp_num, RI_AE_QP_TERMINATE_RECEIVED); }));
-    EXPECT_TRUE(std::all_of(readonly.data.begin(), readonly.data.end(), [](uint8_t x) { return x == 0; }));
+    EXPECT_TRUE(std::all_of(readonly.bytes().begin(), readonly.bytes().end(), [](uint8_t x) { return x == 0; }));
     auto sw = wait(a.scq, 1);  // the Write completed when it was sent; the Terminate came after
     ASSERT_EQ(sw.size(), 1u);
     EXPECT_TRUE(sw[0].status == RI_WC_SUCCESS || sw[0].status == RI_WC_REM_ACCESS_ERR);
@@ -695,7 +702,7 @@ TEST_F(Stream, OrderlyCloseSendsFinAfterOutstandingWork) {
     auto rw = wait(b.rcq, 2);
     ASSERT_EQ(rw.size(), 2u);
     EXPECT_EQ(rw[0].status, RI_WC_SUCCESS);
-    EXPECT_TRUE(dst.data == src.data);
+    EXPECT_TRUE(dst.bytes() == src.bytes());
     EXPECT_EQ(rw[1].status, RI_WC_WR_FLUSH_ERR);  // the peer's FIN: b flushes and goes to ERROR
     EXPECT_TRUE(ev_a_.has(a.qp_num, RI_AE_QP_SQ_DRAINED));
     EXPECT_TRUE(eventually([&] { return ev_b_.has(b.qp_num, RI_AE_QP_LLP_CLOSED); }));
@@ -741,10 +748,10 @@ TEST_F(Stream, IncomingReadsAndWritesProgressWhileTheConsumerDoesNotPoll) {
     auto sw = wait(a.scq, 1);
     ASSERT_EQ(sw.size(), 1u);
     EXPECT_EQ(sw[0].status, RI_WC_SUCCESS);
-    EXPECT_TRUE(mine.data == theirs.data);
+    EXPECT_TRUE(mine.bytes() == theirs.bytes());
     ASSERT_EQ(send(a.qp, 2, RI_WR_RDMA_WRITE, {src.sge()}, 0, theirs.addr(), theirs.keys.rkey), RI_OK);
     EXPECT_TRUE(eventually([&] {
-        return std::equal(src.data.begin(), src.data.end(), theirs.data.begin());
+        return std::equal(src.bytes().begin(), src.bytes().end(), theirs.bytes().begin());
     }));
 }
 
@@ -826,9 +833,9 @@ TEST_F(Stream, TwoHundredFiftySixQpsTransferAtOnce) {
     }
     EXPECT_EQ(wait(bcq, kQps, 30).size(), kQps);
     EXPECT_EQ(wait(acq, 2 * kQps, 30).size(), 2 * kQps);
-    EXPECT_TRUE(dst.data == src.data);
+    EXPECT_TRUE(dst.bytes() == src.bytes());
     // A Write completes when sent; its placement at the peer follows.
-    EXPECT_TRUE(eventually([&] { return wdst.data == src.data; }));
+    EXPECT_TRUE(eventually([&] { return wdst.bytes() == src.bytes(); }));
 }
 
 }  // namespace

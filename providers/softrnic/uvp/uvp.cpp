@@ -197,6 +197,10 @@ struct Uvp {
         Mapping sq_memory;
         Mapping rq_memory;
         datapath::ReceiveQueue rq;                 // on rq_memory, unless the QP uses an SRQ
+        // The progress thread's report to the kVP never uses the kAL's handle once destroy has released it (the
+        // kAL may have given the number to a new object by then).
+        std::mutex report_mutex;
+        bool destroying = false;
         std::unique_ptr<datapath::QueuePair> dp;  // goes first: it uses everything above
 
         ~Qp() override { dp.reset(); }
@@ -406,8 +410,14 @@ ri_status_t Uvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq_h, ri_
 }
 
 ri_status_t Uvp::Qp::destroy() {
-    if (ri_status_t rc = Call(RI_DESTROY_QP, handle).run(pd->rnic->host_ctx); !released(rc)) return rc;
-    delete this;
+    std::unique_lock g(report_mutex);
+    destroying = true;
+    if (ri_status_t rc = Call(RI_DESTROY_QP, handle).run(pd->rnic->host_ctx); !released(rc)) {
+        destroying = false;
+        return rc;
+    }
+    g.unlock();
+    delete this;  // stops the stream: no report is made after this
     return RI_OK;
 }
 
@@ -482,7 +492,8 @@ void Uvp::Qp::entered_error() noexcept {
     // The stream failed here: the kVP's QP follows. RI_ENODEV (the kAL is gone) and a refusal change nothing.
     ri_qp_attr_t a{};
     a.state = RI_QPS_ERROR;
-    (void)kvp_modify(a, RI_QP_ATTR_STATE);
+    std::lock_guard g(report_mutex);
+    if (!destroying) (void)kvp_modify(a, RI_QP_ATTR_STATE);
 }
 
 ri_status_t Uvp::Qp::check_memory_op(const ri_send_wr_t &w) noexcept {
