@@ -16,6 +16,7 @@
 
 #include "kvp_object.hpp"
 #include "mpa_session.hpp"
+#include "net_addr.hpp"
 #include "rnicpi/host/log.hpp"
 #include "route.hpp"
 #include "tcp_stats.hpp"
@@ -26,31 +27,9 @@ namespace {
 constexpr const char *kComponent = "llp";
 using Clock = std::chrono::steady_clock;
 
-socklen_t to_sockaddr(const ri_net_addr_t &a, uint16_t port, sockaddr_storage &out) {
-    std::memset(&out, 0, sizeof out);
-    if (a.family == RI_AF_INET) {
-        auto *s = reinterpret_cast<sockaddr_in *>(&out);
-        s->sin_family = AF_INET;
-        s->sin_port = htons(port);
-        std::memcpy(&s->sin_addr, a.addr, 4);
-        return sizeof(sockaddr_in);
-    }
-    if (a.family == RI_AF_INET6) {
-        auto *s = reinterpret_cast<sockaddr_in6 *>(&out);
-        s->sin6_family = AF_INET6;
-        s->sin6_port = htons(port);
-        s->sin6_scope_id = a.scope_id;
-        std::memcpy(&s->sin6_addr, a.addr, 16);
-        return sizeof(sockaddr_in6);
-    }
-    return 0;
-}
-
 std::string text_of(const ri_net_addr_t &a, uint16_t port) {
-    char buf[INET6_ADDRSTRLEN] = "?";
-    if (a.family == RI_AF_INET || a.family == RI_AF_INET6) ::inet_ntop(a.family, a.addr, buf, sizeof buf);
-    return a.family == RI_AF_INET6 ? "[" + std::string(buf) + "]:" + std::to_string(port)
-                                   : std::string(buf) + ":" + std::to_string(port);
+    const std::string t = a.family == RI_AF_NONE ? "?" : llp::to_text(a);
+    return a.family == RI_AF_INET6 ? "[" + t + "]:" + std::to_string(port) : t + ":" + std::to_string(port);
 }
 
 // The addresses of a connected socket, for a connection request (the negotiated parameters come later).
@@ -59,30 +38,18 @@ ri_llp_params_t addresses_of(int fd) {
     p.fd = -1;
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
-    auto fill = [](const sockaddr_storage &s, ri_net_addr_t &a, uint16_t &port) {
-        if (s.ss_family == AF_INET) {
-            const auto *in = reinterpret_cast<const sockaddr_in *>(&s);
-            a.family = RI_AF_INET;
-            std::memcpy(a.addr, &in->sin_addr, 4);
-            port = ntohs(in->sin_port);
-        } else if (s.ss_family == AF_INET6) {
-            const auto *in = reinterpret_cast<const sockaddr_in6 *>(&s);
-            a.family = RI_AF_INET6;
-            a.scope_id = in->sin6_scope_id;
-            std::memcpy(a.addr, &in->sin6_addr, 16);
-            port = ntohs(in->sin6_port);
-        }
-    };
-    if (::getsockname(fd, reinterpret_cast<sockaddr *>(&ss), &len) == 0) fill(ss, p.local, p.local_port);
+    if (::getsockname(fd, reinterpret_cast<sockaddr *>(&ss), &len) == 0) {
+        if (auto a = llp::net_addr_from_sockaddr(ss, &p.local_port)) p.local = *a;
+    }
     len = sizeof ss;
-    if (::getpeername(fd, reinterpret_cast<sockaddr *>(&ss), &len) == 0) fill(ss, p.remote, p.remote_port);
+    if (::getpeername(fd, reinterpret_cast<sockaddr *>(&ss), &len) == 0) {
+        if (auto a = llp::net_addr_from_sockaddr(ss, &p.remote_port)) p.remote = *a;
+    }
     return p;
 }
 
-// The RNIC's MPA policy (the kVP's MPA capabilities) with this QP's read depths.
-iwarp::MpaConfig mpa_config(const KvpObject &open, uint32_t ird, uint32_t ord) {
-    ri_rnic_attr_t a{};
-    (void)open.v->query_rnic(static_cast<ri_rnic_t>(open.handle), &a);
+// The RNIC's MPA policy (the kVP's MPA capabilities in @p a) with these read depths.
+iwarp::MpaConfig mpa_config(const ri_rnic_attr_t &a, uint32_t ird, uint32_t ord) {
     iwarp::MpaConfig c;
     c.revision = 2;
     c.crc = (a.caps & RI_CAP_MPA_CRC) != 0;
@@ -92,6 +59,13 @@ iwarp::MpaConfig mpa_config(const KvpObject &open, uint32_t ird, uint32_t ord) {
     c.ird = static_cast<uint16_t>(std::min<uint32_t>(ird, iwarp::kMpaIrdOrdMax));
     c.ord = static_cast<uint16_t>(std::min<uint32_t>(ord, iwarp::kMpaIrdOrdMax));
     return c;
+}
+
+// The same for the RNIC of @p open, with a QP's read depths.
+iwarp::MpaConfig mpa_config(const KvpObject &open, uint32_t ird, uint32_t ord) {
+    ri_rnic_attr_t a{};
+    (void)open.v->query_rnic(static_cast<ri_rnic_t>(open.handle), &a);
+    return mpa_config(a, ird, ord);
 }
 
 // An abortive close: RST to the peer even while another process (the consumer) still holds the socket, which a
@@ -543,8 +517,8 @@ int ConnectionCommands::listen(Connection &c, const Request &req, Reply &rep) {
     auto open = object_of(ctx.table, q.rnic, ResourceType::rnic);
     if (!open) return open.error().code();
     const ri_net_addr_t &addr = (*open)->ref.address();
-    sockaddr_storage ss;
-    const socklen_t len = to_sockaddr(addr, q.port, ss);
+    sockaddr_storage ss = llp::to_sockaddr(addr, q.port);
+    const socklen_t len = llp::sockaddr_len(addr);
     if (len == 0) return EAFNOSUPPORT;
     krdma::UniqueFd s(::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!s) return errno;
@@ -555,13 +529,13 @@ int ConnectionCommands::listen(Connection &c, const Request &req, Reply &rep) {
     sockaddr_storage bound{};
     socklen_t blen = sizeof bound;
     ::getsockname(s.get(), reinterpret_cast<sockaddr *>(&bound), &blen);
-    const uint16_t port = ntohs(bound.ss_family == AF_INET ? reinterpret_cast<sockaddr_in *>(&bound)->sin_port
-                                                           : reinterpret_cast<sockaddr_in6 *>(&bound)->sin6_port);
+    uint16_t port = 0;
+    (void)llp::net_addr_from_sockaddr(bound, &port);
     ri_rnic_attr_t a{};
     (void)(*open)->v->query_rnic(static_cast<ri_rnic_t>((*open)->handle), &a);
     const int fd = s.get();
     auto lp = std::make_unique<ListenPoint>(*this, c.peer().client_id, q.context, std::move(s),
-                                            mpa_config(**open, a.max_ird, a.max_ord), (*open)->ref.name());
+                                            mpa_config(a, a.max_ird, a.max_ord), (*open)->ref.name());
     ListenPoint *raw = lp.get();
     listens_.insert(raw);
     auto h = ctx.table.add(ResourceType::listener, q.rnic, {}, std::move(lp));
@@ -672,34 +646,58 @@ void ConnectionCommands::drop_pending(uint64_t id) {
     pending_.erase(it);  // closes the socket
 }
 
+rdma::Expected<ConnectionCommands::StreamTarget> ConnectionCommands::stream_target(Connection &c, Handle qp) {
+    Context &ctx = verbs_.context_of(c);
+    auto q = object_of(ctx.table, qp, ResourceType::qp);
+    if (!q) return q.error();
+    auto open = object_of(ctx.table, open_of(ctx.table, qp), ResourceType::rnic);
+    if (!open) return open.error();
+    if ((*q)->link && static_cast<Endpoint *>((*q)->link.get())->busy()) return rdma::Error(EISCONN, "connected");
+    StreamTarget t{*q, *open, {}};
+    if (ri_status_t rc = t.qp->v->query_qp(static_cast<ri_qp_t>(t.qp->handle), &t.attr); rc != RI_OK) {
+        return rdma::Error(rc, "query QP");
+    }
+    if (t.attr.state != RI_QPS_IDLE) return rdma::Error(RI_EINVAL, "only an IDLE QP takes a new stream");
+    return t;
+}
+
+rdma::Expected<ConnectionCommands::PendingMap::iterator> ConnectionCommands::undecided_request(Connection &c,
+                                                                                               uint64_t id) {
+    auto it = pending_.find(id);
+    if (it == pending_.end() || it->second->lp->client_ != c.peer().client_id) {
+        return rdma::Error(RI_ENOENT, "no such request of this client");
+    }
+    if (it->second->session.state() != llp::MpaState::request_received) {
+        return rdma::Error(RI_ENOTCONN, "the request is not waiting for a decision");
+    }
+    return it;
+}
+
 int ConnectionCommands::connect(Connection &c, const Request &req) {
     krdma_connect q;
     std::memcpy(&q, req.payload.data(), sizeof q);
     if (q.private_data_len > KRDMA_MAX_PRIVATE_DATA || q.port == 0) return RI_EINVAL;
-    Context &ctx = verbs_.context_of(c);
-    auto qp = object_of(ctx.table, q.qp, ResourceType::qp);
-    if (!qp) return qp.error().code();
-    auto open = object_of(ctx.table, open_of(ctx.table, q.qp), ResourceType::rnic);
-    if (!open) return open.error().code();
-    if ((*qp)->link && static_cast<Endpoint *>((*qp)->link.get())->busy()) return EISCONN;
-    ri_qp_attr_t qa{};
-    if (ri_status_t rc = (*qp)->v->query_qp(static_cast<ri_qp_t>((*qp)->handle), &qa); rc != RI_OK) return rc;
-    if (qa.state != RI_QPS_IDLE) return RI_EINVAL;  // only an IDLE QP takes a new stream
+    auto target = stream_target(c, q.qp);
+    if (!target) return target.error().code();
+    KvpObject *qp = target->qp;
+    KvpObject *open = target->open;
+    const ri_qp_attr_t &qa = target->attr;
 
-    sockaddr_storage remote, local;
-    const socklen_t rlen = to_sockaddr(q.remote, q.port, remote);
+    sockaddr_storage remote = llp::to_sockaddr(q.remote, q.port);
+    const socklen_t rlen = llp::sockaddr_len(q.remote);
     if (rlen == 0) return EAFNOSUPPORT;
-    const ri_net_addr_t &rnic_addr = (*open)->ref.address();
+    const ri_net_addr_t &rnic_addr = open->ref.address();
     if (rnic_addr.family != q.remote.family) return EAFNOSUPPORT;
     // The host's tables decide the route; it must leave through the RNIC's netdev (or stay on this host).
-    auto route = llp::lookup_route_for(llp::RnicBinding{rnic_addr, (*open)->ref.netdev()}, q.remote);
+    auto route = llp::lookup_route_for(llp::RnicBinding{rnic_addr, open->ref.netdev()}, q.remote);
     if (!route) {
         RDMA_LOG_INFO(kComponent, "client %u: no route to %s from RNIC %s: %s", c.peer().client_id,
-                      text_of(q.remote, q.port).c_str(), (*open)->ref.name().c_str(),
+                      text_of(q.remote, q.port).c_str(), open->ref.name().c_str(),
                       route.error().message().c_str());
         return route.error().code();
     }
-    const socklen_t llen = to_sockaddr(rnic_addr, 0, local);
+    sockaddr_storage local = llp::to_sockaddr(rnic_addr, 0);
+    const socklen_t llen = llp::sockaddr_len(rnic_addr);
     krdma::UniqueFd s(::socket(remote.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!s) return errno;
     int one = 1;
@@ -709,10 +707,10 @@ int ConnectionCommands::connect(Connection &c, const Request &req) {
     if (::connect(s.get(), reinterpret_cast<sockaddr *>(&remote), rlen) != 0 && errno != EINPROGRESS) return errno;
     ++counters_.active_opens;
     const auto timeout = q.timeout_ms != 0 ? std::chrono::milliseconds(q.timeout_ms) : settings_.connect_timeout;
-    auto ep = std::make_unique<Endpoint>(*this, c.peer().client_id, q.qp, **qp, q.context, (*open)->ref.name());
+    auto ep = std::make_unique<Endpoint>(*this, c.peer().client_id, q.qp, *qp, q.context, open->ref.name());
     Endpoint *raw = ep.get();
-    (*qp)->link = std::move(ep);
-    raw->start_active(std::move(s), mpa_config(**open, qa.ird, qa.ord),
+    qp->link = std::move(ep);
+    raw->start_active(std::move(s), mpa_config(*open, qa.ird, qa.ord),
                       std::span<const uint8_t>(q.private_data, q.private_data_len), Clock::now() + timeout);
     return RI_OK;
 }
@@ -721,20 +719,16 @@ int ConnectionCommands::accept(Connection &c, const Request &req) {
     krdma_accept q;
     std::memcpy(&q, req.payload.data(), sizeof q);
     if (q.private_data_len > KRDMA_MAX_PRIVATE_DATA || q.reserved != 0 || q.reserved2 != 0) return RI_EINVAL;
-    auto it = pending_.find(q.request);
-    if (it == pending_.end() || it->second->lp->client_ != c.peer().client_id) return RI_ENOENT;
+    auto found = undecided_request(c, q.request);
+    if (!found) return found.error().code();
+    auto it = *found;
     PendingRequest &p = *it->second;
-    if (p.session.state() != llp::MpaState::request_received) return RI_ENOTCONN;
-    Context &ctx = verbs_.context_of(c);
-    auto qp = object_of(ctx.table, q.qp, ResourceType::qp);
-    if (!qp) return qp.error().code();
-    auto open = object_of(ctx.table, open_of(ctx.table, q.qp), ResourceType::rnic);
-    if (!open) return open.error().code();
-    if ((*open)->ref.name() != p.lp->rnic_) return RI_EINVAL;  // the QP must be of the RNIC that was asked
-    if ((*qp)->link && static_cast<Endpoint *>((*qp)->link.get())->busy()) return EISCONN;
-    ri_qp_attr_t qa{};
-    if (ri_status_t rc = (*qp)->v->query_qp(static_cast<ri_qp_t>((*qp)->handle), &qa); rc != RI_OK) return rc;
-    if (qa.state != RI_QPS_IDLE) return RI_EINVAL;
+    auto target = stream_target(c, q.qp);
+    if (!target) return target.error().code();
+    KvpObject *qp = target->qp;
+    KvpObject *open = target->open;
+    const ri_qp_attr_t &qa = target->attr;
+    if (open->ref.name() != p.lp->rnic_) return RI_EINVAL;  // the QP must be of the RNIC that was asked
     if (auto st = p.session.accept(std::span<const uint8_t>(q.private_data, q.private_data_len),
                                    static_cast<uint16_t>(std::min<uint32_t>(qa.ird, iwarp::kMpaIrdOrdMax)),
                                    static_cast<uint16_t>(std::min<uint32_t>(qa.ord, iwarp::kMpaIrdOrdMax)));
@@ -747,9 +741,9 @@ int ConnectionCommands::accept(Connection &c, const Request &req) {
     llp::MpaSession session = std::move(p.session);
     p.lp->requests_.erase(q.request);
     pending_.erase(it);
-    auto ep = std::make_unique<Endpoint>(*this, c.peer().client_id, q.qp, **qp, q.context, (*open)->ref.name());
+    auto ep = std::make_unique<Endpoint>(*this, c.peer().client_id, q.qp, *qp, q.context, open->ref.name());
     Endpoint *raw = ep.get();
-    (*qp)->link = std::move(ep);
+    qp->link = std::move(ep);
     raw->start_passive(std::move(sock), std::move(session));
     return RI_OK;
 }
@@ -758,10 +752,9 @@ int ConnectionCommands::reject(Connection &c, const Request &req) {
     krdma_reject q;
     std::memcpy(&q, req.payload.data(), sizeof q);
     if (q.private_data_len > KRDMA_MAX_PRIVATE_DATA || q.reserved != 0 || q.reserved2 != 0) return RI_EINVAL;
-    auto it = pending_.find(q.request);
-    if (it == pending_.end() || it->second->lp->client_ != c.peer().client_id) return RI_ENOENT;
-    PendingRequest &p = *it->second;
-    if (p.session.state() != llp::MpaState::request_received) return RI_ENOTCONN;
+    auto found = undecided_request(c, q.request);
+    if (!found) return found.error().code();
+    PendingRequest &p = *(*found)->second;
     if (auto st = p.session.reject(std::span<const uint8_t>(q.private_data, q.private_data_len)); !st) {
         return st.error().code();
     }

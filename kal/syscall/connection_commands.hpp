@@ -65,6 +65,7 @@ struct EndpointInfo {
 
 class Endpoint;
 class ListenPoint;
+struct KvpObject;
 struct PendingRequest;
 
 /** @brief LISTEN, CONNECT, ACCEPT, REJECT and DESTROY_LISTEN on the device, and the connections they make. */
@@ -87,6 +88,18 @@ private:
     friend class ListenPoint;
     friend struct PendingRequest;
 
+    // An IDLE QP of the caller without a live connection, the RNIC open it belongs to, and its attributes: what
+    // CONNECT and ACCEPT take a new stream with.
+    struct StreamTarget {
+        KvpObject *qp;
+        KvpObject *open;
+        ri_qp_attr_t attr;
+    };
+    using PendingMap = std::map<uint64_t, std::unique_ptr<PendingRequest>>;
+    rdma::Expected<StreamTarget> stream_target(Connection &c, Handle qp);
+    // A request of the caller's listen points that waits for ACCEPT or REJECT.
+    rdma::Expected<PendingMap::iterator> undecided_request(Connection &c, uint64_t id);
+
     int listen(Connection &c, const Request &req, Reply &rep);
     int destroy_listen(Connection &c, const Request &req);
     int connect(Connection &c, const Request &req);
@@ -101,7 +114,7 @@ private:
     DeviceServer &server_;
     LlpSettings settings_;
     LlpCounters counters_;
-    std::map<uint64_t, std::unique_ptr<PendingRequest>> pending_;
+    PendingMap pending_;
     std::set<Endpoint *> endpoints_;
     std::set<ListenPoint *> listens_;
     uint64_t next_request_ = 1;
