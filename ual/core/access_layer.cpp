@@ -1,8 +1,6 @@
 // The user access layer: device, RNIC list, uVP loading on first use, event thread, and the object model.
 #include "ual/access_layer.hpp"
 
-#include <arpa/inet.h>
-
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -13,6 +11,7 @@
 #include "client.hpp"
 #include "config.hpp"
 #include "embedded_kal.hpp"
+#include "net_addr.hpp"
 #include "rnicpi/host/log.hpp"
 #include "syscall.hpp"
 #include "worker_pool.hpp"
@@ -59,20 +58,6 @@ rdma::Error verb_error(ri_status_t rc, const char *verb) {
 }
 
 std::string field(const char *s, size_t cap) { return std::string(s, strnlen(s, cap)); }
-
-// An IPv4 or IPv6 address in text form.
-bool parse_address(const std::string &text, ri_net_addr_t &out) {
-    out = ri_net_addr_t{};
-    if (::inet_pton(AF_INET, text.c_str(), out.addr) == 1) {
-        out.family = RI_AF_INET;
-        return true;
-    }
-    if (::inet_pton(AF_INET6, text.c_str(), out.addr) == 1) {
-        out.family = RI_AF_INET6;
-        return true;
-    }
-    return false;
-}
 
 // The dispatcher event of an asynchronous event record, whether a kVP (through the kAL) or the uVP raised it.
 Event async_event(const ri_async_event_t &a) {
@@ -737,7 +722,9 @@ rdma::Status Endpoint::connect(const std::string &address, uint16_t port, std::s
     if (qp_ == nullptr || kal_handle_ == 0) return rdma::Status(RI_EINVAL);
     if (private_data.size() > KRDMA_MAX_PRIVATE_DATA) return rdma::Status(RI_EMSGSIZE);
     krdma_connect q{};
-    if (!parse_address(address, q.remote)) return rdma::Status(RI_EINVAL);
+    auto remote = kal::llp::parse_net_addr(address);
+    if (!remote) return rdma::Status(remote.error().code());
+    q.remote = *remote;
     q.qp = kal_handle_;
     q.context = init_.context;
     q.port = port;
