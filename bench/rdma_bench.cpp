@@ -39,15 +39,22 @@ struct Fd {
     }
 };
 
-std::pair<Fd, Fd> tcp_pair() {
+// A TCP listener on 127.0.0.1 at a port the host chooses; its address in @p a.
+Fd loopback_listener(int backlog, sockaddr_in &a) {
     Fd l(::socket(AF_INET, SOCK_STREAM, 0));
-    sockaddr_in a{};
+    a = sockaddr_in{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ::bind(l.fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
-    ::listen(l.fd, 1);
+    ::listen(l.fd, backlog);
     socklen_t len = sizeof a;
     ::getsockname(l.fd, reinterpret_cast<sockaddr *>(&a), &len);
+    return l;
+}
+
+std::pair<Fd, Fd> tcp_pair() {
+    sockaddr_in a{};
+    Fd l = loopback_listener(1, a);
     Fd c(::socket(AF_INET, SOCK_STREAM, 0));
     ::connect(c.fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
     Fd s(::accept(l.fd, nullptr, nullptr));
@@ -71,7 +78,6 @@ bool io_all(bool write, int fd, uint8_t *p, size_t n) {
 double tcp_stream(size_t size, double seconds) {
     auto [c, s] = tcp_pair();
     std::vector<uint8_t> src(size, 1), dst(size);
-    std::atomic<bool> stop{false};
     std::thread reader([&, fd = s.fd] {
         while (io_all(false, fd, dst.data(), size)) {
         }
@@ -85,7 +91,6 @@ double tcp_stream(size_t size, double seconds) {
     }
     ::shutdown(c.fd, SHUT_WR);
     reader.join();  // every byte is read before the clock stops
-    stop = true;
     return static_cast<double>(sent) / std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
@@ -114,14 +119,8 @@ double tcp_pingpong(double seconds) {
 
 // Raw TCP connect + accept (+ close of both) per second.
 double tcp_setup_rate(double seconds) {
-    Fd l(::socket(AF_INET, SOCK_STREAM, 0));
     sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(l.fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
-    ::listen(l.fd, 128);
-    socklen_t len = sizeof a;
-    ::getsockname(l.fd, reinterpret_cast<sockaddr *>(&a), &len);
+    Fd l = loopback_listener(128, a);
     size_t n = 0;
     const auto t0 = clock_type::now();
     const auto end = t0 + std::chrono::duration<double>(seconds);
