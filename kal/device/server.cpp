@@ -106,10 +106,7 @@ void DeviceServer::broadcast(const krdma_event &event) {
 }
 
 rdma::Status DeviceServer::send_event(uint32_t client_id, const krdma_event &event) {
-    std::lock_guard lock(mutex_);
-    auto it = clients_.find(client_id);
-    if (it == clients_.end()) return rdma::Status(RI_ENOENT);
-    return it->second->send_event(event);
+    return send_record(client_id, event.event, {reinterpret_cast<const uint8_t *>(&event), sizeof event});
 }
 
 rdma::Status DeviceServer::send_record(uint32_t client_id, uint32_t code, std::span<const uint8_t> record,

@@ -448,17 +448,7 @@ Context &VerbCommands::context_of(const Connection &c) {
 }
 
 void VerbCommands::deliver(uint32_t client_id, const krdma_event &event) noexcept {
-    try {
-        if (rdma::Status st = server_.send_event(client_id, event); !st.ok()) {
-            dropped_.fetch_add(1, std::memory_order_relaxed);
-            RDMA_LOG_WARN(kComponent, "event %u for client %u dropped: %s", event.event, client_id,
-                          st.describe().c_str());
-            return;
-        }
-        delivered_.fetch_add(1, std::memory_order_relaxed);
-    } catch (...) {
-        dropped_.fetch_add(1, std::memory_order_relaxed);  // nothing escapes into the kVP's thread
-    }
+    (void)deliver_record(client_id, event.event, {reinterpret_cast<const uint8_t *>(&event), sizeof event});
 }
 
 bool VerbCommands::deliver_record(uint32_t client_id, uint32_t code, std::span<const uint8_t> record,
