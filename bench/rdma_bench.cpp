@@ -7,7 +7,7 @@
 //    kernel memory).
 // One process with an embedded kAL; the two ends of each connection are two endpoints of it, served by the
 // process's progress thread as any consumer's are.
-//   bench_rdma [--seconds S] [--qps N]
+//   bench_rdma [--seconds S] [--qps N] [--only bw|latency|setup|memory]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -143,6 +143,7 @@ struct Rdma {
     std::shared_ptr<ual::ListenPoint> lp;
     std::vector<uint8_t> buf;
     std::shared_ptr<ual::MemoryRegion> mr;
+    uint64_t contexts = 0;  // the last endpoint context handed out
 
     bool open(const std::string &config, size_t bytes) {
         ual::Options o;
@@ -174,6 +175,7 @@ struct Rdma {
         ea.sq_sge = 1;
         ea.rq_sge = 1;
         ea.rd_sge = 1;
+        ea.context = ++contexts;
         auto e = pz->create_endpoint(ea, cq, cq);
         if (!e) return nullptr;
         (*e)->set_connection_dispatcher(cm);
@@ -182,7 +184,10 @@ struct Rdma {
 
     // A connected pair of endpoints (client, server); null on failure.
     std::pair<std::shared_ptr<ual::Endpoint>, std::shared_ptr<ual::Endpoint>> connect_pair(uint32_t depth) {
-        auto a = endpoint(depth), b = endpoint(depth);
+        auto a = endpoint(depth);
+        const uint64_t a_ctx = contexts;
+        auto b = endpoint(depth);
+        const uint64_t b_ctx = contexts;
         if (!a || !b) return {};
         if (!a->connect("127.0.0.1", lp->port()).ok()) return {};
         auto r = req->wait(10s);
@@ -190,7 +195,10 @@ struct Rdma {
         if (!b->accept(r->connection->request).ok()) return {};
         for (int got = 0; got < 2;) {
             auto e = cm->wait(10s);
-            if (!e || e->id != static_cast<uint32_t>(ual::CmEventId::established)) return {};
+            if (!e) return {};
+            // The previous pair's teardown (one end destroyed while its peer still lived) left events behind.
+            if (e->context != a_ctx && e->context != b_ctx) continue;
+            if (e->id != static_cast<uint32_t>(ual::CmEventId::established)) return {};
             ++got;
         }
         return {a, b};
@@ -320,9 +328,12 @@ long rss_kib() {
 int main(int argc, char **argv) {
     const double seconds = bench::budget_from_args(argc, argv);
     int qps = 256;
+    std::string only;  // one figure alone (for profiling), or all
     for (int i = 1; i + 1 < argc; ++i) {
         if (std::strcmp(argv[i], "--qps") == 0) qps = std::atoi(argv[i + 1]);
+        if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
     }
+    const auto wanted = [&only](const char *figure) { return only.empty() || only == figure; };
     const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("bench_rdma." + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
     const std::string config = (dir / "kal.json").string();
@@ -346,32 +357,41 @@ int main(int argc, char **argv) {
         } else {
             std::printf("softrnic over TCP on 127.0.0.1 (CRC on), %.2f s per figure; ratio = RDMA / raw TCP\n", seconds);
             for (size_t size : {size_t{64} << 10, size_t{1} << 20}) {
+                if (!wanted("bw")) break;
                 const double base = tcp_stream(size, seconds);
                 const double bw = rdma_write_bw(r, *a, *b, size, seconds);
                 bench::row("RDMA Write " + std::to_string(size >> 10) + " KiB", bw, "TCP stream", base);
             }
-            const double base_lat = tcp_pingpong(seconds);
-            const double lat = rdma_pingpong(r, *a, *b, seconds);
-            std::printf("%-34s %9.2f us     %-12s %9.2f us     ratio %6.3f (target <= 1.10)\n",
-                        "8 B RDMA Write half round trip", lat * 1e6, "TCP 8 B", base_lat * 1e6, lat / base_lat);
+            if (wanted("latency")) {
+                const double base_lat = tcp_pingpong(seconds);
+                const double lat = rdma_pingpong(r, *a, *b, seconds);
+                std::printf("%-34s %9.2f us     %-12s %9.2f us     ratio %6.3f (target <= 1.10)\n",
+                            "8 B RDMA Write half round trip", lat * 1e6, "TCP 8 B", base_lat * 1e6, lat / base_lat);
+            }
             // Connection setup: connect + MPA + transition at both ends, then both endpoints destroyed.
             size_t n = 0;
             const auto t0 = clock_type::now();
             const auto end = t0 + std::chrono::duration<double>(seconds);
-            while (clock_type::now() < end) {
+            while (wanted("setup") && clock_type::now() < end) {
                 auto [x, y] = r.connect_pair(4);
-                if (!x) break;
+                if (!x) {
+                    std::fprintf(stderr, "bench_rdma: connection %zu failed\n", n);
+                    break;
+                }
                 ++n;
             }
-            const double setup = static_cast<double>(n) / std::chrono::duration<double>(clock_type::now() - t0).count();
-            const double base_setup = tcp_setup_rate(seconds);
-            std::printf("%-34s %9.0f /s     %-12s %9.0f /s     ratio %6.3f (target >= 0.5)\n", "connection setup", setup,
-                        "TCP connect", base_setup, setup / base_setup);
+            if (n > 0) {
+                const double setup =
+                    static_cast<double>(n) / std::chrono::duration<double>(clock_type::now() - t0).count();
+                const double base_setup = tcp_setup_rate(seconds);
+                std::printf("%-34s %9.0f /s     %-12s %9.0f /s     ratio %6.3f (target >= 0.5)\n",
+                            "connection setup", setup, "TCP connect", base_setup, setup / base_setup);
+            }
             // Memory per idle connected QP.
             std::vector<std::shared_ptr<ual::Endpoint>> keep;
             r.drain();
             const long before = rss_kib();
-            for (int i = 0; i < qps; ++i) {
+            for (int i = 0; wanted("memory") && i < qps; ++i) {
                 auto [x, y] = r.connect_pair(16);
                 if (!x) {
                     std::fprintf(stderr, "bench_rdma: connection %d of %d failed\n", i, qps);
@@ -382,7 +402,7 @@ int main(int argc, char **argv) {
                 keep.push_back(y);
             }
             const long after = rss_kib();
-            if (!keep.empty()) {
+                if (!keep.empty()) {
                 std::printf("%-34s %9.2f KiB    (%zu QPs of depth 16, RSS growth; target <= 8 KiB)\n",
                             "memory per idle connected QP", static_cast<double>(after - before) / keep.size(),
                             keep.size());
