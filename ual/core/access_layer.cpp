@@ -473,9 +473,14 @@ void Adapter::deliver_async(const Event &e) {
         std::lock_guard lock(mutex_);
         d = e.stream == EventStream::unaffiliated_async ? unaffiliated_ : affiliated_;
     }
-    if (!d || !d->post(e)) {
-        RDMA_LOG_WARN(kComponent, "RNIC %s: asynchronous event %u on resource %lu dropped (%s)", desc_.name.c_str(),
-                      e.id, static_cast<unsigned long>(e.resource_id), d ? "queue full" : "no dispatcher");
+    // A consumer that set no dispatcher asked not to hear about these events (as with an unread async fd in
+    // rdma-core): that is not worth a warning; a full queue loses an event the consumer wanted.
+    if (!d) {
+        RDMA_LOG_DEBUG(kComponent, "RNIC %s: asynchronous event %u on resource %lu dropped (no dispatcher)",
+                       desc_.name.c_str(), e.id, static_cast<unsigned long>(e.resource_id));
+    } else if (!d->post(e)) {
+        RDMA_LOG_WARN(kComponent, "RNIC %s: asynchronous event %u on resource %lu dropped (queue full)",
+                      desc_.name.c_str(), e.id, static_cast<unsigned long>(e.resource_id));
     }
 }
 
