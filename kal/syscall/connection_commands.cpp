@@ -178,7 +178,7 @@ public:
     // Passive side: the consumer accepted; the session is writing (or wrote) the reply.
     void start_passive(krdma::UniqueFd sock, llp::MpaSession session) {
         sock_ = std::move(sock);
-        session_.emplace(std::move(session));
+        session_ = std::make_unique<llp::MpaSession>(std::move(session));
         initiator_ = false;
         deadline_ = session_->deadline();
         state_ = KRDMA_EP_CONNECTING;
@@ -227,7 +227,7 @@ public:
                     return;
                 }
                 tcp_connecting_ = false;
-                session_.emplace(sock_.get());
+                session_ = std::make_unique<llp::MpaSession>(sock_.get());
                 if (auto st = session_->start_initiator(cfg_, pd_, deadline_); !st) {
                     ++m_->counters_.failed;
                     fail(KRDMA_CM_BROKEN, st.error().code());
@@ -419,7 +419,8 @@ private:
     std::string rnic_;
     uint32_t state_ = KRDMA_EP_IDLE;
     krdma::UniqueFd sock_;
-    std::optional<llp::MpaSession> session_;
+    // Only while negotiating: a connected endpoint does not carry the negotiation's buffers.
+    std::unique_ptr<llp::MpaSession> session_;
     bool initiator_ = false;
     bool tcp_connecting_ = false;
     iwarp::MpaConfig cfg_{};

@@ -160,6 +160,11 @@ uint32_t status_of_peer_terminate(iwarp::TermCode c) {
     return RI_WC_REM_OP_ERR;
 }
 
+// Work requests handed to the engine at once. The send ring holds the rest and issue() hands them over as the
+// engine finishes earlier ones, so this bounds memory per QP (each engine slot holds a resolved gather list), not
+// the depth the consumer sees; a few requests in the engine keep the socket's buffer full.
+constexpr uint32_t kEngineQueue = 8;
+
 }  // namespace
 
 iwarp::EngineConfig engine_config(const ri_llp_params_t &llp, uint32_t pd, uint32_t sq_depth) noexcept {
@@ -906,7 +911,7 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
             p.ird = setup_.init.ird;
             p.ord = setup_.init.ord;
         }
-        stream_ = std::make_unique<Stream>(static_cast<iwarp::EngineOwner &>(*this), fd, p, engine_config(p, setup_.pd, sq_.depth()), sq_.depth());
+        stream_ = std::make_unique<Stream>(static_cast<iwarp::EngineOwner &>(*this), fd, p, engine_config(p, setup_.pd, std::min(sq_.depth(), kEngineQueue)), sq_.depth());
         registered_ = true;
         set_state(RI_QPS_RTS);
     }

@@ -194,9 +194,12 @@ struct Uvp {
         uint32_t qp_num = 0;
         Srq *srq = nullptr;
         ri_qp_init_attr_t init{};
-        Mapping sq_memory;
-        Mapping rq_memory;
-        datapath::ReceiveQueue rq;                 // on rq_memory, unless the QP uses an SRQ
+        // Both rings share one mapping (the receive ring after the send ring, cache-line aligned): a small QP's
+        // queues take one pinned page, not two.
+        Mapping memory;
+        uint8_t *sq_ring = nullptr;
+        uint8_t *rq_ring = nullptr;
+        datapath::ReceiveQueue rq;                 // on rq_ring, unless the QP uses an SRQ
         // The progress thread's report to the kVP never uses the kAL's handle once destroy has released it (the
         // kAL may have given the number to a new object by then).
         std::mutex report_mutex;
@@ -372,15 +375,20 @@ ri_status_t Uvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq_h, ri_
     qp->pd = this;
     qp->srq = srq;
     auto req = hdr_init<softrnic_create_qp_req>();
-    if (attr->sq_depth > 0) {
-        qp->sq_memory = Mapping(static_cast<size_t>(attr->sq_depth) * sq_slot);
-        if (!qp->sq_memory.ok()) return RI_ENOMEM;
-        req.sq = softrnic_ring{qp->sq_memory.address(), qp->sq_memory.size()};
+    const size_t sq_bytes = static_cast<size_t>(attr->sq_depth) * sq_slot;
+    const size_t rq_offset = (sq_bytes + 63) & ~size_t{63};
+    const size_t rq_bytes = use_srq ? 0 : static_cast<size_t>(attr->rq_depth) * rq_slot;
+    if (sq_bytes + rq_bytes > 0) {
+        qp->memory = Mapping(rq_offset + rq_bytes);
+        if (!qp->memory.ok()) return RI_ENOMEM;
     }
-    if (attr->rq_depth > 0 && !use_srq) {
-        qp->rq_memory = Mapping(static_cast<size_t>(attr->rq_depth) * rq_slot);
-        if (!qp->rq_memory.ok()) return RI_ENOMEM;
-        req.rq = softrnic_ring{qp->rq_memory.address(), qp->rq_memory.size()};
+    if (sq_bytes > 0) {
+        qp->sq_ring = qp->memory.data();
+        req.sq = softrnic_ring{qp->memory.address(), sq_bytes};
+    }
+    if (rq_bytes > 0) {
+        qp->rq_ring = qp->memory.data() + rq_offset;
+        req.rq = softrnic_ring{qp->memory.address() + rq_offset, rq_bytes};
     }
     softrnic_create_qp_resp resp{};
     ri_qp_init_attr_t provided{};
@@ -397,12 +405,12 @@ ri_status_t Uvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq_h, ri_
     }
     qp->qp_num = resp.qp_num;
     qp->init = provided;
-    if (!use_srq) qp->rq.init(qp->rq_memory.data(), provided.rq_depth, provided.rq_sge);
+    if (!use_srq) qp->rq.init(qp->rq_ring, provided.rq_depth, provided.rq_sge);
     datapath::QpSetup setup;
     setup.qp_num = qp->qp_num;
     setup.pd = id;
     setup.init = provided;
-    qp->dp = std::make_unique<datapath::QueuePair>(setup, qp->sq_memory.data(), use_srq ? srq->rq : qp->rq, use_srq,
+    qp->dp = std::make_unique<datapath::QueuePair>(setup, qp->sq_ring, use_srq ? srq->rq : qp->rq, use_srq,
                                                    *scq->dp, *rcq->dp, rnic->stags, *qp);
     *attr = provided;
     *out = to_handle<ri_qp_t>(qp.release());
