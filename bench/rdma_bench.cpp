@@ -168,7 +168,20 @@ struct Rdma {
         return true;
     }
 
-    std::shared_ptr<ual::Endpoint> endpoint(uint32_t depth) {
+    // A completion queue of its own with its DTO dispatcher (which waits for completions without spinning).
+    struct Cq {
+        std::shared_ptr<ual::SimpleDispatcher> events;
+        std::shared_ptr<ual::CompletionQueue> cq;
+    };
+    Cq own_cq() {
+        auto d = ual::SimpleDispatcher::create(ual::EventStream::dto, 4096);
+        if (!d) return {};
+        auto c = adapter->create_cq(4096, *d);
+        if (!c) return {};
+        return {*d, *c};
+    }
+
+    std::shared_ptr<ual::Endpoint> endpoint(uint32_t depth, const std::shared_ptr<ual::CompletionQueue> &c) {
         ual::EndpointAttributes ea;
         ea.sq_depth = depth;
         ea.rq_depth = depth;
@@ -176,17 +189,20 @@ struct Rdma {
         ea.rq_sge = 1;
         ea.rd_sge = 1;
         ea.context = ++contexts;
-        auto e = pz->create_endpoint(ea, cq, cq);
+        auto e = pz->create_endpoint(ea, c, c);
         if (!e) return nullptr;
         (*e)->set_connection_dispatcher(cm);
         return *e;
     }
 
-    // A connected pair of endpoints (client, server); null on failure.
-    std::pair<std::shared_ptr<ual::Endpoint>, std::shared_ptr<ual::Endpoint>> connect_pair(uint32_t depth) {
-        auto a = endpoint(depth);
+    // A connected pair of endpoints (client, server) on completion queues @p ca and @p cb (null: the shared one);
+    // null on failure.
+    std::pair<std::shared_ptr<ual::Endpoint>, std::shared_ptr<ual::Endpoint>> connect_pair(
+        uint32_t depth, const std::shared_ptr<ual::CompletionQueue> &ca = nullptr,
+        const std::shared_ptr<ual::CompletionQueue> &cb = nullptr) {
+        auto a = endpoint(depth, ca ? ca : cq);
         const uint64_t a_ctx = contexts;
-        auto b = endpoint(depth);
+        auto b = endpoint(depth, cb ? cb : cq);
         const uint64_t b_ctx = contexts;
         if (!a || !b) return {};
         if (!a->connect("127.0.0.1", lp->port()).ok()) return {};
@@ -204,18 +220,19 @@ struct Rdma {
         return {a, b};
     }
 
-    void drain() {
+    static void drain(ual::CompletionQueue &c) {
         ri_wc_t wc[64];
         for (;;) {
-            auto n = cq->poll({wc, 64});
+            auto n = c.poll({wc, 64});
             if (!n || *n == 0) return;
         }
     }
 
-    ri_wc_t wait_wc() {
+    // Busy-polls @p c for one completion (as ib_write_bw does).
+    static ri_wc_t wait_wc(ual::CompletionQueue &c) {
         ri_wc_t wc{};
         for (;;) {
-            auto n = cq->poll({&wc, 1});
+            auto n = c.poll({&wc, 1});
             if (n && *n == 1) return wc;
         }
     }
@@ -235,7 +252,10 @@ ri_send_wr_t write_wr(Rdma &r, ri_sge_t &sge, size_t off, uint32_t len, uint64_t
 
 // RDMA Write bandwidth: a window of signaled Writes of @p size into the other endpoint's half of the buffer; the
 // clock stops when a final Send has arrived (everything before it is placed).
-double rdma_write_bw(Rdma &r, ual::Endpoint &a, ual::Endpoint &b, size_t size, double seconds) {
+// The sender sleeps on its CQ's dispatcher while its window is full, as a blocking TCP sender sleeps in write():
+// on two cores a spinning poller would take the CPU the receiving side needs.
+double rdma_write_bw(Rdma &r, ual::Endpoint &a, Rdma::Cq &ca, ual::Endpoint &b, ual::CompletionQueue &cb, size_t size,
+                     double seconds) {
     const size_t half = r.buf.size() / 2;
     const uint64_t raddr = reinterpret_cast<uint64_t>(r.buf.data() + half);
     const uint32_t window = 16;
@@ -253,9 +273,9 @@ double rdma_write_bw(Rdma &r, ual::Endpoint &a, ual::Endpoint &b, size_t size, d
             ++outstanding;
             sent += size;
         }
-        ri_wc_t wc = r.wait_wc();
-        if (wc.status != RI_WC_SUCCESS) return 0;
-        if (wc.opcode == RI_WC_RDMA_WRITE) --outstanding;
+        auto e = ca.events->wait(10s);
+        if (!e || e->wc.status != RI_WC_SUCCESS) return 0;
+        if (e->wc.opcode == RI_WC_RDMA_WRITE) --outstanding;
     }
     ri_sge_t sge{reinterpret_cast<uint64_t>(r.buf.data()), 1, r.mr->keys().lkey};
     ri_send_wr_t fin{};
@@ -264,31 +284,29 @@ double rdma_write_bw(Rdma &r, ual::Endpoint &a, ual::Endpoint &b, size_t size, d
     fin.sgl = &sge;
     fin.num_sge = 1;
     (void)a.post_send({&fin, 1});
-    for (bool got = false; !got;) {
-        ri_wc_t wc = r.wait_wc();
-        got = wc.opcode == RI_WC_RECV;
-    }
+    (void)Rdma::wait_wc(cb);  // the Send's arrival
     const double el = std::chrono::duration<double>(clock_type::now() - t0).count();
-    r.drain();
+    Rdma::drain(*ca.cq);
     return static_cast<double>(sent) / el;
 }
 
 // 8-byte RDMA Write ping-pong: each side waits for the other's byte to change in its own memory (polling its CQ
 // meanwhile, which drives inline progress), as ib_write_lat does. Seconds per half round trip.
-double rdma_pingpong(Rdma &r, ual::Endpoint &a, ual::Endpoint &b, double seconds) {
+double rdma_pingpong(Rdma &r, ual::Endpoint &a, ual::CompletionQueue &ca, ual::Endpoint &b, ual::CompletionQueue &cb,
+                     double seconds) {
     volatile uint8_t *a_mem = r.buf.data() + 64;   // where b writes
     volatile uint8_t *b_mem = r.buf.data() + 128;  // where a writes
     std::atomic<bool> stop{false};
-    auto poll_some = [&r] {
+    auto poll_some = [](ual::CompletionQueue &c) {
         ri_wc_t wc[16];
-        (void)r.cq->poll({wc, 16});
+        (void)c.poll({wc, 16});
     };
     std::thread responder([&] {
         uint8_t expect = 1;
         while (!stop.load(std::memory_order_relaxed)) {
             while (*b_mem != expect) {
                 if (stop.load(std::memory_order_relaxed)) return;
-                poll_some();
+                poll_some(cb);
             }
             r.buf[192] = expect;
             ri_sge_t sge;
@@ -306,7 +324,7 @@ double rdma_pingpong(Rdma &r, ual::Endpoint &a, ual::Endpoint &b, double seconds
         ri_sge_t sge;
         ri_send_wr_t wr = write_wr(r, sge, 0, 8, reinterpret_cast<uint64_t>(b_mem), r.mr->keys().rkey, false);
         if (!a.post_send({&wr, 1}).ok()) break;
-        while (*a_mem != v) poll_some();
+        while (*a_mem != v) poll_some(ca);
         ++v;
         ++n;
     }
@@ -350,7 +368,9 @@ int main(int argc, char **argv) {
             std::filesystem::remove_all(dir);
             return 1;
         }
-        auto [a, b] = r.connect_pair(64);
+        // The measured pair has a completion queue per end, as two processes would.
+        auto ca = r.own_cq(), cb = r.own_cq();
+        auto [a, b] = ca.cq && cb.cq ? r.connect_pair(64, ca.cq, cb.cq) : decltype(r.connect_pair(64)){};
         if (!a) {
             std::fprintf(stderr, "bench_rdma: cannot connect two endpoints\n");
             rc = 1;
@@ -359,12 +379,12 @@ int main(int argc, char **argv) {
             for (size_t size : {size_t{64} << 10, size_t{1} << 20}) {
                 if (!wanted("bw")) break;
                 const double base = tcp_stream(size, seconds);
-                const double bw = rdma_write_bw(r, *a, *b, size, seconds);
+                const double bw = rdma_write_bw(r, *a, ca, *b, *cb.cq, size, seconds);
                 bench::row("RDMA Write " + std::to_string(size >> 10) + " KiB", bw, "TCP stream", base);
             }
             if (wanted("latency")) {
                 const double base_lat = tcp_pingpong(seconds);
-                const double lat = rdma_pingpong(r, *a, *b, seconds);
+                const double lat = rdma_pingpong(r, *a, *ca.cq, *b, *cb.cq, seconds);
                 std::printf("%-34s %9.2f us     %-12s %9.2f us     ratio %6.3f (target <= 1.10)\n",
                             "8 B RDMA Write half round trip", lat * 1e6, "TCP 8 B", base_lat * 1e6, lat / base_lat);
             }
@@ -389,7 +409,7 @@ int main(int argc, char **argv) {
             }
             // Memory per idle connected QP.
             std::vector<std::shared_ptr<ual::Endpoint>> keep;
-            r.drain();
+            Rdma::drain(*r.cq);
             const long before = rss_kib();
             for (int i = 0; wanted("memory") && i < qps; ++i) {
                 auto [x, y] = r.connect_pair(16);

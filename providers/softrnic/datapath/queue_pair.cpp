@@ -68,9 +68,19 @@ FramePool &pool() {
     return p;
 }
 
-// Every frame is built here first (one per thread, never on the stack: it is 5 KiB); only a partly written one is
-// copied out.
-thread_local iwarp::TxFrame t_frame;
+// Frames written with one sendmsg: a large message leaves in few system calls (an FPDU is at most 64 KiB, so a
+// 1 MiB Write is 16 of them), as a raw TCP sender writes its whole buffer at once.
+constexpr size_t kBatchFrames = 8;
+// The gather list of one sendmsg (IOV_MAX): at least one frame with markers at the largest ULPDU fits.
+constexpr size_t kBatchIov = 1024;
+static_assert(iwarp::kMaxFpduIov <= kBatchIov);
+// Frames are built here first (per thread, never on the stack: one is 5 KiB); only one the socket did not take
+// whole is copied out.
+struct TxBatch {
+    iwarp::TxFrame frames[kBatchFrames];
+    iovec iov[kBatchIov];
+};
+thread_local TxBatch t_batch;
 
 void advance(Parked &p, size_t n) {
     while (n > 0 && p.first < p.frame.iovcnt) {
@@ -210,7 +220,14 @@ struct QueuePair::SlotState {
 struct QueuePair::Stream {
     Stream(iwarp::EngineOwner &owner, int socket, const ri_llp_params_t &params, const iwarp::EngineConfig &cfg,
            uint32_t depth)
-        : fd(socket), llp(params), engine(owner, cfg), slots(depth) {}
+        : fd(socket), llp(params), engine(owner, cfg), slots(depth) {
+        parked.reserve(kBatchFrames);
+    }
+    // Gives the parked frames back to the pool.
+    void unpark() {
+        for (auto &p : parked) pool().put(std::move(p));
+        parked.clear();
+    }
 
     enum class Fail : uint8_t { none, local, llp_closed, llp_reset };
 
@@ -218,12 +235,15 @@ struct QueuePair::Stream {
     ri_llp_params_t llp;
     iwarp::Engine engine;
     std::vector<SlotState> slots;
-    std::unique_ptr<Parked> parked;
+    std::vector<std::unique_ptr<Parked>> parked;  // in stream order; at most kBatchFrames (reserved)
     uint32_t issued = 0;        // slots from the ring's head handed to the engine (or executed)
     uint32_t issued_parts = 0;  // parts of the next slot already handed (a Read with a scatter list)
     uint32_t inflight = 0;      // issued slots not done
     uint32_t reads_inflight = 0;
     bool tx_idle = true;  // the engine had nothing more to send
+    // The socket refused bytes: until the progress thread hears EPOLLOUT, nobody else tries (a busy-polling
+    // consumer's sendmsg on a full socket only fights the stack's ACK processing for the socket lock).
+    bool tx_blocked = false;
     bool fin_sent = false;
     bool consumer_terminate = false;
     bool peer_terminate = false;
@@ -271,7 +291,7 @@ QueuePair::~QueuePair() {
         std::lock_guard g(mutex_);
         if (stream_) {
             fd = stream_->fd;
-            pool().put(std::move(stream_->parked));
+            stream_->unpark();
             stream_.reset();
         }
         registered = registered_;
@@ -635,43 +655,85 @@ void QueuePair::peer_terminated(const iwarp::Terminate &t) {
 
 void QueuePair::transmit(size_t budget) {
     Stream &s = *stream_;
+    if (s.tx_blocked) return;
+    TxBatch &b = t_batch;
     size_t moved = 0;
     while (s.fail == Stream::Fail::none) {
-        if (s.parked) {
-            Parked &p = *s.parked;
-            const ssize_t n = send_iov(s.fd, p.frame.iov + p.first, p.frame.iovcnt - p.first);
-            if (n < 0) {
-                if (errno == EINTR) continue;
-                if (errno != EAGAIN && errno != EWOULDBLOCK) s.fail = Stream::Fail::llp_reset;
-                return;  // full: EPOLLOUT brings the progress thread back
+        // One gather list: what is left of parked frames (oldest first), then new frames while they fit.
+        size_t iovcnt = 0, parked = 0, built = 0;
+        for (const auto &p : s.parked) {
+            const size_t n = p->frame.iovcnt - p->first;
+            if (iovcnt + n > kBatchIov) break;
+            std::memcpy(b.iov + iovcnt, p->frame.iov + p->first, n * sizeof(iovec));
+            iovcnt += n;
+            ++parked;
+        }
+        bool drained = false;  // the engine has nothing more to send
+        if (parked == s.parked.size()) {
+            size_t bytes = 0;
+            while (built < kBatchFrames && iovcnt + iwarp::kMaxFpduIov <= kBatchIov && moved + bytes < budget) {
+                iwarp::TxFrame &f = b.frames[built];
+                if (!s.engine.next_frame(f)) {
+                    drained = true;
+                    break;
+                }
+                std::memcpy(b.iov + iovcnt, f.iov, f.iovcnt * sizeof(iovec));
+                iovcnt += f.iovcnt;
+                bytes += f.bytes;
+                ++built;
             }
-            advance(p, static_cast<size_t>(n));
-            moved += static_cast<size_t>(n);
-            if (p.first < p.frame.iovcnt) return;
-            pool().put(std::move(s.parked));
-            s.engine.frame_sent();
-        } else {
-            iwarp::TxFrame &f = t_frame;
-            if (!s.engine.next_frame(f)) {
-                s.tx_idle = true;
+        }
+        if (iovcnt == 0) {
+            s.tx_idle = true;
+            return;
+        }
+        s.tx_idle = false;
+        ssize_t n = send_iov(s.fd, b.iov, iovcnt);
+        bool interrupted = false;
+        if (n < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                s.fail = Stream::Fail::llp_reset;
                 return;
             }
-            s.tx_idle = false;
-            ssize_t n = send_iov(s.fd, f.iov, f.iovcnt);
-            if (n < 0) {
-                if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-                    s.fail = Stream::Fail::llp_reset;
-                    return;
-                }
-                n = 0;
+            interrupted = errno == EINTR;
+            n = 0;  // the frames built are parked below
+        }
+        moved += static_cast<size_t>(n);
+        // Hand the written bytes out in stream order: whole frames are sent, the rest waits.
+        size_t left = static_cast<size_t>(n);
+        size_t done = 0;
+        for (; done < parked; ++done) {
+            Parked &p = *s.parked[done];
+            size_t rest = 0;
+            for (size_t i = p.first; i < p.frame.iovcnt; ++i) rest += p.frame.iov[i].iov_len;
+            if (left < rest) {
+                advance(p, left);
+                left = 0;
+                break;
             }
-            moved += static_cast<size_t>(n);
-            if (static_cast<size_t>(n) == f.bytes) {
+            left -= rest;
+            pool().put(std::move(s.parked[done]));
+            s.engine.frame_sent();
+        }
+        s.parked.erase(s.parked.begin(), s.parked.begin() + static_cast<std::ptrdiff_t>(done));
+        for (size_t i = 0; i < built; ++i) {
+            const iwarp::TxFrame &f = b.frames[i];
+            if (left >= f.bytes) {
+                left -= f.bytes;
                 s.engine.frame_sent();
             } else {
-                s.parked = park(f, static_cast<size_t>(n));
-                return;
+                s.parked.push_back(park(f, left));
+                left = 0;
             }
+        }
+        if (!s.parked.empty()) {
+            if (interrupted) continue;
+            s.tx_blocked = true;  // full: EPOLLOUT brings the progress thread back
+            return;
+        }
+        if (drained) {
+            s.tx_idle = true;
+            return;
         }
         if (moved >= budget) {
             out_->kick = true;  // the progress thread continues; the poster returns
@@ -693,9 +755,21 @@ void QueuePair::receive(size_t budget) {
             n = ::recv(s.fd, stage, sizeof stage, MSG_DONTWAIT);
             if (n > 0) (void)rx.feed(std::span<const uint8_t>(stage, static_cast<size_t>(n)));
         } else {
-            // Payload goes straight to its placement target: no copy.
-            n = ::recv(s.fd, dst.data(), dst.size(), MSG_DONTWAIT);
-            if (n > 0) rx.advance(static_cast<size_t>(n));
+            // Payload goes straight to its placement target (no copy); what follows it (the trailer, the next
+            // header and the start of the next payload) comes in the same call through the staging buffer.
+            uint8_t stage[kStageSize];
+            iovec iov[2] = {{dst.data(), dst.size()}, {stage, sizeof stage}};
+            msghdr m{};
+            m.msg_iov = iov;
+            m.msg_iovlen = 2;
+            n = ::recvmsg(s.fd, &m, MSG_DONTWAIT);
+            if (n > 0) {
+                const size_t placed = std::min(static_cast<size_t>(n), dst.size());
+                rx.advance(placed);
+                if (static_cast<size_t>(n) > placed) {
+                    (void)rx.feed(std::span<const uint8_t>(stage, static_cast<size_t>(n) - placed));
+                }
+            }
         }
         if (n == 0) {
             s.fail = Stream::Fail::llp_closed;
@@ -736,7 +810,7 @@ void QueuePair::settle() {
     }
     if (s.engine.failed()) {
         const iwarp::TermCode c = s.engine.failure();
-        const bool sent = s.engine.terminate_sent() && !s.parked;
+        const bool sent = s.engine.terminate_sent() && s.parked.empty();
         if (!sent && s.fail == Stream::Fail::none) {
             set_state(RI_QPS_TERMINATE);  // the Terminate waits for room in the socket
             return;
@@ -763,7 +837,7 @@ void QueuePair::settle() {
         case Stream::Fail::none: break;
     }
     // Orderly close: once every send request completed and nothing is left to write, the FIN follows.
-    if (state_ == RI_QPS_CLOSING && !s.fin_sent && sq_.empty() && s.engine.outstanding() == 0 && !s.parked &&
+    if (state_ == RI_QPS_CLOSING && !s.fin_sent && sq_.empty() && s.engine.outstanding() == 0 && s.parked.empty() &&
         s.tx_idle) {
         (void)::shutdown(s.fd, SHUT_WR);
         s.fin_sent = true;
@@ -866,7 +940,7 @@ void QueuePair::enter_error(int failing, uint32_t status, uint32_t vendor_err, u
         // Abortive: the engine stops and the socket closes (the kAL's own copy of it sends the reset).
         o.unwatch = registered_;
         o.close_fd = stream_->fd;
-        pool().put(std::move(stream_->parked));
+        stream_->unpark();
         stream_.reset();
     }
     set_state(RI_QPS_ERROR);
@@ -996,6 +1070,7 @@ void QueuePair::service() {
         std::lock_guard g(mutex_);
         if (!stream_) return;
         out_ = &o;
+        stream_->tx_blocked = false;  // an event of the socket (maybe EPOLLOUT) or a kick: try again
         pump(kServiceBudget);
         out_ = nullptr;
     }
