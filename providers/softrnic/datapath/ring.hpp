@@ -8,7 +8,11 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
 #include <utility>
+#include <vector>
 
 namespace softrnic::datapath {
 
@@ -65,6 +69,113 @@ private:
         base_ = nullptr;
         length_ = 0;
     }
+    uint8_t *base_ = nullptr;
+    size_t length_ = 0;
+};
+
+// Queue memory for small queue pairs, several to a page: a QP of depth 16 needs 2 KiB of rings, and a page of its
+// own would double what an idle connection costs. Blocks are 64-byte aligned powers of two from 256 bytes to half a
+// page, zeroed when handed out; pages come from 64 KiB mappings kept until the arena goes (the pin map counts
+// pins per page, so neighbours pinning the same page is fine). Thread-safe; used at create and destroy only.
+class RingArena {
+public:
+    static constexpr size_t kPage = 4096;
+    static constexpr size_t kMinBlock = 256;
+    // Largest block the arena serves; larger rings get a mapping of their own.
+    static constexpr size_t kMaxBlock = kPage / 2;
+
+    // A zeroed block of at least @p length bytes (at most kMaxBlock), or nullptr when out of memory.
+    uint8_t *get(size_t length) {
+        const size_t c = size_class(length);
+        const size_t size = kMinBlock << c;
+        std::lock_guard g(lock_);
+        std::vector<uint8_t *> &free = free_[c];
+        uint8_t *p = nullptr;
+        if (!free.empty()) {
+            p = free.back();
+            free.pop_back();
+        } else {
+            if (chunks_.empty() || next_page_ == kChunk / kPage) {
+                Mapping m(kChunk);
+                if (!m.ok()) return nullptr;
+                chunks_.push_back(std::move(m));
+                next_page_ = 0;
+            }
+            p = chunks_.back().data() + next_page_++ * kPage;
+            for (size_t off = kPage - size; off > 0; off -= size) free.push_back(p + off);
+        }
+        std::memset(p, 0, size);
+        return p;
+    }
+    // Gives back a block get(@p length) returned.
+    void put(uint8_t *p, size_t length) {
+        if (p == nullptr) return;
+        std::lock_guard g(lock_);
+        free_[size_class(length)].push_back(p);
+    }
+
+private:
+    static constexpr size_t kChunk = 16 * kPage;
+    static constexpr size_t kClasses = 4;  // 256, 512, 1024, 2048
+    static size_t size_class(size_t length) {
+        size_t c = 0;
+        while ((kMinBlock << c) < length && c + 1 < kClasses) ++c;
+        return c;
+    }
+    std::mutex lock_;
+    std::vector<Mapping> chunks_;
+    size_t next_page_ = 0;
+    std::vector<uint8_t *> free_[kClasses];
+};
+
+// Queue memory of one queue pair: a block of the arena when small, else a mapping of its own.
+class RingMemory {
+public:
+    RingMemory() = default;
+    RingMemory(std::shared_ptr<RingArena> arena, size_t length) {
+        if (length <= RingArena::kMaxBlock) {
+            base_ = arena->get(length);
+            if (base_ != nullptr) {
+                arena_ = std::move(arena);
+                length_ = length;
+            }
+        } else {
+            own_ = Mapping(length);
+            base_ = own_.data();
+            length_ = own_.size();
+        }
+    }
+    RingMemory(RingMemory &&o) noexcept
+        : arena_(std::move(o.arena_)), own_(std::move(o.own_)), base_(std::exchange(o.base_, nullptr)),
+          length_(std::exchange(o.length_, 0)) {}
+    RingMemory &operator=(RingMemory &&o) noexcept {
+        if (this != &o) {
+            reset();
+            arena_ = std::move(o.arena_);
+            own_ = std::move(o.own_);
+            base_ = std::exchange(o.base_, nullptr);
+            length_ = std::exchange(o.length_, 0);
+        }
+        return *this;
+    }
+    RingMemory(const RingMemory &) = delete;
+    RingMemory &operator=(const RingMemory &) = delete;
+    ~RingMemory() { reset(); }
+
+    [[nodiscard]] bool ok() const noexcept { return base_ != nullptr; }
+    [[nodiscard]] uint8_t *data() const noexcept { return base_; }
+    [[nodiscard]] uint64_t address() const noexcept { return reinterpret_cast<uintptr_t>(base_); }
+
+private:
+    void reset() noexcept {
+        if (arena_ && base_ != nullptr) arena_->put(base_, length_);
+        arena_.reset();
+        own_ = Mapping();
+        base_ = nullptr;
+        length_ = 0;
+    }
+    std::shared_ptr<RingArena> arena_;
+    Mapping own_;
     uint8_t *base_ = nullptr;
     size_t length_ = 0;
 };

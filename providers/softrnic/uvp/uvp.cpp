@@ -122,6 +122,8 @@ struct Uvp {
         // The local STag table for the data path: every live region of this open by STag.
         datapath::StagTable stags;
         std::atomic<uint32_t> next_pd{1};  // protection domain identifiers of the data path
+        // Small QPs' rings, several to a page (shared: a QP the consumer leaks past close keeps its block valid).
+        std::shared_ptr<datapath::RingArena> rings = std::make_shared<datapath::RingArena>();
 
         ri_status_t close() {
             if (ri_status_t rc = Call(RI_CLOSE_RNIC, handle).run(host_ctx); !released(rc)) return rc;
@@ -194,9 +196,9 @@ struct Uvp {
         uint32_t qp_num = 0;
         Srq *srq = nullptr;
         ri_qp_init_attr_t init{};
-        // Both rings share one mapping (the receive ring after the send ring, cache-line aligned): a small QP's
-        // queues take one pinned page, not two.
-        Mapping memory;
+        // Both rings in one block (the receive ring after the send ring, cache-line aligned); a small QP's share a
+        // page with others'.
+        datapath::RingMemory memory;
         uint8_t *sq_ring = nullptr;
         uint8_t *rq_ring = nullptr;
         datapath::ReceiveQueue rq;                 // on rq_ring, unless the QP uses an SRQ
@@ -379,7 +381,7 @@ ri_status_t Uvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq_h, ri_
     const size_t rq_offset = (sq_bytes + 63) & ~size_t{63};
     const size_t rq_bytes = use_srq ? 0 : static_cast<size_t>(attr->rq_depth) * rq_slot;
     if (sq_bytes + rq_bytes > 0) {
-        qp->memory = Mapping(rq_offset + rq_bytes);
+        qp->memory = datapath::RingMemory(rnic->rings, rq_offset + rq_bytes);
         if (!qp->memory.ok()) return RI_ENOMEM;
     }
     if (sq_bytes > 0) {
