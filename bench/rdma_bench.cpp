@@ -421,11 +421,13 @@ int main(int argc, char **argv) {
                 if (!wanted("bw")) break;
                 const double base = tcp_stream(size, seconds);
                 const double bw = rdma_write_bw(r, *a, ca, *b, *cb.cq, size, seconds);
+                if (bw <= 0) rc = 1;  // a failed completion (the smoke test's check)
                 bench::row("RDMA Write " + std::to_string(size >> 10) + " KiB", bw, "TCP stream", base);
             }
             if (wanted("latency")) {
                 const double base_lat = tcp_pingpong(seconds);
                 const double lat = rdma_pingpong(r, *a, *ca.cq, *b, *cb.cq, seconds);
+                if (lat <= 0) rc = 1;
                 std::printf("%-34s %9.2f us     %-12s %9.2f us     ratio %6.3f (target <= 1.10)\n",
                             "8 B RDMA Write half round trip", lat * 1e6, "TCP 8 B", base_lat * 1e6, lat / base_lat);
             }
