@@ -146,13 +146,18 @@ struct PendingRequest {
 
 // A QP's connection: setup, the transition, and the kAL's watch over the socket afterwards.
 class Endpoint final : public QpLink {
+    static constexpr size_t kEndpointType = static_cast<size_t>(ResourceType::endpoint);
+
 public:
     Endpoint(ConnectionCommands &m, uint32_t client, Handle qp_handle, KvpObject &qp, uint64_t context,
              std::string rnic)
         : m_(&m), client_(client), qp_handle_(qp_handle), qp_(qp), context_(context), rnic_(std::move(rnic)) {
         m.endpoints_.insert(this);
+        // The RNIC's object counts (rdmactl resources) include its endpoints.
+        if (qp_.counts != nullptr) qp_.counts->by_type[kEndpointType].fetch_add(1, std::memory_order_relaxed);
     }
     ~Endpoint() override {
+        if (qp_.counts != nullptr) qp_.counts->by_type[kEndpointType].fetch_sub(1, std::memory_order_relaxed);
         if (m_ == nullptr) return;
         if (sock_) {
             // The QP is going (destroyed, or its owner died): the connection goes with it, abortively.
@@ -161,6 +166,9 @@ public:
         }
         m_->endpoints_.erase(this);
     }
+
+    // The owner's device connection.
+    [[nodiscard]] uint32_t client() const noexcept { return client_; }
 
     // Active side: TCP connect from @p local to @p remote has been started on @p sock.
     void start_active(krdma::UniqueFd sock, const iwarp::MpaConfig &cfg, std::span<const uint8_t> pd,
@@ -436,6 +444,10 @@ ConnectionCommands::ConnectionCommands(VerbCommands &verbs, LlpSettings settings
     server_.on(KRDMA_CMD_CONNECT, [this](Connection &c, const Request &r, Reply &) { return connect(c, r); });
     server_.on(KRDMA_CMD_ACCEPT, [this](Connection &c, const Request &r, Reply &) { return accept(c, r); });
     server_.on(KRDMA_CMD_REJECT, [this](Connection &c, const Request &r, Reply &) { return reject(c, r); });
+    verbs_.count_endpoints_with([this](uint32_t client_id) {
+        return static_cast<uint32_t>(std::count_if(endpoints_.begin(), endpoints_.end(),
+                                                   [client_id](const Endpoint *e) { return e->client() == client_id; }));
+    });
     server_.on(KRDMA_CMD_LIST_ENDPOINTS, [this](Connection &, const Request &r, Reply &rep) {
         krdma_list_endpoints q;
         std::memcpy(&q, r.payload.data(), sizeof q);
@@ -494,6 +506,7 @@ ConnectionCommands::~ConnectionCommands() {
         server_.off(cmd);
     }
     server_.on_tick(nullptr);
+    verbs_.count_endpoints_with(nullptr);
     for (auto &[id, p] : pending_) server_.unwatch(p->sock.get());
     pending_.clear();
     // Endpoints and listen points live in the consumers' tables, which may outlive this object.

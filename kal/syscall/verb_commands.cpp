@@ -407,6 +407,11 @@ VerbCommands::VerbCommands(DeviceServer &server, AdapterManager &adapters, const
             a.info.uid = ctx.peer.uid;
             a.info.total = ctx.table.total();
             for (size_t t = 0; t < kResourceTypes; ++t) a.info.counts[t] = ctx.table.count(static_cast<ResourceType>(t));
+            if (endpoint_count_) {
+                const uint32_t eps = endpoint_count_(ctx.peer.client_id);
+                a.info.counts[static_cast<size_t>(ResourceType::endpoint)] += eps;
+                a.info.total += eps;
+            }
             a.info.pinned_bytes = ctx.pins.pinned_bytes();
         }
         std::memcpy(rep.payload.data(), &a, sizeof a);

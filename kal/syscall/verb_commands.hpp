@@ -20,6 +20,7 @@
 #define KAL_SYSCALL_VERB_COMMANDS_HPP
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -86,6 +87,11 @@ public:
     [[nodiscard]] Context *find_context(uint32_t client_id);
     /** @brief The device server. */
     [[nodiscard]] DeviceServer &server() noexcept { return server_; }
+    /**
+     * @brief How many endpoints a client has (they belong to its QPs, not to its resource table); LIST_CLIENTS adds
+     *        them to the client's counts. Set by LLP management; empty = none. Serving thread.
+     */
+    void count_endpoints_with(std::function<uint32_t(uint32_t client_id)> fn) { endpoint_count_ = std::move(fn); }
 
 private:
     int handle(Connection &c, const Request &req, Reply &rep);
@@ -95,6 +101,7 @@ private:
     Quotas quotas_;
     PinBudget &budget_;
     uint64_t pin_limit_;
+    std::function<uint32_t(uint32_t)> endpoint_count_;
     mutable std::mutex mutex_;
     std::map<uint32_t, std::unique_ptr<Context>> contexts_;
     std::atomic<uint64_t> delivered_{0};

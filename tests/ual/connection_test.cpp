@@ -145,6 +145,17 @@ TEST_F(Connections, TwoProcessesConnectWithPrivateDataAndMoveEveryByte) {
     auto qa = ep->query();
     ASSERT_TRUE(qa);
     EXPECT_EQ(qa->state, static_cast<uint32_t>(RI_QPS_RTS));
+    {
+        // Both ends' endpoints are counted for the RNIC and for each process (rdmactl resources).
+        std::string out;
+        ASSERT_EQ(rdmactl({"--device", device_.string(), "--json", "resources"}, out), 0) << out;
+        auto j = nlohmann::json::parse(out);
+        ASSERT_EQ(j["rnics"].size(), 1u) << out;
+        EXPECT_EQ(j["rnics"][0]["objects"]["endpoint"].get<unsigned>(), 2u) << out;
+        unsigned per_process = 0;
+        for (const auto &p : j["processes"]) per_process += p["objects"]["endpoint"].get<unsigned>();
+        EXPECT_EQ(per_process, 2u) << out;
+    }
 
     exchange(s, *ep, {size_t{1}, size_t{4099}, size_t{1} << 20, size_t{16} << 20, kBytes}, kBytes);
     if (HasFatalFailure()) return;
