@@ -210,7 +210,8 @@ TEST_F(Connections, NobodyListeningIsUnreachable) {
     ASSERT_EQ(::bind(probe.get(), reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
     socklen_t len = sizeof a;
     ::getsockname(probe.get(), reinterpret_cast<sockaddr *>(&a), &len);
-    probe.reset();  // the port is now free and closed
+    // Bound but not listening: a connection is refused, and no other test can take the port meanwhile (as it
+    // could once the probe closed).
     auto ep = s.endpoint();
     ASSERT_TRUE(ep->connect("127.0.0.1", ntohs(a.sin_port)).ok());
     auto e = next_cm(s.cm);
