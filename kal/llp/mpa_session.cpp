@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "iwarp/framing.hpp"
@@ -371,6 +372,31 @@ void MpaSession::time_out() {
 std::span<const uint8_t> MpaSession::peer_private_data() const noexcept {
     if (!have_peer_) return {};
     return {rx_.data() + peer_pd_offset_, rx_need_ - peer_pd_offset_};
+}
+
+std::vector<uint8_t> MpaSession::terminate_fpdu() const {
+    const std::optional<iwarp::TermCode> code = term();
+    const std::optional<MpaFrame> reply = peer_frame();
+    if (teardown_ != MpaTeardown::terminate || !code || !reply) return {};
+    iwarp::Terminate t;
+    t.code = *code;  // no offending DDP or RDMAP header: the failure is the negotiation's
+    uint8_t payload[iwarp::kTerminateMaxLen];
+    const size_t n = iwarp::encode_terminate(t, payload);
+    iwarp::Header h;
+    h.opcode = static_cast<uint8_t>(iwarp::Opcode::terminate);
+    h.qn = static_cast<uint32_t>(iwarp::Queue::terminate);
+    h.msn = 1;
+    // RFC 5044 §7.1: CRC unless both sides declined it; markers toward the responder if its reply asked for them.
+    iwarp::Transmitter tx(iwarp::FramingOptions{request_.crc || reply->crc, reply->markers});
+    auto frame = std::make_unique<iwarp::TxFrame>();  // 5 KiB: not on the stack
+    tx.build(h, std::span<const uint8_t>(payload, n), {}, *frame);
+    std::vector<uint8_t> out;
+    out.reserve(frame->bytes);
+    for (size_t i = 0; i < frame->iovcnt; ++i) {
+        const auto *b = static_cast<const uint8_t *>(frame->iov[i].iov_base);
+        out.insert(out.end(), b, b + frame->iov[i].iov_len);
+    }
+    return out;
 }
 
 std::optional<MpaFrame> MpaSession::peer_frame() const noexcept {

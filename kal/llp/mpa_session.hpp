@@ -32,6 +32,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "iwarp/mpa.hpp"
 #include "rnicpi/cpp/status.hpp"
@@ -151,6 +152,12 @@ public:
     [[nodiscard]] std::optional<iwarp::TermCode> term() const noexcept;
     /** @brief What to do with the socket after a reject or a failure. */
     [[nodiscard]] MpaTeardown teardown() const noexcept { return teardown_; }
+    /**
+     * @brief With MpaTeardown::terminate: the Terminate FPDU (the stream's first, framed with the CRC and markers
+     *        the valid reply agreed) that tells the responder, already in full operation, why the connection ends.
+     *        Empty otherwise.
+     */
+    [[nodiscard]] std::vector<uint8_t> terminate_fpdu() const;
 
 private:
     static constexpr size_t kFrameMax = iwarp::kMpaFrameHeaderLen + iwarp::kMpaMaxPrivateData;

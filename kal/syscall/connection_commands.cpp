@@ -366,6 +366,11 @@ private:
                     fail(KRDMA_CM_TIMEOUT, ETIMEDOUT);
                     return;
                 }
+                if (const std::vector<uint8_t> t = session_->terminate_fpdu(); !t.empty()) {
+                    // RFC 6581: the responder is in full operation; it learns why from a Terminate, then FIN
+                    // (fail() closes in order, so a reset does not discard it). A full socket drops it.
+                    (void)::send(sock_.get(), t.data(), t.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+                }
                 fail(KRDMA_CM_BROKEN, status, term);
                 return;
             }

@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "iwarp/crc32c.hpp"
+#include "iwarp/wire.hpp"
 #include "mpa_session.hpp"
 
 namespace {
@@ -815,6 +817,29 @@ TEST(LlpMpaInitiator, NegotiationFailuresAskForATerminate) {
     EXPECT_EQ(code_of(r.ini), RI_ERANGE);
     EXPECT_EQ(term_of(r.ini), iwarp::term::kLlpInsufficientIrd);
     EXPECT_EQ(r.ini.teardown(), MpaTeardown::terminate);
+
+    // The Terminate the kAL sends before it closes: one FPDU, CRC on (the default policy asks for it), the
+    // Terminate queue's first message carrying the code.
+    const std::vector<uint8_t> t = r.ini.terminate_fpdu();
+    ASSERT_GE(t.size(), 2u + iwarp::kUntaggedHeaderLen + 4u + 4u);
+    const size_t ulpdu = static_cast<size_t>(t[0]) << 8 | t[1];
+    EXPECT_EQ(t.size(), (2 + ulpdu + 3) / 4 * 4 + 4) << "length, ULPDU, pad to 4, CRC";
+    const iwarp::Header h = iwarp::decode_header(t.data() + 2);
+    EXPECT_EQ(h.op(), iwarp::Opcode::terminate);
+    EXPECT_EQ(h.qn, static_cast<uint32_t>(iwarp::Queue::terminate));
+    EXPECT_EQ(h.msn, 1u);
+    iwarp::Terminate got;
+    ASSERT_TRUE(iwarp::decode_terminate(
+        std::span<const uint8_t>(t.data() + 2 + iwarp::kUntaggedHeaderLen, ulpdu - iwarp::kUntaggedHeaderLen), got));
+    EXPECT_EQ(got.code, iwarp::term::kLlpInsufficientIrd);
+    uint8_t crc[4];
+    iwarp::put_crc32c(crc, iwarp::crc32c(t.data(), t.size() - 4));
+    EXPECT_EQ(std::memcmp(crc, t.data() + t.size() - 4, 4), 0);
+    // A session that closes instead has no Terminate to send.
+    RawResponder ok;
+    send_all(ok.peer(), encode(ok.good_reply()));
+    ASSERT_TRUE(drive({&ok.ini}));
+    EXPECT_TRUE(ok.ini.terminate_fpdu().empty());
 }
 
 TEST(LlpMpaInitiator, PeerClosingMidReplyIsAConnectionLoss) {

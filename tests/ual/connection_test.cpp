@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "iwarp/mpa.hpp"
+#include "iwarp/wire.hpp"
 #include "krdmad_fixture.hpp"
 #include "rdma_util.hpp"
 
@@ -239,6 +241,76 @@ TEST_F(Connections, SilentPeerTimesOut) {
     ASSERT_TRUE(e.has_value());
     EXPECT_EQ(e->id, static_cast<uint32_t>(CmEventId::timeout));
     EXPECT_GE(std::chrono::steady_clock::now() - t0, 300ms);
+}
+
+// RFC 6581: a valid reply whose IRD/ORD this side cannot serve. The responder is already in full operation, so the
+// kAL sends it a Terminate FPDU with the reason, then closes in order; the consumer sees the connection broken.
+TEST_F(Connections, UnservableReplyGetsATerminateThenAnOrderlyClose) {
+    krdma::UniqueFd l(::socket(AF_INET, SOCK_STREAM, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::bind(l.get(), reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+    ASSERT_EQ(::listen(l.get(), 4), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(l.get(), reinterpret_cast<sockaddr *>(&a), &len);
+    Side s;
+    ASSERT_EQ(s.open(device_.string(), "sr0", 4096), "");
+    auto ep = s.endpoint();
+    ASSERT_TRUE(ep->connect("127.0.0.1", ntohs(a.sin_port)).ok());
+    krdma::UniqueFd peer(::accept(l.get(), nullptr, nullptr));
+    ASSERT_TRUE(peer);
+    timeval tv{5, 0};
+    ::setsockopt(peer.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    auto read_n = [&](size_t n) {
+        std::vector<uint8_t> b(n);
+        size_t got = 0;
+        while (got < n) {
+            ssize_t r = ::read(peer.get(), b.data() + got, n - got);
+            if (r <= 0) break;
+            got += static_cast<size_t>(r);
+        }
+        b.resize(got);
+        return b;
+    };
+    std::vector<uint8_t> req = read_n(iwarp::kMpaFrameHeaderLen);
+    ASSERT_EQ(req.size(), iwarp::kMpaFrameHeaderLen);
+    auto pd_len = iwarp::decode_mpa_header(req, iwarp::MpaKind::request);
+    ASSERT_TRUE(pd_len) << pd_len.error().to_string();
+    std::vector<uint8_t> pd = read_n(*pd_len);
+    req.insert(req.end(), pd.begin(), pd.end());
+    auto request = iwarp::decode_mpa(req, iwarp::MpaKind::request);
+    ASSERT_TRUE(request) << request.error().to_string();
+    ASSERT_TRUE(request->enhanced) << "the kAL's default policy asks for revision 2 with IRD/ORD";
+    auto response = iwarp::respond(iwarp::MpaConfig{}, *request);
+    ASSERT_TRUE(response);
+    iwarp::MpaFrame reply = response->reply;
+    reply.ord = static_cast<uint16_t>(request->ird + 100);  // more Reads in flight than the initiator accepts
+    std::vector<uint8_t> wire(iwarp::kMpaFrameHeaderLen + iwarp::kMpaMaxPrivateData);
+    auto n = iwarp::encode_mpa(reply, wire);
+    ASSERT_TRUE(n);
+    ASSERT_EQ(::write(peer.get(), wire.data(), *n), static_cast<ssize_t>(*n));
+
+    // The Terminate FPDU (CRC on, as both sides asked), then end of stream, never a reset.
+    std::vector<uint8_t> fpdu = read_n(2);
+    ASSERT_EQ(fpdu.size(), 2u);
+    const size_t ulpdu = static_cast<size_t>(fpdu[0]) << 8 | fpdu[1];
+    std::vector<uint8_t> rest = read_n((2 + ulpdu + 3) / 4 * 4 + 4 - 2);
+    fpdu.insert(fpdu.end(), rest.begin(), rest.end());
+    ASSERT_EQ(fpdu.size(), (2 + ulpdu + 3) / 4 * 4 + 4);
+    EXPECT_EQ(iwarp::decode_header(fpdu.data() + 2).op(), iwarp::Opcode::terminate);
+    iwarp::Terminate t;
+    ASSERT_TRUE(iwarp::decode_terminate(
+        std::span<const uint8_t>(fpdu.data() + 2 + iwarp::kUntaggedHeaderLen, ulpdu - iwarp::kUntaggedHeaderLen), t));
+    EXPECT_EQ(t.code, iwarp::term::kLlpInsufficientIrd);
+    uint8_t c;
+    errno = 0;
+    EXPECT_EQ(::read(peer.get(), &c, 1), 0) << "an orderly close: " << std::strerror(errno);
+
+    auto e = next_cm(s.cm);
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->id, static_cast<uint32_t>(CmEventId::broken));
+    EXPECT_EQ(e->connection->term, iwarp::term_detail(iwarp::term::kLlpInsufficientIrd) & 0xffffffu);
 }
 
 // Garbage on a listen point costs that connection only: no request reaches the consumer, and a real request
