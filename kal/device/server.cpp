@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -18,6 +19,30 @@ namespace {
 
 constexpr const char *kComponent = "device";
 
+// Watch callbacks are told poll() revents; epoll's bits are the same numbers.
+static_assert(EPOLLIN == POLLIN && EPOLLOUT == POLLOUT && EPOLLERR == POLLERR && EPOLLHUP == POLLHUP &&
+              EPOLLRDHUP == POLLRDHUP && EPOLLPRI == POLLPRI);
+
+// What an epoll registration is: the kind in the top byte; a client's id, or a watch's descriptor and the low 24
+// bits of its generation (an event that a callback's unwatch/watch of a reused descriptor number made stale).
+enum Kind : uint64_t { kStop = 1, kListener, kWake, kClient, kWatch };
+constexpr uint64_t tag(Kind k, uint64_t low = 0) { return static_cast<uint64_t>(k) << 56 | low; }
+constexpr uint64_t watch_tag(int fd, uint64_t generation) {
+    return tag(kWatch, (generation & 0xffffffu) << 32 | static_cast<uint32_t>(fd));
+}
+void add(int ep, int fd, uint32_t events, uint64_t data) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = data;
+    if (::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0 && errno == EEXIST) (void)::epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev);
+}
+void modify(int ep, int fd, uint32_t events, uint64_t data) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = data;
+    (void)::epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev);
+}
+
 }  // namespace
 
 rdma::Status Connection::send_event(const krdma_event &event) noexcept {
@@ -31,7 +56,10 @@ DeviceServer::DeviceServer(std::filesystem::path path, size_t max_connections)
     : path_(std::move(path)),
       max_connections_(max_connections),
       stop_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
-      wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+      wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      epoll_(::epoll_create1(EPOLL_CLOEXEC)) {
+    add(epoll_.get(), stop_fd_.get(), EPOLLIN, tag(kStop));
+    add(epoll_.get(), wake_fd_.get(), EPOLLIN, tag(kWake));
     on(KRDMA_CMD_HELLO, [](Connection &c, const Request &req, Reply &rep) {
         krdma_hello h;
         std::memcpy(&h, req.payload.data(), sizeof h);
@@ -85,6 +113,7 @@ rdma::Expected<void> DeviceServer::listen() {
     }
     if (::listen(s.get(), 128) != 0) return rdma::Error(errno, std::string("listen: ") + std::strerror(errno));
     listener_ = std::move(s);
+    add(epoll_.get(), listener_.get(), EPOLLIN, tag(kListener));
     RDMA_LOG_INFO(kComponent, "serving %s", path_.c_str());
     return {};
 }
@@ -121,10 +150,14 @@ rdma::Status DeviceServer::send_record(uint32_t client_id, uint32_t code, std::s
 }
 
 void DeviceServer::watch(int fd, short events, WatchFn fn) {
-    watches_[fd] = Watch{events, next_watch_++, std::move(fn)};
+    const uint64_t generation = next_watch_++;
+    watches_[fd] = Watch{events, generation, std::move(fn)};
+    add(epoll_.get(), fd, static_cast<uint16_t>(events), watch_tag(fd, generation));
 }
 
-void DeviceServer::unwatch(int fd) { watches_.erase(fd); }
+void DeviceServer::unwatch(int fd) {
+    if (watches_.erase(fd) != 0) (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+}
 
 void DeviceServer::accept_clients() {
     for (;;) {
@@ -148,6 +181,7 @@ void DeviceServer::adopt(krdma::UniqueFd s) {
     c->peer_ = Peer{cred.pid, cred.uid, cred.gid, next_client_id_++};
     RDMA_LOG_INFO(kComponent, "client %u connected: pid %d uid %u", c->peer_.client_id, static_cast<int>(cred.pid),
                   static_cast<unsigned>(cred.uid));
+    add(epoll_.get(), c->fd(), EPOLLIN, tag(kClient, c->peer_.client_id));
     clients_.emplace(c->peer_.client_id, std::move(c));
 }
 
@@ -159,9 +193,7 @@ rdma::Expected<krdma::UniqueFd> DeviceServer::connect_local() {
     krdma::UniqueFd ours(sv[1]), theirs(sv[0]);
     ::fcntl(ours.get(), F_SETFL, ::fcntl(ours.get(), F_GETFL) | O_NONBLOCK);
     adopt(std::move(ours));
-    uint64_t one = 1;
-    ssize_t n = ::write(wake_fd_.get(), &one, sizeof one);  // make run() poll the new connection
-    (void)n;
+    // adopt() registered it with the epoll set; a wait in progress sees it (no wake-up needed).
     return theirs;
 }
 
@@ -171,6 +203,7 @@ void DeviceServer::drop(uint32_t client_id) {
     if (it == clients_.end()) return;
     RDMA_LOG_INFO(kComponent, "client %u disconnected", client_id);
     if (on_disconnect_) on_disconnect_(*it->second);
+    (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second->fd(), nullptr);
     clients_.erase(it);
 }
 
@@ -185,6 +218,7 @@ bool DeviceServer::flush_held(Connection &c) {
         return false;
     }
     c.held_.reset();
+    modify(epoll_.get(), c.fd(), EPOLLIN, tag(kClient, c.peer().client_id));
     return serve(c);  // requests that waited behind the reply
 }
 
@@ -251,6 +285,8 @@ void DeviceServer::dispatch(Connection &c, krdma::Message &m) {
         held.payload.assign(payload.begin(), payload.end());
         for (int fd : fds) held.fds.emplace_back(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
         c.held_ = std::move(held);
+        // Its requests wait in its socket: only writability matters until the reply is out.
+        modify(epoll_.get(), c.fd(), EPOLLOUT, tag(kClient, c.peer().client_id));
     } else if (!sent.ok()) {
         RDMA_LOG_WARN(kComponent, "reply to client %u failed: %s", c.peer().client_id, sent.describe().c_str());
     }
@@ -258,62 +294,54 @@ void DeviceServer::dispatch(Connection &c, krdma::Message &m) {
 }
 
 void DeviceServer::run() {
-    std::vector<pollfd> fds;
-    std::vector<uint32_t> ids;
-    std::vector<uint64_t> gens;
+    // One epoll set, level-triggered (a readiness not consumed is reported again, as poll() would): an event costs
+    // the same with ten endpoints watched or ten thousand.
+    constexpr int kEvents = 64;
+    epoll_event events[kEvents];
     for (;;) {
-        fds.clear();
-        ids.clear();
-        gens.clear();
-        fds.push_back({stop_fd_.get(), POLLIN, 0});
-        fds.push_back({listener_ ? listener_.get() : -1, POLLIN, 0});  // poll() skips -1: no path when embedded
-        fds.push_back({wake_fd_.get(), POLLIN, 0});
-        {
-            std::lock_guard lock(mutex_);
-            for (auto &[id, c] : clients_) {
-                // A client with a held reply is polled for writability only: its requests wait in its socket.
-                fds.push_back({c->fd(), static_cast<short>(c->held_ ? POLLOUT : POLLIN), 0});
-                ids.push_back(id);
-            }
-        }
-        const size_t first_watch = fds.size();
-        for (const auto &[fd, w] : watches_) {
-            fds.push_back({fd, w.events, 0});
-            gens.push_back(w.generation);
-        }
         const int timeout = tick_ ? tick_() : -1;
-        if (::poll(fds.data(), fds.size(), timeout) < 0) {
+        const int n = ::epoll_wait(epoll_.get(), events, kEvents, timeout);
+        if (n < 0) {
             if (errno == EINTR) continue;
-            RDMA_LOG_ERROR(kComponent, "poll: %s", std::strerror(errno));
+            RDMA_LOG_ERROR(kComponent, "epoll_wait: %s", std::strerror(errno));
             return;
         }
-        if (fds[0].revents != 0) return;
-        if (fds[1].revents != 0) accept_clients();
-        if (fds[2].revents != 0) {
-            uint64_t count;
-            ssize_t n = ::read(wake_fd_.get(), &count, sizeof count);
-            (void)n;
-        }
-        for (size_t i = first_watch; i < fds.size(); ++i) {
-            if (fds[i].revents == 0) continue;
-            // A callback may have removed or replaced this watch meanwhile.
-            auto w = watches_.find(fds[i].fd);
-            if (w == watches_.end() || w->second.generation != gens[i - first_watch]) continue;
-            WatchFn fn = w->second.fn;  // a copy: the callback may unwatch itself
-            fn(fds[i].revents);
-        }
-        for (size_t i = 3; i < first_watch; ++i) {
-            if (fds[i].revents == 0) continue;
-            Connection *c;
-            {
-                std::lock_guard lock(mutex_);
-                auto it = clients_.find(ids[i - 3]);
-                if (it == clients_.end()) continue;
-                c = it->second.get();
+        for (int i = 0; i < n; ++i) {
+            const uint64_t data = events[i].data.u64;
+            const auto revents = static_cast<short>(events[i].events);
+            switch (static_cast<Kind>(data >> 56)) {
+                case kStop: return;
+                case kListener: accept_clients(); break;
+                case kWake: {
+                    uint64_t count;
+                    ssize_t r = ::read(wake_fd_.get(), &count, sizeof count);
+                    (void)r;
+                    break;
+                }
+                case kWatch: {
+                    const int fd = static_cast<int>(static_cast<uint32_t>(data));
+                    // A callback earlier in this batch may have removed or replaced this watch.
+                    auto w = watches_.find(fd);
+                    if (w == watches_.end() || (w->second.generation & 0xffffffu) != ((data >> 32) & 0xffffffu)) break;
+                    WatchFn fn = w->second.fn;  // a copy: the callback may unwatch itself
+                    fn(revents);
+                    break;
+                }
+                case kClient: {
+                    const auto id = static_cast<uint32_t>(data);
+                    Connection *c;
+                    {
+                        std::lock_guard lock(mutex_);
+                        auto it = clients_.find(id);
+                        if (it == clients_.end()) break;  // dropped earlier in this batch
+                        c = it->second.get();
+                    }
+                    const bool alive = c->held_ ? (revents & (POLLERR | POLLHUP)) == 0 && flush_held(*c) : serve(*c);
+                    if (!alive) drop(id);
+                    break;
+                }
+                default: break;
             }
-            const bool alive =
-                c->held_ ? (fds[i].revents & (POLLERR | POLLHUP)) == 0 && flush_held(*c) : serve(*c);
-            if (!alive) drop(ids[i - 3]);
         }
     }
 }

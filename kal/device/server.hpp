@@ -157,7 +157,8 @@ private:
     size_t max_connections_;
     krdma::UniqueFd listener_;
     krdma::UniqueFd stop_fd_;  // eventfd
-    krdma::UniqueFd wake_fd_;  // eventfd: a local connection was added while run() polls
+    krdma::UniqueFd wake_fd_;  // eventfd: wakes run() to look at work queued from other threads
+    krdma::UniqueFd epoll_;    // every descriptor run() serves: stop, listener, wake, clients, watches
     std::map<uint32_t, Handler> handlers_;
     struct Watch {
         short events = 0;
