@@ -377,10 +377,13 @@ private:
             fail(KRDMA_CM_BROKEN, llp.error().code());
             return;
         }
+        // The stream lives in the consumer's process, or, for a consumer hosted in the kAL, in the kVP's data path,
+        // which takes a duplicate of it here (the kAL keeps its own reference either way).
+        const bool hosted = VerbCommands::hosted(client_);
         ri_qp_attr_t a{};
         a.state = RI_QPS_RTS;
         a.llp = *llp;
-        a.llp.fd = -1;  // the stream lives in the consumer's process
+        a.llp.fd = hosted ? sock_.get() : -1;
         if (ri_status_t rc = qp_.v->modify_qp(static_cast<ri_qp_t>(qp_.handle), &a,
                                               RI_QP_ATTR_STATE | RI_QP_ATTR_LLP);
             rc != RI_OK) {
@@ -392,11 +395,12 @@ private:
             return;
         }
         llp_ = a.llp;
+        llp_.fd = -1;
         krdma_cm_event e = cm(KRDMA_CM_ESTABLISHED, 0);
         if (initiator_) set_private_data(e, session_->peer_private_data());
         session_.reset();
         state_ = KRDMA_EP_CONNECTED;
-        if (!send(e, sock_.get())) {
+        if (!send(e, hosted ? -1 : sock_.get())) {
             // The owner cannot take the socket: nobody can use this connection.
             ++m_->counters_.failed;
             qp_to_error();

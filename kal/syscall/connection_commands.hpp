@@ -86,6 +86,7 @@ public:
 private:
     friend class Endpoint;
     friend class ListenPoint;
+    friend class HostedConsumer;  // a consumer hosted in the kAL uses the same commands
     friend struct PendingRequest;
 
     // An IDLE QP of the caller without a live connection, the RNIC open it belongs to, and its attributes: what
