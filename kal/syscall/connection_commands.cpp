@@ -283,6 +283,7 @@ public:
         i.state = state_;
         ri_qp_attr_t a{};
         if (qp_.v->query_qp(static_cast<ri_qp_t>(qp_.handle), &a) == RI_OK) i.qp_num = a.qp_num;
+        (void)qp_.v->query_qp_stats(static_cast<ri_qp_t>(qp_.handle), &i.rdma);  // wherever the data path runs
         ri_llp_params_t p = sock_ ? addresses_of(sock_.get()) : llp_;
         i.local = text_of(p.local, p.local_port);
         i.remote = text_of(p.remote, p.remote_port);
@@ -456,6 +457,7 @@ ConnectionCommands::ConnectionCommands(VerbCommands &verbs, LlpSettings settings
             std::snprintf(i.remote, sizeof i.remote, "%s", e.remote.c_str());
             i.state = e.state;
             i.llp = e.llp;
+            i.rdma = e.rdma;
             if (e.fd >= 0) {
                 if (auto t = llp::tcp_info_of(e.fd)) {
                     i.tcp_state = t->state;

@@ -61,6 +61,7 @@ struct EndpointInfo {
     std::string local, remote;  /**< "address:port". */
     ri_llp_params_t llp{};      /**< Negotiated parameters (when connected). */
     int fd = -1;                /**< The kAL's reference to the socket (for TCP_INFO), or -1. */
+    ri_qp_stats_t rdma{};       /**< The QP's data-path counters, from the kVP (zero when it keeps none). */
 };
 
 class Endpoint;
