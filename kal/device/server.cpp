@@ -293,7 +293,67 @@ void DeviceServer::dispatch(Connection &c, krdma::Message &m) {
     for (auto &f : m.fds) f.reset();  // descriptors a handler did not take are closed here
 }
 
+struct DeviceServer::Task {
+    const std::function<int()> *fn = nullptr;
+    int result = 0;
+    bool done = false;
+};
+
+int DeviceServer::call_on_loop(const std::function<int()> &fn) {
+    if (std::this_thread::get_id() == loop_thread_.load()) return fn();
+    std::unique_lock lock(tasks_mutex_);
+    if (loop_state_ == LoopState::stopped) {
+        lock.unlock();
+        std::lock_guard g(inline_mutex_);
+        return fn();
+    }
+    Task t;
+    t.fn = &fn;
+    tasks_.push_back(&t);
+    uint64_t one = 1;
+    ssize_t n = ::write(wake_fd_.get(), &one, sizeof one);  // make run() look at the task
+    (void)n;
+    tasks_done_.wait(lock, [&t] { return t.done; });
+    return t.result;
+}
+
+void DeviceServer::run_tasks() {
+    std::vector<Task *> batch;
+    {
+        std::lock_guard lock(tasks_mutex_);
+        batch.swap(tasks_);
+    }
+    for (Task *t : batch) {
+        int r;
+        try {
+            r = (*t->fn)();
+        } catch (...) {
+            r = EIO;
+        }
+        std::lock_guard lock(tasks_mutex_);
+        t->result = r;
+        t->done = true;
+    }
+    if (!batch.empty()) tasks_done_.notify_all();
+}
+
 void DeviceServer::run() {
+    loop_thread_.store(std::this_thread::get_id());
+    {
+        std::lock_guard lock(tasks_mutex_);
+        loop_state_ = LoopState::running;  // calls queued before now wait in tasks_; the wake descriptor is set
+    }
+    // However the loop ends, waiting callers get their tasks run (here, once more) and later calls run inline.
+    struct Stopped {
+        DeviceServer *s;
+        ~Stopped() {
+            std::unique_lock lock(s->tasks_mutex_);
+            s->loop_state_ = LoopState::stopped;
+            lock.unlock();
+            s->run_tasks();
+            s->loop_thread_.store(std::thread::id{});
+        }
+    } stopped{this};
     // One epoll set, level-triggered (a readiness not consumed is reported again, as poll() would): an event costs
     // the same with ten endpoints watched or ten thousand.
     constexpr int kEvents = 64;
@@ -343,6 +403,7 @@ void DeviceServer::run() {
                 default: break;
             }
         }
+        run_tasks();  // work other threads queued (call_on_loop), woken by the wake descriptor
     }
 }
 

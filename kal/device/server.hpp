@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -21,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include "krdma/message.hpp"
@@ -39,6 +41,13 @@ struct Peer {
 /** @brief One connected client. */
 class Connection {
 public:
+    /** @brief A connection the server accepted (made by the server only). */
+    Connection() = default;
+    /**
+     * @brief A connection with no socket, for a consumer hosted in the kAL process (kal::HostedConsumer): the
+     *        kAL's blocks serve its requests like a client's, and its events go to a callback instead of a socket.
+     */
+    explicit Connection(const Peer &peer) : peer_(peer) {}
     /** @brief The caller's identity. */
     [[nodiscard]] const Peer &peer() const noexcept { return peer_; }
     /** @brief The connection's socket. */
@@ -140,6 +149,13 @@ public:
      *        (negative: no limit). For the deadlines of other blocks (connection setup timeouts).
      */
     void on_tick(std::function<int()> fn) { tick_ = std::move(fn); }
+    /**
+     * @brief Runs @p fn on the serving thread and returns its result: the way code on another thread (a consumer
+     *        hosted in the kAL) uses blocks that live on the serving thread. Before run() the call waits for it; on
+     *        the serving thread, or once run() has returned, @p fn runs at once in the caller's thread (serialized
+     *        with other such calls).
+     */
+    int call_on_loop(const std::function<int()> &fn);
     /** @brief Connected clients. */
     [[nodiscard]] size_t connections() const;
     /** @brief The device path. */
@@ -169,6 +185,15 @@ private:
     uint64_t next_watch_ = 1;
     std::function<int()> tick_;
     std::function<void(Connection &)> on_disconnect_;
+    struct Task;
+    void run_tasks();
+    std::mutex tasks_mutex_;  // guards tasks_ and loop_state_
+    std::condition_variable tasks_done_;
+    std::vector<Task *> tasks_;
+    enum class LoopState : uint8_t { idle, running, stopped };
+    LoopState loop_state_ = LoopState::idle;
+    std::atomic<std::thread::id> loop_thread_{};
+    std::recursive_mutex inline_mutex_;  // call_on_loop() after the server stopped
     mutable std::mutex mutex_;  // guards clients_ against broadcast()/connections() from other threads
     std::map<uint32_t, std::unique_ptr<Connection>> clients_;
     uint32_t next_client_id_ = 1;

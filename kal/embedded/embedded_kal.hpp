@@ -12,6 +12,7 @@
 #include "admin_commands.hpp"
 #include "config.hpp"
 #include "connection_commands.hpp"
+#include "hosted_consumer.hpp"
 #include "server.hpp"
 #include "verb_commands.hpp"
 
@@ -34,6 +35,14 @@ public:
     [[nodiscard]] rdma::Expected<krdma::UniqueFd> connect_local() { return server_.connect_local(); }
     /** @brief The RNICs. */
     [[nodiscard]] AdapterManager &adapters() noexcept { return adapters_; }
+    /**
+     * @brief A consumer hosted in this kAL (the kernel consumers' entry point): its objects and connections are
+     *        the kAL's own, its data path runs in the kVP. Destroy it before the kAL.
+     */
+    [[nodiscard]] std::unique_ptr<HostedConsumer> host_consumer(HostedCallbacks callbacks,
+                                                                std::string name = "hosted") {
+        return std::make_unique<HostedConsumer>(verbs_, connections_, std::move(callbacks), std::move(name));
+    }
 
 private:
     EmbeddedKal(const Config &config, AdminPolicy policy);

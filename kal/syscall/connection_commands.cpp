@@ -291,6 +291,7 @@ public:
         i.state = state_;
         ri_qp_attr_t a{};
         if (qp_.v->query_qp(static_cast<ri_qp_t>(qp_.handle), &a) == RI_OK) i.qp_num = a.qp_num;
+        (void)qp_.v->query_qp_stats(static_cast<ri_qp_t>(qp_.handle), &i.rdma);  // wherever the data path runs
         ri_llp_params_t p = sock_ ? addresses_of(sock_.get()) : llp_;
         i.local = text_of(p.local, p.local_port);
         i.remote = text_of(p.remote, p.remote_port);
@@ -390,10 +391,13 @@ private:
             fail(KRDMA_CM_BROKEN, llp.error().code());
             return;
         }
+        // The stream lives in the consumer's process, or, for a consumer hosted in the kAL, in the kVP's data path,
+        // which takes a duplicate of it here (the kAL keeps its own reference either way).
+        const bool hosted = VerbCommands::hosted(client_);
         ri_qp_attr_t a{};
         a.state = RI_QPS_RTS;
         a.llp = *llp;
-        a.llp.fd = -1;  // the stream lives in the consumer's process
+        a.llp.fd = hosted ? sock_.get() : -1;
         if (ri_status_t rc = qp_.v->modify_qp(static_cast<ri_qp_t>(qp_.handle), &a,
                                               RI_QP_ATTR_STATE | RI_QP_ATTR_LLP);
             rc != RI_OK) {
@@ -405,11 +409,12 @@ private:
             return;
         }
         llp_ = a.llp;
+        llp_.fd = -1;
         krdma_cm_event e = cm(KRDMA_CM_ESTABLISHED, 0);
         if (initiator_) set_private_data(e, session_->peer_private_data());
         session_.reset();
         state_ = KRDMA_EP_CONNECTED;
-        if (!send(e, sock_.get())) {
+        if (!send(e, hosted ? -1 : sock_.get())) {
             // The owner cannot take the socket: nobody can use this connection.
             ++m_->counters_.failed;
             qp_to_error();
@@ -470,6 +475,7 @@ ConnectionCommands::ConnectionCommands(VerbCommands &verbs, LlpSettings settings
             std::snprintf(i.remote, sizeof i.remote, "%s", e.remote.c_str());
             i.state = e.state;
             i.llp = e.llp;
+            i.rdma = e.rdma;
             if (e.fd >= 0) {
                 if (auto t = llp::tcp_info_of(e.fd)) {
                     i.tcp_state = t->state;

@@ -61,6 +61,7 @@ struct EndpointInfo {
     std::string local, remote;  /**< "address:port". */
     ri_llp_params_t llp{};      /**< Negotiated parameters (when connected). */
     int fd = -1;                /**< The kAL's reference to the socket (for TCP_INFO), or -1. */
+    ri_qp_stats_t rdma{};       /**< The QP's data-path counters, from the kVP (zero when it keeps none). */
 };
 
 class Endpoint;
@@ -86,6 +87,7 @@ public:
 private:
     friend class Endpoint;
     friend class ListenPoint;
+    friend class HostedConsumer;  // a consumer hosted in the kAL uses the same commands
     friend struct PendingRequest;
 
     // An IDLE QP of the caller without a live connection, the RNIC open it belongs to, and its attributes: what

@@ -458,6 +458,26 @@ void VerbCommands::deliver(uint32_t client_id, const krdma_event &event) noexcep
 
 bool VerbCommands::deliver_record(uint32_t client_id, uint32_t code, std::span<const uint8_t> record,
                                   std::span<const int> fds) noexcept {
+    if (hosted(client_id)) {
+        // A consumer hosted in the kAL hears its events by callback (descriptors stay with the kAL).
+        std::shared_ptr<HostedSink> sink;
+        {
+            std::lock_guard lock(hosted_mutex_);
+            auto it = hosted_.find(client_id);
+            if (it != hosted_.end()) sink = it->second;
+        }
+        if (!sink) {
+            dropped_.fetch_add(1, std::memory_order_relaxed);
+            return false;
+        }
+        try {
+            (*sink)(code, record);
+        } catch (...) {
+            RDMA_LOG_WARN(kComponent, "hosted consumer %#x: event callback threw", client_id);
+        }
+        delivered_.fetch_add(1, std::memory_order_relaxed);
+        return true;
+    }
     try {
         if (rdma::Status st = server_.send_record(client_id, code, record, fds); !st.ok()) {
             dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -470,6 +490,41 @@ bool VerbCommands::deliver_record(uint32_t client_id, uint32_t code, std::span<c
         dropped_.fetch_add(1, std::memory_order_relaxed);
         return false;
     }
+}
+
+uint32_t VerbCommands::host(HostedSink sink) {
+    std::lock_guard lock(hosted_mutex_);
+    const uint32_t id = next_hosted_++;
+    hosted_[id] = std::make_shared<HostedSink>(std::move(sink));
+    return id;
+}
+
+void VerbCommands::unhost(uint32_t client_id) {
+    std::unique_ptr<Context> gone;
+    {
+        std::lock_guard lock(mutex_);
+        auto it = contexts_.find(client_id);
+        if (it != contexts_.end()) {
+            gone = std::move(it->second);
+            contexts_.erase(it);
+        }
+    }
+    gone.reset();  // its objects go in dependency order; their last events may still reach the sink
+    std::lock_guard lock(hosted_mutex_);
+    hosted_.erase(client_id);
+}
+
+int VerbCommands::execute(Connection &c, krdma_syscall &s) {
+    Request req;
+    req.cmd = KRDMA_CMD_SYSCALL;
+    req.payload = {reinterpret_cast<const uint8_t *>(&s), sizeof s};
+    alignas(8) krdma_syscall out = s;
+    Reply rep;
+    rep.payload = {reinterpret_cast<uint8_t *>(&out), sizeof out};
+    const int rc = handle(c, req, rep);
+    if (rc == 0) s = out;
+    // Descriptors a kVP passes back have no socket to travel on here.
+    return rc;
 }
 
 Context *VerbCommands::find_context(uint32_t client_id) {

@@ -52,9 +52,18 @@ struct Context {
  */
 [[nodiscard]] const ri_host_ops_t &kal_host_ops() noexcept;
 
+/**
+ * @brief Where the event records of a consumer hosted in the kAL go (event management's callback path): the
+ *        record's code (::KRDMA_EVENT_ASYNC, ::KRDMA_EVENT_COMPLETION, ::KRDMA_EVENT_CM) and its bytes. Called on
+ *        the serving thread (connection events) or a kVP's thread (asynchronous and completion events).
+ */
+using HostedSink = std::function<void(uint32_t code, std::span<const uint8_t> record)>;
+
 /** @brief The verbs over the device. */
 class VerbCommands {
 public:
+    /** @brief Client identifiers of consumers hosted in the kAL start here (the device's own count up from 1). */
+    static constexpr uint32_t kHostedClientBase = 0x80000000u;
     /**
      * @brief Serves SYSCALL on @p server with RNICs from @p adapters; each connection is limited by @p quotas and
      *        may pin @p pin_limit bytes of the host-wide @p budget.
@@ -93,6 +102,19 @@ public:
      */
     void count_endpoints_with(std::function<uint32_t(uint32_t client_id)> fn) { endpoint_count_ = std::move(fn); }
 
+    /**
+     * @brief A consumer hosted in the kAL: a new client identifier whose event records go to @p sink instead of
+     *        a device connection. Its requests run through execute() and the other blocks' handlers with a
+     *        Connection made from that identifier (see kal::HostedConsumer).
+     */
+    [[nodiscard]] uint32_t host(HostedSink sink);
+    /** @brief Ends hosted client @p client_id: its events stop, and everything it made is destroyed. */
+    void unhost(uint32_t client_id);
+    /** @brief Whether @p client_id is a consumer hosted in the kAL. */
+    [[nodiscard]] static bool hosted(uint32_t client_id) noexcept { return client_id >= kHostedClientBase; }
+    /** @brief The SYSCALL command for @p c without a message (serving thread): the same checks, the same records. */
+    [[nodiscard]] int execute(Connection &c, krdma_syscall &s);
+
 private:
     int handle(Connection &c, const Request &req, Reply &rep);
 
@@ -104,6 +126,9 @@ private:
     std::function<uint32_t(uint32_t)> endpoint_count_;
     mutable std::mutex mutex_;
     std::map<uint32_t, std::unique_ptr<Context>> contexts_;
+    std::mutex hosted_mutex_;  // the hosted consumers' sinks, looked up by event threads
+    std::map<uint32_t, std::shared_ptr<HostedSink>> hosted_;
+    uint32_t next_hosted_ = kHostedClientBase;
     std::atomic<uint64_t> delivered_{0};
     std::atomic<uint64_t> dropped_{0};
 };

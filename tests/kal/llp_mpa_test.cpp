@@ -675,7 +675,7 @@ TEST(LlpMpaResponder, SilentPeerTimesOut) {
     EXPECT_FALSE(r.res.term().has_value());
     EXPECT_EQ(r.res.teardown(), MpaTeardown::close);
     EXPECT_GE(MpaClock::now() - t0, 200ms);
-    EXPECT_LT(MpaClock::now() - t0, 2s);
+    EXPECT_LT(MpaClock::now() - t0, 10s);  // generous: a loaded CI machine stalls threads
 }
 
 TEST(LlpMpaResponder, ByteByByteRequestAndTrailingStreamBytesStayUnread) {

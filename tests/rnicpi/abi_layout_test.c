@@ -20,7 +20,7 @@
     _Static_assert(offsetof(type, field) == (off), "ABI: offset of " #type "." #field " changed")
 
 _Static_assert(sizeof(void *) == 8 && sizeof(long) == 8, "the RNIC-PI layout below is for LP64 targets");
-_Static_assert(RI_ABI_VERSION == 0x00010001u, "ABI version changed: update the layout below in the same commit");
+_Static_assert(RI_ABI_VERSION == 0x00010002u, "ABI version changed: update the layout below in the same commit");
 
 RDMA_SIZE(ri_rnic_attr_t, 192, 8);
 RDMA_OFF(ri_rnic_attr_t, name, 0);
@@ -196,7 +196,7 @@ RDMA_OFF(ri_async_event_t, resource_id, 8);
 RDMA_OFF(ri_async_event_t, context, 16);
 RDMA_OFF(ri_async_event_t, detail, 24);
 RDMA_OFF(ri_async_event_t, reserved, 28);
-RDMA_SIZE(ri_verbs_ops_t, 296, 8);
+RDMA_SIZE(ri_verbs_ops_t, 304, 8);
 RDMA_OFF(ri_verbs_ops_t, size, 0);
 RDMA_OFF(ri_verbs_ops_t, abi_version, 4);
 RDMA_OFF(ri_verbs_ops_t, open_rnic, 8);
@@ -235,6 +235,11 @@ RDMA_OFF(ri_verbs_ops_t, alloc_mw, 264);
 RDMA_OFF(ri_verbs_ops_t, bind_mw, 272);
 RDMA_OFF(ri_verbs_ops_t, dealloc_mw, 280);
 RDMA_OFF(ri_verbs_ops_t, syscall, 288); /* ABI 1.1 */
+RDMA_OFF(ri_verbs_ops_t, query_qp_stats, 296); /* ABI 1.2 */
+RDMA_SIZE(ri_qp_stats_t, 64, 8);               /* ABI 1.2 */
+RDMA_OFF(ri_qp_stats_t, tx_bytes, 0);
+RDMA_OFF(ri_qp_stats_t, crc_errors, 32);
+RDMA_OFF(ri_qp_stats_t, terminates_received, 48);
 RDMA_SIZE(ri_kvp_syscall_t, 64, 8);      /* ABI 1.1 */
 RDMA_OFF(ri_kvp_syscall_t, call, 8);
 RDMA_OFF(ri_kvp_syscall_t, object, 16);

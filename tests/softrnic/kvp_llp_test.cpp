@@ -1,6 +1,8 @@
 // The kVP's half of the RDMA-mode transition, called the way the kAL calls it when MPA negotiation completes:
 // modify_qp(STATE | LLP) with RTS and the negotiated parameters (fd -1: the stream lives in the consumer's
 // process), then the QP state machine on the stream.
+#include <fcntl.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -101,8 +103,9 @@ TEST_F(KvpTransition, RtsOnlyWithTheStreamAndItsParametersAreKept) {
     bad.ird = 17;  // over the instance's max_ird
     EXPECT_EQ(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, bad), RI_ERANGE);
     bad = negotiated();
-    bad.fd = 3;  // a kernel consumer's stream: no kVP data path yet
-    EXPECT_EQ(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, bad), RI_EOPNOTSUPP);
+    bad.fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // a consumer hosted in the kAL gives a stream socket
+    EXPECT_EQ(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, bad), RI_EBADF);
+    ::close(bad.fd);
     EXPECT_EQ(query().state, RI_QPS_IDLE);
 
     ASSERT_EQ(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, negotiated()), RI_OK);

@@ -36,6 +36,14 @@ bool ask(ual::DeviceClient &c, uint32_t cmd, T &io) {
     return true;
 }
 
+// The data path's counters of one QP (the kVP's query_qp_stats), by the names both views use.
+nlohmann::json rdma_json(const ri_qp_stats_t &s) {
+    return {{"bytes_sent", s.tx_bytes},       {"bytes_received", s.rx_bytes},
+            {"fpdus_sent", s.tx_fpdus},       {"fpdus_received", s.rx_fpdus},
+            {"crc_errors", s.crc_errors},     {"terminates_sent", s.terminates_sent},
+            {"terminates_received", s.terminates_received}};
+}
+
 }  // namespace
 
 void add_stats_command(CLI::App &app, const GlobalOptions &global, int &exit_code) {
@@ -91,13 +99,20 @@ void add_stats_command(CLI::App &app, const GlobalOptions &global, int &exit_cod
                              {"segments_in", i.segs_in},
                              {"retransmissions", i.retransmits},
                              {"rtt_us", i.rtt_us},
-                             {"cwnd", i.snd_cwnd}};
+                             {"cwnd", i.snd_cwnd},
+                             {"rdma", rdma_json(i.rdma)}};
             nlohmann::json &r = per_rnic[i.rnic];
             if (r.is_null()) r = {{"endpoints", 0}, {"bytes_sent", 0}, {"bytes_received", 0}, {"retransmissions", 0}};
             r["endpoints"] = r["endpoints"].get<uint64_t>() + 1;
             r["bytes_sent"] = r["bytes_sent"].get<uint64_t>() + i.bytes_sent;
             r["bytes_received"] = r["bytes_received"].get<uint64_t>() + i.bytes_received;
             r["retransmissions"] = r["retransmissions"].get<uint64_t>() + i.retransmits;
+            const nlohmann::json counters = e["rdma"];
+            nlohmann::json &sum = r["rdma"];
+            if (sum.is_null()) sum = nlohmann::json::object();
+            for (const auto &[k, v] : counters.items()) {
+                sum[k] = (sum.contains(k) ? sum[k].get<uint64_t>() : 0) + v.get<uint64_t>();
+            }
             eps.push_back(std::move(e));
         }
         nlohmann::json host = nlohmann::json::object();
@@ -123,11 +138,29 @@ void add_stats_command(CLI::App &app, const GlobalOptions &global, int &exit_cod
                         e["bytes_received"].get<unsigned long long>(), e["retransmissions"].get<unsigned long long>(),
                         e["rtt_us"].get<unsigned>());
         }
+        std::printf("\nRDMA data path (per QP)\n  %-6s %-7s %12s %12s %10s %10s %6s %8s %8s\n", "CLIENT", "QPN",
+                    "BYTES OUT", "BYTES IN", "FPDUS OUT", "FPDUS IN", "CRC", "TERM OUT", "TERM IN");
+        for (const auto &e : eps) {
+            const auto &d = e["rdma"];
+            std::printf("  %-6u %-7u %12llu %12llu %10llu %10llu %6llu %8llu %8llu\n", e["client"].get<unsigned>(),
+                        e["qp_num"].get<unsigned>(), d["bytes_sent"].get<unsigned long long>(),
+                        d["bytes_received"].get<unsigned long long>(), d["fpdus_sent"].get<unsigned long long>(),
+                        d["fpdus_received"].get<unsigned long long>(), d["crc_errors"].get<unsigned long long>(),
+                        d["terminates_sent"].get<unsigned long long>(),
+                        d["terminates_received"].get<unsigned long long>());
+        }
         std::printf("\nPer RNIC\n");
         for (const auto &[name, j] : rnics.items()) {
             std::printf("  %-10s endpoints %llu, bytes out %llu, bytes in %llu, retransmissions %llu\n", name.c_str(),
                         j["endpoints"].get<unsigned long long>(), j["bytes_sent"].get<unsigned long long>(),
                         j["bytes_received"].get<unsigned long long>(), j["retransmissions"].get<unsigned long long>());
+            const auto &d = j["rdma"];
+            std::printf("  %-10s RDMA: FPDUs out %llu, in %llu, payload out %llu, in %llu, CRC errors %llu, "
+                        "Terminates out %llu, in %llu\n",
+                        "", d["fpdus_sent"].get<unsigned long long>(), d["fpdus_received"].get<unsigned long long>(),
+                        d["bytes_sent"].get<unsigned long long>(), d["bytes_received"].get<unsigned long long>(),
+                        d["crc_errors"].get<unsigned long long>(), d["terminates_sent"].get<unsigned long long>(),
+                        d["terminates_received"].get<unsigned long long>());
         }
         std::printf("\nHost TCP (RFC 4022 tcp group, TcpExt)\n");
         for (const auto &[k, v] : host.items()) std::printf("  %-20s %lld\n", k.c_str(), v.get<long long>());

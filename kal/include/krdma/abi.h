@@ -345,6 +345,7 @@ struct krdma_endpoint_info {
     uint64_t retransmits;    /**< TCP segments retransmitted (tcpi_total_retrans). */
     uint32_t rtt_us;         /**< Smoothed round-trip time. */
     uint32_t snd_cwnd;       /**< Congestion window in segments. */
+    ri_qp_stats_t rdma;      /**< The QP's data-path counters (FPDUs, payload bytes, CRC errors, Terminates). */
 };
 
 /** @brief LIST_ENDPOINTS: one entry of the endpoint list (ask index 0, 1, ... until the reply's count). */

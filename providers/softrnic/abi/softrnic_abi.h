@@ -29,7 +29,7 @@ extern "C" {
 /** @brief Major version: a different major is refused. */
 #define SOFTRNIC_ABI_MAJOR 1u
 /** @brief Minor version: grows when fields are appended. */
-#define SOFTRNIC_ABI_MINOR 0u
+#define SOFTRNIC_ABI_MINOR 1u
 /** @brief Version word of this header. */
 #define SOFTRNIC_ABI_VERSION ((SOFTRNIC_ABI_MAJOR << 16) | SOFTRNIC_ABI_MINOR)
 
@@ -50,12 +50,34 @@ struct softrnic_open_req {
     struct softrnic_priv_hdr hdr; /**< Version. */
 };
 
-/** @brief Open RNIC reply (kVP -> uVP). */
+/** @brief Open RNIC reply (kVP -> uVP). With it comes one descriptor: the open's counters region (a memfd). */
 struct softrnic_open_resp {
     struct softrnic_priv_hdr hdr; /**< The kVP's version. */
     uint32_t max_ceh;             /**< Completion event handlers the uVP may keep. */
     uint32_t reserved;            /**< Zero. */
+    uint32_t counter_slots;       /**< Slots in the counters region (0: no region, no descriptor). (1.1) */
+    uint32_t counter_slot_size;   /**< Bytes per slot: sizeof(struct softrnic_qp_counters). (1.1) */
 };
+
+/**
+ * @brief One QP's counters in the open's counters region, a shared mapping of the descriptor the Open RNIC reply
+ *        carries (like a hardware RNIC's counter page): the data path that runs the QP's stream is the only
+ *        writer (plain relaxed 64-bit stores, no lock, no system call); the kVP reads it for ri_verbs_ops_t::query_qp_stats.
+ *        Slot n lives at offset n * counter_slot_size; a slot is zeroed by the kVP before it is handed out.
+ */
+struct softrnic_qp_counters {
+    uint64_t tx_bytes;            /**< Payload bytes sent. */
+    uint64_t tx_fpdus;            /**< FPDUs sent. */
+    uint64_t rx_bytes;            /**< Payload bytes placed. */
+    uint64_t rx_fpdus;            /**< FPDUs received. */
+    uint64_t crc_errors;          /**< Inbound FPDUs with a bad MPA CRC. */
+    uint64_t terminates_sent;     /**< Terminates sent. */
+    uint64_t terminates_received; /**< Terminates received. */
+    uint64_t reserved;            /**< Zero. */
+};
+
+/** @brief softrnic_create_qp_resp::counter_slot of a QP without a counter slot. */
+#define SOFTRNIC_NO_COUNTER_SLOT 0xffffffffu
 
 /** @brief Create CQ request: the completion ring (::softrnic_cq_slot_size() per entry). */
 struct softrnic_create_cq_req {
@@ -81,7 +103,7 @@ struct softrnic_create_qp_req {
 struct softrnic_create_qp_resp {
     struct softrnic_priv_hdr hdr; /**< Version. */
     uint32_t qp_num;              /**< QP number, unique per RNIC instance. */
-    uint32_t reserved;            /**< Zero. */
+    uint32_t counter_slot;        /**< The QP's slot in the counters region, or ::SOFTRNIC_NO_COUNTER_SLOT. (1.1) */
 };
 
 /** @brief Create SRQ request: the receive ring. */

@@ -802,8 +802,10 @@ void QueuePair::pump(size_t budget) {
 void QueuePair::settle() {
     if (!stream_) return;
     Stream &s = *stream_;
+    counters_.publish(carried_, s.engine.stats());
     if (s.peer_terminate) {
         const iwarp::TermCode c = s.term.code;
+        counters_.terminate_received();
         add_event(RI_AE_QP_TERMINATE_RECEIVED, term_word(c));
         if (is_access_error(c)) add_event(RI_AE_QP_REMOTE_ACCESS_ERROR, term_word(c));
         return enter_error(oldest_inflight(), status_of_peer_terminate(c), term_word(c), RI_WC_WR_FLUSH_ERR, true);
@@ -815,6 +817,8 @@ void QueuePair::settle() {
             set_state(RI_QPS_TERMINATE);  // the Terminate waits for room in the socket
             return;
         }
+        if (c == iwarp::term::kLlpCrcError && !s.consumer_terminate) counters_.crc_error();
+        if (sent) counters_.terminate_sent();
         if (sent && !s.consumer_terminate) {
             add_event(RI_AE_QP_TERMINATE_SENT, term_word(c));
             add_event(is_access_error(c) ? RI_AE_QP_LOCAL_ACCESS_ERROR : RI_AE_QP_PROTOCOL_ERROR, term_word(c));
@@ -940,6 +944,10 @@ void QueuePair::enter_error(int failing, uint32_t status, uint32_t vendor_err, u
         // Abortive: the engine stops and the socket closes (the kAL's own copy of it sends the reset).
         o.unwatch = registered_;
         o.close_fd = stream_->fd;
+        const iwarp::EngineStats &last = stream_->engine.stats();  // the counters outlive the stream
+        carried_ = iwarp::EngineStats{carried_.tx_fpdus + last.tx_fpdus, carried_.tx_bytes + last.tx_bytes,
+                                      carried_.rx_fpdus + last.rx_fpdus, carried_.rx_bytes + last.rx_bytes};
+        counters_.publish(carried_, iwarp::EngineStats{});
         stream_->unpark();
         stream_.reset();
     }

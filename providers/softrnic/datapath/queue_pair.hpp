@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "completion_queue.hpp"
+#include "counters.hpp"
 #include "iwarp/engine.hpp"
 #include "receive_queue.hpp"
 #include "ring.hpp"
@@ -85,6 +86,12 @@ public:
     /** @brief Whether the QP is on a stream now (RTS, CLOSING or TERMINATE with a socket). */
     [[nodiscard]] bool attached() const;
 
+    /** @brief Counts this QP's traffic and errors into @p slot from now on (set before attach()). */
+    void set_counters(CounterSlot slot) noexcept {
+        std::lock_guard g(mutex_);
+        counters_ = slot;
+    }
+
     /** @brief Progress thread: serve the socket (events from epoll). */
     void service();
     /** @brief Inline progress: serve the socket if nobody else is (try-lock); false if it was busy. */
@@ -136,6 +143,8 @@ private:
     std::unique_ptr<Stream> stream_;  // from the RDMA-mode transition to ERROR
     bool registered_ = false;         // ever handed to the progress thread
     Outcome *out_ = nullptr;          // under mutex_: what to do once it is dropped (the caller's)
+    CounterSlot counters_;            // under mutex_: published at every settle()
+    iwarp::EngineStats carried_{};    // traffic of earlier streams (a QP reset and reconnected)
 };
 
 }  // namespace softrnic::datapath

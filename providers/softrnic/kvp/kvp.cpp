@@ -1,13 +1,26 @@
 // The softrnic kVP: the privileged half of the software RNIC, loaded by the kAL. It owns the per-instance namespaces
 // (QP numbers, STags), checks every resource request against the instance's limits and the verbs' rules, keeps the
-// QP state machine, and pins the queue memory the uVP names in its private data (OpenRDMA Figure 4). The data path
-// runs in the uVP (issue 5); kernel consumers' data path is not implemented yet.
+// QP state machine, and pins the queue memory the uVP names in its private data (OpenRDMA Figure 4). A consumer's
+// data path runs in its uVP; the data path of consumers hosted in the kAL itself (objects made with the plain verbs,
+// with no uVP) runs here, on the same softrnic_datapath with this module's own progress thread. Every open has a
+// counters region shared with whichever side runs its QPs' data path, read here for query_qp_stats.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
 
+#include "completion_queue.hpp"
+#include "counter_region.hpp"
 #include "event_handlers.hpp"
 #include "instance.hpp"
+#include "progress.hpp"
+#include "queue_pair.hpp"
+#include "receive_queue.hpp"
+#include "ring.hpp"
+#include "stag_table.hpp"
 #include "rnicpi/cpp/provider.hpp"
 #include "softrnic_abi.h"
 
@@ -122,10 +135,15 @@ struct Kvp {
     static constexpr const char *version = SOFTRNIC_VERSION;
     static constexpr const char *uvp_library = "softrnic_uvp.so";
 
+    // The progress thread of the kAL-hosted consumers' data path goes with the module.
+    static void fini() { datapath::Progress::shutdown(); }
+
     struct Rnic;
     struct Pd;
     struct Cq;
     struct Srq;
+    struct Mr;
+    struct Mw;
 
     // An object counted against its instance's limit for as long as it lives.
     struct Charged {
@@ -141,6 +159,17 @@ struct Kvp {
         Instance *instance = nullptr;
         void *host_ctx = nullptr;
         softrnic::EventHandlers handlers;
+        // The open's counters region (null if it could not be made: the QPs then count nothing).
+        std::unique_ptr<CounterRegion> counters;
+        // Objects made with the plain verbs run their data path here (a consumer hosted in the kAL); an open made
+        // for a uVP (the whole-request Open RNIC) leaves its data path to the uVP.
+        bool local_datapath = true;
+        datapath::StagTable stags;             // local data path: every live region by STag
+        std::atomic<uint32_t> next_pd{1};      // local data path: protection domain identifiers
+        void raise(const ri_async_event_t &e) {
+            softrnic::EventHandlers::Aeh h = handlers.aeh();
+            if (h.fn != nullptr) h.fn(h.ctx, to_handle<ri_rnic_t>(this), &e);
+        }
 
         ri_status_t close() {
             delete this;
@@ -161,7 +190,8 @@ struct Kvp {
     struct Pd {
         Rnic *rnic = nullptr;
         Charged charge;
-        explicit Pd(Rnic *r) : rnic(r), charge(r->instance, Kind::pd) {}
+        uint32_t dp_id = 0;  // the local data path's protection domain identifier
+        explicit Pd(Rnic *r) : rnic(r), charge(r->instance, Kind::pd), dp_id(r->next_pd.fetch_add(1)) {}
         Instance &instance() const { return *rnic->instance; }
 
         ri_status_t dealloc() {
@@ -187,6 +217,9 @@ struct Kvp {
         uint32_t id = 0;
         ri_cq_attr_t attr{};
         std::shared_ptr<Pin> ring;
+        // Local data path: the completion ring in this process and the CQ on it.
+        datapath::Mapping memory;
+        std::unique_ptr<datapath::CompletionQueue> dp;
         explicit Cq(Rnic *r) : rnic(r), charge(r->instance, Kind::cq) {}
         ri_status_t destroy() {
             delete this;
@@ -198,13 +231,21 @@ struct Kvp {
         }
         // The completion ring is fixed at create (the uVP maps it once); resizing is not offered (no RESIZE_CQ cap).
         ri_status_t resize(uint32_t, uint32_t *) { return RI_EOPNOTSUPP; }
-        // Completions of kernel consumers' QPs would be polled here; the kVP runs no data path yet.
-        ri_status_t poll(uint32_t, ri_wc_t *, uint32_t *polled) {
+        // A uVP's CQ is polled in its process: here it is always empty.
+        ri_status_t poll(uint32_t max, ri_wc_t *wc, uint32_t *polled) {
+            if (dp) return dp->poll(max, wc, polled);
             *polled = 0;
             return RI_OK;
         }
         ri_status_t request_notify(uint32_t type) {
+            if (dp) return dp->request_notify(type);
             return type == RI_CQ_NOTIFY_NEXT || type == RI_CQ_NOTIFY_SOLICITED ? RI_OK : RI_EINVAL;
+        }
+        // The local data path's notification: the CEH the kAL set for this CQ (its event management).
+        static void notify(void *self) {
+            auto *cq = static_cast<Cq *>(self);
+            softrnic::EventHandlers::Ceh h = cq->rnic->handlers.ceh(cq->attr.ceh_id);
+            if (h.fn != nullptr) h.fn(h.ctx, to_handle<ri_rnic_t>(cq->rnic), to_handle<ri_cq_t>(cq));
         }
     };
 
@@ -233,26 +274,35 @@ struct Kvp {
             if ((mask & RI_SRQ_ATTR_LIMIT) != 0) {
                 if (in->limit > attr.max_wr) return RI_ERANGE;
                 attr.limit = in->limit;
+                if (rq) rq->set_limit(in->limit);  // armed for the local data path's limit event
             }
             return RI_OK;
         }
-        // Receives are posted by the uVP on its ring; kernel consumers' SRQs have no data path yet.
-        ri_status_t post_recv(const ri_recv_wr_t *, uint32_t, uint32_t *posted) {
-            *posted = 0;
-            return RI_EOPNOTSUPP;
-        }
+        // Local data path: the receive ring in this process.
+        datapath::Mapping memory;
+        std::unique_ptr<datapath::ReceiveQueue> rq;
+        // A uVP's SRQ is posted to in its process.
+        ri_status_t post_recv(const ri_recv_wr_t *wr, uint32_t count, uint32_t *posted);
     };
 
-    struct Qp {
+    struct Qp final : datapath::QpOwner {
         Pd *pd = nullptr;
         Charged charge;
         uint32_t qp_num = 0;
+        uint32_t counter_slot = SOFTRNIC_NO_COUNTER_SLOT;
         std::mutex mutex;
         ri_qp_attr_t attr{};
         std::shared_ptr<Pin> sq_ring;
         std::shared_ptr<Pin> rq_ring;
+        // Local data path (a QP of a consumer hosted in the kAL): its rings here, its queue pair.
+        datapath::Mapping sq_memory;
+        datapath::Mapping rq_memory;
+        datapath::ReceiveQueue rq;
+        std::unique_ptr<datapath::QueuePair> dp;
         explicit Qp(Pd *p) : pd(p), charge(&p->instance(), Kind::qp) {}
-        ~Qp() {
+        ~Qp() override {
+            dp.reset();  // stops the stream before anything it uses goes
+            if (counter_slot != SOFTRNIC_NO_COUNTER_SLOT) pd->rnic->counters->release(counter_slot);
             if (qp_num != 0) pd->instance().free_qp_num(qp_num);
         }
         ri_status_t destroy() {
@@ -264,16 +314,33 @@ struct Kvp {
             *out = attr;
             return RI_OK;
         }
+        ri_status_t query_stats(ri_qp_stats_t *out) {
+            if (out == nullptr) return RI_EINVAL;
+            *out = counter_slot != SOFTRNIC_NO_COUNTER_SLOT ? pd->rnic->counters->read(counter_slot) : ri_qp_stats_t{};
+            return RI_OK;
+        }
         ri_status_t modify(const ri_qp_attr_t *in, uint32_t mask);
-        // The kVP runs no data path for kernel consumers yet.
-        ri_status_t post_send(const ri_send_wr_t *, uint32_t, uint32_t *posted) {
+        ri_status_t check_modify(const ri_qp_attr_t *in, uint32_t mask);
+        // A uVP's QP is posted to in its process.
+        ri_status_t post_send(const ri_send_wr_t *wr, uint32_t count, uint32_t *posted) {
+            if (dp) return dp->post_send(wr, count, posted);
             *posted = 0;
             return RI_EOPNOTSUPP;
         }
-        ri_status_t post_recv(const ri_recv_wr_t *, uint32_t, uint32_t *posted) {
+        ri_status_t post_recv(const ri_recv_wr_t *wr, uint32_t count, uint32_t *posted) {
+            if (dp) return dp->post_recv(wr, count, posted);
             *posted = 0;
             return RI_EOPNOTSUPP;
         }
+
+        // datapath::QpOwner (local data path)
+        void async_event(const ri_async_event_t &event) noexcept override { pd->rnic->raise(event); }
+        void entered_error() noexcept override {
+            // The stream failed here: the QP's state follows (the data path already flushed it).
+            std::lock_guard lock(mutex);
+            attr.state = RI_QPS_ERROR;
+        }
+        ri_status_t check_memory_op(const ri_send_wr_t &wr) noexcept override;
     };
 
     struct Mr {
@@ -293,7 +360,19 @@ struct Kvp {
             if (stag != 0) pd->instance().free_stag(stag);
         }
         ri_mr_keys_t keys() const { return ri_mr_keys_t{stag, stag}; }
+        // Local data path: makes the region resolvable by this open's queue pairs (under the STag in effect).
+        void publish() {
+            if (!pd->rnic->local_datapath || pages == nullptr) return;
+            datapath::StagEntry e;
+            e.addr = addr;
+            e.length = length;
+            e.to_base = iova;
+            e.access = access | RI_ACCESS_LOCAL_READ;
+            e.pd = pd->dp_id;
+            pd->rnic->stags.add(stag, e);
+        }
         ri_status_t deregister() {
+            if (pd->rnic->local_datapath) pd->rnic->stags.remove(stag);
             delete this;
             return RI_OK;
         }
@@ -329,11 +408,17 @@ struct Kvp {
     };
 
     static ri_status_t open_rnic(const ri_rnic_open_params_t *params, ri_rnic_t *rnic) {
+        return make_rnic(params, nullptr, rnic);
+    }
+    // An open; with @p counters_fd the counters region's descriptor goes to the caller (for the uVP).
+    static ri_status_t make_rnic(const ri_rnic_open_params_t *params, int *counters_fd, ri_rnic_t *rnic) {
         if (params == nullptr || params->instance == nullptr) return RI_EINVAL;
-        auto *r = new Rnic;
+        auto r = std::make_unique<Rnic>();
         r->instance = from_handle<Instance>(params->instance);
         r->host_ctx = params->host_ctx;
-        *rnic = to_handle<ri_rnic_t>(r);
+        r->counters = CounterRegion::create(r->instance->limits().max_qp, counters_fd);
+        if (r->counters == nullptr) say(RI_LOG_WARN, "no counters region for an open: its QPs count nothing");
+        *rnic = to_handle<ri_rnic_t>(r.release());
         return RI_OK;
     }
 
@@ -374,6 +459,12 @@ ri_status_t Kvp::Rnic::make_cq(ri_cq_attr_t *attr, const softrnic_ring *ring, ri
     }
     cq->id = instance->next_object_id();
     cq->attr = *attr;
+    if (ring == nullptr && local_datapath) {
+        // A consumer hosted in the kAL: the completion ring lives here.
+        cq->memory = datapath::Mapping(static_cast<size_t>(attr->cqe) * softrnic_cq_slot_size());
+        if (!cq->memory.ok()) return RI_ENOMEM;
+        cq->dp = std::make_unique<datapath::CompletionQueue>(cq->memory.data(), attr->cqe, &Cq::notify, cq.get());
+    }
     *out = to_handle<ri_cq_t>(cq.release());
     return RI_OK;
 }
@@ -403,6 +494,9 @@ ri_status_t Kvp::Pd::make_qp(Cq *scq, Cq *rcq, Srq *srq, ri_qp_init_attr_t *a, c
     auto num = instance().alloc_qp_num();
     if (!num) return RI_ENOSPC;
     qp->qp_num = *num;
+    if (rnic->counters != nullptr) {
+        if (auto slot = rnic->counters->allocate()) qp->counter_slot = *slot;
+    }
     if (req != nullptr) {
         say(RI_LOG_DEBUG, "create_qp: pinning the QP's rings with ri_vm_pin_range");
         if (ri_status_t rc = Pin::make(rnic->host_ctx, req->sq.addr, req->sq.length, true, &qp->sq_ring); rc != RI_OK) {
@@ -421,15 +515,64 @@ ri_status_t Kvp::Pd::make_qp(Cq *scq, Cq *rcq, Srq *srq, ri_qp_init_attr_t *a, c
     qp->attr.ord = a->ord;
     qp->attr.init = *a;
     qp->attr.llp.fd = -1;
+    if (req == nullptr && rnic->local_datapath) {
+        // A consumer hosted in the kAL: the rings and the queue pair live here.
+        const size_t sq_slot = softrnic_sq_slot_size(a->sq_sge, a->max_inline);
+        qp->sq_memory = datapath::Mapping(a->sq_depth * sq_slot);
+        if (!qp->sq_memory.ok()) return RI_ENOMEM;
+        if (!use_srq) {
+            qp->rq_memory = datapath::Mapping(a->rq_depth * softrnic_rq_slot_size(a->rq_sge));
+            if (!qp->rq_memory.ok()) return RI_ENOMEM;
+            qp->rq.init(qp->rq_memory.data(), a->rq_depth, a->rq_sge);
+        }
+        if (srq != nullptr && !srq->rq) return RI_EINVAL;  // an SRQ of a uVP cannot serve a local QP
+        datapath::QpSetup setup;
+        setup.qp_num = qp->qp_num;
+        setup.pd = dp_id;
+        setup.init = *a;
+        if (scq->dp == nullptr || rcq->dp == nullptr) return RI_EINVAL;
+        qp->dp = std::make_unique<datapath::QueuePair>(setup, qp->sq_memory.data(), use_srq ? *srq->rq : qp->rq,
+                                                       use_srq, *scq->dp, *rcq->dp, rnic->stags, *qp);
+        if (qp->counter_slot != SOFTRNIC_NO_COUNTER_SLOT) {
+            qp->dp->set_counters(datapath::CounterSlot(rnic->counters->slot(qp->counter_slot)));
+        }
+    }
     if (qp_num != nullptr) *qp_num = qp->qp_num;
     *out = to_handle<ri_qp_t>(qp.release());
+    return RI_OK;
+}
+
+// A QP of the local data path follows what the state machine accepted, with no lock of ours held (its error path
+// calls entered_error()): the RDMA-mode transition with a descriptor hands a duplicate of the stream to the queue
+// pair (the kAL keeps its own reference, as it does for a uVP's stream); other changes act on the stream.
+ri_status_t Kvp::Qp::modify(const ri_qp_attr_t *in, uint32_t mask) {
+    if (in == nullptr) return RI_EINVAL;
+    if (ri_status_t rc = check_modify(in, mask); rc != RI_OK || !dp || (mask & RI_QP_ATTR_STATE) == 0) return rc;
+    if ((mask & RI_QP_ATTR_LLP) != 0) {
+        if (in->llp.fd < 0) return RI_OK;  // no stream to run (the state machine alone, as the control tests do)
+        const int fd = ::fcntl(in->llp.fd, F_DUPFD_CLOEXEC, 0);
+        ri_status_t rc = fd >= 0 ? dp->attach(fd, in->llp) : RI_EBADF;  // attach closes it on failure
+        if (rc != RI_OK) {
+            std::lock_guard lock(mutex);
+            attr.state = RI_QPS_IDLE;  // the transition did not happen
+            attr.llp = ri_llp_params_t{};
+            attr.llp.fd = -1;
+        }
+        return rc;
+    }
+    iwarp::TermCode term = iwarp::term::kRdmapLocalCatastrophic;
+    if ((mask & RI_QP_ATTR_TERM) != 0) {
+        term = iwarp::TermCode{static_cast<uint8_t>(in->term_layer_etype >> 4),
+                               static_cast<uint8_t>(in->term_layer_etype & 0xf), static_cast<uint8_t>(in->term_ecode)};
+    }
+    dp->change_state(in->state, term);
     return RI_OK;
 }
 
 // The RDMAC verbs' QP state machine: IDLE -> RTS only with the LLP stream (the kAL's RDMA-mode transition), then
 // RTS -> CLOSING | TERMINATE | ERROR, CLOSING | TERMINATE -> ERROR, ERROR -> IDLE; any state -> ERROR. Attributes
 // (IRD, ORD, remote access) change in IDLE only; the transition applies the negotiated IRD and ORD.
-ri_status_t Kvp::Qp::modify(const ri_qp_attr_t *in, uint32_t mask) {
+ri_status_t Kvp::Qp::check_modify(const ri_qp_attr_t *in, uint32_t mask) {
     constexpr uint32_t kSupported = RI_QP_ATTR_STATE | RI_QP_ATTR_IRD | RI_QP_ATTR_ORD | RI_QP_ATTR_ACCESS;
     constexpr uint32_t kKnown = kSupported | RI_QP_ATTR_LLP | RI_QP_ATTR_TERM | RI_QP_ATTR_SQ_DEPTH |
                                 RI_QP_ATTR_RQ_DEPTH;
@@ -470,9 +613,9 @@ ri_status_t Kvp::Qp::modify(const ri_qp_attr_t *in, uint32_t mask) {
         const Limits &lim = pd->instance().limits();
         if ((l.mpa_revision != 1 && l.mpa_revision != 2) || l.rtr_type > RI_RTR_READ) return RI_EINVAL;
         if (l.ird > lim.max_ird || l.ord > lim.max_ord) return RI_ERANGE;
-        // The stream of a kernel consumer would live here; the kVP runs no data path for them yet. A consumer's
-        // stream (fd -1) lives in its process, where the uVP takes the socket.
-        if (l.fd >= 0) return RI_EOPNOTSUPP;
+        // A uVP's stream (fd -1) lives in its process, where the uVP takes the socket; only a QP of the local data
+        // path (a consumer hosted in the kAL) takes a descriptor here.
+        if (l.fd >= 0 && !dp) return RI_EOPNOTSUPP;
     }
     const uint32_t attrs = mask & (RI_QP_ATTR_IRD | RI_QP_ATTR_ORD | RI_QP_ATTR_ACCESS);
     if (attrs != 0) {
@@ -522,8 +665,50 @@ ri_status_t Kvp::Pd::make_srq(ri_srq_attr_t *a, const softrnic_ring *ring, ri_sr
     srq->id = instance().next_object_id();
     a->reserved = 0;
     srq->attr = *a;
+    if (ring == nullptr && rnic->local_datapath) {
+        srq->memory = datapath::Mapping(a->max_wr * softrnic_rq_slot_size(a->max_sge));
+        if (!srq->memory.ok()) return RI_ENOMEM;
+        srq->rq = std::make_unique<datapath::ReceiveQueue>();
+        srq->rq->init(srq->memory.data(), a->max_wr, a->max_sge);
+        srq->rq->id = srq->id;
+        srq->rq->context = a->context;
+        srq->rq->set_limit(a->limit);
+    }
     *out = to_handle<ri_srq_t>(srq.release());
     return RI_OK;
+}
+
+ri_status_t Kvp::Srq::post_recv(const ri_recv_wr_t *wr, uint32_t count, uint32_t *posted) {
+    if (posted == nullptr) return RI_EINVAL;
+    *posted = 0;
+    if (!rq) return RI_EOPNOTSUPP;  // a uVP's SRQ is posted to in its process
+    if (wr == nullptr && count > 0) return RI_EINVAL;
+    ri_status_t rc = RI_OK;
+    uint32_t good = 0;
+    for (; good < count; ++good) {
+        rc = datapath::check_receive(wr[good], attr.max_sge, pd->rnic->stags, pd->dp_id);
+        if (rc != RI_OK) break;
+    }
+    std::lock_guard g(rq->lock());
+    for (uint32_t i = 0; i < good; ++i) {
+        if (!rq->push(wr[i])) return RI_EAGAIN;
+        ++*posted;
+    }
+    return rc;
+}
+
+ri_status_t Kvp::Qp::check_memory_op(const ri_send_wr_t &w) noexcept {
+    if (w.opcode == RI_WR_BIND_MW) {
+        auto *mw = from_handle<Mw>(w.u.bind.mw);
+        // Type 2 windows bind by work request; type 1 windows by the bind verb.
+        if (mw == nullptr || w.u.bind.mr == nullptr || mw->type != RI_MW_TYPE_2) return RI_EINVAL;
+        return RI_OK;
+    }
+    auto *mr = from_handle<Mr>(w.u.fast_reg.mr);
+    if (mr == nullptr || mr->max_pages == 0 || (w.u.fast_reg.num_pages > 0 && w.u.fast_reg.pages == nullptr)) {
+        return RI_EINVAL;
+    }
+    return w.u.fast_reg.num_pages > mr->max_pages ? RI_ERANGE : RI_OK;
 }
 
 // Checks a virtual-address registration: rights, length, and the tagged offset (0 for zero-based regions, the
@@ -556,6 +741,7 @@ ri_status_t Kvp::Pd::register_mr(const ri_mr_reg_t *reg, ri_mr_t *out, ri_mr_key
     mr->iova = reg->iova;
     mr->access = reg->access | RI_ACCESS_LOCAL_READ;
     *keys = mr->keys();
+    mr->publish();
     *out = to_handle<ri_mr_t>(mr.release());
     return RI_OK;
 }
@@ -613,6 +799,7 @@ ri_status_t Kvp::Mr::register_shared(ri_pd_t pd_handle, uint64_t new_iova, uint3
     mr->iova = new_iova;
     mr->access = new_access | RI_ACCESS_LOCAL_READ;
     *out_keys = mr->keys();
+    mr->publish();
     *out = to_handle<ri_mr_t>(mr.release());
     return RI_OK;
 }
@@ -646,7 +833,9 @@ ri_status_t Kvp::Mr::reregister(uint32_t mask, ri_pd_t, const ri_mr_reg_t *reg, 
     length = new_length;
     iova = new_iova;
     access = new_access | RI_ACCESS_LOCAL_READ;
+    if (pd->rnic->local_datapath) pd->rnic->stags.remove(stag);
     stag = pd->instance().rekey(stag);  // STags advertised for the old registration stop working
+    publish();
     *out_keys = keys();
     return RI_OK;
 }
@@ -664,8 +853,19 @@ ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
             resp.max_ceh = softrnic::EventHandlers::kMaxCeh;
             if (call.priv_out_cap < sizeof resp) return RI_EOVERFLOW;
             ri_rnic_t r = nullptr;
-            if (ri_status_t rc = open_rnic(&p, &r); rc != RI_OK) return rc;
+            int fd = -1;
+            // A caller with no room for a descriptor gets no counters region (its QPs count nothing).
+            if (ri_status_t rc = make_rnic(&p, call.nfds_out_cap >= 1 ? &fd : nullptr, &r); rc != RI_OK) return rc;
+            Rnic *open = from_handle<Rnic>(r);
+            open->local_datapath = false;  // the uVP runs this open's data path
             k->created = r;
+            if (fd >= 0) {
+                // The counters region goes to the uVP like a doorbell page: it maps it and writes its QPs' slots.
+                resp.counter_slots = open->counters->slots();
+                resp.counter_slot_size = sizeof(softrnic_qp_counters);
+                call.fds_out[0] = fd;
+                call.nfds_out = 1;
+            }
             return write_priv(call, resp);
         }
         case RI_CREATE_CQ: {
@@ -696,6 +896,7 @@ ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
                 return rc;
             }
             k->created = qp;
+            resp.counter_slot = from_handle<Qp>(qp)->counter_slot;
             (void)write_result(call, attr);
             return write_priv(call, resp);
         }

@@ -3,6 +3,7 @@
 // the uVP maps its own queue rings at create and names them to the kVP in the private data (softrnic_abi.h). The
 // data path (softrnic_datapath) runs here, in the consumer's process: post and poll work on those rings, and once the
 // kAL hands a QP's socket over, the iWARP engine runs on it with no system call but the socket's own I/O.
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -11,6 +12,7 @@
 #include <mutex>
 
 #include "completion_queue.hpp"
+#include "counters.hpp"
 #include "event_handlers.hpp"
 #include "progress.hpp"
 #include "queue_pair.hpp"
@@ -65,6 +67,13 @@ public:
         c_.priv_out_cap = sizeof *out;
         return *this;
     }
+    // Room for descriptors the kVP passes back; the caller owns what arrives.
+    Call &fds_out(int32_t *fds, uint32_t cap) {
+        c_.fds_out = fds;
+        c_.nfds_out_cap = cap;
+        return *this;
+    }
+    [[nodiscard]] uint32_t nfds_out() const noexcept { return c_.nfds_out; }
     Call &ref(size_t i, uint64_t h) {
         c_.refs[i] = h;
         return *this;
@@ -124,6 +133,21 @@ struct Uvp {
         std::atomic<uint32_t> next_pd{1};  // protection domain identifiers of the data path
         // Small QPs' rings, several to a page (shared: a QP the consumer leaks past close keeps its block valid).
         std::shared_ptr<datapath::RingArena> rings = std::make_shared<datapath::RingArena>();
+        // The open's counters region, shared with the kVP (softrnic_qp_counters slots); unmapped at close.
+        uint8_t *counters = nullptr;
+        size_t counters_len = 0;
+        uint32_t counter_slots = 0;
+        uint32_t counter_slot_size = 0;
+
+        ~Rnic() {
+            if (counters != nullptr) ::munmap(counters, counters_len);
+        }
+        // The slot the kVP gave a QP, if it is inside the region.
+        datapath::CounterSlot counter_slot(uint32_t slot) const noexcept {
+            if (counters == nullptr || slot >= counter_slots) return {};
+            return datapath::CounterSlot(
+                reinterpret_cast<softrnic_qp_counters *>(counters + static_cast<size_t>(slot) * counter_slot_size));
+        }
 
         ri_status_t close() {
             if (ri_status_t rc = Call(RI_CLOSE_RNIC, handle).run(host_ctx); !released(rc)) return rc;
@@ -305,11 +329,25 @@ ri_status_t Uvp::open_rnic(const ri_rnic_open_params_t *params, ri_rnic_t *out) 
     p.instance = nullptr;
     auto req = hdr_init<softrnic_open_req>();
     softrnic_open_resp resp{};
+    int32_t fds[RI_SYSCALL_MAX_FDS];
     Call c(RI_OPEN_RNIC, 0);
-    c.param(p).priv(req, &resp);
+    c.param(p).priv(req, &resp).fds_out(fds, RI_SYSCALL_MAX_FDS);
     if (ri_status_t rc = c.run(r->host_ctx); rc != RI_OK) return rc;
     r->handle = c.handle();
     ri_status_t rc = priv_ok(c, resp) ? RI_OK : RI_EPROTO;  // a kVP of another softrnic release
+    if (rc == RI_OK && c.nfds_out() >= 1 && resp.counter_slots > 0 &&
+        resp.counter_slot_size >= sizeof(softrnic_qp_counters) && resp.counter_slot_size % 8 == 0) {
+        // The counters region: mapped shared, like a doorbell page; the descriptor is not needed after that.
+        const size_t len = static_cast<size_t>(resp.counter_slots) * resp.counter_slot_size;
+        void *m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+        if (m != MAP_FAILED) {
+            r->counters = static_cast<uint8_t *>(m);
+            r->counters_len = len;
+            r->counter_slots = resp.counter_slots;
+            r->counter_slot_size = resp.counter_slot_size;
+        }
+    }
+    for (uint32_t i = 0; i < c.nfds_out(); ++i) ::close(fds[i]);
     if (rc == RI_OK) rc = r->query(&r->attr);
     if (rc != RI_OK) {
         (void)Call(RI_CLOSE_RNIC, r->handle).run(r->host_ctx);
@@ -414,6 +452,7 @@ ri_status_t Uvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq_h, ri_
     setup.init = provided;
     qp->dp = std::make_unique<datapath::QueuePair>(setup, qp->sq_ring, use_srq ? srq->rq : qp->rq, use_srq,
                                                    *scq->dp, *rcq->dp, rnic->stags, *qp);
+    qp->dp->set_counters(rnic->counter_slot(resp.counter_slot));
     *attr = provided;
     *out = to_handle<ri_qp_t>(qp.release());
     return RI_OK;

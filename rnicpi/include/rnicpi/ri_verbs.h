@@ -213,6 +213,21 @@ typedef struct ri_qp_attr {
     ri_llp_params_t llp;       /**< LLP stream and negotiated parameters. */
 } ri_qp_attr_t;
 
+/**
+ * @brief Per-QP data-path counters (ABI 1.2, ri_verbs_ops_t::query_qp_stats): what the RNIC moved on the QP's
+ *        stream since it was created. A provider fills what it counts and leaves the rest zero.
+ */
+typedef struct ri_qp_stats {
+    uint64_t tx_bytes;            /**< Payload bytes sent (Send, Write, Read Response data). */
+    uint64_t tx_fpdus;            /**< FPDUs (MPA frames) sent. */
+    uint64_t rx_bytes;            /**< Payload bytes received and placed. */
+    uint64_t rx_fpdus;            /**< FPDUs received. */
+    uint64_t crc_errors;          /**< Inbound FPDUs whose MPA CRC did not match. */
+    uint64_t terminates_sent;     /**< Terminate messages sent. */
+    uint64_t terminates_received; /**< Terminate messages received. */
+    uint64_t reserved;            /**< Zero. */
+} ri_qp_stats_t;
+
 /** @brief Shared receive queue attributes. */
 typedef struct ri_srq_attr {
     uint32_t max_wr;   /**< Work requests. */
@@ -555,6 +570,13 @@ typedef struct ri_verbs_ops {
      * Returns ::RI_ENOSYS for an op the kVP leaves to the plain verb (the loader's stub does the same).
      */
     ri_status_t (*syscall)(ri_kvp_syscall_t *request);
+
+    /* Since ABI 1.2 */
+    /**
+     * kPI: read the QP's data-path counters (also of a QP whose data path runs in a consumer's process: a provider
+     * keeps them where the privileged side can read them, like a hardware RNIC's counter registers).
+     */
+    ri_status_t (*query_qp_stats)(ri_qp_t qp, ri_qp_stats_t *stats);
 } ri_verbs_ops_t;
 
 #ifdef __cplusplus

@@ -160,6 +160,7 @@ constexpr ri_verbs_ops_t make_verbs() {
     RDMA_RI_METHOD(t, post_send, Qp, post_send)
     RDMA_RI_METHOD(t, post_recv, Qp, post_recv)
     RDMA_RI_METHOD(t, bind_mw, Qp, bind_mw)
+    RDMA_RI_METHOD(t, query_qp_stats, Qp, query_stats)
     RDMA_RI_METHOD(t, query_srq, Srq, query)
     RDMA_RI_METHOD(t, modify_srq, Srq, modify)
     RDMA_RI_METHOD(t, destroy_srq, Srq, destroy)

@@ -46,6 +46,7 @@
     X(alloc_mw, false)            \
     X(bind_mw, false)             \
     X(dealloc_mw, false)          \
-    X(syscall, false)
+    X(syscall, false)             \
+    X(query_qp_stats, false)
 
 #endif  // RNICPI_HOST_VERBS_FIELDS_HPP
