@@ -392,6 +392,11 @@ private:
             return;
         }
         llp_ = a.llp;
+        // Before the socket leaves: a dead peer or path must fail it in bounded time, not after TCP's minutes.
+        if (auto r = llp::set_liveness(sock_.get(), m_->settings_); !r) {
+            RDMA_LOG_WARN(kComponent, "client %u: QP %#lx: %s: %s", client_, static_cast<unsigned long>(qp_handle_),
+                          r.error().message().c_str(), std::strerror(r.error().code()));
+        }
         krdma_cm_event e = cm(KRDMA_CM_ESTABLISHED, 0);
         if (initiator_) set_private_data(e, session_->peer_private_data());
         session_.reset();

@@ -26,17 +26,10 @@
 #include <string>
 #include <vector>
 
+#include "llp_settings.hpp"
 #include "verb_commands.hpp"
 
 namespace kal {
-
-/** @brief Timeouts and limits of connection setup. */
-struct LlpSettings {
-    std::chrono::milliseconds connect_timeout{10000};  /**< CONNECT without its own: TCP connect plus MPA. */
-    std::chrono::milliseconds request_timeout{5000};   /**< Passive side: until the peer's MPA request is in. */
-    std::chrono::milliseconds accept_timeout{30000};   /**< Until the consumer accepts or rejects a request. */
-    uint32_t max_pending = 256;                        /**< Connection requests per listen point. */
-};
 
 /** @brief Counters of LLP management since start. */
 struct LlpCounters {
