@@ -88,6 +88,17 @@ int socket_error(int fd) {
     return err;
 }
 
+// The error that ended a connection in RDMA mode, or 0 when none shows. SO_ERROR is read once, and the uVP reading
+// the same socket may have taken it first; but until this side sent its FIN, a socket that TCP closed (a reset, the
+// user timeout, keepalive) still tells by its state. (After our FIN, the peer's FIN closes it too.)
+int connection_error(int fd, bool fin_sent) {
+    if (const int err = socket_error(fd); err != 0) return err;
+    if (fin_sent) return 0;
+    auto t = llp::tcp_info_of(fd);
+    if (!t || t->state != TCP_CLOSE) return 0;
+    return t->retransmits > 0 || t->probes > 0 ? ETIMEDOUT : ECONNRESET;
+}
+
 krdma_cm_event cm_event(uint32_t type, uint64_t object, uint64_t context) {
     krdma_cm_event e{};
     e.event = KRDMA_EVENT_CM;
@@ -195,7 +206,7 @@ public:
                 if (state_ == KRDMA_EP_CONNECTING) {
                     fail(KRDMA_CM_BROKEN, ECONNABORTED);
                 } else if (state_ == KRDMA_EP_CONNECTED || state_ == KRDMA_EP_DISCONNECTING) {
-                    const int err = socket_error(sock_.get());
+                    const int err = connection_error(sock_.get(), state_ == KRDMA_EP_DISCONNECTING);
                     const bool closed = peer_closed(sock_.get());
                     uint32_t type = KRDMA_CM_DISCONNECTED;
                     if (err != 0) {
@@ -243,7 +254,7 @@ public:
         if ((revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0) return;
         // The peer closed or reset the connection: the QP of the kVP goes to ERROR (the uVP sees the same on its
         // own reference and flushes), the owner hears why.
-        const int err = socket_error(sock_.get());
+        const int err = connection_error(sock_.get(), state_ == KRDMA_EP_DISCONNECTING);
         uint32_t type;
         if (err != 0 || (revents & POLLERR) != 0) {
             type = KRDMA_CM_BROKEN;
