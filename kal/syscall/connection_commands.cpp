@@ -501,6 +501,12 @@ ConnectionCommands::ConnectionCommands(VerbCommands &verbs, LlpSettings settings
         return RI_OK;
     });
     server_.on_tick([this] { return tick(); });
+    if (auto m = llp::LinkMonitor::open()) {
+        links_.emplace(std::move(*m));
+        server_.watch(links_->fd(), POLLIN, [this](short) { link_events(); });
+    } else {
+        RDMA_LOG_WARN(kComponent, "link state not watched: %s", m.error().message().c_str());
+    }
 }
 
 ConnectionCommands::~ConnectionCommands() {
@@ -509,6 +515,7 @@ ConnectionCommands::~ConnectionCommands() {
         server_.off(cmd);
     }
     server_.on_tick(nullptr);
+    if (links_) server_.unwatch(links_->fd());
     for (auto &[id, p] : pending_) server_.unwatch(p->sock.get());
     pending_.clear();
     // Endpoints and listen points live in the consumers' tables, which may outlive this object.
@@ -573,6 +580,13 @@ int ConnectionCommands::destroy_listen(Connection &c, const Request &req) {
     if (auto r = ctx.table.get(q.handle, ResourceType::listener); !r) return r.error().code();
     if (auto d = ctx.table.destroy(q.handle); !d) return d.error().code();
     return RI_OK;
+}
+
+void ConnectionCommands::link_events() {
+    for (const llp::LinkChange &c : links_->changes()) {
+        RDMA_LOG_INFO(kComponent, "link %s %s", c.netdev.c_str(), c.up ? "up" : "down");
+        verbs_.raise_rnic_event(c.netdev, c.up ? RI_AE_RNIC_LINK_UP : RI_AE_RNIC_LINK_DOWN);
+    }
 }
 
 void ConnectionCommands::accept_tcp(ListenPoint &lp) {

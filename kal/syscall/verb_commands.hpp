@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "adapter_manager.hpp"
@@ -33,6 +34,7 @@
 namespace kal {
 
 class VerbCommands;
+struct EventRoute;
 
 /** @brief The kAL's state for one device connection. */
 struct Context {
@@ -80,6 +82,14 @@ public:
      */
     bool deliver_record(uint32_t client_id, uint32_t code, std::span<const uint8_t> record,
                         std::span<const int> fds = {}) noexcept;
+    /**
+     * @brief Event management: tells every process that has an RNIC on network device @p netdev open the
+     *        unaffiliated asynchronous event @p event_id (::RI_AE_RNIC_LINK_DOWN, ::RI_AE_RNIC_LINK_UP), as that
+     *        RNIC's kVP would raise it (any thread).
+     */
+    void raise_rnic_event(const std::string &netdev, uint32_t event_id);
+    /** @brief Event management: @p route is a new RNIC open's (record_created()); raise_rnic_event() reaches it. */
+    void track_open(const std::shared_ptr<EventRoute> &route);
     /** @brief The state of connection @p c (made at its first use); for other blocks serving the same device. */
     [[nodiscard]] Context &context_of(const Connection &c);
     /** @brief The state of client @p client_id, or null when it has none (serving thread). */
@@ -97,6 +107,7 @@ private:
     uint64_t pin_limit_;
     mutable std::mutex mutex_;
     std::map<uint32_t, std::unique_ptr<Context>> contexts_;
+    std::vector<std::weak_ptr<EventRoute>> opens_;  // every RNIC open's route, for raise_rnic_event() (mutex_)
     std::atomic<uint64_t> delivered_{0};
     std::atomic<uint64_t> dropped_{0};
 };

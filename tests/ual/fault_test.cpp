@@ -4,7 +4,7 @@
 //   RFC 5040 Terminate, both sides get their asynchronous events with its code, both QPs go to ERROR and flush;
 // - the peer host's krdmad killed mid-transfer (two hosts: a network namespace and a veth pair);
 // - the link between the hosts going down mid-transfer: the kAL's liveness settings (TCP_USER_TIMEOUT, keepalive)
-//   end both sides' connections in seconds instead of TCP's minutes.
+//   end both sides' connections in seconds instead of TCP's minutes, and both kALs report the link down.
 // The passive side is always the ual_rdma_peer program (modes "many" and "watch").
 #include <unistd.h>
 
@@ -503,6 +503,8 @@ TEST_F(TwoHostFaults, PeerKrdmadKilledMidTransfer) {
     EXPECT_EQ(r.late, RI_WC_WR_FLUSH_ERR) << out;
     EXPECT_EQ(r.state, -1) << out;  // the QP's state lives in the kVP, which went with its krdmad
 
+    EXPECT_EQ(s.unaffiliated->pending(), 0u) << "no link event: the link stayed up";
+
     const auto closing = Clock::now();
     ASSERT_TRUE(ep->close().ok());
     s.close();
@@ -539,6 +541,11 @@ TEST_F(TwoHostFaults, LinkDownMidTransferEndsBothSidesInSeconds) {
     ASSERT_TRUE(end.has_value());
     EXPECT_EQ(end->id, static_cast<uint32_t>(CmEventId::broken)) << end->id;
     EXPECT_EQ(end->connection->status, ETIMEDOUT);
+    // The kAL watches the RNIC's netdev: host A's end of the veth pair lost its carrier.
+    auto link = s.unaffiliated->wait(5s);
+    ASSERT_TRUE(link.has_value());
+    EXPECT_EQ(link->id, static_cast<uint32_t>(RI_AE_RNIC_LINK_DOWN));
+    EXPECT_EQ(link->resource_type, static_cast<uint32_t>(RI_RES_RNIC));
 
     // Host B only received: keepalive (1 s idle, 1 s apart) with the user timeout ends its side too.
     EXPECT_EQ(wait_exit(pid), 0) << read_text(dir_ / "peer.out") << read_text(dir_ / "peer.err");
@@ -549,11 +556,28 @@ TEST_F(TwoHostFaults, LinkDownMidTransferEndsBothSidesInSeconds) {
     EXPECT_NE(r.cm_status, 0) << out;
     const long long b_after_fault = r.cm_at - at_ms(t.fault);
     EXPECT_LT(b_after_fault, 8000) << out;
+    EXPECT_NE(std::find(r.unaffiliated.begin(), r.unaffiliated.end(), RI_AE_RNIC_LINK_DOWN), r.unaffiliated.end())
+        << out;
     EXPECT_EQ(r.receive_status.count(RI_WC_WR_FLUSH_ERR) ? r.receive_status.at(RI_WC_WR_FLUSH_ERR) : 0, 8) << out;
     EXPECT_EQ(r.late, RI_WC_WR_FLUSH_ERR) << out;
     EXPECT_EQ(r.state, RI_QPS_ERROR) << out;
     std::printf("link down: host A failed after %lld ms, host B after %lld ms\n", ms_between(t.fault, t.error),
                 b_after_fault);
+}
+
+// The kAL tells an RNIC's owners when its link goes down and comes back, connected or not.
+TEST_F(TwoHostFaults, RnicLinkDownAndUpReachTheRnicsOwner) {
+    Side s;
+    ASSERT_EQ(s.open(dev_a_.string(), addr_a_, 4096), "");
+    ASSERT_EQ(sh(in_ns("ip link set " + veth_b_ + " down")), 0);  // host A's end loses its carrier
+    auto down = s.unaffiliated->wait(5s);
+    ASSERT_TRUE(down.has_value());
+    EXPECT_EQ(down->id, static_cast<uint32_t>(RI_AE_RNIC_LINK_DOWN));
+    ASSERT_EQ(sh(in_ns("ip link set " + veth_b_ + " up")), 0);
+    auto up = s.unaffiliated->wait(5s);
+    ASSERT_TRUE(up.has_value());
+    EXPECT_EQ(up->id, static_cast<uint32_t>(RI_AE_RNIC_LINK_UP));
+    EXPECT_EQ(s.unaffiliated->pending(), 0u);
 }
 
 }  // namespace
