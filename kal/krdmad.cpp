@@ -101,7 +101,7 @@ int main(int argc, char **argv) {
     // Destroyed first: every context (and its pins) goes before the RNICs and the budget.
     kal::VerbCommands verbs(server, adapters, config.quotas, pin_budget, config.pin_bytes_per_process);  // access is decided per command from SO_PEERCRED, not by the file mode
     // LLP and endpoint management share the device's loop; destroyed before the verbs, it lets go of their endpoints.
-    kal::ConnectionCommands connections(verbs);
+    kal::ConnectionCommands connections(verbs, config.llp);
 
     g_server = &server;
     struct sigaction sa{};

@@ -1,6 +1,7 @@
 // krdmad configuration: strict JSON parsing with errors that name the key.
 #include "config.hpp"
 
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -55,7 +56,8 @@ rdma::Expected<Config> parse_config(const std::string &text) {
     }
     Config c;
     try {
-        only_keys(root, "config", {"device", "provider_dir", "admin_group", "log_level", "modules", "rnics", "limits"});
+        only_keys(root, "config", {"device", "provider_dir", "admin_group", "log_level", "modules", "rnics", "limits",
+                                    "llp"});
         c.device = str(root, "device", "config", c.device.string());
         if (c.device.empty()) throw Bad{"config.device must not be empty"};
         if (root.contains("provider_dir")) c.provider_dir = str(root, "provider_dir", "config", "");
@@ -111,6 +113,37 @@ rdma::Expected<Config> parse_config(const std::string &text) {
                     }
                     c.quotas.per_type[t] = value.get<uint32_t>();
                 }
+            }
+        }
+        if (root.contains("llp")) {
+            const json &l = root["llp"];
+            const std::string w = "config.llp";
+            only_keys(l, w,
+                      {"connect_timeout_ms", "request_timeout_ms", "accept_timeout_ms", "max_pending_requests",
+                       "user_timeout_ms", "keepalive_idle_s", "keepalive_interval_s", "keepalive_count"});
+            using ms = std::chrono::milliseconds;
+            using sec = std::chrono::seconds;
+            LlpSettings &s = c.llp;
+            // Kernel socket options take an int: keep every value well inside one.
+            auto bounded = [&](const char *key, uint64_t fallback, uint32_t max) {
+                const uint32_t v = num32(l, key, w, static_cast<uint32_t>(fallback));
+                if (v > max) throw Bad{w + "." + key + " must be at most " + std::to_string(max)};
+                return v;
+            };
+            constexpr uint32_t kHour = 3600000;
+            s.connect_timeout = ms(bounded("connect_timeout_ms", s.connect_timeout.count(), kHour));
+            s.request_timeout = ms(bounded("request_timeout_ms", s.request_timeout.count(), kHour));
+            s.accept_timeout = ms(bounded("accept_timeout_ms", s.accept_timeout.count(), kHour));
+            s.max_pending = bounded("max_pending_requests", s.max_pending, 65535);
+            s.user_timeout = ms(bounded("user_timeout_ms", s.user_timeout.count(), kHour));
+            s.keepalive_idle = sec(bounded("keepalive_idle_s", s.keepalive_idle.count(), 32767));
+            s.keepalive_interval = sec(bounded("keepalive_interval_s", s.keepalive_interval.count(), 32767));
+            s.keepalive_count = bounded("keepalive_count", s.keepalive_count, 127);
+            if (s.connect_timeout.count() == 0 || s.request_timeout.count() == 0 || s.accept_timeout.count() == 0) {
+                throw Bad{w + ": setup timeouts must be positive"};
+            }
+            if (s.keepalive_idle.count() > 0 && (s.keepalive_interval.count() == 0 || s.keepalive_count == 0)) {
+                throw Bad{w + ": keepalive needs a positive keepalive_interval_s and keepalive_count"};
             }
         }
     } catch (const Bad &b) {

@@ -16,6 +16,7 @@
 
 #include "adapter_manager.hpp"
 #include "krdma/abi.h"
+#include "llp_settings.hpp"
 #include "resource_table.hpp"
 #include "rnicpi/cpp/status.hpp"
 
@@ -33,6 +34,7 @@ struct Config {
     uint64_t pin_bytes_per_process = 1ull << 30;          /**< Pinned memory per consumer process. */
     uint64_t pin_bytes_total = 8ull << 30;                /**< Pinned memory host-wide. */
     Quotas quotas;                                        /**< Objects per consumer process. */
+    LlpSettings llp;                                      /**< Connection setup and liveness ("llp"). */
 };
 
 /** @brief Parses a configuration text; errors name the offending key. */

@@ -9,7 +9,7 @@ EmbeddedKal::EmbeddedKal(const Config &config, AdminPolicy policy)
       budget_(config.pin_bytes_total),
       server_(config.device, config.max_connections),
       verbs_(server_, adapters_, config.quotas, budget_, config.pin_bytes_per_process),
-      connections_(verbs_) {
+      connections_(verbs_, config.llp) {
     register_admin_commands(server_, adapters_, policy);
 }
 

@@ -133,6 +133,7 @@ rdma::Expected<TcpInfo> tcp_info_of(int fd) {
     t.unacked = raw.tcpi_unacked;
     t.lost = raw.tcpi_lost;
     t.retransmits = raw.tcpi_retransmits;
+    t.probes = raw.tcpi_probes;
     t.total_retrans = raw.tcpi_total_retrans;
     t.bytes_sent = raw.tcpi_bytes_sent;
     t.bytes_retrans = raw.tcpi_bytes_retrans;

@@ -33,6 +33,7 @@ struct TcpInfo {
     uint32_t unacked = 0;        /**< Segments in flight. */
     uint32_t lost = 0;           /**< Segments considered lost now. */
     uint32_t retransmits = 0;    /**< Consecutive time-outs of the current segment. */
+    uint32_t probes = 0;         /**< Unanswered zero-window or keepalive probes. */
     uint32_t total_retrans = 0;  /**< Segments retransmitted over the connection's life. */
     uint64_t bytes_sent = 0;     /**< Payload bytes sent, retransmissions included (RFC 4898 HCDataOctetsOut). */
     uint64_t bytes_retrans = 0;  /**< Payload bytes retransmitted (RFC 4898 OctetsRetrans). */

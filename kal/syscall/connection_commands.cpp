@@ -88,6 +88,17 @@ int socket_error(int fd) {
     return err;
 }
 
+// The error that ended a connection in RDMA mode, or 0 when none shows. SO_ERROR is read once, and the uVP reading
+// the same socket may have taken it first; but until this side sent its FIN, a socket that TCP closed (a reset, the
+// user timeout, keepalive) still tells by its state. (After our FIN, the peer's FIN closes it too.)
+int connection_error(int fd, bool fin_sent) {
+    if (const int err = socket_error(fd); err != 0) return err;
+    if (fin_sent) return 0;
+    auto t = llp::tcp_info_of(fd);
+    if (!t || t->state != TCP_CLOSE) return 0;
+    return t->retransmits > 0 || t->probes > 0 ? ETIMEDOUT : ECONNRESET;
+}
+
 krdma_cm_event cm_event(uint32_t type, uint64_t object, uint64_t context) {
     krdma_cm_event e{};
     e.event = KRDMA_EVENT_CM;
@@ -203,7 +214,7 @@ public:
                 if (state_ == KRDMA_EP_CONNECTING) {
                     fail(KRDMA_CM_BROKEN, ECONNABORTED);
                 } else if (state_ == KRDMA_EP_CONNECTED || state_ == KRDMA_EP_DISCONNECTING) {
-                    const int err = socket_error(sock_.get());
+                    const int err = connection_error(sock_.get(), state_ == KRDMA_EP_DISCONNECTING);
                     const bool closed = peer_closed(sock_.get());
                     uint32_t type = KRDMA_CM_DISCONNECTED;
                     if (err != 0) {
@@ -251,7 +262,7 @@ public:
         if ((revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0) return;
         // The peer closed or reset the connection: the QP of the kVP goes to ERROR (the uVP sees the same on its
         // own reference and flushes), the owner hears why.
-        const int err = socket_error(sock_.get());
+        const int err = connection_error(sock_.get(), state_ == KRDMA_EP_DISCONNECTING);
         uint32_t type;
         if (err != 0 || (revents & POLLERR) != 0) {
             type = KRDMA_CM_BROKEN;
@@ -410,6 +421,11 @@ private:
         }
         llp_ = a.llp;
         llp_.fd = -1;
+        // Before the socket leaves: a dead peer or path must fail it in bounded time, not after TCP's minutes.
+        if (auto r = llp::set_liveness(sock_.get(), m_->settings_); !r) {
+            RDMA_LOG_WARN(kComponent, "client %u: QP %#lx: %s: %s", client_, static_cast<unsigned long>(qp_handle_),
+                          r.error().message().c_str(), std::strerror(r.error().code()));
+        }
         krdma_cm_event e = cm(KRDMA_CM_ESTABLISHED, 0);
         if (initiator_) set_private_data(e, session_->peer_private_data());
         session_.reset();
@@ -509,6 +525,12 @@ ConnectionCommands::ConnectionCommands(VerbCommands &verbs, LlpSettings settings
         return RI_OK;
     });
     server_.on_tick([this] { return tick(); });
+    if (auto m = llp::LinkMonitor::open()) {
+        links_.emplace(std::move(*m));
+        server_.watch(links_->fd(), POLLIN, [this](short) { link_events(); });
+    } else {
+        RDMA_LOG_WARN(kComponent, "link state not watched: %s", m.error().message().c_str());
+    }
 }
 
 ConnectionCommands::~ConnectionCommands() {
@@ -518,6 +540,7 @@ ConnectionCommands::~ConnectionCommands() {
     }
     server_.on_tick(nullptr);
     verbs_.count_endpoints_with(nullptr);
+    if (links_) server_.unwatch(links_->fd());
     for (auto &[id, p] : pending_) server_.unwatch(p->sock.get());
     pending_.clear();
     // Endpoints and listen points live in the consumers' tables, which may outlive this object.
@@ -582,6 +605,13 @@ int ConnectionCommands::destroy_listen(Connection &c, const Request &req) {
     if (auto r = ctx.table.get(q.handle, ResourceType::listener); !r) return r.error().code();
     if (auto d = ctx.table.destroy(q.handle); !d) return d.error().code();
     return RI_OK;
+}
+
+void ConnectionCommands::link_events() {
+    for (const llp::LinkChange &c : links_->changes()) {
+        RDMA_LOG_INFO(kComponent, "link %s %s", c.netdev.c_str(), c.up ? "up" : "down");
+        verbs_.raise_rnic_event(c.netdev, c.up ? RI_AE_RNIC_LINK_UP : RI_AE_RNIC_LINK_DOWN);
+    }
 }
 
 void ConnectionCommands::accept_tcp(ListenPoint &lp) {

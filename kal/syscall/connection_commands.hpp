@@ -12,6 +12,11 @@
  * (TCP_INFO) and to notice and report the peer closing or resetting it, and to reset it when the owner's QP goes
  * to ERROR, is destroyed, or the owner dies.
  *
+ * It also watches the links of the host (rtnetlink): when an RNIC's network device goes down or comes back, every
+ * process with that RNIC open gets the unaffiliated event RI_AE_RNIC_LINK_DOWN or RI_AE_RNIC_LINK_UP. The
+ * connections themselves end by the liveness settings (LlpSettings), not by the link event: a link that comes
+ * back in time loses nothing.
+ *
  * Everything runs on the device server's thread (DeviceServer::watch and on_tick), so the endpoints and listen
  * points need no locks, and every step has a deadline.
  */
@@ -22,21 +27,16 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "link_monitor.hpp"
+#include "llp_settings.hpp"
 #include "verb_commands.hpp"
 
 namespace kal {
-
-/** @brief Timeouts and limits of connection setup. */
-struct LlpSettings {
-    std::chrono::milliseconds connect_timeout{10000};  /**< CONNECT without its own: TCP connect plus MPA. */
-    std::chrono::milliseconds request_timeout{5000};   /**< Passive side: until the peer's MPA request is in. */
-    std::chrono::milliseconds accept_timeout{30000};   /**< Until the consumer accepts or rejects a request. */
-    uint32_t max_pending = 256;                        /**< Connection requests per listen point. */
-};
 
 /** @brief Counters of LLP management since start. */
 struct LlpCounters {
@@ -111,6 +111,7 @@ private:
     void accept_tcp(ListenPoint &lp);
     void pending_events(uint64_t id, short revents);
     void drop_pending(uint64_t id);
+    void link_events();
 
     VerbCommands &verbs_;
     DeviceServer &server_;
@@ -120,6 +121,7 @@ private:
     std::set<Endpoint *> endpoints_;
     std::set<ListenPoint *> listens_;
     uint64_t next_request_ = 1;
+    std::optional<llp::LinkMonitor> links_;  // the host's links, for RI_AE_RNIC_LINK_DOWN/UP
 };
 
 }  // namespace kal

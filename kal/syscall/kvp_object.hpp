@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "adapter_manager.hpp"
 #include "resource_table.hpp"
@@ -23,6 +24,7 @@ struct EventRoute {
     VerbCommands *commands = nullptr; /**< Event management. */
     uint32_t client_id = 0;           /**< The owner's device connection. */
     Handle rnic = 0;                  /**< The open's kAL handle, known once it is recorded. */
+    std::string netdev;               /**< The RNIC's network device (for its link events). */
     std::mutex mutex;                 /**< Guards ::cqs against the kVP's event threads. */
     std::map<void *, Handle> cqs;     /**< kVP CQ -> kAL handle, for completion events. */
 };

@@ -323,6 +323,7 @@ int record_created(VerbCommands &self, Context &ctx, krdma_syscall &s, const OpS
         made->route = std::make_shared<EventRoute>();
         made->route->commands = &self;
         made->route->client_id = ctx.peer.client_id;
+        made->route->netdev = made->ref.netdev();
         if (ri_status_t rc = made->v->set_aeh(static_cast<ri_rnic_t>(made->handle), &route_async, made->route.get(),
                                               &made->aeh_id);
             rc != RI_OK) {
@@ -351,6 +352,7 @@ int record_created(VerbCommands &self, Context &ctx, krdma_syscall &s, const OpS
         if (s.op == RI_OPEN_RNIC) route->rnic = *h;
         if (s.op == RI_CREATE_CQ) route->cqs[provider] = *h;
     }
+    if (s.op == RI_OPEN_RNIC) self.track_open(route);
     s.handle_out = *h;
     RDMA_LOG_DEBUG(kComponent, "client %u: op %u made %s handle %#lx", ctx.peer.client_id, s.op,
                    std::string(resource_name(*spec.creates)).c_str(), static_cast<unsigned long>(*h));
@@ -450,6 +452,25 @@ Context &VerbCommands::context_of(const Connection &c) {
     auto &slot = contexts_[c.peer().client_id];
     if (!slot) slot = std::make_unique<Context>(c.peer(), quotas_, budget_, pin_limit_);
     return *slot;
+}
+
+void VerbCommands::track_open(const std::shared_ptr<EventRoute> &route) {
+    std::lock_guard lock(mutex_);
+    // Routes of closed opens go here rather than at close: opens are few and this runs once per open.
+    std::erase_if(opens_, [](const std::weak_ptr<EventRoute> &w) { return w.expired(); });
+    opens_.push_back(route);
+}
+
+void VerbCommands::raise_rnic_event(const std::string &netdev, uint32_t event_id) {
+    std::vector<std::shared_ptr<EventRoute>> routes;
+    {
+        std::lock_guard lock(mutex_);
+        for (const auto &w : opens_) {
+            if (auto r = w.lock(); r && r->netdev == netdev) routes.push_back(std::move(r));
+        }
+    }
+    const ri_async_event_t e{RI_RES_RNIC, event_id, 0, 0, 0, 0};
+    for (const auto &r : routes) route_async(r.get(), nullptr, &e);
 }
 
 void VerbCommands::deliver(uint32_t client_id, const krdma_event &event) noexcept {

@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "adapter_manager.hpp"
@@ -34,6 +35,7 @@
 namespace kal {
 
 class VerbCommands;
+struct EventRoute;
 
 /** @brief The kAL's state for one device connection. */
 struct Context {
@@ -90,6 +92,14 @@ public:
      */
     bool deliver_record(uint32_t client_id, uint32_t code, std::span<const uint8_t> record,
                         std::span<const int> fds = {}) noexcept;
+    /**
+     * @brief Event management: tells every process that has an RNIC on network device @p netdev open the
+     *        unaffiliated asynchronous event @p event_id (::RI_AE_RNIC_LINK_DOWN, ::RI_AE_RNIC_LINK_UP), as that
+     *        RNIC's kVP would raise it (any thread).
+     */
+    void raise_rnic_event(const std::string &netdev, uint32_t event_id);
+    /** @brief Event management: @p route is a new RNIC open's (record_created()); raise_rnic_event() reaches it. */
+    void track_open(const std::shared_ptr<EventRoute> &route);
     /** @brief The state of connection @p c (made at its first use); for other blocks serving the same device. */
     [[nodiscard]] Context &context_of(const Connection &c);
     /** @brief The state of client @p client_id, or null when it has none (serving thread). */
@@ -129,6 +139,7 @@ private:
     std::mutex hosted_mutex_;  // the hosted consumers' sinks, looked up by event threads
     std::map<uint32_t, std::shared_ptr<HostedSink>> hosted_;
     uint32_t next_hosted_ = kHostedClientBase;
+    std::vector<std::weak_ptr<EventRoute>> opens_;  // every RNIC open's route, for raise_rnic_event() (mutex_)
     std::atomic<uint64_t> delivered_{0};
     std::atomic<uint64_t> dropped_{0};
 };

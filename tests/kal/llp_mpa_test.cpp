@@ -665,8 +665,8 @@ TEST(LlpMpaResponder, PeerClosingMidFrameIsAConnectionLoss) {
 }
 
 TEST(LlpMpaResponder, SilentPeerTimesOut) {
-    RawInitiator r(MpaConfig{}, MpaClock::now() + 200ms);
-    auto t0 = MpaClock::now();
+    const auto t0 = MpaClock::now();  // before the deadline is set from it: time out no earlier than 200 ms on
+    RawInitiator r(MpaConfig{}, t0 + 200ms);
     EXPECT_GT(r.res.poll_timeout_ms(t0), 0);
     EXPECT_FALSE(r.res.expired(t0));
     ASSERT_TRUE(drive({&r.res}));

@@ -9,14 +9,12 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <regex>
 
 #include <nlohmann/json.hpp>
 
+#include "connection_fixtures.hpp"
 #include "iwarp/mpa.hpp"
 #include "iwarp/wire.hpp"
-#include "krdmad_fixture.hpp"
 #include "rdma_util.hpp"
 
 namespace {
@@ -87,44 +85,7 @@ void exchange(Side &s, ual::Endpoint &endpoint, std::initializer_list<size_t> si
     EXPECT_EQ(q->status, static_cast<uint32_t>(RI_WC_SUCCESS));
 }
 
-class Connections : public testutil::KrdmadFixture {
-protected:
-    void SetUp() override {
-        testutil::KrdmadFixture::SetUp();
-        device_ = dir_ / "krdma.sock";
-        const auto cfg = write_config(R"({"device": ")" + device_.string() + R"(", "provider_dir": ")" +
-                                      std::string(SOFTRNIC_PROVIDER_DIR) +
-                                      R"(", "modules": ["softrnic_kvp.so"], "rnics": [{"provider": "softrnic",
-                                      "name": "sr0", "address": "127.0.0.1"}]})");
-        start({"--config", cfg.string()});
-        ASSERT_TRUE(wait_for_device());
-    }
-
-    bool wait_for_device() {
-        for (int i = 0; i < 200; ++i) {
-            if (std::filesystem::exists(device_)) return true;
-            ::usleep(20000);
-        }
-        return false;
-    }
-
-    // Starts the peer program; returns its pid and the port it listens on (0 on failure).
-    std::pair<pid_t, uint16_t> start_peer(const std::string &mode, size_t bytes = 1 << 20) {
-        const auto out = dir_ / ("peer-" + mode + ".out");
-        pid_t pid = spawn(PEER_PATH, {device_.string(), "sr0", mode, std::to_string(bytes)}, out, dir_ / "peer.err");
-        for (int i = 0; i < 500; ++i) {
-            std::smatch m;
-            const std::string text = read_text(out);
-            if (std::regex_search(text, m, std::regex("port (\\d+)"))) return {pid, static_cast<uint16_t>(std::stoi(m[1]))};
-            ::usleep(20000);
-        }
-        return {pid, 0};
-    }
-
-    std::string peer_output(const std::string &mode) { return read_text(dir_ / ("peer-" + mode + ".out")); }
-
-    std::filesystem::path device_;
-};
+using Connections = OneHost;
 
 TEST_F(Connections, TwoProcessesConnectWithPrivateDataAndMoveEveryByte) {
     const size_t kBytes = 64u << 20;
@@ -375,76 +336,11 @@ TEST_F(Connections, KilledPeerProcessEndsTheConnection) {
 
 namespace {
 
-// Two hosts: a network namespace joined to this one by a veth pair, a krdmad in each bound to its own address, the
-// passive peer running inside the namespace. Root only (CI runs as root); the namespace goes even when a test fails.
-class TwoHosts : public testutil::KrdmadFixture {
-protected:
-    void SetUp() override {
-        if (::geteuid() != 0) GTEST_SKIP() << "network namespaces need root";
-        testutil::KrdmadFixture::SetUp();
-        const int id = ::getpid() % 200 + 20;
-        ns_ = "ordma-t" + std::to_string(::getpid());
-        veth_a_ = "orA" + std::to_string(::getpid() % 100000);
-        veth_b_ = "orB" + std::to_string(::getpid() % 100000);
-        addr_a_ = "10.231." + std::to_string(id) + ".1";
-        addr_b_ = "10.231." + std::to_string(id) + ".2";
-        ASSERT_EQ(sh("ip netns add " + ns_), 0);
-        made_ = true;
-        ASSERT_EQ(sh("ip link add " + veth_a_ + " type veth peer name " + veth_b_), 0);
-        ASSERT_EQ(sh("ip link set " + veth_b_ + " netns " + ns_), 0);
-        ASSERT_EQ(sh("ip addr add " + addr_a_ + "/24 dev " + veth_a_ + " && ip link set " + veth_a_ + " up"), 0);
-        ASSERT_EQ(sh("ip netns exec " + ns_ + " sh -c 'ip addr add " + addr_b_ + "/24 dev " + veth_b_ +
-                     " && ip link set " + veth_b_ + " up && ip link set lo up'"),
-                  0);
-        dev_a_ = dir_ / "a.sock";
-        dev_b_ = dir_ / "b.sock";
-        const auto cfg = [&](const std::filesystem::path &dev, const std::string &addr, const std::string &name) {
-            std::filesystem::path p = dir_ / (name + ".json");
-            std::ofstream(p) << R"({"device": ")" << dev.string() << R"(", "provider_dir": ")" << SOFTRNIC_PROVIDER_DIR
-                             << R"(", "modules": ["softrnic_kvp.so"], "rnics": [{"provider": "softrnic", "name": ")"
-                             << name << R"(", "address": ")" << addr << R"("}]})";
-            return p;
-        };
-        spawn(KRDMAD_PATH, {"--config", cfg(dev_a_, addr_a_, "hostA").string()}, dir_ / "a.out", dir_ / "a.err");
-        spawn("/usr/sbin/ip", {"netns", "exec", ns_, KRDMAD_PATH, "--config", cfg(dev_b_, addr_b_, "hostB").string()},
-              dir_ / "b.out", dir_ / "b.err");
-        for (int i = 0; i < 300 && !(std::filesystem::exists(dev_a_) && std::filesystem::exists(dev_b_)); ++i) {
-            ::usleep(20000);
-        }
-        ASSERT_TRUE(std::filesystem::exists(dev_a_) && std::filesystem::exists(dev_b_)) << read_text(dir_ / "b.err");
-    }
-
-    void TearDown() override {
-        testutil::KrdmadFixture::TearDown();  // every process first, then the namespace and its veth pair
-        if (made_) {
-            sh("ip netns del " + ns_);
-            sh("ip link del " + veth_a_ + " 2>/dev/null");
-        }
-    }
-
-    static int sh(const std::string &cmd) {
-        const int st = std::system((cmd + " >/dev/null 2>&1").c_str());
-        return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    }
-
-    std::string ns_, veth_a_, veth_b_, addr_a_, addr_b_;
-    std::filesystem::path dev_a_, dev_b_;
-    bool made_ = false;
-};
-
+// Two hosts (connection_fixtures.hpp): the passive peer runs inside the namespace on its own krdmad.
 TEST_F(TwoHosts, RdmaBetweenNamespacesThroughTheirOwnKrdmads) {
     const size_t kBytes = 4u << 20;
     const auto out = dir_ / "peer.out";
-    pid_t pid = spawn("/usr/sbin/ip", {"netns", "exec", ns_, PEER_PATH, dev_b_.string(), "hostB", "accept",
-                                       std::to_string(kBytes)},
-                      out, dir_ / "peer.err");
-    uint16_t port = 0;
-    for (int i = 0; i < 500 && port == 0; ++i) {
-        std::smatch m;
-        const std::string t = read_text(out);
-        if (std::regex_search(t, m, std::regex("port (\\d+)"))) port = static_cast<uint16_t>(std::stoi(m[1]));
-        ::usleep(20000);
-    }
+    auto [pid, port] = start_peer_b("accept", kBytes);
     ASSERT_NE(port, 0) << read_text(dir_ / "peer.err");
     Side s;
     ASSERT_EQ(s.open(dev_a_.string(), addr_a_, kRdmaOffset + kBytes), "");  // the RNIC chosen by its address

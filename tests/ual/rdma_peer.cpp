@@ -1,16 +1,23 @@
 // The passive peer of the connection tests: a second consumer process with its own uAL.
-//   ual_rdma_peer DEVICE RNIC MODE [BUFFER_BYTES]
-// It listens on a port the host chooses and prints "port N", then serves one connection request:
-//   reject  rejects it with private data "go away";
-//   accept  checks the request's private data, accepts with "welcome", tells the peer its buffer (a Send), and then
-//           answers "V size seed" messages: verifies the RDMA Written bytes, refills them for an RDMA Read, and
+//   ual_rdma_peer DEVICE RNIC MODE [BUFFER_BYTES [COUNT]]
+// It listens on a port the host chooses and prints "port N", then serves:
+//   reject  one request: rejects it with private data "go away";
+//   accept  one request: checks its private data, accepts with "welcome", tells the peer its buffer (a Send), and
+//           then answers "V size seed" messages: verifies the RDMA Written bytes, refills them for an RDMA Read, and
 //           replies "ok" or "bad"; "Q" ends the loop; it prints the connection event that ends the connection;
-//   hold    accepts and waits to be killed.
+//   hold    one request: accepts and waits to be killed;
+//   watch   one request: accepts with 8 receives posted, tells the peer its buffer, and then only watches until the
+//           connection ends (up to 60 s): it prints every connection event ("cm ID STATUS MS", MS on the monotonic
+//           clock), asynchronous event ("ae ID DETAIL", "uae ID" unaffiliated) and completion ("wc OPCODE STATUS"),
+//           the status of a receive posted afterwards ("late STATUS"), the QP's state ("state N") and "done";
+//   many    COUNT requests (see serve_many): all connected at once, then each checks and answers the other side's
+//           RDMA Write of BUFFER_BYTES + index bytes and its Send, and RDMA Writes a pattern back.
 // Exit status 0 when everything it checked held.
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 
 #include "rdma_util.hpp"
 
@@ -25,21 +32,167 @@ int fail(const std::string &what) {
     return 1;
 }
 
+long long now_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+void say(const std::string &line) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+}
+
+// "watch": the connection is the other side's to break; everything this side sees on the way is printed.
+int watch(Side &s, const std::shared_ptr<ual::Endpoint> &ep) {
+    constexpr int kReceives = 8;
+    BufferInfo info{reinterpret_cast<uint64_t>(s.buffer.data() + kRdmaOffset), s.mr->keys().rkey,
+                    static_cast<uint32_t>(s.buffer.size() - kRdmaOffset)};
+    std::memcpy(s.buffer.data() + 2048, &info, sizeof info);
+    if (!post(s, *ep, RI_WR_SEND, 2048, sizeof info, 1).ok()) return fail("send buffer info");
+    auto end = next_cm(s.cm, 60s);
+    if (!end) return fail("the connection did not end");
+    const int status = end->connection ? end->connection->status : 0;
+    say("cm " + std::to_string(end->id) + " " + std::to_string(status) + " " + std::to_string(now_ms()));
+    // Every receive completes (flushed), the Send before them too; a receive posted now completes at once.
+    int receives = 0;
+    for (int seen = 0; receives < kReceives && seen < kReceives + 1;) {
+        auto wc = s.completion(10s);
+        if (!wc) return fail("a posted request never completed");
+        ++seen;
+        if (wc->opcode == RI_WC_RECV) ++receives;
+        say("wc " + std::to_string(wc->opcode) + " " + std::to_string(wc->status));
+    }
+    if (receives != kReceives) return fail("missing receive completions");
+    if (!post_recv(s, *ep, 0, 256, 999).ok()) return fail("post after the error");
+    auto late = s.completion(5s);
+    if (!late) return fail("a receive posted in ERROR never completed");
+    say("late " + std::to_string(late->status));
+    // The events came before the connection event or with it; a short grace for the last of them.
+    for (auto e = s.async->wait(500ms); e; e = s.async->wait(200ms)) {
+        char line[64];
+        std::snprintf(line, sizeof line, "ae %u %#x", e->id, e->detail);
+        say(line);
+    }
+    while (auto e = s.unaffiliated->dequeue()) {
+        if (!*e) break;
+        say("uae " + std::to_string((*e)->id));
+    }
+    auto qa = ep->query();
+    say("state " + (qa ? std::to_string(qa->state) : std::string("-1")));  // -1: the kVP cannot be asked
+    say("done");
+    return 0;
+}
+
+// "many": the messages of the 256-QP test, one per Send.
+struct Message {
+    uint32_t kind;   // 1: this side's region (info), 2: "check what I wrote" (info: where to write back), 3: ok, 4: bad
+    uint32_t index;  // the QP's index
+    BufferInfo info;
+};
+
+int serve_many(Side &s, size_t count, size_t bytes) {
+    // Layout: receive slots (2 per QP, 64 bytes), send slots (1 per QP), then each QP's region of bytes + count.
+    const size_t slot = bytes + count;
+    const size_t control = count * 3 * 64;
+    auto recv_off = [&](size_t i, size_t j) { return (i * 2 + j) * 64; };
+    auto send_off = [&](size_t i) { return count * 2 * 64 + i * 64; };
+    auto region = [&](size_t i) { return control + i * slot; };
+    auto back = [&](size_t i) { return control + (count + i) * slot; };
+    std::vector<std::shared_ptr<ual::Endpoint>> eps(count);
+    for (size_t n = 0; n < count; ++n) {
+        auto req = next_cm(s.requests, 30s);
+        if (!req || req->id != static_cast<uint32_t>(ual::CmEventId::connect_request)) return fail("no request");
+        unsigned i = 0;
+        if (std::sscanf(text(req->connection->private_data).c_str(), "qp %u", &i) != 1 || i >= count || eps[i]) {
+            return fail("bad request private data");
+        }
+        eps[i] = s.endpoint(i);
+        if (!eps[i]) return fail("create endpoint");
+        for (uint64_t j = 0; j < 2; ++j) {
+            if (!post_recv(s, *eps[i], recv_off(i, j), 64, i * 2 + j).ok()) return fail("post recv");
+        }
+        if (auto st = eps[i]->accept(req->connection->request, bytes_of("ok " + std::to_string(i))); !st.ok()) {
+            return fail("accept: " + st.describe());
+        }
+    }
+    for (size_t n = 0; n < count; ++n) {
+        auto e = next_cm(s.cm, 30s);
+        if (!e || e->id != static_cast<uint32_t>(ual::CmEventId::established)) return fail("not established");
+    }
+    say("established " + std::to_string(count));
+    // Every connection is up: each tells the other side its region.
+    for (size_t i = 0; i < count; ++i) {
+        Message m{1, static_cast<uint32_t>(i),
+                  {reinterpret_cast<uint64_t>(s.buffer.data() + region(i)), s.mr->keys().rkey,
+                   static_cast<uint32_t>(bytes + i)}};
+        std::memcpy(s.buffer.data() + send_off(i), &m, sizeof m);
+        if (!post(s, *eps[i], RI_WR_SEND, send_off(i), sizeof m, 1).ok()) return fail("send info");
+    }
+    size_t answered = 0, good = 0;
+    while (answered < count) {
+        auto wc = s.completion(30s);
+        if (!wc) return fail("no completion");
+        if (wc->status != RI_WC_SUCCESS) return fail("completion status " + std::to_string(wc->status));
+        if (wc->opcode != RI_WC_RECV) continue;
+        Message m{};
+        std::memcpy(&m, s.buffer.data() + recv_off(wc->wr_id / 2, wc->wr_id % 2), sizeof m);
+        const size_t i = wc->wr_id / 2;
+        if (m.kind != 2 || m.index != i) return fail("unexpected message on QP " + std::to_string(i));
+        // The RDMA Write came before this Send on the same stream: every byte is in place.
+        const uint8_t *got = s.buffer.data() + region(i);
+        bool ok = true;
+        for (size_t k = 0; k < bytes + i; ++k) ok = ok && got[k] == pattern(k, static_cast<uint32_t>(i));
+        good += ok ? 1 : 0;
+        uint8_t *out = s.buffer.data() + back(i);
+        for (size_t k = 0; k < m.info.length; ++k) out[k] = pattern(k, static_cast<uint32_t>(i + 1000));
+        if (m.info.length > slot) return fail("write-back too long");
+        if (!post(s, *eps[i], RI_WR_RDMA_WRITE, back(i), m.info.length, 2, m.info.addr, m.info.rkey).ok()) {
+            return fail("write back");
+        }
+        Message r{ok ? 3u : 4u, static_cast<uint32_t>(i), {}};
+        std::memcpy(s.buffer.data() + send_off(i), &r, sizeof r);
+        if (!post(s, *eps[i], RI_WR_SEND, send_off(i), sizeof r, 3).ok()) return fail("send answer");
+        ++answered;
+    }
+    say("verified " + std::to_string(good));
+    // The other side disconnects every QP once it has checked what came back.
+    size_t ended = 0;
+    while (ended < count) {
+        auto e = next_cm(s.cm, 30s);
+        if (!e) return fail("only " + std::to_string(ended) + " connections ended");
+        if (e->id == static_cast<uint32_t>(ual::CmEventId::peer_disconnect) ||
+            e->id == static_cast<uint32_t>(ual::CmEventId::disconnected)) {
+            ++ended;
+        } else {
+            return fail("connection event " + std::to_string(e->id));
+        }
+    }
+    say("ended " + std::to_string(ended));
+    return good == count ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
     if (argc < 4) {
-        std::fprintf(stderr, "usage: %s DEVICE RNIC accept|reject|hold [BUFFER_BYTES]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s DEVICE RNIC accept|reject|hold|watch|many [BUFFER_BYTES [COUNT]]\n", argv[0]);
         return 2;
     }
     const std::string mode = argv[3];
     const size_t bytes = argc > 4 ? std::strtoull(argv[4], nullptr, 0) : (1u << 20);
+    const size_t count = argc > 5 ? std::strtoull(argv[5], nullptr, 0) : 256;
     Side s;
-    if (auto e = s.open(argv[1], argv[2], kRdmaOffset + bytes); !e.empty()) return fail(e);
-    auto lp = s.adapter->listen(0, s.requests, 77);
+    if (mode == "many") {
+        const size_t total = count * 3 * 64 + 2 * count * (bytes + count);
+        if (auto e = s.open(argv[1], argv[2], total, static_cast<uint32_t>(count * 8)); !e.empty()) return fail(e);
+    } else if (auto e = s.open(argv[1], argv[2], kRdmaOffset + bytes); !e.empty()) {
+        return fail(e);
+    }
+    auto lp = s.adapter->listen(0, s.requests, 77, mode == "many" ? static_cast<uint16_t>(count * 2) : 0);
     if (!lp) return fail("listen: " + lp.error().to_string());
     std::printf("port %u\n", (*lp)->port());
     std::fflush(stdout);
+    if (mode == "many") return serve_many(s, count, bytes);
 
     auto req = next_cm(s.requests, 30s);
     if (!req || req->id != static_cast<uint32_t>(ual::CmEventId::connect_request) || !req->connection) {
@@ -72,6 +225,7 @@ int main(int argc, char **argv) {
     if (mode == "hold") {
         for (;;) ::pause();
     }
+    if (mode == "watch") return watch(s, ep);
 
     BufferInfo info{reinterpret_cast<uint64_t>(s.buffer.data() + kRdmaOffset), s.mr->keys().rkey,
                     static_cast<uint32_t>(bytes)};

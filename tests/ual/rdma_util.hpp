@@ -23,12 +23,16 @@ struct Side {
     std::shared_ptr<ual::Adapter> adapter;
     std::shared_ptr<ual::ProtectionZone> pz;
     std::shared_ptr<ual::SimpleDispatcher> dto, requests, cm;
+    std::shared_ptr<ual::SimpleDispatcher> async, unaffiliated;  // the adapter's asynchronous events
     std::shared_ptr<ual::CompletionQueue> cq;
     std::vector<uint8_t> buffer;
     std::shared_ptr<ual::MemoryRegion> mr;
 
-    /** @brief Opens the device (empty: embedded) and the RNIC, with a registered buffer of @p bytes. */
-    std::string open(const std::string &device, const std::string &rnic, size_t bytes) {
+    /**
+     * @brief Opens the device (empty: embedded) and the RNIC, with a registered buffer of @p bytes and a completion
+     *        queue of @p cq_depth entries.
+     */
+    std::string open(const std::string &device, const std::string &rnic, size_t bytes, uint32_t cq_depth = 1024) {
         ual::Options o;
         if (!device.empty()) o.device = device;
         auto a = ual::AccessLayer::open(o);
@@ -43,7 +47,10 @@ struct Side {
         dto = *ual::SimpleDispatcher::create(ual::EventStream::dto, 1024);
         requests = *ual::SimpleDispatcher::create(ual::EventStream::cm_request, 512);
         cm = *ual::SimpleDispatcher::create(ual::EventStream::cm_message, 1024);
-        auto c = adapter->create_cq(1024, dto);
+        async = *ual::SimpleDispatcher::create(ual::EventStream::affiliated_async, 1024);
+        unaffiliated = *ual::SimpleDispatcher::create(ual::EventStream::unaffiliated_async, 64);
+        adapter->set_async_dispatchers(async, unaffiliated);
+        auto c = adapter->create_cq(cq_depth, dto);
         if (!c) return "create cq: " + c.error().to_string();
         cq = *c;
         buffer.assign(bytes, 0);
@@ -111,14 +118,14 @@ inline rdma::Status post_recv(Side &s, ual::Endpoint &ep, size_t off, uint32_t l
     return ep.post_recv({&wr, 1});
 }
 
-/** @brief Posts one signaled operation on @p len bytes at @p off of the side's buffer. */
+/** @brief Posts one signaled operation on @p len bytes at @p off of the side's buffer, with more ::ri_send_flags. */
 inline rdma::Status post(Side &s, ual::Endpoint &ep, uint32_t opcode, size_t off, uint32_t len, uint64_t id,
-                         uint64_t remote_addr = 0, ri_stag_t rkey = 0) {
+                         uint64_t remote_addr = 0, ri_stag_t rkey = 0, uint32_t flags = 0) {
     ri_sge_t sge{reinterpret_cast<uint64_t>(s.buffer.data() + off), len, s.mr->keys().lkey};
     ri_send_wr_t wr{};
     wr.wr_id = id;
     wr.opcode = opcode;
-    wr.flags = RI_SEND_SIGNALED;
+    wr.flags = RI_SEND_SIGNALED | flags;
     wr.sgl = &sge;
     wr.num_sge = len > 0 ? 1 : 0;
     wr.u.rdma.remote_addr = remote_addr;

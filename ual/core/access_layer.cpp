@@ -290,7 +290,15 @@ void AccessLayer::route_cm(CmRecord &&r) {
     }
     if (!ep) return;  // the endpoint is gone; an ESTABLISHED record's socket closes with the record
     ev.stream = EventStream::cm_message;
+    if (e.type == KRDMA_CM_DISCONNECTED && !ep->local_close_) {
+        // The kAL saw the QP go to ERROR without the peer closing; this consumer never disconnected, so its RNIC
+        // tore the stream down (e.g. after sending a Terminate): for the consumer the connection broke.
+        ev.id = KRDMA_CM_BROKEN;
+        data->status = ECONNABORTED;
+        ev.detail = ECONNABORTED;
+    }
     if (e.type == KRDMA_CM_ESTABLISHED) {
+        ep->local_close_ = false;
         // The RDMA-mode transition, the consumer's half: the uVP takes the socket over (a local step; the kAL
         // already moved the kVP's QP to RTS). Only then is the consumer told.
         ri_qp_attr_t a{};
@@ -787,6 +795,9 @@ rdma::Expected<ri_qp_attr_t> Endpoint::query() const {
 }
 
 rdma::Status Endpoint::modify(const ri_qp_attr_t &attr, uint32_t mask) {
+    if ((mask & RI_QP_ATTR_STATE) != 0 && (attr.state == RI_QPS_CLOSING || attr.state == RI_QPS_ERROR)) {
+        local_close_ = true;
+    }
     return rdma::Status(v_->modify_qp(qp_, &attr, mask));
 }
 

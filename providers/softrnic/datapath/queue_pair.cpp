@@ -746,7 +746,8 @@ void QueuePair::receive(size_t budget) {
     Stream &s = *stream_;
     iwarp::Receiver &rx = s.engine.receiver();
     size_t moved = 0;
-    while (s.fail == Stream::Fail::none) {
+    // A reset met while sending still lets us read what the peer sent before it: a Terminate says why it reset.
+    while (s.fail == Stream::Fail::none || s.fail == Stream::Fail::llp_reset) {
         std::span<uint8_t> dst = rx.next_buffer();
         if (dst.empty()) return;  // failed: the Terminate goes out next
         ssize_t n;
@@ -772,7 +773,7 @@ void QueuePair::receive(size_t budget) {
             }
         }
         if (n == 0) {
-            s.fail = Stream::Fail::llp_closed;
+            if (s.fail == Stream::Fail::none) s.fail = Stream::Fail::llp_closed;  // a reset stays a reset
             return;
         }
         if (n < 0) {
@@ -802,6 +803,8 @@ void QueuePair::pump(size_t budget) {
 void QueuePair::settle() {
     if (!stream_) return;
     Stream &s = *stream_;
+    // A reset met while sending (posting, say) hides nothing the peer sent before it: its Terminate says why.
+    if (s.fail == Stream::Fail::llp_reset && !s.peer_terminate && !s.engine.failed()) receive(kPosterBudget);
     counters_.publish(carried_, s.engine.stats());
     if (s.peer_terminate) {
         const iwarp::TermCode c = s.term.code;

@@ -18,6 +18,7 @@
 #ifndef UAL_ACCESS_LAYER_HPP
 #define UAL_ACCESS_LAYER_HPP
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -333,6 +334,8 @@ private:
     void deliver_cm(Event e);
     std::mutex cm_mutex_;
     std::shared_ptr<SimpleDispatcher> cm_;
+    // The consumer moved the QP to CLOSING or ERROR (disconnected) since it was last connected.
+    std::atomic<bool> local_close_{false};
     uint64_t kal_handle_ = 0;
     std::shared_ptr<ProtectionZone> pz_;
     std::shared_ptr<CompletionQueue> send_, recv_;

@@ -1,0 +1,121 @@
+// LLP settings: krdmad's "llp" configuration section (values, defaults, strictness) and the liveness options the
+// kAL sets on a real loopback connection before handing it to a consumer.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "config.hpp"
+#include "llp_settings.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+int option(int fd, int level, int name) {
+    int v = -1;
+    socklen_t len = sizeof v;
+    EXPECT_EQ(::getsockopt(fd, level, name, &v, &len), 0);
+    return v;
+}
+
+// A connected loopback TCP socket (the listener and the accepted end close with it).
+struct Loopback {
+    int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int server = -1;
+    Loopback() {
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof a;
+        EXPECT_EQ(::bind(listener, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+        EXPECT_EQ(::listen(listener, 1), 0);
+        EXPECT_EQ(::getsockname(listener, reinterpret_cast<sockaddr *>(&a), &len), 0);
+        EXPECT_EQ(::connect(client, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+        server = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    }
+    ~Loopback() {
+        for (int fd : {server, client, listener}) {
+            if (fd >= 0) ::close(fd);
+        }
+    }
+};
+
+TEST(LlpSettings, ConfigurationSectionSetsEveryValue) {
+    auto c = kal::parse_config(R"({"llp": {"connect_timeout_ms": 1500, "request_timeout_ms": 700,
+        "accept_timeout_ms": 900, "max_pending_requests": 16, "user_timeout_ms": 2500, "keepalive_idle_s": 3,
+        "keepalive_interval_s": 2, "keepalive_count": 4}})");
+    ASSERT_TRUE(c) << c.error().message();
+    EXPECT_EQ(c->llp.connect_timeout, 1500ms);
+    EXPECT_EQ(c->llp.request_timeout, 700ms);
+    EXPECT_EQ(c->llp.accept_timeout, 900ms);
+    EXPECT_EQ(c->llp.max_pending, 16u);
+    EXPECT_EQ(c->llp.user_timeout, 2500ms);
+    EXPECT_EQ(c->llp.keepalive_idle, 3s);
+    EXPECT_EQ(c->llp.keepalive_interval, 2s);
+    EXPECT_EQ(c->llp.keepalive_count, 4u);
+}
+
+TEST(LlpSettings, DefaultsDetectADeadPeerInMinutesNotTcpsQuarterHour) {
+    auto c = kal::parse_config("{}");
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->llp.user_timeout, 60s);
+    EXPECT_EQ(c->llp.keepalive_idle, 60s);
+    EXPECT_GT(c->llp.keepalive_interval.count(), 0);
+    EXPECT_GT(c->llp.keepalive_count, 0u);
+}
+
+TEST(LlpSettings, BadValuesNameTheKey) {
+    struct Case {
+        const char *json;
+        const char *message;
+    } cases[] = {
+        {R"({"llp": {"user_timeout": 5}})", "unknown key config.llp.user_timeout"},
+        {R"({"llp": {"user_timeout_ms": -1}})", "config.llp.user_timeout_ms must be a non-negative integer"},
+        {R"({"llp": {"keepalive_count": 1000}})", "config.llp.keepalive_count must be at most 127"},
+        {R"({"llp": {"keepalive_idle_s": 5, "keepalive_interval_s": 0}})", "keepalive needs"},
+        {R"({"llp": {"connect_timeout_ms": 0}})", "setup timeouts must be positive"},
+        {R"({"llp": 3})", "config.llp must be an object"},
+    };
+    for (const Case &k : cases) {
+        auto c = kal::parse_config(k.json);
+        ASSERT_FALSE(c) << k.json;
+        EXPECT_NE(c.error().message().find(k.message), std::string::npos) << c.error().message();
+    }
+}
+
+TEST(LlpSettings, LivenessOptionsLandOnTheSocket) {
+    Loopback l;
+    ASSERT_GE(l.server, 0);
+    kal::LlpSettings s;
+    s.user_timeout = 2500ms;
+    s.keepalive_idle = 3s;
+    s.keepalive_interval = 2s;
+    s.keepalive_count = 4;
+    ASSERT_TRUE(kal::llp::set_liveness(l.client, s));
+    EXPECT_EQ(option(l.client, IPPROTO_TCP, TCP_USER_TIMEOUT), 2500);
+    EXPECT_EQ(option(l.client, SOL_SOCKET, SO_KEEPALIVE), 1);
+    EXPECT_EQ(option(l.client, IPPROTO_TCP, TCP_KEEPIDLE), 3);
+    EXPECT_EQ(option(l.client, IPPROTO_TCP, TCP_KEEPINTVL), 2);
+    EXPECT_EQ(option(l.client, IPPROTO_TCP, TCP_KEEPCNT), 4);
+    // A descriptor of the same socket in another process sees them too: dup() stands in for SCM_RIGHTS.
+    const int other = ::dup(l.client);
+    EXPECT_EQ(option(other, IPPROTO_TCP, TCP_USER_TIMEOUT), 2500);
+    ::close(other);
+
+    // Keepalive off, the host's user timeout.
+    kal::LlpSettings off;
+    off.user_timeout = 0ms;
+    off.keepalive_idle = 0s;
+    ASSERT_TRUE(kal::llp::set_liveness(l.server, off));
+    EXPECT_EQ(option(l.server, SOL_SOCKET, SO_KEEPALIVE), 0);
+    EXPECT_EQ(option(l.server, IPPROTO_TCP, TCP_USER_TIMEOUT), 0);
+    // Not a TCP socket: a clear error, no crash.
+    EXPECT_FALSE(kal::llp::set_liveness(-1, s));
+}
+
+}  // namespace
