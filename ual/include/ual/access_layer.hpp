@@ -13,7 +13,11 @@
  * the uVP's own handlers report in-process; both reach the adapter's dispatchers without a kAL round trip.
  * Callbacks run on a small worker pool, never on the event thread or a provider's thread.
  *
- * Listen points and connection management arrive with the LLP (issue 5): they are not offered yet.
+ * Connections: Adapter::listen() makes a listen point whose requests reach a cm_request dispatcher;
+ * Endpoint::connect(), accept(), Adapter::reject() and Endpoint::disconnect() run the kAL's LLP management, whose
+ * events (established, rejected, unreachable, peer disconnect, broken, timeout, disconnected) reach the endpoint's
+ * cm_message dispatcher. On ESTABLISHED the uVP takes the socket over locally (the RDMA-mode transition); from then
+ * on the data path makes no kAL call.
  */
 #ifndef UAL_ACCESS_LAYER_HPP
 #define UAL_ACCESS_LAYER_HPP
