@@ -35,6 +35,22 @@ public:
     virtual ri_status_t check_memory_op(const ri_send_wr_t &wr) noexcept = 0;
 };
 
+/**
+ * @brief The checks of QpOwner::check_memory_op() on the owner's objects: for ::RI_WR_BIND_MW the window @p mw
+ *        (type 2 only: type 1 windows bind by the verb) and a region named; for ::RI_WR_FAST_REG the region @p mr
+ *        (made for fast registration, enough pages, a page list when there are pages). Null: no such object.
+ */
+template <class Mw, class Mr>
+[[nodiscard]] ri_status_t check_memory_op(const ri_send_wr_t &w, const Mw *mw, const Mr *mr) noexcept {
+    if (w.opcode == RI_WR_BIND_MW) {
+        return mw == nullptr || w.u.bind.mr == nullptr || mw->type != RI_MW_TYPE_2 ? RI_EINVAL : RI_OK;
+    }
+    if (mr == nullptr || mr->max_pages == 0 || (w.u.fast_reg.num_pages > 0 && w.u.fast_reg.pages == nullptr)) {
+        return RI_EINVAL;
+    }
+    return w.u.fast_reg.num_pages > mr->max_pages ? RI_ERANGE : RI_OK;
+}
+
 /** @brief Creation parameters of a queue pair. */
 struct QpSetup {
     uint32_t qp_num = 0;     /**< QP number (completions, events). */

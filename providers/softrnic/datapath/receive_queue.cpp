@@ -1,6 +1,8 @@
 // Receive queues: checks at post, resolution at take, the SRQ limit.
 #include "receive_queue.hpp"
 
+#include <mutex>
+
 #include <algorithm>
 #include <cstring>
 
@@ -17,6 +19,25 @@ ri_status_t check_receive(const ri_recv_wr_t &w, uint32_t max_sge, const StagTab
         if ((e.access & RI_ACCESS_LOCAL_WRITE) == 0) return RI_EACCES;
     }
     return RI_OK;
+}
+
+ri_status_t post_receives(ReceiveQueue &rq, const ri_recv_wr_t *wr, uint32_t count, uint32_t max_sge,
+                          const StagTable &stags, uint32_t pd, uint32_t *posted) {
+    if (posted == nullptr) return RI_EINVAL;
+    *posted = 0;
+    if (wr == nullptr && count > 0) return RI_EINVAL;
+    ri_status_t rc = RI_OK;
+    uint32_t good = 0;
+    for (; good < count; ++good) {
+        rc = check_receive(wr[good], max_sge, stags, pd);
+        if (rc != RI_OK) break;
+    }
+    std::lock_guard g(rq.lock());
+    for (uint32_t i = 0; i < good; ++i) {
+        if (!rq.push(wr[i])) return RI_EAGAIN;
+        ++*posted;
+    }
+    return rc;
 }
 
 bool ReceiveQueue::push(const ri_recv_wr_t &w) noexcept {

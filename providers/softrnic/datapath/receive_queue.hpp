@@ -19,6 +19,15 @@ namespace softrnic::datapath {
 [[nodiscard]] ri_status_t check_receive(const ri_recv_wr_t &wr, uint32_t max_sge, const StagTable &stags,
                                         uint32_t pd);
 
+class ReceiveQueue;
+
+/**
+ * @brief Post Receive to a shared receive queue: checks each request (check_receive()) and queues those before the
+ *        first that fails; returns that failure, ::RI_EAGAIN when the queue filled, else ::RI_OK.
+ */
+[[nodiscard]] ri_status_t post_receives(ReceiveQueue &rq, const ri_recv_wr_t *wr, uint32_t count, uint32_t max_sge,
+                                        const StagTable &stags, uint32_t pd, uint32_t *posted);
+
 /** @brief Receive requests on a ring of ::softrnic_rq_wqe slots. */
 class ReceiveQueue {
 public:

@@ -682,33 +682,13 @@ ri_status_t Kvp::Srq::post_recv(const ri_recv_wr_t *wr, uint32_t count, uint32_t
     if (posted == nullptr) return RI_EINVAL;
     *posted = 0;
     if (!rq) return RI_EOPNOTSUPP;  // a uVP's SRQ is posted to in its process
-    if (wr == nullptr && count > 0) return RI_EINVAL;
-    ri_status_t rc = RI_OK;
-    uint32_t good = 0;
-    for (; good < count; ++good) {
-        rc = datapath::check_receive(wr[good], attr.max_sge, pd->rnic->stags, pd->dp_id);
-        if (rc != RI_OK) break;
-    }
-    std::lock_guard g(rq->lock());
-    for (uint32_t i = 0; i < good; ++i) {
-        if (!rq->push(wr[i])) return RI_EAGAIN;
-        ++*posted;
-    }
-    return rc;
+    return datapath::post_receives(*rq, wr, count, attr.max_sge, pd->rnic->stags, pd->dp_id, posted);
 }
 
 ri_status_t Kvp::Qp::check_memory_op(const ri_send_wr_t &w) noexcept {
-    if (w.opcode == RI_WR_BIND_MW) {
-        auto *mw = from_handle<Mw>(w.u.bind.mw);
-        // Type 2 windows bind by work request; type 1 windows by the bind verb.
-        if (mw == nullptr || w.u.bind.mr == nullptr || mw->type != RI_MW_TYPE_2) return RI_EINVAL;
-        return RI_OK;
-    }
-    auto *mr = from_handle<Mr>(w.u.fast_reg.mr);
-    if (mr == nullptr || mr->max_pages == 0 || (w.u.fast_reg.num_pages > 0 && w.u.fast_reg.pages == nullptr)) {
-        return RI_EINVAL;
-    }
-    return w.u.fast_reg.num_pages > mr->max_pages ? RI_ERANGE : RI_OK;
+    const bool bind = w.opcode == RI_WR_BIND_MW;
+    return datapath::check_memory_op(w, bind ? from_handle<Mw>(w.u.bind.mw) : nullptr,
+                                     bind ? nullptr : from_handle<Mr>(w.u.fast_reg.mr));
 }
 
 // Checks a virtual-address registration: rights, length, and the tagged offset (0 for zero-based regions, the
