@@ -87,6 +87,21 @@ void exchange(Side &s, ual::Endpoint &endpoint, std::initializer_list<size_t> si
 
 using Connections = OneHost;
 
+// A plain TCP listener on 127.0.0.1 at a port the host picks (in @p a): a peer that speaks no MPA, or speaks it by
+// hand.
+krdma::UniqueFd raw_listener(sockaddr_in &a) {
+    krdma::UniqueFd l(::socket(AF_INET, SOCK_STREAM, 0));
+    a = sockaddr_in{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(l.get(), reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 || ::listen(l.get(), 4) != 0 ||
+        ::getsockname(l.get(), reinterpret_cast<sockaddr *>(&a), &len) != 0) {
+        return krdma::UniqueFd();
+    }
+    return l;
+}
+
 TEST_F(Connections, TwoProcessesConnectWithPrivateDataAndMoveEveryByte) {
     const size_t kBytes = 64u << 20;
     auto [pid, port] = start_peer("accept", kBytes);
@@ -185,14 +200,9 @@ TEST_F(Connections, NobodyListeningIsUnreachable) {
 
 // A TCP listener that never answers the MPA request: the setup times out.
 TEST_F(Connections, SilentPeerTimesOut) {
-    krdma::UniqueFd l(::socket(AF_INET, SOCK_STREAM, 0));
     sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::bind(l.get(), reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
-    ASSERT_EQ(::listen(l.get(), 4), 0);
-    socklen_t len = sizeof a;
-    ::getsockname(l.get(), reinterpret_cast<sockaddr *>(&a), &len);
+    krdma::UniqueFd l = raw_listener(a);
+    ASSERT_TRUE(l);
     Side s;
     ASSERT_EQ(s.open(device_.string(), "sr0", 4096), "");
     auto ep = s.endpoint();
@@ -207,14 +217,9 @@ TEST_F(Connections, SilentPeerTimesOut) {
 // RFC 6581: a valid reply whose IRD/ORD this side cannot serve. The responder is already in full operation, so the
 // kAL sends it a Terminate FPDU with the reason, then closes in order; the consumer sees the connection broken.
 TEST_F(Connections, UnservableReplyGetsATerminateThenAnOrderlyClose) {
-    krdma::UniqueFd l(::socket(AF_INET, SOCK_STREAM, 0));
     sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::bind(l.get(), reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
-    ASSERT_EQ(::listen(l.get(), 4), 0);
-    socklen_t len = sizeof a;
-    ::getsockname(l.get(), reinterpret_cast<sockaddr *>(&a), &len);
+    krdma::UniqueFd l = raw_listener(a);
+    ASSERT_TRUE(l);
     Side s;
     ASSERT_EQ(s.open(device_.string(), "sr0", 4096), "");
     auto ep = s.endpoint();
