@@ -414,7 +414,10 @@ ri_status_t QueuePair::post_send(const ri_send_wr_t *wr, uint32_t count, uint32_
         }
         if (stream_ && state_ == RI_QPS_RTS && *posted > 0) {
             issue();
-            transmit(kPosterBudget);
+            // A stream still moving earlier work (the socket full, or past the poster's budget) belongs to the
+            // progress thread, which EPOLLOUT or a kick brings back: two threads writing one socket only fight for
+            // its lock and this QP's.
+            if (stream_->tx_idle) transmit(kPosterBudget);
             settle();
         }
         out_ = nullptr;
