@@ -1,12 +1,16 @@
 // The data path and connection setup of softrnic over real TCP on 127.0.0.1, each figure next to raw TCP measured
 // in the same run with the same sizes:
-//  - RDMA Write bandwidth (64 KiB and 1 MiB messages, CRC on) vs a raw TCP stream of the same messages;
-//  - 8-byte RDMA Write ping-pong half round trip vs a raw TCP 8-byte ping-pong;
-//  - connection setup (connect + MPA + RDMA-mode transition, both ends) per second vs TCP connect + accept;
+//  - RDMA Write bandwidth (64 KiB and 1 MiB messages, CRC on) vs a raw TCP stream of the same messages (two
+//    threads); the Writes go to a target process of its own (its own uAL, embedded kAL and progress thread, as a
+//    peer host's consumer has);
+//  - 8-byte RDMA Write ping-pong half round trip vs a raw TCP 8-byte ping-pong, both ends spinning on their CQs;
+//  - connection setup (connect + MPA + RDMA-mode transition, both ends, 16 in flight; endpoints made and destroyed
+//    outside the clock) per second vs TCP connect + accept likewise;
 //  - memory per idle connected QP (RSS growth over 256 connected pairs, excluding socket buffers, which are
 //    kernel memory).
-// One process with an embedded kAL; the two ends of each connection are two endpoints of it, served by the
-// process's progress thread as any consumer's are.
+// Except for the bandwidth target, one process with an embedded kAL: the two ends of each connection are two
+// endpoints of it, served by the process's progress thread as any consumer's are. Bandwidth and latency alternate
+// with their baselines in rounds and keep the best of each.
 //   bench_rdma [--seconds S] [--qps N] [--only bw|latency|setup|memory]
 #include <arpa/inet.h>
 #include <netinet/in.h>
