@@ -70,12 +70,6 @@ iwarp::MpaConfig mpa_config(const KvpObject &open, uint32_t ird, uint32_t ord) {
 
 // An abortive close: RST to the peer even while another process (the consumer) still holds the socket, which a
 // close() with SO_LINGER 0 would not do. connect(AF_UNSPEC) is TCP's disconnect.
-void reset_connection(int fd) {
-    sockaddr sa{};
-    sa.sa_family = AF_UNSPEC;
-    (void)::connect(fd, &sa, sizeof sa);
-}
-
 bool peer_closed(int fd) {
     pollfd p{fd, POLLRDHUP, 0};
     return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
@@ -214,9 +208,13 @@ public:
                 if (state_ == KRDMA_EP_CONNECTING) {
                     fail(KRDMA_CM_BROKEN, ECONNABORTED);
                 } else if (state_ == KRDMA_EP_CONNECTED || state_ == KRDMA_EP_DISCONNECTING) {
-                    const int err = connection_error(sock_.get(), state_ == KRDMA_EP_DISCONNECTING);
+                    int err = connection_error(sock_.get(), state_ == KRDMA_EP_DISCONNECTING);
                     const bool closed = peer_closed(sock_.get());
+                    // Our abortive end (the consumer's, or our RNIC's after a Terminate): a reset once the socket's
+                    // last bytes are out. A peer that closed or failed needs none.
+                    const bool abortive = !closed && err == 0;
                     uint32_t type = KRDMA_CM_DISCONNECTED;
+                    if (err == 0 && terminated()) err = ECONNABORTED;  // a Terminate ended it, FIN or not
                     if (err != 0) {
                         type = KRDMA_CM_BROKEN;
                         ++m_->counters_.resets;
@@ -226,7 +224,7 @@ public:
                     } else if (!closed) {
                         ++m_->counters_.resets;  // our abortive disconnect
                     }
-                    close_socket(!closed && err == 0);
+                    close_socket(abortive);
                     state_ = err != 0 ? KRDMA_EP_ERROR : KRDMA_EP_DISCONNECTED;
                     send(cm(type, err));
                 }
@@ -260,6 +258,13 @@ public:
         }
         if (state_ != KRDMA_EP_CONNECTED && state_ != KRDMA_EP_DISCONNECTING) return;
         if ((revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0) return;
+        if (!VerbCommands::hosted(client_)) {
+            // The stream is the owner's uVP's: it reads what came before the end (a Terminate, say, which decides
+            // how the connection ended), meets the end itself, and its QP's state change (qp_state_changed)
+            // reports it with the whole story. Deciding here would race it.
+            m_->server_.unwatch(sock_.get());
+            return;
+        }
         // The peer closed or reset the connection: the QP of the kVP goes to ERROR (the uVP sees the same on its
         // own reference and flushes), the owner hears why.
         const int err = connection_error(sock_.get(), state_ == KRDMA_EP_DISCONNECTING);
@@ -333,9 +338,19 @@ private:
     void close_socket(bool abortive) {
         if (!sock_) return;
         m_->server_.unwatch(sock_.get());
-        if (abortive) reset_connection(sock_.get());
-        sock_.reset();
+        if (abortive) {
+            m_->linger_.abort(std::move(sock_));  // a reset, once what the socket still holds is out
+        } else {
+            sock_.reset();
+        }
         session_.reset();
+    }
+
+    // The data path sent or received a Terminate on this connection (its counters say so).
+    bool terminated() const {
+        ri_qp_stats_t st{};
+        return qp_.v->query_qp_stats(static_cast<ri_qp_t>(qp_.handle), &st) == RI_OK &&
+               st.terminates_sent + st.terminates_received > 0;
     }
 
     void qp_to_error() {
@@ -831,6 +846,7 @@ int ConnectionCommands::tick() {
     };
     // Setups of endpoints (fail() never removes an endpoint from the set).
     for (Endpoint *e : endpoints_) earlier(e->check_deadline(now));
+    earlier(linger_.poll(now));
     std::vector<uint64_t> expired;
     for (auto &[id, p] : pending_) {
         if (p->session.expired(now)) {

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "abort_linger.hpp"
 #include "link_monitor.hpp"
 #include "llp_settings.hpp"
 #include "verb_commands.hpp"
@@ -118,6 +119,7 @@ private:
     LlpSettings settings_;
     LlpCounters counters_;
     PendingMap pending_;
+    llp::AbortLinger linger_;  // connections reset once their last bytes (a Terminate, say) are acknowledged
     std::set<Endpoint *> endpoints_;
     std::set<ListenPoint *> listens_;
     uint64_t next_request_ = 1;

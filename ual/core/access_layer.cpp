@@ -297,6 +297,15 @@ void AccessLayer::route_cm(CmRecord &&r) {
         data->status = ECONNABORTED;
         ev.detail = ECONNABORTED;
     }
+    const bool ended = e.type == KRDMA_CM_PEER_DISCONNECT || e.type == KRDMA_CM_BROKEN || e.type == KRDMA_CM_DISCONNECTED;
+    if (ended && ep->streaming_.exchange(false)) {
+        // The kAL saw the connection end (and moved the kVP's QP to ERROR). The uVP may not have seen it on its own
+        // reference yet, or ever (an error the socket reports once may have been the kAL's to read): the local QP
+        // follows now, so posted work flushes and new work fails, before the consumer is told.
+        ri_qp_attr_t err{};
+        err.state = RI_QPS_ERROR;
+        (void)ep->v_->modify_qp(ep->qp_, &err, RI_QP_ATTR_STATE);
+    }
     if (e.type == KRDMA_CM_ESTABLISHED) {
         ep->local_close_ = false;
         // The RDMA-mode transition, the consumer's half: the uVP takes the socket over (a local step; the kAL
@@ -317,6 +326,7 @@ void AccessLayer::route_cm(CmRecord &&r) {
             ev.id = KRDMA_CM_BROKEN;
             data->status = rc;
         }
+        if (ev.id == KRDMA_CM_ESTABLISHED) ep->streaming_ = true;
         ev.detail = static_cast<uint32_t>(data->status);
     }
     ev.connection = std::move(data);

@@ -340,6 +340,8 @@ private:
     std::shared_ptr<SimpleDispatcher> cm_;
     // The consumer moved the QP to CLOSING or ERROR (disconnected) since it was last connected.
     std::atomic<bool> local_close_{false};
+    // The uVP has the stream (from ESTABLISHED until the connection's end was handled).
+    std::atomic<bool> streaming_{false};
     uint64_t kal_handle_ = 0;
     std::shared_ptr<ProtectionZone> pz_;
     std::shared_ptr<CompletionQueue> send_, recv_;
