@@ -22,6 +22,18 @@ struct StagEntry {
     uint32_t pd = 0;      /**< Protection domain identifier. */
     bool valid = true;    /**< False once invalidated (Send with Invalidate, Local Invalidate). */
 
+    /** @brief The entry of a registered region: its bytes, tagged offset base, rights (local read added) and PD. */
+    [[nodiscard]] static StagEntry region(uint64_t addr, uint64_t length, uint64_t to_base, uint32_t access,
+                                          uint32_t pd) noexcept {
+        StagEntry e;
+        e.addr = addr;
+        e.length = length;
+        e.to_base = to_base;
+        e.access = access | RI_ACCESS_LOCAL_READ;
+        e.pd = pd;
+        return e;
+    }
+
     /**
      * @brief The address of [to, to + len) in the region, or nothing when the range is outside it.
      */

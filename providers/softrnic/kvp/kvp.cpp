@@ -363,13 +363,7 @@ struct Kvp {
         // Local data path: makes the region resolvable by this open's queue pairs (under the STag in effect).
         void publish() {
             if (!pd->rnic->local_datapath || pages == nullptr) return;
-            datapath::StagEntry e;
-            e.addr = addr;
-            e.length = length;
-            e.to_base = iova;
-            e.access = access | RI_ACCESS_LOCAL_READ;
-            e.pd = pd->dp_id;
-            pd->rnic->stags.add(stag, e);
+            pd->rnic->stags.add(stag, datapath::StagEntry::region(addr, length, iova, access, pd->dp_id));
         }
         ri_status_t deregister() {
             if (pd->rnic->local_datapath) pd->rnic->stags.remove(stag);

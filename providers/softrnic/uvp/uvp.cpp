@@ -282,13 +282,7 @@ struct Uvp {
         // Makes the region resolvable by the data path (an allocated STag is not, until fast registration).
         void publish() {
             if (max_pages != 0) return;
-            datapath::StagEntry e;
-            e.addr = addr;
-            e.length = length;
-            e.to_base = iova;
-            e.access = access | RI_ACCESS_LOCAL_READ;
-            e.pd = pd->id;
-            pd->rnic->stags.add(keys.lkey, e);
+            pd->rnic->stags.add(keys.lkey, datapath::StagEntry::region(addr, length, iova, access, pd->id));
         }
         ri_status_t deregister() {
             if (ri_status_t rc = Call(RI_DEREGISTER_MR, handle).run(pd->rnic->host_ctx); !released(rc)) return rc;
