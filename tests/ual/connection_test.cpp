@@ -146,6 +146,131 @@ TEST_F(Connections, TwoProcessesConnectWithPrivateDataAndMoveEveryByte) {
     EXPECT_EQ(wait_exit(pid), 0) << peer_output("accept") << read_text(dir_ / "peer.err");
 }
 
+// Gather and scatter lists, solicited events and Send with Invalidate between two processes: the peer receives
+// into two-element scatter lists and reports each Send's bytes (a hash) and its completion's flags.
+TEST_F(Connections, GatherScatterSolicitedAndInvalidateBetweenProcesses) {
+    constexpr size_t kBytes = 1 << 16;
+    auto [pid, port] = start_peer("features", kBytes);
+    ASSERT_NE(port, 0) << read_text(dir_ / "peer.err");
+    Side s;
+    ASSERT_EQ(s.open(device_.string(), "sr0", kRdmaOffset + kBytes), "");
+    auto ep = s.endpoint(9);
+    ASSERT_NE(ep, nullptr);
+    for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(post_recv(s, *ep, i * 256, 256, 100 + i).ok());
+    ASSERT_TRUE(ep->connect("127.0.0.1", port, bytes_of("hello server")).ok());
+    auto est = next_cm(s.cm);
+    ASSERT_TRUE(est.has_value());
+    ASSERT_EQ(est->id, static_cast<uint32_t>(CmEventId::established));
+    auto first = s.completion();
+    ASSERT_TRUE(first.has_value());
+    ASSERT_EQ(first->opcode, static_cast<uint32_t>(RI_WC_RECV));
+    BufferInfo info{};
+    std::memcpy(&info, s.buffer.data() + (first->wr_id - 100) * 256, sizeof info);
+    ASSERT_TRUE(post_recv(s, *ep, (first->wr_id - 100) * 256, 256, first->wr_id).ok());
+
+    const auto fnv = [](const std::vector<uint8_t> &b) {
+        uint32_t h = 2166136261u;
+        for (uint8_t c : b) h = (h ^ c) * 16777619u;
+        return h;
+    };
+    // Sends one request and returns the peer's report of it (its own Send's completion is consumed on the way).
+    const auto send = [&](ri_send_wr_t &wr) -> std::string {
+        if (!ep->post_send({&wr, 1}).ok()) return "post failed";
+        std::string reply;
+        for (int got = 0; got < 2;) {
+            auto c = s.completion(20s);
+            if (!c) return "no completion";
+            if (c->status != RI_WC_SUCCESS) return "status " + std::to_string(c->status);
+            ++got;
+            if (c->opcode == RI_WC_RECV) {
+                reply.assign(reinterpret_cast<const char *>(s.buffer.data() + (c->wr_id - 100) * 256), c->byte_len);
+                (void)post_recv(s, *ep, (c->wr_id - 100) * 256, 256, c->wr_id);
+            }
+        }
+        return reply;
+    };
+    uint8_t *b = s.buffer.data();
+    const uint32_t lkey = s.mr->keys().lkey;
+    for (size_t i = 0; i < 4096; ++i) b[kRdmaOffset + i] = pattern(i, 3);
+
+    // A Send gathered from three pieces lands in the peer's two-piece scatter list, every byte in order.
+    ri_sge_t g3[3] = {{reinterpret_cast<uint64_t>(b + kRdmaOffset), 10, lkey},
+                      {reinterpret_cast<uint64_t>(b + kRdmaOffset + 1000), 100, lkey},
+                      {reinterpret_cast<uint64_t>(b + kRdmaOffset + 3000), 50, lkey}};
+    std::vector<uint8_t> sent(b + kRdmaOffset, b + kRdmaOffset + 10);
+    sent.insert(sent.end(), b + kRdmaOffset + 1000, b + kRdmaOffset + 1100);
+    sent.insert(sent.end(), b + kRdmaOffset + 3000, b + kRdmaOffset + 3050);
+    ri_send_wr_t wr{};
+    wr.wr_id = 1;
+    wr.opcode = RI_WR_SEND;
+    wr.flags = RI_SEND_SIGNALED;
+    wr.sgl = g3;
+    wr.num_sge = 3;
+    EXPECT_EQ(send(wr), "R 160 0 0 0 " + std::to_string(fnv(sent)));
+
+    // Send with Solicited Event: the peer's completion says so.
+    wr.opcode = RI_WR_SEND_SE;
+    wr.num_sge = 1;
+    EXPECT_EQ(send(wr), "R 10 1 0 0 " + std::to_string(fnv({sent.begin(), sent.begin() + 10})));
+
+    // An RDMA Write gathered from three pieces, read back into a scatter list of two elsewhere: the same bytes.
+    ri_send_wr_t w{};
+    w.wr_id = 2;
+    w.opcode = RI_WR_RDMA_WRITE;
+    w.flags = RI_SEND_SIGNALED;
+    w.sgl = g3;
+    w.num_sge = 3;
+    w.u.rdma.remote_addr = info.addr;
+    w.u.rdma.rkey = info.rkey;
+    ASSERT_TRUE(ep->post_send({&w, 1}).ok());
+    ri_sge_t s2[2] = {{reinterpret_cast<uint64_t>(b + kRdmaOffset + 8192), 60, lkey},
+                      {reinterpret_cast<uint64_t>(b + kRdmaOffset + 12288), 100, lkey}};
+    ri_send_wr_t r{};
+    r.wr_id = 3;
+    r.opcode = RI_WR_RDMA_READ;
+    r.flags = RI_SEND_SIGNALED;
+    r.sgl = s2;
+    r.num_sge = 2;
+    r.u.rdma.remote_addr = info.addr;
+    r.u.rdma.rkey = info.rkey;
+    ASSERT_TRUE(ep->post_send({&r, 1}).ok());
+    for (uint64_t want : {2u, 3u}) {
+        auto c = s.completion(20s);
+        ASSERT_TRUE(c.has_value());
+        EXPECT_EQ(c->wr_id, want);
+        EXPECT_EQ(c->status, static_cast<uint32_t>(RI_WC_SUCCESS));
+    }
+    std::vector<uint8_t> back(b + kRdmaOffset + 8192, b + kRdmaOffset + 8192 + 60);
+    back.insert(back.end(), b + kRdmaOffset + 12288, b + kRdmaOffset + 12388);
+    EXPECT_EQ(back, sent);
+
+    // Send with Invalidate: the peer's completion names its STag, which then no longer admits a Write: the
+    // peer's RNIC answers with a Terminate (remote protection) and both QPs end.
+    wr.opcode = RI_WR_SEND_INV;
+    wr.inv_stag = info.rkey;
+    EXPECT_EQ(send(wr), "R 10 0 1 " + std::to_string(info.rkey) + " " +
+                            std::to_string(fnv({sent.begin(), sent.begin() + 10})));
+    w.wr_id = 4;
+    w.num_sge = 1;
+    ASSERT_TRUE(ep->post_send({&w, 1}).ok());
+    auto c = s.completion(20s);
+    ASSERT_TRUE(c.has_value());
+    EXPECT_EQ(c->wr_id, 4u);
+    // A Write completes once its data left; the Terminate then fails the QP (later work flushes).
+    if (c->status == RI_WC_SUCCESS) {
+        ri_send_wr_t probe = r;
+        probe.wr_id = 5;
+        (void)ep->post_send({&probe, 1});
+        c = s.completion(20s);
+        ASSERT_TRUE(c.has_value());
+    }
+    EXPECT_NE(c->status, static_cast<uint32_t>(RI_WC_SUCCESS));
+    auto end = next_cm(s.cm, 10s);
+    ASSERT_TRUE(end.has_value());
+    EXPECT_EQ(end->id, static_cast<uint32_t>(CmEventId::broken)) << end->id;
+    EXPECT_EQ(wait_exit(pid), 0) << peer_output("features") << read_text(dir_ / "peer.err");
+}
+
 TEST_F(Connections, RejectCarriesPrivateDataBack) {
     auto [pid, port] = start_peer("reject");
     ASSERT_NE(port, 0);

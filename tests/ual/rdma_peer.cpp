@@ -11,7 +11,10 @@
 //           clock), asynchronous event ("ae ID DETAIL", "uae ID" unaffiliated) and completion ("wc OPCODE STATUS"),
 //           the status of a receive posted afterwards ("late STATUS"), the QP's state ("state N") and "done";
 //   many    COUNT requests (see serve_many): all connected at once, then each checks and answers the other side's
-//           RDMA Write of BUFFER_BYTES + index bytes and its Send, and RDMA Writes a pattern back.
+//           RDMA Write of BUFFER_BYTES + index bytes and its Send, and RDMA Writes a pattern back;
+//   features one request: receives into two-element scatter lists and answers every Send with
+//           "R LEN SOLICITED INVALIDATED STAG HASH" (the flags of its completion, the STag it invalidated, an FNV-1a
+//           hash of the bytes); "Q" or the connection's end (its receives flushed) ends it.
 // Exit status 0 when everything it checked held.
 #include <unistd.h>
 
@@ -171,11 +174,61 @@ int serve_many(Side &s, size_t count, size_t bytes) {
     return good == count ? 0 : 1;
 }
 
+// The hash the features mode reports: FNV-1a over the received bytes.
+uint32_t fnv(const uint8_t *p, size_t n, uint32_t h = 2166136261u) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 16777619u;
+    return h;
+}
+
+// Receive slot i of the features mode: 40 bytes at i * 256, the rest at 4096 + i * 256 (a scatter list of two).
+rdma::Status post_scatter(Side &s, ual::Endpoint &ep, uint64_t i) {
+    ri_sge_t sge[2] = {{reinterpret_cast<uint64_t>(s.buffer.data() + i * 256), 40, s.mr->keys().lkey},
+                       {reinterpret_cast<uint64_t>(s.buffer.data() + 4096 + i * 256), 216, s.mr->keys().lkey}};
+    ri_recv_wr_t wr{100 + i, sge, 2, 0};
+    return ep.post_recv({&wr, 1});
+}
+
+int features(Side &s, const std::shared_ptr<ual::Endpoint> &ep, size_t bytes) {
+    // The remote area has a region of its own: a Send with Invalidate of its STag leaves the receive buffers' alone.
+    auto remote = s.pz->register_memory(s.buffer.data() + kRdmaOffset, bytes,
+                                        RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_READ);
+    if (!remote) return fail("register the remote area: " + remote.error().to_string());
+    BufferInfo info{reinterpret_cast<uint64_t>(s.buffer.data() + kRdmaOffset), (*remote)->keys().rkey,
+                    static_cast<uint32_t>(bytes)};
+    std::memcpy(s.buffer.data() + 2048, &info, sizeof info);
+    if (!post(s, *ep, RI_WR_SEND, 2048, sizeof info, 1).ok()) return fail("send buffer info");
+    for (;;) {
+        auto wc = s.completion(60s);
+        if (!wc) return fail("no completion");
+        if (wc->status == RI_WC_WR_FLUSH_ERR) break;  // the connection ended (the peer's last step)
+        if (wc->status != RI_WC_SUCCESS) return fail("completion status " + std::to_string(wc->status));
+        if (wc->opcode != RI_WC_RECV) continue;
+        const uint64_t slot = wc->wr_id - 100;
+        std::vector<uint8_t> got(s.buffer.data() + slot * 256, s.buffer.data() + slot * 256 + std::min<size_t>(40, wc->byte_len));
+        if (wc->byte_len > 40) {
+            const uint8_t *rest = s.buffer.data() + 4096 + slot * 256;
+            got.insert(got.end(), rest, rest + (wc->byte_len - 40));
+        }
+        if (got.size() == 1 && got[0] == 'Q') break;
+        if (!post_scatter(s, *ep, slot).ok()) return fail("repost recv");
+        const std::string reply = "R " + std::to_string(wc->byte_len) + " " +
+                                  std::to_string((wc->flags & RI_WC_SOLICITED) != 0 ? 1 : 0) + " " +
+                                  std::to_string((wc->flags & RI_WC_WITH_INV) != 0 ? 1 : 0) + " " +
+                                  std::to_string((wc->flags & RI_WC_WITH_INV) != 0 ? wc->invalidated_stag : 0) + " " +
+                                  std::to_string(fnv(got.data(), got.size()));
+        std::memcpy(s.buffer.data() + 3072, reply.data(), reply.size());
+        if (!post(s, *ep, RI_WR_SEND, 3072, static_cast<uint32_t>(reply.size()), 2).ok()) return fail("send reply");
+    }
+    std::printf("features done\n");
+    std::fflush(stdout);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
     if (argc < 4) {
-        std::fprintf(stderr, "usage: %s DEVICE RNIC accept|reject|hold|watch|many [BUFFER_BYTES [COUNT]]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s DEVICE RNIC accept|reject|hold|watch|many|features [BUFFER_BYTES [COUNT]]\n", argv[0]);
         return 2;
     }
     const std::string mode = argv[3];
@@ -213,7 +266,9 @@ int main(int argc, char **argv) {
     auto ep = s.endpoint(5);
     if (!ep) return fail("create endpoint");
     for (uint64_t i = 0; i < 8; ++i) {
-        if (!post_recv(s, *ep, i * 256, 256, 100 + i).ok()) return fail("post recv");
+        if (!(mode == "features" ? post_scatter(s, *ep, i) : post_recv(s, *ep, i * 256, 256, 100 + i)).ok()) {
+            return fail("post recv");
+        }
     }
     if (auto st = ep->accept(req->connection->request, bytes_of("welcome")); !st.ok()) {
         return fail("accept: " + st.describe());
@@ -226,6 +281,7 @@ int main(int argc, char **argv) {
         for (;;) ::pause();
     }
     if (mode == "watch") return watch(s, ep);
+    if (mode == "features") return features(s, ep, bytes);
 
     BufferInfo info{reinterpret_cast<uint64_t>(s.buffer.data() + kRdmaOffset), s.mr->keys().rkey,
                     static_cast<uint32_t>(bytes)};
