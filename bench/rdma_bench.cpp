@@ -308,6 +308,9 @@ double rdma_pingpong(Rdma &r, ual::Endpoint &a, ual::CompletionQueue &ca, ual::E
                      double seconds) {
     volatile uint8_t *a_mem = r.buf.data() + 64;   // where b writes
     volatile uint8_t *b_mem = r.buf.data() + 128;  // where a writes
+    // Each round starts from zero: a value left by the previous round must not pass for this one's answer.
+    *a_mem = 0;
+    *b_mem = 0;
     std::atomic<bool> stop{false};
     auto poll_some = [](ual::CompletionQueue &c) {
         ri_wc_t wc[16];
@@ -336,7 +339,16 @@ double rdma_pingpong(Rdma &r, ual::Endpoint &a, ual::CompletionQueue &ca, ual::E
         ri_sge_t sge;
         ri_send_wr_t wr = write_wr(r, sge, 0, 8, reinterpret_cast<uint64_t>(b_mem), r.mr->keys().rkey, false);
         if (!a.post_send({&wr, 1}).ok()) break;
-        while (*a_mem != v) poll_some(ca);
+        // A lost answer fails the figure instead of hanging the run.
+        const auto give_up = clock_type::now() + 5s;
+        for (uint32_t spins = 0; *a_mem != v; ++spins) {
+            poll_some(ca);
+            if ((spins & 1023) == 1023 && clock_type::now() > give_up) {
+                stop = true;
+                responder.join();
+                return 0;
+            }
+        }
         ++v;
         ++n;
     }
