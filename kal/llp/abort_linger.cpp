@@ -29,6 +29,12 @@ size_t unacknowledged(int fd) noexcept {
     return static_cast<size_t>(n);
 }
 
+size_t unread(int fd) noexcept {
+    int n = 0;
+    if (::ioctl(fd, SIOCINQ, &n) != 0 || n < 0) return 0;
+    return static_cast<size_t>(n);
+}
+
 AbortLinger::~AbortLinger() {
     for (Lingering &l : lingering_) reset_connection(l.sock.get());
 }

@@ -24,6 +24,8 @@ void reset_connection(int fd) noexcept;
 
 /** @brief Bytes of @p fd's stream not yet acknowledged by the peer (SIOCOUTQ), 0 on error. */
 [[nodiscard]] size_t unacknowledged(int fd) noexcept;
+/** @brief Bytes that arrived on @p fd and were not read (SIOCINQ), 0 on error. */
+[[nodiscard]] size_t unread(int fd) noexcept;
 
 /** @brief The sockets being torn down abortively once their last bytes are out. Not thread-safe. */
 class AbortLinger {

@@ -713,7 +713,11 @@ void ConnectionCommands::drop_pending(uint64_t id) {
     if (it == pending_.end()) return;
     server_.unwatch(it->second->sock.get());
     if (it->second->lp != nullptr) it->second->lp->requests_.erase(id);
-    pending_.erase(it);  // closes the socket
+    krdma::UniqueFd sock = std::move(it->second->sock);
+    pending_.erase(it);
+    // Closing with the peer's bytes unread (oversized private data, say) makes TCP reset at once, and a reject
+    // reply still in flight would go with it: FIN after the reply instead, and the reset once it is acknowledged.
+    if (sock && llp::unread(sock.get()) > 0) linger_.abort(std::move(sock));
 }
 
 rdma::Expected<ConnectionCommands::StreamTarget> ConnectionCommands::stream_target(Connection &c, Handle qp) {

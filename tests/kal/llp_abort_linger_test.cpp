@@ -69,6 +69,16 @@ std::pair<size_t, int> drain(int fd) {
     }
 }
 
+TEST(LlpAbortLinger, CountsUnreadAndUnacknowledgedBytes) {
+    Pair p = tcp_pair();
+    ASSERT_EQ(::send(p.client.get(), "0123456789", 10, 0), 10);
+    for (int i = 0; i < 100 && unread(p.server.get()) == 0; ++i) ::usleep(1000);
+    EXPECT_EQ(unread(p.server.get()), 10u);
+    for (int i = 0; i < 500 && unacknowledged(p.client.get()) > 0; ++i) ::usleep(1000);  // a delayed ACK
+    EXPECT_EQ(unacknowledged(p.client.get()), 0u) << "the receiver's buffer took it all";
+    EXPECT_EQ(unread(-1), 0u);
+}
+
 TEST(LlpAbortLinger, NothingInFlightIsResetAtOnce) {
     Pair p = tcp_pair();
     AbortLinger linger;
