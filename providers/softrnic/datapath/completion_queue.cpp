@@ -14,9 +14,6 @@ namespace {
 // Queue pairs one empty poll drives (round robin): enough for a latency-bound consumer, bounded for a CQ shared by
 // many streams, whose progress thread serves the rest.
 constexpr size_t kInlinePerPoll = 4;
-// Polls that find every stream busy before the poller yields its CPU. At once: measured on two cores with two
-// spinning pollers, waiting even 64 polls let the progress thread sit preempted with a QP for a time slice (ms).
-constexpr uint32_t kBusyPollsBeforeYield = 1;
 
 }  // namespace
 
@@ -60,9 +57,9 @@ ri_status_t CompletionQueue::poll(uint32_t max, ri_wc_t *wc, uint32_t *polled) {
             }
             // Every stream served by another thread (the progress thread, usually): that thread may have lost its
             // CPU while holding the QP, and spinning only keeps it off (with more spinning pollers than cores, for
-            // a whole scheduler time slice). Let it run.
-            const bool yield = busy == count && ++busy_polls_ >= kBusyPollsBeforeYield;
-            if (busy < count || yield) busy_polls_ = 0;
+            // a whole scheduler time slice). Let it run, at once: on two cores with two spinning pollers, waiting
+            // even 64 such polls let a preempted progress thread hold a QP for milliseconds.
+            const bool yield = busy == count;
             g.unlock();
             lost = take(max, wc, n);
             if (yield && n == 0) sched_yield();

@@ -60,7 +60,6 @@ private:
     std::mutex qps_mutex_;  // the attached QPs; a poll only tries it, so it never waits for a destroy
     std::vector<QueuePair *> qps_;
     size_t next_ = 0;  // round robin over qps_
-    uint32_t busy_polls_ = 0;  // inline polls in a row that found every stream served by another thread (qps_mutex_)
 };
 
 }  // namespace softrnic::datapath
