@@ -68,8 +68,7 @@ iwarp::MpaConfig mpa_config(const KvpObject &open, uint32_t ird, uint32_t ord) {
     return mpa_config(a, ird, ord);
 }
 
-// An abortive close: RST to the peer even while another process (the consumer) still holds the socket, which a
-// close() with SO_LINGER 0 would not do. connect(AF_UNSPEC) is TCP's disconnect.
+// The peer closed its side (FIN) or the connection failed.
 bool peer_closed(int fd) {
     pollfd p{fd, POLLRDHUP, 0};
     return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
