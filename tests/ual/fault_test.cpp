@@ -103,19 +103,6 @@ std::vector<ual::Event> async_events(Side &s, uint32_t want, std::chrono::millis
     return out;
 }
 
-// Connects @p ep of @p s to the watching peer on @p address:@p port and returns the buffer it announces.
-std::optional<BufferInfo> connect_to_watcher(Side &s, ual::Endpoint &ep, const std::string &address, uint16_t port) {
-    if (!ep.connect(address, port, bytes_of("hello server")).ok()) return std::nullopt;
-    auto est = next_cm(s.cm);
-    if (!est || est->id != static_cast<uint32_t>(CmEventId::established)) return std::nullopt;
-    auto wc = s.completion();
-    if (!wc || wc->status != RI_WC_SUCCESS || wc->opcode != RI_WC_RECV) return std::nullopt;
-    BufferInfo info{};
-    if (wc->byte_len != sizeof info) return std::nullopt;
-    std::memcpy(&info, s.buffer.data() + (wc->wr_id - 100) * 256, sizeof info);
-    return info;
-}
-
 // ---------------------------------------------------------------------------------------------------------------
 // 256 QPs at once
 

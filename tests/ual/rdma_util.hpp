@@ -140,6 +140,24 @@ struct BufferInfo {
     uint32_t length;
 };
 
+/**
+ * @brief Connects @p ep of @p s (receives posted from wr_id 100, 256 bytes each) to a peer program on @p address:@p
+ *        port with private data "hello server" and returns the buffer the peer announces in its first Send; nothing
+ *        when any step fails. The receive that took it (wr_id 100) is not posted again.
+ */
+inline std::optional<BufferInfo> connect_to_watcher(Side &s, ual::Endpoint &ep, const std::string &address,
+                                                    uint16_t port) {
+    if (!ep.connect(address, port, bytes_of("hello server")).ok()) return std::nullopt;
+    auto est = next_cm(s.cm);
+    if (!est || est->id != static_cast<uint32_t>(ual::CmEventId::established)) return std::nullopt;
+    auto wc = s.completion();
+    if (!wc || wc->status != RI_WC_SUCCESS || wc->opcode != RI_WC_RECV) return std::nullopt;
+    BufferInfo info{};
+    if (wc->byte_len != sizeof info) return std::nullopt;
+    std::memcpy(&info, s.buffer.data() + (wc->wr_id - 100) * 256, sizeof info);
+    return info;
+}
+
 }  // namespace rdmatest
 
 #endif  // TESTS_UAL_RDMA_UTIL_HPP
