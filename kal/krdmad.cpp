@@ -1,18 +1,25 @@
 // krdmad: the kernel access layer host. One per host; serves the /dev/krdma device.
 //
 // Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 1 for a bad command line, 2 for a bad configuration,
-// 3 when a provider module or RNIC cannot be set up, 4 when the device path cannot be served.
+// 3 when a provider module, an RNIC or a required consumer module cannot be set up, 4 when the device path cannot
+// be served.
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "adapter_manager.hpp"
 #include "admin_commands.hpp"
 #include "config.hpp"
 #include "connection_commands.hpp"
+#include "consumer_modules.hpp"
+#include "kal/consumer_host.hpp"
 #include "verb_commands.hpp"
 #include "rnicpi/host/log.hpp"
 #include "server.hpp"
@@ -21,12 +28,6 @@ namespace {
 
 constexpr const char *kComponent = "krdmad";
 constexpr const char *kDefaultConfig = "/etc/krdma/krdmad.json";
-
-kal::DeviceServer *g_server = nullptr;  // for the signal handler only: stop() is async-signal-safe
-
-void on_signal(int) {
-    if (g_server != nullptr) g_server->stop();
-}
 
 }  // namespace
 
@@ -68,10 +69,21 @@ int main(int argc, char **argv) {
     }
 
     if (check) {
-        std::printf("krdmad: configuration is valid (device %s, %zu module(s), %zu RNIC(s))\n",
-                    config.device.c_str(), config.modules.size(), config.rnics.size());
+        std::printf("krdmad: configuration is valid (device %s, %zu module(s), %zu RNIC(s), %zu consumer "
+                    "module(s))\n",
+                    config.device.c_str(), config.modules.size(), config.rnics.size(), config.consumers.size());
         return 0;
     }
+
+    // SIGTERM and SIGINT stay blocked in every thread (threads inherit the mask, so this comes before the first
+    // kVP thread): the control thread takes them with sigwait() and shuts down in order on an ordinary thread,
+    // consumer modules first while the device still serves, which a signal handler could not do.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGINT);
+    ::pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);
 
     rdma::rnicpi::ModuleLoader loader(kal::kal_host_ops(), config.provider_dir.value_or(rdma::rnicpi::default_provider_dir()));
     kal::AdapterManager adapters(loader);
@@ -102,25 +114,43 @@ int main(int argc, char **argv) {
     kal::VerbCommands verbs(server, adapters, config.quotas, pin_budget, config.pin_bytes_per_process);  // access is decided per command from SO_PEERCRED, not by the file mode
     // LLP and endpoint management share the device's loop; destroyed before the verbs, it lets go of their endpoints.
     kal::ConnectionCommands connections(verbs, config.llp);
+    // Kernel consumer modules reach the kAL through the host; they go before it.
+    kal::ConsumerHost host(verbs, connections, adapters, config.device.string());
+    kal::ConsumerModules consumers(host, loader.provider_dir());
+    consumers.register_commands(server);
 
-    g_server = &server;
-    struct sigaction sa{};
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGTERM, &sa, nullptr);
-    ::sigaction(SIGINT, &sa, nullptr);
-    ::signal(SIGPIPE, SIG_IGN);
+    // The device serves on its own thread; this one starts and stops the consumer modules, whose calls into the
+    // kAL run on the serving thread and must not wait for themselves.
+    std::thread serving([&server] {
+        server.run();
+        ::kill(::getpid(), SIGTERM);  // should the loop ever end by itself, the control thread wakes up
+    });
+    auto stop_serving = [&] {
+        server.stop();
+        serving.join();
+    };
+
+    if (auto r = consumers.start(config.consumers); !r) {
+        std::fprintf(stderr, "krdmad: %s\n", r.error().to_string().c_str());
+        consumers.stop();
+        stop_serving();
+        return 3;
+    }
 
     RDMA_LOG_INFO(kComponent, "ready on %s with %zu RNIC(s)", config.device.c_str(), adapters.list().size());
     std::printf("krdmad: ready on %s\n", config.device.c_str());
     std::fflush(stdout);
-    server.run();
+    int sig = 0;
+    ::sigwait(&stop_signals, &sig);
+    RDMA_LOG_INFO(kComponent, "%s: stopping", ::strsignal(sig));
 
+    // Consumer modules first, while the device serves: their connections and objects go the ordinary way.
+    consumers.stop();
+    stop_serving();
     // Tell every uAL before its resources go, so consumers see a clear reason rather than a dead socket.
     krdma_event bye{};
     bye.event = KRDMA_EVENT_SHUTDOWN;
     server.broadcast(bye);
-    g_server = nullptr;
     RDMA_LOG_INFO(kComponent, "shutting down (%zu client(s) connected)", server.connections());
     return 0;
 }

@@ -33,6 +33,12 @@ std::string str(const json &obj, const char *key, const std::string &where, cons
     return obj[key].get<std::string>();
 }
 
+bool flag(const json &obj, const char *key, const std::string &where, bool fallback) {
+    if (!obj.contains(key)) return fallback;
+    if (!obj[key].is_boolean()) throw Bad{where + "." + key + " must be true or false"};
+    return obj[key].get<bool>();
+}
+
 uint64_t num(const json &obj, const char *key, const std::string &where, uint64_t fallback) {
     if (!obj.contains(key)) return fallback;
     if (!obj[key].is_number_unsigned()) throw Bad{where + "." + key + " must be a non-negative integer"};
@@ -57,7 +63,7 @@ rdma::Expected<Config> parse_config(const std::string &text) {
     Config c;
     try {
         only_keys(root, "config", {"device", "provider_dir", "admin_group", "log_level", "modules", "rnics", "limits",
-                                    "llp"});
+                                    "llp", "consumers"});
         c.device = str(root, "device", "config", c.device.string());
         if (c.device.empty()) throw Bad{"config.device must not be empty"};
         if (root.contains("provider_dir")) c.provider_dir = str(root, "provider_dir", "config", "");
@@ -144,6 +150,22 @@ rdma::Expected<Config> parse_config(const std::string &text) {
             }
             if (s.keepalive_idle.count() > 0 && (s.keepalive_interval.count() == 0 || s.keepalive_count == 0)) {
                 throw Bad{w + ": keepalive needs a positive keepalive_interval_s and keepalive_count"};
+            }
+        }
+        if (root.contains("consumers")) {
+            const json &m = root["consumers"];
+            if (!m.is_array()) throw Bad{"config.consumers must be an array of objects"};
+            for (size_t i = 0; i < m.size(); ++i) {
+                const std::string where = "config.consumers[" + std::to_string(i) + "]";
+                only_keys(m[i], where, {"module", "args", "enabled", "required"});
+                ConsumerModuleSpec s;
+                s.module = str(m[i], "module", where, "");
+                if (s.module.empty()) throw Bad{where + ".module must name the module's file"};
+                // Any JSON value: the module parses its own arguments.
+                if (m[i].contains("args")) s.args = m[i]["args"].dump();
+                s.enabled = flag(m[i], "enabled", where, true);
+                s.required = flag(m[i], "required", where, false);
+                c.consumers.push_back(std::move(s));
             }
         }
     } catch (const Bad &b) {

@@ -1,6 +1,7 @@
 /**
  * @file config.hpp
- * @brief krdmad's JSON configuration: device path, provider modules, RNIC instances, limits, logging.
+ * @brief krdmad's JSON configuration: device path, provider modules, RNIC instances, limits, logging, consumer
+ *        modules.
  *
  * Every key is checked: an unknown key (a typo) or a value of the wrong type is an error that names the key's
  * path, so a bad configuration stops krdmad at start with a clear message instead of running with defaults.
@@ -22,6 +23,14 @@
 
 namespace kal {
 
+/** @brief One entry of "consumers": a kernel consumer module to start once the device serves. */
+struct ConsumerModuleSpec {
+    std::string module;       /**< File: a bare name is looked up in the provider directory, like kVP modules. */
+    std::string args = "{}";  /**< The "args" value as JSON text, handed to the module's start. */
+    bool enabled = true;      /**< False: listed as disabled, not loaded. */
+    bool required = false;    /**< True: a module that cannot be loaded or started stops krdmad before serving. */
+};
+
 /** @brief krdmad's configuration. */
 struct Config {
     std::filesystem::path device = KRDMA_DEFAULT_DEVICE;  /**< Device path (a Unix socket). */
@@ -35,6 +44,7 @@ struct Config {
     uint64_t pin_bytes_total = 8ull << 30;                /**< Pinned memory host-wide. */
     Quotas quotas;                                        /**< Objects per consumer process. */
     LlpSettings llp;                                      /**< Connection setup and liveness ("llp"). */
+    std::vector<ConsumerModuleSpec> consumers;            /**< Kernel consumer modules, in start order. */
 };
 
 /** @brief Parses a configuration text; errors name the offending key. */

@@ -9,8 +9,11 @@ EmbeddedKal::EmbeddedKal(const Config &config, AdminPolicy policy)
       budget_(config.pin_bytes_total),
       server_(config.device, config.max_connections),
       verbs_(server_, adapters_, config.quotas, budget_, config.pin_bytes_per_process),
-      connections_(verbs_, config.llp) {
+      connections_(verbs_, config.llp),
+      host_(verbs_, connections_, adapters_, config.device.string()),
+      consumers_(host_, loader_.provider_dir()) {
     register_admin_commands(server_, adapters_, policy);
+    consumers_.register_commands(server_);
 }
 
 rdma::Expected<std::unique_ptr<EmbeddedKal>> EmbeddedKal::start(const Config &config) {
@@ -26,10 +29,13 @@ rdma::Expected<std::unique_ptr<EmbeddedKal>> EmbeddedKal::start(const Config &co
         }
     }
     k->thread_ = std::thread([kal = k.get()] { kal->server_.run(); });
+    // As in krdmad: once the kAL serves (a module's calls run on the serving thread), in order.
+    if (auto r = k->consumers_.start(config.consumers); !r) return r.error();
     return k;
 }
 
 EmbeddedKal::~EmbeddedKal() {
+    consumers_.stop();  // while the kAL serves, as krdmad does
     server_.stop();
     if (thread_.joinable()) thread_.join();
     // Members go in reverse order: the verbs' contexts (and their objects) first, then the server, the budget,

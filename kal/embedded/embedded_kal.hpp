@@ -12,6 +12,7 @@
 #include "admin_commands.hpp"
 #include "config.hpp"
 #include "connection_commands.hpp"
+#include "consumer_modules.hpp"
 #include "hosted_consumer.hpp"
 #include "server.hpp"
 #include "verb_commands.hpp"
@@ -22,13 +23,16 @@ namespace kal {
 class EmbeddedKal {
 public:
     /**
-     * @brief Loads @p config's modules, attaches its RNICs and starts serving. The device path of @p config is not
-     *        used: clients connect with connect_local(). ::RI_ENOENT for an admin group this host does not have.
+     * @brief Loads @p config's modules, attaches its RNICs, starts serving, then starts its consumer modules (a
+     *        required one that fails fails the start). The device path of @p config is not used for serving
+     *        (clients connect with connect_local()), only as the consumer modules' instance identity. ::RI_ENOENT
+     *        for an admin group this host does not have. C++ consumer modules need the program to link
+     *        kal_consumer_exports.
      */
     [[nodiscard]] static rdma::Expected<std::unique_ptr<EmbeddedKal>> start(const Config &config);
     EmbeddedKal(const EmbeddedKal &) = delete;
     EmbeddedKal &operator=(const EmbeddedKal &) = delete;
-    /** @brief Stops serving, tears every client's objects down, detaches the RNICs. */
+    /** @brief Stops the consumer modules, then serving, tears every client's objects down, detaches the RNICs. */
     ~EmbeddedKal();
 
     /** @brief A new client connection's socket (hand it to ual::DeviceClient::adopt). */
@@ -41,8 +45,12 @@ public:
      */
     [[nodiscard]] std::unique_ptr<HostedConsumer> host_consumer(HostedCallbacks callbacks,
                                                                 std::string name = "hosted") {
-        return std::make_unique<HostedConsumer>(verbs_, connections_, std::move(callbacks), std::move(name));
+        return host_.host_consumer(std::move(callbacks), std::move(name));
     }
+    /** @brief The kAL as hosted C++ code sees it (what consumer modules get through their env). */
+    [[nodiscard]] ConsumerHost &consumer_host() noexcept { return host_; }
+    /** @brief The configured consumer modules. */
+    [[nodiscard]] ConsumerModules &consumers() noexcept { return consumers_; }
 
 private:
     EmbeddedKal(const Config &config, AdminPolicy policy);
@@ -53,6 +61,8 @@ private:
     DeviceServer server_;
     VerbCommands verbs_;
     ConnectionCommands connections_;
+    ConsumerHost host_;
+    ConsumerModules consumers_;
     std::thread thread_;
 };
 

@@ -3,6 +3,7 @@
 #include "connection_commands.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -187,6 +188,27 @@ public:
         rewatch(POLLOUT);
     }
 
+    // A socket the consumer connected itself (CONVERT), on the responder's side: the peer's MPA request is read and
+    // answered here (the consumer decided by converting), then the transition as for an accepted request.
+    void start_converted_responder(krdma::UniqueFd sock, const iwarp::MpaConfig &cfg, std::span<const uint8_t> pd,
+                                   uint16_t ird, uint16_t ord, Clock::time_point deadline) {
+        sock_ = std::move(sock);
+        initiator_ = false;
+        auto_accept_ = true;
+        ird_ = ird;
+        ord_ = ord;
+        pd_.assign(pd.begin(), pd.end());
+        deadline_ = deadline;
+        state_ = KRDMA_EP_CONNECTING;
+        session_ = std::make_unique<llp::MpaSession>(sock_.get());
+        if (auto st = session_->start_responder(cfg, deadline); !st) {
+            ++m_->counters_.failed;
+            fail(KRDMA_CM_BROKEN, st.error().code());
+            return;
+        }
+        rewatch(POLLIN);
+    }
+
     // Passive side: the consumer accepted; the session is writing (or wrote) the reply.
     void start_passive(krdma::UniqueFd sock, llp::MpaSession session) {
         sock_ = std::move(sock);
@@ -266,7 +288,10 @@ public:
         }
         // The peer closed or reset the connection: the QP of the kVP goes to ERROR (the uVP sees the same on its
         // own reference and flushes), the owner hears why.
-        const int err = connection_error(sock_.get(), state_ == KRDMA_EP_DISCONNECTING);
+        int err = connection_error(sock_.get(), state_ == KRDMA_EP_DISCONNECTING);
+        // A peer that sent a Terminate closes right after it: the connection broke, whatever the FIN says (as
+        // qp_state_changed decides for a stream a uVP runs).
+        if (err == 0 && terminated()) err = ECONNABORTED;
         uint32_t type;
         if (err != 0 || (revents & POLLERR) != 0) {
             type = KRDMA_CM_BROKEN;
@@ -372,6 +397,18 @@ private:
     void negotiate(llp::MpaState s) {
         switch (s) {
             case llp::MpaState::established: transition(); return;
+            case llp::MpaState::request_received:
+                if (auto_accept_) {
+                    auto_accept_ = false;
+                    if (auto st = session_->accept(pd_, ird_, ord_); !st) {
+                        ++m_->counters_.failed;
+                        fail(KRDMA_CM_BROKEN, st.error().code());
+                        return;
+                    }
+                    negotiate(session_->on_writable());
+                    return;
+                }
+                break;
             case llp::MpaState::rejected: {
                 ++m_->counters_.peer_rejected;
                 krdma_cm_event e = cm(KRDMA_CM_REJECTED, ECONNREFUSED);
@@ -400,12 +437,10 @@ private:
                 fail(KRDMA_CM_BROKEN, status, term);
                 return;
             }
-            default: {
-                const short ev = session_->poll_events();
-                rewatch(ev != 0 ? ev : POLLIN);
-                return;
-            }
+            default: break;
         }
+        const short ev = session_->poll_events();
+        rewatch(ev != 0 ? ev : POLLIN);
     }
 
     // The RDMA-mode transition: the kVP's QP to RTS with the negotiated parameters, the socket to the owner.
@@ -475,6 +510,9 @@ private:
     std::vector<uint8_t> pd_;
     Clock::time_point deadline_{};
     ri_llp_params_t llp_{};
+    // CONVERT's responder: answers the peer's request itself with these.
+    bool auto_accept_ = false;
+    uint16_t ird_ = 0, ord_ = 0;
 };
 
 ConnectionCommands::ConnectionCommands(VerbCommands &verbs, LlpSettings settings)
@@ -484,6 +522,7 @@ ConnectionCommands::ConnectionCommands(VerbCommands &verbs, LlpSettings settings
     server_.on(KRDMA_CMD_CONNECT, [this](Connection &c, const Request &r, Reply &) { return connect(c, r); });
     server_.on(KRDMA_CMD_ACCEPT, [this](Connection &c, const Request &r, Reply &) { return accept(c, r); });
     server_.on(KRDMA_CMD_REJECT, [this](Connection &c, const Request &r, Reply &) { return reject(c, r); });
+    server_.on(KRDMA_CMD_CONVERT, [this](Connection &c, const Request &r, Reply &) { return convert(c, r); });
     verbs_.count_endpoints_with([this](uint32_t client_id) {
         return static_cast<uint32_t>(std::count_if(endpoints_.begin(), endpoints_.end(),
                                                    [client_id](const Endpoint *e) { return e->client() == client_id; }));
@@ -549,7 +588,7 @@ ConnectionCommands::ConnectionCommands(VerbCommands &verbs, LlpSettings settings
 
 ConnectionCommands::~ConnectionCommands() {
     for (uint32_t cmd : {KRDMA_CMD_LISTEN, KRDMA_CMD_DESTROY_LISTEN, KRDMA_CMD_CONNECT, KRDMA_CMD_ACCEPT,
-                         KRDMA_CMD_REJECT, KRDMA_CMD_LIST_ENDPOINTS, KRDMA_CMD_LLP_COUNTERS}) {
+                         KRDMA_CMD_REJECT, KRDMA_CMD_CONVERT, KRDMA_CMD_LIST_ENDPOINTS, KRDMA_CMD_LLP_COUNTERS}) {
         server_.off(cmd);
     }
     server_.on_tick(nullptr);
@@ -818,6 +857,68 @@ int ConnectionCommands::accept(Connection &c, const Request &req) {
     Endpoint *raw = ep.get();
     qp->link = std::move(ep);
     raw->start_passive(std::move(sock), std::move(session));
+    return RI_OK;
+}
+
+int ConnectionCommands::convert(Connection &c, const Request &req) {
+    krdma_convert q;
+    std::memcpy(&q, req.payload.data(), sizeof q);
+    if (q.private_data_len > KRDMA_MAX_PRIVATE_DATA || q.reserved != 0 || q.reserved2 != 0 ||
+        q.role > KRDMA_CONVERT_RESPONDER) {
+        return RI_EINVAL;
+    }
+    if (req.message == nullptr || req.message->nfds != 1) return RI_EBADF;
+    krdma::UniqueFd s = std::move(req.message->fds[0]);
+    req.message->nfds = 0;
+    // A connected TCP stream socket, using the QP's RNIC's address.
+    int type = 0;
+    socklen_t tl = sizeof type;
+    if (::getsockopt(s.get(), SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM) return RI_EBADF;
+    sockaddr_storage local{}, remote{};
+    socklen_t ll = sizeof local, rl = sizeof remote;
+    if (::getsockname(s.get(), reinterpret_cast<sockaddr *>(&local), &ll) != 0 ||
+        (local.ss_family != AF_INET && local.ss_family != AF_INET6)) {
+        return RI_EBADF;
+    }
+    if (::getpeername(s.get(), reinterpret_cast<sockaddr *>(&remote), &rl) != 0) return RI_ENOTCONN;
+    auto target = stream_target(c, q.qp);
+    if (!target) return target.error().code();
+    KvpObject *qp = target->qp;
+    KvpObject *open = target->open;
+    const ri_qp_attr_t &qa = target->attr;
+    const ri_llp_params_t ends = addresses_of(s.get());
+    const ri_net_addr_t &rnic_addr = open->ref.address();
+    if (ends.local.family != rnic_addr.family ||
+        std::memcmp(ends.local.addr, rnic_addr.addr, rnic_addr.family == RI_AF_INET6 ? 16 : 4) != 0) {
+        return EADDRNOTAVAIL;  // the stream does not use this RNIC
+    }
+    const int flags = ::fcntl(s.get(), F_GETFL);
+    if (flags < 0 || ::fcntl(s.get(), F_SETFL, flags | O_NONBLOCK) != 0) return errno;
+    int one = 1;
+    (void)::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    bool initiator = q.role == KRDMA_CONVERT_INITIATOR;
+    if (q.role == KRDMA_CONVERT_AUTO) {
+        // Both ends see the same two (address, port) pairs, swapped: the lower one sends the request.
+        const size_t n = ends.local.family == RI_AF_INET6 ? 16 : 4;
+        const int cmp = std::memcmp(ends.local.addr, ends.remote.addr, n);
+        initiator = cmp < 0 || (cmp == 0 && ends.local_port < ends.remote_port);
+    }
+    const auto timeout = q.timeout_ms != 0 ? std::chrono::milliseconds(q.timeout_ms) : settings_.connect_timeout;
+    const std::span<const uint8_t> pd(q.private_data, q.private_data_len);
+    auto ep = std::make_unique<Endpoint>(*this, c.peer().client_id, q.qp, *qp, q.context, open->ref.name());
+    Endpoint *raw = ep.get();
+    qp->link = std::move(ep);
+    if (initiator) {
+        ++counters_.active_opens;
+        // Connected already: the first writable event finds no socket error and starts MPA.
+        raw->start_active(std::move(s), mpa_config(*open, qa.ird, qa.ord), pd, Clock::now() + timeout);
+    } else {
+        ++counters_.passive_opens;
+        raw->start_converted_responder(std::move(s), mpa_config(*open, qa.ird, qa.ord), pd,
+                                       static_cast<uint16_t>(std::min<uint32_t>(qa.ird, iwarp::kMpaIrdOrdMax)),
+                                       static_cast<uint16_t>(std::min<uint32_t>(qa.ord, iwarp::kMpaIrdOrdMax)),
+                                       Clock::now() + timeout);
+    }
     return RI_OK;
 }
 

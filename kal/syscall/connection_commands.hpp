@@ -108,6 +108,7 @@ private:
     int connect(Connection &c, const Request &req);
     int accept(Connection &c, const Request &req);
     int reject(Connection &c, const Request &req);
+    int convert(Connection &c, const Request &req);
     int tick();
     void accept_tcp(ListenPoint &lp);
     void pending_events(uint64_t id, short revents);

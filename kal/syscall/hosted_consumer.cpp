@@ -2,9 +2,12 @@
 // of its own, and its event records come back by callback.
 #include "hosted_consumer.hpp"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "kvp_object.hpp"
 #include "net_addr.hpp"
@@ -30,6 +33,33 @@ krdma_syscall call(uint32_t op, Handle object) {
 }
 
 rdma::Error failed(int rc, const char *what) { return rdma::Error(rc, what); }
+
+// Whether every page of [addr, addr + length) is mapped in this process. A hosted consumer's memory is the kAL's
+// own: a region over unmapped pages would take krdmad down at the first placement, so it is refused up front.
+bool mapped(uint64_t addr, uint64_t length) {
+    if (length == 0) return false;
+    const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const uint64_t start = addr & ~(page - 1);
+    if (addr + length < addr) return false;
+    const uint64_t end = addr + length;
+    std::vector<unsigned char> vec((end - start + page - 1) / page);
+    return ::mincore(reinterpret_cast<void *>(start), end - start, vec.data()) == 0;
+}
+
+// Carries out the kAL's lock/unlock instructions for memory of this process (a process consumer's uAL does this
+// in its own process); the errno of the first lock that failed, or 0.
+int apply_pins(const krdma_pin_op *ops, size_t n) {
+    int failed_lock = 0;
+    for (size_t i = 0; i < n; ++i) {
+        void *a = reinterpret_cast<void *>(static_cast<uintptr_t>(ops[i].addr));
+        if (ops[i].op == KRDMA_PIN_LOCK) {
+            if (::mlock(a, ops[i].length) != 0 && failed_lock == 0) failed_lock = errno;
+        } else if (ops[i].op == KRDMA_PIN_UNLOCK) {
+            (void)::munlock(a, ops[i].length);
+        }
+    }
+    return failed_lock;
+}
 
 }  // namespace
 
@@ -85,7 +115,13 @@ rdma::Expected<HostedObject> HostedConsumer::object(Handle h, ResourceType type)
 rdma::Expected<HostedObject> HostedConsumer::syscall(krdma_syscall &s, ResourceType made) {
     const int rc = verbs_.server().call_on_loop([&] { return verbs_.execute(conn_, s); });
     if (rc != 0) return failed(rc, "verb refused");
-    return object(s.handle_out, made);
+    auto o = object(s.handle_out, made);
+    if (o && apply_pins(s.pins, std::min<size_t>(s.npins, KRDMA_SYSCALL_MAX_PINS)) != 0) {
+        // Pages the kAL pinned cannot be locked (RLIMIT_MEMLOCK): undo, as a process's uAL would.
+        (void)destroy(*o);
+        return failed(RI_ENOMEM, "cannot lock the region's pages");
+    }
+    return o;
 }
 
 rdma::Expected<HostedObject> HostedConsumer::open_rnic(const std::string &rnic) {
@@ -129,19 +165,51 @@ rdma::Expected<HostedObject> HostedConsumer::create_cq(const HostedObject &rnic,
 }
 
 rdma::Expected<HostedObject> HostedConsumer::create_qp(const HostedObject &pd, const HostedObject &send_cq,
-                                                       const HostedObject &recv_cq, ri_qp_init_attr_t &attr) {
+                                                       const HostedObject &recv_cq, ri_qp_init_attr_t &attr,
+                                                       const HostedObject *srq) {
     krdma_syscall s = call(RI_CREATE_QP, pd.handle);
     s.refs[0] = send_cq.handle;
     s.refs[1] = recv_cq.handle;
+    s.refs[2] = srq != nullptr ? srq->handle : 0;
     set_param(s, attr);
     auto o = syscall(s, ResourceType::qp);
     if (o && s.result_len >= sizeof attr) std::memcpy(&attr, s.result, sizeof attr);
     return o;
 }
 
+rdma::Expected<HostedObject> HostedConsumer::create_srq(const HostedObject &pd, ri_srq_attr_t &attr) {
+    krdma_syscall s = call(RI_CREATE_SRQ, pd.handle);
+    set_param(s, attr);
+    auto o = syscall(s, ResourceType::srq);
+    if (o && s.result_len >= sizeof attr) std::memcpy(&attr, s.result, sizeof attr);
+    return o;
+}
+
+rdma::Expected<void> HostedConsumer::modify_srq(const HostedObject &srq, const ri_srq_attr_t &attr, uint32_t mask) {
+    struct {
+        ri_syscall_modify_t m;
+        ri_srq_attr_t a;
+    } p{{mask, 0}, attr};
+    krdma_syscall s = call(RI_MODIFY_SRQ, srq.handle);
+    set_param(s, p);
+    if (int rc = verbs_.server().call_on_loop([&] { return verbs_.execute(conn_, s); }); rc != 0) {
+        return failed(rc, "modify SRQ");
+    }
+    return {};
+}
+
+rdma::Expected<HostedObject> HostedConsumer::alloc_mw(const HostedObject &pd, uint32_t type, ri_stag_t &rkey) {
+    krdma_syscall s = call(RI_ALLOC_MW, pd.handle);
+    set_param(s, type);
+    auto o = syscall(s, ResourceType::mw);
+    if (o && s.result_len >= sizeof rkey) std::memcpy(&rkey, s.result, sizeof rkey);
+    return o;
+}
+
 rdma::Expected<HostedObject> HostedConsumer::register_mr(const HostedObject &pd, void *addr, uint64_t length,
                                                          uint32_t access, ri_mr_keys_t &keys) {
     const auto a = reinterpret_cast<uint64_t>(addr);
+    if (!mapped(a, length)) return failed(RI_EFAULT, "the region is not mapped in this process");
     ri_mr_reg_t r{a, length, (access & RI_ACCESS_ZERO_BASED) != 0 ? 0 : a, access, 0};
     krdma_syscall s = call(RI_REGISTER_MR, pd.handle);
     set_param(s, r);
@@ -175,7 +243,10 @@ rdma::Expected<void> HostedConsumer::destroy(const HostedObject &o) {
     const int rc = verbs_.server().call_on_loop([&] {
         Context &ctx = verbs_.context_of(conn_);
         if (auto r = ctx.table.get(o.handle, o.type); !r) return r.error().code();
+        ctx.pin_ops.clear();
         if (auto d = ctx.table.destroy(o.handle); !d) return d.error().code();
+        (void)apply_pins(ctx.pin_ops.data(), ctx.pin_ops.size());  // the unlocks of what the kAL unpinned
+        ctx.pin_ops.clear();
         return 0;
     });
     if (rc != 0) return failed(rc, "destroy");

@@ -47,8 +47,11 @@ struct HostedCallbacks {
     std::function<void(Handle cq)> completion;       /**< An armed CQ got a completion (kVP thread). */
 };
 
-/** @brief A consumer hosted in the kAL. Thread-safe. */
-class HostedConsumer {
+/**
+ * @brief A consumer hosted in the kAL. Thread-safe. Its functions are exported to consumer modules
+ *        (kal/consumer_host.hpp), hence the default visibility.
+ */
+class __attribute__((visibility("default"))) HostedConsumer {
 public:
     /** @brief A new consumer of @p verbs and @p connections, named @p name in logs. */
     HostedConsumer(VerbCommands &verbs, ConnectionCommands &connections, HostedCallbacks callbacks,
@@ -69,7 +72,14 @@ public:
     [[nodiscard]] rdma::Expected<HostedObject> create_cq(const HostedObject &rnic, uint32_t cqe);
     /** @brief Create QP; @p attr is updated with the attributes in effect. */
     [[nodiscard]] rdma::Expected<HostedObject> create_qp(const HostedObject &pd, const HostedObject &send_cq,
-                                                         const HostedObject &recv_cq, ri_qp_init_attr_t &attr);
+                                                         const HostedObject &recv_cq, ri_qp_init_attr_t &attr,
+                                                         const HostedObject *srq = nullptr);
+    /** @brief Create SRQ in @p pd; @p attr is updated with the attributes in effect. */
+    [[nodiscard]] rdma::Expected<HostedObject> create_srq(const HostedObject &pd, ri_srq_attr_t &attr);
+    /** @brief Modify SRQ with a mask of ::ri_srq_attr_mask. */
+    [[nodiscard]] rdma::Expected<void> modify_srq(const HostedObject &srq, const ri_srq_attr_t &attr, uint32_t mask);
+    /** @brief Allocate a memory window of ::ri_mw_type @p type in @p pd; @p rkey receives its STag. */
+    [[nodiscard]] rdma::Expected<HostedObject> alloc_mw(const HostedObject &pd, uint32_t type, ri_stag_t &rkey);
     /** @brief Register @p length bytes at @p addr (in this process) with @p access; @p keys receives the STags. */
     [[nodiscard]] rdma::Expected<HostedObject> register_mr(const HostedObject &pd, void *addr, uint64_t length,
                                                            uint32_t access, ri_mr_keys_t &keys);

@@ -1,4 +1,5 @@
-// rdmactl attach / detach / load / unload / modules: the administrator's changes to what a running krdmad serves.
+// rdmactl attach / detach / load / unload / modules / consumers: the administrator's changes to what a running
+// krdmad serves, and its kVP and kernel consumer modules.
 // Changes need root or membership in krdmad's admin group; krdmad decides, from the caller's SO_PEERCRED identity.
 #include <cstdio>
 #include <cstring>
@@ -7,6 +8,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <vector>
 
 #include "client.hpp"
 #include "commands.hpp"
@@ -233,6 +235,58 @@ void add_modules(CLI::App &app, const GlobalOptions &global, int &exit_code) {
     });
 }
 
+const char *consumer_state_name(uint32_t state) {
+    switch (state) {
+        case KRDMA_CONSUMER_DISABLED: return "disabled";
+        case KRDMA_CONSUMER_FAILED: return "failed";
+        case KRDMA_CONSUMER_RUNNING: return "running";
+        case KRDMA_CONSUMER_STOPPED: return "stopped";
+        default: return "unknown";  // a newer krdmad's state
+    }
+}
+
+void add_consumers(CLI::App &app, const GlobalOptions &global, int &exit_code) {
+    CLI::App *cmd =
+        app.add_subcommand("consumers", "List the kernel consumer modules of krdmad's configuration and their state");
+    cmd->callback([&global, &exit_code] {
+        auto client = connect(global);
+        if (!client) {
+            exit_code = 1;
+            return;
+        }
+        std::vector<krdma_consumer_info> list;
+        for (uint32_t index = 0;; ++index) {
+            krdma_list_consumers q{};
+            q.index = index;
+            auto a = request(*client, KRDMA_CMD_LIST_CONSUMERS, q, "listing consumer modules");
+            if (!a) {
+                exit_code = 1;
+                return;
+            }
+            if (index >= a->count) break;
+            list.push_back(a->info);
+        }
+        if (global.json) {
+            nlohmann::json all = nlohmann::json::array();
+            for (const auto &m : list) {
+                all.push_back({{"name", m.name},
+                               {"description", m.description},
+                               {"file", m.path},
+                               {"state", consumer_state_name(m.state)},
+                               {"required", m.required != 0},
+                               {"error", m.error[0] != '\0' ? nlohmann::json(m.error) : nlohmann::json(nullptr)}});
+            }
+            std::cout << all.dump(2) << "\n";
+            return;
+        }
+        std::printf("%-20s %-9s %-8s %-40s %s\n", "NAME", "STATE", "REQUIRED", "FILE", "DESCRIPTION / ERROR");
+        for (const auto &m : list) {
+            std::printf("%-20s %-9s %-8s %-40s %s\n", m.name[0] != '\0' ? m.name : "-", consumer_state_name(m.state),
+                        m.required != 0 ? "yes" : "no", m.path, m.error[0] != '\0' ? m.error : m.description);
+        }
+    });
+}
+
 }  // namespace
 
 void add_admin_commands(CLI::App &app, const GlobalOptions &global, int &exit_code) {
@@ -241,6 +295,7 @@ void add_admin_commands(CLI::App &app, const GlobalOptions &global, int &exit_co
     add_load(app, global, exit_code);
     add_unload(app, global, exit_code);
     add_modules(app, global, exit_code);
+    add_consumers(app, global, exit_code);
 }
 
 }  // namespace rdmactl

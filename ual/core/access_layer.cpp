@@ -11,6 +11,7 @@
 #include "client.hpp"
 #include "config.hpp"
 #include "embedded_kal.hpp"
+#include "kal/consumer_host.hpp"
 #include "net_addr.hpp"
 #include "rnicpi/host/log.hpp"
 #include "syscall.hpp"
@@ -94,7 +95,41 @@ void close_quietly(T &object, const char *what) {
 // ---------------------------------------------------------------------------------------------------------------
 // AccessLayer
 
+rdma::Expected<std::shared_ptr<AccessLayer>> AccessLayer::open_hosted(const Options &options) {
+    std::shared_ptr<AccessLayer> al(new AccessLayer());
+    al->host_ = options.host;
+    al->pool_ = std::make_unique<WorkerPool>(options.workers, 4096);
+    // The kAL calls back on its serving thread (connection events) and the kVP's threads (asynchronous and
+    // completion events); a callback in flight may outlive this access layer, hence the weak reference.
+    kal::HostedCallbacks cb;
+    std::weak_ptr<AccessLayer> w = al;
+    cb.cm = [w](const krdma_cm_event &e) {
+        if (auto self = w.lock()) self->route_cm(CmRecord{e, krdma::UniqueFd()});
+    };
+    cb.async = [w](const krdma_event &e) {
+        if (auto self = w.lock()) self->route(e);
+    };
+    cb.completion = [w](uint64_t cq) {
+        if (auto self = w.lock()) {
+            krdma_event e{};
+            e.event = KRDMA_EVENT_COMPLETION;
+            e.object = cq;
+            self->route(e);
+        }
+    };
+    al->hosted_ = options.host->host_consumer(std::move(cb), options.host_name);
+    if (!al->hosted_) return rdma::Error(RI_ENODEV, "the kAL refused to host a consumer");
+    RDMA_LOG_DEBUG(kComponent, "access layer open (hosted in the kAL, client %#x)", al->hosted_->client_id());
+    return al;
+}
+
+rdma::Status AccessLayer::hosted_destroy(uint64_t handle, uint8_t type) {
+    auto r = hosted_->destroy(kal::HostedObject{handle, static_cast<kal::ResourceType>(type), nullptr, nullptr});
+    return rdma::Status(r ? RI_OK : r.error().code());
+}
+
 rdma::Expected<std::shared_ptr<AccessLayer>> AccessLayer::open(const Options &options) {
+    if (options.host != nullptr) return open_hosted(options);
     std::shared_ptr<AccessLayer> al(new AccessLayer());
     std::filesystem::path embedded = options.embedded_config;
     if (embedded.empty()) {
@@ -132,6 +167,7 @@ rdma::Expected<std::shared_ptr<AccessLayer>> AccessLayer::open(const Options &op
 }
 
 AccessLayer::~AccessLayer() {
+    hosted_.reset();  // no callbacks after this (a late one finds no access layer)
     if (thread_.joinable() && thread_.get_id() == std::this_thread::get_id()) {
         thread_.detach();  // the event thread dropped the last reference: it touches nothing of ours afterwards
     } else if (thread_.joinable()) {
@@ -218,6 +254,7 @@ void AccessLayer::route(const krdma_event &e) {
     }
     const Event ev = async_event(async);
     for (auto &a : targets) a->deliver_async(ev);
+    if (hosted_ && e.event == KRDMA_EVENT_ASYNC && e.resource_type == RI_RES_QP) end_hosted_stream(e);
     if (e.event == KRDMA_EVENT_SHUTDOWN) {
         // Every connection of this process is lost with the kAL: QPs to ERROR (the uVP flushes and closes its
         // sockets), and each endpoint's consumer hears that its connection broke.
@@ -245,10 +282,45 @@ void AccessLayer::route(const krdma_event &e) {
     }
 }
 
+void AccessLayer::end_hosted_stream(const krdma_event &e) {
+    // The kVP runs a hosted consumer's stream; when its data path ends a QP on its own (a Terminate either way, a
+    // fatal error), the kAL must hear it as it hears a uVP's QP going to ERROR - then it closes the stream and
+    // tells both consumers why. The uAL speaks for the kVP here, off the kVP's thread.
+    switch (e.event_id) {
+        case RI_AE_QP_FATAL:
+        case RI_AE_QP_TERMINATE_RECEIVED:
+        case RI_AE_QP_TERMINATE_SENT:
+        case RI_AE_QP_LOCAL_ACCESS_ERROR:
+        case RI_AE_QP_REMOTE_ACCESS_ERROR:
+        case RI_AE_QP_PROTOCOL_ERROR: break;
+        default: return;
+    }
+    std::shared_ptr<Endpoint> ep;
+    {
+        std::lock_guard lock(mutex_);
+        for (auto &[h, w] : endpoints_) {
+            auto p = w.lock();
+            if (p && p->qp_num_ == e.resource_id && p->pz_ && p->pz_->adapter()->kal_handle_ == e.object) {
+                ep = std::move(p);
+                break;
+            }
+        }
+    }
+    if (!ep || !ep->streaming_.exchange(false)) return;  // told once per connection
+    (void)pool_->submit([w = weak_from_this(), ep] {
+        auto self = w.lock();
+        if (!self || !self->hosted_) return;
+        ri_qp_attr_t a{};
+        a.state = RI_QPS_ERROR;
+        (void)self->hosted_->modify_qp(kal::HostedObject{ep->kal_handle_, kal::ResourceType::qp, ep->qp_, ep->v_}, a,
+                                       RI_QP_ATTR_STATE);
+    });
+}
+
 template <class T>
-rdma::Status AccessLayer::command(uint32_t cmd, T &io) {
+rdma::Status AccessLayer::command(uint32_t cmd, T &io, std::span<const int> fds) {
     auto r = device_->call_into(cmd, {reinterpret_cast<const uint8_t *>(&io), sizeof io},
-                                {reinterpret_cast<uint8_t *>(&io), sizeof io});
+                                {reinterpret_cast<uint8_t *>(&io), sizeof io}, fds);
     if (!r) return rdma::Status(r.error().code());
     return rdma::Status(r->status);
 }
@@ -298,6 +370,14 @@ void AccessLayer::route_cm(CmRecord &&r) {
         ev.detail = ECONNABORTED;
     }
     const bool ended = e.type == KRDMA_CM_PEER_DISCONNECT || e.type == KRDMA_CM_BROKEN || e.type == KRDMA_CM_DISCONNECTED;
+    if (hosted_) {
+        // The kAL handed the stream to the kVP (ESTABLISHED) and moved the kVP's QP at its end: nothing is local.
+        ep->streaming_ = e.type == KRDMA_CM_ESTABLISHED;
+        if (e.type == KRDMA_CM_ESTABLISHED) ep->local_close_ = false;
+        ev.connection = std::move(data);
+        ep->deliver_cm(std::move(ev));
+        return;
+    }
     if (ended && ep->streaming_.exchange(false)) {
         // The kAL saw the connection end (and moved the kVP's QP to ERROR). The uVP may not have seen it on its own
         // reference yet, or ever (an error the socket reports once may have been the kAL's to read): the local QP
@@ -355,6 +435,12 @@ void AccessLayer::unregister_cq(uint64_t kal_cq) {
 
 rdma::Expected<std::vector<RnicDescription>> AccessLayer::rnics() {
     std::vector<RnicDescription> out;
+    if (hosted_) {
+        for (const kal::RnicInfo &r : host_->rnics()) {
+            out.push_back(RnicDescription{r.name, r.provider, r.vendor, r.netdev, r.address, r.uvp_library});
+        }
+        return out;
+    }
     for (uint32_t i = 0;; ++i) {
         krdma_list_rnics q{};
         q.index = i;
@@ -382,6 +468,20 @@ rdma::Expected<std::shared_ptr<Adapter>> AccessLayer::open_adapter(const std::st
         if (d == nullptr && r.address == name_or_address) d = &r;
     }
     if (d == nullptr) return rdma::Error(RI_ENODEV, "no RNIC is named or serves '" + name_or_address + "'");
+    if (hosted_) {
+        // A hosted consumer opens the RNIC through the kAL and calls the kVP's verbs; its asynchronous and
+        // completion events come by the kAL's callbacks.
+        auto o = hosted_->open_rnic(d->name);
+        if (!o) return o.error();
+        std::shared_ptr<Adapter> a(new Adapter());
+        a->al_ = shared_from_this();
+        a->v_ = o->verbs;
+        a->rnic_ = static_cast<ri_rnic_t>(o->kvp);
+        a->kal_handle_ = o->handle;
+        a->desc_ = *d;
+        register_adapter(a->kal_handle_, a);
+        return a;
+    }
     if (d->uvp_library.empty()) {
         return rdma::Error(RI_EOPNOTSUPP, "RNIC " + d->name + " has no user-mode provider (kernel consumers only)");
     }
@@ -433,6 +533,14 @@ Adapter::~Adapter() { close_quietly(*this, "closing an RNIC"); }
 
 rdma::Status Adapter::close() {
     const bool open = rnic_ != nullptr;
+    if (open && al_ && al_->hosted()) {
+        if (rdma::Status st = al_->hosted_destroy(kal_handle_, static_cast<uint8_t>(kal::ResourceType::rnic)); !st.ok()) {
+            return st;
+        }
+        rnic_ = nullptr;
+        al_->unregister_adapter(kal_handle_);
+        return rdma::Status(RI_OK);
+    }
     if (rdma::Status st = release(rnic_, v_ != nullptr ? v_->close_rnic : nullptr); !st.ok() || !open) return st;
     if (kal_handle_ != 0) al_->unregister_adapter(kal_handle_);
     return rdma::Status(RI_OK);
@@ -449,7 +557,12 @@ rdma::Expected<std::shared_ptr<ListenPoint>> Adapter::listen(uint16_t port, std:
     q.context = context;
     q.port = port;
     q.backlog = backlog;
-    if (rdma::Status st = al_->command(KRDMA_CMD_LISTEN, q); !st.ok()) {
+    if (al_->hosted()) {
+        auto r = al_->hosted_->listen(kal::HostedObject{kal_handle_, kal::ResourceType::rnic, rnic_, v_}, port, context);
+        if (!r) return r.error();
+        q.handle = r->first;
+        q.port = r->second;
+    } else if (rdma::Status st = al_->command(KRDMA_CMD_LISTEN, q); !st.ok()) {
         return rdma::Error(st.code(), "Listen on port " + std::to_string(port) + " failed: " + std::strerror(st.code()));
     }
     std::shared_ptr<ListenPoint> lp(new ListenPoint());
@@ -465,6 +578,10 @@ rdma::Expected<std::shared_ptr<ListenPoint>> Adapter::listen(uint16_t port, std:
 
 rdma::Status Adapter::reject(uint64_t request, std::span<const uint8_t> private_data) {
     if (private_data.size() > KRDMA_MAX_PRIVATE_DATA) return rdma::Status(RI_EMSGSIZE);
+    if (al_->hosted()) {
+        auto r = al_->hosted_->reject(request, private_data);
+        return rdma::Status(r ? RI_OK : r.error().code());
+    }
     krdma_reject q{};
     q.request = request;
     q.private_data_len = static_cast<uint16_t>(private_data.size());
@@ -520,7 +637,12 @@ void Adapter::on_completion(void *ctx, ri_rnic_t, ri_cq_t cq) {
 
 rdma::Expected<std::shared_ptr<ProtectionZone>> Adapter::create_pz() {
     std::shared_ptr<ProtectionZone> pz(new ProtectionZone());
-    if (ri_status_t rc = v_->alloc_pd(rnic_, &pz->pd_); rc != RI_OK) {
+    if (al_->hosted()) {
+        auto o = al_->hosted_->alloc_pd(kal::HostedObject{kal_handle_, kal::ResourceType::rnic, rnic_, v_});
+        if (!o) return o.error();
+        pz->pd_ = static_cast<ri_pd_t>(o->kvp);
+        pz->kal_handle_ = o->handle;
+    } else if (ri_status_t rc = v_->alloc_pd(rnic_, &pz->pd_); rc != RI_OK) {
         pz->pd_ = nullptr;
         return verb_error(rc, "Allocate PD");
     }
@@ -534,14 +656,21 @@ rdma::Expected<std::shared_ptr<CompletionQueue>> Adapter::create_cq(uint32_t dep
         return rdma::Error(RI_EINVAL, "a completion queue needs a dispatcher of the DTO stream");
     }
     {
-        std::lock_guard lock(dto->mutex_);
+        std::lock_guard lock(dto->poll_mutex_);
         if (dto->cq_ != nullptr) return rdma::Error(RI_EBUSY, "the dispatcher already delivers another CQ");
     }
     std::shared_ptr<CompletionQueue> cq(new CompletionQueue());
     ri_cq_attr_t attr{};
     attr.cqe = depth;
     attr.ceh_id = ceh_id_;
-    {
+    if (al_->hosted()) {
+        auto o = al_->hosted_->create_cq(kal::HostedObject{kal_handle_, kal::ResourceType::rnic, rnic_, v_}, depth);
+        if (!o) return o.error();
+        cq->cq_ = static_cast<ri_cq_t>(o->kvp);
+        cq->kal_handle_ = o->handle;
+        ri_cq_attr_t q{};
+        if (v_->query_cq(cq->cq_, &q) == RI_OK) attr.cqe = q.cqe;
+    } else {
         CaptureScope cap(RI_CREATE_CQ);
         if (ri_status_t rc = v_->create_cq(rnic_, &attr, &cq->cq_); rc != RI_OK) {
             cq->cq_ = nullptr;
@@ -553,7 +682,7 @@ rdma::Expected<std::shared_ptr<CompletionQueue>> Adapter::create_cq(uint32_t dep
     cq->dto_ = dto;
     cq->depth_ = attr.cqe;
     {
-        std::lock_guard lock(dto->mutex_);
+        std::lock_guard lock(dto->poll_mutex_);
         dto->cq_ = cq.get();
     }
     {
@@ -574,7 +703,7 @@ rdma::Status CompletionQueue::close() {
     // Unbind first, so a notification racing with the destruction finds no CQ to poll; bind again if refused.
     auto bind = [this](bool on) {
         {
-            std::lock_guard lock(dto_->mutex_);
+            std::lock_guard lock(dto_->poll_mutex_);
             dto_->cq_ = on ? this : nullptr;
         }
         std::lock_guard lock(adapter_->mutex_);
@@ -586,7 +715,10 @@ rdma::Status CompletionQueue::close() {
     };
     bind(false);
     ri_cq_t cq = cq_;
-    if (rdma::Status st = release(cq, adapter_->verbs().destroy_cq); !st.ok()) {
+    rdma::Status st = adapter_->al_->hosted()
+                          ? adapter_->al_->hosted_destroy(kal_handle_, static_cast<uint8_t>(kal::ResourceType::cq))
+                          : release(cq, adapter_->verbs().destroy_cq);
+    if (!st.ok()) {
         if (!weak_from_this().expired()) bind(true);  // still in use (EBUSY): deliver as before
         return st;
     }
@@ -621,7 +753,14 @@ void CompletionQueue::notified() noexcept { dto_->notify_completion(); }
 
 ProtectionZone::~ProtectionZone() { close_quietly(*this, "deallocating a PD"); }
 
-rdma::Status ProtectionZone::close() { return release(pd_, adapter_ ? adapter_->verbs().dealloc_pd : nullptr); }
+rdma::Status ProtectionZone::close() {
+    if (pd_ != nullptr && adapter_ && adapter_->al_->hosted()) {
+        rdma::Status st = adapter_->al_->hosted_destroy(kal_handle_, static_cast<uint8_t>(kal::ResourceType::pd));
+        if (st.ok()) pd_ = nullptr;
+        return st;
+    }
+    return release(pd_, adapter_ ? adapter_->verbs().dealloc_pd : nullptr);
+}
 
 rdma::Expected<std::shared_ptr<Endpoint>> ProtectionZone::create_endpoint(
     const EndpointAttributes &a, const std::shared_ptr<CompletionQueue> &send,
@@ -647,7 +786,16 @@ rdma::Expected<std::shared_ptr<Endpoint>> ProtectionZone::create_endpoint(
     ia.ird = a.ird;
     ia.ord = a.ord;
     ia.context = a.context;
-    {
+    if (adapter_->al_->hosted()) {
+        const kal::HostedObject srq_o{srq ? srq->kal_handle_ : 0, kal::ResourceType::srq, srq ? srq->srq_ : nullptr, &v};
+        auto o = adapter_->al_->hosted_->create_qp(kal::HostedObject{kal_handle_, kal::ResourceType::pd, pd_, &v},
+                                                   kal::HostedObject{send->kal_handle_, kal::ResourceType::cq, send->cq_, &v},
+                                                   kal::HostedObject{recv->kal_handle_, kal::ResourceType::cq, recv->cq_, &v},
+                                                   ia, srq ? &srq_o : nullptr);
+        if (!o) return o.error();
+        ep->qp_ = static_cast<ri_qp_t>(o->kvp);
+        ep->kal_handle_ = o->handle;
+    } else {
         CaptureScope cap(RI_CREATE_QP);
         if (ri_status_t rc = v.create_qp(pd_, send->cq_, recv->cq_, srq ? srq->srq_ : nullptr, &ia, &ep->qp_);
             rc != RI_OK) {
@@ -681,9 +829,16 @@ rdma::Expected<std::shared_ptr<MemoryRegion>> ProtectionZone::register_memory(vo
     ri_mr_reg_t reg{};
     reg.addr = reinterpret_cast<uint64_t>(addr);
     reg.length = length;
-    reg.iova = reg.addr;
+    reg.iova = (access & RI_ACCESS_ZERO_BASED) != 0 ? 0 : reg.addr;  // zero-based: tagged offsets from 0
     reg.access = access;
-    if (ri_status_t rc = adapter_->verbs().register_mr(pd_, &reg, &mr->mr_, &mr->keys_); rc != RI_OK) {
+    if (adapter_->al_->hosted()) {
+        auto o = adapter_->al_->hosted_->register_mr(
+            kal::HostedObject{kal_handle_, kal::ResourceType::pd, pd_, &adapter_->verbs()}, addr, length, access,
+            mr->keys_);
+        if (!o) return o.error();
+        mr->mr_ = static_cast<ri_mr_t>(o->kvp);
+        mr->kal_handle_ = o->handle;
+    } else if (ri_status_t rc = adapter_->verbs().register_mr(pd_, &reg, &mr->mr_, &mr->keys_); rc != RI_OK) {
         mr->mr_ = nullptr;
         return verb_error(rc, "Register Memory Region");
     }
@@ -692,10 +847,16 @@ rdma::Expected<std::shared_ptr<MemoryRegion>> ProtectionZone::register_memory(vo
 }
 
 rdma::Expected<std::shared_ptr<SharedReceiveQueue>> ProtectionZone::create_srq(uint32_t depth, uint32_t sge,
-                                                                             uint32_t limit) {
+                                                                             uint32_t limit, uint64_t context) {
     std::shared_ptr<SharedReceiveQueue> srq(new SharedReceiveQueue());
-    ri_srq_attr_t attr{depth, sge, limit, 0, 0};
-    if (ri_status_t rc = adapter_->verbs().create_srq(pd_, &attr, &srq->srq_); rc != RI_OK) {
+    ri_srq_attr_t attr{depth, sge, limit, 0, context};
+    if (adapter_->al_->hosted()) {
+        auto o = adapter_->al_->hosted_->create_srq(
+            kal::HostedObject{kal_handle_, kal::ResourceType::pd, pd_, &adapter_->verbs()}, attr);
+        if (!o) return o.error();
+        srq->srq_ = static_cast<ri_srq_t>(o->kvp);
+        srq->kal_handle_ = o->handle;
+    } else if (ri_status_t rc = adapter_->verbs().create_srq(pd_, &attr, &srq->srq_); rc != RI_OK) {
         srq->srq_ = nullptr;
         return verb_error(rc, "Create SRQ");
     }
@@ -705,7 +866,13 @@ rdma::Expected<std::shared_ptr<SharedReceiveQueue>> ProtectionZone::create_srq(u
 
 rdma::Expected<std::shared_ptr<MemoryWindow>> ProtectionZone::allocate_window(uint32_t type) {
     std::shared_ptr<MemoryWindow> mw(new MemoryWindow());
-    if (ri_status_t rc = adapter_->verbs().alloc_mw(pd_, type, &mw->mw_, &mw->rkey_); rc != RI_OK) {
+    if (adapter_->al_->hosted()) {
+        auto o = adapter_->al_->hosted_->alloc_mw(
+            kal::HostedObject{kal_handle_, kal::ResourceType::pd, pd_, &adapter_->verbs()}, type, mw->rkey_);
+        if (!o) return o.error();
+        mw->mw_ = static_cast<ri_mw_t>(o->kvp);
+        mw->kal_handle_ = o->handle;
+    } else if (ri_status_t rc = adapter_->verbs().alloc_mw(pd_, type, &mw->mw_, &mw->rkey_); rc != RI_OK) {
         mw->mw_ = nullptr;
         return verb_error(rc, "Allocate Memory Window");
     }
@@ -717,7 +884,15 @@ Endpoint::~Endpoint() { close_quietly(*this, "destroying a QP"); }
 
 rdma::Status Endpoint::close() {
     const bool open = qp_ != nullptr;
-    if (rdma::Status st = release(qp_, v_ != nullptr ? v_->destroy_qp : nullptr); !st.ok() || !open) return st;
+    if (open && pz_ && pz_->adapter()->al_->hosted()) {
+        if (rdma::Status st = pz_->adapter()->al_->hosted_destroy(kal_handle_, static_cast<uint8_t>(kal::ResourceType::qp));
+            !st.ok()) {
+            return st;
+        }
+        qp_ = nullptr;
+    } else if (rdma::Status st = release(qp_, v_ != nullptr ? v_->destroy_qp : nullptr); !st.ok() || !open) {
+        return st;
+    }
     if (kal_handle_ != 0 && pz_) {
         AccessLayer &al = *pz_->adapter()->al_;
         std::lock_guard lock(al.mutex_);
@@ -754,7 +929,30 @@ rdma::Status Endpoint::connect(const std::string &address, uint16_t port, std::s
     q.timeout_ms = static_cast<uint32_t>(timeout.count());
     q.private_data_len = static_cast<uint16_t>(private_data.size());
     if (!private_data.empty()) std::memcpy(q.private_data, private_data.data(), private_data.size());
-    return pz_->adapter()->al_->command(KRDMA_CMD_CONNECT, q);
+    AccessLayer &al = *pz_->adapter()->al_;
+    if (al.hosted()) {
+        auto r = al.hosted_->connect(kal::HostedObject{kal_handle_, kal::ResourceType::qp, qp_, v_}, address, port,
+                                     private_data, init_.context, q.timeout_ms);
+        return rdma::Status(r ? RI_OK : r.error().code());
+    }
+    return al.command(KRDMA_CMD_CONNECT, q);
+}
+
+rdma::Status Endpoint::convert(int fd, std::span<const uint8_t> private_data, uint32_t role,
+                               std::chrono::milliseconds timeout) {
+    if (qp_ == nullptr || kal_handle_ == 0) return rdma::Status(RI_EINVAL);
+    if (private_data.size() > KRDMA_MAX_PRIVATE_DATA) return rdma::Status(RI_EMSGSIZE);
+    AccessLayer &al = *pz_->adapter()->al_;
+    if (al.hosted()) return rdma::Status(RI_EOPNOTSUPP);  // a hosted consumer's sockets are the kAL's own to make
+    krdma_convert q{};
+    q.qp = kal_handle_;
+    q.context = init_.context;
+    q.role = role;
+    q.timeout_ms = static_cast<uint32_t>(timeout.count());
+    q.private_data_len = static_cast<uint16_t>(private_data.size());
+    if (!private_data.empty()) std::memcpy(q.private_data, private_data.data(), private_data.size());
+    const int fds[1] = {fd};
+    return al.command(KRDMA_CMD_CONVERT, q, fds);
 }
 
 rdma::Status Endpoint::accept(uint64_t request, std::span<const uint8_t> private_data) {
@@ -766,7 +964,13 @@ rdma::Status Endpoint::accept(uint64_t request, std::span<const uint8_t> private
     q.context = init_.context;
     q.private_data_len = static_cast<uint16_t>(private_data.size());
     if (!private_data.empty()) std::memcpy(q.private_data, private_data.data(), private_data.size());
-    return pz_->adapter()->al_->command(KRDMA_CMD_ACCEPT, q);
+    AccessLayer &al = *pz_->adapter()->al_;
+    if (al.hosted()) {
+        auto r = al.hosted_->accept(request, kal::HostedObject{kal_handle_, kal::ResourceType::qp, qp_, v_},
+                                    private_data, init_.context);
+        return rdma::Status(r ? RI_OK : r.error().code());
+    }
+    return al.command(KRDMA_CMD_ACCEPT, q);
 }
 
 rdma::Status Endpoint::disconnect(bool abortive) {
@@ -788,7 +992,8 @@ rdma::Status ListenPoint::close() {
     if (kal_handle_ == 0) return rdma::Status(RI_OK);
     AccessLayer &al = *adapter_->al_;
     krdma_destroy_listen q{kal_handle_};
-    rdma::Status st = al.command(KRDMA_CMD_DESTROY_LISTEN, q);
+    rdma::Status st = al.hosted() ? al.hosted_destroy(kal_handle_, static_cast<uint8_t>(kal::ResourceType::listener))
+                                  : al.command(KRDMA_CMD_DESTROY_LISTEN, q);
     if (!st.ok() && st.code() != RI_ENODEV) return st;
     {
         std::lock_guard lock(al.mutex_);
@@ -807,6 +1012,12 @@ rdma::Expected<ri_qp_attr_t> Endpoint::query() const {
 rdma::Status Endpoint::modify(const ri_qp_attr_t &attr, uint32_t mask) {
     if ((mask & RI_QP_ATTR_STATE) != 0 && (attr.state == RI_QPS_CLOSING || attr.state == RI_QPS_ERROR)) {
         local_close_ = true;
+    }
+    if (pz_ && pz_->adapter()->al_->hosted()) {
+        // Through the kAL: a state change also moves the QP's connection (the kVP runs the stream).
+        auto r = pz_->adapter()->al_->hosted_->modify_qp(kal::HostedObject{kal_handle_, kal::ResourceType::qp, qp_, v_},
+                                                        attr, mask);
+        return rdma::Status(r ? RI_OK : r.error().code());
     }
     return rdma::Status(v_->modify_qp(qp_, &attr, mask));
 }
@@ -827,7 +1038,14 @@ rdma::Status Endpoint::post_recv(std::span<const ri_recv_wr_t> wr, uint32_t *pos
 
 MemoryRegion::~MemoryRegion() { close_quietly(*this, "deregistering a region"); }
 
-rdma::Status MemoryRegion::close() { return release(mr_, pz_ ? pz_->adapter()->verbs().deregister_mr : nullptr); }
+rdma::Status MemoryRegion::close() {
+    if (mr_ != nullptr && pz_ && pz_->adapter()->al_->hosted()) {
+        rdma::Status st = pz_->adapter()->al_->hosted_destroy(kal_handle_, static_cast<uint8_t>(kal::ResourceType::mr));
+        if (st.ok()) mr_ = nullptr;
+        return st;
+    }
+    return release(mr_, pz_ ? pz_->adapter()->verbs().deregister_mr : nullptr);
+}
 
 rdma::Expected<ri_mr_attr_t> MemoryRegion::query() const {
     ri_mr_attr_t attr{};
@@ -839,11 +1057,23 @@ rdma::Expected<ri_mr_attr_t> MemoryRegion::query() const {
 
 MemoryWindow::~MemoryWindow() { close_quietly(*this, "deallocating a window"); }
 
-rdma::Status MemoryWindow::close() { return release(mw_, pz_ ? pz_->adapter()->verbs().dealloc_mw : nullptr); }
+rdma::Status MemoryWindow::close() {
+    if (mw_ != nullptr && pz_ && pz_->adapter()->al_->hosted()) {
+        rdma::Status st = pz_->adapter()->al_->hosted_destroy(kal_handle_, static_cast<uint8_t>(kal::ResourceType::mw));
+        if (st.ok()) mw_ = nullptr;
+        return st;
+    }
+    return release(mw_, pz_ ? pz_->adapter()->verbs().dealloc_mw : nullptr);
+}
 
 SharedReceiveQueue::~SharedReceiveQueue() { close_quietly(*this, "destroying an SRQ"); }
 
 rdma::Status SharedReceiveQueue::close() {
+    if (srq_ != nullptr && pz_ && pz_->adapter()->al_->hosted()) {
+        rdma::Status st = pz_->adapter()->al_->hosted_destroy(kal_handle_, static_cast<uint8_t>(kal::ResourceType::srq));
+        if (st.ok()) srq_ = nullptr;
+        return st;
+    }
     return release(srq_, pz_ ? pz_->adapter()->verbs().destroy_srq : nullptr);
 }
 
@@ -861,6 +1091,12 @@ rdma::Expected<ri_srq_attr_t> SharedReceiveQueue::query() const {
 }
 
 rdma::Status SharedReceiveQueue::modify(const ri_srq_attr_t &attr, uint32_t mask) {
+    AccessLayer &al = *pz_->adapter()->al_;
+    if (al.hosted()) {
+        auto r = al.hosted_->modify_srq(kal::HostedObject{kal_handle_, kal::ResourceType::srq, srq_, &pz_->adapter()->verbs()},
+                                        attr, mask);
+        return rdma::Status(r ? RI_OK : r.error().code());
+    }
     return rdma::Status(pz_->adapter()->verbs().modify_srq(srq_, &attr, mask));
 }
 

@@ -55,7 +55,7 @@ bool SimpleDispatcher::post(const Event &e) noexcept {
     Callback cb;
     Executor run;
     {
-        std::lock_guard lock(mutex_);
+        std::unique_lock lock(mutex_);
         if (!callback_) {
             if (count_ == ring_.size()) {
                 overflows_.fetch_add(1, std::memory_order_relaxed);
@@ -64,6 +64,19 @@ bool SimpleDispatcher::post(const Event &e) noexcept {
             ring_[(head_ + count_) % ring_.size()] = e;
             ++count_;
             signal_locked();
+            if (!notifier_) return true;
+            auto fn = notifier_;
+            auto nrun = notifier_run_;
+            lock.unlock();
+            try {
+                if (nrun) {
+                    nrun(std::move(fn));
+                } else {
+                    fn();
+                }
+            } catch (...) {
+                // As for callbacks: the consumer's code must not take the poster down.
+            }
             return true;
         }
         cb = callback_;
@@ -93,6 +106,7 @@ std::optional<Event> SimpleDispatcher::take_locked() {
 }
 
 std::optional<Event> SimpleDispatcher::poll_cq() {
+    std::lock_guard p(poll_mutex_);
     if (cq_ == nullptr) return std::nullopt;
     Event e;
     e.stream = EventStream::dto;
@@ -107,6 +121,26 @@ void SimpleDispatcher::notify_completion() noexcept {
     Executor run;
     {
         std::lock_guard lock(mutex_);
+        if (notifier_) {
+            // Notification mode: tell the consumer, who dequeues; the CQ is armed again once it has looked.
+            auto job = [self = shared_from_this(), fn = notifier_] {
+                try {
+                    fn();
+                } catch (...) {
+                }
+                self->arm();
+            };
+            ++notifications_;
+            try {
+                if (notifier_run_) {
+                    notifier_run_(std::move(job));
+                } else {
+                    job();
+                }
+            } catch (...) {
+            }
+            return;
+        }
         if (!callback_) {
             ++notifications_;
             if (!efd_signaled_) {
@@ -122,10 +156,7 @@ void SimpleDispatcher::notify_completion() noexcept {
     }
     // Callback mode: hand every completion to the callback, then re-arm.
     auto drain_cq = [self = shared_from_this(), cb] {
-        auto next = [&self] {
-            std::lock_guard lock(self->mutex_);
-            return self->poll_cq();
-        };
+        auto next = [&self] { return self->poll_cq(); };
         for (;;) {
             while (auto e = next()) {
                 try {
@@ -156,25 +187,28 @@ void SimpleDispatcher::notify_completion() noexcept {
 void SimpleDispatcher::arm() noexcept {
     CompletionQueue *cq;
     {
-        std::lock_guard lock(mutex_);
+        std::lock_guard p(poll_mutex_);
         cq = cq_;
     }
     if (cq != nullptr) (void)cq->request_notify(RI_CQ_NOTIFY_NEXT);
 }
 
 rdma::Expected<std::optional<Event>> SimpleDispatcher::dequeue() {
+    if (stream_ == EventStream::dto) {
+        auto e = poll_cq();  // without mutex_ (see poll_cq)
+        if (!e) {
+            std::lock_guard lock(mutex_);
+            if (efd_signaled_) {
+                drain(efd_.get());
+                efd_signaled_ = false;
+            }
+        }
+        return e;
+    }
     std::lock_guard lock(mutex_);
     if (uint64_t lost = overflows_.load(std::memory_order_relaxed); lost != reported_overflows_) {
         reported_overflows_ = lost;
         return rdma::Error(RI_EOVERFLOW, "the event queue overflowed: events were lost");
-    }
-    if (stream_ == EventStream::dto) {
-        auto e = poll_cq();
-        if (!e && efd_signaled_) {
-            drain(efd_.get());
-            efd_signaled_ = false;
-        }
-        return e;
     }
     return take_locked();
 }
@@ -182,19 +216,20 @@ rdma::Expected<std::optional<Event>> SimpleDispatcher::dequeue() {
 rdma::Expected<Event> SimpleDispatcher::wait(std::chrono::milliseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     if (stream_ == EventStream::dto) {
+        // Polls never hold mutex_: a provider may notify (taking it) from inside a poll.
         for (;;) {
             uint64_t seen;
             {
                 std::lock_guard lock(mutex_);
-                if (auto e = poll_cq()) return *e;
                 seen = notifications_;
             }
-            // Arm without holding the lock (a provider may notify from inside), then look again: a completion that
-            // arrived before the arming would otherwise be missed.
-            arm();
-            std::unique_lock lock(mutex_);
             if (auto e = poll_cq()) return *e;
+            // Arm, then look again: a completion that arrived before the arming would otherwise be missed.
+            arm();
+            if (auto e = poll_cq()) return *e;
+            std::unique_lock lock(mutex_);
             if (!cv_.wait_until(lock, deadline, [&] { return notifications_ != seen; })) {
+                lock.unlock();
                 if (auto e = poll_cq()) return *e;
                 return rdma::Error(RI_ETIMEDOUT, "no completion within the timeout");
             }
@@ -217,6 +252,37 @@ void SimpleDispatcher::set_callback(Callback cb, Executor run) {
         while (auto e = take_locked()) backlog.push_back(*e);
     }
     for (const Event &e : backlog) post(e);
+}
+
+void SimpleDispatcher::set_notifier(std::function<void()> fn, Executor run) {
+    bool ready;
+    {
+        std::lock_guard lock(mutex_);
+        notifier_ = std::move(fn);
+        notifier_run_ = std::move(run);
+        if (!notifier_) return;
+        ready = count_ > 0;
+    }
+    if (stream_ == EventStream::dto) {
+        arm();
+        // Completions already in the CQ notify nobody once armed: let the consumer look now.
+        ready = true;
+    }
+    if (ready) {
+        std::function<void()> fn2;
+        Executor run2;
+        {
+            std::lock_guard lock(mutex_);
+            fn2 = notifier_;
+            run2 = notifier_run_;
+        }
+        if (!fn2) return;
+        if (run2) {
+            run2(std::move(fn2));
+        } else {
+            fn2();
+        }
+    }
 }
 
 size_t SimpleDispatcher::pending() const {
@@ -265,7 +331,7 @@ void AggregateDispatcher::wake() noexcept {
     wake_locked_free();
 }
 
-rdma::Expected<std::optional<Event>> AggregateDispatcher::dequeue() {
+rdma::Expected<std::optional<Event>> AggregateDispatcher::dequeue(uint64_t *source_tag) {
     std::vector<std::shared_ptr<SimpleDispatcher>> members;
     size_t start;
     {
@@ -276,7 +342,9 @@ rdma::Expected<std::optional<Event>> AggregateDispatcher::dequeue() {
         start = next_++;
     }
     for (size_t i = 0; i < members.size(); ++i) {
-        auto r = members[(start + i) % members.size()]->dequeue();
+        auto &m = members[(start + i) % members.size()];
+        auto r = m->dequeue();
+        if (source_tag != nullptr) *source_tag = m->tag();
         if (!r) return r.error();
         if (*r) return *r;
     }
@@ -284,7 +352,7 @@ rdma::Expected<std::optional<Event>> AggregateDispatcher::dequeue() {
     return std::optional<Event>{};
 }
 
-rdma::Expected<Event> AggregateDispatcher::wait(std::chrono::milliseconds timeout) {
+rdma::Expected<Event> AggregateDispatcher::wait(std::chrono::milliseconds timeout, uint64_t *source_tag) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
         uint64_t seen;
@@ -292,7 +360,7 @@ rdma::Expected<Event> AggregateDispatcher::wait(std::chrono::milliseconds timeou
             std::lock_guard lock(mutex_);
             seen = wakeups_;
         }
-        auto r = dequeue();
+        auto r = dequeue(source_tag);
         if (!r) return r.error();
         if (*r) return **r;
         // Completion queues notify only when armed: arm them, then look once more before sleeping.
@@ -305,7 +373,7 @@ rdma::Expected<Event> AggregateDispatcher::wait(std::chrono::milliseconds timeou
         }
         for (auto &m : dto) m->arm();
         if (!dto.empty()) {
-            r = dequeue();
+            r = dequeue(source_tag);
             if (!r) return r.error();
             if (*r) return **r;
         }

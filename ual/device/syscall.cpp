@@ -2,11 +2,11 @@
 #include "syscall.hpp"
 
 #include <sys/mman.h>
-
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 namespace ual {
 namespace {
@@ -27,6 +27,32 @@ uint32_t undo_op(uint32_t op) {
     }
 }
 
+// mlock() says ENOMEM both for a range that is not mapped and for one over RLIMIT_MEMLOCK: mincore() tells them
+// apart, so a consumer that registers a bad address hears EFAULT, not "out of memory".
+int lock_error(void *addr, uint64_t length, int err) {
+    if (err != ENOMEM) return err;
+    const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t start = reinterpret_cast<uintptr_t>(addr) & ~(page - 1);
+    const uintptr_t end = reinterpret_cast<uintptr_t>(addr) + length;
+    std::vector<unsigned char> vec((end - start + page - 1) / page);
+    if (::mincore(reinterpret_cast<void *>(start), end - start, vec.data()) != 0 && errno == ENOMEM) return EFAULT;
+    return err;
+}
+
+// AddressSanitizer replaces mlock() with a call that does nothing and succeeds, so a sanitized build would accept a
+// region over unmapped pages that every other build refuses: there, mincore() alone says whether they are mapped.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kMlockIsANoOp = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kMlockIsANoOp = true;
+#else
+constexpr bool kMlockIsANoOp = false;
+#endif
+#else
+constexpr bool kMlockIsANoOp = false;
+#endif
+
 // Carries out the kAL's page-locking instructions in this process (the owner of the pages). Returns 0 or the errno
 // of the first lock that failed (RLIMIT_MEMLOCK without CAP_IPC_LOCK, for example).
 int apply_pins(const krdma_syscall &s) {
@@ -35,7 +61,11 @@ int apply_pins(const krdma_syscall &s) {
         const krdma_pin_op &p = s.pins[i];
         void *addr = reinterpret_cast<void *>(static_cast<uintptr_t>(p.addr));
         if (p.op == KRDMA_PIN_LOCK) {
-            if (::mlock(addr, p.length) != 0 && failed == 0) failed = errno;
+            if (::mlock(addr, p.length) != 0) {
+                if (failed == 0) failed = lock_error(addr, p.length, errno);
+            } else if (kMlockIsANoOp && failed == 0 && lock_error(addr, p.length, ENOMEM) == EFAULT) {
+                failed = EFAULT;  // unmapped pages still fail the registration
+            }
         } else if (p.op == KRDMA_PIN_UNLOCK) {
             (void)::munlock(addr, p.length);  // nothing to undo if it fails: the pages just stay resident
         }

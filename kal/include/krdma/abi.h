@@ -166,8 +166,8 @@ struct krdma_list_clients {
 /*
  * ---- Administration block ----
  * Administration: attach/detach RNICs, load/unload kVP modules (root or krdmad's admin group; others get EPERM),
- * and the module list (open to everyone). Codes 0x30-0x3f. Every string is NUL-terminated within its array; the
- * kAL refuses one that is not with EINVAL.
+ * and the kVP and consumer module lists (open to everyone). Codes 0x30-0x3f. Every string is NUL-terminated within
+ * its array; the kAL refuses one that is not with EINVAL.
  */
 
 /** @brief ATTACH_RNIC: attaches a new RNIC instance to a network address or netdev of this host. */
@@ -224,6 +224,36 @@ struct krdma_list_modules {
 #define KRDMA_CMD_UNLOAD_MODULE _IOWR(KRDMA_IOC_MAGIC, 0x33, struct krdma_unload_module)
 /** @brief LIST_MODULES command code (open to every caller). */
 #define KRDMA_CMD_LIST_MODULES _IOWR(KRDMA_IOC_MAGIC, 0x34, struct krdma_list_modules)
+
+/** @brief States of a configured kernel consumer module (krdma/consumer_module.h). */
+enum krdma_consumer_state {
+    KRDMA_CONSUMER_DISABLED = 0, /**< "enabled": false in the configuration: not loaded. */
+    KRDMA_CONSUMER_FAILED = 1,   /**< Could not be loaded or its start failed: skipped (krdma_consumer_info::error). */
+    KRDMA_CONSUMER_RUNNING = 2,  /**< Started; its stop runs when krdmad shuts down. */
+    KRDMA_CONSUMER_STOPPED = 3   /**< Stopped and unloaded (krdmad is shutting down). */
+};
+
+/** @brief One configured kernel consumer module, in start order. */
+struct krdma_consumer_info {
+    char name[64];          /**< The module's name, or empty when its file could not be loaded. */
+    char description[128];  /**< The module's description, or empty. */
+    char path[256];         /**< The module's file, resolved against the provider directory. */
+    char error[256];        /**< Why it failed (::KRDMA_CONSUMER_FAILED), else empty. */
+    uint32_t state;         /**< ::krdma_consumer_state. */
+    uint32_t abi_version;   /**< Consumer-module ABI version the module was built with, or 0. */
+    uint32_t required;      /**< 1 when the configuration makes it required. */
+    uint32_t reserved;      /**< Zero. */
+};
+
+/** @brief LIST_CONSUMERS: one configured kernel consumer module (ask index 0, 1, ... until the reply's count). */
+struct krdma_list_consumers {
+    uint32_t index;                   /**< Request: which entry. */
+    uint32_t count;                   /**< Reply: how many consumer modules are configured. */
+    struct krdma_consumer_info info;  /**< Reply: the entry (when index < count). */
+};
+
+/** @brief LIST_CONSUMERS command code (open to every caller). */
+#define KRDMA_CMD_LIST_CONSUMERS _IOWR(KRDMA_IOC_MAGIC, 0x35, struct krdma_list_consumers)
 
 /* ---- End of the administration block ---- */
 
@@ -348,6 +378,29 @@ struct krdma_endpoint_info {
     ri_qp_stats_t rdma;      /**< The QP's data-path counters (FPDUs, payload bytes, CRC errors, Terminates). */
 };
 
+/** @brief krdma_convert::role: which side sends the MPA request. */
+enum krdma_convert_role {
+    KRDMA_CONVERT_AUTO = 0,      /**< The side whose (address, port) is lower: both ends agree without asking. */
+    KRDMA_CONVERT_INITIATOR = 1, /**< This side sends the MPA request. */
+    KRDMA_CONVERT_RESPONDER = 2  /**< This side answers the peer's MPA request. */
+};
+
+/**
+ * @brief CONVERT: an IDLE QP of the caller takes over the caller's connected TCP socket, passed with the request
+ *        (SCM_RIGHTS): MPA negotiates on it and it becomes the QP's LLP stream (IT-API it_socket_convert). The
+ *        outcome comes as a CM event, as for CONNECT. The socket must use the QP's RNIC's address.
+ */
+struct krdma_convert {
+    uint64_t qp;                /**< Request: kAL handle of the QP. */
+    uint64_t context;           /**< Request: consumer context, repeated in the QP's connection events. */
+    uint32_t role;              /**< Request: one of ::krdma_convert_role. */
+    uint32_t timeout_ms;        /**< Request: MPA negotiation deadline (0: the kAL's default). */
+    uint16_t private_data_len;  /**< Request: bytes of krdma_convert::private_data. */
+    uint16_t reserved;          /**< Zero. */
+    uint32_t reserved2;         /**< Zero. */
+    uint8_t private_data[KRDMA_MAX_PRIVATE_DATA]; /**< Request: private data of this side's MPA frame. */
+};
+
 /** @brief LIST_ENDPOINTS: one entry of the endpoint list (ask index 0, 1, ... until the reply's count). */
 struct krdma_list_endpoints {
     uint32_t index;                     /**< Request: which entry. */
@@ -386,6 +439,8 @@ struct krdma_llp_counters {
 #define KRDMA_CMD_LIST_ENDPOINTS _IOWR(KRDMA_IOC_MAGIC, 0x45, struct krdma_list_endpoints)
 /** @brief LLP_COUNTERS command code (open to every caller). */
 #define KRDMA_CMD_LLP_COUNTERS _IOWR(KRDMA_IOC_MAGIC, 0x46, struct krdma_llp_counters)
+/** @brief CONVERT command code (with one descriptor: the connected socket). */
+#define KRDMA_CMD_CONVERT _IOWR(KRDMA_IOC_MAGIC, 0x47, struct krdma_convert)
 
 /* ---- End of the connection management block ---- */
 

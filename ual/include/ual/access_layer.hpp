@@ -39,7 +39,9 @@
 #include "ual/events.hpp"
 
 namespace kal {
+class ConsumerHost;
 class EmbeddedKal;
+class HostedConsumer;
 }
 
 namespace ual {
@@ -61,6 +63,14 @@ struct Options {
      */
     std::filesystem::path embedded_config;
     unsigned workers = 2; /**< Worker threads that run event callbacks. */
+    /**
+     * Be a consumer hosted in this running kAL (a kernel consumer in krdmad, such as the kernel IT-API): no device
+     * connection and no uVP - the verbs are the kVP's, privileged ones run through the kAL's hosted-consumer entry
+     * point, events arrive by its callbacks. device and embedded_config are then ignored.
+     */
+    kal::ConsumerHost *host = nullptr;
+    /** The name the kAL logs a hosted consumer by. */
+    std::string host_name = "hosted";
 };
 
 /** @brief An RNIC as the kAL describes it. */
@@ -96,20 +106,29 @@ public:
     [[nodiscard]] SimpleDispatcher::Executor executor();
     /** @brief Whether the kAL is an embedded one. */
     [[nodiscard]] bool embedded() const noexcept { return embedded_ != nullptr; }
+    /** @brief Whether this access layer is a consumer hosted in the kAL (Options::host). */
+    [[nodiscard]] bool hosted() const noexcept { return hosted_ != nullptr; }
 
 private:
     friend class Adapter;
     friend class CompletionQueue;
     friend class Endpoint;
     friend class ListenPoint;
+    friend class MemoryRegion;
+    friend class MemoryWindow;
     friend class ProtectionZone;
+    friend class SharedReceiveQueue;
     AccessLayer() = default;
+    static rdma::Expected<std::shared_ptr<AccessLayer>> open_hosted(const Options &options);
+    // Hosted consumers: destroys the kAL's object @p handle of kal::ResourceType @p type.
+    rdma::Status hosted_destroy(uint64_t handle, uint8_t type);
     void event_loop();
     void route(const krdma_event &e);
     void route_cm(CmRecord &&r);
+    void end_hosted_stream(const krdma_event &e);
     // A connection command to the kAL: its status, with the reply struct copied back into @p io.
     template <class T>
-    rdma::Status command(uint32_t cmd, T &io);
+    rdma::Status command(uint32_t cmd, T &io, std::span<const int> fds = {});
     void register_adapter(uint64_t kal_rnic, const std::shared_ptr<Adapter> &a);
     void unregister_adapter(uint64_t kal_rnic);
     void register_cq(uint64_t kal_cq, const std::shared_ptr<CompletionQueue> &cq);
@@ -128,6 +147,8 @@ private:
     std::map<uint64_t, std::weak_ptr<CompletionQueue>> cqs_;
     std::map<uint64_t, std::weak_ptr<Endpoint>> endpoints_;     // by the kAL's handle of the QP
     std::map<uint64_t, std::weak_ptr<ListenPoint>> listeners_;  // by the kAL's handle of the listen point
+    kal::ConsumerHost *host_ = nullptr;
+    std::unique_ptr<kal::HostedConsumer> hosted_;  // declared last: destroyed first (its callbacks reach us)
 };
 
 class ProtectionZone;
@@ -179,7 +200,10 @@ private:
     friend class CompletionQueue;
     friend class Endpoint;
     friend class ListenPoint;
+    friend class MemoryRegion;
+    friend class MemoryWindow;
     friend class ProtectionZone;
+    friend class SharedReceiveQueue;
     Adapter() = default;
     static void on_async(void *ctx, ri_rnic_t rnic, const ri_async_event_t *e);
     static void on_completion(void *ctx, ri_rnic_t rnic, ri_cq_t cq);
@@ -252,12 +276,16 @@ public:
     [[nodiscard]] rdma::Expected<std::shared_ptr<Endpoint>> create_endpoint(
         const EndpointAttributes &attr, const std::shared_ptr<CompletionQueue> &send,
         const std::shared_ptr<CompletionQueue> &recv, const std::shared_ptr<SharedReceiveQueue> &srq = nullptr);
-    /** @brief Registers [@p addr, @p addr + @p length) with ::ri_access rights @p access. */
+    /**
+     * @brief Registers [@p addr, @p addr + @p length) with ::ri_access rights @p access (with ::RI_ACCESS_ZERO_BASED
+     *        the region's tagged offsets start at 0).
+     */
     [[nodiscard]] rdma::Expected<std::shared_ptr<MemoryRegion>> register_memory(void *addr, uint64_t length,
                                                                                uint32_t access);
-    /** @brief Creates a shared receive queue. */
+    /** @brief Creates a shared receive queue; @p context is reported in its asynchronous events. */
     [[nodiscard]] rdma::Expected<std::shared_ptr<SharedReceiveQueue>> create_srq(uint32_t depth, uint32_t sge,
-                                                                               uint32_t limit = 0);
+                                                                               uint32_t limit = 0,
+                                                                               uint64_t context = 0);
     /** @brief Allocates a memory window of ::ri_mw_type @p type. */
     [[nodiscard]] rdma::Expected<std::shared_ptr<MemoryWindow>> allocate_window(uint32_t type);
     /** @brief Deallocates the PD; ::RI_EBUSY while objects of it exist. */
@@ -272,6 +300,7 @@ private:
     ProtectionZone() = default;
     std::shared_ptr<Adapter> adapter_;
     ri_pd_t pd_ = nullptr;
+    uint64_t kal_handle_ = 0;  // hosted consumers: the kAL's handle
 };
 
 /** @brief A listen point: a TCP port on an RNIC's address where connection requests arrive. */
@@ -306,6 +335,15 @@ public:
      */
     [[nodiscard]] rdma::Status connect(const std::string &address, uint16_t port,
                                        std::span<const uint8_t> private_data = {},
+                                       std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+    /**
+     * @brief Turns @p fd, a TCP socket this process connected (or accepted) on this RNIC's address, into this
+     *        endpoint's connection: MPA negotiates on it (this side's frame carries @p private_data; ::krdma_convert_role
+     *        @p role says which side sends the request, AUTO lets the two ends agree by their addresses) and the
+     *        outcome arrives as a connection event. The kAL and the uVP take their own references: the caller
+     *        closes @p fd afterwards. Quiesce the stream first: MPA reads what arrives from now on.
+     */
+    [[nodiscard]] rdma::Status convert(int fd, std::span<const uint8_t> private_data = {}, uint32_t role = 0,
                                        std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
     /** @brief Accepts connection request @p request with this endpoint, replying @p private_data. */
     [[nodiscard]] rdma::Status accept(uint64_t request, std::span<const uint8_t> private_data = {});
@@ -371,6 +409,7 @@ private:
     std::shared_ptr<ProtectionZone> pz_;
     ri_mr_t mr_ = nullptr;
     ri_mr_keys_t keys_{};
+    uint64_t kal_handle_ = 0;  // hosted consumers: the kAL's handle
 };
 
 /** @brief A memory window. */
@@ -390,6 +429,7 @@ private:
     std::shared_ptr<ProtectionZone> pz_;
     ri_mw_t mw_ = nullptr;
     ri_stag_t rkey_ = 0;
+    uint64_t kal_handle_ = 0;  // hosted consumers: the kAL's handle
 };
 
 /** @brief A shared receive queue. */
@@ -412,6 +452,7 @@ private:
     SharedReceiveQueue() = default;
     std::shared_ptr<ProtectionZone> pz_;
     ri_srq_t srq_ = nullptr;
+    uint64_t kal_handle_ = 0;  // hosted consumers: the kAL's handle
 };
 
 }  // namespace ual

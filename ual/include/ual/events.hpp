@@ -121,8 +121,18 @@ public:
      *        Callbacks run through @p run (empty: in the thread that posts the event).
      */
     void set_callback(Callback cb, Executor run = {});
+    /**
+     * @brief Notification mode (IT-API's EVD callbacks): @p fn runs through @p run (empty: in the posting thread)
+     *        whenever an event arrives - for a DTO dispatcher, on each notification of its CQ, which is re-armed
+     *        after @p fn returns - while the events stay queued for the consumer to dequeue. An empty @p fn ends it.
+     */
+    void set_notifier(std::function<void()> fn, Executor run = {});
     /** @brief Queued events. */
     [[nodiscard]] size_t pending() const;
+    /** @brief Attaches a value of the dispatcher's owner (an API layer's object), reported by aggregates. */
+    void set_tag(uint64_t tag) noexcept { tag_.store(tag, std::memory_order_relaxed); }
+    /** @brief The owner's value from set_tag(). */
+    [[nodiscard]] uint64_t tag() const noexcept { return tag_.load(std::memory_order_relaxed); }
 
 private:
     friend class AggregateDispatcher;
@@ -135,7 +145,8 @@ private:
     void notify_completion() noexcept;
     // DTO dispatchers: ask the CQ to notify the next completion.
     void arm() noexcept;
-    // DTO dispatchers: the bound CQ (completions are polled from it, not queued).
+    // DTO dispatchers: the next completion of the bound CQ (they are polled from it, not queued). Takes
+    // poll_mutex_, never mutex_: a provider may notify (notify_completion, which takes mutex_) from inside a poll.
     std::optional<Event> poll_cq();
 
     const EventStream stream_;
@@ -151,7 +162,13 @@ private:
     uint64_t notifications_ = 0;  // DTO: CQ notifications so far
     Callback callback_;
     Executor executor_;
+    std::function<void()> notifier_;
+    Executor notifier_run_;
+    std::atomic<uint64_t> tag_{0};
     std::weak_ptr<AggregateDispatcher> aggregate_;
+    // Guards cq_ against the CQ going while it is polled. Recursive: a callback run inline by a notification
+    // from inside a poll polls again.
+    std::recursive_mutex poll_mutex_;
     CompletionQueue *cq_ = nullptr;  // set by the CQ it belongs to; cleared when the CQ goes
 };
 
@@ -164,10 +181,13 @@ public:
     [[nodiscard]] rdma::Expected<void> add(const std::shared_ptr<SimpleDispatcher> &member);
     /** @brief Removes @p member. */
     void remove(const std::shared_ptr<SimpleDispatcher> &member);
-    /** @brief The next event of any member without waiting (members are visited round-robin). */
-    [[nodiscard]] rdma::Expected<std::optional<Event>> dequeue();
-    /** @brief Waits up to @p timeout for an event of any member. */
-    [[nodiscard]] rdma::Expected<Event> wait(std::chrono::milliseconds timeout);
+    /**
+     * @brief The next event of any member without waiting (members are visited round-robin); @p source_tag (if
+     *        given) receives the tag of the member it came from.
+     */
+    [[nodiscard]] rdma::Expected<std::optional<Event>> dequeue(uint64_t *source_tag = nullptr);
+    /** @brief Waits up to @p timeout for an event of any member; @p source_tag as for dequeue(). */
+    [[nodiscard]] rdma::Expected<Event> wait(std::chrono::milliseconds timeout, uint64_t *source_tag = nullptr);
     /** @brief A descriptor that polls readable while any member has events. */
     [[nodiscard]] int fd() const noexcept { return efd_.get(); }
 
