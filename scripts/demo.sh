@@ -4,8 +4,10 @@
 #   the access layer and creating one object of every kind;
 # - the same through a real krdmad on a private device path, seen by the administrator with rdmactl, including the
 #   kAL reclaiming everything of a consumer killed with kill -9;
+# - it_rping (IT-API) between two processes, each hosting the embedded default, and it_perf's headline figures and
+#   a short sweep against raw TCP measured in the same run (with a plot);
+# - a kernel consumer: krdmad loading the kernel_echo module (C, kernel IT-API), seen with rdmactl;
 # - the RNIC-PI loader explaining modules, and the iWARP engine's speed next to memcpy and loopback TCP.
-# Connections, it_rping and a perf sweep join as the data path and IT-API land.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,6 +38,23 @@ sed 's|^{|{"device": "'"$work"'/krdma.sock", |' "$work/embedded.json" >"$work/kr
 step "A consumer on the embedded default: the kAL in its own process, softrnic on 127.0.0.1" \
   env OPENRDMA_EMBEDDED_CONFIG="$work/embedded.json" "$tour" 127.0.0.1
 
+# IT-API on the embedded default: every process below hosts its own kAL with softrnic on 127.0.0.1.
+export OPENRDMA_EMBEDDED_CONFIG="$work/embedded.json"
+echo
+echo "== it_rping: the rping exchange over IT-API between two processes (server: RDMA Read of the client's buffer,"
+echo "   RDMA Write back; both verify)"
+build/tools/it_rping/it_rping -s -d -a 127.0.0.1 -p 7174 -S 100 >"$work/rping-server.out" 2>&1 &
+pids+=($!)
+for _ in $(seq 200); do grep -q "listening on port" "$work/rping-server.out" 2>/dev/null && break; sleep 0.05; done
+echo "\$ it_rping -c -a 127.0.0.1 -p 7174 -C 10 -S 100 -V -v"
+build/tools/it_rping/it_rping -c -a 127.0.0.1 -p 7174 -C 10 -S 100 -V -v
+step "it_perf: RDMA Write bandwidth (64 KiB, 1 MiB) and 8 B latency next to raw TCP, best of 5 alternating rounds" \
+  build/tools/it_perf/it_perf --loopback
+step "it_perf: a short sweep of RDMA Write, 64 B to 1 MiB (plot: $work/it_perf.png)" \
+  build/tools/it_perf/it_perf --loopback -t write --bw --lat --sweep --min 64 --max 1M -D 0.05 --plot "$work/it_perf.png"
+cp "$work/it_perf.png" build/it_perf.png 2>/dev/null && echo "(plot kept as build/it_perf.png)"
+unset OPENRDMA_EMBEDDED_CONFIG
+
 echo
 echo "== krdmad on a private device path, and what the administrator sees"
 build/kal/krdmad --config "$work/krdmad.json" --log-level warn &
@@ -54,6 +73,19 @@ kill -9 "$tour_pid"
 wait "$tour_pid" 2>/dev/null || true
 sleep 0.2
 step "After kill -9 of the consumer: krdmad reclaimed every object and every pinned page" "$rdmactl" resources
+unset KRDMA_DEVICE
+
+echo
+echo "== A kernel consumer: krdmad loads kernel_echo (C, over the kernel IT-API krdmad exports)"
+sed 's|^{|{"consumers": [{"module": "'"$PWD"'/build/tools/examples/kernel_echo.so", "args": {"rnic": "sr0", "port": 7471}}], |' \
+  "$work/krdmad.json" | sed 's|krdma.sock|krdma2.sock|' >"$work/krdmad-echo.json"
+build/kal/krdmad --config "$work/krdmad-echo.json" --log-level warn &
+pids+=($!)
+for _ in $(seq 100); do [ -S "$work/krdma2.sock" ] && break; sleep 0.05; done
+export KRDMA_DEVICE="$work/krdma2.sock"
+step "Consumer modules krdmad runs" "$rdmactl" consumers
+step "What the kernel consumer holds: objects of krdmad's own pid (IA, PZ, SEVDs' CQ, LMR, listen point)" \
+  "$rdmactl" resources
 unset KRDMA_DEVICE
 
 step "A kVP written as a C++ class, loaded as the kAL would load it" \

@@ -1,0 +1,103 @@
+/**
+ * @file itapi_runner.hpp
+ * @brief it_perf's RDMA side over IT-API v2.1: the server (a listen point, one client session at a time) and the
+ *        client (connects a control endpoint and N data endpoints, then runs tests on them).
+ *
+ * Session. The client connects a control endpoint first, its private data saying how many data endpoints follow
+ * and the largest message; the server registers a buffer of that size per data endpoint and accepts each data
+ * endpoint with that buffer's address, STag (RMR context) and length as private data. Tests are then driven by
+ * small Sends on the control endpoint: the client asks (operation, shape, size), the server readies itself and
+ * answers, the client times the test on the data endpoints, and tells the server it is over. Data endpoints keep
+ * their receive queues full at all times; Send bandwidth is flow-controlled by credits the server returns (an iWARP
+ * Send that finds no receive posted breaks the connection). The fast path allocates nothing and makes no call but
+ * IT-API's own: work requests are built in place from preallocated state, completions are reaped with
+ * it_evd_dequeue in a poll loop (or it_evd_wait with --event).
+ *
+ * The IT-API header stays out of this interface: main and the rest of it_perf do not depend on it.
+ */
+#ifndef IT_PERF_ITAPI_RUNNER_HPP
+#define IT_PERF_ITAPI_RUNNER_HPP
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rnicpi/cpp/status.hpp"
+#include "stats.hpp"
+#include "test_case.hpp"
+
+namespace it_perf {
+
+/** @brief The IT-API interfaces it_interface_list() reports, by name. */
+std::vector<std::string> itapi_interfaces();
+
+/** @brief How the client sets up its session. */
+struct ItapiClientConfig {
+    std::string ia;          /**< Interface name or address for it_ia_create; empty: the first listed. */
+    uint32_t qps = 1;        /**< Data endpoints. */
+    uint32_t window = 64;    /**< Outstanding operations per data endpoint (bandwidth tests). */
+    uint64_t max_size = 0;   /**< The largest message any test will use. */
+    bool event_mode = false; /**< Wait for completions with it_evd_wait instead of polling. */
+};
+
+/** @brief The server: a listen point on an interface. */
+class ItapiServer {
+public:
+    /**
+     * @brief Opens interface @p ia (empty: the first listed) and listens on @p port (0: a free port, chosen by
+     *        the library or, if it cannot, tried at random).
+     */
+    static rdma::Expected<std::unique_ptr<ItapiServer>> open(const std::string &ia, uint16_t port, bool event_mode);
+    ~ItapiServer();
+    ItapiServer(const ItapiServer &) = delete;
+    ItapiServer &operator=(const ItapiServer &) = delete;
+
+    /** @brief The port (connection qualifier) listened on. */
+    [[nodiscard]] uint16_t port() const;
+    /** @brief The interface's name. */
+    [[nodiscard]] std::string ia_name() const;
+
+    /**
+     * @brief Serves client sessions one after another until @p stop is set. A session that fails is reported on
+     *        standard error and torn down; serving goes on. Returns an error only when the server itself fails.
+     */
+    rdma::Expected<void> serve(const std::atomic<bool> &stop);
+
+    struct Impl;
+
+private:
+    explicit ItapiServer(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+/** @brief The client: one session with a server. */
+class ItapiClient {
+public:
+    /** @brief Opens the interface, connects the control and data endpoints to @p host : @p port. */
+    static rdma::Expected<std::unique_ptr<ItapiClient>> connect(const ItapiClientConfig &config, const std::string &host,
+                                                                 uint16_t port);
+    ~ItapiClient();
+    ItapiClient(const ItapiClient &) = delete;
+    ItapiClient &operator=(const ItapiClient &) = delete;
+
+    /** @brief The interface's name. */
+    [[nodiscard]] std::string ia_name() const;
+
+    /** @brief Runs @p test (its qps and window must be the session's) and returns what it measured. */
+    rdma::Expected<Measurement> run(const TestCase &test);
+
+    /** @brief Tells the server the session is over and disconnects every endpoint. */
+    rdma::Expected<void> close();
+
+    struct Impl;
+
+private:
+    explicit ItapiClient(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace it_perf
+
+#endif  // IT_PERF_ITAPI_RUNNER_HPP

@@ -1,0 +1,372 @@
+/**
+ * @file main.cpp
+ * @brief it_perf: perftest-style bandwidth and latency of Send, RDMA Write and RDMA Read over IT-API v2.1, each
+ *        row beside the same measurement over a raw TCP socket taken in the same run, with their ratio.
+ *
+ *   it_perf --loopback                        the headline figures: write bw 64 KiB and 1 MiB, write lat 8 B,
+ *                                             RDMA and TCP alternating in 5 rounds, best of each, and a summary
+ *   it_perf --loopback -t send,write,read --bw --lat --sweep --plot perf.png
+ *   it_perf --server [--port P]               on one host, then
+ *   it_perf --client HOST [--port P] ...      on another
+ *
+ * --loopback forks the server as a child process (its own process group, killed and reaped on every way out) and
+ * runs the client against 127.0.0.1. The TCP baseline listens on --tcp-port (default: --port + 1).
+ * Exit status: 0 when every measurement succeeded, 1 when one failed, 2 for a usage error.
+ */
+#include <CLI/CLI.hpp>
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <thread>
+
+#include "itapi_runner.hpp"
+#include "plot.hpp"
+#include "report.hpp"
+#include "server_child.hpp"
+#include "tcp_baseline.hpp"
+
+namespace {
+
+using namespace it_perf;
+
+constexpr uint16_t kDefaultPort = 18515;  // perftest's
+constexpr uint64_t kSweepMax = uint64_t{8} << 20;
+
+struct Args {
+    bool server = false;
+    std::string client;
+    bool loopback = false;
+    bool list = false;
+    std::vector<std::string> tests;
+    bool bw = false;
+    bool lat = false;
+    uint64_t size = 65536;
+    bool sweep = false;
+    uint64_t min_size = 1;
+    uint64_t max_size = kSweepMax;
+    uint32_t qps = 1;
+    uint32_t window = 64;
+    uint64_t iters = 0;
+    double seconds = 0;
+    int rounds = 0;
+    uint16_t port = 0;
+    uint16_t tcp_port = 0;
+    std::string ia;
+    bool event_mode = false;
+    std::string json;
+    std::string csv;
+    std::string plot;
+    bool tcp_only = false;
+};
+
+Op parse_op(const std::string &s) {
+    if (s == "send") return Op::send;
+    if (s == "read") return Op::read;
+    return Op::write;
+}
+
+// A default run length that keeps a sweep's large sizes from taking minutes: perftest's counts (5000 for bandwidth,
+// 1000 for latency), fewer for large messages.
+Budget default_budget(Kind kind, uint64_t size) {
+    Budget b;
+    if (kind == Kind::bw) {
+        b.iterations = std::clamp<uint64_t>((uint64_t{1} << 30) / size, 64, 5000);
+    } else {
+        b.iterations = std::clamp<uint64_t>((uint64_t{256} << 20) / size, 16, 1000);
+    }
+    return b;
+}
+
+std::vector<TestCase> build_cases(const Args &a, bool headline) {
+    std::vector<TestCase> cases;
+    auto add = [&](Op op, Kind kind, uint64_t size) {
+        TestCase t;
+        t.op = op;
+        t.kind = kind;
+        t.size = size;
+        t.qps = a.qps;
+        t.window = a.window;
+        t.budget = default_budget(kind, size);
+        if (a.iters > 0) t.budget = Budget{a.iters, 0};
+        if (a.seconds > 0) t.budget = Budget{0, a.seconds};
+        cases.push_back(t);
+    };
+    if (headline) {
+        add(Op::write, Kind::bw, 64 << 10);
+        add(Op::write, Kind::bw, 1 << 20);
+        add(Op::write, Kind::lat, 8);
+        if (a.iters == 0 && a.seconds <= 0) {
+            for (TestCase &t : cases) t.budget = Budget{0, 0.2};
+        }
+        return cases;
+    }
+    std::vector<uint64_t> sizes;
+    if (a.sweep) {
+        for (uint64_t s = 1; s <= a.max_size; s *= 2) {
+            if (s >= a.min_size) sizes.push_back(s);
+        }
+    } else {
+        sizes.push_back(a.size);
+    }
+    std::vector<Op> ops;
+    for (const std::string &t : a.tests.empty() ? std::vector<std::string>{"write"} : a.tests) ops.push_back(parse_op(t));
+    std::vector<Kind> kinds;
+    if (a.bw || !a.lat) kinds.push_back(Kind::bw);
+    if (a.lat) kinds.push_back(Kind::lat);
+    for (Op op : ops) {
+        for (Kind k : kinds) {
+            for (uint64_t s : sizes) add(op, k, s);
+        }
+    }
+    return cases;
+}
+
+// The server: the TCP baseline on a thread of its own, IT-API on this one; both until the client's TCP bye.
+// @p ready_fd is the loopback parent's pipe (-1 for --server, which prints where it listens instead).
+int run_server(const Args &a, int ready_fd, const std::string &tcp_address) {
+    auto fail = [ready_fd](const std::string &message) {
+        if (ready_fd >= 0) report_failure(ready_fd, message);
+        else std::fprintf(stderr, "it_perf server: %s\n", message.c_str());
+        return 1;
+    };
+    const uint16_t rdma_port = a.port != 0 ? a.port : (ready_fd >= 0 ? 0 : kDefaultPort);
+    uint16_t tcp_port = a.tcp_port;
+    if (tcp_port == 0 && ready_fd < 0) tcp_port = static_cast<uint16_t>(rdma_port + 1);
+    if (tcp_port == 0 && a.port != 0) tcp_port = static_cast<uint16_t>(a.port + 1);
+    auto tcp = TcpServer::listen(tcp_address, tcp_port);
+    if (!tcp) return fail(tcp.error().to_string());
+    std::unique_ptr<ItapiServer> rdma;
+    if (!a.tcp_only) {
+        auto s = ItapiServer::open(a.ia, rdma_port, a.event_mode);
+        if (!s) return fail(s.error().to_string());
+        rdma = std::move(*s);
+    }
+    const ServerPorts ports{rdma ? rdma->port() : uint16_t{0}, tcp->port()};
+    if (ready_fd >= 0) {
+        report_ready(ready_fd, ports);
+    } else {
+        std::printf("it_perf server: IT-API interface %s, connection qualifier (port) %u; TCP baseline on port %u\n",
+                    rdma ? rdma->ia_name().c_str() : "(none: --tcp-only)", ports.rdma, ports.tcp);
+        std::fflush(stdout);
+    }
+    std::atomic<bool> stop{false};
+    std::thread tcp_thread([&] {
+        tcp->serve(stop);
+        stop = true;
+    });
+    int rc = 0;
+    if (rdma) {
+        auto served = rdma->serve(stop);
+        if (!served) {
+            std::fprintf(stderr, "it_perf server: %s\n", served.error().to_string().c_str());
+            rc = 1;
+            stop = true;
+        }
+    }
+    tcp_thread.join();
+    return rc;
+}
+
+int run_client(const Args &a, bool headline) {
+    std::vector<TestCase> cases = build_cases(a, headline);
+    const int rounds = a.rounds > 0 ? a.rounds : (headline ? 5 : 1);
+    uint64_t max_size = 0;
+    for (const TestCase &t : cases) max_size = std::max(max_size, t.size);
+
+    // The loopback server is forked before this process starts any thread (the IT-API library starts some).
+    std::optional<ServerChild> child;
+    std::string host = a.client;
+    ServerPorts ports{a.port != 0 ? a.port : kDefaultPort, a.tcp_port};
+    if (ports.tcp == 0) ports.tcp = static_cast<uint16_t>(ports.rdma + 1);
+    if (a.loopback) {
+        host = "127.0.0.1";
+        auto c = ServerChild::start([&a](int fd) { return run_server(a, fd, "127.0.0.1"); });
+        if (!c) {
+            std::fprintf(stderr, "it_perf: cannot start the loopback server: %s\n", c.error().to_string().c_str());
+            return 1;
+        }
+        child.emplace(std::move(*c));
+        auto p = child->wait_ready(std::chrono::seconds(30));
+        if (!p) {
+            std::fprintf(stderr, "it_perf: %s\n", p.error().to_string().c_str());
+            return 1;
+        }
+        ports = *p;
+    }
+
+    RunInfo info;
+    info.mode = a.loopback ? "loopback" : "client";
+    info.peer = host;
+    info.event_mode = a.event_mode;
+    info.tcp_only = a.tcp_only;
+    info.ia = a.tcp_only ? "(none: --tcp-only)" : a.ia;
+    std::unique_ptr<ItapiClient> rdma;
+    if (!a.tcp_only) {
+        ItapiClientConfig config;
+        config.ia = a.ia;
+        config.qps = a.qps;
+        config.window = a.window;
+        config.max_size = max_size;
+        config.event_mode = a.event_mode;
+        auto c = ItapiClient::connect(config, host, ports.rdma);
+        if (!c) {
+            std::fprintf(stderr, "it_perf: %s\n", c.error().to_string().c_str());
+            return 1;
+        }
+        rdma = std::move(*c);
+        info.ia = rdma->ia_name();
+    }
+
+    // The human table goes to standard error when standard output carries JSON or CSV.
+    std::FILE *table = (a.json == "-" || a.csv == "-") ? stderr : stdout;
+    std::vector<Row> rows;
+    bool failed = false;
+    bool rdma_broken = false;
+    for (const TestCase &t : cases) {
+        Row row;
+        row.test = t;
+        row.rounds = rounds;
+        for (int r = 0; r < rounds; ++r) {
+            // Alternate which side goes first, so neither always runs on a machine the other just warmed.
+            for (int side = 0; side < 2; ++side) {
+                const bool tcp_turn = (side == 0) == (r % 2 == 0);
+                if (tcp_turn) {
+                    auto m = run_tcp_test(host, ports.tcp, t);
+                    if (!m) {
+                        std::fprintf(stderr, "it_perf: %s: %s\n", t.label().c_str(), m.error().to_string().c_str());
+                        failed = true;
+                    } else if (better(*m, row.tcp, t.kind == Kind::lat)) {
+                        row.tcp = *m;
+                    }
+                } else if (rdma && !rdma_broken) {
+                    auto m = rdma->run(t);
+                    if (!m) {
+                        std::fprintf(stderr, "it_perf: %s: %s\n", t.label().c_str(), m.error().to_string().c_str());
+                        failed = true;
+                        rdma_broken = true;  // the session is gone with its endpoints; TCP rows go on
+                    } else if (better(*m, row.rdma, t.kind == Kind::lat)) {
+                        row.rdma = *m;
+                    }
+                }
+            }
+        }
+        print_table_row(table, info, rows.empty() ? nullptr : &rows.back(), row);
+        rows.push_back(row);
+    }
+    print_table_end(table);
+
+    if (rdma && !rdma_broken) {
+        if (auto c = rdma->close(); !c) {
+            std::fprintf(stderr, "it_perf: closing the session: %s\n", c.error().to_string().c_str());
+            failed = true;
+        }
+    }
+    rdma.reset();
+    if (auto b = send_tcp_bye(host, ports.tcp); !b && child) {
+        std::fprintf(stderr, "it_perf: %s\n", b.error().to_string().c_str());
+    }
+    if (child) {
+        const int status = child->finish(std::chrono::seconds(5));
+        if (status != 0 && !failed) {
+            std::fprintf(stderr, "it_perf: the loopback server exited with status %d\n", status);
+            failed = true;
+        }
+        child.reset();
+    }
+
+    print_summary(table, rows);
+    if (!a.json.empty() && !write_output(a.json, to_json(info, rows).dump(2) + "\n")) failed = true;
+    if (!a.csv.empty() && !write_output(a.csv, to_csv(rows))) failed = true;
+    if (!a.plot.empty()) {
+        if (auto p = plot_png(a.plot, rows); !p) {
+            std::fprintf(stderr, "it_perf: %s\n", p.error().to_string().c_str());
+            failed = true;
+        } else {
+            std::fprintf(table, "plot written to %s\n", a.plot.c_str());
+        }
+    }
+    return failed ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    CLI::App app{"it_perf: bandwidth and latency of Send, RDMA Write and RDMA Read over IT-API, each beside raw TCP "
+                 "measured in the same run (ratio = RDMA / TCP)"};
+    Args a;
+    auto *mode = app.add_option_group("mode", "Exactly one of these");
+    mode->add_flag("--server", a.server, "Serve clients (IT-API listen point and the TCP baseline)");
+    mode->add_option("--client", a.client, "Run the tests against the server at HOST")->type_name("HOST");
+    mode->add_flag("--loopback", a.loopback,
+                   "Fork a server child and run the client against 127.0.0.1 (without test options: the headline "
+                   "figures)");
+    mode->add_flag("--list", a.list, "List the IT-API interfaces (it_interface_list) and exit");
+    mode->require_option(1);
+
+    app.add_option("-t,--test", a.tests, "Operations to test: send, write, read (comma-separated; default write)")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"send", "write", "read"}));
+    app.add_flag("--bw", a.bw, "Bandwidth: a window of outstanding operations (default when --lat is not given)");
+    app.add_flag("--lat", a.lat,
+                 "Latency: Send and Write ping-pong (Write polls the buffer's last byte, as ib_write_lat), one Read "
+                 "at a time");
+    app.add_option("-s,--size", a.size, "Message size in bytes (suffixes K, M: 64K)")
+        ->transform(CLI::AsSizeValue(false))
+        ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+    app.add_flag("-a,--sweep", a.sweep, "Every power of 2 from --min to --max (default 1 B to 8 MiB)");
+    app.add_option("--min", a.min_size, "Smallest size of --sweep")->transform(CLI::AsSizeValue(false));
+    app.add_option("--max", a.max_size, "Largest size of --sweep")
+        ->transform(CLI::AsSizeValue(false))
+        ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+    app.add_option("-q,--qps", a.qps, "Data QPs (endpoints); work is spread over them round-robin")
+        ->check(CLI::Range(1u, 1024u));
+    app.add_option("-w,--window", a.window, "Outstanding operations per QP in bandwidth tests (default 64)")
+        ->check(CLI::Range(1u, 4096u));
+    app.add_option("-n,--iters", a.iters,
+                   "Timed operations per run (default 5000 for bw, 1000 for lat, fewer for large sizes)")
+        ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+    app.add_option("-D,--seconds", a.seconds, "Time each run for S seconds instead of a count")
+        ->check(CLI::Range(0.001, 3600.0));
+    app.add_option("--rounds", a.rounds,
+                   "Runs of each test, RDMA and TCP alternating; the best of each is kept (default 1, headline 5)")
+        ->check(CLI::Range(1, 1000));
+    app.add_option("-p,--port", a.port, "IT-API connection qualifier (IANA port); default 18515, --loopback: any free");
+    app.add_option("--tcp-port", a.tcp_port, "TCP baseline port (default: --port + 1)");
+    app.add_option("-d,--ia", a.ia, "IT-API interface name or address for it_ia_create (default: the first listed)");
+    app.add_flag("--event", a.event_mode, "Wait for completions with it_evd_wait instead of polling it_evd_dequeue");
+    app.add_option("--json", a.json, "Write the results as JSON to FILE (- for standard output)")->type_name("FILE");
+    app.add_option("--csv", a.csv, "Write the results as CSV to FILE (- for standard output)")->type_name("FILE");
+    app.add_option("--plot", a.plot, "Draw bandwidth and latency against size into FILE.png (needs gnuplot)")
+        ->type_name("FILE.png");
+    // A developer's switch: the TCP baseline alone, without IT-API.
+    app.add_flag("--tcp-only", a.tcp_only, "Run only the TCP baseline")->group("");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError &e) {
+        return app.exit(e) == 0 ? 0 : 2;  // --help is a success, anything else a usage error
+    }
+
+    ::signal(SIGPIPE, SIG_IGN);  // a peer that goes away is an error return, not a death
+    if (a.list) {
+        const auto names = itapi_interfaces();
+        if (names.empty()) {
+            std::fprintf(stderr, "it_perf: it_interface_list found no interface (is krdmad running, or "
+                                 "$OPENRDMA_EMBEDDED_CONFIG set?)\n");
+            return 1;
+        }
+        for (const std::string &n : names) std::printf("%s\n", n.c_str());
+        return 0;
+    }
+    if (a.sweep && a.min_size > a.max_size) {
+        std::fprintf(stderr, "it_perf: --min %llu is above --max %llu\n", static_cast<unsigned long long>(a.min_size),
+                     static_cast<unsigned long long>(a.max_size));
+        return 2;
+    }
+    if (a.server) return run_server(a, -1, "");
+    const bool headline = app.count("--test") == 0 && app.count("--bw") == 0 && app.count("--lat") == 0 &&
+                          app.count("--size") == 0 && app.count("--sweep") == 0;
+    return run_client(a, headline);
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# ctest smoke test: it_perf --loopback (a forked server and the client, each hosting a private embedded kAL with
+# softrnic on 127.0.0.1) runs Send, Write and Read, bandwidth and latency, at 4 KiB, and every row has its RDMA
+# figure, its TCP figure and a ratio. it_perf reaps its server itself on every way out; `timeout -s KILL` bounds the
+# run, and the server dies with it (PR_SET_PDEATHSIG).
+#   smoke_test.sh IT_PERF PROVIDER_DIR
+set -euo pipefail
+perf=$1
+providers=$2
+work=$(mktemp -d /tmp/it_perf-smoke-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cat >"$work/embedded.json" <<JSON
+{"provider_dir": "$providers", "log_level": "warn", "modules": ["softrnic_kvp.so"],
+ "rnics": [{"provider": "softrnic", "name": "sr0", "address": "127.0.0.1"}]}
+JSON
+export OPENRDMA_EMBEDDED_CONFIG="$work/embedded.json"
+timeout -s KILL 100 "$perf" --loopback -t send,write,read --bw --lat --iters 200 --size 4096 \
+  --json "$work/out.json" --csv "$work/out.csv"
+rows=$(grep -c '"kind":' "$work/out.json")
+measured=$(grep -c '"bytes_per_second"\|"t_typical_us"' "$work/out.json")
+[ "$rows" -eq 6 ] || { echo "expected 6 rows, got $rows"; cat "$work/out.json"; exit 1; }
+[ "$measured" -eq 12 ] || { echo "expected an RDMA and a TCP figure per row"; cat "$work/out.json"; exit 1; }
+if grep -q '"ratio": null' "$work/out.json"; then echo "a row has no ratio"; cat "$work/out.json"; exit 1; fi
+[ "$(wc -l <"$work/out.csv")" -eq 7 ] || { echo "expected a CSV header and 6 rows"; exit 1; }
+echo "it_perf smoke test: 6 rows measured on RDMA and TCP"

@@ -1,0 +1,320 @@
+/** @file tcp_baseline.cpp @brief The raw TCP baseline: server loop, client measurements, header codec. */
+#include "tcp_baseline.hpp"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace it_perf {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Untimed round trips before a latency test's clock starts (connection warm, caches and branch predictors too).
+constexpr uint64_t kWarmupIterations = 16;
+// Largest message the server accepts from a header (the RDMA side's limit is the same).
+constexpr uint64_t kMaxMessage = uint64_t{1} << 30;
+
+void put16(uint8_t *p, uint16_t v) { v = htons(v); std::memcpy(p, &v, 2); }
+void put32(uint8_t *p, uint32_t v) { v = htonl(v); std::memcpy(p, &v, 4); }
+void put64(uint8_t *p, uint64_t v) { put32(p, static_cast<uint32_t>(v >> 32)); put32(p + 4, static_cast<uint32_t>(v)); }
+uint16_t get16(const uint8_t *p) { uint16_t v; std::memcpy(&v, p, 2); return ntohs(v); }
+uint32_t get32(const uint8_t *p) { uint32_t v; std::memcpy(&v, p, 4); return ntohl(v); }
+uint64_t get64(const uint8_t *p) { return (uint64_t{get32(p)} << 32) | get32(p + 4); }
+
+// Whole reads and writes; false on EOF or error (errno tells which when it is an error).
+bool write_all(int fd, const uint8_t *p, size_t n) {
+    while (n > 0) {
+        const ssize_t r = ::write(fd, p, n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return false;
+        p += r;
+        n -= static_cast<size_t>(r);
+    }
+    return true;
+}
+
+bool read_all(int fd, uint8_t *p, size_t n) {
+    while (n > 0) {
+        const ssize_t r = ::read(fd, p, n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r == 0) errno = 0;
+        if (r <= 0) return false;
+        p += r;
+        n -= static_cast<size_t>(r);
+    }
+    return true;
+}
+
+// read_all for the latency shapes: spins on a non-blocking receive as the RDMA side spins on its buffer or CQ, so
+// the baseline is TCP at its best (no sleep and wake-up per message) rather than a blocking read.
+bool spin_read_all(int fd, uint8_t *p, size_t n) {
+    while (n > 0) {
+        const ssize_t r = ::recv(fd, p, n, MSG_DONTWAIT);
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+        if (r == 0) errno = 0;
+        if (r <= 0) return false;
+        p += r;
+        n -= static_cast<size_t>(r);
+    }
+    return true;
+}
+
+struct Socket {
+    int fd = -1;
+    Socket() = default;
+    explicit Socket(int f) : fd(f) {}
+    Socket(Socket &&o) noexcept : fd(o.fd) { o.fd = -1; }
+    Socket &operator=(Socket &&) = delete;
+    Socket(const Socket &) = delete;
+    ~Socket() {
+        if (fd >= 0) ::close(fd);
+    }
+};
+
+void no_delay(int fd) {
+    int one = 1;
+    (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+rdma::Expected<Socket> connect_to(const std::string &host, uint16_t port) {
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo *res = nullptr;
+    const std::string service = std::to_string(port);
+    if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res); rc != 0) {
+        return rdma::Error(EINVAL, "TCP baseline: cannot resolve " + host + ": " + ::gai_strerror(rc));
+    }
+    Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const int rc = s.fd < 0 ? -1 : ::connect(s.fd, res->ai_addr, res->ai_addrlen);
+    const int err = errno;
+    ::freeaddrinfo(res);
+    if (rc != 0) {
+        return rdma::Error(err, "TCP baseline: connect to " + host + ":" + service + " failed: " + std::strerror(err) +
+                                    " (is the it_perf server running, and its TCP port open?)");
+    }
+    no_delay(s.fd);
+    return s;
+}
+
+rdma::Error io_error(const char *what) {
+    const int err = errno != 0 ? errno : ECONNRESET;
+    return rdma::Error(err, std::string("TCP baseline: ") + what + ": " +
+                                (errno != 0 ? std::strerror(errno) : "the server closed the connection"));
+}
+
+// Serves one connection after its header; false when the header said bye.
+bool serve_connection(int fd) {
+    uint8_t h[TcpHeader::kWireSize];
+    if (!read_all(fd, h, sizeof h)) return true;  // a client that connected and left (a port probe)
+    auto header = TcpHeader::read(h, kMaxMessage);
+    if (!header) {
+        std::fprintf(stderr, "it_perf server: TCP baseline connection refused: %s\n",
+                     header.error().to_string().c_str());
+        return true;
+    }
+    if (header->shape == TcpShape::bye) return false;
+    no_delay(fd);
+    const size_t size = header->size;
+    switch (header->shape) {
+        case TcpShape::stream: {
+            // Read everything to end of stream in large reads, then say how many bytes arrived.
+            std::vector<uint8_t> buf(std::max<size_t>(size, size_t{1} << 20));
+            uint64_t total = 0;
+            for (;;) {
+                const ssize_t r = ::read(fd, buf.data(), buf.size());
+                if (r < 0 && errno == EINTR) continue;
+                if (r <= 0) break;
+                total += static_cast<uint64_t>(r);
+            }
+            uint8_t ack[8];
+            put64(ack, total);
+            (void)write_all(fd, ack, sizeof ack);
+            break;
+        }
+        case TcpShape::pingpong: {
+            std::vector<uint8_t> buf(size);
+            while (spin_read_all(fd, buf.data(), size) && write_all(fd, buf.data(), size)) {
+            }
+            break;
+        }
+        case TcpShape::request_response: {
+            std::vector<uint8_t> buf(size);
+            uint8_t req[8];
+            while (spin_read_all(fd, req, sizeof req) && write_all(fd, buf.data(), size)) {
+            }
+            break;
+        }
+        case TcpShape::bye: break;
+    }
+    return true;
+}
+
+bool more(const Budget &b, uint64_t done, Clock::time_point end) {
+    return b.seconds > 0 ? Clock::now() < end : done < b.iterations;
+}
+
+}  // namespace
+
+void TcpHeader::write(uint8_t *out) const {
+    std::memset(out, 0, kWireSize);
+    put32(out, kMagic);
+    put16(out + 4, kVersion);
+    put16(out + 6, static_cast<uint16_t>(shape));
+    put64(out + 8, size);
+}
+
+rdma::Expected<TcpHeader> TcpHeader::read(const uint8_t *in, uint64_t max_size) {
+    if (get32(in) != kMagic) return rdma::Error(EPROTO, "not an it_perf TCP baseline header (wrong magic)");
+    if (get16(in + 4) != kVersion) {
+        return rdma::Error(EPROTO, "TCP baseline header version " + std::to_string(get16(in + 4)) + ", expected " +
+                                       std::to_string(kVersion) + ": run the same it_perf on both hosts");
+    }
+    TcpHeader h;
+    const uint16_t shape = get16(in + 6);
+    switch (shape) {  // from the wire: anything unknown is refused
+        case static_cast<uint16_t>(TcpShape::stream):
+        case static_cast<uint16_t>(TcpShape::pingpong):
+        case static_cast<uint16_t>(TcpShape::request_response):
+        case static_cast<uint16_t>(TcpShape::bye): h.shape = static_cast<TcpShape>(shape); break;
+        default: return rdma::Error(EPROTO, "unknown TCP baseline shape " + std::to_string(shape));
+    }
+    h.size = get64(in + 8);
+    if (h.shape != TcpShape::bye && (h.size == 0 || h.size > max_size)) {
+        return rdma::Error(EMSGSIZE, "TCP baseline message size " + std::to_string(h.size) + " out of range 1.." +
+                                         std::to_string(max_size));
+    }
+    return h;
+}
+
+TcpShape tcp_shape_for(const TestCase &test) {
+    if (test.kind == Kind::bw) return TcpShape::stream;
+    return test.op == Op::read ? TcpShape::request_response : TcpShape::pingpong;
+}
+
+rdma::Expected<TcpServer> TcpServer::listen(const std::string &address, uint16_t port) {
+    Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (s.fd < 0) return rdma::Error(errno, std::string("TCP baseline: socket: ") + std::strerror(errno));
+    int one = 1;
+    (void)::setsockopt(s.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    if (address.empty()) {
+        a.sin_addr.s_addr = htonl(INADDR_ANY);
+    } else if (::inet_pton(AF_INET, address.c_str(), &a.sin_addr) != 1) {
+        return rdma::Error(EINVAL, "TCP baseline: " + address + " is not an IPv4 address");
+    }
+    if (::bind(s.fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 || ::listen(s.fd, 16) != 0) {
+        const int err = errno;
+        return rdma::Error(err, "TCP baseline: cannot listen on " + (address.empty() ? "*" : address) + ":" +
+                                    std::to_string(port) + ": " + std::strerror(err) +
+                                    (err == EADDRINUSE ? " (choose another with --tcp-port)" : ""));
+    }
+    socklen_t len = sizeof a;
+    (void)::getsockname(s.fd, reinterpret_cast<sockaddr *>(&a), &len);
+    TcpServer server(s.fd, ntohs(a.sin_port));
+    s.fd = -1;
+    return server;
+}
+
+TcpServer::TcpServer(TcpServer &&other) noexcept : fd_(other.fd_), port_(other.port_) { other.fd_ = -1; }
+
+TcpServer::~TcpServer() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+void TcpServer::serve(const std::atomic<bool> &stop) {
+    while (!stop.load(std::memory_order_relaxed)) {
+        pollfd p{fd_, POLLIN, 0};
+        const int n = ::poll(&p, 1, 200);
+        if (n <= 0) continue;
+        Socket c(::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC));
+        if (c.fd < 0) continue;
+        if (!serve_connection(c.fd)) return;
+    }
+}
+
+rdma::Expected<Measurement> run_tcp_test(const std::string &host, uint16_t port, const TestCase &test) {
+    auto s = connect_to(host, port);
+    if (!s) return s.error();
+    const int fd = s->fd;
+    TcpHeader h;
+    h.shape = tcp_shape_for(test);
+    h.size = test.size;
+    uint8_t hb[TcpHeader::kWireSize];
+    h.write(hb);
+    if (!write_all(fd, hb, sizeof hb)) return io_error("sending the header");
+    const size_t size = test.size;
+    std::vector<uint8_t> buf(size, 0x5a);
+    Measurement m;
+    if (h.shape == TcpShape::stream) {
+        uint64_t sent = 0;
+        const auto t0 = Clock::now();
+        const auto end = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(test.budget.seconds));
+        while (more(test.budget, sent, end)) {
+            if (!write_all(fd, buf.data(), size)) return io_error("streaming");
+            ++sent;
+        }
+        ::shutdown(fd, SHUT_WR);
+        uint8_t ack[8];
+        if (!read_all(fd, ack, sizeof ack)) return io_error("waiting for the server's count");
+        const auto t1 = Clock::now();
+        if (get64(ack) != sent * size) {
+            return rdma::Error(EIO, "TCP baseline: the server read " + std::to_string(get64(ack)) + " bytes of " +
+                                        std::to_string(sent * size));
+        }
+        m.iterations = sent;
+        m.bytes = sent * size;
+        m.seconds = std::chrono::duration<double>(t1 - t0).count();
+        m.valid = true;
+        return m;
+    }
+    // Ping-pong or request/response: each iteration is one round trip, timed alone.
+    const bool pingpong = h.shape == TcpShape::pingpong;
+    uint8_t req[8] = {};
+    auto round_trip = [&]() {
+        if (pingpong) return write_all(fd, buf.data(), size) && spin_read_all(fd, buf.data(), size);
+        return write_all(fd, req, sizeof req) && spin_read_all(fd, buf.data(), size);
+    };
+    for (uint64_t i = 0; i < kWarmupIterations; ++i) {
+        if (!round_trip()) return io_error("warm-up round trip");
+    }
+    std::vector<uint64_t> samples;
+    samples.reserve(test.budget.seconds > 0 ? size_t{1} << 20 : test.budget.iterations);
+    const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(test.budget.seconds));
+    while (more(test.budget, samples.size(), end)) {
+        const auto t0 = Clock::now();
+        if (!round_trip()) return io_error("round trip");
+        samples.push_back(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
+    }
+    m.iterations = samples.size();
+    m.latency = summarize_latency(samples, latency_divisor(test.op));
+    m.valid = true;
+    return m;
+}
+
+rdma::Expected<void> send_tcp_bye(const std::string &host, uint16_t port) {
+    auto s = connect_to(host, port);
+    if (!s) return s.error();
+    TcpHeader h;
+    h.shape = TcpShape::bye;
+    uint8_t hb[TcpHeader::kWireSize];
+    h.write(hb);
+    if (!write_all(s->fd, hb, sizeof hb)) return io_error("sending bye");
+    return {};
+}
+
+}  // namespace it_perf
