@@ -13,9 +13,11 @@ protected:
         device_ = dir_ / "krdma.sock";
         const std::string consumers = R"("consumers": [{"module": ")" + std::string(ECHO_MODULE) +
                                       R"(", "required": true, "args": {"rnic": "sr0", "port": 7471}}])";
-        start({"--config", write_config(rdmatest::krdmad_config(device_, "sr0", "127.0.0.1", consumers)).string()});
-        for (int i = 0; i < 300 && !std::filesystem::exists(device_); ++i) ::usleep(20000);
-        ASSERT_TRUE(std::filesystem::exists(device_)) << stderr_text();
+        const pid_t pid =
+            start({"--config", write_config(rdmatest::krdmad_config(device_, "sr0", "127.0.0.1", consumers)).string()});
+        // Ready, not just serving: the device appears before the consumer modules start (they call into it), so
+        // kernel_echo may not listen yet when the device's file exists.
+        ASSERT_TRUE(wait_ready(pid)) << stderr_text();
         ::setenv("KRDMA_DEVICE", device_.c_str(), 1);
         ::unsetenv("OPENRDMA_EMBEDDED_CONFIG");
     }

@@ -48,16 +48,6 @@ protected:
                 {"required", required}};
     }
     pid_t start_with(const json &consumers) { return start({"--config", write_config(config(consumers)).string()}); }
-    // Waits until krdmad says it serves (after its consumer modules started).
-    bool ready(pid_t pid) {
-        for (int i = 0; i < 1000; ++i) {
-            if (contains(read_text(dir_ / "stdout"), "krdmad: ready on")) return true;
-            int status = 0;
-            if (::waitpid(pid, &status, WNOHANG) == pid) return false;
-            ::usleep(10000);
-        }
-        return false;
-    }
     json rdmactl_json(const std::string &command) {
         std::string out;
         EXPECT_EQ(rdmactl({"--json", "--device", device_.string(), command}, out), 0) << out;
@@ -74,7 +64,7 @@ protected:
 
 TEST_F(ConsumerModules, ExampleHoldsItsObjectsWhileKrdmadServesAndStopsOnSigterm) {
     pid_t pid = start_with(json::array({example()}));
-    ASSERT_TRUE(ready(pid)) << stderr_text();
+    ASSERT_TRUE(wait_ready(pid)) << stderr_text();
     EXPECT_TRUE(contains(marker(), "started client")) << marker();
     const std::string log = stderr_text();
     EXPECT_TRUE(contains(log, "example consumer ready on " + device_.string() + ": RNIC sr0 opened")) << log;
@@ -119,7 +109,7 @@ TEST_F(ConsumerModules, ExampleHoldsItsObjectsWhileKrdmadServesAndStopsOnSigterm
 
 TEST_F(ConsumerModules, FailingModuleIsSkippedWithItsReason) {
     pid_t pid = start_with(json::array({failing(), example()}));
-    ASSERT_TRUE(ready(pid)) << stderr_text();
+    ASSERT_TRUE(wait_ready(pid)) << stderr_text();
     const std::string log = stderr_text();
     EXPECT_TRUE(contains(log, "failing consumer refuses to start on " + device_.string() + " (args {\"lun\":7})"))
         << log;
@@ -161,7 +151,7 @@ TEST_F(ConsumerModules, UnloadableAndDisabledModulesAreListedWithTheReason) {
                                         {{"module", (dir_ / "text.so").string()}},
                                         {{"module", "softrnic_kvp.so"}},  // a shared object, but a kVP
                                         disabled}));
-    ASSERT_TRUE(ready(pid)) << stderr_text();
+    ASSERT_TRUE(wait_ready(pid)) << stderr_text();
     const std::string log = stderr_text();
     EXPECT_TRUE(contains(log, "no_such_consumer.so: no such file (bare names are looked up in the provider directory"))
         << log;

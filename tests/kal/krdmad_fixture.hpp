@@ -104,6 +104,17 @@ protected:
     pid_t start(std::vector<std::string> args) {
         return spawn(KRDMAD_PATH, std::move(args), dir_ / "stdout", dir_ / "stderr");
     }
+    // Waits until krdmad @p pid says it is ready (it has served its device and started its consumer modules; 10 s at
+    // most); false when it exited or never said so.
+    bool wait_ready(pid_t pid) {
+        for (int i = 0; i < 1000; ++i) {
+            if (read_text(dir_ / "stdout").find("krdmad: ready on") != std::string::npos) return true;
+            int status = 0;
+            if (::waitpid(pid, &status, WNOHANG) == pid) return false;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        return false;
+    }
     // Waits for the process to exit (10 s at most) and returns its exit status, or -1.
     int wait_exit(pid_t pid) {
         for (int i = 0; i < 1000; ++i) {

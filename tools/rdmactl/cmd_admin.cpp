@@ -73,6 +73,25 @@ std::optional<T> request(const GlobalOptions &global, uint32_t cmd, const T &q, 
     return request(*client, cmd, q, what, busy_hint);
 }
 
+// Walks an indexed listing (LIST_MODULES, LIST_CONSUMERS: request index i until i reaches the reply's count) and
+// returns each reply's info; nothing (after saying why) when a request fails.
+template <typename T>
+auto list_all(const GlobalOptions &global, uint32_t cmd, const std::string &what)
+    -> std::optional<std::vector<decltype(T::info)>> {
+    auto client = connect(global);
+    if (!client) return std::nullopt;
+    std::vector<decltype(T::info)> list;
+    for (uint32_t index = 0;; ++index) {
+        T q{};
+        q.index = index;
+        auto a = request(*client, cmd, q, what);
+        if (!a) return std::nullopt;
+        if (index >= a->count) break;
+        list.push_back(a->info);
+    }
+    return list;
+}
+
 // Copies @p text into a request field; false (after saying so) when it does not fit.
 template <size_t N>
 bool put(char (&field)[N], const std::string &text, const char *what) {
@@ -202,23 +221,12 @@ void add_unload(CLI::App &app, const GlobalOptions &global, int &exit_code) {
 void add_modules(CLI::App &app, const GlobalOptions &global, int &exit_code) {
     CLI::App *cmd = app.add_subcommand("modules", "List the kVP modules krdmad has loaded");
     cmd->callback([&global, &exit_code] {
-        auto client = connect(global);
-        if (!client) {
+        auto listed = list_all<krdma_list_modules>(global, KRDMA_CMD_LIST_MODULES, "listing modules");
+        if (!listed) {
             exit_code = 1;
             return;
         }
-        std::vector<krdma_module_info> list;
-        for (uint32_t index = 0;; ++index) {
-            krdma_list_modules q{};
-            q.index = index;
-            auto a = request(*client, KRDMA_CMD_LIST_MODULES, q, "listing modules");
-            if (!a) {
-                exit_code = 1;
-                return;
-            }
-            if (index >= a->count) break;
-            list.push_back(a->info);
-        }
+        const auto &list = *listed;
         if (global.json) {
             nlohmann::json all = nlohmann::json::array();
             for (const auto &m : list) all.push_back(module_json(m));
@@ -249,23 +257,12 @@ void add_consumers(CLI::App &app, const GlobalOptions &global, int &exit_code) {
     CLI::App *cmd =
         app.add_subcommand("consumers", "List the kernel consumer modules of krdmad's configuration and their state");
     cmd->callback([&global, &exit_code] {
-        auto client = connect(global);
-        if (!client) {
+        auto listed = list_all<krdma_list_consumers>(global, KRDMA_CMD_LIST_CONSUMERS, "listing consumer modules");
+        if (!listed) {
             exit_code = 1;
             return;
         }
-        std::vector<krdma_consumer_info> list;
-        for (uint32_t index = 0;; ++index) {
-            krdma_list_consumers q{};
-            q.index = index;
-            auto a = request(*client, KRDMA_CMD_LIST_CONSUMERS, q, "listing consumer modules");
-            if (!a) {
-                exit_code = 1;
-                return;
-            }
-            if (index >= a->count) break;
-            list.push_back(a->info);
-        }
+        const auto &list = *listed;
         if (global.json) {
             nlohmann::json all = nlohmann::json::array();
             for (const auto &m : list) {
