@@ -75,12 +75,19 @@ ri_status_t Progress::add(QueuePair *qp, int fd) {
         thread_id_.store(thread_.get_id());
     }
     epoll_event ev{};
-    // Edge-triggered: one registration for the stream's life, no epoll_ctl per send; the QP drains to EAGAIN.
-    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+    // Edge-triggered: no epoll_ctl per send or receive; the QP reads until the socket is empty.
+    ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
     ev.data.ptr = qp;
     if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) return errno == ENOMEM ? RI_ENOMEM : RI_EBADF;
     watched_.insert(qp);
     return RI_OK;
+}
+
+void Progress::watch_output(QueuePair *qp, int fd, bool on) {
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET | (on ? static_cast<uint32_t>(EPOLLOUT) : 0u);
+    ev.data.ptr = qp;
+    (void)::epoll_ctl(epoll_, EPOLL_CTL_MOD, fd, &ev);  // the QP holds fd open and registered while it asks
 }
 
 void Progress::remove_locked(QueuePair *qp, int fd) {

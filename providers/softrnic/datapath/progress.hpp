@@ -29,8 +29,18 @@ public:
     Progress(const Progress &) = delete;
     Progress &operator=(const Progress &) = delete;
 
-    /** @brief Watches @p fd for @p qp (edge-triggered input and output); starts the thread if needed. */
+    /**
+     * @brief Watches @p fd for @p qp (edge-triggered input; output only once asked for with watch_output); starts
+     *        the thread if needed.
+     */
     [[nodiscard]] ri_status_t add(QueuePair *qp, int fd);
+    /**
+     * @brief Adds (@p on) or drops EPOLLOUT from @p fd's events. Output interest is taken only while the socket has
+     *        refused bytes: a writable socket raises an output edge at every ACK, and waking this thread for each
+     *        would have it fight a busy-polling consumer for the QP on every message. Safe from any thread; an
+     *        output edge that came before the call is reported by it (epoll re-checks readiness on a change).
+     */
+    void watch_output(QueuePair *qp, int fd, bool on);
     /**
      * @brief Stops watching @p qp (and @p fd unless -1). From another thread it waits until the progress thread no
      *        longer uses @p qp; on the progress thread itself it acts at once.

@@ -244,6 +244,7 @@ struct QueuePair::Stream {
     // The socket refused bytes: until the progress thread hears EPOLLOUT, nobody else tries (a busy-polling
     // consumer's sendmsg on a full socket only fights the stack's ACK processing for the socket lock).
     bool tx_blocked = false;
+    bool out_watched = false;  // the progress thread's epoll set has EPOLLOUT for the socket (only while blocked)
     bool fin_sent = false;
     bool consumer_terminate = false;
     bool peer_terminate = false;
@@ -732,6 +733,10 @@ void QueuePair::transmit(size_t budget) {
         if (!s.parked.empty()) {
             if (interrupted) continue;
             s.tx_blocked = true;  // full: EPOLLOUT brings the progress thread back
+            if (!s.out_watched) {
+                s.out_watched = true;
+                Progress::get().watch_output(this, s.fd, true);
+            }
             return;
         }
         if (drained) {
@@ -745,7 +750,7 @@ void QueuePair::transmit(size_t budget) {
     }
 }
 
-void QueuePair::receive(size_t budget) {
+void QueuePair::receive(size_t budget, bool to_eagain) {
     Stream &s = *stream_;
     iwarp::Receiver &rx = s.engine.receiver();
     size_t moved = 0;
@@ -754,8 +759,10 @@ void QueuePair::receive(size_t budget) {
         std::span<uint8_t> dst = rx.next_buffer();
         if (dst.empty()) return;  // failed: the Terminate goes out next
         ssize_t n;
+        size_t asked;
         if (dst.size() < kStageBelow) {
             uint8_t stage[kStageSize];
+            asked = sizeof stage;
             n = ::recv(s.fd, stage, sizeof stage, MSG_DONTWAIT);
             if (n > 0) (void)rx.feed(std::span<const uint8_t>(stage, static_cast<size_t>(n)));
         } else {
@@ -763,6 +770,7 @@ void QueuePair::receive(size_t budget) {
             // header and the start of the next payload) comes in the same call through the staging buffer.
             uint8_t stage[kStageSize];
             iovec iov[2] = {{dst.data(), dst.size()}, {stage, sizeof stage}};
+            asked = dst.size() + sizeof stage;
             msghdr m{};
             m.msg_iov = iov;
             m.msg_iovlen = 2;
@@ -789,13 +797,18 @@ void QueuePair::receive(size_t budget) {
             out_->kick = true;
             return;
         }
+        // A short read took what the socket held: asking again would most likely hear EAGAIN, a system call on the
+        // latency path (a busy-polling receiver would pay it before seeing the data it just placed). Inline
+        // progress stops here; the progress thread reads on, since the end of the stream (or bytes that came
+        // after the edge it woke for) may be behind a short read, and no edge would announce them again.
+        if (!to_eagain && static_cast<size_t>(n) < asked) return;
     }
 }
 
-void QueuePair::pump(size_t budget) {
+void QueuePair::pump(size_t budget, bool to_eagain) {
     transmit(budget);
     if (!stream_) return;
-    receive(budget);
+    receive(budget, to_eagain);
     // Inbound responses and completions free engine room: more work goes, and read responses are owed.
     issue();
     transmit(budget);
@@ -1011,6 +1024,11 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
         }
         return refuse(rc);
     }
+    {
+        // A post from another thread may have filled the socket before the set knew it: ask for output now.
+        std::lock_guard g(mutex_);
+        if (stream_ && stream_->out_watched) Progress::get().watch_output(this, fd, true);
+    }
     // Requests posted in IDLE go now, and a peer-to-peer initiator's RTR.
     Outcome o;
     {
@@ -1087,6 +1105,10 @@ void QueuePair::service() {
         stream_->tx_blocked = false;  // an event of the socket (maybe EPOLLOUT) or a kick: try again
         pump(kServiceBudget);
         out_ = nullptr;
+        if (stream_ && stream_->out_watched && !stream_->tx_blocked) {
+            stream_->out_watched = false;  // the socket took everything: no more output edges wanted
+            Progress::get().watch_output(this, stream_->fd, false);
+        }
     }
     finish(o);
 }
@@ -1098,7 +1120,7 @@ bool QueuePair::try_service() {
         if (!g.owns_lock()) return false;
         if (!stream_) return true;
         out_ = &o;
-        pump(kServiceBudget);
+        pump(kServiceBudget, false);
         out_ = nullptr;
     }
     finish(o);

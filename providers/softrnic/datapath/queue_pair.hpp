@@ -132,8 +132,10 @@ private:
     void release_done();
     void local_failure(uint32_t slot, uint32_t status);
     void transmit(size_t budget);
-    void receive(size_t budget);
-    void pump(size_t budget);
+    // @p to_eagain: read until the socket says EAGAIN (or ends), as the progress thread must after an edge; else a
+    // short read ends the pass (inline progress: the progress thread still drains after every edge).
+    void receive(size_t budget, bool to_eagain = true);
+    void pump(size_t budget, bool to_eagain = true);
     void settle();
     void enter_error(int failing, uint32_t status, uint32_t vendor_err, uint32_t recv_status, bool tell_kvp);
     void flush_rings(int failing, uint32_t status, uint32_t vendor_err, uint32_t recv_status);
