@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "progress.hpp"
 #include "queue_pair.hpp"
 
 namespace softrnic::datapath {
@@ -72,9 +73,17 @@ ri_status_t CompletionQueue::poll(uint32_t max, ri_wc_t *wc, uint32_t *polled) {
 
 ri_status_t CompletionQueue::request_notify(uint32_t type) noexcept {
     if (type != RI_CQ_NOTIFY_NEXT && type != RI_CQ_NOTIFY_SOLICITED) return RI_EINVAL;
-    std::lock_guard g(lock_);
-    // A solicited request does not weaken an armed "next".
-    if (armed_ != RI_CQ_NOTIFY_NEXT) armed_ = type;
+    {
+        std::lock_guard g(lock_);
+        // A solicited request does not weaken an armed "next".
+        if (armed_ != RI_CQ_NOTIFY_NEXT) armed_ = type;
+    }
+    // A consumer that arms its CQ is about to sleep: streams it was moving by polling (parked) go back to the
+    // progress thread now, not at its next millisecond look. Nothing to do, and no system call, otherwise.
+    std::lock_guard q(qps_mutex_);
+    for (QueuePair *qp : qps_) {
+        if (qp->parked()) Progress::get().kick(qp);
+    }
     return RI_OK;
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 
 #include "queue_pair.hpp"
 
@@ -83,17 +84,23 @@ ri_status_t Progress::add(QueuePair *qp, int fd) {
     return RI_OK;
 }
 
-void Progress::watch_output(QueuePair *qp, int fd, bool on) {
+void Progress::interest(QueuePair *qp, int fd, bool input, bool output) {
     epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET | (on ? static_cast<uint32_t>(EPOLLOUT) : 0u);
+    ev.events = EPOLLRDHUP | EPOLLET | (input ? static_cast<uint32_t>(EPOLLIN) : 0u) |
+                (output ? static_cast<uint32_t>(EPOLLOUT) : 0u);
     ev.data.ptr = qp;
     (void)::epoll_ctl(epoll_, EPOLL_CTL_MOD, fd, &ev);  // the QP holds fd open and registered while it asks
+}
+
+void Progress::parked(QueuePair *qp) {
+    if (std::find(parked_.begin(), parked_.end(), qp) == parked_.end()) parked_.push_back(qp);
 }
 
 void Progress::remove_locked(QueuePair *qp, int fd) {
     if (fd >= 0) (void)::epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
     watched_.erase(qp);
     erase_all(again_, qp);
+    erase_all(parked_, qp);
     {
         std::lock_guard k(kick_lock_);
         erase_all(kicked_, qp);
@@ -133,10 +140,22 @@ void Progress::run() {
         std::lock_guard g(mutex_);
         seen = generation_;
     }
+    auto last_look = std::chrono::steady_clock::now();
     for (;;) {
-        const int n = ::epoll_wait(epoll_, events, kEvents, more ? 0 : -1);
+        // While a consumer busy-polls a parked stream, the thread wakes every millisecond to see whether it still
+        // does (a stream nobody moves must get its input edges back soon); otherwise it sleeps until an edge.
+        const int n = ::epoll_wait(epoll_, events, kEvents, more ? 0 : (parked_.empty() ? -1 : 1));
         std::lock_guard g(mutex_);
         if (stop_) return;
+        if (!parked_.empty()) {
+            const auto now = std::chrono::steady_clock::now();
+            if (now - last_look >= std::chrono::milliseconds(1)) {
+                last_look = now;
+                // recheck_park gives a stream its input back (its pending bytes raise an edge at once) or keeps
+                // it parked; a QP removed since was erased from parked_ by the removal.
+                std::erase_if(parked_, [](QueuePair *qp) { return !qp->recheck_park(); });
+            }
+        }
         // A removal since the last pass may have freed a QP whose event this wait still returned.
         const bool check = generation_ != seen;
         for (int i = 0; i < n; ++i) {

@@ -29,18 +29,22 @@ public:
     Progress(const Progress &) = delete;
     Progress &operator=(const Progress &) = delete;
 
-    /**
-     * @brief Watches @p fd for @p qp (edge-triggered input; output only once asked for with watch_output); starts
-     *        the thread if needed.
-     */
+    /** @brief Watches @p fd for @p qp (edge-triggered input; output only once asked for); starts the thread. */
     [[nodiscard]] ri_status_t add(QueuePair *qp, int fd);
     /**
-     * @brief Adds (@p on) or drops EPOLLOUT from @p fd's events. Output interest is taken only while the socket has
-     *        refused bytes: a writable socket raises an output edge at every ACK, and waking this thread for each
-     *        would have it fight a busy-polling consumer for the QP on every message. Safe from any thread; an
-     *        output edge that came before the call is reported by it (epoll re-checks readiness on a change).
+     * @brief Sets which edges of @p fd wake the thread: input (@p input) and output (@p output); the end of the
+     *        stream and errors always do. Output interest is taken only while the socket has refused bytes (a
+     *        writable socket raises an output edge at every ACK), input is dropped while the consumer busy-polls
+     *        the QP's CQ (park). Safe from any thread; epoll re-checks readiness on a change, so an edge that came
+     *        before the call is reported by it.
      */
-    void watch_output(QueuePair *qp, int fd, bool on);
+    void interest(QueuePair *qp, int fd, bool input, bool output);
+    /**
+     * @brief On the thread: @p qp's consumer is busy-polling and moves the stream itself, so its input no longer
+     *        wakes the thread; the thread looks every millisecond whether the consumer still polls, and gives
+     *        the stream its input edges back when it stopped (QueuePair::recheck_park).
+     */
+    void parked(QueuePair *qp);
     /**
      * @brief Stops watching @p qp (and @p fd unless -1). From another thread it waits until the progress thread no
      *        longer uses @p qp; on the progress thread itself it acts at once.
@@ -68,6 +72,7 @@ private:
     std::vector<QueuePair *> again_;  // to serve in the next pass without an event
     SpinLock kick_lock_;               // kicks from other threads, merged into again_ by the thread
     std::vector<QueuePair *> kicked_;
+    std::vector<QueuePair *> parked_;  // the thread's: QPs whose input edges are off while their consumer polls
 };
 
 }  // namespace softrnic::datapath

@@ -29,6 +29,9 @@ constexpr size_t kServiceBudget = 1u << 20;
 // stream of small messages costs one recv per batch instead of several per message.
 constexpr size_t kStageBelow = 512;
 constexpr size_t kStageSize = 8192;
+// Empty inline passes between two of the progress thread's services that mark a busy-polling consumer (one that
+// waits for completions polls two or three times a wait).
+constexpr uint32_t kBusyPolls = 8;
 
 using WrUnion = decltype(ri_send_wr_t::u);
 
@@ -734,8 +737,10 @@ void QueuePair::transmit(size_t budget) {
             if (interrupted) continue;
             s.tx_blocked = true;  // full: EPOLLOUT brings the progress thread back
             if (!s.out_watched) {
+                // The progress thread moves the backlog; a parked stream is the thread's again.
                 s.out_watched = true;
-                Progress::get().watch_output(this, s.fd, true);
+                parked_.store(false, std::memory_order_relaxed);
+                Progress::get().interest(this, s.fd, true, true);
             }
             return;
         }
@@ -1014,6 +1019,7 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
         }
         stream_ = std::make_unique<Stream>(static_cast<iwarp::EngineOwner &>(*this), fd, p, engine_config(p, setup_.pd, std::min(sq_.depth(), kEngineQueue)), sq_.depth());
         registered_ = true;
+        parked_.store(false, std::memory_order_relaxed);  // a reconnected QP starts with the thread's attention
         set_state(RI_QPS_RTS);
     }
     if (ri_status_t rc = Progress::get().add(this, fd); rc != RI_OK) {
@@ -1027,7 +1033,7 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
     {
         // A post from another thread may have filled the socket before the set knew it: ask for output now.
         std::lock_guard g(mutex_);
-        if (stream_ && stream_->out_watched) Progress::get().watch_output(this, fd, true);
+        if (stream_ && stream_->out_watched) Progress::get().interest(this, fd, true, true);
     }
     // Requests posted in IDLE go now, and a peer-to-peer initiator's RTR.
     Outcome o;
@@ -1103,11 +1109,27 @@ void QueuePair::service() {
         if (!stream_) return;
         out_ = &o;
         stream_->tx_blocked = false;  // an event of the socket (maybe EPOLLOUT) or a kick: try again
+        // Served by the thread (the consumer armed its CQ, the stream ended, output): not parked any more.
+        bool change = parked_.exchange(false, std::memory_order_relaxed);
+        if (change) polls_seen_ = inline_polls_;
         pump(kServiceBudget);
         out_ = nullptr;
-        if (stream_ && stream_->out_watched && !stream_->tx_blocked) {
-            stream_->out_watched = false;  // the socket took everything: no more output edges wanted
-            Progress::get().watch_output(this, stream_->fd, false);
+        if (stream_) {
+            Stream &s = *stream_;
+            if (s.out_watched && !s.tx_blocked) {
+                s.out_watched = false;  // the socket took everything: no more output edges wanted
+                change = true;
+            }
+            // The consumer polled its CQ (with nothing there) again and again since the thread's last service: it
+            // moves the stream itself, and the thread's wakeups for each message would only take its CPU and its
+            // QP. Parked, the stream's input wakes nobody until the consumer stops polling or arms its CQ.
+            if (!s.out_watched && inline_polls_ - polls_seen_ >= kBusyPolls) {
+                parked_.store(true, std::memory_order_relaxed);
+                Progress::get().parked(this);
+                change = true;
+            }
+            polls_seen_ = inline_polls_;
+            if (change) Progress::get().interest(this, s.fd, !parked_.load(std::memory_order_relaxed), s.out_watched);
         }
     }
     finish(o);
@@ -1119,12 +1141,25 @@ bool QueuePair::try_service() {
         std::unique_lock g(mutex_, std::try_to_lock);
         if (!g.owns_lock()) return false;
         if (!stream_) return true;
+        ++inline_polls_;
         out_ = &o;
         pump(kServiceBudget, false);
         out_ = nullptr;
     }
     finish(o);
     return true;
+}
+
+bool QueuePair::recheck_park() {
+    std::lock_guard g(mutex_);
+    if (!stream_ || !parked_.load(std::memory_order_relaxed)) return false;
+    if (inline_polls_ != polls_seen_) {
+        polls_seen_ = inline_polls_;
+        return true;  // still polled: stays the consumer's
+    }
+    parked_.store(false, std::memory_order_relaxed);
+    Progress::get().interest(this, stream_->fd, true, stream_->out_watched);
+    return false;
 }
 
 }  // namespace softrnic::datapath

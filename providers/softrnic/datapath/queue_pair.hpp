@@ -5,6 +5,7 @@
 #ifndef SOFTRNIC_DATAPATH_QUEUE_PAIR_HPP
 #define SOFTRNIC_DATAPATH_QUEUE_PAIR_HPP
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -112,6 +113,13 @@ public:
     void service();
     /** @brief Inline progress: serve the socket if nobody else is (try-lock); false if it was busy. */
     bool try_service();
+    /**
+     * @brief Progress thread, for a parked QP (its consumer busy-polls): true while the consumer polled since the
+     *        last look; else the stream gets its input edges back and the answer is false.
+     */
+    bool recheck_park();
+    /** @brief Whether the progress thread left this QP's input to its busy-polling consumer (any thread). */
+    [[nodiscard]] bool parked() const noexcept { return parked_.load(std::memory_order_relaxed); }
 
 private:
     struct Stream;
@@ -160,6 +168,11 @@ private:
     uint32_t state_ = RI_QPS_IDLE;  // changed under mutex_ and rq_.lock()
     std::unique_ptr<Stream> stream_;  // from the RDMA-mode transition to ERROR
     bool registered_ = false;         // ever handed to the progress thread
+    // Busy-poll detection (under mutex_): inline passes so far, and their number at the progress thread's last
+    // service; parked_ is written under mutex_ and read anywhere (a CQ being armed unparks its QPs).
+    uint32_t inline_polls_ = 0;
+    uint32_t polls_seen_ = 0;
+    std::atomic<bool> parked_{false};
     Outcome *out_ = nullptr;          // under mutex_: what to do once it is dropped (the caller's)
     CounterSlot counters_;            // under mutex_: published at every settle()
     iwarp::EngineStats carried_{};    // traffic of earlier streams (a QP reset and reconnected)
