@@ -1141,6 +1141,9 @@ bool QueuePair::try_service() {
         std::unique_lock g(mutex_, std::try_to_lock);
         if (!g.owns_lock()) return false;
         if (!stream_) return true;
+        // The socket is full and the progress thread moves the backlog (and, not parked, hears every input edge):
+        // a pass here could only read the socket, taking its lock from the thread's sendmsg. Busy, as if locked.
+        if (stream_->tx_blocked) return false;
         ++inline_polls_;
         out_ = &o;
         pump(kServiceBudget, false);
