@@ -139,10 +139,8 @@ private:
     // reposted.
     rdma::Expected<void> reap(std::chrono::milliseconds wait, bool block) {
         it_event_t ev{};
-        // Blocking is it_evd_dequeue and short sleeps, not it_evd_wait: it_evd_wait on a DTO SEVD can deadlock in
-        // the library (ual::SimpleDispatcher::wait polls the CQ under its mutex, softrnic's inline progress then
-        // signals the same dispatcher, which takes the mutex again). The control path is not timed, so sleeping
-        // costs nothing that is measured.
+        // Blocking is it_evd_dequeue and short sleeps (20 us doubling to 1 ms), not it_evd_wait: the control path
+        // is not timed, and a poll now and then is all it needs while the data endpoints are measured.
         it_status_t s = it_evd_dequeue(evd_, &ev);
         if (block) {
             const auto end = Clock::now() + wait;
