@@ -566,6 +566,35 @@ TEST_F(Stream, SolicitedEventsFireTheCompletionHandler) {
     EXPECT_EQ(wait(a.scq, 3).size(), 3u);
 }
 
+// A handler that arms its CQ again, as consumers do, while the consumer busy-polls: the handler then runs inside
+// the poll's inline progress (the stream is parked: the consumer moves it), and arming must not wait for the poll
+// that called it.
+std::atomic<int> g_rearm_calls{0};
+void rearm_ceh(void *ctx, ri_rnic_t, ri_cq_t cq) {
+    ++g_rearm_calls;
+    (void)static_cast<const ri_verbs_ops_t *>(ctx)->request_cq_notify(cq, RI_CQ_NOTIFY_NEXT);
+}
+
+TEST_F(Stream, HandlerArmsItsCqFromInsideABusyPoll) {
+    uint32_t ceh = 0;
+    ASSERT_EQ(v_->set_ceh(rb_, &rearm_ceh, const_cast<ri_verbs_ops_t *>(v_), &ceh), RI_OK);
+    g_rearm_calls = 0;
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_, qp_attr(), ceh);
+    connect(a, b, mode());
+    Region src = region(pa_, pattern(16, 5), 0);
+    Region dst = region(pb_, std::vector<uint8_t>(16), RI_ACCESS_LOCAL_WRITE);
+    ASSERT_EQ(v_->request_cq_notify(b.rcq, RI_CQ_NOTIFY_NEXT), RI_OK);
+    constexpr int kRounds = 50;
+    for (int i = 0; i < kRounds; ++i) {
+        ASSERT_EQ(recv(b.qp, static_cast<uint64_t>(i), {dst.sge()}), RI_OK);
+        ASSERT_EQ(send(a.qp, static_cast<uint64_t>(i), RI_WR_SEND, {src.sge()}), RI_OK);
+        ASSERT_EQ(wait(b.rcq, 1, 10).size(), 1u) << "round " << i;  // busy-polls b's CQ (inline progress)
+        ASSERT_EQ(wait(a.scq, 1, 10).size(), 1u) << "round " << i;
+    }
+    // Every completion found the CQ armed again by the handler of the one before.
+    EXPECT_TRUE(eventually([&] { return g_rearm_calls.load() == kRounds; }));
+}
+
 TEST_F(Stream, UnsignaledWorkCompletesSilently) {
     End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
     connect(a, b, mode());

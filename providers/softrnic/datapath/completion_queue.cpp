@@ -80,9 +80,13 @@ ri_status_t CompletionQueue::request_notify(uint32_t type) noexcept {
     }
     // A consumer that arms its CQ is about to sleep: streams it was moving by polling (parked) go back to the
     // progress thread now, not at its next millisecond look. Nothing to do, and no system call, otherwise.
-    std::lock_guard q(qps_mutex_);
-    for (QueuePair *qp : qps_) {
-        if (qp->parked()) Progress::get().kick(qp);
+    // Only tried: a handler may arm the CQ from inside this CQ's inline progress, which holds qps_mutex_ on the
+    // same thread; whoever holds it is polling the streams anyway, and the thread's next look unparks the rest.
+    std::unique_lock q(qps_mutex_, std::try_to_lock);
+    if (q.owns_lock()) {
+        for (QueuePair *qp : qps_) {
+            if (qp->parked()) Progress::get().kick(qp);
+        }
     }
     return RI_OK;
 }
