@@ -740,7 +740,7 @@ void QueuePair::transmit(size_t budget) {
                 // The progress thread moves the backlog; a parked stream is the thread's again.
                 s.out_watched = true;
                 parked_.store(false, std::memory_order_relaxed);
-                Progress::get().interest(this, s.fd, true, true);
+                update_interest();
             }
             return;
         }
@@ -1033,7 +1033,7 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
     {
         // A post from another thread may have filled the socket before the set knew it: ask for output now.
         std::lock_guard g(mutex_);
-        if (stream_ && stream_->out_watched) Progress::get().interest(this, fd, true, true);
+        if (stream_ && stream_->out_watched) update_interest();
     }
     // Requests posted in IDLE go now, and a peer-to-peer initiator's RTR.
     Outcome o;
@@ -1129,7 +1129,7 @@ void QueuePair::service() {
                 change = true;
             }
             polls_seen_ = inline_polls_;
-            if (change) Progress::get().interest(this, s.fd, !parked_.load(std::memory_order_relaxed), s.out_watched);
+            if (change) update_interest();
         }
     }
     finish(o);
@@ -1161,8 +1161,12 @@ bool QueuePair::recheck_park() {
         return true;  // still polled: stays the consumer's
     }
     parked_.store(false, std::memory_order_relaxed);
-    Progress::get().interest(this, stream_->fd, true, stream_->out_watched);
+    update_interest();
     return false;
+}
+
+void QueuePair::update_interest() {
+    Progress::get().interest(this, stream_->fd, !parked_.load(std::memory_order_relaxed), stream_->out_watched);
 }
 
 }  // namespace softrnic::datapath

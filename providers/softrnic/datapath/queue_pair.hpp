@@ -145,6 +145,9 @@ private:
     void receive(size_t budget, bool to_eagain = true);
     void pump(size_t budget, bool to_eagain = true);
     void settle();
+    // Tells the progress thread's epoll set what the stream wants now (under mutex_, with a stream): input unless
+    // parked, output while the socket has refused bytes.
+    void update_interest();
     void enter_error(int failing, uint32_t status, uint32_t vendor_err, uint32_t recv_status, bool tell_kvp);
     void flush_rings(int failing, uint32_t status, uint32_t vendor_err, uint32_t recv_status);
     int oldest_inflight() const;
