@@ -137,46 +137,17 @@ Api ual_api() {
 // 8-byte RDMA Write ping-pong between a and b (each polls its memory and reaps, driving inline progress): seconds
 // per half round trip.
 double pingpong(const Api &api, Side &a, Side &b, double seconds) {
-    volatile uint8_t *a_mem = a.buf.data() + 64;  // b writes here
-    volatile uint8_t *b_mem = b.buf.data() + 64;  // a writes here
-    *a_mem = 0;
-    *b_mem = 0;
-    std::atomic<bool> stop{false};
-    std::thread responder([&] {
-        uint8_t expect = 1;
-        while (!stop.load(std::memory_order_relaxed)) {
-            while (*b_mem != expect) {
-                if (stop.load(std::memory_order_relaxed)) return;
-                (void)api.reap(b);
-            }
-            b.buf[0] = expect;
-            (void)api.write(b, 0, 8, reinterpret_cast<uint64_t>(a.buf.data() + 64), a.rkey, false);
-            ++expect;
-        }
-    });
-    uint8_t v = 1;
-    size_t n = 0;
-    const auto t0 = clock_type::now();
-    const auto end = t0 + std::chrono::duration<double>(seconds);
-    while (clock_type::now() < end) {
-        a.buf[0] = v;
-        if (!api.write(a, 0, 8, reinterpret_cast<uint64_t>(b.buf.data() + 64), b.rkey, false)) break;
-        const auto give_up = clock_type::now() + std::chrono::seconds(5);
-        for (uint32_t spins = 0; *a_mem != v; ++spins) {
-            (void)api.reap(a);
-            if ((spins & 1023) == 1023 && clock_type::now() > give_up) {
-                stop = true;
-                responder.join();
-                return 0;
-            }
-        }
-        ++v;
-        ++n;
-    }
-    const double el = std::chrono::duration<double>(clock_type::now() - t0).count();
-    stop = true;
-    responder.join();
-    return n == 0 ? 0 : el / static_cast<double>(n) / 2;
+    return bench::write_pingpong(
+        seconds, a.buf.data() + 64, b.buf.data() + 64,
+        [&](uint8_t v) {
+            a.buf[0] = v;
+            return api.write(a, 0, 8, reinterpret_cast<uint64_t>(b.buf.data() + 64), b.rkey, false);
+        },
+        [&](uint8_t v) {
+            b.buf[0] = v;
+            return api.write(b, 0, 8, reinterpret_cast<uint64_t>(a.buf.data() + 64), a.rkey, false);
+        },
+        [&] { (void)api.reap(a); }, [&] { (void)api.reap(b); });
 }
 
 // RDMA Write bandwidth of @p size messages from a into b's buffer, a window of 16 signalled Writes: bytes/s.

@@ -308,54 +308,20 @@ double rdma_pingpong(Rdma &r, ual::Endpoint &a, ual::CompletionQueue &ca, ual::E
                      double seconds) {
     volatile uint8_t *a_mem = r.buf.data() + 64;   // where b writes
     volatile uint8_t *b_mem = r.buf.data() + 128;  // where a writes
-    // Each round starts from zero: a value left by the previous round must not pass for this one's answer.
-    *a_mem = 0;
-    *b_mem = 0;
-    std::atomic<bool> stop{false};
     auto poll_some = [](ual::CompletionQueue &c) {
         ri_wc_t wc[16];
         (void)c.poll({wc, 16});
     };
-    std::thread responder([&] {
-        uint8_t expect = 1;
-        while (!stop.load(std::memory_order_relaxed)) {
-            while (*b_mem != expect) {
-                if (stop.load(std::memory_order_relaxed)) return;
-                poll_some(cb);
-            }
-            r.buf[192] = expect;
-            ri_sge_t sge;
-            ri_send_wr_t wr = write_wr(r, sge, 192, 8, reinterpret_cast<uint64_t>(a_mem), r.mr->keys().rkey, false);
-            (void)b.post_send({&wr, 1});
-            ++expect;
-        }
-    });
-    uint8_t v = 1;
-    size_t n = 0;
-    const auto t0 = clock_type::now();
-    const auto end = t0 + std::chrono::duration<double>(seconds);
-    while (clock_type::now() < end) {
-        r.buf[0] = v;
+    // Each side writes the value from its own source byte (a at 0, b at 192) into the other's cell.
+    auto write_from = [&r](ual::Endpoint &ep, size_t source, volatile uint8_t *cell, uint8_t v) {
+        r.buf[source] = v;
         ri_sge_t sge;
-        ri_send_wr_t wr = write_wr(r, sge, 0, 8, reinterpret_cast<uint64_t>(b_mem), r.mr->keys().rkey, false);
-        if (!a.post_send({&wr, 1}).ok()) break;
-        // A lost answer fails the figure instead of hanging the run.
-        const auto give_up = clock_type::now() + 5s;
-        for (uint32_t spins = 0; *a_mem != v; ++spins) {
-            poll_some(ca);
-            if ((spins & 1023) == 1023 && clock_type::now() > give_up) {
-                stop = true;
-                responder.join();
-                return 0;
-            }
-        }
-        ++v;
-        ++n;
-    }
-    const double el = std::chrono::duration<double>(clock_type::now() - t0).count();
-    stop = true;
-    responder.join();
-    return n == 0 ? 0 : el / static_cast<double>(n) / 2;
+        ri_send_wr_t wr = write_wr(r, sge, source, 8, reinterpret_cast<uint64_t>(cell), r.mr->keys().rkey, false);
+        return ep.post_send({&wr, 1}).ok();
+    };
+    return bench::write_pingpong(
+        seconds, a_mem, b_mem, [&](uint8_t v) { return write_from(a, 0, b_mem, v); },
+        [&](uint8_t v) { return write_from(b, 192, a_mem, v); }, [&] { poll_some(ca); }, [&] { poll_some(cb); });
 }
 
 // The bandwidth target: a process of its own (its own uAL, embedded kAL and progress thread, as a peer host's
