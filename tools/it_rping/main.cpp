@@ -247,8 +247,8 @@ rdma::Expected<void> Rping::post_send_info(const RdmaInfo *info) {
 }
 
 rdma::Expected<it_event_t> Rping::next_completion(const char *what) {
-    // it_evd_dequeue with short sleeps rather than it_evd_wait, which can deadlock on a DTO SEVD in the current
-    // library (ual::SimpleDispatcher::wait polls the CQ under its own mutex).
+    // Two streams are watched, the DTO SEVD and the CM SEVD (the peer's disconnect ends the wait), so dequeue both
+    // with naps growing from 1 us rather than block in it_evd_wait on one; --timeout bounds the whole wait.
     const auto give_up = Clock::now() + std::chrono::seconds(o_.timeout_s);
     auto nap = std::chrono::microseconds(1);
     for (;;) {
