@@ -2,13 +2,11 @@
 // of its own, and its event records come back by callback.
 #include "hosted_consumer.hpp"
 
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <vector>
 
+#include "krdma/pins.hpp"
 #include "kvp_object.hpp"
 #include "net_addr.hpp"
 #include "rnicpi/host/log.hpp"
@@ -33,33 +31,6 @@ krdma_syscall call(uint32_t op, Handle object) {
 }
 
 rdma::Error failed(int rc, const char *what) { return rdma::Error(rc, what); }
-
-// Whether every page of [addr, addr + length) is mapped in this process. A hosted consumer's memory is the kAL's
-// own: a region over unmapped pages would take krdmad down at the first placement, so it is refused up front.
-bool mapped(uint64_t addr, uint64_t length) {
-    if (length == 0) return false;
-    const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-    const uint64_t start = addr & ~(page - 1);
-    if (addr + length < addr) return false;
-    const uint64_t end = addr + length;
-    std::vector<unsigned char> vec((end - start + page - 1) / page);
-    return ::mincore(reinterpret_cast<void *>(start), end - start, vec.data()) == 0;
-}
-
-// Carries out the kAL's lock/unlock instructions for memory of this process (a process consumer's uAL does this
-// in its own process); the errno of the first lock that failed, or 0.
-int apply_pins(const krdma_pin_op *ops, size_t n) {
-    int failed_lock = 0;
-    for (size_t i = 0; i < n; ++i) {
-        void *a = reinterpret_cast<void *>(static_cast<uintptr_t>(ops[i].addr));
-        if (ops[i].op == KRDMA_PIN_LOCK) {
-            if (::mlock(a, ops[i].length) != 0 && failed_lock == 0) failed_lock = errno;
-        } else if (ops[i].op == KRDMA_PIN_UNLOCK) {
-            (void)::munlock(a, ops[i].length);
-        }
-    }
-    return failed_lock;
-}
 
 }  // namespace
 
@@ -116,7 +87,7 @@ rdma::Expected<HostedObject> HostedConsumer::syscall(krdma_syscall &s, ResourceT
     const int rc = verbs_.server().call_on_loop([&] { return verbs_.execute(conn_, s); });
     if (rc != 0) return failed(rc, "verb refused");
     auto o = object(s.handle_out, made);
-    if (o && apply_pins(s.pins, std::min<size_t>(s.npins, KRDMA_SYSCALL_MAX_PINS)) != 0) {
+    if (o && krdma::apply_pins({s.pins, std::min<size_t>(s.npins, KRDMA_SYSCALL_MAX_PINS)}) != 0) {
         // Pages the kAL pinned cannot be locked (RLIMIT_MEMLOCK): undo, as a process's uAL would.
         (void)destroy(*o);
         return failed(RI_ENOMEM, "cannot lock the region's pages");
@@ -209,7 +180,9 @@ rdma::Expected<HostedObject> HostedConsumer::alloc_mw(const HostedObject &pd, ui
 rdma::Expected<HostedObject> HostedConsumer::register_mr(const HostedObject &pd, void *addr, uint64_t length,
                                                          uint32_t access, ri_mr_keys_t &keys) {
     const auto a = reinterpret_cast<uint64_t>(addr);
-    if (!mapped(a, length)) return failed(RI_EFAULT, "the region is not mapped in this process");
+    // A hosted consumer's memory is the kAL's own: a region over unmapped pages would take krdmad down at the first
+    // placement, so it is refused up front.
+    if (!krdma::mapped(a, length)) return failed(RI_EFAULT, "the region is not mapped in this process");
     ri_mr_reg_t r{a, length, (access & RI_ACCESS_ZERO_BASED) != 0 ? 0 : a, access, 0};
     krdma_syscall s = call(RI_REGISTER_MR, pd.handle);
     set_param(s, r);
@@ -245,7 +218,7 @@ rdma::Expected<void> HostedConsumer::destroy(const HostedObject &o) {
         if (auto r = ctx.table.get(o.handle, o.type); !r) return r.error().code();
         ctx.pin_ops.clear();
         if (auto d = ctx.table.destroy(o.handle); !d) return d.error().code();
-        (void)apply_pins(ctx.pin_ops.data(), ctx.pin_ops.size());  // the unlocks of what the kAL unpinned
+        (void)krdma::apply_pins(ctx.pin_ops);  // the unlocks of what the kAL unpinned
         ctx.pin_ops.clear();
         return 0;
     });

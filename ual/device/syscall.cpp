@@ -1,12 +1,13 @@
 // ri_syscall over /dev/krdma.
 #include "syscall.hpp"
 
-#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <vector>
+
+#include "krdma/pins.hpp"
 
 namespace ual {
 namespace {
@@ -27,50 +28,9 @@ uint32_t undo_op(uint32_t op) {
     }
 }
 
-// mlock() says ENOMEM both for a range that is not mapped and for one over RLIMIT_MEMLOCK: mincore() tells them
-// apart, so a consumer that registers a bad address hears EFAULT, not "out of memory".
-int lock_error(void *addr, uint64_t length, int err) {
-    if (err != ENOMEM) return err;
-    const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-    const uintptr_t start = reinterpret_cast<uintptr_t>(addr) & ~(page - 1);
-    const uintptr_t end = reinterpret_cast<uintptr_t>(addr) + length;
-    std::vector<unsigned char> vec((end - start + page - 1) / page);
-    if (::mincore(reinterpret_cast<void *>(start), end - start, vec.data()) != 0 && errno == ENOMEM) return EFAULT;
-    return err;
-}
-
-// AddressSanitizer replaces mlock() with a call that does nothing and succeeds, so a sanitized build would accept a
-// region over unmapped pages that every other build refuses: there, mincore() alone says whether they are mapped.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kMlockIsANoOp = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kMlockIsANoOp = true;
-#else
-constexpr bool kMlockIsANoOp = false;
-#endif
-#else
-constexpr bool kMlockIsANoOp = false;
-#endif
-
-// Carries out the kAL's page-locking instructions in this process (the owner of the pages). Returns 0 or the errno
-// of the first lock that failed (RLIMIT_MEMLOCK without CAP_IPC_LOCK, for example).
-int apply_pins(const krdma_syscall &s) {
-    int failed = 0;
-    for (uint32_t i = 0; i < s.npins && i < KRDMA_SYSCALL_MAX_PINS; ++i) {
-        const krdma_pin_op &p = s.pins[i];
-        void *addr = reinterpret_cast<void *>(static_cast<uintptr_t>(p.addr));
-        if (p.op == KRDMA_PIN_LOCK) {
-            if (::mlock(addr, p.length) != 0) {
-                if (failed == 0) failed = lock_error(addr, p.length, errno);
-            } else if (kMlockIsANoOp && failed == 0 && lock_error(addr, p.length, ENOMEM) == EFAULT) {
-                failed = EFAULT;  // unmapped pages still fail the registration
-            }
-        } else if (p.op == KRDMA_PIN_UNLOCK) {
-            (void)::munlock(addr, p.length);  // nothing to undo if it fails: the pages just stay resident
-        }
-    }
-    return failed;
+// Locks and unlocks what the kAL's reply says (krdma::apply_pins): 0 or the errno of the first failed lock.
+int apply_reply_pins(const krdma_syscall &s) {
+    return krdma::apply_pins({s.pins, std::min<size_t>(s.npins, KRDMA_SYSCALL_MAX_PINS)});
 }
 
 }  // namespace
@@ -109,7 +69,7 @@ ri_status_t device_syscall(void *host_ctx, ri_syscall_t *call) noexcept {
         call->priv_out_len = s.priv_len;
         for (size_t i = 0; i < reply->nfds; ++i) call->fds_out[call->nfds_out++] = reply->fds[i].release();
         call->handle_out = s.handle_out;
-        if (int e = apply_pins(s); e != 0) {
+        if (int e = apply_reply_pins(s); e != 0) {
             // The kAL accounted pages this process cannot lock: give the object back, as ibv_reg_mr fails when
             // RLIMIT_MEMLOCK is exceeded.
             if (uint32_t undo = undo_op(call->op); undo != 0 && s.handle_out != 0) {
@@ -118,7 +78,7 @@ ri_status_t device_syscall(void *host_ctx, ri_syscall_t *call) noexcept {
                 u.object = s.handle_out;
                 auto r = client->call_into(KRDMA_CMD_SYSCALL, {reinterpret_cast<const uint8_t *>(&u), sizeof u},
                                            {reinterpret_cast<uint8_t *>(&u), sizeof u});
-                if (r && r->status == RI_OK && r->payload_len == sizeof u) (void)apply_pins(u);
+                if (r && r->status == RI_OK && r->payload_len == sizeof u) (void)apply_reply_pins(u);
             }
             for (uint32_t i = 0; i < call->nfds_out; ++i) ::close(call->fds_out[i]);
             call->nfds_out = 0;

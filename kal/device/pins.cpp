@@ -1,0 +1,61 @@
+// Page locking on the kAL's instructions, in the owner of the pages.
+#include "krdma/pins.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <vector>
+
+namespace krdma {
+namespace {
+
+// AddressSanitizer replaces mlock() with a call that does nothing and succeeds, so a sanitized build would accept a
+// region over unmapped pages that every other build refuses: there, mincore() alone says whether they are mapped.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kMlockIsANoOp = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kMlockIsANoOp = true;
+#else
+constexpr bool kMlockIsANoOp = false;
+#endif
+#else
+constexpr bool kMlockIsANoOp = false;
+#endif
+
+}  // namespace
+
+bool mapped(uint64_t addr, uint64_t length) noexcept {
+    if (length == 0 || addr + length < addr) return false;
+    const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const uint64_t start = addr & ~(page - 1);
+    const uint64_t end = addr + length;
+    try {
+        std::vector<unsigned char> vec((end - start + page - 1) / page);
+        return ::mincore(reinterpret_cast<void *>(static_cast<uintptr_t>(start)), end - start, vec.data()) == 0;
+    } catch (...) {
+        return false;  // a range too large to describe is no range anyone mapped
+    }
+}
+
+int apply_pins(std::span<const krdma_pin_op> ops) noexcept {
+    int failed = 0;
+    for (const krdma_pin_op &p : ops) {
+        void *addr = reinterpret_cast<void *>(static_cast<uintptr_t>(p.addr));
+        if (p.op == KRDMA_PIN_LOCK) {
+            const int err = ::mlock(addr, p.length) != 0 ? errno : 0;
+            if (failed != 0) continue;
+            if (err != 0) {
+                failed = err == ENOMEM && !mapped(p.addr, p.length) ? EFAULT : err;
+            } else if (kMlockIsANoOp && !mapped(p.addr, p.length)) {
+                failed = EFAULT;
+            }
+        } else if (p.op == KRDMA_PIN_UNLOCK) {
+            (void)::munlock(addr, p.length);
+        }
+    }
+    return failed;
+}
+
+}  // namespace krdma
