@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "harness.hpp"
+#include "embedded_link.hpp"
 #include "ual/access_layer.hpp"
 
 namespace {
@@ -168,6 +169,7 @@ struct Rdma {
 
     bool open(const std::string &config, size_t bytes) {
         ual::Options o;
+        o.embedded_kal = &kal::start_embedded_link;
         o.embedded_config = config;
         auto a = ual::AccessLayer::open(o);
         if (!a) return false;

@@ -33,6 +33,7 @@
 
 #include "harness.hpp"
 #include "krdma/abi.h"
+#include "embedded_link.hpp"
 #include "ual/access_layer.hpp"
 
 namespace {
@@ -310,6 +311,7 @@ int main(int argc, char **argv) {
     int rc = 0;
     {
         ual::Options o;
+        o.embedded_kal = &kal::start_embedded_link;
         o.embedded_config = config;  // the device path of the file is not used by an embedded kAL
         auto al = ual::AccessLayer::open(o);
         if (!al) {
@@ -327,6 +329,7 @@ int main(int argc, char **argv) {
         }
         std::shared_ptr<ual::AccessLayer> al;
         ual::Options o;
+        o.embedded_kal = &kal::start_embedded_link;
         o.device = device;
         for (int i = 0; i < 500 && !al && daemon.running(); ++i) {
             if (auto r = ual::AccessLayer::open(o)) {

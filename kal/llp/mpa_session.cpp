@@ -14,7 +14,7 @@
 #include <string>
 
 #include "iwarp/framing.hpp"
-#include "net_addr.hpp"
+#include "krdma/net_addr.hpp"
 
 namespace kal::llp {
 namespace {
@@ -442,7 +442,7 @@ rdma::Expected<ri_llp_params_t> to_llp_params(const iwarp::MpaResult &result, bo
     if (::getsockname(fd, reinterpret_cast<sockaddr *>(&ss), &len) != 0) {
         return rdma::Error(errno, std::string("LLP: local address of the stream: ") + std::strerror(errno));
     }
-    auto local = net_addr_from_sockaddr(ss, &p.local_port);
+    auto local = krdma::net_addr_from_sockaddr(ss, &p.local_port);
     if (!local) return local.error();
     p.local = *local;
     ss = sockaddr_storage{};
@@ -450,7 +450,7 @@ rdma::Expected<ri_llp_params_t> to_llp_params(const iwarp::MpaResult &result, bo
     if (::getpeername(fd, reinterpret_cast<sockaddr *>(&ss), &len) != 0) {
         return rdma::Error(errno, std::string("LLP: remote address of the stream: ") + std::strerror(errno));
     }
-    auto remote = net_addr_from_sockaddr(ss, &p.remote_port);
+    auto remote = krdma::net_addr_from_sockaddr(ss, &p.remote_port);
     if (!remote) return remote.error();
     p.remote = *remote;
     return p;

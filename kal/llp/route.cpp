@@ -87,8 +87,8 @@ std::string netdev_of(const ri_net_addr_t &a) {
         if (i->ifa_addr == nullptr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6)) continue;
         sockaddr_storage ss{};
         std::memcpy(&ss, i->ifa_addr, i->ifa_addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
-        auto have = net_addr_from_sockaddr(ss);
-        if (have && same_net_addr(*have, a)) name = i->ifa_name;
+        auto have = krdma::net_addr_from_sockaddr(ss);
+        if (have && krdma::same_net_addr(*have, a)) name = i->ifa_name;
     }
     ::freeifaddrs(list);
     return name;
@@ -133,11 +133,11 @@ bool Route::local() const noexcept { return type == RTN_LOCAL; }
 
 rdma::Expected<Route> lookup_route(const RouteQuery &query) {
     const ri_net_addr_t &dst = query.destination;
-    size_t len = net_addr_len(dst);
+    size_t len = krdma::net_addr_len(dst);
     if (len == 0) return rdma::Error(RI_EINVAL, "route: the destination is not an IPv4 or IPv6 address");
     if (query.source && query.source->family != dst.family) {
-        return rdma::Error(RI_EINVAL, "route: source " + to_text(*query.source) + " and destination " +
-                                          to_text(dst) + " are of different families");
+        return rdma::Error(RI_EINVAL, "route: source " + krdma::to_text(*query.source) + " and destination " +
+                                          krdma::to_text(dst) + " are of different families");
     }
     auto sk = open_rtnl();
     if (!sk) return sk.error();
@@ -164,7 +164,7 @@ rdma::Expected<Route> lookup_route(const RouteQuery &query) {
         return rdma::Error(RI_EIO, std::string("route: sending RTM_GETROUTE: ") + nl_geterror(e));
     }
     int e = nl_recvmsgs_default(sk->get());
-    std::string what = "route to " + to_text(dst) + (query.source ? " from " + to_text(*query.source) : "");
+    std::string what = "route to " + krdma::to_text(dst) + (query.source ? " from " + krdma::to_text(*query.source) : "");
     if (reply.error != 0) {
         // The kernel's own verdict: ENETUNREACH (no route), EHOSTUNREACH (unreachable route), EACCES (prohibit),
         // EINVAL (blackhole, or a source it refuses for this destination).
@@ -195,13 +195,13 @@ rdma::Expected<Route> lookup_route(const RouteQuery &query) {
 }
 
 rdma::Expected<Route> lookup_route(std::string_view destination) {
-    auto dst = parse_net_addr(destination);
+    auto dst = krdma::parse_net_addr(destination);
     if (!dst) return dst.error();
     return lookup_route(RouteQuery{*dst, std::nullopt, 0});
 }
 
 rdma::Expected<Route> lookup_route_for(const RnicBinding &rnic, const ri_net_addr_t &destination) {
-    bool has_addr = net_addr_len(rnic.address) != 0;
+    bool has_addr = krdma::net_addr_len(rnic.address) != 0;
     if (!has_addr && rnic.netdev.empty()) {
         return rdma::Error(RI_EINVAL, "route: the RNIC binding names neither an address nor a netdev");
     }
@@ -209,7 +209,7 @@ rdma::Expected<Route> lookup_route_for(const RnicBinding &rnic, const ri_net_add
     if (netdev.empty()) {
         netdev = netdev_of(rnic.address);
         if (netdev.empty()) {
-            return rdma::Error(EADDRNOTAVAIL, "route: the RNIC's address " + to_text(rnic.address) +
+            return rdma::Error(EADDRNOTAVAIL, "route: the RNIC's address " + krdma::to_text(rnic.address) +
                                                   " is not configured on this host");
         }
     }
@@ -226,26 +226,26 @@ rdma::Expected<Route> lookup_route_for(const RnicBinding &rnic, const ri_net_add
     if (!r) {
         if (from_address && r.error().code() == RI_EINVAL) {
             // E.g. a loopback source towards a remote host: the kernel refuses the pair.
-            return rdma::Error(EADDRNOTAVAIL, "route: the RNIC's address " + to_text(rnic.address) +
-                                                  " cannot reach " + to_text(destination) + " (" +
+            return rdma::Error(EADDRNOTAVAIL, "route: the RNIC's address " + krdma::to_text(rnic.address) +
+                                                  " cannot reach " + krdma::to_text(destination) + " (" +
                                                   r.error().message() + ")");
         }
         return r.error();
     }
     if (r->ifindex == ifindex) return r;
-    if (r->loopback_device && ((has_addr && is_loopback(rnic.address)) || r->local())) return r;
-    return rdma::Error(EADDRNOTAVAIL, "route: " + to_text(destination) + " is reached through " + r->ifname +
+    if (r->loopback_device && ((has_addr && krdma::is_loopback(rnic.address)) || r->local())) return r;
+    return rdma::Error(EADDRNOTAVAIL, "route: " + krdma::to_text(destination) + " is reached through " + r->ifname +
                                           ", not through the RNIC's netdev " + netdev);
 }
 
 rdma::Expected<ri_net_addr_t> source_for(const RnicBinding &rnic, const ri_net_addr_t &destination) {
     auto r = lookup_route_for(rnic, destination);
     if (!r) return r.error();
-    if (net_addr_len(rnic.address) != 0 && rnic.address.family == destination.family) return rnic.address;
+    if (krdma::net_addr_len(rnic.address) != 0 && rnic.address.family == destination.family) return rnic.address;
     if (r->preferred_source) return *r->preferred_source;
     return rdma::Error(EADDRNOTAVAIL, "route: the RNIC's netdev has no " +
                                           std::string(destination.family == RI_AF_INET6 ? "IPv6" : "IPv4") +
-                                          " source address for " + to_text(destination));
+                                          " source address for " + krdma::to_text(destination));
 }
 
 rdma::Expected<std::optional<Neighbour>> lookup_neighbour(const Route &route) {
@@ -258,7 +258,7 @@ rdma::Expected<std::optional<Neighbour>> lookup_neighbour(const Route &route) {
     }
     std::unique_ptr<nl_cache, CacheFree> cache(raw_cache);
     const ri_net_addr_t &hop = route.next_hop();
-    std::unique_ptr<nl_addr, AddrPut> addr(nl_addr_build(af_of(hop), hop.addr, net_addr_len(hop)));
+    std::unique_ptr<nl_addr, AddrPut> addr(nl_addr_build(af_of(hop), hop.addr, krdma::net_addr_len(hop)));
     if (!addr) return rdma::Error(RI_ENOMEM, "route: cannot allocate a netlink address");
     std::unique_ptr<rtnl_neigh, NeighPut> n(rtnl_neigh_get(cache.get(), route.ifindex, addr.get()));
     if (!n) return std::optional<Neighbour>{};

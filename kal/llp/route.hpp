@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "net_addr.hpp"
+#include "krdma/net_addr.hpp"
 #include "rnicpi/cpp/status.hpp"
 #include "rnicpi/ri_verbs.h"
 

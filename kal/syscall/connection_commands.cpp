@@ -17,7 +17,7 @@
 
 #include "kvp_object.hpp"
 #include "mpa_session.hpp"
-#include "net_addr.hpp"
+#include "krdma/net_addr.hpp"
 #include "rnicpi/host/log.hpp"
 #include "route.hpp"
 #include "tcp_stats.hpp"
@@ -29,7 +29,7 @@ constexpr const char *kComponent = "llp";
 using Clock = std::chrono::steady_clock;
 
 std::string text_of(const ri_net_addr_t &a, uint16_t port) {
-    const std::string t = a.family == RI_AF_NONE ? "?" : llp::to_text(a);
+    const std::string t = a.family == RI_AF_NONE ? "?" : krdma::to_text(a);
     return a.family == RI_AF_INET6 ? "[" + t + "]:" + std::to_string(port) : t + ":" + std::to_string(port);
 }
 
@@ -40,11 +40,11 @@ ri_llp_params_t addresses_of(int fd) {
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
     if (::getsockname(fd, reinterpret_cast<sockaddr *>(&ss), &len) == 0) {
-        if (auto a = llp::net_addr_from_sockaddr(ss, &p.local_port)) p.local = *a;
+        if (auto a = krdma::net_addr_from_sockaddr(ss, &p.local_port)) p.local = *a;
     }
     len = sizeof ss;
     if (::getpeername(fd, reinterpret_cast<sockaddr *>(&ss), &len) == 0) {
-        if (auto a = llp::net_addr_from_sockaddr(ss, &p.remote_port)) p.remote = *a;
+        if (auto a = krdma::net_addr_from_sockaddr(ss, &p.remote_port)) p.remote = *a;
     }
     return p;
 }
@@ -133,6 +133,7 @@ public:
     uint32_t client_;
     uint64_t context_;
     Handle handle_ = 0;
+    uint32_t cookie_ = 0;  // the consumer's, repeated in its CONNECT_REQUEST records
     krdma::UniqueFd sock_;
     iwarp::MpaConfig cfg_;
     std::string rnic_;
@@ -343,6 +344,7 @@ public:
 private:
     krdma_cm_event cm(uint32_t type, int status) const {
         krdma_cm_event e = cm_event(type, qp_handle_, context_);
+        e.cookie = qp_.cookie;
         e.status = status;
         e.llp = llp_;
         return e;
@@ -613,13 +615,12 @@ std::vector<EndpointInfo> ConnectionCommands::endpoints() const {
 int ConnectionCommands::listen(Connection &c, const Request &req, Reply &rep) {
     krdma_listen q;
     std::memcpy(&q, req.payload.data(), sizeof q);
-    if (q.reserved != 0) return RI_EINVAL;
     Context &ctx = verbs_.context_of(c);
     auto open = object_of(ctx.table, q.rnic, ResourceType::rnic);
     if (!open) return open.error().code();
     const ri_net_addr_t &addr = (*open)->ref.address();
-    sockaddr_storage ss = llp::to_sockaddr(addr, q.port);
-    const socklen_t len = llp::sockaddr_len(addr);
+    sockaddr_storage ss = krdma::to_sockaddr(addr, q.port);
+    const socklen_t len = krdma::sockaddr_len(addr);
     if (len == 0) return EAFNOSUPPORT;
     krdma::UniqueFd s(::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!s) return errno;
@@ -631,7 +632,7 @@ int ConnectionCommands::listen(Connection &c, const Request &req, Reply &rep) {
     socklen_t blen = sizeof bound;
     ::getsockname(s.get(), reinterpret_cast<sockaddr *>(&bound), &blen);
     uint16_t port = 0;
-    (void)llp::net_addr_from_sockaddr(bound, &port);
+    (void)krdma::net_addr_from_sockaddr(bound, &port);
     ri_rnic_attr_t a{};
     (void)(*open)->v->query_rnic(static_cast<ri_rnic_t>((*open)->handle), &a);
     const int fd = s.get();
@@ -642,6 +643,7 @@ int ConnectionCommands::listen(Connection &c, const Request &req, Reply &rep) {
     auto h = ctx.table.add(ResourceType::listener, q.rnic, {}, std::move(lp));
     if (!h) return h.error().code();  // the listen point's destructor closes the socket
     raw->handle_ = *h;
+    raw->cookie_ = q.cookie;
     server_.watch(fd, POLLIN, [this, raw](short) { accept_tcp(*raw); });
     RDMA_LOG_INFO(kComponent, "client %u listens on %s (RNIC %s)", c.peer().client_id, text_of(addr, port).c_str(),
                   raw->rnic_.c_str());
@@ -711,6 +713,7 @@ void ConnectionCommands::pending_events(uint64_t id, short revents) {
             if (p.announced) break;
             p.announced = true;
             krdma_cm_event e = cm_event(KRDMA_CM_CONNECT_REQUEST, p.lp->handle_, p.lp->context_);
+            e.cookie = p.lp->cookie_;
             e.request = id;
             e.llp = addresses_of(p.sock.get());
             if (auto f = p.session.peer_frame()) {
@@ -795,8 +798,8 @@ int ConnectionCommands::connect(Connection &c, const Request &req) {
     KvpObject *open = target->open;
     const ri_qp_attr_t &qa = target->attr;
 
-    sockaddr_storage remote = llp::to_sockaddr(q.remote, q.port);
-    const socklen_t rlen = llp::sockaddr_len(q.remote);
+    sockaddr_storage remote = krdma::to_sockaddr(q.remote, q.port);
+    const socklen_t rlen = krdma::sockaddr_len(q.remote);
     if (rlen == 0) return EAFNOSUPPORT;
     const ri_net_addr_t &rnic_addr = open->ref.address();
     if (rnic_addr.family != q.remote.family) return EAFNOSUPPORT;
@@ -808,8 +811,8 @@ int ConnectionCommands::connect(Connection &c, const Request &req) {
                       route.error().message().c_str());
         return route.error().code();
     }
-    sockaddr_storage local = llp::to_sockaddr(rnic_addr, 0);
-    const socklen_t llen = llp::sockaddr_len(rnic_addr);
+    sockaddr_storage local = krdma::to_sockaddr(rnic_addr, 0);
+    const socklen_t llen = krdma::sockaddr_len(rnic_addr);
     krdma::UniqueFd s(::socket(remote.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!s) return errno;
     int one = 1;

@@ -8,7 +8,7 @@
 
 #include "krdma/pins.hpp"
 #include "kvp_object.hpp"
-#include "net_addr.hpp"
+#include "krdma/net_addr.hpp"
 #include "rnicpi/host/log.hpp"
 
 namespace kal {
@@ -46,7 +46,7 @@ struct HostedConsumer::Sink {
         } else if (record.size() >= sizeof(krdma_event)) {
             krdma_event e;
             std::memcpy(&e, record.data(), sizeof e);
-            if (code == KRDMA_EVENT_COMPLETION && cb.completion) cb.completion(e.object);
+            if (code == KRDMA_EVENT_COMPLETION && cb.completion) cb.completion(e.object, e.cookie);
             if (code == KRDMA_EVENT_ASYNC && cb.async) cb.async(e);
         }
     }
@@ -83,7 +83,8 @@ rdma::Expected<HostedObject> HostedConsumer::object(Handle h, ResourceType type)
     return o;
 }
 
-rdma::Expected<HostedObject> HostedConsumer::syscall(krdma_syscall &s, ResourceType made) {
+rdma::Expected<HostedObject> HostedConsumer::syscall(krdma_syscall &s, ResourceType made, uint32_t cookie) {
+    s.cookie = cookie;
     const int rc = verbs_.server().call_on_loop([&] { return verbs_.execute(conn_, s); });
     if (rc != 0) return failed(rc, "verb refused");
     auto o = object(s.handle_out, made);
@@ -95,13 +96,13 @@ rdma::Expected<HostedObject> HostedConsumer::syscall(krdma_syscall &s, ResourceT
     return o;
 }
 
-rdma::Expected<HostedObject> HostedConsumer::open_rnic(const std::string &rnic) {
+rdma::Expected<HostedObject> HostedConsumer::open_rnic(const std::string &rnic, uint32_t cookie) {
     ri_rnic_open_params_t p{};
     if (rnic.size() >= sizeof p.instance_name) return failed(RI_EINVAL, "RNIC name too long");
     std::memcpy(p.instance_name, rnic.data(), rnic.size());
     krdma_syscall s = call(RI_OPEN_RNIC, 0);
     set_param(s, p);
-    auto o = syscall(s, ResourceType::rnic);
+    auto o = syscall(s, ResourceType::rnic, cookie);
     if (!o) return o;
     // The consumer's completion event handler: the kAL's route, which calls HostedCallbacks::completion.
     krdma_syscall c = call(RI_SET_CEH, o->handle);
@@ -121,9 +122,10 @@ rdma::Expected<HostedObject> HostedConsumer::alloc_pd(const HostedObject &rnic) 
     return syscall(s, ResourceType::pd);
 }
 
-rdma::Expected<HostedObject> HostedConsumer::create_cq(const HostedObject &rnic, uint32_t cqe) {
+rdma::Expected<HostedObject> HostedConsumer::create_cq(const HostedObject &rnic, uint32_t cqe, uint32_t cookie) {
     ri_cq_attr_t a{};
     a.cqe = cqe;
+    a.context = cookie;
     {
         std::lock_guard g(mutex_);
         auto it = cehs_.find(rnic.handle);
@@ -132,18 +134,18 @@ rdma::Expected<HostedObject> HostedConsumer::create_cq(const HostedObject &rnic,
     }
     krdma_syscall s = call(RI_CREATE_CQ, rnic.handle);
     set_param(s, a);
-    return syscall(s, ResourceType::cq);
+    return syscall(s, ResourceType::cq, cookie);
 }
 
 rdma::Expected<HostedObject> HostedConsumer::create_qp(const HostedObject &pd, const HostedObject &send_cq,
                                                        const HostedObject &recv_cq, ri_qp_init_attr_t &attr,
-                                                       const HostedObject *srq) {
+                                                       const HostedObject *srq, uint32_t cookie) {
     krdma_syscall s = call(RI_CREATE_QP, pd.handle);
     s.refs[0] = send_cq.handle;
     s.refs[1] = recv_cq.handle;
     s.refs[2] = srq != nullptr ? srq->handle : 0;
     set_param(s, attr);
-    auto o = syscall(s, ResourceType::qp);
+    auto o = syscall(s, ResourceType::qp, cookie);
     if (o && s.result_len >= sizeof attr) std::memcpy(&attr, s.result, sizeof attr);
     return o;
 }
@@ -231,11 +233,14 @@ rdma::Expected<void> HostedConsumer::destroy(const HostedObject &o) {
 }
 
 rdma::Expected<std::pair<Handle, uint16_t>> HostedConsumer::listen(const HostedObject &rnic, uint16_t port,
-                                                                   uint64_t context) {
+                                                                   uint64_t context, uint32_t cookie,
+                                                                   uint16_t backlog) {
     krdma_listen q{};
     q.rnic = rnic.handle;
     q.context = context;
     q.port = port;
+    q.backlog = backlog;
+    q.cookie = cookie;
     krdma_listen out = q;
     const int rc = verbs_.server().call_on_loop([&] {
         Request req;
@@ -252,13 +257,19 @@ rdma::Expected<std::pair<Handle, uint16_t>> HostedConsumer::listen(const HostedO
 rdma::Expected<void> HostedConsumer::connect(const HostedObject &qp, const std::string &address, uint16_t port,
                                              std::span<const uint8_t> private_data, uint64_t context,
                                              uint32_t timeout_ms) {
-    auto remote = llp::parse_net_addr(address);
+    auto remote = krdma::parse_net_addr(address);
     if (!remote) return remote.error();
+    return connect(qp, *remote, port, private_data, context, timeout_ms);
+}
+
+rdma::Expected<void> HostedConsumer::connect(const HostedObject &qp, const ri_net_addr_t &remote, uint16_t port,
+                                             std::span<const uint8_t> private_data, uint64_t context,
+                                             uint32_t timeout_ms) {
     if (private_data.size() > KRDMA_MAX_PRIVATE_DATA) return failed(RI_EINVAL, "private data too long");
     krdma_connect q{};
     q.qp = qp.handle;
     q.context = context;
-    q.remote = *remote;
+    q.remote = remote;
     q.port = port;
     q.timeout_ms = timeout_ms;
     q.private_data_len = static_cast<uint16_t>(private_data.size());

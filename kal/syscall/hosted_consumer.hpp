@@ -44,7 +44,8 @@ struct HostedObject {
 struct HostedCallbacks {
     std::function<void(const krdma_cm_event &)> cm;  /**< Connection events (serving thread). */
     std::function<void(const krdma_event &)> async;  /**< Asynchronous events (kVP thread). */
-    std::function<void(Handle cq)> completion;       /**< An armed CQ got a completion (kVP thread). */
+    /** An armed CQ got a completion (kVP thread): its handle and the cookie given at its creation. */
+    std::function<void(Handle cq, uint32_t cookie)> completion;
 };
 
 /**
@@ -64,16 +65,19 @@ public:
     /** @brief The consumer's client identifier (as rdmactl lists it). */
     [[nodiscard]] uint32_t client_id() const noexcept { return conn_.peer().client_id; }
 
-    /** @brief Open RNIC @p rnic (by instance name); sets up the consumer's completion event handler on it. */
-    [[nodiscard]] rdma::Expected<HostedObject> open_rnic(const std::string &rnic);
+    /**
+     * @brief Open RNIC @p rnic (by instance name); sets up the consumer's completion event handler on it. Its
+     *        asynchronous events carry @p cookie (krdma_event::cookie).
+     */
+    [[nodiscard]] rdma::Expected<HostedObject> open_rnic(const std::string &rnic, uint32_t cookie = 0);
     /** @brief Allocate PD. */
     [[nodiscard]] rdma::Expected<HostedObject> alloc_pd(const HostedObject &rnic);
-    /** @brief Create CQ of @p cqe entries whose notifications reach HostedCallbacks::completion. */
-    [[nodiscard]] rdma::Expected<HostedObject> create_cq(const HostedObject &rnic, uint32_t cqe);
-    /** @brief Create QP; @p attr is updated with the attributes in effect. */
+    /** @brief Create CQ of @p cqe entries whose notifications reach HostedCallbacks::completion with @p cookie. */
+    [[nodiscard]] rdma::Expected<HostedObject> create_cq(const HostedObject &rnic, uint32_t cqe, uint32_t cookie = 0);
+    /** @brief Create QP; @p attr is updated with the attributes in effect; its connection events carry @p cookie. */
     [[nodiscard]] rdma::Expected<HostedObject> create_qp(const HostedObject &pd, const HostedObject &send_cq,
                                                          const HostedObject &recv_cq, ri_qp_init_attr_t &attr,
-                                                         const HostedObject *srq = nullptr);
+                                                         const HostedObject *srq = nullptr, uint32_t cookie = 0);
     /** @brief Create SRQ in @p pd; @p attr is updated with the attributes in effect. */
     [[nodiscard]] rdma::Expected<HostedObject> create_srq(const HostedObject &pd, ri_srq_attr_t &attr);
     /** @brief Modify SRQ with a mask of ::ri_srq_attr_mask. */
@@ -90,11 +94,19 @@ public:
     /** @brief Destroys @p o; ::RI_EBUSY while objects made under it or using it live (the verbs' order). */
     [[nodiscard]] rdma::Expected<void> destroy(const HostedObject &o);
 
-    /** @brief Listens on @p rnic's address at @p port (0: any); returns the listen point and the port bound. */
+    /**
+     * @brief Listens on @p rnic's address at @p port (0: any) with @p backlog (0: the kAL's); returns the listen
+     *        point and the port bound. Its requests carry @p context and @p cookie.
+     */
     [[nodiscard]] rdma::Expected<std::pair<Handle, uint16_t>> listen(const HostedObject &rnic, uint16_t port,
-                                                                     uint64_t context);
+                                                                     uint64_t context, uint32_t cookie = 0,
+                                                                     uint16_t backlog = 0);
     /** @brief Connects the IDLE @p qp to @p address:@p port with @p private_data; the outcome is a CM event. */
     [[nodiscard]] rdma::Expected<void> connect(const HostedObject &qp, const std::string &address, uint16_t port,
+                                               std::span<const uint8_t> private_data, uint64_t context,
+                                               uint32_t timeout_ms = 0);
+    /** @brief connect() to an address already parsed. */
+    [[nodiscard]] rdma::Expected<void> connect(const HostedObject &qp, const ri_net_addr_t &remote, uint16_t port,
                                                std::span<const uint8_t> private_data, uint64_t context,
                                                uint32_t timeout_ms = 0);
     /** @brief Accepts connection request @p request with the IDLE @p qp. */
@@ -105,7 +117,7 @@ public:
 
 private:
     struct Sink;
-    rdma::Expected<HostedObject> syscall(krdma_syscall &s, ResourceType made);
+    rdma::Expected<HostedObject> syscall(krdma_syscall &s, ResourceType made, uint32_t cookie = 0);
     rdma::Expected<HostedObject> object(Handle h, ResourceType type);
 
     VerbCommands &verbs_;

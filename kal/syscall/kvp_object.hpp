@@ -24,9 +24,15 @@ struct EventRoute {
     VerbCommands *commands = nullptr; /**< Event management. */
     uint32_t client_id = 0;           /**< The owner's device connection. */
     Handle rnic = 0;                  /**< The open's kAL handle, known once it is recorded. */
+    uint32_t rnic_cookie = 0;         /**< The open's consumer cookie (krdma_event::cookie of its events). */
     std::string netdev;               /**< The RNIC's network device (for its link events). */
     std::mutex mutex;                 /**< Guards ::cqs against the kVP's event threads. */
-    std::map<void *, Handle> cqs;     /**< kVP CQ -> kAL handle, for completion events. */
+    /** @brief A CQ as its completion events name it. */
+    struct Cq {
+        Handle handle = 0;   /**< kAL handle. */
+        uint32_t cookie = 0; /**< Consumer cookie. */
+    };
+    std::map<void *, Cq> cqs;         /**< kVP CQ -> its names, for completion events. */
 };
 
 /**
@@ -47,6 +53,7 @@ struct KvpObject : Resource {
     ResourceType type;                   /**< What it is. */
     const ri_verbs_ops_t *v;             /**< The kVP's verbs. */
     void *handle = nullptr;              /**< The kVP's object. */
+    uint32_t cookie = 0;                 /**< The consumer's cookie (krdma_syscall::cookie of its create). */
     std::shared_ptr<EventRoute> route;   /**< RNIC opens and CQs. */
     uint32_t aeh_id = 0;                 /**< RNIC opens: the handler the kAL set at open. */
     RnicRef ref;                         /**< RNIC opens: keeps the instance attached (released after close_rnic). */

@@ -24,6 +24,7 @@ void route_async(void *ctx, ri_rnic_t, const ri_async_event_t *e) {
     krdma_event ev{};
     ev.event = KRDMA_EVENT_ASYNC;
     ev.object = route->rnic;
+    ev.cookie = route->rnic_cookie;
     ev.detail = e->detail;
     ev.context = e->context;
     ev.resource_id = e->resource_id;
@@ -41,7 +42,8 @@ void route_completion(void *ctx, ri_rnic_t, ri_cq_t cq) {
         std::lock_guard lock(route->mutex);
         auto it = route->cqs.find(cq);
         if (it == route->cqs.end()) return;  // a CQ the kAL does not know (or no longer): nobody to tell
-        ev.object = it->second;
+        ev.object = it->second.handle;
+        ev.cookie = it->second.cookie;
     }
     route->commands->deliver(route->client_id, ev);
 }
@@ -346,11 +348,15 @@ int record_created(VerbCommands &self, Context &ctx, krdma_syscall &s, const OpS
     auto h = ctx.table.add(*spec.creates, parent, std::span<const Handle>(held.data(), nheld), std::move(made));
     if (!h) return h.error().code();  // the object's destructor releases the kVP object
     obj->counts = counts;
+    obj->cookie = s.cookie;
     counts->by_type[static_cast<size_t>(*spec.creates)].fetch_add(1, std::memory_order_relaxed);
     if (route) {
         std::lock_guard lock(route->mutex);
-        if (s.op == RI_OPEN_RNIC) route->rnic = *h;
-        if (s.op == RI_CREATE_CQ) route->cqs[provider] = *h;
+        if (s.op == RI_OPEN_RNIC) {
+            route->rnic = *h;
+            route->rnic_cookie = s.cookie;
+        }
+        if (s.op == RI_CREATE_CQ) route->cqs[provider] = EventRoute::Cq{*h, s.cookie};
     }
     if (s.op == RI_OPEN_RNIC) self.track_open(route);
     s.handle_out = *h;
@@ -561,7 +567,7 @@ std::pair<uint64_t, uint64_t> VerbCommands::event_counts() const noexcept {
 int VerbCommands::handle(Connection &c, const Request &req, Reply &rep) {
     krdma_syscall s;
     std::memcpy(&s, req.payload.data(), sizeof s);
-    if (s.param_len > sizeof s.param || s.priv_len > sizeof s.priv || s.reserved != 0) return RI_EINVAL;
+    if (s.param_len > sizeof s.param || s.priv_len > sizeof s.priv) return RI_EINVAL;
     auto spec = spec_of(s.op);
     if (!spec) return RI_EOPNOTSUPP;
     if (s.param_len != spec->param_len) return RI_EINVAL;

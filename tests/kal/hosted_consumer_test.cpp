@@ -59,7 +59,7 @@ struct Hosted {
             cm.push_back(e);
             changed.notify_all();
         };
-        cb.completion = [this](kal::Handle h) {
+        cb.completion = [this](kal::Handle h, uint32_t) {
             std::lock_guard g(mutex);
             if (h == cq.handle) ++completions;
             changed.notify_all();

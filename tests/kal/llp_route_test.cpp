@@ -25,20 +25,20 @@ namespace {
 using kal::llp::lookup_neighbour;
 using kal::llp::lookup_route;
 using kal::llp::lookup_route_for;
-using kal::llp::parse_net_addr;
+using krdma::parse_net_addr;
 using kal::llp::RnicBinding;
 using kal::llp::Route;
 using kal::llp::RouteQuery;
 using kal::llp::source_for;
-using kal::llp::to_text;
+using krdma::to_text;
 
 ri_net_addr_t addr(const char *text) {
-    auto a = parse_net_addr(text);
+    auto a = krdma::parse_net_addr(text);
     EXPECT_TRUE(a) << text;
     return a ? *a : ri_net_addr_t{};
 }
 
-std::string text_of(const std::optional<ri_net_addr_t> &a) { return a ? to_text(*a) : "(none)"; }
+std::string text_of(const std::optional<ri_net_addr_t> &a) { return a ? krdma::to_text(*a) : "(none)"; }
 
 // The host's default IPv4 route from /proc/net/route, read without netlink: device and gateway.
 struct DefaultRoute {
@@ -58,7 +58,7 @@ std::optional<DefaultRoute> proc_default_route() {
         ri_net_addr_t a{};
         a.family = RI_AF_INET;
         std::memcpy(a.addr, &g, 4);
-        return DefaultRoute{dev, to_text(a)};
+        return DefaultRoute{dev, krdma::to_text(a)};
     }
     return std::nullopt;
 }
@@ -72,8 +72,8 @@ std::optional<std::string> host_ipv4() {
         if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
         sockaddr_storage ss{};
         std::memcpy(&ss, i->ifa_addr, sizeof(sockaddr_in));
-        auto a = kal::llp::net_addr_from_sockaddr(ss);
-        if (a && !kal::llp::is_loopback(*a)) out = to_text(*a);
+        auto a = krdma::net_addr_from_sockaddr(ss);
+        if (a && !krdma::is_loopback(*a)) out = krdma::to_text(*a);
     }
     ::freeifaddrs(list);
     return out;
@@ -83,40 +83,40 @@ std::optional<std::string> host_ipv4() {
 // Address helpers
 
 TEST(LlpNetAddr, ParsesAndPrintsBothFamilies) {
-    auto v4 = parse_net_addr("192.0.2.17");
+    auto v4 = krdma::parse_net_addr("192.0.2.17");
     ASSERT_TRUE(v4);
     EXPECT_EQ(v4->family, RI_AF_INET);
     EXPECT_EQ(v4->addr[3], 17);
-    EXPECT_EQ(to_text(*v4), "192.0.2.17");
-    auto v6 = parse_net_addr("2001:db8::5");
+    EXPECT_EQ(krdma::to_text(*v4), "192.0.2.17");
+    auto v6 = krdma::parse_net_addr("2001:db8::5");
     ASSERT_TRUE(v6);
     EXPECT_EQ(v6->family, RI_AF_INET6);
-    EXPECT_EQ(to_text(*v6), "2001:db8::5");
-    auto scoped = parse_net_addr("fe80::1%lo");
+    EXPECT_EQ(krdma::to_text(*v6), "2001:db8::5");
+    auto scoped = krdma::parse_net_addr("fe80::1%lo");
     ASSERT_TRUE(scoped);
     EXPECT_NE(scoped->scope_id, 0u);
-    EXPECT_EQ(parse_net_addr("fe80::1%nosuchdev0").error().code(), RI_ENOENT);
-    EXPECT_EQ(parse_net_addr("192.0.2.1%lo").error().code(), RI_EINVAL);  // IPv4 has no scope
-    EXPECT_EQ(parse_net_addr("GET / HTTP/1.1").error().code(), RI_EINVAL);
-    EXPECT_EQ(parse_net_addr("").error().code(), RI_EINVAL);
-    EXPECT_TRUE(kal::llp::is_loopback(addr("127.3.2.1")));
-    EXPECT_TRUE(kal::llp::is_loopback(addr("::1")));
-    EXPECT_TRUE(kal::llp::is_loopback(addr("::ffff:127.0.0.1")));
-    EXPECT_FALSE(kal::llp::is_loopback(addr("192.0.2.1")));
-    EXPECT_TRUE(kal::llp::same_net_addr(addr("192.0.2.1"), addr("192.0.2.1")));
-    EXPECT_FALSE(kal::llp::same_net_addr(addr("192.0.2.1"), addr("192.0.2.2")));
+    EXPECT_EQ(krdma::parse_net_addr("fe80::1%nosuchdev0").error().code(), RI_ENOENT);
+    EXPECT_EQ(krdma::parse_net_addr("192.0.2.1%lo").error().code(), RI_EINVAL);  // IPv4 has no scope
+    EXPECT_EQ(krdma::parse_net_addr("GET / HTTP/1.1").error().code(), RI_EINVAL);
+    EXPECT_EQ(krdma::parse_net_addr("").error().code(), RI_EINVAL);
+    EXPECT_TRUE(krdma::is_loopback(addr("127.3.2.1")));
+    EXPECT_TRUE(krdma::is_loopback(addr("::1")));
+    EXPECT_TRUE(krdma::is_loopback(addr("::ffff:127.0.0.1")));
+    EXPECT_FALSE(krdma::is_loopback(addr("192.0.2.1")));
+    EXPECT_TRUE(krdma::same_net_addr(addr("192.0.2.1"), addr("192.0.2.1")));
+    EXPECT_FALSE(krdma::same_net_addr(addr("192.0.2.1"), addr("192.0.2.2")));
     // Through a socket address and back, with the port.
-    sockaddr_storage ss = kal::llp::to_sockaddr(*v6, 4791);
+    sockaddr_storage ss = krdma::to_sockaddr(*v6, 4791);
     EXPECT_EQ(ss.ss_family, AF_INET6);
-    EXPECT_EQ(kal::llp::sockaddr_len(*v6), sizeof(sockaddr_in6));
+    EXPECT_EQ(krdma::sockaddr_len(*v6), sizeof(sockaddr_in6));
     uint16_t port = 0;
-    auto back = kal::llp::net_addr_from_sockaddr(ss, &port);
+    auto back = krdma::net_addr_from_sockaddr(ss, &port);
     ASSERT_TRUE(back);
-    EXPECT_TRUE(kal::llp::same_net_addr(*back, *v6));
+    EXPECT_TRUE(krdma::same_net_addr(*back, *v6));
     EXPECT_EQ(port, 4791);
     sockaddr_storage unix_addr{};
     unix_addr.ss_family = AF_UNIX;
-    EXPECT_FALSE(kal::llp::net_addr_from_sockaddr(unix_addr));
+    EXPECT_FALSE(krdma::net_addr_from_sockaddr(unix_addr));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -131,7 +131,7 @@ TEST(LlpRoute, LoopbackGoesThroughLo) {
     EXPECT_EQ(r->type, RTN_LOCAL);
     EXPECT_FALSE(r->gateway.has_value());
     EXPECT_EQ(text_of(r->preferred_source), "127.0.0.1");
-    EXPECT_EQ(to_text(r->next_hop()), "127.0.0.1");
+    EXPECT_EQ(krdma::to_text(r->next_hop()), "127.0.0.1");
     auto n = lookup_neighbour(*r);
     ASSERT_TRUE(n);
     EXPECT_FALSE(n->has_value());  // local traffic has no neighbour
@@ -199,12 +199,12 @@ TEST(LlpRoute, RnicOnLoopback) {
     EXPECT_EQ(r->ifname, "lo");
     auto src = source_for(lo, addr("127.0.0.2"));
     ASSERT_TRUE(src) << src.error().to_string();
-    EXPECT_EQ(to_text(*src), "127.0.0.1");
+    EXPECT_EQ(krdma::to_text(*src), "127.0.0.1");
     // Bound by netdev only: the route's preferred source.
     RnicBinding lo_dev{ri_net_addr_t{}, "lo"};
     auto src2 = source_for(lo_dev, addr("127.0.0.5"));
     ASSERT_TRUE(src2) << src2.error().to_string();
-    EXPECT_EQ(to_text(*src2), "127.0.0.1");
+    EXPECT_EQ(krdma::to_text(*src2), "127.0.0.1");
     // Bound by address only: the netdev is found from the address.
     RnicBinding lo_addr{addr("127.0.0.1"), ""};
     EXPECT_TRUE(lookup_route_for(lo_addr, addr("127.0.0.1")));
@@ -227,7 +227,7 @@ TEST(LlpRoute, RnicOnAnotherNetdevMayReachLocalAddresses) {
     EXPECT_TRUE(r->local());
     auto src = source_for(rnic, addr("127.0.0.1"));
     ASSERT_TRUE(src);
-    EXPECT_EQ(to_text(*src), *mine);
+    EXPECT_EQ(krdma::to_text(*src), *mine);
 }
 
 TEST(LlpRoute, BadBindingsAreRefused) {
@@ -331,7 +331,7 @@ TEST_F(LlpRouteNetns, GatewayAndItsNeighbour) {
     ASSERT_TRUE(r) << r.error().to_string();
     EXPECT_EQ(r->ifname, va_);
     EXPECT_EQ(text_of(r->gateway), "10.77.0.2");
-    EXPECT_EQ(to_text(r->next_hop()), "10.77.0.2");
+    EXPECT_EQ(krdma::to_text(r->next_hop()), "10.77.0.2");
     EXPECT_EQ(r->mtu, 0u);
     Route route = *r;
     auto n = in_netns(ns_a_, [&] { return lookup_neighbour(route); });
@@ -380,12 +380,12 @@ TEST_F(LlpRouteNetns, RnicNetdevIsEnforced) {
     EXPECT_EQ(ok->ifname, va_);
     auto src = in_netns(ns_a_, [&] { return source_for(veth, addr("10.88.0.5")); });
     ASSERT_TRUE(src);
-    EXPECT_EQ(to_text(*src), "10.77.0.1");
+    EXPECT_EQ(krdma::to_text(*src), "10.77.0.1");
     // Bound by netdev only: the source is the route's preferred one.
     RnicBinding by_dev{ri_net_addr_t{}, va_};
     auto src2 = in_netns(ns_a_, [&] { return source_for(by_dev, addr("10.88.0.5")); });
     ASSERT_TRUE(src2) << src2.error().to_string();
-    EXPECT_EQ(to_text(*src2), "10.77.0.1");
+    EXPECT_EQ(krdma::to_text(*src2), "10.77.0.1");
     // An RNIC on lo does not reach the veth's networks.
     RnicBinding lo{addr("127.0.0.1"), "lo"};
     auto bad = in_netns(ns_a_, [&] { return lookup_route_for(lo, addr("10.88.0.5")); });

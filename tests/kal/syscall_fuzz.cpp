@@ -697,7 +697,7 @@ private:
         } else {
             s.priv_len = RI_SYSCALL_MAX_PRIV + 1 + in.below(64);
         }
-        if (odd(in, 3)) s.reserved = in.u32();
+        if (odd(in, 3)) s.cookie = in.u32();  // any cookie is the consumer's to choose
         if (odd(in, 5)) {  // reply-only fields: the kAL must not trust them
             s.handle_out = choose_handle(in, T::rnic, 0);
             s.result_len = in.u32();
@@ -721,7 +721,6 @@ private:
         if (in.chance(50)) {
             s.op = in.below(30);
             s.param_len = op_info(s.op).param_len;
-            s.reserved = 0;
             s.priv_len %= RI_SYSCALL_MAX_PRIV + 2;
         }
         stats_.raw.fetch_add(1, std::memory_order_relaxed);
@@ -740,18 +739,18 @@ private:
         if (status != RI_OK) {
             // An error changes nothing; a few must be what they are.
             if (status != RI_EMSGSIZE &&  // too many descriptors: refused before it is decoded
-                (s.reserved != 0 || s.param_len > RI_SYSCALL_MAX_PARAM || s.priv_len > RI_SYSCALL_MAX_PRIV)) {
-                CHECK(status == RI_EINVAL, "client %d: op %u with bad sizes or reserved bits got %d", index_, s.op, status);
+                (s.param_len > RI_SYSCALL_MAX_PARAM || s.priv_len > RI_SYSCALL_MAX_PRIV)) {
+                CHECK(status == RI_EINVAL, "client %d: op %u with bad sizes got %d", index_, s.op, status);
             }
             return;
         }
         stats_.ok.fetch_add(1, std::memory_order_relaxed);
         const krdma_syscall &a = answer_;
         CHECK(s.op >= RI_OPEN_RNIC && s.op <= RI_QUERY_CQ, "client %d: op %u succeeded", index_, s.op);
-        CHECK(s.reserved == 0 && s.param_len == info.param_len && s.priv_len <= RI_SYSCALL_MAX_PRIV,
-              "client %d: op %u with param_len %u (not %u), priv_len %u, reserved %u succeeded", index_, s.op,
-              s.param_len, info.param_len, s.priv_len, s.reserved);
-        CHECK(a.op == s.op && a.reserved == 0 && a.result_len <= sizeof a.result && a.priv_len <= sizeof a.priv &&
+        CHECK(s.param_len == info.param_len && s.priv_len <= RI_SYSCALL_MAX_PRIV,
+              "client %d: op %u with param_len %u (not %u), priv_len %u succeeded", index_, s.op, s.param_len,
+              info.param_len, s.priv_len);
+        CHECK(a.op == s.op && a.cookie == s.cookie && a.result_len <= sizeof a.result && a.priv_len <= sizeof a.priv &&
                   a.npins <= KRDMA_SYSCALL_MAX_PINS && a.param_len == s.param_len,
               "client %d: malformed reply to op %u", index_, s.op);
         for (uint32_t i = 0; i < a.npins; ++i) {

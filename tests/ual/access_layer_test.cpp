@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include "krdmad_fixture.hpp"
+#include "embedded_link.hpp"
 #include "ual/access_layer.hpp"
 
 namespace {
@@ -22,6 +23,7 @@ class AccessLayerTest : public testutil::KrdmadFixture {};
 
 TEST_F(AccessLayerTest, EmbeddedKalServesRnicsAndLoadsTheirUvp) {
     ual::Options o;
+    o.embedded_kal = &kal::start_embedded_link;
     o.embedded_config = write_config(config_json((dir_ / "unused").string()));
     auto al = ual::AccessLayer::open(o);
     ASSERT_TRUE(al) << al.error().to_string();
@@ -52,6 +54,7 @@ TEST_F(AccessLayerTest, EmbeddedKalServesRnicsAndLoadsTheirUvp) {
 
 TEST_F(AccessLayerTest, KrdmadNotRunningIsAClearError) {
     ual::Options o;
+    o.embedded_kal = &kal::start_embedded_link;
     o.device = dir_ / "nobody-home";
     auto al = ual::AccessLayer::open(o);
     ASSERT_FALSE(al);
@@ -64,6 +67,7 @@ TEST_F(AccessLayerTest, KrdmadStoppingReachesTheConsumerAsAnEvent) {
     pid_t pid = start({"--config", write_config(config_json(device.string()))});
     ASSERT_NE(connect(device), nullptr) << stderr_text();
     ual::Options o;
+    o.embedded_kal = &kal::start_embedded_link;
     o.device = device;
     auto al = ual::AccessLayer::open(o);
     ASSERT_TRUE(al) << al.error().to_string();

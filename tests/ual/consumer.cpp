@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "embedded_link.hpp"
 #include "ual/access_layer.hpp"
 
 namespace {
@@ -24,6 +25,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     ual::Options o;
+    o.embedded_kal = &kal::start_embedded_link;
     o.device = argv[1];
     auto al = ual::AccessLayer::open(o);
     if (!al) return fail("open", al.error());

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "embedded_link.hpp"
 #include "ual/access_layer.hpp"
 
 namespace rdmatest {
@@ -34,6 +35,7 @@ struct Side {
      */
     std::string open(const std::string &device, const std::string &rnic, size_t bytes, uint32_t cq_depth = 1024) {
         ual::Options o;
+        o.embedded_kal = &kal::start_embedded_link;
         if (!device.empty()) o.device = device;
         auto a = ual::AccessLayer::open(o);
         if (!a) return "open: " + a.error().to_string();

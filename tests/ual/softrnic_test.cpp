@@ -13,6 +13,7 @@
 
 #include "krdmad_fixture.hpp"
 #include "rnicpi/host/log.hpp"
+#include "embedded_link.hpp"
 #include "ual/access_layer.hpp"
 
 namespace {
@@ -29,6 +30,7 @@ class SoftrnicAccessLayer : public testutil::KrdmadFixture {
 protected:
     std::shared_ptr<ual::AccessLayer> embedded() {
         ual::Options o;
+        o.embedded_kal = &kal::start_embedded_link;
         o.embedded_config = write_config(softrnic_config((dir_ / "unused").string()));
         auto al = ual::AccessLayer::open(o);
         EXPECT_TRUE(al) << (al ? "" : al.error().to_string());
@@ -129,6 +131,7 @@ TEST_F(SoftrnicAccessLayer, ObjectModelEndToEnd) {
 // nothing behind (the kVP's object is released, no page stays locked).
 TEST_F(SoftrnicAccessLayer, QuotasAndPinLimitsAreEnforced) {
     ual::Options o;
+    o.embedded_kal = &kal::start_embedded_link;
     std::string cfg = softrnic_config((dir_ / "unused").string());
     cfg.insert(cfg.rfind('}'), R"(, "limits": {"pin_bytes_per_process": 1048576, "per_type": {"qp": 1}})");
     o.embedded_config = write_config(cfg);
@@ -183,7 +186,7 @@ TEST_F(SoftrnicAccessLayer, Figure4SequenceOfAQpCreation) {
     // The expected steps, in order (other lines may come between them).
     const std::vector<std::string> expected = {
         "consumer: create endpoint",
-        "ual: create endpoint: uVP create_qp",
+        "ual: create endpoint: create_qp",
         "softrnic-uvp: create_qp: ri_syscall RI_CREATE_QP",
         "ual: ri_syscall op 9: to the kAL",
         "syscall: client ",          // the kAL receives it from the device ...

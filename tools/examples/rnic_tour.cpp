@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "embedded_link.hpp"
 #include "ual/access_layer.hpp"
 
 namespace {
@@ -35,6 +36,8 @@ int main(int argc, char **argv) {
     CLI11_PARSE(app, argc, argv);
 
     ual::Options options;
+
+    options.embedded_kal = &kal::start_embedded_link;
     options.device = device;
     auto al = must(ual::AccessLayer::open(options), "opening the access layer");
     std::printf("access layer: %s kAL\n", al->embedded() ? "embedded" : "krdmad's");

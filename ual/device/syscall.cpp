@@ -36,9 +36,16 @@ int apply_reply_pins(const krdma_syscall &s) {
 }  // namespace
 
 ri_status_t device_syscall(void *host_ctx, ri_syscall_t *call) noexcept {
-    if (host_ctx == nullptr || call == nullptr || call->size < sizeof(ri_syscall_t)) return RI_EINVAL;
-    auto *client = static_cast<DeviceClient *>(host_ctx);
+    if (host_ctx == nullptr || call == nullptr) return RI_EINVAL;
+    return forward_syscall(*static_cast<DeviceClient *>(host_ctx), *call, 0);
+}
+
+ri_status_t forward_syscall(DeviceClient &client_ref, ri_syscall_t &call_ref, uint32_t cookie) noexcept {
+    DeviceClient *client = &client_ref;
+    ri_syscall_t *call = &call_ref;
+    if (call->size < sizeof(ri_syscall_t)) return RI_EINVAL;
     krdma_syscall s{};
+    if (undo_op(call->op) != 0) s.cookie = cookie;  // only a create names a new object
     if (call->param_len > sizeof s.param || call->priv_in_len > sizeof s.priv || call->nfds_in > KRDMA_MAX_FDS) {
         return RI_EMSGSIZE;
     }

@@ -18,6 +18,12 @@ namespace ual {
  */
 ri_status_t device_syscall(void *host_ctx, ri_syscall_t *call) noexcept;
 
+/**
+ * @brief One ri_syscall @p call over @p client; a create op carries @p cookie (krdma_syscall::cookie), which the kAL
+ *        keeps with the object it makes and repeats in the object's event records. What device_syscall() does.
+ */
+ri_status_t forward_syscall(DeviceClient &client, ri_syscall_t &call, uint32_t cookie) noexcept;
+
 }  // namespace ual
 
 #endif  // UAL_DEVICE_SYSCALL_HPP

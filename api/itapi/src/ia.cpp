@@ -182,7 +182,7 @@ ITAPI_EXPORT it_status_t it_ia_query(it_ia_handle_t ia_handle, it_ia_info_t **ia
     info->soft_hi_watermark_support = IT_FALSE;
     info->srq_resizable = info->srq_support;
     info->extended_iwarp_qp_states = IT_FALSE;
-    info->socket_conversion_support = ia->al->hosted() ? IT_FALSE : IT_TRUE;  // kernel consumers: not (yet)
+    info->socket_conversion_support = ia->al->link().can_convert_sockets() ? IT_TRUE : IT_FALSE;
     info->rdma_read_ord_increasable = IT_FALSE;
     info->rdma_read_ird_modifiable = IT_FALSE;
     uint32_t rmr = 0;

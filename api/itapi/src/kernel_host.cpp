@@ -2,6 +2,7 @@
 // kVP's and whose objects the kAL keeps as a hosted client's. Everything above this function is the user library's
 // code, compiled once more.
 #include "common.hpp"
+#include "hosted_link.hpp"
 #include "kal/consumer_host.hpp"
 
 namespace itapi {
@@ -15,10 +16,7 @@ rdma::Expected<std::shared_ptr<ual::AccessLayer>> access_layer() {
     if (host == nullptr) {
         return rdma::Error(RI_ENODEV, "no kAL serves in this process: the kernel IT-API is for consumers krdmad hosts");
     }
-    ual::Options o;
-    o.host = host;
-    o.host_name = "kernel IT-API";
-    auto al = ual::AccessLayer::open(o);
+    auto al = ual::AccessLayer::open(kal::hosted_link(*host, "kernel IT-API"));
     if (!al) return al.error();
     shared = *al;
     return *al;

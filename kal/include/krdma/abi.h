@@ -125,7 +125,12 @@ struct krdma_syscall {
     uint32_t result_len;     /**< Reply: bytes used in krdma_syscall::result. */
     uint64_t handle_out;     /**< Reply: kAL handle of the object a create verb made. */
     uint32_t npins;          /**< Reply: entries used in krdma_syscall::pins. */
-    uint32_t reserved;       /**< Zero. */
+    /**
+     * Request: the consumer's cookie for the object a create op makes (0: none; ignored by other ops). The kAL keeps
+     * it with the object and repeats it in every event record about the object (krdma_event::cookie,
+     * krdma_cm_event::cookie), as rdma-core's user_handle. Reply: unchanged.
+     */
+    uint32_t cookie;
     uint8_t param[512];      /**< The verb's parameter block. */
     uint8_t priv[1024];      /**< Provider private data, in (request) and out (reply). */
     uint8_t result[512];     /**< Reply: the verb's result block. */
@@ -276,7 +281,7 @@ struct krdma_listen {
     uint64_t context;   /**< Request: consumer context, repeated in its connection requests. */
     uint16_t port;      /**< Request: TCP port, 0 for one chosen by the host. Reply: the port bound. */
     uint16_t backlog;   /**< Request: pending connections (0: the kAL's default). */
-    uint32_t reserved;  /**< Zero. */
+    uint32_t cookie;    /**< Request: the consumer's cookie, repeated in the listen point's CONNECT_REQUEST records. */
     uint64_t handle;    /**< Reply: kAL handle of the listen point. */
 };
 
@@ -353,7 +358,7 @@ struct krdma_cm_event {
     ri_llp_params_t llp;        /**< Addresses, ports and the negotiated (ESTABLISHED) or requested parameters. */
     uint16_t private_data_len;  /**< Bytes of krdma_cm_event::private_data. */
     uint16_t reserved;          /**< Zero. */
-    uint32_t reserved2;         /**< Zero. */
+    uint32_t cookie;            /**< The cookie of krdma_cm_event::object (the QP's create, or LISTEN's). */
     uint8_t private_data[KRDMA_MAX_PRIVATE_DATA]; /**< The peer's private data (request, reply or reject). */
 };
 
@@ -450,7 +455,7 @@ struct krdma_llp_counters {
  */
 struct krdma_event {
     uint32_t event;         /**< One of ::krdma_event_code. */
-    uint32_t reserved;      /**< Zero. */
+    uint32_t cookie;        /**< The cookie the consumer gave krdma_event::object when it made it (0: none). */
     uint64_t object;        /**< kAL handle of the object the event concerns (RNIC open, CQ), 0 for none. */
     uint64_t detail;        /**< Event-specific detail (ASYNC: the ri_async_event_t detail word). */
     uint64_t context;       /**< ASYNC: consumer context of the resource, from its create attributes. */

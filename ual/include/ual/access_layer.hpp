@@ -25,73 +25,58 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
-#include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "rnicpi/cpp/status.hpp"
-#include "rnicpi/host/loader.hpp"
 #include "rnicpi/rnicpi.h"
 #include "ual/events.hpp"
-
-namespace kal {
-class ConsumerHost;
-class EmbeddedKal;
-class HostedConsumer;
-}
+#include "ual/kal_link.hpp"
 
 namespace ual {
 
-class DeviceClient;
 struct CmRecord;
 class Endpoint;
 class ListenPoint;
 class WorkerPool;
 class Adapter;
 
-/** @brief How the access layer reaches a kAL. */
+/** @brief How the access layer reaches a kAL when open() makes the link. */
 struct Options {
     /** krdmad's device; empty: $KRDMA_DEVICE, else the default /run/krdma/krdma.sock. */
     std::filesystem::path device;
     /**
      * Host an embedded kAL in this process with this krdmad configuration file instead of connecting to krdmad;
-     * empty: $OPENRDMA_EMBEDDED_CONFIG if set, else use krdmad.
+     * empty: $OPENRDMA_EMBEDDED_CONFIG if set, else use krdmad. Needs Options::embedded_kal.
      */
     std::filesystem::path embedded_config;
-    unsigned workers = 2; /**< Worker threads that run event callbacks. */
     /**
-     * Be a consumer hosted in this running kAL (a kernel consumer in krdmad, such as the kernel IT-API): no device
-     * connection and no uVP - the verbs are the kVP's, privileged ones run through the kAL's hosted-consumer entry
-     * point, events arrive by its callbacks. device and embedded_config are then ignored.
+     * Starts the embedded kAL (kal::start_embedded_link, from the kal_embedded library). The uAL does not link the
+     * kAL itself: a program that may run one embedded names it here.
      */
-    kal::ConsumerHost *host = nullptr;
-    /** The name the kAL logs a hosted consumer by. */
-    std::string host_name = "hosted";
+    EmbeddedLinkStarter embedded_kal = nullptr;
+    unsigned workers = 2; /**< Worker threads that run event callbacks. */
 };
 
-/** @brief An RNIC as the kAL describes it. */
-struct RnicDescription {
-    std::string name;        /**< RNIC name. */
-    std::string provider;    /**< Provider name. */
-    std::string vendor;      /**< Provider vendor. */
-    std::string netdev;      /**< Network device. */
-    std::string address;     /**< Network address. */
-    std::string uvp_library; /**< The uVP library (absolute path), empty for kAL-only RNICs. */
-};
-
-/** @brief The access layer of this process. */
-class AccessLayer : public std::enable_shared_from_this<AccessLayer> {
+/** @brief The access layer of this process (or of a consumer hosted in the kAL). */
+class AccessLayer : public LinkEvents, public std::enable_shared_from_this<AccessLayer> {
 public:
-    /** @brief Opens the device and starts the event thread; ::RI_ENOENT / ::RI_ECONNREFUSED when krdmad is not running. */
+    /**
+     * @brief Opens the device (or starts the embedded kAL) and starts the event thread; ::RI_ENOENT /
+     *        ::RI_ECONNREFUSED when krdmad is not running.
+     */
     [[nodiscard]] static rdma::Expected<std::shared_ptr<AccessLayer>> open(const Options &options = {});
+    /** @brief An access layer over @p link (a hosted consumer's, say); Options::workers of @p options applies. */
+    [[nodiscard]] static rdma::Expected<std::shared_ptr<AccessLayer>> open(std::unique_ptr<KalLink> link,
+                                                                           const Options &options = {});
     AccessLayer(const AccessLayer &) = delete;
     AccessLayer &operator=(const AccessLayer &) = delete;
     /** @brief Stops the event thread and the workers; every adapter must be gone. */
-    ~AccessLayer();
+    ~AccessLayer() override;
 
     /** @brief The host's RNICs. */
     [[nodiscard]] rdma::Expected<std::vector<RnicDescription>> rnics();
@@ -100,55 +85,45 @@ public:
      *        if this is the first use, opens it through the uVP, and registers the uAL's event handlers.
      */
     [[nodiscard]] rdma::Expected<std::shared_ptr<Adapter>> open_adapter(const std::string &name_or_address);
-    /** @brief The device connection (the uVPs' ri_syscall goes through it). */
-    [[nodiscard]] DeviceClient &device() noexcept { return *device_; }
     /** @brief Runs callback jobs on the uAL's worker pool (for SimpleDispatcher::set_callback). */
     [[nodiscard]] SimpleDispatcher::Executor executor();
+    /** @brief The link to the kAL. */
+    [[nodiscard]] KalLink &link() noexcept { return *link_; }
     /** @brief Whether the kAL is an embedded one. */
-    [[nodiscard]] bool embedded() const noexcept { return embedded_ != nullptr; }
-    /** @brief Whether this access layer is a consumer hosted in the kAL (Options::host). */
-    [[nodiscard]] bool hosted() const noexcept { return hosted_ != nullptr; }
+    [[nodiscard]] bool embedded() const noexcept { return link_->kind() == "embedded"; }
+
+    /** @cond INTERNAL */
+    void async_event(uint32_t rnic, const ri_async_event_t &e) override;
+    void completion(uint32_t cq) override;
+    void connection(const krdma_cm_event &e, krdma::UniqueFd fd) override;
+    void kal_gone() override;
+    /** @endcond */
 
 private:
     friend class Adapter;
     friend class CompletionQueue;
     friend class Endpoint;
     friend class ListenPoint;
-    friend class MemoryRegion;
-    friend class MemoryWindow;
     friend class ProtectionZone;
     friend class SharedReceiveQueue;
     AccessLayer() = default;
-    static rdma::Expected<std::shared_ptr<AccessLayer>> open_hosted(const Options &options);
-    // Hosted consumers: destroys the kAL's object @p handle of kal::ResourceType @p type.
-    rdma::Status hosted_destroy(uint64_t handle, uint8_t type);
-    void event_loop();
-    void route(const krdma_event &e);
-    void route_cm(CmRecord &&r);
-    void end_hosted_stream(const krdma_event &e);
-    // A connection command to the kAL: its status, with the reply struct copied back into @p io.
-    template <class T>
-    rdma::Status command(uint32_t cmd, T &io, std::span<const int> fds = {});
-    void register_adapter(uint64_t kal_rnic, const std::shared_ptr<Adapter> &a);
-    void unregister_adapter(uint64_t kal_rnic);
-    void register_cq(uint64_t kal_cq, const std::shared_ptr<CompletionQueue> &cq);
-    void unregister_cq(uint64_t kal_cq);
 
-    std::unique_ptr<kal::EmbeddedKal> embedded_;  // declared first: destroyed last
-    std::unique_ptr<DeviceClient> device_;
-    std::unique_ptr<rdma::rnicpi::ModuleLoader> loader_;
+    // Objects that receive events, by the cookie their creator gave the kAL.
+    struct Registered {
+        ObjectKind kind;
+        std::weak_ptr<void> object;
+    };
+    uint32_t enroll(ObjectKind kind, std::weak_ptr<void> object);
+    void withdraw(uint32_t cookie);
+    template <class T>
+    std::shared_ptr<T> find(uint32_t cookie, ObjectKind kind);
+
+    std::unique_ptr<KalLink> link_;  // declared first: destroyed last (its thread delivers to us)
     std::unique_ptr<WorkerPool> pool_;
-    krdma::UniqueFd stop_fd_;
-    std::thread thread_;
-    std::mutex mutex_;  // guards the maps and the loader
-    std::map<uint64_t, std::weak_ptr<Adapter>> adapters_;  // by the kAL's handle of the RNIC open
-    std::vector<std::weak_ptr<Adapter>> all_adapters_;     // every adapter, for the kAL going away
+    std::mutex mutex_;  // guards the registry
+    std::unordered_map<uint32_t, Registered> registry_;
+    uint32_t next_cookie_ = 1;
     bool kal_gone_ = false;
-    std::map<uint64_t, std::weak_ptr<CompletionQueue>> cqs_;
-    std::map<uint64_t, std::weak_ptr<Endpoint>> endpoints_;     // by the kAL's handle of the QP
-    std::map<uint64_t, std::weak_ptr<ListenPoint>> listeners_;  // by the kAL's handle of the listen point
-    kal::ConsumerHost *host_ = nullptr;
-    std::unique_ptr<kal::HostedConsumer> hosted_;  // declared last: destroyed first (its callbacks reach us)
 };
 
 class ProtectionZone;
@@ -188,10 +163,10 @@ public:
     [[nodiscard]] rdma::Status reject(uint64_t request, std::span<const uint8_t> private_data = {});
     /** @brief Closes the RNIC open; ::RI_EBUSY while zones or CQs exist. */
     [[nodiscard]] rdma::Status close();
-    /** @brief The uVP's verbs (for the API layers' fast paths). */
-    [[nodiscard]] const ri_verbs_ops_t &verbs() const noexcept { return *v_; }
-    /** @brief The uVP's RNIC handle. */
-    [[nodiscard]] ri_rnic_t handle() const noexcept { return rnic_; }
+    /** @brief The provider's verbs (for the API layers' fast paths): the uVP's, or a hosted consumer's kVP's. */
+    [[nodiscard]] const ri_verbs_ops_t &verbs() const noexcept { return *ref_.verbs; }
+    /** @brief The provider's RNIC handle. */
+    [[nodiscard]] ri_rnic_t handle() const noexcept { return ref_.as<ri_rnic_t>(); }
     /** @brief The access layer. */
     [[nodiscard]] AccessLayer &access_layer() const noexcept { return *al_; }
 
@@ -205,20 +180,14 @@ private:
     friend class ProtectionZone;
     friend class SharedReceiveQueue;
     Adapter() = default;
-    static void on_async(void *ctx, ri_rnic_t rnic, const ri_async_event_t *e);
-    static void on_completion(void *ctx, ri_rnic_t rnic, ri_cq_t cq);
     void deliver_async(const Event &e);
 
     std::shared_ptr<AccessLayer> al_;
-    rdma::rnicpi::ModuleRef uvp_;
-    const ri_verbs_ops_t *v_ = nullptr;
-    ri_rnic_t rnic_ = nullptr;
-    uint64_t kal_handle_ = 0;
-    uint32_t ceh_id_ = 0;
+    ObjectRef ref_;
+    uint32_t cookie_ = 0;
     RnicDescription desc_;
     mutable std::mutex mutex_;
     std::shared_ptr<SimpleDispatcher> affiliated_, unaffiliated_;
-    std::map<ri_cq_t, std::weak_ptr<CompletionQueue>> cqs_;
 };
 
 /** @brief A completion queue, delivered through a DTO dispatcher. */
@@ -237,8 +206,8 @@ public:
     [[nodiscard]] const std::shared_ptr<SimpleDispatcher> &dispatcher() const noexcept { return dto_; }
     /** @brief Destroys the CQ; ::RI_EBUSY while an endpoint uses it. */
     [[nodiscard]] rdma::Status close();
-    /** @brief The uVP's CQ handle. */
-    [[nodiscard]] ri_cq_t handle() const noexcept { return cq_; }
+    /** @brief The provider's CQ handle. */
+    [[nodiscard]] ri_cq_t handle() const noexcept { return ref_.as<ri_cq_t>(); }
 
 private:
     friend class Adapter;
@@ -249,8 +218,8 @@ private:
 
     std::shared_ptr<Adapter> adapter_;
     std::shared_ptr<SimpleDispatcher> dto_;
-    ri_cq_t cq_ = nullptr;
-    uint64_t kal_handle_ = 0;
+    ObjectRef ref_;
+    uint32_t cookie_ = 0;
     uint32_t depth_ = 0;
 };
 
@@ -292,19 +261,18 @@ public:
     [[nodiscard]] rdma::Status close();
     /** @brief The adapter. */
     [[nodiscard]] const std::shared_ptr<Adapter> &adapter() const noexcept { return adapter_; }
-    /** @brief The uVP's PD handle. */
-    [[nodiscard]] ri_pd_t handle() const noexcept { return pd_; }
+    /** @brief The provider's PD handle. */
+    [[nodiscard]] ri_pd_t handle() const noexcept { return ref_.as<ri_pd_t>(); }
 
 private:
     friend class Adapter;
     ProtectionZone() = default;
     std::shared_ptr<Adapter> adapter_;
-    ri_pd_t pd_ = nullptr;
-    uint64_t kal_handle_ = 0;  // hosted consumers: the kAL's handle
+    ObjectRef ref_;
 };
 
 /** @brief A listen point: a TCP port on an RNIC's address where connection requests arrive. */
-class ListenPoint {
+class ListenPoint : public std::enable_shared_from_this<ListenPoint> {
 public:
     ~ListenPoint();
     /** @brief The TCP port (the connection qualifier). */
@@ -318,7 +286,8 @@ private:
     ListenPoint() = default;
     std::shared_ptr<Adapter> adapter_;
     std::shared_ptr<SimpleDispatcher> requests_;
-    uint64_t kal_handle_ = 0;
+    ObjectRef ref_;
+    uint32_t cookie_ = 0;
     uint16_t port_ = 0;
 };
 
@@ -366,8 +335,8 @@ public:
     [[nodiscard]] const ri_qp_init_attr_t &attributes() const noexcept { return init_; }
     /** @brief Destroys the QP. */
     [[nodiscard]] rdma::Status close();
-    /** @brief The uVP's QP handle. */
-    [[nodiscard]] ri_qp_t handle() const noexcept { return qp_; }
+    /** @brief The provider's QP handle. */
+    [[nodiscard]] ri_qp_t handle() const noexcept { return ref_.as<ri_qp_t>(); }
 
 private:
     friend class ProtectionZone;
@@ -380,12 +349,11 @@ private:
     std::atomic<bool> local_close_{false};
     // The uVP has the stream (from ESTABLISHED until the connection's end was handled).
     std::atomic<bool> streaming_{false};
-    uint64_t kal_handle_ = 0;
     std::shared_ptr<ProtectionZone> pz_;
     std::shared_ptr<CompletionQueue> send_, recv_;
     std::shared_ptr<SharedReceiveQueue> srq_;
-    const ri_verbs_ops_t *v_ = nullptr;
-    ri_qp_t qp_ = nullptr;
+    ObjectRef ref_;
+    uint32_t cookie_ = 0;
     uint32_t qp_num_ = 0;
     ri_qp_init_attr_t init_{};
 };
@@ -400,16 +368,15 @@ public:
     [[nodiscard]] rdma::Expected<ri_mr_attr_t> query() const;
     /** @brief Deregisters; ::RI_EBUSY while windows are bound to it. */
     [[nodiscard]] rdma::Status close();
-    /** @brief The uVP's MR handle. */
-    [[nodiscard]] ri_mr_t handle() const noexcept { return mr_; }
+    /** @brief The provider's MR handle. */
+    [[nodiscard]] ri_mr_t handle() const noexcept { return ref_.as<ri_mr_t>(); }
 
 private:
     friend class ProtectionZone;
     MemoryRegion() = default;
     std::shared_ptr<ProtectionZone> pz_;
-    ri_mr_t mr_ = nullptr;
+    ObjectRef ref_;
     ri_mr_keys_t keys_{};
-    uint64_t kal_handle_ = 0;  // hosted consumers: the kAL's handle
 };
 
 /** @brief A memory window. */
@@ -420,16 +387,15 @@ public:
     [[nodiscard]] ri_stag_t rkey() const noexcept { return rkey_; }
     /** @brief Deallocates the window. */
     [[nodiscard]] rdma::Status close();
-    /** @brief The uVP's MW handle. */
-    [[nodiscard]] ri_mw_t handle() const noexcept { return mw_; }
+    /** @brief The provider's MW handle. */
+    [[nodiscard]] ri_mw_t handle() const noexcept { return ref_.as<ri_mw_t>(); }
 
 private:
     friend class ProtectionZone;
     MemoryWindow() = default;
     std::shared_ptr<ProtectionZone> pz_;
-    ri_mw_t mw_ = nullptr;
+    ObjectRef ref_;
     ri_stag_t rkey_ = 0;
-    uint64_t kal_handle_ = 0;  // hosted consumers: the kAL's handle
 };
 
 /** @brief A shared receive queue. */
@@ -444,15 +410,14 @@ public:
     [[nodiscard]] rdma::Status modify(const ri_srq_attr_t &attr, uint32_t mask);
     /** @brief Destroys the SRQ; ::RI_EBUSY while endpoints use it. */
     [[nodiscard]] rdma::Status close();
-    /** @brief The uVP's SRQ handle. */
-    [[nodiscard]] ri_srq_t handle() const noexcept { return srq_; }
+    /** @brief The provider's SRQ handle. */
+    [[nodiscard]] ri_srq_t handle() const noexcept { return ref_.as<ri_srq_t>(); }
 
 private:
     friend class ProtectionZone;
     SharedReceiveQueue() = default;
     std::shared_ptr<ProtectionZone> pz_;
-    ri_srq_t srq_ = nullptr;
-    uint64_t kal_handle_ = 0;  // hosted consumers: the kAL's handle
+    ObjectRef ref_;
 };
 
 }  // namespace ual

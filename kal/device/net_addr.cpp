@@ -1,5 +1,5 @@
 // ri_net_addr_t conversions.
-#include "net_addr.hpp"
+#include "krdma/net_addr.hpp"
 
 #include <arpa/inet.h>
 #include <net/if.h>
@@ -7,7 +7,7 @@
 
 #include <cstring>
 
-namespace kal::llp {
+namespace krdma {
 
 rdma::Expected<ri_net_addr_t> parse_net_addr(std::string_view text) {
     ri_net_addr_t a{};
@@ -115,4 +115,4 @@ bool is_loopback(const ri_net_addr_t &addr) noexcept {
     return std::memcmp(addr.addr, kMapped, 12) == 0 && addr.addr[12] == 127;
 }
 
-}  // namespace kal::llp
+}  // namespace krdma

@@ -1,9 +1,9 @@
 /**
  * @file net_addr.hpp
- * @brief LLP management: conversions between the RNIC-PI's ri_net_addr_t and text or socket addresses.
+ * @brief The device protocol's address helpers, shared by the kAL and the uAL: conversions between the RNIC-PI's ri_net_addr_t and text or socket addresses.
  */
-#ifndef KAL_LLP_NET_ADDR_HPP
-#define KAL_LLP_NET_ADDR_HPP
+#ifndef KRDMA_NET_ADDR_HPP
+#define KRDMA_NET_ADDR_HPP
 
 #include <sys/socket.h>
 
@@ -14,7 +14,7 @@
 #include "rnicpi/cpp/status.hpp"
 #include "rnicpi/ri_verbs.h"
 
-namespace kal::llp {
+namespace krdma {
 
 /**
  * @brief Parses an IPv4 or IPv6 address ("192.0.2.1", "2001:db8::1", "fe80::1%eth0" with a scope); ::RI_EINVAL
@@ -38,6 +38,6 @@ namespace kal::llp {
     return addr.family == RI_AF_INET ? 4 : addr.family == RI_AF_INET6 ? 16 : 0;
 }
 
-}  // namespace kal::llp
+}  // namespace krdma
 
-#endif  // KAL_LLP_NET_ADDR_HPP
+#endif  // KRDMA_NET_ADDR_HPP

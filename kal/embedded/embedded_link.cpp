@@ -1,0 +1,20 @@
+// An embedded kAL behind the uAL's device link.
+#include "embedded_link.hpp"
+
+#include "ual/device_link.hpp"
+#include "embedded_kal.hpp"
+
+namespace kal {
+
+rdma::Expected<std::unique_ptr<ual::KalLink>> start_embedded_link(const std::string &config) {
+    auto cfg = load_config(config);
+    if (!cfg) return cfg.error();
+    auto k = EmbeddedKal::start(*cfg);
+    if (!k) return k.error();
+    std::shared_ptr<EmbeddedKal> running(std::move(*k));
+    auto sock = running->connect_local();
+    if (!sock) return sock.error();
+    return ual::adopt_device_link(std::move(*sock), std::move(running));
+}
+
+}  // namespace kal
