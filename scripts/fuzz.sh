@@ -18,8 +18,8 @@ case "$target" in
     mkdir -p "$out/corpus"
     clang++ "${flags[@]}" \
       -DSIW_VECTORS_DIR="\"$(pwd)/tests/vectors/siw\"" \
-      -Iproviders/softrnic/iwarp/include -Irnicpi/include -Itests/iwarp \
-      tests/iwarp/fuzz_receive.cpp providers/softrnic/iwarp/src/*.cpp -o "$out/fuzz_receive"
+      -Iiwarp/include -Irnicpi/include -Itests/iwarp \
+      tests/iwarp/fuzz_receive.cpp iwarp/src/*.cpp -o "$out/fuzz_receive"
     # Seed with the siw captures, prefixed by the two mode bytes the target reads first.
     for f in tests/vectors/siw/duo*.bin; do
       { printf '\x01\x28'; tail -c +25 "$f"; } > "$out/corpus/$(basename "$f")"
