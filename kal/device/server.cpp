@@ -309,7 +309,7 @@ int DeviceServer::call_on_loop(const std::function<int()> &fn) {
     }
     Task t;
     t.fn = &fn;
-    tasks_.push_back(&t);
+    tasks_.emplace_back(&t);
     uint64_t one = 1;
     ssize_t n = ::write(wake_fd_.get(), &one, sizeof one);  // make run() look at the task
     (void)n;
@@ -317,13 +317,33 @@ int DeviceServer::call_on_loop(const std::function<int()> &fn) {
     return t.result;
 }
 
+bool DeviceServer::post(std::function<void()> fn) {
+    std::lock_guard lock(tasks_mutex_);
+    if (loop_state_ == LoopState::stopped) return false;  // nothing will run it, and no thread is safe to run it on
+    tasks_.emplace_back(std::move(fn));
+    uint64_t one = 1;
+    ssize_t n = ::write(wake_fd_.get(), &one, sizeof one);
+    (void)n;
+    return true;
+}
+
 void DeviceServer::run_tasks() {
-    std::vector<Task *> batch;
+    std::vector<std::variant<Task *, std::function<void()>>> batch;
     {
         std::lock_guard lock(tasks_mutex_);
         batch.swap(tasks_);
     }
-    for (Task *t : batch) {
+    bool waited = false;
+    for (auto &item : batch) {
+        if (auto *posted = std::get_if<std::function<void()>>(&item)) {
+            try {
+                (*posted)();
+            } catch (...) {
+                RDMA_LOG_WARN(kComponent, "a call posted to the serving thread threw");
+            }
+            continue;
+        }
+        Task *t = std::get<Task *>(item);
         int r;
         try {
             r = (*t->fn)();
@@ -333,8 +353,9 @@ void DeviceServer::run_tasks() {
         std::lock_guard lock(tasks_mutex_);
         t->result = r;
         t->done = true;
+        waited = true;
     }
-    if (!batch.empty()) tasks_done_.notify_all();
+    if (waited) tasks_done_.notify_all();
 }
 
 void DeviceServer::run() {

@@ -23,6 +23,7 @@
 #include <optional>
 #include <span>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "krdma/message.hpp"
@@ -156,6 +157,13 @@ public:
      *        with other such calls).
      */
     int call_on_loop(const std::function<int()> &fn);
+    /**
+     * @brief Queues @p fn to run on the serving thread and returns at once, without waiting for it: for threads that
+     *        must never block on the serving thread (a kVP's event threads, which the serving thread may itself be
+     *        waiting for inside a verb). Queued calls run in order with call_on_loop()'s. Before run() @p fn waits
+     *        for it; once run() has returned, @p fn is dropped without running and the result is false.
+     */
+    bool post(std::function<void()> fn);
     /** @brief Connected clients. */
     [[nodiscard]] size_t connections() const;
     /** @brief The device path. */
@@ -189,7 +197,7 @@ private:
     void run_tasks();
     std::mutex tasks_mutex_;  // guards tasks_ and loop_state_
     std::condition_variable tasks_done_;
-    std::vector<Task *> tasks_;
+    std::vector<std::variant<Task *, std::function<void()>>> tasks_;  // call_on_loop's (waited for) and post()'s
     enum class LoopState : uint8_t { idle, running, stopped };
     LoopState loop_state_ = LoopState::idle;
     std::atomic<std::thread::id> loop_thread_{};

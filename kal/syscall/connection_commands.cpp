@@ -13,8 +13,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <optional>
 
+#include "endpoint_fsm.hpp"
 #include "kvp_object.hpp"
 #include "mpa_session.hpp"
 #include "krdma/net_addr.hpp"
@@ -150,14 +152,22 @@ struct PendingRequest {
     bool announced = false;  // the consumer has the CONNECT_REQUEST event
 };
 
-// A QP's connection: setup, the transition, and the kAL's watch over the socket afterwards.
+// A QP's connection: setup, the transition, and the kAL's watch over the socket afterwards. Its state moves only
+// through endpoint management's state machine (kal/endpoint/endpoint_fsm.hpp): this class observes the socket, the
+// MPA session and the kVP, feeds what it saw to the machine, and carries out each step (drive()).
 class Endpoint final : public QpLink {
     static constexpr size_t kEndpointType = static_cast<size_t>(ResourceType::endpoint);
 
 public:
-    Endpoint(ConnectionCommands &m, uint32_t client, Handle qp_handle, KvpObject &qp, uint64_t context,
-             std::string rnic)
-        : m_(&m), client_(client), qp_handle_(qp_handle), qp_(qp), context_(context), rnic_(std::move(rnic)) {
+    Endpoint(ConnectionCommands &m, uint32_t client, Handle qp_handle, KvpObject &qp, uint32_t qp_num,
+             uint64_t context, std::string rnic)
+        : m_(&m),
+          client_(client),
+          qp_handle_(qp_handle),
+          qp_(qp),
+          qp_num_(qp_num),
+          context_(context),
+          rnic_(std::move(rnic)) {
         m.endpoints_.insert(this);
         // The RNIC's object counts (rdmactl resources) include its endpoints.
         if (qp_.counts != nullptr) qp_.counts->by_type[kEndpointType].fetch_add(1, std::memory_order_relaxed);
@@ -165,27 +175,28 @@ public:
     ~Endpoint() override {
         if (qp_.counts != nullptr) qp_.counts->by_type[kEndpointType].fetch_sub(1, std::memory_order_relaxed);
         if (m_ == nullptr) return;
-        if (sock_) {
-            // The QP is going (destroyed, or its owner died): the connection goes with it, abortively.
-            if (state_ == KRDMA_EP_CONNECTED || state_ == KRDMA_EP_DISCONNECTING) ++m_->counters_.resets;
-            close_socket(true);
-        }
+        // The QP is going (destroyed, or its owner died): the connection goes with it, abortively.
+        (void)drive(EndpointInput::qp_destroyed);
         m_->endpoints_.erase(this);
     }
 
     // The owner's device connection.
     [[nodiscard]] uint32_t client() const noexcept { return client_; }
+    // The QP's kAL handle and number.
+    [[nodiscard]] Handle qp_handle() const noexcept { return qp_handle_; }
+    [[nodiscard]] uint32_t qp_num() const noexcept { return qp_num_; }
 
-    // Active side: TCP connect from @p local to @p remote has been started on @p sock.
+    // Active side (CONNECT, or CONVERT's initiator as @p how): TCP connect from @p local to @p remote has been
+    // started on @p sock (or a connected socket's first writable event starts MPA).
     void start_active(krdma::UniqueFd sock, const iwarp::MpaConfig &cfg, std::span<const uint8_t> pd,
-                      Clock::time_point deadline) {
+                      Clock::time_point deadline, EndpointInput how = EndpointInput::connect_started) {
         sock_ = std::move(sock);
         initiator_ = true;
         tcp_connecting_ = true;
         cfg_ = cfg;
         pd_.assign(pd.begin(), pd.end());
         deadline_ = deadline;
-        state_ = KRDMA_EP_CONNECTING;
+        (void)drive(how);
         rewatch(POLLOUT);
     }
 
@@ -200,11 +211,10 @@ public:
         ord_ = ord;
         pd_.assign(pd.begin(), pd.end());
         deadline_ = deadline;
-        state_ = KRDMA_EP_CONNECTING;
+        (void)drive(EndpointInput::convert_started);
         session_ = std::make_unique<llp::MpaSession>(sock_.get());
         if (auto st = session_->start_responder(cfg, deadline); !st) {
-            ++m_->counters_.failed;
-            fail(KRDMA_CM_BROKEN, st.error().code());
+            (void)drive(EndpointInput::setup_failed, failure(st.error().code()));
             return;
         }
         rewatch(POLLIN);
@@ -216,60 +226,45 @@ public:
         session_ = std::make_unique<llp::MpaSession>(std::move(session));
         initiator_ = false;
         deadline_ = session_->deadline();
-        state_ = KRDMA_EP_CONNECTING;
+        (void)drive(EndpointInput::accept_started);
         negotiate(session_->on_writable());
     }
 
     void qp_state_changed(uint32_t state) override {
         if (m_ == nullptr) return;
-        switch (state) {
-            case RI_QPS_CLOSING:
-                if (state_ == KRDMA_EP_CONNECTED) state_ = KRDMA_EP_DISCONNECTING;  // the uVP sends FIN when drained
-                break;
-            case RI_QPS_ERROR:
-                if (state_ == KRDMA_EP_CONNECTING) {
-                    fail(KRDMA_CM_BROKEN, ECONNABORTED);
-                } else if (state_ == KRDMA_EP_CONNECTED || state_ == KRDMA_EP_DISCONNECTING) {
-                    int err = connection_error(sock_.get(), state_ == KRDMA_EP_DISCONNECTING);
-                    const bool closed = peer_closed(sock_.get());
-                    // Our abortive end (the consumer's, or our RNIC's after a Terminate): a reset once the socket's
-                    // last bytes are out. A peer that closed or failed needs none.
-                    const bool abortive = !closed && err == 0;
-                    uint32_t type = KRDMA_CM_DISCONNECTED;
-                    if (err == 0 && terminated()) err = ECONNABORTED;  // a Terminate ended it, FIN or not
-                    if (err != 0) {
-                        type = KRDMA_CM_BROKEN;
-                        ++m_->counters_.resets;
-                    } else if (closed && state_ == KRDMA_EP_CONNECTED) {
-                        type = KRDMA_CM_PEER_DISCONNECT;
-                        ++m_->counters_.peer_disconnects;
-                    } else if (!closed) {
-                        ++m_->counters_.resets;  // our abortive disconnect
-                    }
-                    close_socket(abortive);
-                    state_ = err != 0 ? KRDMA_EP_ERROR : KRDMA_EP_DISCONNECTED;
-                    send(cm(type, err));
-                }
-                break;
-            case RI_QPS_IDLE: state_ = KRDMA_EP_IDLE; break;
+        switch (state) {  // from the consumer's request; the other states move no connection
+            case RI_QPS_CLOSING: (void)drive(EndpointInput::qp_closing); break;
+            case RI_QPS_ERROR: (void)drive(EndpointInput::qp_error, observe()); break;
+            case RI_QPS_IDLE: (void)drive(EndpointInput::qp_idle); break;
             default: break;
         }
     }
 
+    // The kVP running this (hosted) connection's stream ended the QP on its own with asynchronous event
+    // @p event_id: the same end as the consumer moving the QP to ERROR, but the kAL hears it first-hand. Once the
+    // endpoint has ended, this and the consumer's own Modify QP to ERROR are ignored, whichever comes second.
+    void kvp_ended_qp(uint32_t event_id) {
+        if (m_ == nullptr) return;
+        const std::optional<EndpointInput> in = input_of_async_event(event_id);
+        if (!in) return;
+        RDMA_LOG_DEBUG(kComponent, "client %u: QP %#lx ended by the kVP (asynchronous event %u)", client_,
+                       static_cast<unsigned long>(qp_handle_), event_id);
+        (void)drive(*in, observe());
+    }
+
     void on_events(short revents) {
-        if (state_ == KRDMA_EP_CONNECTING) {
+        const EndpointState state = fsm_.state();
+        if (state == EndpointState::connecting) {
             if (tcp_connecting_) {
                 const int err = socket_error(sock_.get());
                 if (err != 0 || (revents & (POLLERR | POLLHUP)) != 0) {
-                    ++m_->counters_.failed;
-                    fail(KRDMA_CM_UNREACHABLE, err != 0 ? err : ECONNREFUSED);
+                    (void)drive(EndpointInput::unreachable, failure(err));
                     return;
                 }
                 tcp_connecting_ = false;
                 session_ = std::make_unique<llp::MpaSession>(sock_.get());
                 if (auto st = session_->start_initiator(cfg_, pd_, deadline_); !st) {
-                    ++m_->counters_.failed;
-                    fail(KRDMA_CM_BROKEN, st.error().code());
+                    (void)drive(EndpointInput::setup_failed, failure(st.error().code()));
                     return;
                 }
                 negotiate(session_->on_writable());
@@ -278,7 +273,7 @@ public:
             negotiate(session_->on_events(revents));
             return;
         }
-        if (state_ != KRDMA_EP_CONNECTED && state_ != KRDMA_EP_DISCONNECTING) return;
+        if (state != EndpointState::connected && state != EndpointState::disconnecting) return;
         if ((revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0) return;
         if (!VerbCommands::hosted(client_)) {
             // The stream is the owner's uVP's: it reads what came before the end (a Terminate, say, which decides
@@ -287,49 +282,33 @@ public:
             m_->server_.unwatch(sock_.get());
             return;
         }
-        // The peer closed or reset the connection: the QP of the kVP goes to ERROR (the uVP sees the same on its
-        // own reference and flushes), the owner hears why.
-        int err = connection_error(sock_.get(), state_ == KRDMA_EP_DISCONNECTING);
-        // A peer that sent a Terminate closes right after it: the connection broke, whatever the FIN says (as
-        // qp_state_changed decides for a stream a uVP runs).
-        if (err == 0 && terminated()) err = ECONNABORTED;
-        uint32_t type;
-        if (err != 0 || (revents & POLLERR) != 0) {
-            type = KRDMA_CM_BROKEN;
-            ++m_->counters_.resets;
-        } else if (state_ == KRDMA_EP_DISCONNECTING) {
-            type = KRDMA_CM_DISCONNECTED;
-        } else {
-            type = KRDMA_CM_PEER_DISCONNECT;
-            ++m_->counters_.peer_disconnects;
-        }
-        qp_to_error();
-        close_socket(false);
-        state_ = type == KRDMA_CM_BROKEN ? KRDMA_EP_ERROR : KRDMA_EP_DISCONNECTED;
-        send(cm(type, err != 0 ? err : (type == KRDMA_CM_BROKEN ? ECONNRESET : 0)));
+        // The peer closed or reset the connection: the QP of the kVP goes to ERROR (the kVP's data path sees the
+        // same on its own reference and flushes), the owner hears why.
+        EndpointFacts f;
+        f.error = connection_error(sock_.get(), state == EndpointState::disconnecting);
+        f.peer_closed = true;
+        f.terminated = terminated();
+        (void)drive(f.error != 0 || (revents & POLLERR) != 0 ? EndpointInput::socket_error : EndpointInput::peer_fin,
+                    f);
     }
 
     // Returns the milliseconds to this endpoint's deadline, or -1; times the setup out when it has passed.
     int check_deadline(Clock::time_point now) {
-        if (state_ != KRDMA_EP_CONNECTING) return -1;
+        if (fsm_.state() != EndpointState::connecting) return -1;
         if (now < deadline_) return ms_until(deadline_, now);
-        ++m_->counters_.timeouts;
-        fail(KRDMA_CM_TIMEOUT, ETIMEDOUT);
+        (void)drive(EndpointInput::setup_timed_out);
         return -1;
     }
 
     void detach() { m_ = nullptr; }
-    [[nodiscard]] uint32_t state() const noexcept { return state_; }
-    [[nodiscard]] bool busy() const noexcept {
-        return state_ == KRDMA_EP_CONNECTING || state_ == KRDMA_EP_CONNECTED || state_ == KRDMA_EP_DISCONNECTING;
-    }
+    [[nodiscard]] bool busy() const noexcept { return holds_connection(fsm_.state()); }
 
     EndpointInfo info() const {
         EndpointInfo i;
         i.client_id = client_;
         i.qp = qp_handle_;
         i.rnic = rnic_;
-        i.state = state_;
+        i.state = to_krdma(fsm_.state());
         ri_qp_attr_t a{};
         if (qp_.v->query_qp(static_cast<ri_qp_t>(qp_.handle), &a) == RI_OK) i.qp_num = a.qp_num;
         (void)qp_.v->query_qp_stats(static_cast<ri_qp_t>(qp_.handle), &i.rdma);  // wherever the data path runs
@@ -342,6 +321,71 @@ public:
     }
 
 private:
+    // What became of a step's report.
+    enum class Driven : uint8_t { refused, done, undelivered };
+
+    // Feeds @p in with @p facts to the state machine and carries out the step: the report is built first (with
+    // @p decorate, while the MPA session it may read is still there); then the counter, the kVP's QP, the socket;
+    // then the report goes out, with the socket when it is ESTABLISHED for an owner in another process.
+    Driven drive(EndpointInput in, const EndpointFacts &facts = {},
+                 const std::function<void(krdma_cm_event &)> &decorate = nullptr) {
+        const EndpointState from = fsm_.state();
+        const EndpointStep step = fsm_.apply(in, facts);
+        if (!step.accepted()) {
+            RDMA_LOG_DEBUG(kComponent, "client %u: QP %#lx: %s ignored while %s", client_,
+                           static_cast<unsigned long>(qp_handle_), std::string(name_of(in)).c_str(),
+                           std::string(name_of(from)).c_str());
+            return Driven::refused;
+        }
+        if (from == EndpointState::connecting && step.next == EndpointState::error && step.report != 0) {
+            RDMA_LOG_INFO(kComponent, "client %u: QP %#lx connection setup failed (%s): %s", client_,
+                          static_cast<unsigned long>(qp_handle_), std::string(name_of(in)).c_str(),
+                          std::strerror(step.status));
+        }
+        krdma_cm_event e = cm(step.report, step.status);
+        if (step.report != 0 && decorate) decorate(e);
+        count(step.count);
+        if (step.qp_to_error) qp_to_error();
+        switch (step.release) {
+            case SocketRelease::keep: break;
+            case SocketRelease::close: close_socket(false); break;
+            case SocketRelease::reset: close_socket(true); break;
+        }
+        if (step.report == 0) return Driven::done;
+        const bool handoff = step.report == KRDMA_CM_ESTABLISHED && !VerbCommands::hosted(client_) && sock_;
+        return send(e, handoff ? sock_.get() : -1) ? Driven::done : Driven::undelivered;
+    }
+
+    void count(LlpCount c) {
+        LlpCounters &n = m_->counters_;
+        switch (c) {
+            case LlpCount::none: break;
+            case LlpCount::established: ++n.established; break;
+            case LlpCount::failed: ++n.failed; break;
+            case LlpCount::timeouts: ++n.timeouts; break;
+            case LlpCount::peer_rejected: ++n.peer_rejected; break;
+            case LlpCount::peer_disconnects: ++n.peer_disconnects; break;
+            case LlpCount::resets: ++n.resets; break;
+        }
+    }
+
+    // How a connection in RDMA mode stands, for the end of its QP: the socket's error (SO_ERROR is read once, and
+    // until our FIN a socket TCP closed tells by its state), the peer's FIN, a Terminate either way.
+    EndpointFacts observe() const {
+        EndpointFacts f;
+        if (!sock_) return f;
+        f.error = connection_error(sock_.get(), fsm_.state() == EndpointState::disconnecting);
+        f.peer_closed = peer_closed(sock_.get());
+        f.terminated = terminated();
+        return f;
+    }
+
+    static EndpointFacts failure(int error) {
+        EndpointFacts f;
+        f.error = error;
+        return f;
+    }
+
     krdma_cm_event cm(uint32_t type, int status) const {
         krdma_cm_event e = cm_event(type, qp_handle_, context_);
         e.cookie = qp_.cookie;
@@ -379,21 +423,13 @@ private:
                st.terminates_sent + st.terminates_received > 0;
     }
 
+    // The kVP's QP to ERROR, unless it is there already (the kVP ended it on its own).
     void qp_to_error() {
         ri_qp_attr_t a{};
+        if (qp_.v->query_qp(static_cast<ri_qp_t>(qp_.handle), &a) == RI_OK && a.state == RI_QPS_ERROR) return;
+        a = ri_qp_attr_t{};
         a.state = RI_QPS_ERROR;
         (void)qp_.v->modify_qp(static_cast<ri_qp_t>(qp_.handle), &a, RI_QP_ATTR_STATE);
-    }
-
-    // Setup failed before the transition: the QP of the kVP is still IDLE and can connect again.
-    void fail(uint32_t type, int status, uint32_t term = 0) {
-        RDMA_LOG_INFO(kComponent, "client %u: QP %#lx connection setup failed: %s", client_,
-                      static_cast<unsigned long>(qp_handle_), std::strerror(status));
-        close_socket(false);
-        state_ = KRDMA_EP_ERROR;
-        krdma_cm_event e = cm(type, status);
-        e.term = term;
-        send(e);
     }
 
     void negotiate(llp::MpaState s) {
@@ -403,40 +439,32 @@ private:
                 if (auto_accept_) {
                     auto_accept_ = false;
                     if (auto st = session_->accept(pd_, ird_, ord_); !st) {
-                        ++m_->counters_.failed;
-                        fail(KRDMA_CM_BROKEN, st.error().code());
+                        (void)drive(EndpointInput::setup_failed, failure(st.error().code()));
                         return;
                     }
                     negotiate(session_->on_writable());
                     return;
                 }
                 break;
-            case llp::MpaState::rejected: {
-                ++m_->counters_.peer_rejected;
-                krdma_cm_event e = cm(KRDMA_CM_REJECTED, ECONNREFUSED);
-                set_private_data(e, session_->peer_private_data());
-                close_socket(false);
-                state_ = KRDMA_EP_ERROR;
-                send(e);
+            case llp::MpaState::rejected:
+                (void)drive(EndpointInput::rejected, {},
+                            [this](krdma_cm_event &e) { set_private_data(e, session_->peer_private_data()); });
                 return;
-            }
             case llp::MpaState::failed: {
-                ++m_->counters_.failed;
                 const rdma::Error *why = session_->error();
-                const int status = why != nullptr ? why->code() : EPROTO;
-                uint32_t term = 0;
-                if (auto t = session_->term()) term = iwarp::term_detail(*t) & 0xffffffu;
                 if (why != nullptr && why->code() == RI_ETIMEDOUT) {
-                    ++m_->counters_.timeouts;
-                    fail(KRDMA_CM_TIMEOUT, ETIMEDOUT);
+                    (void)drive(EndpointInput::setup_timed_out);
                     return;
                 }
+                uint32_t term = 0;
+                if (auto t = session_->term()) term = iwarp::term_detail(*t) & 0xffffffu;
                 if (const std::vector<uint8_t> t = session_->terminate_fpdu(); !t.empty()) {
                     // RFC 6581: the responder is in full operation; it learns why from a Terminate, then FIN
-                    // (fail() closes in order, so a reset does not discard it). A full socket drops it.
+                    // (setup_failed closes in order, so a reset does not discard it). A full socket drops it.
                     (void)::send(sock_.get(), t.data(), t.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
                 }
-                fail(KRDMA_CM_BROKEN, status, term);
+                (void)drive(EndpointInput::setup_failed, failure(why != nullptr ? why->code() : EPROTO),
+                            [term](krdma_cm_event &e) { e.term = term; });
                 return;
             }
             default: break;
@@ -449,8 +477,7 @@ private:
     void transition() {
         auto llp = llp::to_llp_params(session_->result(), initiator_, sock_.get());
         if (!llp) {
-            ++m_->counters_.failed;
-            fail(KRDMA_CM_BROKEN, llp.error().code());
+            (void)drive(EndpointInput::setup_failed, failure(llp.error().code()));
             return;
         }
         // The stream lives in the consumer's process, or, for a consumer hosted in the kAL, in the kVP's data path,
@@ -464,10 +491,7 @@ private:
                                               RI_QP_ATTR_STATE | RI_QP_ATTR_LLP);
             rc != RI_OK) {
             RDMA_LOG_WARN(kComponent, "kVP refused the RDMA-mode transition: %s", std::strerror(rc));
-            ++m_->counters_.failed;
-            close_socket(true);
-            state_ = KRDMA_EP_ERROR;
-            send(cm(KRDMA_CM_BROKEN, rc));
+            (void)drive(EndpointInput::transition_refused, failure(rc));
             return;
         }
         llp_ = a.llp;
@@ -477,19 +501,15 @@ private:
             RDMA_LOG_WARN(kComponent, "client %u: QP %#lx: %s: %s", client_, static_cast<unsigned long>(qp_handle_),
                           r.error().message().c_str(), std::strerror(r.error().code()));
         }
-        krdma_cm_event e = cm(KRDMA_CM_ESTABLISHED, 0);
-        if (initiator_) set_private_data(e, session_->peer_private_data());
+        const Driven d = drive(EndpointInput::established, {}, [this](krdma_cm_event &e) {
+            if (initiator_) set_private_data(e, session_->peer_private_data());
+        });
         session_.reset();
-        state_ = KRDMA_EP_CONNECTED;
-        if (!send(e, hosted ? -1 : sock_.get())) {
+        if (d == Driven::undelivered) {
             // The owner cannot take the socket: nobody can use this connection.
-            ++m_->counters_.failed;
-            qp_to_error();
-            close_socket(true);
-            state_ = KRDMA_EP_ERROR;
+            (void)drive(EndpointInput::handoff_failed);
             return;
         }
-        ++m_->counters_.established;
         RDMA_LOG_DEBUG(kComponent, "client %u: QP %#lx in RDMA mode, %s -> %s", client_,
                        static_cast<unsigned long>(qp_handle_), text_of(llp_.local, llp_.local_port).c_str(),
                        text_of(llp_.remote, llp_.remote_port).c_str());
@@ -500,9 +520,10 @@ private:
     uint32_t client_;
     Handle qp_handle_;
     KvpObject &qp_;
+    uint32_t qp_num_;
     uint64_t context_;
     std::string rnic_;
-    uint32_t state_ = KRDMA_EP_IDLE;
+    EndpointFsm fsm_;
     krdma::UniqueFd sock_;
     // Only while negotiating: a connected endpoint does not carry the negotiation's buffers.
     std::unique_ptr<llp::MpaSession> session_;
@@ -580,6 +601,9 @@ ConnectionCommands::ConnectionCommands(VerbCommands &verbs, LlpSettings settings
         return RI_OK;
     });
     server_.on_tick([this] { return tick(); });
+    verbs_.on_qp_ended([this](uint32_t client_id, Handle rnic, uint32_t qp_num, uint32_t event_id) {
+        kvp_ended_qp(client_id, rnic, qp_num, event_id);
+    });
     if (auto m = llp::LinkMonitor::open()) {
         links_.emplace(std::move(*m));
         server_.watch(links_->fd(), POLLIN, [this](short) { link_events(); });
@@ -595,6 +619,7 @@ ConnectionCommands::~ConnectionCommands() {
     }
     server_.on_tick(nullptr);
     verbs_.count_endpoints_with(nullptr);
+    verbs_.on_qp_ended(nullptr);
     if (links_) server_.unwatch(links_->fd());
     for (auto &[id, p] : pending_) server_.unwatch(p->sock.get());
     pending_.clear();
@@ -610,6 +635,17 @@ std::vector<EndpointInfo> ConnectionCommands::endpoints() const {
     std::vector<EndpointInfo> out;
     for (const Endpoint *e : endpoints_) out.push_back(e->info());
     return out;
+}
+
+void ConnectionCommands::kvp_ended_qp(uint32_t client_id, Handle rnic, uint32_t qp_num, uint32_t event_id) {
+    Context *ctx = verbs_.find_context(client_id);
+    if (ctx == nullptr) return;  // the client is gone, and its endpoints with it
+    for (Endpoint *e : endpoints_) {
+        if (e->client() == client_id && e->qp_num() == qp_num && open_of(ctx->table, e->qp_handle()) == rnic) {
+            e->kvp_ended_qp(event_id);
+            return;
+        }
+    }
 }
 
 int ConnectionCommands::listen(Connection &c, const Request &req, Reply &rep) {
@@ -822,7 +858,8 @@ int ConnectionCommands::connect(Connection &c, const Request &req) {
     if (::connect(s.get(), reinterpret_cast<sockaddr *>(&remote), rlen) != 0 && errno != EINPROGRESS) return errno;
     ++counters_.active_opens;
     const auto timeout = q.timeout_ms != 0 ? std::chrono::milliseconds(q.timeout_ms) : settings_.connect_timeout;
-    auto ep = std::make_unique<Endpoint>(*this, c.peer().client_id, q.qp, *qp, q.context, open->ref.name());
+    auto ep = std::make_unique<Endpoint>(*this, c.peer().client_id, q.qp, *qp, qa.qp_num, q.context,
+                                       open->ref.name());
     Endpoint *raw = ep.get();
     qp->link = std::move(ep);
     raw->start_active(std::move(s), mpa_config(*open, qa.ird, qa.ord),
@@ -856,7 +893,8 @@ int ConnectionCommands::accept(Connection &c, const Request &req) {
     llp::MpaSession session = std::move(p.session);
     p.lp->requests_.erase(q.request);
     pending_.erase(it);
-    auto ep = std::make_unique<Endpoint>(*this, c.peer().client_id, q.qp, *qp, q.context, open->ref.name());
+    auto ep = std::make_unique<Endpoint>(*this, c.peer().client_id, q.qp, *qp, qa.qp_num, q.context,
+                                       open->ref.name());
     Endpoint *raw = ep.get();
     qp->link = std::move(ep);
     raw->start_passive(std::move(sock), std::move(session));
@@ -908,13 +946,15 @@ int ConnectionCommands::convert(Connection &c, const Request &req) {
     }
     const auto timeout = q.timeout_ms != 0 ? std::chrono::milliseconds(q.timeout_ms) : settings_.connect_timeout;
     const std::span<const uint8_t> pd(q.private_data, q.private_data_len);
-    auto ep = std::make_unique<Endpoint>(*this, c.peer().client_id, q.qp, *qp, q.context, open->ref.name());
+    auto ep = std::make_unique<Endpoint>(*this, c.peer().client_id, q.qp, *qp, qa.qp_num, q.context,
+                                       open->ref.name());
     Endpoint *raw = ep.get();
     qp->link = std::move(ep);
     if (initiator) {
         ++counters_.active_opens;
         // Connected already: the first writable event finds no socket error and starts MPA.
-        raw->start_active(std::move(s), mpa_config(*open, qa.ird, qa.ord), pd, Clock::now() + timeout);
+        raw->start_active(std::move(s), mpa_config(*open, qa.ird, qa.ord), pd, Clock::now() + timeout,
+                          EndpointInput::convert_started);
     } else {
         ++counters_.passive_opens;
         raw->start_converted_responder(std::move(s), mpa_config(*open, qa.ird, qa.ord), pd,

@@ -17,8 +17,13 @@
  * connections themselves end by the liveness settings (LlpSettings), not by the link event: a link that comes
  * back in time loses nothing.
  *
- * Everything runs on the device server's thread (DeviceServer::watch and on_tick), so the endpoints and listen
- * points need no locks, and every step has a deadline.
+ * Each endpoint's state moves only through endpoint management's state machine (kal/endpoint/endpoint_fsm.hpp),
+ * fed by what is seen here: the consumer's commands and QP state changes, the socket, the MPA session, and the
+ * asynchronous events with which a kVP running a hosted consumer's stream ends a QP on its own (handed over by event
+ * management, VerbCommands::on_qp_ended).
+ *
+ * Everything runs on the device server's thread (DeviceServer::watch, on_tick and post), so the endpoints and
+ * listen points need no locks, and every step has a deadline.
  */
 #ifndef KAL_SYSCALL_CONNECTION_COMMANDS_HPP
 #define KAL_SYSCALL_CONNECTION_COMMANDS_HPP
@@ -114,6 +119,8 @@ private:
     void pending_events(uint64_t id, short revents);
     void drop_pending(uint64_t id);
     void link_events();
+    // Event management's news that the kVP ended QP @p qp_num of RNIC open @p rnic of client @p client_id on its own.
+    void kvp_ended_qp(uint32_t client_id, Handle rnic, uint32_t qp_num, uint32_t event_id);
 
     VerbCommands &verbs_;
     DeviceServer &server_;

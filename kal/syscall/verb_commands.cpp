@@ -3,6 +3,7 @@
 // event management's routes from a kVP's handlers back to the owning process.
 #include "verb_commands.hpp"
 
+#include "endpoint_fsm.hpp"
 #include "kvp_object.hpp"
 
 #include <unistd.h>
@@ -30,6 +31,14 @@ void route_async(void *ctx, ri_rnic_t, const ri_async_event_t *e) {
     ev.resource_id = e->resource_id;
     ev.resource_type = e->resource_type;
     ev.event_id = e->event_id;
+    // A kVP that ends a hosted client's QP on its own ran the stream itself: endpoint management must hear it from
+    // here, since no uVP will move the QP for it. Handed over before the owner hears the event, so whatever the
+    // owner does about it reaches the serving thread after the endpoint has moved.
+    if (e->resource_type == RI_RES_QP && VerbCommands::hosted(route->client_id) &&
+        input_of_async_event(e->event_id).has_value()) {
+        route->commands->kvp_ended_qp(route->client_id, route->rnic, static_cast<uint32_t>(e->resource_id),
+                                      e->event_id);
+    }
     route->commands->deliver(route->client_id, ev);
 }
 
@@ -477,6 +486,23 @@ void VerbCommands::raise_rnic_event(const std::string &netdev, uint32_t event_id
     }
     const ri_async_event_t e{RI_RES_RNIC, event_id, 0, 0, 0, 0};
     for (const auto &r : routes) route_async(r.get(), nullptr, &e);
+}
+
+void VerbCommands::kvp_ended_qp(uint32_t client_id, Handle rnic, uint32_t qp_num, uint32_t event_id) noexcept {
+    bool queued = false;
+    try {  // a kVP's thread: nothing may escape into the provider
+        queued = server_.post([this, client_id, rnic, qp_num, event_id] {
+            if (qp_ended_) qp_ended_(client_id, rnic, qp_num, event_id);
+        });
+    } catch (...) {
+        RDMA_LOG_WARN(kComponent, "client %#x: QP %u ended by the kVP, but endpoint management cannot be told",
+                      client_id, qp_num);
+        return;
+    }
+    if (!queued) {
+        RDMA_LOG_DEBUG(kComponent, "client %#x: QP %u ended by the kVP (event %u) after the kAL stopped serving",
+                       client_id, qp_num, event_id);
+    }
 }
 
 void VerbCommands::deliver(uint32_t client_id, const krdma_event &event) noexcept {

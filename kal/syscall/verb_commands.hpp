@@ -113,6 +113,20 @@ public:
     void count_endpoints_with(std::function<uint32_t(uint32_t client_id)> fn) { endpoint_count_ = std::move(fn); }
 
     /**
+     * @brief What endpoint management hears of a QP the kVP ended on its own: client, RNIC open (kAL handle), QP
+     *        number and the ::ri_async_event_id. Called on the serving thread.
+     */
+    using QpEndedFn = std::function<void(uint32_t client_id, Handle rnic, uint32_t qp_num, uint32_t event_id)>;
+    /** @brief Set by LLP management (serving thread, or with the server stopped); empty = nobody listens. */
+    void on_qp_ended(QpEndedFn fn) { qp_ended_ = std::move(fn); }
+    /**
+     * @brief Event management: the kVP running a hosted client's stream ended its QP @p qp_num of RNIC open
+     *        @p rnic with asynchronous event @p event_id. Hands it to the on_qp_ended() function on the serving
+     *        thread and returns at once (from a kVP's thread, which must not wait for the serving thread).
+     */
+    void kvp_ended_qp(uint32_t client_id, Handle rnic, uint32_t qp_num, uint32_t event_id) noexcept;
+
+    /**
      * @brief A consumer hosted in the kAL: a new client identifier whose event records go to @p sink instead of
      *        a device connection. Its requests run through execute() and the other blocks' handlers with a
      *        Connection made from that identifier (see kal::HostedConsumer).
@@ -134,6 +148,7 @@ private:
     PinBudget &budget_;
     uint64_t pin_limit_;
     std::function<uint32_t(uint32_t)> endpoint_count_;
+    QpEndedFn qp_ended_;  // serving thread
     mutable std::mutex mutex_;
     std::map<uint32_t, std::unique_ptr<Context>> contexts_;
     std::mutex hosted_mutex_;  // the hosted consumers' sinks, looked up by event threads

@@ -2,6 +2,11 @@
 // kVP's plain verbs, so softrnic runs its data path in the kVP; it connects through the kAL's LLP management to a
 // uAL consumer in another process (the ual_rdma_peer program on a real krdmad) over real TCP on 127.0.0.1, and
 // moves Sends, RDMA Writes and RDMA Reads that both sides verify byte by byte.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -14,7 +19,9 @@
 #include <thread>
 
 #include "embedded_kal.hpp"
+#include "iwarp/framing.hpp"
 #include "krdmad_fixture.hpp"
+#include "mpa_session.hpp"
 
 namespace {
 
@@ -311,6 +318,106 @@ TEST_F(HostedConsumerTest, KilledPeerFlushesTheHostedQpAndTeardownReleasesEveryt
         ASSERT_TRUE(h.consumer->destroy(*o)) << static_cast<int>(o->type);
     }
     EXPECT_FALSE(h.consumer->alloc_pd(h.rnic).has_value());  // a stale handle
+}
+
+// The kVP running a hosted consumer's stream ends its QP on a Terminate from the peer, which keeps the TCP connection
+// open: the kAL hears it from the kVP's asynchronous event itself (no uAL here moves the QP to ERROR for it), ends the
+// endpoint, reports it broken and closes its socket; a later Modify QP to ERROR (as the uAL still sends) changes
+// nothing. The peer is a raw MPA responder in this process.
+TEST(HostedConsumerEnd, ATerminateFromThePeerEndsTheEndpointWithoutTheUal) {
+    const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(lfd, 0);
+    krdma::UniqueFd listener(lfd);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+    ASSERT_EQ(::listen(lfd, 4), 0);
+    socklen_t alen = sizeof a;
+    ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr *>(&a), &alen), 0);
+
+    Hosted h;
+    struct Stop {
+        Hosted &h;
+        ~Stop() { h.stop(); }
+    } stop{h};
+    ASSERT_EQ(h.start(1 << 16), "");
+    for (uint64_t i = 0; i < 4; ++i) ASSERT_EQ(h.post_recv(i * 256, 256, 100 + i), RI_OK);
+    const std::string hello = "hello";
+    ASSERT_TRUE(h.consumer->connect(h.qp, "127.0.0.1", ntohs(a.sin_port),
+                                    {reinterpret_cast<const uint8_t *>(hello.data()), hello.size()}, 9));
+
+    pollfd lp{lfd, POLLIN, 0};
+    ASSERT_EQ(::poll(&lp, 1, 10000), 1);
+    krdma::UniqueFd peer(::accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    ASSERT_TRUE(peer);
+    const int fd = peer.get();
+    kal::llp::MpaSession mpa(fd);
+    ASSERT_TRUE(mpa.start_responder(iwarp::MpaConfig{}, kal::llp::MpaClock::now() + 10s));
+    const auto negotiate_until = [&](kal::llp::MpaState want) {
+        for (int i = 0; i < 200 && mpa.state() != want && !mpa.done(); ++i) {
+            pollfd p{fd, mpa.poll_events() != 0 ? mpa.poll_events() : short{POLLIN}, 0};
+            if (::poll(&p, 1, 50) > 0) (void)mpa.on_events(p.revents);
+        }
+        return mpa.state() == want;
+    };
+    ASSERT_TRUE(negotiate_until(kal::llp::MpaState::request_received));
+    ASSERT_TRUE(mpa.accept({}, 8, 8));
+    (void)mpa.on_writable();
+    ASSERT_TRUE(negotiate_until(kal::llp::MpaState::established));
+    auto est = h.next_cm();
+    ASSERT_TRUE(est.has_value());
+    ASSERT_EQ(est->type, uint32_t{KRDMA_CM_ESTABLISHED}) << "status " << est->status;
+
+    // The peer's RNIC reports a remote protection error in a Terminate (the Terminate queue's first message), and
+    // says nothing more: its TCP connection stays open.
+    iwarp::Terminate t;
+    t.code = iwarp::term::kRdmapInvalidStag;
+    uint8_t payload[iwarp::kTerminateMaxLen];
+    const size_t n = iwarp::encode_terminate(t, payload);
+    iwarp::Header hdr;
+    hdr.opcode = static_cast<uint8_t>(iwarp::Opcode::terminate);
+    hdr.qn = static_cast<uint32_t>(iwarp::Queue::terminate);
+    hdr.msn = 1;
+    iwarp::Transmitter tx(iwarp::FramingOptions{mpa.result().crc, mpa.result().markers_tx});
+    auto frame = std::make_unique<iwarp::TxFrame>();
+    tx.build(hdr, std::span<const uint8_t>(payload, n), {}, *frame);
+    ASSERT_EQ(::writev(fd, frame->iov, static_cast<int>(frame->iovcnt)), static_cast<ssize_t>(frame->bytes));
+
+    // The kAL ends the endpoint on the kVP's word: broken by a Terminate.
+    auto end = h.next_cm(10s);
+    ASSERT_TRUE(end.has_value()) << "the endpoint did not end";
+    EXPECT_EQ(end->type, uint32_t{KRDMA_CM_BROKEN});
+    EXPECT_EQ(end->status, ECONNABORTED);
+    EXPECT_EQ(end->object, h.qp.handle);
+    auto qa = h.consumer->query_qp(h.qp);
+    ASSERT_TRUE(qa);
+    EXPECT_EQ(qa->state, uint32_t{RI_QPS_ERROR});
+    int flushed = 0;
+    while (auto wc = h.completion(5s)) {
+        EXPECT_NE(wc->status, uint32_t{RI_WC_SUCCESS});
+        if (++flushed == 4) break;
+    }
+    EXPECT_EQ(flushed, 4);
+    // The kAL let go of the connection: the peer sees its end (FIN or reset) after whatever came before it.
+    bool ended = false;
+    for (int i = 0; i < 250 && !ended; ++i) {
+        uint8_t buf[512];
+        const ssize_t r = ::recv(fd, buf, sizeof buf, 0);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) ended = true;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) ::usleep(20000);
+    }
+    EXPECT_TRUE(ended) << "the peer's connection is still open";
+
+    // What the uAL does on the same event, later: harmless, and no second report.
+    ri_qp_attr_t err{};
+    err.state = RI_QPS_ERROR;
+    EXPECT_TRUE(h.consumer->modify_qp(h.qp, err, RI_QP_ATTR_STATE));
+    EXPECT_FALSE(h.next_cm(300ms).has_value());
+    // The ended QP resets and its endpoint with it.
+    ri_qp_attr_t idle{};
+    idle.state = RI_QPS_IDLE;
+    EXPECT_TRUE(h.consumer->modify_qp(h.qp, idle, RI_QP_ATTR_STATE));
 }
 
 }  // namespace
