@@ -132,14 +132,22 @@ rdma::Expected<std::shared_ptr<AccessLayer>> AccessLayer::open(const Options &op
     if (options.host != nullptr) return open_hosted(options);
     std::shared_ptr<AccessLayer> al(new AccessLayer());
     std::filesystem::path embedded = options.embedded_config;
+    const char *embedded_from = "ual::Options::embedded_config";
     if (embedded.empty()) {
-        if (const char *env = std::getenv("OPENRDMA_EMBEDDED_CONFIG"); env != nullptr && *env != '\0') embedded = env;
+        if (const char *env = std::getenv("OPENRDMA_EMBEDDED_CONFIG"); env != nullptr && *env != '\0') {
+            embedded = env;
+            embedded_from = "$OPENRDMA_EMBEDDED_CONFIG";
+        }
     }
     if (!embedded.empty()) {
+        // The message names the file and the place in it; say where the file name came from too.
         auto cfg = kal::load_config(embedded);
-        if (!cfg) return cfg.error();
+        if (!cfg) {
+            return rdma::Error(cfg.error().code(), cfg.error().message() + " (the embedded kAL's configuration, from " +
+                                                       embedded_from + ")");
+        }
         auto k = kal::EmbeddedKal::start(*cfg);
-        if (!k) return k.error();
+        if (!k) return rdma::Error(k.error().code(), "the embedded kAL did not start: " + k.error().message());
         al->embedded_ = std::move(*k);
         auto sock = al->embedded_->connect_local();
         if (!sock) return sock.error();
@@ -153,7 +161,15 @@ rdma::Expected<std::shared_ptr<AccessLayer>> AccessLayer::open(const Options &op
             dev = env != nullptr && *env != '\0' ? env : KRDMA_DEFAULT_DEVICE;
         }
         auto c = DeviceClient::connect(dev);
-        if (!c) return c.error();
+        if (!c) {
+            const int e = c.error().code();
+            if (e != RI_ENOENT && e != RI_ECONNREFUSED) return c.error();
+            return rdma::Error(e, "krdmad is not running at " + dev.string() + " (" + std::strerror(e) +
+                                      "): start it (systemctl start krdmad, or krdmad --config FILE), point "
+                                      "$KRDMA_DEVICE at the device of the krdmad that runs, or set "
+                                      "$OPENRDMA_EMBEDDED_CONFIG to a krdmad configuration file to host a kAL in "
+                                      "this process");
+        }
         al->device_ = std::move(*c);
     }
     al->loader_ = std::make_unique<rdma::rnicpi::ModuleLoader>(kUalHostOps);

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "common.hpp"
+#include "failure.hpp"
 #include "requests.hpp"
 
 namespace itapi {
@@ -94,6 +95,7 @@ ITAPI_EXPORT it_status_t it_ep_rc_create(it_pz_handle_t pz_handle, it_evd_handle
                                          it_evd_handle_t recv_sevd_handle, it_evd_handle_t connect_sevd_handle,
                                          it_ep_rc_creation_flags_t flags, const it_ep_attributes_t *ep_attr,
                                          it_ep_handle_t *ep_handle) {
+    forget_failure();
     Pz *pz = lookup<Pz>(pz_handle);
     if (pz == nullptr) return IT_ERR_INVALID_PZ;
     if (ep_handle == nullptr || ep_attr == nullptr) return IT_ERR_FAULT;
@@ -134,7 +136,8 @@ ITAPI_EXPORT it_status_t it_ep_rc_create(it_pz_handle_t pz_handle, it_evd_handle
     if (!made) {
         destroy_child(ia, ep);
         const int c = made.error().code();
-        return c == RI_ERANGE ? IT_ERR_INVALID_EP_ATTR : from_ri(c, IT_ERR_RESOURCES);
+        return failed("it_ep_rc_create", made.error(),
+                      c == RI_ERANGE ? IT_ERR_INVALID_EP_ATTR : from_ri(c, IT_ERR_RESOURCES));
     }
     ep->ep = std::move(*made);
     ri_qp_attr_t qa{};
@@ -148,7 +151,7 @@ ITAPI_EXPORT it_status_t it_ep_rc_create(it_pz_handle_t pz_handle, it_evd_handle
     auto cm = ual::SimpleDispatcher::create(ual::EventStream::cm_message, 4, 1);
     if (!cm) {
         destroy_child(ia, ep);
-        return from_ri(cm.error().code(), IT_ERR_RESOURCES);
+        return failed("it_ep_rc_create", cm.error(), from_ri(cm.error().code(), IT_ERR_RESOURCES));
     }
     ep->cm = std::move(*cm);
     ep->cm->set_callback([state = ep->state, to = conn->sd](const ual::Event &e) {
@@ -403,6 +406,7 @@ ITAPI_EXPORT it_status_t it_ep_disconnect(it_ep_handle_t ep_handle, const unsign
 ITAPI_EXPORT it_status_t it_listen_create(it_ia_handle_t ia_handle, size_t spigot_id, it_evd_handle_t connect_evd,
                                           it_listen_flags_t flags, it_conn_qual_t *conn_qual,
                                           it_listen_handle_t *listen_handle) {
+    forget_failure();
     Ia *ia = lookup<Ia>(ia_handle);
     if (ia == nullptr) return IT_ERR_INVALID_IA;
     if (conn_qual == nullptr || listen_handle == nullptr) return IT_ERR_FAULT;
@@ -427,8 +431,9 @@ ITAPI_EXPORT it_status_t it_listen_create(it_ia_handle_t ia_handle, size_t spigo
     if (!lp) {
         destroy_child(ia, l);
         const int c = lp.error().code();
-        return c == RI_EEXIST || c == 98 /* EADDRINUSE */ || c == RI_EBUSY ? IT_ERR_CONN_QUAL_BUSY
-                                                                            : from_ri(c, IT_ERR_RESOURCES);
+        return failed("it_listen_create", lp.error(),
+                      c == RI_EEXIST || c == RI_EADDRINUSE || c == RI_EBUSY ? IT_ERR_CONN_QUAL_BUSY
+                                                                           : from_ri(c, IT_ERR_RESOURCES));
     }
     l->lp = std::move(*lp);
     l->evd = evd;
