@@ -58,6 +58,40 @@ struct OpSpec {
 
 constexpr uint32_t kModify = sizeof(ri_syscall_modify_t);
 
+// The verb's name for a refusal's reason; nullptr for an op this kAL does not know.
+const char *op_name(uint32_t op) {
+    switch (op) {
+        case RI_OPEN_RNIC: return "open RNIC";
+        case RI_CLOSE_RNIC: return "close RNIC";
+        case RI_QUERY_RNIC: return "query RNIC";
+        case RI_SET_AEH: return "set AEH";
+        case RI_SET_CEH: return "set CEH";
+        case RI_ALLOC_PD: return "alloc PD";
+        case RI_DEALLOC_PD: return "dealloc PD";
+        case RI_CREATE_CQ: return "create CQ";
+        case RI_QUERY_CQ: return "query CQ";
+        case RI_RESIZE_CQ: return "resize CQ";
+        case RI_DESTROY_CQ: return "destroy CQ";
+        case RI_CREATE_QP: return "create QP";
+        case RI_QUERY_QP: return "query QP";
+        case RI_MODIFY_QP: return "modify QP";
+        case RI_DESTROY_QP: return "destroy QP";
+        case RI_CREATE_SRQ: return "create SRQ";
+        case RI_QUERY_SRQ: return "query SRQ";
+        case RI_MODIFY_SRQ: return "modify SRQ";
+        case RI_DESTROY_SRQ: return "destroy SRQ";
+        case RI_REGISTER_MR: return "register MR";
+        case RI_REGISTER_SHARED_MR: return "register shared MR";
+        case RI_ALLOC_STAG: return "alloc STag";
+        case RI_REREGISTER_MR: return "reregister MR";
+        case RI_QUERY_MR: return "query MR";
+        case RI_DEREGISTER_MR: return "deregister MR";
+        case RI_ALLOC_MW: return "alloc MW";
+        case RI_DEALLOC_MW: return "dealloc MW";
+        default: return nullptr;  // a value from a client
+    }
+}
+
 std::optional<OpSpec> spec_of(uint32_t op) {
     using T = ResourceType;
     switch (op) {
@@ -565,7 +599,10 @@ int VerbCommands::handle(Connection &c, const Request &req, Reply &rep) {
     krdma_syscall s;
     std::memcpy(&s, req.payload.data(), sizeof s);
     // Named only when refused: a string built here would be an allocation per request.
-    const auto op = [&s] { return "verb op " + std::to_string(s.op); };
+    const auto op = [&s] {
+        const char *name = op_name(s.op);
+        return name != nullptr ? std::string(name) : "verb op " + std::to_string(s.op);
+    };
     if (s.param_len > sizeof s.param) {
         return rep.fail(RI_EINVAL, op() + ": param_len " + std::to_string(s.param_len) + " exceeds " +
                                        std::to_string(sizeof s.param) + " bytes");
