@@ -1,7 +1,11 @@
 // krdmad configuration: strict JSON parsing with errors that name the key.
 #include "config.hpp"
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -51,14 +55,43 @@ uint32_t num32(const json &obj, const char *key, const std::string &where, uint3
     return static_cast<uint32_t>(v);
 }
 
+// "LINE:COLUMN: not valid JSON: what was wrong" for a syntax error in @p text: the position as an editor counts it
+// (both from 1), and the parser's own words without its exception prefix.
+std::string syntax_error(const json::parse_error &e, const std::string &text) {
+    std::string what = e.what();
+    // "[json.exception.parse_error.101] parse error at line 3, column 5: syntax error while parsing ..."
+    unsigned line = 0, column = 0;
+    const size_t at = what.find(" at line ");
+    const size_t colon = at == std::string::npos ? std::string::npos : what.find(": ", at);
+    if (at == std::string::npos || colon == std::string::npos ||
+        std::sscanf(what.c_str() + at, " at line %u, column %u", &line, &column) != 2) {
+        // Another wording: count the position from the byte offset the parser read up to.
+        const size_t end = std::min<size_t>(e.byte, text.size());
+        line = 1;
+        column = 0;
+        for (size_t i = 0; i < end; ++i) {
+            if (text[i] == '\n') {
+                ++line;
+                column = 0;
+            } else {
+                ++column;
+            }
+        }
+        const size_t bracket = what.find("] ");
+        return std::to_string(line) + ":" + std::to_string(column) +
+               ": not valid JSON: " + (bracket == std::string::npos ? what : what.substr(bracket + 2));
+    }
+    return std::to_string(line) + ":" + std::to_string(column) + ": not valid JSON: " + what.substr(colon + 2);
+}
+
 }  // namespace
 
-rdma::Expected<Config> parse_config(const std::string &text) {
+rdma::Expected<Config> parse_config(const std::string &text, const std::string &origin) {
     json root;
     try {
         root = json::parse(text);
     } catch (const json::parse_error &e) {
-        return rdma::Error(RI_EINVAL, std::string("configuration is not valid JSON: ") + e.what());
+        return rdma::Error(RI_EINVAL, origin + ":" + syntax_error(e, text));
     }
     Config c;
     try {
@@ -169,19 +202,25 @@ rdma::Expected<Config> parse_config(const std::string &text) {
             }
         }
     } catch (const Bad &b) {
-        return rdma::Error(RI_EINVAL, "configuration error: " + b.message);
+        return rdma::Error(RI_EINVAL, origin + ": configuration error: " + b.message);
     }
     return c;
 }
 
 rdma::Expected<Config> load_config(const std::filesystem::path &file) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(file, ec)) {
+        return rdma::Error(RI_EINVAL, file.string() + ": is a directory, not a configuration file");
+    }
+    errno = 0;
     std::ifstream in(file);
-    if (!in) return rdma::Error(RI_ENOENT, "cannot read configuration " + file.string());
+    if (!in) {
+        const int e = errno != 0 ? errno : ENOENT;
+        return rdma::Error(rdma::from_errno(e), file.string() + ": cannot read the configuration: " + std::strerror(e));
+    }
     std::stringstream ss;
     ss << in.rdbuf();
-    auto c = parse_config(ss.str());
-    if (!c) return rdma::Error(c.error().code(), file.string() + ": " + c.error().message());
-    return c;
+    return parse_config(ss.str(), file.string());
 }
 
 }  // namespace kal

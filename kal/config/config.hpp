@@ -47,9 +47,17 @@ struct Config {
     std::vector<ConsumerModuleSpec> consumers;            /**< Kernel consumer modules, in start order. */
 };
 
-/** @brief Parses a configuration text; errors name the offending key. */
-[[nodiscard]] rdma::Expected<Config> parse_config(const std::string &text);
-/** @brief Reads and parses a configuration file. */
+/**
+ * @brief Parses a configuration text from @p origin (a file name, for the messages). Errors begin with @p origin: a
+ *        syntax error with its place and the parser's words ("ORIGIN:LINE:COLUMN: not valid JSON: ..."), a
+ *        well-formed text that is not a configuration with the offending key ("ORIGIN: configuration error: ...").
+ */
+[[nodiscard]] rdma::Expected<Config> parse_config(const std::string &text,
+                                                  const std::string &origin = "configuration");
+/**
+ * @brief Reads and parses configuration file @p file; errors as parse_config() with the file as origin, and
+ *        "FILE: cannot read the configuration: REASON" (::RI_ENOENT, ::RI_EACCES...) for a file that cannot be read.
+ */
 [[nodiscard]] rdma::Expected<Config> load_config(const std::filesystem::path &file);
 
 }  // namespace kal

@@ -9,9 +9,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
+#include "krdma/reason.hpp"
 #include "rnicpi/host/log.hpp"
 
 namespace kal {
@@ -36,6 +40,12 @@ void add(int ep, int fd, uint32_t events, uint64_t data) {
     ev.data.u64 = data;
     if (::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0 && errno == EEXIST) (void)::epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev);
 }
+std::string hex(uint32_t v) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%#x", v);
+    return buf;
+}
+
 void modify(int ep, int fd, uint32_t events, uint64_t data) {
     epoll_event ev{};
     ev.events = events;
@@ -44,6 +54,11 @@ void modify(int ep, int fd, uint32_t events, uint64_t data) {
 }
 
 }  // namespace
+
+int Reply::fail(int code, std::string_view why) noexcept {
+    reason_len_ = krdma::reason_text(why, reason_);
+    return code;
+}
 
 rdma::Status Connection::send_event(const krdma_event &event) noexcept {
     krdma_msg_hdr hdr{};
@@ -60,10 +75,17 @@ DeviceServer::DeviceServer(std::filesystem::path path, size_t max_connections)
       epoll_(::epoll_create1(EPOLL_CLOEXEC)) {
     add(epoll_.get(), stop_fd_.get(), EPOLLIN, tag(kStop));
     add(epoll_.get(), wake_fd_.get(), EPOLLIN, tag(kWake));
-    on(KRDMA_CMD_HELLO, [](Connection &c, const Request &req, Reply &rep) {
+    on(KRDMA_CMD_HELLO, [](Connection &c, const Request &req, Reply &rep) -> int {
         krdma_hello h;
         std::memcpy(&h, req.payload.data(), sizeof h);
-        if (h.abi_version != KRDMA_ABI_VERSION) return RI_EPROTO;
+        if (KRDMA_ABI_MAJOR_OF(h.abi_version) != KRDMA_ABI_VERSION) {
+            return rep.fail(RI_EPROTO, "protocol version " + std::to_string(KRDMA_ABI_MAJOR_OF(h.abi_version)) +
+                                           " is not this kAL's " + std::to_string(KRDMA_ABI_VERSION) +
+                                           ": use a uAL of the same major version as krdmad");
+        }
+        // The lower of the two minors; a 1.0 client (word 1) gets word 1 back and replies as 1.0 made them.
+        c.abi_minor_ = std::min<uint32_t>(KRDMA_ABI_MINOR_OF(h.abi_version), KRDMA_ABI_MINOR);
+        h.abi_version = KRDMA_ABI_WORD(KRDMA_ABI_VERSION, c.abi_minor_);
         h.max_message = KRDMA_MAX_MESSAGE;
         h.pid = static_cast<uint32_t>(c.peer().pid);
         h.uid = c.peer().uid;
@@ -238,7 +260,11 @@ bool DeviceServer::serve(Connection &c) {
             hdr.seq = message_.hdr.seq;
             hdr.status = RI_EMSGSIZE;
             hdr.flags = KRDMA_MSG_REPLY;
-            (void)krdma::send(c.fd(), hdr, {});
+            static constexpr std::string_view kWhy =
+                "malformed message: truncated, longer than KRDMA_MAX_MESSAGE, with too many descriptors, or its "
+                "header's length is not its size";
+            const std::span<const uint8_t> why(reinterpret_cast<const uint8_t *>(kWhy.data()), kWhy.size());
+            (void)krdma::send(c.fd(), hdr, c.abi_minor_ >= 1 ? why : std::span<const uint8_t>());
             return true;
         }
         case krdma::RecvResult::message:
@@ -255,12 +281,16 @@ void DeviceServer::dispatch(Connection &c, krdma::Message &m) {
     hdr.flags = KRDMA_MSG_REPLY;
     const size_t size = krdma::command_size(m.hdr.cmd);
     auto it = handlers_.find(m.hdr.cmd);
-    if (it == handlers_.end()) {
-        hdr.status = RI_ENOTTY;  // what ioctl() answers for a command the device does not know
-    } else if (m.hdr.flags != 0 || m.hdr.status != 0 || m.hdr.reserved != 0 || m.payload_len() != size) {
-        hdr.status = RI_EINVAL;
-    }
     Reply rep;
+    if (it == handlers_.end()) {
+        // What ioctl() answers for a command the device does not know.
+        hdr.status = rep.fail(RI_ENOTTY, "unknown command " + hex(m.hdr.cmd) + ": is this krdmad older than the uAL?");
+    } else if (m.hdr.flags != 0 || m.hdr.status != 0 || m.hdr.reserved != 0) {
+        hdr.status = rep.fail(RI_EINVAL, "a request's header must have zero flags, status and reserved word");
+    } else if (m.payload_len() != size) {
+        hdr.status = rep.fail(RI_EINVAL, "command " + hex(m.hdr.cmd) + " takes " + std::to_string(size) +
+                                             " bytes, the request has " + std::to_string(m.payload_len()));
+    }
     if (hdr.status == RI_OK) {
         rep.payload = std::span<uint8_t>(reply_buf_.data(), size);
         std::memcpy(reply_buf_.data(), m.body.data(), size);
@@ -269,12 +299,25 @@ void DeviceServer::dispatch(Connection &c, krdma::Message &m) {
             hdr.status = it->second(c, req, rep);
         } catch (const std::exception &e) {
             RDMA_LOG_ERROR(kComponent, "handler of command %#x failed: %s", m.hdr.cmd, e.what());
-            hdr.status = RI_EIO;
+            hdr.status = rep.fail(RI_EIO, std::string("the kAL failed to serve the command: ") + e.what());
+        }
+        if (!rdma::in_vocabulary(hdr.status)) {
+            // A kAL bug (or a module's value passed on unchecked): clients must only ever see the vocabulary.
+            RDMA_LOG_ERROR(kComponent, "handler of command %#x returned %d, outside the RNIC-PI vocabulary (%.*s)",
+                           m.hdr.cmd, hdr.status, static_cast<int>(rep.why().size()), rep.why().data());
+            const std::string why(rep.why());
+            hdr.status = rep.fail(RI_EIO, (why.empty() ? std::string("the kAL failed") : why) + " (error " +
+                                              std::to_string(hdr.status) + ")");
         }
     }
-    // Only a successful reply carries the reply struct and descriptors.
+    // Only a successful reply carries the reply struct and descriptors; a failed one its reason, if the client
+    // speaks minor version 1.
     const bool ok = hdr.status == RI_OK;
-    const std::span<const uint8_t> payload = ok ? std::span<const uint8_t>(rep.payload) : std::span<const uint8_t>();
+    const std::string_view why = rep.why();
+    const std::span<const uint8_t> payload =
+        ok ? std::span<const uint8_t>(rep.payload)
+           : c.abi_minor_ >= 1 ? std::span<const uint8_t>(reinterpret_cast<const uint8_t *>(why.data()), why.size())
+                               : std::span<const uint8_t>();
     const std::span<const int> fds(rep.fds, ok ? rep.nfds : 0);
     rdma::Status sent = krdma::send(c.fd(), hdr, payload, fds);
     if (sent.code() == EAGAIN) {

@@ -22,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <thread>
 #include <variant>
 #include <vector>
@@ -53,6 +54,8 @@ public:
     [[nodiscard]] const Peer &peer() const noexcept { return peer_; }
     /** @brief The connection's socket. */
     [[nodiscard]] int fd() const noexcept { return sock_.get(); }
+    /** @brief The protocol minor version in use (what HELLO agreed on; 0 before HELLO): 1 adds reasons to errors. */
+    [[nodiscard]] uint32_t abi_minor() const noexcept { return abi_minor_; }
     /** @brief Sends an unsolicited event record. */
     [[nodiscard]] rdma::Status send_event(const krdma_event &event) noexcept;
 
@@ -67,6 +70,7 @@ private:
     };
     krdma::UniqueFd sock_;
     Peer peer_;
+    uint32_t abi_minor_ = 0;
     std::optional<HeldReply> held_;
 };
 
@@ -84,9 +88,27 @@ struct Reply {
     size_t nfds = 0;             /**< Entries used in ::fds. */
     /** Descriptors the handler hands over for the reply: closed once the reply is sent (or failed). */
     krdma::UniqueFd owned[KRDMA_MAX_FDS];
+
+    /**
+     * @brief Records @p why as the reason of a refusal and returns @p code, so a handler refuses in one statement:
+     *        `return rep.fail(RI_EINVAL, "...")`. The text says what was wrong and, where it can, what to do; it
+     *        goes to the client with the error (protocol minor 1), cut and cleaned by krdma::reason_text().
+     */
+    int fail(int code, std::string_view why) noexcept;
+    /** @brief fail() with @p error's code and message. */
+    int fail(const rdma::Error &error) noexcept { return fail(error.code(), error.message()); }
+    /** @brief The reason recorded by fail(), or empty. */
+    [[nodiscard]] std::string_view why() const noexcept { return {reason_, reason_len_}; }
+
+private:
+    char reason_[KRDMA_MAX_REASON];  // not cleared per request: only reason_len_ bytes are ever read
+    size_t reason_len_ = 0;
 };
 
-/** @brief Handles one command; returns 0 or a positive errno value for the reply. */
+/**
+ * @brief Handles one command; returns 0 or a positive errno value of the RNIC-PI vocabulary (::ri_errno) for the
+ *        reply, with its reason recorded by Reply::fail() where the handler knows one.
+ */
 using Handler = std::function<int(Connection &, const Request &, Reply &)>;
 
 /** @brief The device server. */

@@ -10,7 +10,7 @@ rdma::Expected<std::unique_ptr<ual::KalLink>> start_embedded_link(const std::str
     auto cfg = load_config(config);
     if (!cfg) return cfg.error();
     auto k = EmbeddedKal::start(*cfg);
-    if (!k) return k.error();
+    if (!k) return rdma::Error(k.error().code(), "the embedded kAL did not start: " + k.error().message());
     std::shared_ptr<EmbeddedKal> running(std::move(*k));
     auto sock = running->connect_local();
     if (!sock) return sock.error();

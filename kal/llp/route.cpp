@@ -168,7 +168,7 @@ rdma::Expected<Route> lookup_route(const RouteQuery &query) {
     if (reply.error != 0) {
         // The kernel's own verdict: ENETUNREACH (no route), EHOSTUNREACH (unreachable route), EACCES (prohibit),
         // EINVAL (blackhole, or a source it refuses for this destination).
-        return rdma::Error(reply.error, what + ": " + errno_text(reply.error));
+        return rdma::Error(rdma::from_errno(reply.error), what + ": " + errno_text(reply.error));
     }
     if (!reply.got) {
         return rdma::Error(RI_EIO, what + ": no answer from the kernel" + (e < 0 ? std::string(": ") + nl_geterror(e) : ""));
@@ -178,10 +178,10 @@ rdma::Expected<Route> lookup_route(const RouteQuery &query) {
     switch (r.type) {
         case RTN_UNICAST:
         case RTN_LOCAL: break;
-        case RTN_UNREACHABLE: return rdma::Error(EHOSTUNREACH, what + ": the route is unreachable");
+        case RTN_UNREACHABLE: return rdma::Error(RI_EHOSTUNREACH, what + ": the route is unreachable");
         case RTN_BLACKHOLE:
         case RTN_PROHIBIT:
-        case RTN_THROW: return rdma::Error(ENETUNREACH, what + ": the route discards traffic (type " +
+        case RTN_THROW: return rdma::Error(RI_ENETUNREACH, what + ": the route discards traffic (type " +
                                                             std::to_string(r.type) + ")");
         default:  // broadcast, multicast, anycast, NAT...: nothing a TCP connection can use
             return rdma::Error(RI_EINVAL, what + ": route type " + std::to_string(r.type) + " cannot carry TCP");
@@ -209,7 +209,7 @@ rdma::Expected<Route> lookup_route_for(const RnicBinding &rnic, const ri_net_add
     if (netdev.empty()) {
         netdev = netdev_of(rnic.address);
         if (netdev.empty()) {
-            return rdma::Error(EADDRNOTAVAIL, "route: the RNIC's address " + krdma::to_text(rnic.address) +
+            return rdma::Error(RI_EADDRNOTAVAIL, "route: the RNIC's address " + krdma::to_text(rnic.address) +
                                                   " is not configured on this host");
         }
     }
@@ -226,7 +226,7 @@ rdma::Expected<Route> lookup_route_for(const RnicBinding &rnic, const ri_net_add
     if (!r) {
         if (from_address && r.error().code() == RI_EINVAL) {
             // E.g. a loopback source towards a remote host: the kernel refuses the pair.
-            return rdma::Error(EADDRNOTAVAIL, "route: the RNIC's address " + krdma::to_text(rnic.address) +
+            return rdma::Error(RI_EADDRNOTAVAIL, "route: the RNIC's address " + krdma::to_text(rnic.address) +
                                                   " cannot reach " + krdma::to_text(destination) + " (" +
                                                   r.error().message() + ")");
         }
@@ -234,7 +234,7 @@ rdma::Expected<Route> lookup_route_for(const RnicBinding &rnic, const ri_net_add
     }
     if (r->ifindex == ifindex) return r;
     if (r->loopback_device && ((has_addr && krdma::is_loopback(rnic.address)) || r->local())) return r;
-    return rdma::Error(EADDRNOTAVAIL, "route: " + krdma::to_text(destination) + " is reached through " + r->ifname +
+    return rdma::Error(RI_EADDRNOTAVAIL, "route: " + krdma::to_text(destination) + " is reached through " + r->ifname +
                                           ", not through the RNIC's netdev " + netdev);
 }
 
@@ -243,7 +243,7 @@ rdma::Expected<ri_net_addr_t> source_for(const RnicBinding &rnic, const ri_net_a
     if (!r) return r.error();
     if (krdma::net_addr_len(rnic.address) != 0 && rnic.address.family == destination.family) return rnic.address;
     if (r->preferred_source) return *r->preferred_source;
-    return rdma::Error(EADDRNOTAVAIL, "route: the RNIC's netdev has no " +
+    return rdma::Error(RI_EADDRNOTAVAIL, "route: the RNIC's netdev has no " +
                                           std::string(destination.family == RI_AF_INET6 ? "IPv6" : "IPv4") +
                                           " source address for " + krdma::to_text(destination));
 }

@@ -51,14 +51,13 @@ struct RnicBinding {
 };
 
 /**
- * @brief The route to @p query's destination, as the kernel answers RTM_GETROUTE. ENETUNREACH when no route
- *        matches, EHOSTUNREACH for an unreachable route; otherwise the kernel's own errno (::RI_EACCES for a
+ * @brief The route to @p query's destination, as the kernel answers RTM_GETROUTE. ::RI_ENETUNREACH when no route
+ *        matches, ::RI_EHOSTUNREACH for an unreachable route; otherwise the kernel's own errno (::RI_EACCES for a
  *        prohibit route, ::RI_EINVAL for a blackhole route or a source it refuses, such as a loopback source
  *        towards a remote destination; a source address the host does not have reads as unroutable); ::RI_EINVAL
  *        for an empty destination or a broadcast/multicast one, ::RI_EIO when netlink itself fails.
  *
- * The unreachable-type errno values (ENETUNREACH 101, EHOSTUNREACH 113, EADDRNOTAVAIL 99) are the C library's: the
- * RNIC-PI vocabulary has no names for them yet, and they are positive and errno-compatible like the rest.
+ * The kernel's errno values outside the RNIC-PI vocabulary become its nearest member (rdma::from_errno).
  */
 [[nodiscard]] rdma::Expected<Route> lookup_route(const RouteQuery &query);
 /** @brief lookup_route() to a destination given as text ("192.0.2.1", "2001:db8::1", "fe80::1%eth0"). */
@@ -68,7 +67,7 @@ struct RnicBinding {
  * @brief The route a connection of RNIC @p rnic to @p destination takes: asked with the RNIC's address as the
  *        source when it has one of the destination's family (so policy rules for that source apply), else as the
  *        host would route it, and checked against the RNIC's netdev.
- *        EADDRNOTAVAIL when the route leaves through a netdev other than the RNIC's; a route through the loopback
+ *        ::RI_EADDRNOTAVAIL when the route leaves through a netdev other than the RNIC's; a route through the loopback
  *        device is accepted when the RNIC's address is a loopback address or the destination is an address of this
  *        host. ::RI_EINVAL for a binding with neither address nor netdev, ::RI_ENOENT for an unknown netdev, and the
  *        errors of lookup_route().
@@ -78,7 +77,7 @@ struct RnicBinding {
 /**
  * @brief The local address to bind() before connect() so that a connection to @p destination leaves from RNIC
  *        @p rnic: its own address when it has one of the destination's family, else the preferred source of the
- *        route through its netdev. Errors as lookup_route_for(); EADDRNOTAVAIL when no source address fits.
+ *        route through its netdev. Errors as lookup_route_for(); ::RI_EADDRNOTAVAIL when no source address fits.
  */
 [[nodiscard]] rdma::Expected<ri_net_addr_t> source_for(const RnicBinding &rnic, const ri_net_addr_t &destination);
 

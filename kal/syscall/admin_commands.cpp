@@ -97,17 +97,29 @@ bool passwd_groups_include(uid_t uid, gid_t gid) {
     return false;
 }
 
-// Checks that the caller of an administration command may make it; logs a refusal with who was refused.
-bool admit(const Connection &c, const AdminPolicy &policy, const char *what) {
+// Checks that the caller of an administration command may make it; logs a refusal with who was refused and gives
+// the caller the reason.
+bool admit(const Connection &c, const AdminPolicy &policy, const char *what, Reply &rep) {
     if (may_administer(c.peer(), policy)) return true;
     RDMA_LOG_WARN(kComponent, "refused %s to client %u (pid %d uid %u gid %u): needs root or the admin group", what,
                   c.peer().client_id, static_cast<int>(c.peer().pid), static_cast<unsigned>(c.peer().uid),
                   static_cast<unsigned>(c.peer().gid));
+    (void)rep.fail(RI_EPERM, "permission denied: " + std::string(what) +
+                                 " needs root or membership in krdmad's admin group (" +
+                                 (policy.admin_gid ? "gid " + std::to_string(*policy.admin_gid) : "none is configured") +
+                                 "); uid " + std::to_string(c.peer().uid) + " is neither");
     return false;
 }
 
-// Logs the outcome of an administration command and returns its status for the reply.
-int outcome(const Connection &c, const char *what, const std::string &object, const rdma::Error *error) {
+// Refuses a request whose text field @p name (@p size bytes) has no NUL within its bytes.
+int unterminated(Reply &rep, const char *name, size_t size) {
+    return rep.fail(RI_EINVAL, std::string("the ") + name + " field is not NUL-terminated within its " +
+                                   std::to_string(size) + " bytes");
+}
+
+// Logs the outcome of an administration command and returns its status for the reply, with the error's message
+// as the reason of a failure.
+int outcome(const Connection &c, const char *what, const std::string &object, const rdma::Error *error, Reply &rep) {
     const Peer &p = c.peer();
     if (error == nullptr) {
         RDMA_LOG_INFO(kComponent, "%s %s: done for client %u (pid %d uid %u)", what, object.c_str(), p.client_id,
@@ -116,7 +128,7 @@ int outcome(const Connection &c, const char *what, const std::string &object, co
     }
     RDMA_LOG_WARN(kComponent, "%s %s for client %u (pid %d uid %u) failed: %s", what, object.c_str(), p.client_id,
                   static_cast<int>(p.pid), static_cast<unsigned>(p.uid), error->to_string().c_str());
-    return error->code();
+    return rep.fail(rdma::from_errno(error->code()), error->message());
 }
 
 // A LIST command: entry `index` of what @p entries returns, with the count (ask 0, 1, ... until the count).
@@ -164,54 +176,59 @@ void register_admin_commands(DeviceServer &server, AdapterManager &adapters, Adm
     serve_list<krdma_list_modules>(server, KRDMA_CMD_LIST_MODULES, [&adapters] { return adapters.modules(); });
 
     server.on(KRDMA_CMD_ATTACH_RNIC, [&adapters, policy](Connection &c, const Request &req, Reply &rep) -> int {
-        if (!admit(c, policy, "attach")) return RI_EPERM;
+        if (!admit(c, policy, "attach", rep)) return RI_EPERM;
         auto q = request_of<krdma_attach_rnic>(req);
         auto provider = text_of(q.provider);
         auto name = text_of(q.name);
         auto netdev = text_of(q.netdev);
         auto address = text_of(q.address);
         auto options = text_of(q.options);
-        if (!provider || !name || !netdev || !address || !options) return RI_EINVAL;
+        if (!provider) return unterminated(rep, "provider", sizeof q.provider);
+        if (!name) return unterminated(rep, "name", sizeof q.name);
+        if (!netdev) return unterminated(rep, "netdev", sizeof q.netdev);
+        if (!address) return unterminated(rep, "address", sizeof q.address);
+        if (!options) return unterminated(rep, "options", sizeof q.options);
         auto r = adapters.attach(AttachRequest{*provider, *name, *netdev, *address, *options});
-        if (!r) return outcome(c, "attach", *name, &r.error());
+        if (!r) return outcome(c, "attach", *name, &r.error(), rep);
         krdma_attach_rnic a{};
         std::memcpy(&a, &q, sizeof a);
         fill(a.info, *r);
         reply_with(rep, a);
-        return outcome(c, "attach", *name + " (" + r->provider + ", " + r->address + ")", nullptr);
+        return outcome(c, "attach", *name + " (" + r->provider + ", " + r->address + ")", nullptr, rep);
     });
 
-    server.on(KRDMA_CMD_DETACH_RNIC, [&adapters, policy](Connection &c, const Request &req, Reply &) -> int {
-        if (!admit(c, policy, "detach")) return RI_EPERM;
+    server.on(KRDMA_CMD_DETACH_RNIC, [&adapters, policy](Connection &c, const Request &req, Reply &rep) -> int {
+        if (!admit(c, policy, "detach", rep)) return RI_EPERM;
         auto q = request_of<krdma_detach_rnic>(req);
         auto name = text_of(q.name);
-        if (!name) return RI_EINVAL;
+        if (!name) return unterminated(rep, "name", sizeof q.name);
         auto r = adapters.detach(*name);
-        return outcome(c, "detach", *name, r ? nullptr : &r.error());
+        return outcome(c, "detach", *name, r ? nullptr : &r.error(), rep);
     });
 
     server.on(KRDMA_CMD_LOAD_MODULE, [&adapters, policy](Connection &c, const Request &req, Reply &rep) -> int {
-        if (!admit(c, policy, "load")) return RI_EPERM;
+        if (!admit(c, policy, "load", rep)) return RI_EPERM;
         auto q = request_of<krdma_load_module>(req);
         auto file = text_of(q.file);
-        if (!file || file->empty()) return RI_EINVAL;
+        if (!file) return unterminated(rep, "file", sizeof q.file);
+        if (file->empty()) return rep.fail(RI_EINVAL, "no module file named");
         auto r = adapters.load(*file);
-        if (!r) return outcome(c, "load", *file, &r.error());
+        if (!r) return outcome(c, "load", *file, &r.error(), rep);
         const std::string provider = (*r)->name();
         for (const auto &m : adapters.modules()) {
             if (m.provider == provider) fill(q.info, m);
         }
         reply_with(rep, q);
-        return outcome(c, "load", *file + " (provider " + provider + ")", nullptr);
+        return outcome(c, "load", *file + " (provider " + provider + ")", nullptr, rep);
     });
 
-    server.on(KRDMA_CMD_UNLOAD_MODULE, [&adapters, policy](Connection &c, const Request &req, Reply &) -> int {
-        if (!admit(c, policy, "unload")) return RI_EPERM;
+    server.on(KRDMA_CMD_UNLOAD_MODULE, [&adapters, policy](Connection &c, const Request &req, Reply &rep) -> int {
+        if (!admit(c, policy, "unload", rep)) return RI_EPERM;
         auto q = request_of<krdma_unload_module>(req);
         auto provider = text_of(q.provider);
-        if (!provider) return RI_EINVAL;
+        if (!provider) return unterminated(rep, "provider", sizeof q.provider);
         auto r = adapters.unload(*provider);
-        return outcome(c, "unload", *provider, r ? nullptr : &r.error());
+        return outcome(c, "unload", *provider, r ? nullptr : &r.error(), rep);
     });
 }
 

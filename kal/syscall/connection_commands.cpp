@@ -88,11 +88,11 @@ int socket_error(int fd) {
 // the same socket may have taken it first; but until this side sent its FIN, a socket that TCP closed (a reset, the
 // user timeout, keepalive) still tells by its state. (After our FIN, the peer's FIN closes it too.)
 int connection_error(int fd, bool fin_sent) {
-    if (const int err = socket_error(fd); err != 0) return err;
+    if (const int err = socket_error(fd); err != 0) return rdma::from_errno(err);
     if (fin_sent) return 0;
     auto t = llp::tcp_info_of(fd);
     if (!t || t->state != TCP_CLOSE) return 0;
-    return t->retransmits > 0 || t->probes > 0 ? ETIMEDOUT : ECONNRESET;
+    return t->retransmits > 0 || t->probes > 0 ? RI_ETIMEDOUT : RI_ECONNRESET;
 }
 
 krdma_cm_event cm_event(uint32_t type, uint64_t object, uint64_t context) {
@@ -382,7 +382,7 @@ private:
 
     static EndpointFacts failure(int error) {
         EndpointFacts f;
-        f.error = error;
+        f.error = rdma::from_errno(error);  // a socket's or the kernel's errno, in the RNIC-PI vocabulary
         return f;
     }
 
@@ -463,7 +463,7 @@ private:
                     // (setup_failed closes in order, so a reset does not discard it). A full socket drops it.
                     (void)::send(sock_.get(), t.data(), t.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
                 }
-                (void)drive(EndpointInput::setup_failed, failure(why != nullptr ? why->code() : EPROTO),
+                (void)drive(EndpointInput::setup_failed, failure(why != nullptr ? why->code() : RI_EPROTO),
                             [term](krdma_cm_event &e) { e.term = term; });
                 return;
             }
@@ -541,11 +541,12 @@ private:
 ConnectionCommands::ConnectionCommands(VerbCommands &verbs, LlpSettings settings)
     : verbs_(verbs), server_(verbs.server()), settings_(settings) {
     server_.on(KRDMA_CMD_LISTEN, [this](Connection &c, const Request &r, Reply &rep) { return listen(c, r, rep); });
-    server_.on(KRDMA_CMD_DESTROY_LISTEN, [this](Connection &c, const Request &r, Reply &) { return destroy_listen(c, r); });
-    server_.on(KRDMA_CMD_CONNECT, [this](Connection &c, const Request &r, Reply &) { return connect(c, r); });
-    server_.on(KRDMA_CMD_ACCEPT, [this](Connection &c, const Request &r, Reply &) { return accept(c, r); });
-    server_.on(KRDMA_CMD_REJECT, [this](Connection &c, const Request &r, Reply &) { return reject(c, r); });
-    server_.on(KRDMA_CMD_CONVERT, [this](Connection &c, const Request &r, Reply &) { return convert(c, r); });
+    server_.on(KRDMA_CMD_DESTROY_LISTEN,
+               [this](Connection &c, const Request &r, Reply &rep) { return destroy_listen(c, r, rep); });
+    server_.on(KRDMA_CMD_CONNECT, [this](Connection &c, const Request &r, Reply &rep) { return connect(c, r, rep); });
+    server_.on(KRDMA_CMD_ACCEPT, [this](Connection &c, const Request &r, Reply &rep) { return accept(c, r, rep); });
+    server_.on(KRDMA_CMD_REJECT, [this](Connection &c, const Request &r, Reply &rep) { return reject(c, r, rep); });
+    server_.on(KRDMA_CMD_CONVERT, [this](Connection &c, const Request &r, Reply &rep) { return convert(c, r, rep); });
     verbs_.count_endpoints_with([this](uint32_t client_id) {
         return static_cast<uint32_t>(std::count_if(endpoints_.begin(), endpoints_.end(),
                                                    [client_id](const Endpoint *e) { return e->client() == client_id; }));
@@ -653,17 +654,22 @@ int ConnectionCommands::listen(Connection &c, const Request &req, Reply &rep) {
     std::memcpy(&q, req.payload.data(), sizeof q);
     Context &ctx = verbs_.context_of(c);
     auto open = object_of(ctx.table, q.rnic, ResourceType::rnic);
-    if (!open) return open.error().code();
+    if (!open) return rep.fail(open.error().code(), "listen: " + open.error().message());
     const ri_net_addr_t &addr = (*open)->ref.address();
     sockaddr_storage ss = krdma::to_sockaddr(addr, q.port);
     const socklen_t len = krdma::sockaddr_len(addr);
-    if (len == 0) return EAFNOSUPPORT;
+    if (len == 0) return rep.fail(RI_EAFNOSUPPORT, "listen: RNIC " + (*open)->ref.name() + " has no IP address");
     krdma::UniqueFd s(::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (!s) return errno;
+    if (!s) return rep.fail(rdma::from_errno(errno), std::string("listen: socket: ") + std::strerror(errno));
     int one = 1;
     (void)::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(s.get(), reinterpret_cast<sockaddr *>(&ss), len) != 0) return errno;
-    if (::listen(s.get(), q.backlog != 0 ? q.backlog : 128) != 0) return errno;
+    if (::bind(s.get(), reinterpret_cast<sockaddr *>(&ss), len) != 0) {
+        return rep.fail(rdma::from_errno(errno), "listen: cannot bind " + text_of(addr, q.port) + ": " +
+                                                     std::strerror(errno));
+    }
+    if (::listen(s.get(), q.backlog != 0 ? q.backlog : 128) != 0) {
+        return rep.fail(rdma::from_errno(errno), std::string("listen: ") + std::strerror(errno));
+    }
     sockaddr_storage bound{};
     socklen_t blen = sizeof bound;
     ::getsockname(s.get(), reinterpret_cast<sockaddr *>(&bound), &blen);
@@ -677,7 +683,7 @@ int ConnectionCommands::listen(Connection &c, const Request &req, Reply &rep) {
     ListenPoint *raw = lp.get();
     listens_.insert(raw);
     auto h = ctx.table.add(ResourceType::listener, q.rnic, {}, std::move(lp));
-    if (!h) return h.error().code();  // the listen point's destructor closes the socket
+    if (!h) return rep.fail(h.error().code(), "listen: " + h.error().message());  // its destructor closes the socket
     raw->handle_ = *h;
     raw->cookie_ = q.cookie;
     server_.watch(fd, POLLIN, [this, raw](short) { accept_tcp(*raw); });
@@ -689,12 +695,14 @@ int ConnectionCommands::listen(Connection &c, const Request &req, Reply &rep) {
     return RI_OK;
 }
 
-int ConnectionCommands::destroy_listen(Connection &c, const Request &req) {
+int ConnectionCommands::destroy_listen(Connection &c, const Request &req, Reply &rep) {
     krdma_destroy_listen q;
     std::memcpy(&q, req.payload.data(), sizeof q);
     Context &ctx = verbs_.context_of(c);
-    if (auto r = ctx.table.get(q.handle, ResourceType::listener); !r) return r.error().code();
-    if (auto d = ctx.table.destroy(q.handle); !d) return d.error().code();
+    if (auto r = ctx.table.get(q.handle, ResourceType::listener); !r) {
+        return rep.fail(r.error().code(), "destroy listen: " + r.error().message());
+    }
+    if (auto d = ctx.table.destroy(q.handle); !d) return rep.fail(d.error().code(), "destroy listen: " + d.error().message());
     return RI_OK;
 }
 
@@ -803,10 +811,12 @@ rdma::Expected<ConnectionCommands::StreamTarget> ConnectionCommands::stream_targ
     if (!q) return q.error();
     auto open = object_of(ctx.table, open_of(ctx.table, qp), ResourceType::rnic);
     if (!open) return open.error();
-    if ((*q)->link && static_cast<Endpoint *>((*q)->link.get())->busy()) return rdma::Error(EISCONN, "connected");
+    if ((*q)->link && static_cast<Endpoint *>((*q)->link.get())->busy()) {
+        return rdma::Error(RI_EISCONN, "the QP is connected or connecting; it takes a new stream only in IDLE");
+    }
     StreamTarget t{*q, *open, {}};
     if (ri_status_t rc = t.qp->v->query_qp(static_cast<ri_qp_t>(t.qp->handle), &t.attr); rc != RI_OK) {
-        return rdma::Error(rc, "query QP");
+        return rdma::Error(rdma::from_errno(rc), std::string("the kVP cannot query the QP: ") + std::strerror(rc));
     }
     if (t.attr.state != RI_QPS_IDLE) return rdma::Error(RI_EINVAL, "only an IDLE QP takes a new stream");
     return t;
@@ -824,38 +834,52 @@ rdma::Expected<ConnectionCommands::PendingMap::iterator> ConnectionCommands::und
     return it;
 }
 
-int ConnectionCommands::connect(Connection &c, const Request &req) {
+int ConnectionCommands::connect(Connection &c, const Request &req, Reply &rep) {
     krdma_connect q;
     std::memcpy(&q, req.payload.data(), sizeof q);
-    if (q.private_data_len > KRDMA_MAX_PRIVATE_DATA || q.port == 0) return RI_EINVAL;
+    if (q.private_data_len > KRDMA_MAX_PRIVATE_DATA) {
+        return rep.fail(RI_EINVAL, "connect: " + std::to_string(q.private_data_len) + " bytes of private data; MPA "
+                                   "carries at most " + std::to_string(KRDMA_MAX_PRIVATE_DATA));
+    }
+    if (q.port == 0) return rep.fail(RI_EINVAL, "connect: the peer's port must not be 0");
     auto target = stream_target(c, q.qp);
-    if (!target) return target.error().code();
+    if (!target) return rep.fail(target.error().code(), "connect: " + target.error().message());
     KvpObject *qp = target->qp;
     KvpObject *open = target->open;
     const ri_qp_attr_t &qa = target->attr;
 
     sockaddr_storage remote = krdma::to_sockaddr(q.remote, q.port);
     const socklen_t rlen = krdma::sockaddr_len(q.remote);
-    if (rlen == 0) return EAFNOSUPPORT;
+    if (rlen == 0) return rep.fail(RI_EAFNOSUPPORT, "connect: the peer's address is neither IPv4 nor IPv6");
     const ri_net_addr_t &rnic_addr = open->ref.address();
-    if (rnic_addr.family != q.remote.family) return EAFNOSUPPORT;
+    if (rnic_addr.family != q.remote.family) {
+        return rep.fail(RI_EAFNOSUPPORT, "connect: " + text_of(q.remote, q.port) + " is not of the address family of "
+                                         "RNIC " + open->ref.name() + " (" + krdma::to_text(rnic_addr) + ")");
+    }
     // The host's tables decide the route; it must leave through the RNIC's netdev (or stay on this host).
     auto route = llp::lookup_route_for(llp::RnicBinding{rnic_addr, open->ref.netdev()}, q.remote);
     if (!route) {
         RDMA_LOG_INFO(kComponent, "client %u: no route to %s from RNIC %s: %s", c.peer().client_id,
                       text_of(q.remote, q.port).c_str(), open->ref.name().c_str(),
                       route.error().message().c_str());
-        return route.error().code();
+        return rep.fail(rdma::from_errno(route.error().code()), "connect: from RNIC " + open->ref.name() + ": " +
+                                                                    route.error().message());
     }
     sockaddr_storage local = krdma::to_sockaddr(rnic_addr, 0);
     const socklen_t llen = krdma::sockaddr_len(rnic_addr);
     krdma::UniqueFd s(::socket(remote.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (!s) return errno;
+    if (!s) return rep.fail(rdma::from_errno(errno), std::string("connect: socket: ") + std::strerror(errno));
     int one = 1;
     (void)::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     // The connection leaves from the RNIC's address, so the peer sees (and may select by) that RNIC.
-    if (::bind(s.get(), reinterpret_cast<sockaddr *>(&local), llen) != 0) return errno;
-    if (::connect(s.get(), reinterpret_cast<sockaddr *>(&remote), rlen) != 0 && errno != EINPROGRESS) return errno;
+    if (::bind(s.get(), reinterpret_cast<sockaddr *>(&local), llen) != 0) {
+        return rep.fail(rdma::from_errno(errno), "connect: cannot bind " + krdma::to_text(rnic_addr) + ": " +
+                                                     std::strerror(errno));
+    }
+    if (::connect(s.get(), reinterpret_cast<sockaddr *>(&remote), rlen) != 0 && errno != EINPROGRESS) {
+        return rep.fail(rdma::from_errno(errno), "connect: to " + text_of(q.remote, q.port) + ": " +
+                                                     std::strerror(errno));
+    }
     ++counters_.active_opens;
     const auto timeout = q.timeout_ms != 0 ? std::chrono::milliseconds(q.timeout_ms) : settings_.connect_timeout;
     auto ep = std::make_unique<Endpoint>(*this, c.peer().client_id, q.qp, *qp, qa.qp_num, q.context,
@@ -867,25 +891,32 @@ int ConnectionCommands::connect(Connection &c, const Request &req) {
     return RI_OK;
 }
 
-int ConnectionCommands::accept(Connection &c, const Request &req) {
+int ConnectionCommands::accept(Connection &c, const Request &req, Reply &rep) {
     krdma_accept q;
     std::memcpy(&q, req.payload.data(), sizeof q);
-    if (q.private_data_len > KRDMA_MAX_PRIVATE_DATA || q.reserved != 0 || q.reserved2 != 0) return RI_EINVAL;
+    if (q.private_data_len > KRDMA_MAX_PRIVATE_DATA) {
+        return rep.fail(RI_EINVAL, "accept: " + std::to_string(q.private_data_len) + " bytes of private data; MPA "
+                                   "carries at most " + std::to_string(KRDMA_MAX_PRIVATE_DATA));
+    }
+    if (q.reserved != 0 || q.reserved2 != 0) return rep.fail(RI_EINVAL, "accept: the reserved words must be zero");
     auto found = undecided_request(c, q.request);
-    if (!found) return found.error().code();
+    if (!found) return rep.fail(found.error().code(), "accept: " + found.error().message());
     auto it = *found;
     PendingRequest &p = *it->second;
     auto target = stream_target(c, q.qp);
-    if (!target) return target.error().code();
+    if (!target) return rep.fail(target.error().code(), "accept: " + target.error().message());
     KvpObject *qp = target->qp;
     KvpObject *open = target->open;
     const ri_qp_attr_t &qa = target->attr;
-    if (open->ref.name() != p.lp->rnic_) return RI_EINVAL;  // the QP must be of the RNIC that was asked
+    if (open->ref.name() != p.lp->rnic_) {
+        return rep.fail(RI_EINVAL, "accept: the request came to RNIC " + p.lp->rnic_ + ", the QP is of RNIC " +
+                                       open->ref.name());
+    }
     if (auto st = p.session.accept(std::span<const uint8_t>(q.private_data, q.private_data_len),
                                    static_cast<uint16_t>(std::min<uint32_t>(qa.ird, iwarp::kMpaIrdOrdMax)),
                                    static_cast<uint16_t>(std::min<uint32_t>(qa.ord, iwarp::kMpaIrdOrdMax)));
         !st) {
-        return st.error().code();
+        return rep.fail(rdma::from_errno(st.error().code()), "accept: " + st.error().message());
     }
     // The request becomes the QP's endpoint: the socket and the session move over.
     server_.unwatch(p.sock.get());
@@ -901,29 +932,37 @@ int ConnectionCommands::accept(Connection &c, const Request &req) {
     return RI_OK;
 }
 
-int ConnectionCommands::convert(Connection &c, const Request &req) {
+int ConnectionCommands::convert(Connection &c, const Request &req, Reply &rep) {
     krdma_convert q;
     std::memcpy(&q, req.payload.data(), sizeof q);
-    if (q.private_data_len > KRDMA_MAX_PRIVATE_DATA || q.reserved != 0 || q.reserved2 != 0 ||
-        q.role > KRDMA_CONVERT_RESPONDER) {
-        return RI_EINVAL;
+    if (q.private_data_len > KRDMA_MAX_PRIVATE_DATA) {
+        return rep.fail(RI_EINVAL, "convert: " + std::to_string(q.private_data_len) + " bytes of private data; MPA "
+                                   "carries at most " + std::to_string(KRDMA_MAX_PRIVATE_DATA));
     }
-    if (req.message == nullptr || req.message->nfds != 1) return RI_EBADF;
+    if (q.reserved != 0 || q.reserved2 != 0) return rep.fail(RI_EINVAL, "convert: the reserved words must be zero");
+    if (q.role > KRDMA_CONVERT_RESPONDER) return rep.fail(RI_EINVAL, "convert: unknown role " + std::to_string(q.role));
+    if (req.message == nullptr || req.message->nfds != 1) {
+        return rep.fail(RI_EBADF, "convert: the request must carry exactly one descriptor, the connected socket");
+    }
     krdma::UniqueFd s = std::move(req.message->fds[0]);
     req.message->nfds = 0;
     // A connected TCP stream socket, using the QP's RNIC's address.
     int type = 0;
     socklen_t tl = sizeof type;
-    if (::getsockopt(s.get(), SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM) return RI_EBADF;
+    if (::getsockopt(s.get(), SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM) {
+        return rep.fail(RI_EBADF, "convert: the descriptor is not a stream socket");
+    }
     sockaddr_storage local{}, remote{};
     socklen_t ll = sizeof local, rl = sizeof remote;
     if (::getsockname(s.get(), reinterpret_cast<sockaddr *>(&local), &ll) != 0 ||
         (local.ss_family != AF_INET && local.ss_family != AF_INET6)) {
-        return RI_EBADF;
+        return rep.fail(RI_EBADF, "convert: the descriptor is not a TCP socket over IPv4 or IPv6");
     }
-    if (::getpeername(s.get(), reinterpret_cast<sockaddr *>(&remote), &rl) != 0) return RI_ENOTCONN;
+    if (::getpeername(s.get(), reinterpret_cast<sockaddr *>(&remote), &rl) != 0) {
+        return rep.fail(RI_ENOTCONN, "convert: the socket is not connected");
+    }
     auto target = stream_target(c, q.qp);
-    if (!target) return target.error().code();
+    if (!target) return rep.fail(target.error().code(), "convert: " + target.error().message());
     KvpObject *qp = target->qp;
     KvpObject *open = target->open;
     const ri_qp_attr_t &qa = target->attr;
@@ -931,10 +970,14 @@ int ConnectionCommands::convert(Connection &c, const Request &req) {
     const ri_net_addr_t &rnic_addr = open->ref.address();
     if (ends.local.family != rnic_addr.family ||
         std::memcmp(ends.local.addr, rnic_addr.addr, rnic_addr.family == RI_AF_INET6 ? 16 : 4) != 0) {
-        return EADDRNOTAVAIL;  // the stream does not use this RNIC
+        return rep.fail(RI_EADDRNOTAVAIL, "convert: the socket's local address " +
+                                              text_of(ends.local, ends.local_port) + " is not RNIC " +
+                                              open->ref.name() + "'s (" + krdma::to_text(rnic_addr) + ")");
     }
     const int flags = ::fcntl(s.get(), F_GETFL);
-    if (flags < 0 || ::fcntl(s.get(), F_SETFL, flags | O_NONBLOCK) != 0) return errno;
+    if (flags < 0 || ::fcntl(s.get(), F_SETFL, flags | O_NONBLOCK) != 0) {
+        return rep.fail(rdma::from_errno(errno), std::string("convert: fcntl: ") + std::strerror(errno));
+    }
     int one = 1;
     (void)::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     bool initiator = q.role == KRDMA_CONVERT_INITIATOR;
@@ -965,15 +1008,19 @@ int ConnectionCommands::convert(Connection &c, const Request &req) {
     return RI_OK;
 }
 
-int ConnectionCommands::reject(Connection &c, const Request &req) {
+int ConnectionCommands::reject(Connection &c, const Request &req, Reply &rep) {
     krdma_reject q;
     std::memcpy(&q, req.payload.data(), sizeof q);
-    if (q.private_data_len > KRDMA_MAX_PRIVATE_DATA || q.reserved != 0 || q.reserved2 != 0) return RI_EINVAL;
+    if (q.private_data_len > KRDMA_MAX_PRIVATE_DATA) {
+        return rep.fail(RI_EINVAL, "reject: " + std::to_string(q.private_data_len) + " bytes of private data; MPA "
+                                   "carries at most " + std::to_string(KRDMA_MAX_PRIVATE_DATA));
+    }
+    if (q.reserved != 0 || q.reserved2 != 0) return rep.fail(RI_EINVAL, "reject: the reserved words must be zero");
     auto found = undecided_request(c, q.request);
-    if (!found) return found.error().code();
+    if (!found) return rep.fail(found.error().code(), "reject: " + found.error().message());
     PendingRequest &p = *(*found)->second;
     if (auto st = p.session.reject(std::span<const uint8_t>(q.private_data, q.private_data_len)); !st) {
-        return st.error().code();
+        return rep.fail(rdma::from_errno(st.error().code()), "reject: " + st.error().message());
     }
     ++counters_.rejected;
     // The reply (at most 532 bytes) nearly always fits the socket at once; otherwise it finishes in the loop.

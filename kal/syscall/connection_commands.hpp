@@ -109,11 +109,11 @@ private:
     rdma::Expected<PendingMap::iterator> undecided_request(Connection &c, uint64_t id);
 
     int listen(Connection &c, const Request &req, Reply &rep);
-    int destroy_listen(Connection &c, const Request &req);
-    int connect(Connection &c, const Request &req);
-    int accept(Connection &c, const Request &req);
-    int reject(Connection &c, const Request &req);
-    int convert(Connection &c, const Request &req);
+    int destroy_listen(Connection &c, const Request &req, Reply &rep);
+    int connect(Connection &c, const Request &req, Reply &rep);
+    int accept(Connection &c, const Request &req, Reply &rep);
+    int reject(Connection &c, const Request &req, Reply &rep);
+    int convert(Connection &c, const Request &req, Reply &rep);
     int tick();
     void accept_tcp(ListenPoint &lp);
     void pending_events(uint64_t id, short revents);

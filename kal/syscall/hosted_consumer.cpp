@@ -32,6 +32,11 @@ krdma_syscall call(uint32_t op, Handle object) {
 
 rdma::Error failed(int rc, const char *what) { return rdma::Error(rc, what); }
 
+// A refusal of the kAL's blocks: what was asked and, when they said, why.
+rdma::Error failed(int rc, const char *what, const std::string &why) {
+    return rdma::Error(rc, why.empty() ? std::string(what) : std::string(what) + ": " + why);
+}
+
 }  // namespace
 
 // The callbacks, shared with the sink the kAL calls (which may outlive the consumer by an event in flight).
@@ -85,8 +90,9 @@ rdma::Expected<HostedObject> HostedConsumer::object(Handle h, ResourceType type)
 
 rdma::Expected<HostedObject> HostedConsumer::syscall(krdma_syscall &s, ResourceType made, uint32_t cookie) {
     s.cookie = cookie;
-    const int rc = verbs_.server().call_on_loop([&] { return verbs_.execute(conn_, s); });
-    if (rc != 0) return failed(rc, "verb refused");
+    std::string why;
+    const int rc = verbs_.server().call_on_loop([&] { return verbs_.execute(conn_, s, &why); });
+    if (rc != 0) return failed(rc, "verb refused", why);
     auto o = object(s.handle_out, made);
     if (o && krdma::apply_pins({s.pins, std::min<size_t>(s.npins, KRDMA_SYSCALL_MAX_PINS)}) != 0) {
         // Pages the kAL pinned cannot be locked (RLIMIT_MEMLOCK): undo, as a process's uAL would.
@@ -242,15 +248,18 @@ rdma::Expected<std::pair<Handle, uint16_t>> HostedConsumer::listen(const HostedO
     q.backlog = backlog;
     q.cookie = cookie;
     krdma_listen out = q;
+    std::string why;
     const int rc = verbs_.server().call_on_loop([&] {
         Request req;
         req.cmd = KRDMA_CMD_LISTEN;
         req.payload = {reinterpret_cast<const uint8_t *>(&q), sizeof q};
         Reply rep;
         rep.payload = {reinterpret_cast<uint8_t *>(&out), sizeof out};
-        return connections_.listen(conn_, req, rep);
+        const int r = connections_.listen(conn_, req, rep);
+        if (r != 0) why = rep.why();
+        return r;
     });
-    if (rc != 0) return failed(rc, "listen");
+    if (rc != 0) return failed(rc, "listen", why);
     return std::pair<Handle, uint16_t>{out.handle, out.port};
 }
 
@@ -274,13 +283,17 @@ rdma::Expected<void> HostedConsumer::connect(const HostedObject &qp, const ri_ne
     q.timeout_ms = timeout_ms;
     q.private_data_len = static_cast<uint16_t>(private_data.size());
     if (!private_data.empty()) std::memcpy(q.private_data, private_data.data(), private_data.size());
+    std::string why;
     const int rc = verbs_.server().call_on_loop([&] {
         Request req;
         req.cmd = KRDMA_CMD_CONNECT;
         req.payload = {reinterpret_cast<const uint8_t *>(&q), sizeof q};
-        return connections_.connect(conn_, req);
+        Reply rep;
+        const int r = connections_.connect(conn_, req, rep);
+        if (r != 0) why = rep.why();
+        return r;
     });
-    if (rc != 0) return failed(rc, "connect");
+    if (rc != 0) return failed(rc, "connect", why);
     return {};
 }
 
@@ -293,13 +306,17 @@ rdma::Expected<void> HostedConsumer::accept(uint64_t request, const HostedObject
     q.context = context;
     q.private_data_len = static_cast<uint16_t>(private_data.size());
     if (!private_data.empty()) std::memcpy(q.private_data, private_data.data(), private_data.size());
+    std::string why;
     const int rc = verbs_.server().call_on_loop([&] {
         Request req;
         req.cmd = KRDMA_CMD_ACCEPT;
         req.payload = {reinterpret_cast<const uint8_t *>(&q), sizeof q};
-        return connections_.accept(conn_, req);
+        Reply rep;
+        const int r = connections_.accept(conn_, req, rep);
+        if (r != 0) why = rep.why();
+        return r;
     });
-    if (rc != 0) return failed(rc, "accept");
+    if (rc != 0) return failed(rc, "accept", why);
     return {};
 }
 
@@ -309,13 +326,17 @@ rdma::Expected<void> HostedConsumer::reject(uint64_t request, std::span<const ui
     q.request = request;
     q.private_data_len = static_cast<uint16_t>(private_data.size());
     if (!private_data.empty()) std::memcpy(q.private_data, private_data.data(), private_data.size());
+    std::string why;
     const int rc = verbs_.server().call_on_loop([&] {
         Request req;
         req.cmd = KRDMA_CMD_REJECT;
         req.payload = {reinterpret_cast<const uint8_t *>(&q), sizeof q};
-        return connections_.reject(conn_, req);
+        Reply rep;
+        const int r = connections_.reject(conn_, req, rep);
+        if (r != 0) why = rep.why();
+        return r;
     });
-    if (rc != 0) return failed(rc, "reject");
+    if (rc != 0) return failed(rc, "reject", why);
     return {};
 }
 

@@ -69,6 +69,40 @@ struct OpSpec {
 
 constexpr uint32_t kModify = sizeof(ri_syscall_modify_t);
 
+// The verb's name for a refusal's reason; nullptr for an op this kAL does not know.
+const char *op_name(uint32_t op) {
+    switch (op) {
+        case RI_OPEN_RNIC: return "open RNIC";
+        case RI_CLOSE_RNIC: return "close RNIC";
+        case RI_QUERY_RNIC: return "query RNIC";
+        case RI_SET_AEH: return "set AEH";
+        case RI_SET_CEH: return "set CEH";
+        case RI_ALLOC_PD: return "alloc PD";
+        case RI_DEALLOC_PD: return "dealloc PD";
+        case RI_CREATE_CQ: return "create CQ";
+        case RI_QUERY_CQ: return "query CQ";
+        case RI_RESIZE_CQ: return "resize CQ";
+        case RI_DESTROY_CQ: return "destroy CQ";
+        case RI_CREATE_QP: return "create QP";
+        case RI_QUERY_QP: return "query QP";
+        case RI_MODIFY_QP: return "modify QP";
+        case RI_DESTROY_QP: return "destroy QP";
+        case RI_CREATE_SRQ: return "create SRQ";
+        case RI_QUERY_SRQ: return "query SRQ";
+        case RI_MODIFY_SRQ: return "modify SRQ";
+        case RI_DESTROY_SRQ: return "destroy SRQ";
+        case RI_REGISTER_MR: return "register MR";
+        case RI_REGISTER_SHARED_MR: return "register shared MR";
+        case RI_ALLOC_STAG: return "alloc STag";
+        case RI_REREGISTER_MR: return "reregister MR";
+        case RI_QUERY_MR: return "query MR";
+        case RI_DEREGISTER_MR: return "deregister MR";
+        case RI_ALLOC_MW: return "alloc MW";
+        case RI_DEALLOC_MW: return "dealloc MW";
+        default: return nullptr;  // a value from a client
+    }
+}
+
 std::optional<OpSpec> spec_of(uint32_t op) {
     using T = ResourceType;
     switch (op) {
@@ -115,6 +149,7 @@ ri_status_t pin_range(void *host_ctx, uint64_t addr, uint64_t length, uint32_t, 
         auto r = ctx->pins.pin(addr, length);
         if (!r) {
             RDMA_LOG_WARN(kComponent, "client %u: %s", ctx->peer.client_id, r.error().message().c_str());
+            ctx->pin_refusal = r.error().message();  // the reason of the verb's refusal, if the kVP gives up
             return r.error().code();
         }
         RDMA_LOG_DEBUG(kComponent, "client %u: pinned %#lx+%lu", ctx->peer.client_id,
@@ -325,7 +360,7 @@ ri_status_t plain_verb(const ri_verbs_ops_t &v, const Resolved &o, ri_syscall_t 
 // Records the object a create verb made under its parent, with the references it holds, and wires it into event
 // management (an RNIC open gets the kAL's AEH; a CQ becomes known to its open's CEH route).
 int record_created(VerbCommands &self, Context &ctx, krdma_syscall &s, const OpSpec &spec, const Resolved &o,
-                   std::unique_ptr<KvpObject> made) {
+                   std::unique_ptr<KvpObject> made, Reply &rep) {
     Handle parent = s.object;
     std::array<Handle, 3> held{};
     size_t nheld = 0;
@@ -339,7 +374,8 @@ int record_created(VerbCommands &self, Context &ctx, krdma_syscall &s, const OpS
                                               &made->aeh_id);
             rc != RI_OK) {
             RDMA_LOG_WARN(kComponent, "kVP refused the kAL's asynchronous event handler: %s", std::strerror(rc));
-            return rc;
+            return rep.fail(rdma::from_errno(rc), std::string("the kVP refused the kAL's asynchronous event handler: ") +
+                                                      std::strerror(rc));
         }
     } else if (s.op == RI_REGISTER_SHARED_MR) {
         parent = s.refs[0];  // the new region lives in the PD it names
@@ -355,7 +391,7 @@ int record_created(VerbCommands &self, Context &ctx, krdma_syscall &s, const OpS
     RnicObjectCounts *counts = s.op == RI_OPEN_RNIC ? &made->ref.counts() : o.object->counts;
     KvpObject *obj = made.get();
     auto h = ctx.table.add(*spec.creates, parent, std::span<const Handle>(held.data(), nheld), std::move(made));
-    if (!h) return h.error().code();  // the object's destructor releases the kVP object
+    if (!h) return rep.fail(h.error());  // the object's destructor releases the kVP object
     obj->counts = counts;
     obj->cookie = s.cookie;
     counts->by_type[static_cast<size_t>(*spec.creates)].fetch_add(1, std::memory_order_relaxed);
@@ -567,7 +603,7 @@ void VerbCommands::unhost(uint32_t client_id) {
     hosted_.erase(client_id);
 }
 
-int VerbCommands::execute(Connection &c, krdma_syscall &s) {
+int VerbCommands::execute(Connection &c, krdma_syscall &s, std::string *why) {
     Request req;
     req.cmd = KRDMA_CMD_SYSCALL;
     req.payload = {reinterpret_cast<const uint8_t *>(&s), sizeof s};
@@ -576,6 +612,7 @@ int VerbCommands::execute(Connection &c, krdma_syscall &s) {
     rep.payload = {reinterpret_cast<uint8_t *>(&out), sizeof out};
     const int rc = handle(c, req, rep);
     if (rc == 0) s = out;
+    if (rc != 0 && why != nullptr) *why = rep.why();
     // Descriptors a kVP passes back have no socket to travel on here.
     return rc;
 }
@@ -593,28 +630,48 @@ std::pair<uint64_t, uint64_t> VerbCommands::event_counts() const noexcept {
 int VerbCommands::handle(Connection &c, const Request &req, Reply &rep) {
     krdma_syscall s;
     std::memcpy(&s, req.payload.data(), sizeof s);
-    if (s.param_len > sizeof s.param || s.priv_len > sizeof s.priv) return RI_EINVAL;
+    // Named only when refused: a string built here would be an allocation per request.
+    const auto op = [&s] {
+        const char *name = op_name(s.op);
+        return name != nullptr ? std::string(name) : "verb op " + std::to_string(s.op);
+    };
+    if (s.param_len > sizeof s.param) {
+        return rep.fail(RI_EINVAL, op() + ": param_len " + std::to_string(s.param_len) + " exceeds " +
+                                       std::to_string(sizeof s.param) + " bytes");
+    }
+    if (s.priv_len > sizeof s.priv) {
+        return rep.fail(RI_EINVAL, op() + ": priv_len " + std::to_string(s.priv_len) + " exceeds " +
+                                       std::to_string(sizeof s.priv) + " bytes");
+    }
     auto spec = spec_of(s.op);
-    if (!spec) return RI_EOPNOTSUPP;
-    if (s.param_len != spec->param_len) return RI_EINVAL;
+    if (!spec) return rep.fail(RI_EOPNOTSUPP, op() + " is not a privileged verb this kAL knows");
+    if (s.param_len != spec->param_len) {
+        return rep.fail(RI_EINVAL, op() + " takes a parameter block of " + std::to_string(spec->param_len) +
+                                       " bytes, not " + std::to_string(s.param_len));
+    }
     Context &ctx = context_of(c);
     ResourceTable &table = ctx.table;
     ctx.pin_ops.clear();
+    ctx.pin_refusal.clear();
     auto resolved = resolve(table, s, *spec);
-    if (!resolved) return resolved.error().code();
+    if (!resolved) return rep.fail(resolved.error().code(), op() + ": " + resolved.error().message());
     const Resolved &o = *resolved;
 
     // Checks that need the parameters, the same for both ways of calling the kVP.
     if (s.op == RI_MODIFY_QP && (param_as<ri_syscall_modify_t>(s.param).mask & RI_QP_ATTR_LLP) != 0) {
-        return RI_EOPNOTSUPP;  // the RDMA-mode transition belongs to the kAL's LLP management
+        // The RDMA-mode transition belongs to the kAL's LLP management.
+        return rep.fail(RI_EOPNOTSUPP, "modify QP: the LLP attributes are set by the kAL's connection setup "
+                                       "(CONNECT, ACCEPT, CONVERT), not by the consumer");
     }
     if (s.op == RI_REREGISTER_MR && (param_as<ri_syscall_modify_t>(s.param).mask & RI_REREG_PD) != 0) {
-        return RI_EOPNOTSUPP;  // would move a live object to another branch of the ownership tree
+        // It would move a live object to another branch of the ownership tree.
+        return rep.fail(RI_EOPNOTSUPP, "reregister MR: moving a region to another PD is not supported; "
+                                       "register it anew in that PD");
     }
 
     if (spec->destroys) {
         // Destroy verbs are plain: the table calls the kVP (the same path as a teardown).
-        if (auto d = table.destroy(s.object); !d) return d.error().code();
+        if (auto d = table.destroy(s.object); !d) return rep.fail(d.error().code(), op() + ": " + d.error().message());
         s.result_len = s.priv_len = s.npins = 0;
         s.handle_out = 0;
     } else {
@@ -628,9 +685,12 @@ int VerbCommands::handle(Connection &c, const Request &req, Reply &rep) {
         if (s.op == RI_OPEN_RNIC) {
             ri_rnic_open_params_t p;
             std::memcpy(&p, param, sizeof p);
-            if (strnlen(p.instance_name, sizeof p.instance_name) == sizeof p.instance_name) return RI_EINVAL;
+            if (strnlen(p.instance_name, sizeof p.instance_name) == sizeof p.instance_name) {
+                return rep.fail(RI_EINVAL, "open RNIC: the instance name is not NUL-terminated within its " +
+                                               std::to_string(sizeof p.instance_name) + " bytes");
+            }
             auto r = adapters_.open(p.instance_name);
-            if (!r) return r.error().code();
+            if (!r) return rep.fail(r.error());
             ref = std::move(*r);
             v = &ref.module()->verbs();
             p.instance = ref.instance();
@@ -699,18 +759,21 @@ int VerbCommands::handle(Connection &c, const Request &req, Reply &rep) {
         }
         if (status != RI_OK) {
             if (made) RDMA_LOG_WARN(kComponent, "kVP failed op %u but made an object: destroying it", s.op);
-            return status;  // `made` releases anything the kVP made anyway
+            // `made` releases anything the kVP made anyway. A module's value is checked like any foreign input.
+            return rep.fail(rdma::from_errno(status), op() + ": the kVP refused it: " +
+                                                          (ctx.pin_refusal.empty() ? std::strerror(status)
+                                                                                   : ctx.pin_refusal));
         }
         if (call.result_len > sizeof result || call.priv_out_len > sizeof priv_out || call.nfds_out > KRDMA_MAX_FDS) {
             RDMA_LOG_ERROR(kComponent, "kVP overran the reply buffers of op %u", s.op);
-            return RI_EIO;
+            return rep.fail(RI_EIO, op() + ": the kVP overran the reply buffers (a provider bug)");
         }
         if (spec->creates) {
             if (!made) {
                 RDMA_LOG_ERROR(kComponent, "kVP reported success for op %u but made no object", s.op);
-                return RI_EIO;
+                return rep.fail(RI_EIO, op() + ": the kVP reported success but made no object (a provider bug)");
             }
-            if (int e = record_created(*this, ctx, s, *spec, o, std::move(made)); e != RI_OK) return e;
+            if (int e = record_created(*this, ctx, s, *spec, o, std::move(made), rep); e != RI_OK) return e;
         }
         s.result_len = call.result_len;
         std::memcpy(s.result, result, call.result_len);

@@ -45,6 +45,7 @@ struct Context {
     Peer peer;                              /**< Who the connection is. */
     PinMap pins;                            /**< Memory pinned for it (before the table: its objects unpin into it). */
     std::vector<krdma_pin_op> pin_ops;      /**< Lock/unlock instructions of the call being served, in order. */
+    std::string pin_refusal;                /**< Why a pin of the call being served was refused, or empty. */
     ResourceTable table;                    /**< Everything this connection created. */
 };
 
@@ -136,8 +137,11 @@ public:
     void unhost(uint32_t client_id);
     /** @brief Whether @p client_id is a consumer hosted in the kAL. */
     [[nodiscard]] static bool hosted(uint32_t client_id) noexcept { return client_id >= kHostedClientBase; }
-    /** @brief The SYSCALL command for @p c without a message (serving thread): the same checks, the same records. */
-    [[nodiscard]] int execute(Connection &c, krdma_syscall &s);
+    /**
+     * @brief The SYSCALL command for @p c without a message (serving thread): the same checks, the same records.
+     *        A refusal's reason goes to @p why when given.
+     */
+    [[nodiscard]] int execute(Connection &c, krdma_syscall &s, std::string *why = nullptr);
 
 private:
     int handle(Connection &c, const Request &req, Reply &rep);

@@ -110,7 +110,7 @@ TEST_F(Admin, LoadAttachTwoProvidersListDetachUnload) {
 
     // A provider that serves an RNIC stays.
     EXPECT_EQ(ctl({"unload", "cppkvp"}, out), 1);
-    EXPECT_NE(out.find("busy"), std::string::npos) << out;
+    EXPECT_EQ(out, "rdmactl: unload failed: provider 'cppkvp' still serves RNIC cpp0; detach it first (EBUSY)\n");
     EXPECT_NE(ctl_ok({"modules"}).find("cppkvp"), std::string::npos);
 
     out = ctl_ok({"detach", "cpp0"});
@@ -124,9 +124,9 @@ TEST_F(Admin, LoadAttachTwoProvidersListDetachUnload) {
 
     // What is gone is reported as gone.
     EXPECT_EQ(ctl({"detach", "cpp0"}, out), 1);
-    EXPECT_NE(out.find("ENODEV"), std::string::npos) << out;
+    EXPECT_EQ(out, "rdmactl: detach failed: no RNIC named cpp0 (ENODEV)\n");
     EXPECT_EQ(ctl({"attach", "--provider", "cppkvp", "--name", "cpp0", "--address", "127.0.0.1"}, out), 1);
-    EXPECT_NE(out.find("ENOENT"), std::string::npos) << out;
+    EXPECT_EQ(out, "rdmactl: attach failed: no kVP 'cppkvp' is loaded; load its module first (ENOENT)\n");
 }
 
 TEST_F(Admin, AnOpenRnicIsBusyUntilItsConsumerLeaves) {
@@ -137,7 +137,7 @@ TEST_F(Admin, AnOpenRnicIsBusyUntilItsConsumerLeaves) {
 
     std::string out;
     EXPECT_EQ(ctl({"detach", "cpp0"}, out), 1);
-    EXPECT_NE(out.find("busy"), std::string::npos) << out;
+    EXPECT_EQ(out, "rdmactl: detach failed: RNIC cpp0 is open 1 time(s); its consumers must close it first (EBUSY)\n");
     EXPECT_NE(ctl_ok({"--json", "list"}).find("\"opens\": 1"), std::string::npos);
 
     consumer.reset();  // the kAL closes what a departed consumer held
@@ -152,18 +152,23 @@ TEST_F(Admin, AnOpenRnicIsBusyUntilItsConsumerLeaves) {
 
 TEST_F(Admin, OthersAreRefusedAndNothingChanges) {
     auto as = nobody();
-    if (::geteuid() != 0 || !as) GTEST_SKIP() << "needs root and a 'nobody' user to act as another uid";
+    if (::geteuid() != 0 || !as || !group_id("staff")) {
+        GTEST_SKIP() << "needs root, a 'nobody' user to act as another uid and a 'staff' group";
+    }
     start_krdmad(R"(["test_cpp_kvp.so"])", true, "staff");
     std::string out;
+    // krdmad says who may, and who the caller is.
+    const std::string why = " needs root or membership in krdmad's admin group (gid " +
+                            std::to_string(*group_id("staff")) + "); uid " + std::to_string(as->uid) +
+                            " is neither (EPERM)\n";
     EXPECT_EQ(ctl({"detach", "cpp0"}, out, as), 1);
-    EXPECT_NE(out.find("permission denied: needs root or membership in krdmad's admin group"), std::string::npos)
-        << out;
+    EXPECT_EQ(out, "rdmactl: detach failed: permission denied: detach" + why);
     EXPECT_EQ(ctl({"unload", "cppkvp"}, out, as), 1);
-    EXPECT_NE(out.find("permission denied"), std::string::npos) << out;
+    EXPECT_EQ(out, "rdmactl: unload failed: permission denied: unload" + why);
     EXPECT_EQ(ctl({"load", "test_good_kvp.so"}, out, as), 1);
-    EXPECT_NE(out.find("permission denied"), std::string::npos) << out;
+    EXPECT_EQ(out, "rdmactl: load failed: permission denied: load" + why);
     EXPECT_EQ(ctl({"attach", "--provider", "cppkvp", "--name", "x0", "--netdev", "lo"}, out, as), 1);
-    EXPECT_NE(out.find("permission denied"), std::string::npos) << out;
+    EXPECT_EQ(out, "rdmactl: attach failed: permission denied: attach" + why);
     // Listing stays open to everyone.
     EXPECT_EQ(ctl({"list"}, out, as), 0) << out;
     EXPECT_NE(out.find("cpp0"), std::string::npos) << out;
@@ -197,6 +202,62 @@ TEST_F(Admin, OthersAreRefusedAndNothingChanges) {
     out = ctl_ok({"modules"});
     EXPECT_NE(out.find("cppkvp"), std::string::npos) << out;
     EXPECT_EQ(out.find("goodtest"), std::string::npos) << out;
+}
+
+// Every refusal of an administration command reaches the administrator in krdmad's own words, with the status name:
+// the reason krdmad logs is the reason rdmactl prints.
+TEST_F(Admin, EveryFailurePrintsKrdmadsReason) {
+    start_krdmad(R"(["test_cpp_kvp.so"])", true);
+    struct Case {
+        std::vector<std::string> args;
+        std::string line;  // what rdmactl prints (a prefix when the reason ends in something host-specific)
+        bool whole;
+    };
+    const std::string dir = TEST_PROVIDER_DIR;
+    const Case cases[] = {
+        {{"attach", "--provider", "cppkvp", "--name", "x0", "--address", "127.0.0.1"},
+         "rdmactl: attach failed: address 127.0.0.1 is already served by RNIC cpp0 (EEXIST)\n", true},
+        {{"attach", "--provider", "cppkvp", "--name", "cpp0", "--address", "127.0.0.1"},
+         "rdmactl: attach failed: an RNIC named cpp0 exists (EEXIST)\n", true},
+        {{"attach", "--provider", "nosuchkvp", "--name", "x0", "--address", "127.0.0.1"},
+         "rdmactl: attach failed: no kVP 'nosuchkvp' is loaded; load its module first (ENOENT)\n", true},
+        {{"attach", "--provider", "cppkvp", "--name", "x0", "--netdev", "nosuchnet0"},
+         "rdmactl: attach failed: no network device 'nosuchnet0' on this host (ENOENT)\n", true},
+        {{"attach", "--provider", "cppkvp", "--name", "x0", "--address", "not-an-address"},
+         "rdmactl: attach failed: 'not-an-address' is not an IPv4 or IPv6 address (EINVAL)\n", true},
+        {{"detach", "nosuch0"}, "rdmactl: detach failed: no RNIC named nosuch0 (ENODEV)\n", true},
+        {{"load", "no_such_kvp.so"},
+         "rdmactl: load failed: provider module " + dir + "/no_such_kvp.so: no such file (provider directory is " +
+             dir + ") (ENOENT)\n",
+         true},
+        {{"load", "test_missing_op.so"},
+         "rdmactl: load failed: provider module " + dir + "/test_missing_op.so: implements non-privileged mode (uVP) "
+         "but privileged mode (kVP) was expected (ELIBBAD)\n",
+         true},
+        {{"load", "not_a_module.so"}, "rdmactl: load failed: provider module " + dir + "/not_a_module.so: ", false},
+        {{"unload", "nosuchkvp"}, "rdmactl: unload failed: no provider 'nosuchkvp' is loaded", false},
+        {{"unload", "cppkvp"},
+         "rdmactl: unload failed: provider 'cppkvp' still serves RNIC cpp0; detach it first (EBUSY)\n", true},
+    };
+    for (const Case &c : cases) {
+        std::string out;
+        EXPECT_EQ(ctl(c.args, out), 1) << c.args[0] << ": " << out;
+        if (c.whole) {
+            EXPECT_EQ(out, c.line);
+        } else {
+            EXPECT_EQ(out.compare(0, c.line.size(), c.line), 0) << out;
+            EXPECT_EQ(out.find("(E?)"), std::string::npos) << out;
+            EXPECT_EQ(out.back(), '\n');
+            EXPECT_EQ(out.find('\n'), out.size() - 1) << out;  // one line
+        }
+    }
+    // krdmad logged the same reasons it sent.
+    EXPECT_NE(stderr_text().find("address 127.0.0.1 is already served by RNIC cpp0 (EEXIST)"), std::string::npos)
+        << stderr_text();
+    // Nothing changed.
+    const std::string list = ctl_ok({"--json", "list"});
+    EXPECT_NE(list.find("\"name\": \"cpp0\""), std::string::npos) << list;
+    EXPECT_EQ(list.find("x0"), std::string::npos) << list;
 }
 
 TEST_F(Admin, TheAdminGroupAdmitsItsMembersByPrimaryGroup) {

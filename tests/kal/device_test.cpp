@@ -10,8 +10,10 @@
 
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "client.hpp"
+#include "krdma/reason.hpp"
 #include "test_util.hpp"
 #include "server.hpp"
 
@@ -69,7 +71,8 @@ protected:
 TEST_F(Device, HelloReportsPeerCredentials) {
     auto c = client();
     ASSERT_NE(c, nullptr);
-    EXPECT_EQ(c->hello().abi_version, KRDMA_ABI_VERSION);
+    EXPECT_EQ(c->hello().abi_version, KRDMA_ABI_WORD(KRDMA_ABI_VERSION, KRDMA_ABI_MINOR));
+    EXPECT_EQ(c->abi_minor(), KRDMA_ABI_MINOR);
     EXPECT_EQ(c->hello().pid, static_cast<uint32_t>(::getpid()));
     EXPECT_EQ(c->hello().uid, ::getuid());
     EXPECT_EQ(c->hello().max_message, KRDMA_MAX_MESSAGE);
@@ -178,6 +181,12 @@ TEST_F(Device, UnknownCommandIsENOTTY) {
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, RI_ENOTTY);
     EXPECT_TRUE(r->payload.empty());
+    EXPECT_NE(r->reason.find("unknown command 0xc008527f"), std::string::npos) << r->reason;
+    // request() turns the refusal into an error whose message is the kAL's reason.
+    auto e = c->request(_IOWR(KRDMA_IOC_MAGIC, 0x7f, uint64_t), buf);
+    ASSERT_FALSE(e);
+    EXPECT_EQ(e.error().code(), RI_ENOTTY);
+    EXPECT_EQ(e.error().message(), r->reason);
 }
 
 TEST_F(Device, WrongSizeIsEINVALAndTheConnectionStaysUsable) {
@@ -186,6 +195,7 @@ TEST_F(Device, WrongSizeIsEINVALAndTheConnectionStaysUsable) {
     auto r = c->call(KRDMA_CMD_ECHO, small);
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, RI_EINVAL);
+    EXPECT_NE(r->reason.find("takes 64 bytes, the request has 4"), std::string::npos) << r->reason;
     krdma_echo e{};
     auto ok = c->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e});
     ASSERT_TRUE(ok);
@@ -375,6 +385,167 @@ TEST_F(Device, StoppedServerMeansENODEV) {
     auto again = ual::DeviceClient::connect(dir_ / "krdma");
     ASSERT_FALSE(again);
     EXPECT_NE(again.error().message().find("is krdmad running"), std::string::npos) << again.error().message();
+}
+
+// The version handshake (krdma/abi.h, "Versions"): a 1.0 client, which sends the word 1, gets 1.0 replies, error
+// replies without a reason among them; a client of a later minor gets this server's; another major is refused.
+TEST_F(Device, HelloAgreesOnTheLowerMinorVersion) {
+    krdma::UniqueFd s = raw();
+    auto hello = [&s](uint32_t word) {
+        krdma_msg_hdr hdr{};
+        hdr.cmd = KRDMA_CMD_HELLO;
+        hdr.seq = 7;
+        krdma_hello h{};
+        h.abi_version = word;
+        EXPECT_TRUE(krdma::send(s.get(), hdr, {reinterpret_cast<const uint8_t *>(&h), sizeof h}).ok());
+        krdma::Message m;
+        EXPECT_EQ(krdma::receive(s.get(), m, true), krdma::RecvResult::message);
+        if (m.hdr.status != 0 || m.payload_len() != sizeof h) return std::pair<int, uint32_t>{m.hdr.status, 0};
+        std::memcpy(&h, m.body.data(), sizeof h);
+        return std::pair<int, uint32_t>{0, h.abi_version};
+    };
+    // The length of the reply to an unknown command: the header alone, or the header and the reason.
+    auto refusal_length = [&s] {
+        krdma_msg_hdr hdr{};
+        hdr.cmd = _IOWR(KRDMA_IOC_MAGIC, 0x7e, uint64_t);
+        uint64_t body = 0;
+        EXPECT_TRUE(krdma::send(s.get(), hdr, {reinterpret_cast<const uint8_t *>(&body), sizeof body}).ok());
+        krdma::Message m;
+        EXPECT_EQ(krdma::receive(s.get(), m, true), krdma::RecvResult::message);
+        EXPECT_EQ(m.hdr.status, RI_ENOTTY);
+        return m.hdr.length;
+    };
+    EXPECT_EQ(refusal_length(), sizeof(krdma_msg_hdr));  // no HELLO yet: 1.0 replies
+    EXPECT_EQ(hello(KRDMA_ABI_VERSION), std::make_pair(0, uint32_t{KRDMA_ABI_VERSION}));
+    EXPECT_EQ(refusal_length(), sizeof(krdma_msg_hdr));
+    EXPECT_EQ(hello(KRDMA_ABI_WORD(1, 9)), std::make_pair(0, KRDMA_ABI_WORD(1, KRDMA_ABI_MINOR)));
+    EXPECT_GT(refusal_length(), sizeof(krdma_msg_hdr));
+    EXPECT_EQ(hello(KRDMA_ABI_WORD(2, 0)).first, RI_EPROTO);
+}
+
+// A 1.1 client and a 1.0 server: the server refuses the word of 1.1 as 1.0 did (EPROTO, no reason), the client
+// says HELLO again as 1.0 and works on; the server's refusals come without a reason, and request() falls back to
+// the C library's words for them.
+TEST(DeviceVersions, ANewClientSpeaksTheOldProtocolWithAnOldServer) {
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+    krdma::UniqueFd ours(sv[0]), theirs(sv[1]);
+    std::vector<uint32_t> words;  // the HELLO words the old server saw
+    std::thread old_server([&theirs, &words] {
+        krdma::Message m;
+        while (krdma::receive(theirs.get(), m, true) == krdma::RecvResult::message) {
+            krdma_msg_hdr hdr{};
+            hdr.cmd = m.hdr.cmd;
+            hdr.seq = m.hdr.seq;
+            hdr.flags = KRDMA_MSG_REPLY;
+            if (m.hdr.cmd != KRDMA_CMD_HELLO) {
+                hdr.status = RI_ENOTTY;
+                (void)krdma::send(theirs.get(), hdr, {});
+                continue;
+            }
+            krdma_hello h;
+            std::memcpy(&h, m.body.data(), sizeof h);
+            words.push_back(h.abi_version);
+            if (h.abi_version != 1) {  // 1.0's check, word for word
+                hdr.status = RI_EPROTO;
+                (void)krdma::send(theirs.get(), hdr, {});
+                continue;
+            }
+            h.max_message = KRDMA_MAX_MESSAGE;
+            h.client_id = 1;
+            (void)krdma::send(theirs.get(), hdr, {reinterpret_cast<const uint8_t *>(&h), sizeof h});
+        }
+    });
+    {
+        auto c = ual::DeviceClient::adopt(std::move(ours));
+        ASSERT_TRUE(c) << c.error().to_string();
+        EXPECT_EQ((*c)->abi_minor(), 0u);
+        EXPECT_EQ((*c)->hello().abi_version, 1u);
+        uint64_t body = 0;
+        auto r = (*c)->request(_IOWR(KRDMA_IOC_MAGIC, 0x7f, uint64_t), {reinterpret_cast<const uint8_t *>(&body),
+                                                                          sizeof body});
+        ASSERT_FALSE(r);
+        EXPECT_EQ(r.error().code(), RI_ENOTTY);
+        EXPECT_EQ(r.error().message(), std::strerror(ENOTTY));
+    }  // the client closes its end: the old server's loop ends
+    old_server.join();
+    EXPECT_EQ(words, (std::vector<uint32_t>{KRDMA_ABI_WORD(1, KRDMA_ABI_MINOR), 1u}));
+}
+
+// A device server of this test's own, with test handlers registered before it serves.
+class DeviceHandlers : public Device {
+protected:
+    void SetUp() override {
+        Device::SetUp();
+        stop_server();
+        server_ = std::make_unique<kal::DeviceServer>(dir_ / "krdma");
+        server_->on(kLong, [](kal::Connection &, const kal::Request &, kal::Reply &rep) {
+            // 300 bytes: 'x', then a stray continuation byte, a control character, and a run of 3-byte code
+            // points that crosses the 256-byte bound.
+            std::string why = "x\x80\x1b[31m";
+            while (why.size() < 300) why += "\xE2\x82\xAC";  // U+20AC
+            return rep.fail(RI_EINVAL, why);
+        });
+        server_->on(kForeign, [](kal::Connection &, const kal::Request &, kal::Reply &rep) {
+            return rep.fail(4242, "a status no vocabulary has");
+        });
+        ASSERT_TRUE(server_->listen());
+        thread_ = std::thread([this] { server_->run(); });
+    }
+    static constexpr uint32_t kLong = _IOWR(KRDMA_IOC_MAGIC, 0x70, uint64_t);
+    static constexpr uint32_t kForeign = _IOWR(KRDMA_IOC_MAGIC, 0x71, uint64_t);
+};
+
+TEST_F(DeviceHandlers, AReasonArrivesBoundedValidAndPrintable) {
+    auto c = client();
+    ASSERT_NE(c, nullptr);
+    uint64_t body = 0;
+    auto r = c->call(kLong, {reinterpret_cast<const uint8_t *>(&body), sizeof body});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, RI_EINVAL);
+    ASSERT_LE(r->reason.size(), KRDMA_MAX_REASON);
+    // 'x', U+FFFD for the stray byte and for ESC, "[31m", then whole euro signs only.
+    const std::string head = "x\xEF\xBF\xBD\xEF\xBF\xBD[31m";
+    ASSERT_EQ(r->reason.compare(0, head.size(), head), 0) << r->reason;
+    const size_t euros = (KRDMA_MAX_REASON - head.size()) / 3;
+    EXPECT_EQ(r->reason.size(), head.size() + 3 * euros);
+    for (size_t i = head.size(); i < r->reason.size(); i += 3) EXPECT_EQ(r->reason.substr(i, 3), "\xE2\x82\xAC");
+    // call_into() keeps it too, and leaves the caller's buffer alone.
+    uint64_t out = 0x5a5a;
+    auto into = c->call_into(kLong, {reinterpret_cast<const uint8_t *>(&body), sizeof body},
+                             {reinterpret_cast<uint8_t *>(&out), sizeof out});
+    ASSERT_TRUE(into);
+    EXPECT_EQ(into->status, RI_EINVAL);
+    EXPECT_EQ(into->payload_len, 0u);
+    EXPECT_EQ(out, 0x5a5au);
+    EXPECT_EQ(into->why(), r->reason);
+}
+
+TEST_F(DeviceHandlers, AStatusOutsideTheVocabularyBecomesEIOWithItsReason) {
+    auto c = client();
+    ASSERT_NE(c, nullptr);
+    uint64_t body = 0;
+    auto r = c->call(kForeign, {reinterpret_cast<const uint8_t *>(&body), sizeof body});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, RI_EIO);
+    EXPECT_EQ(r->reason, "a status no vocabulary has (error 4242)");
+}
+
+TEST(Reason, CutsOnACodePointAndReplacesWhatIsNotPrintableUtf8) {
+    char out[8];
+    auto text = [&out](std::string_view in, size_t cap) { return std::string(out, krdma::reason_text(in, {out, cap})); };
+    EXPECT_EQ(text("plain", 8), "plain");
+    EXPECT_EQ(text("abcdefghij", 8), "abcdefgh");
+    EXPECT_EQ(text("ab\xC3\xA9z", 8), "ab\xC3\xA9z");     // U+00E9 kept whole
+    EXPECT_EQ(text("abcdefg\xC3\xA9", 8), "abcdefg");       // ...or left out whole
+    EXPECT_EQ(text("a\tb\nc\r", 8), "a b c ");
+    EXPECT_EQ(text("\xC0\xAF", 8), "\xEF\xBF\xBD\xEF\xBF\xBD");  // an overlong '/' is two bad bytes
+    EXPECT_EQ(text("\xED\xA0\x80", 3), "\xEF\xBF\xBD");    // a surrogate, cut to the first replacement
+    EXPECT_EQ(text("\xC2\x9B", 8), "\xEF\xBF\xBD");         // C1 CSI
+    EXPECT_EQ(text("\x7F", 2), "");                          // a replacement that does not fit is left out
+    EXPECT_EQ(text(std::string_view("a\0b", 3), 8), "a\xEF\xBF\xBD" "b");
+    EXPECT_EQ(text("\xF0\x9F\x98\x80", 8), "\xF0\x9F\x98\x80");  // U+1F600
+    EXPECT_EQ(text("\xF4\x90\x80\x80", 8).substr(0, 3), "\xEF\xBF\xBD");  // above U+10FFFF
 }
 
 TEST_F(Device, PathInUseIsRefusedStaleSocketIsReplaced) {

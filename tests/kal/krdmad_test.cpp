@@ -39,11 +39,19 @@ TEST_F(Krdmad, BadConfigurationIsExitTwoWithTheKey) {
     pid_t pid = start({"--config", write_config(R"({"device": "/tmp/x", "modulez": []})")});
     EXPECT_EQ(wait_exit(pid), 2);
     EXPECT_NE(stderr_text().find("unknown key config.modulez"), std::string::npos) << stderr_text();
-    pid = start({"--config", write_config("{not json")});
+    // A syntax error is placed as an editor counts: the file, the line, the column.
+    const fs::path config = write_config("{\n  \"device\": \"/tmp/x\",\n  oops\n}\n");
+    pid = start({"--config", config.string()});
     EXPECT_EQ(wait_exit(pid), 2);
-    EXPECT_NE(stderr_text().find("not valid JSON"), std::string::npos) << stderr_text();
+    EXPECT_NE(stderr_text().find("krdmad: " + config.string() + ":3:3: not valid JSON: syntax error"),
+              std::string::npos)
+        << stderr_text();
     pid = start({"--config", (dir_ / "missing.json").string()});
     EXPECT_EQ(wait_exit(pid), 2);
+    EXPECT_NE(stderr_text().find("krdmad: " + (dir_ / "missing.json").string() +
+                                 ": cannot read the configuration: No such file or directory"),
+              std::string::npos)
+        << stderr_text();
 }
 
 TEST_F(Krdmad, MissingModuleIsExitThree) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <utility>
 
 #include "rnicpi/cpp/status.hpp"
 
@@ -28,6 +29,35 @@ TEST(Status, CarriesErrnoValues) {
 TEST(Status, UnknownCodesAreNamedButNotTrusted) {
     EXPECT_EQ(rdma::errno_name(-5), "E?");
     EXPECT_EQ(rdma::errno_name(4242), "E?");
+    EXPECT_FALSE(rdma::in_vocabulary(4242));
+    EXPECT_FALSE(rdma::in_vocabulary(EMFILE));
+}
+
+// The connection codes the kAL's LLP management reports are named members of the vocabulary.
+TEST(Status, NetworkCodesHaveTheirNames) {
+    const std::pair<int, const char *> codes[] = {
+        {RI_EAFNOSUPPORT, "EAFNOSUPPORT"}, {RI_EADDRINUSE, "EADDRINUSE"}, {RI_EADDRNOTAVAIL, "EADDRNOTAVAIL"},
+        {RI_ENETUNREACH, "ENETUNREACH"},   {RI_ECONNABORTED, "ECONNABORTED"}, {RI_EISCONN, "EISCONN"},
+        {RI_EHOSTUNREACH, "EHOSTUNREACH"}};
+    for (const auto &[code, name] : codes) {
+        EXPECT_EQ(rdma::errno_name(code), name);
+        EXPECT_TRUE(rdma::in_vocabulary(code)) << name;
+        EXPECT_EQ(rdma::Error(code, "x").to_string(), std::string("x (") + name + ")");
+    }
+}
+
+// What a system call sets becomes a member of the vocabulary, whatever it was.
+TEST(Status, ErrnoValuesMapIntoTheVocabulary) {
+    EXPECT_EQ(rdma::from_errno(EADDRINUSE), RI_EADDRINUSE);
+    EXPECT_EQ(rdma::from_errno(ECONNREFUSED), RI_ECONNREFUSED);
+    EXPECT_EQ(rdma::from_errno(EMFILE), RI_ENOSPC);
+    EXPECT_EQ(rdma::from_errno(ENFILE), RI_ENOSPC);
+    EXPECT_EQ(rdma::from_errno(ENOBUFS), RI_ENOMEM);
+    EXPECT_EQ(rdma::from_errno(EPIPE), RI_ECONNRESET);
+    EXPECT_EQ(rdma::from_errno(ENETDOWN), RI_ENETUNREACH);
+    EXPECT_EQ(rdma::from_errno(0), RI_EIO);  // a failure never turns into success
+    EXPECT_EQ(rdma::from_errno(ENOLINK), RI_EIO);
+    for (int e = 0; e < 200; ++e) EXPECT_TRUE(rdma::in_vocabulary(rdma::from_errno(e))) << e;
 }
 
 TEST(Expected, HoldsValue) {

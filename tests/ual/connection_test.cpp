@@ -491,7 +491,9 @@ TEST_F(TwoHosts, UnroutedPeerIsRefusedByTheRouteLookup) {
     // TEST-NET-1 leaves by the host's default route (another netdev than the RNIC's veth), or has no route.
     auto st = ep->connect("192.0.2.1", 9);
     EXPECT_FALSE(st.ok());
-    EXPECT_TRUE(st.code() == EADDRNOTAVAIL || st.code() == ENETUNREACH) << st.describe();
+    EXPECT_TRUE(st.code() == EADDRNOTAVAIL || st.code() == ENETUNREACH) << st.error().to_string();
+    EXPECT_NE(st.error().message().find("192.0.2.1"), std::string::npos)
+        << "the kAL's reason names the peer: " << st.error().message();
 }
 
 }  // namespace

@@ -290,7 +290,7 @@ TYPED_TEST(LinkSuite, HostedConsumersHaveNoSocketsToConvert) {
     auto ep = this->endpoint(8);
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ASSERT_GE(fd, 0);
-    const rdma::Status st = ep->convert(fd);
+    const auto st = ep->convert(fd);
     ::close(fd);
     if (TypeParam::kConvertsSockets) {
         EXPECT_NE(st.code(), RI_EOPNOTSUPP);  // refused for an unconnected socket, but supported

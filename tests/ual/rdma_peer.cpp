@@ -115,7 +115,7 @@ int serve_many(Side &s, size_t count, size_t bytes) {
             if (!post_recv(s, *eps[i], recv_off(i, j), 64, i * 2 + j).ok()) return fail("post recv");
         }
         if (auto st = eps[i]->accept(req->connection->request, bytes_of("ok " + std::to_string(i))); !st.ok()) {
-            return fail("accept: " + st.describe());
+            return fail("accept: " + st.error().to_string());
         }
     }
     for (size_t n = 0; n < count; ++n) {
@@ -255,7 +255,7 @@ int main(int argc, char **argv) {
     if (text(req->connection->private_data) != "hello server") return fail("wrong request private data");
     if (mode == "reject") {
         if (auto st = s.adapter->reject(req->connection->request, bytes_of("go away")); !st.ok()) {
-            return fail("reject: " + st.describe());
+            return fail("reject: " + st.error().to_string());
         }
         std::printf("rejected\n");
         std::fflush(stdout);
@@ -271,7 +271,7 @@ int main(int argc, char **argv) {
         }
     }
     if (auto st = ep->accept(req->connection->request, bytes_of("welcome")); !st.ok()) {
-        return fail("accept: " + st.describe());
+        return fail("accept: " + st.error().to_string());
     }
     auto est = next_cm(s.cm);
     if (!est || est->id != static_cast<uint32_t>(ual::CmEventId::established)) return fail("not established");

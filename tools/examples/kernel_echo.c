@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include <it_api.h>
+#include <it_api_openrdma.h>
 
 #include "krdma/consumer_module.h"
 
@@ -41,7 +42,14 @@ struct echo {
 /* Small helpers: a status check that logs the failing call. */
 static int ok(struct echo *e, it_status_t st, const char *call) {
     if (st == IT_SUCCESS) return 1;
-    LOG(e, KRDMA_CONSUMER_LOG_ERROR, "%s failed: IT-API status %d", call, (int)st);
+    /* The IT-API's reason, when it has one for this call (OpenRDMA's extension). */
+    const char *failed_call = NULL;
+    const char *why = openrdma_it_last_error(&failed_call);
+    if (why[0] != '\0' && strcmp(failed_call, call) == 0) {
+        LOG(e, KRDMA_CONSUMER_LOG_ERROR, "%s failed: IT-API status %d: %s", call, (int)st, why);
+    } else {
+        LOG(e, KRDMA_CONSUMER_LOG_ERROR, "%s failed: IT-API status %d", call, (int)st);
+    }
     return 0;
 }
 

@@ -3,6 +3,9 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
+
+#include "it_api_openrdma.h"
 
 namespace it_tools {
 
@@ -161,9 +164,18 @@ std::string dto_status_name(it_dto_status_t status) {
     return "it_dto_status_t " + std::to_string(static_cast<int>(status));
 }
 
+std::string failure_reason(const char *call) {
+    const char *failed_call = nullptr;
+    const char *reason = openrdma_it_last_error(&failed_call);
+    // The record is of the last call that failed with a reason: only this call's counts.
+    if (reason == nullptr || failed_call == nullptr || std::strcmp(failed_call, call) != 0) return {};
+    return reason;
+}
+
 rdma::Error call_error(const char *call, const std::string &args, it_status_t status) {
+    const std::string why = failure_reason(call);
     return rdma::Error(EIO, std::string(call) + "(" + args + ") failed: " + status_name(status) + " (" +
-                                std::to_string(static_cast<int>(status)) + ")");
+                                std::to_string(static_cast<int>(status)) + ")" + (why.empty() ? "" : ": " + why));
 }
 
 }  // namespace it_tools

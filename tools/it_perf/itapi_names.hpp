@@ -21,8 +21,15 @@ std::string event_name(it_event_type_t event);
 std::string dto_status_name(it_dto_status_t status);
 
 /**
- * @brief The error of a failed IT-API call: "@p call(@p args) failed: IT_ERR_... (N)". @p args says which
- *        arguments mattered (an interface name, a size).
+ * @brief Why IT-API call @p call, which just failed on this thread, failed, in the library's words
+ *        (openrdma_it_last_error: "krdmad is not running at ..."), or "" when the library knows no more than the
+ *        status.
+ */
+std::string failure_reason(const char *call);
+
+/**
+ * @brief The error of a failed IT-API call: "@p call(@p args) failed: IT_ERR_... (N)", and the library's reason
+ *        when it gave one (failure_reason()). @p args says which arguments mattered (an interface name, a size).
  */
 rdma::Error call_error(const char *call, const std::string &args, it_status_t status);
 

@@ -146,9 +146,12 @@ rdma::Expected<std::unique_ptr<Interface>> Interface::open(const std::string &na
         size_t count = 16, total = 0;
         it_interface_list(list, &count, &total);
         if (count == 0) {
-            return rdma::Error(ENODEV, "it_interface_list found no IT-API interface: start krdmad (or set "
-                                       "$KRDMA_DEVICE to its device), or set $OPENRDMA_EMBEDDED_CONFIG to a krdmad "
-                                       "configuration file to host an embedded kAL");
+            // The library's reason when it has one (no krdmad, a bad configuration); else krdmad serves no RNIC.
+            const std::string why = it_tools::failure_reason("it_interface_list");
+            return rdma::Error(ENODEV, "it_interface_list found no IT-API interface: " +
+                                           (why.empty() ? std::string("krdmad serves no RNIC (rdmactl list shows "
+                                                                      "what it serves)")
+                                                        : why));
         }
         itf->name_ = list[0].name;
     }

@@ -22,6 +22,7 @@
 #include <optional>
 #include <thread>
 
+#include "itapi_names.hpp"
 #include "itapi_runner.hpp"
 #include "plot.hpp"
 #include "report.hpp"
@@ -353,8 +354,9 @@ int main(int argc, char **argv) {
     if (a.list) {
         const auto names = itapi_interfaces();
         if (names.empty()) {
-            std::fprintf(stderr, "it_perf: it_interface_list found no interface (is krdmad running, or "
-                                 "$OPENRDMA_EMBEDDED_CONFIG set?)\n");
+            const std::string why = it_tools::failure_reason("it_interface_list");
+            std::fprintf(stderr, "it_perf: it_interface_list found no interface: %s\n",
+                         why.empty() ? "krdmad serves no RNIC (rdmactl list shows what it serves)" : why.c_str());
             return 1;
         }
         for (const std::string &n : names) std::printf("%s\n", n.c_str());

@@ -155,8 +155,12 @@ rdma::Expected<void> Rping::open(const std::string &ia_name) {
         size_t n = 16, total = 0;
         it_interface_list(list, &n, &total);
         if (n == 0) {
-            return rdma::Error(ENODEV, "it_interface_list found no IT-API interface: start krdmad, or set "
-                                       "$OPENRDMA_EMBEDDED_CONFIG to a krdmad configuration file");
+            // The library's reason when it has one (no krdmad, a bad configuration); else krdmad serves no RNIC.
+            const std::string why = it_tools::failure_reason("it_interface_list");
+            return rdma::Error(ENODEV, "it_interface_list found no IT-API interface: " +
+                                           (why.empty() ? std::string("krdmad serves no RNIC (rdmactl list shows "
+                                                                      "what it serves)")
+                                                        : why));
         }
         name = list[0].name;
     }

@@ -21,7 +21,7 @@ struct AttachOptions {
     std::string provider, name, netdev, address, options;
 };
 
-// What krdmad's answer means to the administrator, and what to do about it.
+// What a refusal without a reason (from a krdmad of protocol 1.0) means to the administrator, and what to do.
 std::string explain(int status, const std::string &busy_hint) {
     switch (status) {
         case RI_EPERM:
@@ -50,13 +50,11 @@ template <typename T>
 std::optional<T> request(ual::DeviceClient &client, uint32_t cmd, const T &q, const std::string &what,
                          const std::string &busy_hint = "") {
     auto r = client.call(cmd, {reinterpret_cast<const uint8_t *>(&q), sizeof q});
-    if (!r) {
-        std::fprintf(stderr, "rdmactl: %s failed: %s\n", what.c_str(), r.error().message().c_str());
-        return std::nullopt;
-    }
-    if (r->status != 0 || r->payload.size() != sizeof(T)) {
+    if (!r || r->status != 0 || r->payload.size() != sizeof(T)) {
+        // krdmad's own reason when it gave one: it knows what was wrong.
+        const bool unexplained = r && r->status != 0 && r->reason.empty();
         std::fprintf(stderr, "rdmactl: %s failed: %s\n", what.c_str(),
-                     explain(r->status != 0 ? r->status : RI_EPROTO, busy_hint).c_str());
+                     (unexplained ? explain(r->status, busy_hint) : failure_text(r, sizeof(T))).c_str());
         return std::nullopt;
     }
     T a;
@@ -141,7 +139,7 @@ void add_attach(CLI::App &app, const GlobalOptions &global, int &exit_code) {
             !put(q.options, opt->options, "options text")) {
             return;
         }
-        auto a = request(global, KRDMA_CMD_ATTACH_RNIC, q, "attaching " + opt->name);
+        auto a = request(global, KRDMA_CMD_ATTACH_RNIC, q, "attach");
         if (!a) return;
         exit_code = 0;
         if (global.json) {
@@ -161,7 +159,7 @@ void add_detach(CLI::App &app, const GlobalOptions &global, int &exit_code) {
         exit_code = 1;
         krdma_detach_rnic q{};
         if (!put(q.name, *name, "RNIC name")) return;
-        if (!request(global, KRDMA_CMD_DETACH_RNIC, q, "detaching " + *name,
+        if (!request(global, KRDMA_CMD_DETACH_RNIC, q, "detach",
                      "consumers have it open; they must close it first (rdmactl resources shows who)")) {
             return;
         }
@@ -185,7 +183,7 @@ void add_load(CLI::App &app, const GlobalOptions &global, int &exit_code) {
         if (target.find('/') != std::string::npos) target = std::filesystem::absolute(target).lexically_normal();
         krdma_load_module q{};
         if (!put(q.file, target, "module path")) return;
-        auto a = request(global, KRDMA_CMD_LOAD_MODULE, q, "loading " + target);
+        auto a = request(global, KRDMA_CMD_LOAD_MODULE, q, "load");
         if (!a) return;
         exit_code = 0;
         if (global.json) {
@@ -205,7 +203,7 @@ void add_unload(CLI::App &app, const GlobalOptions &global, int &exit_code) {
         exit_code = 1;
         krdma_unload_module q{};
         if (!put(q.provider, *provider, "provider name")) return;
-        if (!request(global, KRDMA_CMD_UNLOAD_MODULE, q, "unloading " + *provider,
+        if (!request(global, KRDMA_CMD_UNLOAD_MODULE, q, "unload",
                      "RNICs of this provider are attached; detach them first")) {
             return;
         }

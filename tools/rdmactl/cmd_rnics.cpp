@@ -22,8 +22,7 @@ std::optional<std::vector<krdma_rnic_info>> fetch(const GlobalOptions &global) {
         q.index = index;
         auto r = (*client)->call(KRDMA_CMD_LIST_RNICS, {reinterpret_cast<const uint8_t *>(&q), sizeof q});
         if (!r || r->status != 0 || r->payload.size() != sizeof q) {
-            std::fprintf(stderr, "rdmactl: listing RNICs failed: %s\n",
-                         r ? std::strerror(r->status) : r.error().message().c_str());
+            std::fprintf(stderr, "rdmactl: listing RNICs failed: %s\n", failure_text(r, sizeof q).c_str());
             return std::nullopt;
         }
         std::memcpy(&q, r->payload.data(), sizeof q);
@@ -84,8 +83,7 @@ void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_cod
             q.index = index;
             auto r = (*client)->call(KRDMA_CMD_LIST_CLIENTS, {reinterpret_cast<const uint8_t *>(&q), sizeof q});
             if (!r || r->status != 0 || r->payload.size() != sizeof q) {
-                std::fprintf(stderr, "rdmactl: listing resources failed: %s\n",
-                             r ? std::strerror(r->status) : r.error().message().c_str());
+                std::fprintf(stderr, "rdmactl: listing resources failed: %s\n", failure_text(r, sizeof q).c_str());
                 exit_code = 1;
                 return;
             }

@@ -28,8 +28,7 @@ template <class T>
 bool ask(ual::DeviceClient &c, uint32_t cmd, T &io) {
     auto r = c.call(cmd, {reinterpret_cast<const uint8_t *>(&io), sizeof io});
     if (!r || r->status != 0 || r->payload.size() != sizeof io) {
-        std::fprintf(stderr, "rdmactl: krdmad did not answer: %s\n",
-                     r ? std::strerror(r->status) : r.error().message().c_str());
+        std::fprintf(stderr, "rdmactl: krdmad did not answer: %s\n", failure_text(r, sizeof io).c_str());
         return false;
     }
     std::memcpy(&io, r->payload.data(), sizeof io);

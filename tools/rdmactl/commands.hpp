@@ -6,9 +6,18 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "client.hpp"
 #include "krdma/abi.h"
 
 namespace rdmactl {
+
+/**
+ * @brief Why a request to krdmad failed, for "rdmactl: WHAT failed: WHY": the call's own error (krdmad gone, no
+ *        answer), krdmad's reason with the status name ("address 127.0.0.1 is already served by RNIC sr0 (EEXIST)";
+ *        the C library's text for the status when an older krdmad gave no reason), or a reply that is not
+ *        @p expected bytes long. Only for a reply that failed in one of these ways.
+ */
+[[nodiscard]] std::string failure_text(const rdma::Expected<ual::CallReply> &reply, size_t expected);
 
 /** @brief Options every subcommand shares. */
 struct GlobalOptions {

@@ -2,10 +2,26 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdlib>
+#include <cstring>
+#include <string>
 
 #include "commands.hpp"
 #include "krdma/abi.h"
 #include "rnicpi/host/log.hpp"
+
+namespace rdmactl {
+
+std::string failure_text(const rdma::Expected<ual::CallReply> &reply, size_t expected) {
+    if (!reply) return reply.error().message();
+    if (reply->status != 0) {
+        return (reply->reason.empty() ? std::string(std::strerror(reply->status)) : reply->reason) + " (" +
+               std::string(rdma::errno_name(reply->status)) + ")";
+    }
+    return "krdmad answered with " + std::to_string(reply->payload.size()) + " bytes instead of " +
+           std::to_string(expected) + " (a krdmad of another version?)";
+}
+
+}  // namespace rdmactl
 
 int main(int argc, char **argv) {
     CLI::App app{"rdmactl: list and select RNICs, manage provider modules, show resources and statistics"};

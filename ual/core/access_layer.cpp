@@ -67,13 +67,21 @@ rdma::Error embedded_unavailable(const std::filesystem::path &config) {
 
 rdma::Expected<std::shared_ptr<AccessLayer>> AccessLayer::open(const Options &options) {
     std::filesystem::path embedded = options.embedded_config;
+    const char *embedded_from = "ual::Options::embedded_config";
     if (embedded.empty()) {
-        if (const char *env = std::getenv("OPENRDMA_EMBEDDED_CONFIG"); env != nullptr && *env != '\0') embedded = env;
+        if (const char *env = std::getenv("OPENRDMA_EMBEDDED_CONFIG"); env != nullptr && *env != '\0') {
+            embedded = env;
+            embedded_from = "$OPENRDMA_EMBEDDED_CONFIG";
+        }
     }
     if (!embedded.empty()) {
         if (options.embedded_kal == nullptr) return embedded_unavailable(embedded);
         auto link = options.embedded_kal(embedded.string());
-        if (!link) return link.error();
+        if (!link) {
+            // The message names the file and the place in it; say where the file name came from too.
+            return rdma::Error(link.error().code(), link.error().message() + " (the embedded kAL's configuration, from " +
+                                                        embedded_from + ")");
+        }
         return open(std::move(*link), options);
     }
     std::filesystem::path dev = options.device;
@@ -82,7 +90,15 @@ rdma::Expected<std::shared_ptr<AccessLayer>> AccessLayer::open(const Options &op
         dev = env != nullptr && *env != '\0' ? env : KRDMA_DEFAULT_DEVICE;
     }
     auto link = connect_device_link(dev);
-    if (!link) return link.error();
+    if (!link) {
+        const int e = link.error().code();
+        if (e != RI_ENOENT && e != RI_ECONNREFUSED) return link.error();
+        return rdma::Error(e, "krdmad is not running at " + dev.string() + " (" + std::strerror(e) +
+                                  "): start it (systemctl start krdmad, or krdmad --config FILE), point "
+                                  "$KRDMA_DEVICE at the device of the krdmad that runs, or set "
+                                  "$OPENRDMA_EMBEDDED_CONFIG to a krdmad configuration file to host a kAL in "
+                                  "this process");
+    }
     return open(std::move(*link), options);
 }
 
@@ -282,9 +298,12 @@ rdma::Expected<std::shared_ptr<ListenPoint>> Adapter::listen(uint16_t port, std:
     return lp;
 }
 
-rdma::Status Adapter::reject(uint64_t request, std::span<const uint8_t> private_data) {
-    if (private_data.size() > KRDMA_MAX_PRIVATE_DATA) return rdma::Status(RI_EMSGSIZE);
-    return status_of(al_->link_->reject(request, private_data), "Reject");
+rdma::Expected<void> Adapter::reject(uint64_t request, std::span<const uint8_t> private_data) {
+    if (private_data.size() > KRDMA_MAX_PRIVATE_DATA) {
+        return rdma::Error(RI_EMSGSIZE, "Reject: " + std::to_string(private_data.size()) +
+                                            " bytes of private data, at most " + std::to_string(KRDMA_MAX_PRIVATE_DATA));
+    }
+    return al_->link_->reject(request, private_data);
 }
 
 rdma::Expected<ri_rnic_attr_t> Adapter::query() const {
@@ -496,30 +515,39 @@ void Endpoint::deliver_cm(Event e) {
     if (d) d->post(e);
 }
 
-rdma::Status Endpoint::connect(const std::string &address, uint16_t port, std::span<const uint8_t> private_data,
-                               std::chrono::milliseconds timeout) {
-    if (!ref_ || ref_.kal == 0) return rdma::Status(RI_EINVAL);
-    if (private_data.size() > KRDMA_MAX_PRIVATE_DATA) return rdma::Status(RI_EMSGSIZE);
+namespace {
+
+// Checks what every connection command of an endpoint needs before it goes to the kAL.
+rdma::Expected<void> connectable(const ObjectRef &ref, std::span<const uint8_t> private_data, const char *what) {
+    if (!ref || ref.kal == 0) return rdma::Error(RI_EINVAL, std::string(what) + ": the endpoint is closed");
+    if (private_data.size() > KRDMA_MAX_PRIVATE_DATA) {
+        return rdma::Error(RI_EMSGSIZE, std::string(what) + ": " + std::to_string(private_data.size()) +
+                                            " bytes of private data, at most " + std::to_string(KRDMA_MAX_PRIVATE_DATA));
+    }
+    return {};
+}
+
+}  // namespace
+
+rdma::Expected<void> Endpoint::connect(const std::string &address, uint16_t port,
+                                       std::span<const uint8_t> private_data, std::chrono::milliseconds timeout) {
+    if (auto ok = connectable(ref_, private_data, "Connect"); !ok) return ok;
     auto remote = krdma::parse_net_addr(address);
-    if (!remote) return rdma::Status(remote.error().code());
-    return status_of(pz_->adapter()->al_->link_->connect(ref_, *remote, port, private_data, init_.context,
-                                                         static_cast<uint32_t>(timeout.count())),
-                     "Connect");
+    if (!remote) return remote.error();
+    return pz_->adapter()->al_->link_->connect(ref_, *remote, port, private_data, init_.context,
+                                               static_cast<uint32_t>(timeout.count()));
 }
 
-rdma::Status Endpoint::convert(int fd, std::span<const uint8_t> private_data, uint32_t role,
-                               std::chrono::milliseconds timeout) {
-    if (!ref_ || ref_.kal == 0) return rdma::Status(RI_EINVAL);
-    if (private_data.size() > KRDMA_MAX_PRIVATE_DATA) return rdma::Status(RI_EMSGSIZE);
-    return status_of(pz_->adapter()->al_->link_->convert(ref_, fd, private_data, role, init_.context,
-                                                         static_cast<uint32_t>(timeout.count())),
-                     "Convert");
+rdma::Expected<void> Endpoint::convert(int fd, std::span<const uint8_t> private_data, uint32_t role,
+                                       std::chrono::milliseconds timeout) {
+    if (auto ok = connectable(ref_, private_data, "Convert"); !ok) return ok;
+    return pz_->adapter()->al_->link_->convert(ref_, fd, private_data, role, init_.context,
+                                               static_cast<uint32_t>(timeout.count()));
 }
 
-rdma::Status Endpoint::accept(uint64_t request, std::span<const uint8_t> private_data) {
-    if (!ref_ || ref_.kal == 0) return rdma::Status(RI_EINVAL);
-    if (private_data.size() > KRDMA_MAX_PRIVATE_DATA) return rdma::Status(RI_EMSGSIZE);
-    return status_of(pz_->adapter()->al_->link_->accept(request, ref_, private_data, init_.context), "Accept");
+rdma::Expected<void> Endpoint::accept(uint64_t request, std::span<const uint8_t> private_data) {
+    if (auto ok = connectable(ref_, private_data, "Accept"); !ok) return ok;
+    return pz_->adapter()->al_->link_->accept(request, ref_, private_data, init_.context);
 }
 
 rdma::Status Endpoint::disconnect(bool abortive) {

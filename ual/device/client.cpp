@@ -13,6 +13,8 @@
 #include <cstring>
 #include <unistd.h>
 
+#include "krdma/reason.hpp"
+
 namespace ual {
 
 rdma::Expected<std::unique_ptr<DeviceClient>> DeviceClient::connect(const std::filesystem::path &path) {
@@ -51,15 +53,29 @@ rdma::Expected<void> DeviceClient::handshake(const std::string &where) {
         return rdma::Error(errno, std::string("epoll_ctl: ") + std::strerror(errno));
     }
     krdma_hello h{};
-    h.abi_version = KRDMA_ABI_VERSION;
+    h.abi_version = KRDMA_ABI_WORD(KRDMA_ABI_VERSION, KRDMA_ABI_MINOR);
     auto reply = call(KRDMA_CMD_HELLO, {reinterpret_cast<const uint8_t *>(&h), sizeof h});
+    if (reply && reply->status == RI_EPROTO && reply->reason.empty()) {
+        // A 1.0 krdmad accepts only the word 1 (and explains nothing): speak 1.0 with it (see krdma/abi.h).
+        h.abi_version = KRDMA_ABI_VERSION;
+        reply = call(KRDMA_CMD_HELLO, {reinterpret_cast<const uint8_t *>(&h), sizeof h});
+    }
     if (!reply) return reply.error();
     if (reply->status != 0) {
-        return rdma::Error(reply->status, where + " refused the handshake: " + std::strerror(reply->status) +
+        const std::string why = reply->reason.empty() ? std::strerror(reply->status) : reply->reason;
+        return rdma::Error(reply->status, where + " refused the handshake: " + why +
                                               (reply->status == RI_EPROTO ? " (protocol version mismatch)" : ""));
+    }
+    if (reply->payload.size() != sizeof hello_) {
+        return rdma::Error(RI_EPROTO, where + " answered the handshake with " + std::to_string(reply->payload.size()) +
+                                          " bytes instead of " + std::to_string(sizeof hello_));
     }
     std::memcpy(&hello_, reply->payload.data(), sizeof hello_);
     return {};
+}
+
+rdma::Error refusal(int status, std::string_view reason) {
+    return rdma::Error(status, reason.empty() ? std::string(std::strerror(status)) : std::string(reason));
 }
 
 bool DeviceClient::take_event(krdma::Message &m) {
@@ -156,9 +172,24 @@ rdma::Expected<CallReply> DeviceClient::call(uint32_t cmd, std::span<const uint8
     if (auto ok = exchange(cmd, request, fds, timeout); !ok) return ok.error();
     CallReply out;
     out.status = message_.hdr.status;
+    if (out.status != 0) {
+        // An error reply carries no struct: what follows the header is the kAL's reason (minor version 1).
+        std::array<char, KRDMA_MAX_REASON> why;
+        const auto text = message_.payload();
+        out.reason.assign(why.data(), krdma::reason_text({reinterpret_cast<const char *>(text.data()), text.size()},
+                                                         why));
+        return out;
+    }
     out.payload.assign(message_.payload().begin(), message_.payload().end());
     for (size_t i = 0; i < message_.nfds; ++i) out.fds.push_back(std::move(message_.fds[i]));
     return out;
+}
+
+rdma::Expected<CallReply> DeviceClient::request(uint32_t cmd, std::span<const uint8_t> request,
+                                                std::span<const int> fds, std::chrono::milliseconds timeout) {
+    auto r = call(cmd, request, fds, timeout);
+    if (r && r->status != 0) return refusal(r->status, r->reason);
+    return r;
 }
 
 rdma::Expected<CallStatus> DeviceClient::call_into(uint32_t cmd, std::span<const uint8_t> request,
@@ -168,6 +199,11 @@ rdma::Expected<CallStatus> DeviceClient::call_into(uint32_t cmd, std::span<const
     if (auto ok = exchange(cmd, request, fds, timeout); !ok) return ok.error();
     CallStatus out;
     out.status = message_.hdr.status;
+    if (out.status != 0) {
+        const auto text = message_.payload();
+        out.reason_len = krdma::reason_text({reinterpret_cast<const char *>(text.data()), text.size()}, out.reason);
+        return out;
+    }
     out.payload_len = message_.payload_len();
     if (const size_t n = std::min(out.payload_len, reply.size()); n > 0) std::memcpy(reply.data(), message_.body.data(), n);
     for (size_t i = 0; i < message_.nfds; ++i) out.fds[out.nfds++] = std::move(message_.fds[i]);

@@ -13,6 +13,8 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "krdma/message.hpp"
@@ -25,6 +27,7 @@ struct CallReply {
     int status = 0;                       /**< 0 or the kAL's positive errno value. */
     std::vector<uint8_t> payload;         /**< The reply struct (empty on error). */
     std::vector<krdma::UniqueFd> fds;     /**< Descriptors the kAL passed back; the caller owns them. */
+    std::string reason;                   /**< On error: why, in the kAL's words (empty when it gave none). */
 };
 
 /** @brief The answer to call_into(): the reply struct is in the caller's buffer. */
@@ -33,7 +36,17 @@ struct CallStatus {
     size_t payload_len = 0;                            /**< Bytes of the reply struct (0 on error). */
     std::array<krdma::UniqueFd, KRDMA_MAX_FDS> fds;    /**< Descriptors the kAL passed back; the caller owns them. */
     size_t nfds = 0;                                   /**< Entries used in CallStatus::fds. */
+    std::array<char, KRDMA_MAX_REASON> reason;         /**< On error: the kAL's reason (reason_len bytes of it). */
+    size_t reason_len = 0;                             /**< Bytes used in CallStatus::reason. */
+    /** @brief The kAL's reason for an error, or empty. */
+    [[nodiscard]] std::string_view why() const noexcept { return {reason.data(), reason_len}; }
 };
+
+/**
+ * @brief The error of a refused call: code @p status, and as message the kAL's @p reason, or the C library's text
+ *        for the code when the kAL gave none (a protocol 1.0 krdmad).
+ */
+[[nodiscard]] rdma::Error refusal(int status, std::string_view reason);
 
 /** @brief A connection event record and the socket an ESTABLISHED record brings. */
 struct CmRecord {
@@ -61,8 +74,16 @@ public:
                                                  std::span<const int> fds = {},
                                                  std::chrono::milliseconds timeout = std::chrono::seconds(30));
     /**
+     * @brief call(), with a refusal as the error: a reply with a nonzero status becomes refusal() of it, so the
+     *        kAL's reason reaches the caller in the rdma::Error's message. For slow paths (administration, setup).
+     */
+    [[nodiscard]] rdma::Expected<CallReply> request(uint32_t cmd, std::span<const uint8_t> request,
+                                                    std::span<const int> fds = {},
+                                                    std::chrono::milliseconds timeout = std::chrono::seconds(30));
+    /**
      * @brief call() without allocating: the reply struct is copied into @p reply (at most its size; the
-     *        announced size is CallStatus::payload_len). For the per-verb path (ri_syscall).
+     *        announced size is CallStatus::payload_len). An error reply leaves @p reply untouched and its reason in
+     *        CallStatus::reason. For the per-verb path (ri_syscall).
      */
     [[nodiscard]] rdma::Expected<CallStatus> call_into(uint32_t cmd, std::span<const uint8_t> request,
                                                        std::span<uint8_t> reply, std::span<const int> fds = {},
@@ -86,8 +107,10 @@ public:
     [[nodiscard]] int queued_fd() const noexcept { return queued_.get(); }
     /** @brief Whether next_event() found the kAL gone (the device connection closed). */
     [[nodiscard]] bool closed() const noexcept { return closed_; }
-    /** @brief The HELLO reply: the kAL's view of this process. */
+    /** @brief The HELLO reply: the kAL's view of this process (abi_version: the version word in use). */
     [[nodiscard]] const krdma_hello &hello() const noexcept { return hello_; }
+    /** @brief The protocol minor version in use with this kAL (0: a 1.0 krdmad, whose errors carry no reason). */
+    [[nodiscard]] uint32_t abi_minor() const noexcept { return KRDMA_ABI_MINOR_OF(hello_.abi_version); }
 
 private:
     DeviceClient() = default;

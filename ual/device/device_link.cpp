@@ -196,9 +196,8 @@ public:
         for (uint32_t i = 0;; ++i) {
             krdma_list_rnics q{};
             q.index = i;
-            auto r = core_->client->call(KRDMA_CMD_LIST_RNICS, {reinterpret_cast<const uint8_t *>(&q), sizeof q});
-            if (!r) return r.error();
-            if (r->status != RI_OK) return rdma::Error(r->status, "listing RNICs failed");
+            auto r = core_->client->request(KRDMA_CMD_LIST_RNICS, {reinterpret_cast<const uint8_t *>(&q), sizeof q});
+            if (!r) return rdma::Error(r.error().code(), "listing RNICs failed: " + r.error().message());
             std::memcpy(&q, r->payload.data(), sizeof q);
             if (i >= q.count) break;
             const krdma_rnic_info &n = q.info;
@@ -457,7 +456,10 @@ private:
         auto r = core_->client->call_into(cmd, {reinterpret_cast<const uint8_t *>(&io), sizeof io},
                                           {reinterpret_cast<uint8_t *>(&io), sizeof io}, fds);
         if (!r) return r.error();
-        if (r->status != RI_OK) return rdma::Error(r->status, what + " failed: " + std::strerror(r->status));
+        if (r->status != RI_OK) {
+            const rdma::Error e = refusal(r->status, r->why());  // the kAL's reason, when it gave one
+            return rdma::Error(e.code(), what + " failed: " + e.message());
+        }
         return {};
     }
 
@@ -489,15 +491,28 @@ private:
 
 }  // namespace
 
+namespace {
+
+// Events find their objects by cookie, which a 1.0 kAL neither keeps nor repeats.
+rdma::Expected<void> check_cookies(const DeviceClient &c, const std::string &where) {
+    if (c.abi_minor() >= 1) return {};
+    return rdma::Error(RI_EPROTO, where + " speaks device protocol 1.0; this access layer needs 1.1 (event records "
+                                          "that name objects by cookie): upgrade krdmad");
+}
+
+}  // namespace
+
 rdma::Expected<std::unique_ptr<KalLink>> connect_device_link(const std::filesystem::path &device) {
     auto c = DeviceClient::connect(device);
     if (!c) return c.error();
+    if (auto ok = check_cookies(**c, "krdmad at " + device.string()); !ok) return ok.error();
     return std::unique_ptr<KalLink>(new DeviceLink(std::move(*c), nullptr, false));
 }
 
 rdma::Expected<std::unique_ptr<KalLink>> adopt_device_link(krdma::UniqueFd socket, std::shared_ptr<void> keep_alive) {
     auto c = DeviceClient::adopt(std::move(socket));
     if (!c) return c.error();
+    if (auto ok = check_cookies(**c, "the embedded kAL"); !ok) return ok.error();
     return std::unique_ptr<KalLink>(new DeviceLink(std::move(*c), std::move(keep_alive), true));
 }
 

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "common.hpp"
+#include "failure.hpp"
 #include "requests.hpp"
 
 namespace itapi {
@@ -94,6 +95,7 @@ ITAPI_EXPORT it_status_t it_ep_rc_create(it_pz_handle_t pz_handle, it_evd_handle
                                          it_evd_handle_t recv_sevd_handle, it_evd_handle_t connect_sevd_handle,
                                          it_ep_rc_creation_flags_t flags, const it_ep_attributes_t *ep_attr,
                                          it_ep_handle_t *ep_handle) {
+    forget_failure();
     Pz *pz = lookup<Pz>(pz_handle);
     if (pz == nullptr) return IT_ERR_INVALID_PZ;
     if (ep_handle == nullptr || ep_attr == nullptr) return IT_ERR_FAULT;
@@ -134,7 +136,8 @@ ITAPI_EXPORT it_status_t it_ep_rc_create(it_pz_handle_t pz_handle, it_evd_handle
     if (!made) {
         destroy_child(ia, ep);
         const int c = made.error().code();
-        return c == RI_ERANGE ? IT_ERR_INVALID_EP_ATTR : from_ri(c, IT_ERR_RESOURCES);
+        return failed("it_ep_rc_create", made.error(),
+                      c == RI_ERANGE ? IT_ERR_INVALID_EP_ATTR : from_ri(c, IT_ERR_RESOURCES));
     }
     ep->ep = std::move(*made);
     ri_qp_attr_t qa{};
@@ -148,7 +151,7 @@ ITAPI_EXPORT it_status_t it_ep_rc_create(it_pz_handle_t pz_handle, it_evd_handle
     auto cm = ual::SimpleDispatcher::create(ual::EventStream::cm_message, 4, 1);
     if (!cm) {
         destroy_child(ia, ep);
-        return from_ri(cm.error().code(), IT_ERR_RESOURCES);
+        return failed("it_ep_rc_create", cm.error(), from_ri(cm.error().code(), IT_ERR_RESOURCES));
     }
     ep->cm = std::move(*cm);
     ep->cm->set_callback([state = ep->state, to = conn->sd](const ual::Event &e) {
@@ -300,11 +303,12 @@ ITAPI_EXPORT it_status_t it_ep_connect(it_ep_handle_t ep_handle, const it_path_t
     }
     // The path's timeout is in microseconds; 0 takes the kAL's connect deadline.
     const auto timeout = std::chrono::milliseconds((path->timeout + 999) / 1000);
-    rdma::Status st = ep->ep->connect(address, port, bytes(private_data, private_data_length), timeout);
-    if (!st.ok()) {
+    auto st = ep->ep->connect(address, port, bytes(private_data, private_data_length), timeout);
+    if (!st) {
         ep->state->store(IT_EP_STATE_UNCONNECTED);
         const int c = st.code();
-        return c == RI_EINVAL ? IT_ERR_INVALID_NETADDR : from_ri(c, IT_ERR_RESOURCES);
+        return failed("it_ep_connect", st.error(),
+                      c == RI_EINVAL ? IT_ERR_INVALID_NETADDR : from_ri(c, IT_ERR_RESOURCES));
     }
     ep->path = *path;
     return IT_SUCCESS;
@@ -328,11 +332,12 @@ ITAPI_EXPORT it_status_t it_ep_accept(it_ep_handle_t ep_handle, it_cn_est_identi
         restore_request(cn_est_id, std::move(*req));
         return IT_ERR_INVALID_EP_STATE;
     }
-    rdma::Status st = ep->ep->accept(cn_est_id, bytes(private_data, private_data_length));
-    if (!st.ok()) {
+    auto st = ep->ep->accept(cn_est_id, bytes(private_data, private_data_length));
+    if (!st) {
         ep->state->store(IT_EP_STATE_UNCONNECTED);
         // The kAL no longer knows the request (it timed out or the peer left): the identifier is spent.
-        return st.code() == RI_ENOENT ? IT_ERR_INVALID_CN_EST_ID : from_ri(st.code(), IT_ERR_RESOURCES);
+        return failed("it_ep_accept", st.error(),
+                      st.code() == RI_ENOENT ? IT_ERR_INVALID_CN_EST_ID : from_ri(st.code(), IT_ERR_RESOURCES));
     }
     if (req->event.connection) {
         const ri_llp_params_t &l = req->event.connection->llp;
@@ -356,8 +361,11 @@ ITAPI_EXPORT it_status_t it_reject(it_cn_est_identifier_t cn_est_id, const unsig
         restore_request(cn_est_id, std::move(*req));
         return IT_ERR_FAULT;
     }
-    rdma::Status st = req->ia->adapter->reject(cn_est_id, bytes(private_data, private_data_length));
-    if (!st.ok()) return st.code() == RI_ENOENT ? IT_ERR_INVALID_CN_EST_ID : from_ri(st.code(), IT_ERR_RESOURCES);
+    auto st = req->ia->adapter->reject(cn_est_id, bytes(private_data, private_data_length));
+    if (!st) {
+        return failed("it_reject", st.error(),
+                      st.code() == RI_ENOENT ? IT_ERR_INVALID_CN_EST_ID : from_ri(st.code(), IT_ERR_RESOURCES));
+    }
     return IT_SUCCESS;
 }
 
@@ -403,6 +411,7 @@ ITAPI_EXPORT it_status_t it_ep_disconnect(it_ep_handle_t ep_handle, const unsign
 ITAPI_EXPORT it_status_t it_listen_create(it_ia_handle_t ia_handle, size_t spigot_id, it_evd_handle_t connect_evd,
                                           it_listen_flags_t flags, it_conn_qual_t *conn_qual,
                                           it_listen_handle_t *listen_handle) {
+    forget_failure();
     Ia *ia = lookup<Ia>(ia_handle);
     if (ia == nullptr) return IT_ERR_INVALID_IA;
     if (conn_qual == nullptr || listen_handle == nullptr) return IT_ERR_FAULT;
@@ -427,8 +436,9 @@ ITAPI_EXPORT it_status_t it_listen_create(it_ia_handle_t ia_handle, size_t spigo
     if (!lp) {
         destroy_child(ia, l);
         const int c = lp.error().code();
-        return c == RI_EEXIST || c == 98 /* EADDRINUSE */ || c == RI_EBUSY ? IT_ERR_CONN_QUAL_BUSY
-                                                                            : from_ri(c, IT_ERR_RESOURCES);
+        return failed("it_listen_create", lp.error(),
+                      c == RI_EEXIST || c == RI_EADDRINUSE || c == RI_EBUSY ? IT_ERR_CONN_QUAL_BUSY
+                                                                           : from_ri(c, IT_ERR_RESOURCES));
     }
     l->lp = std::move(*lp);
     l->evd = evd;
@@ -494,13 +504,14 @@ ITAPI_EXPORT it_status_t it_socket_convert(int sd, it_ep_handle_t ep_handle, it_
     if (!ep->state->compare_exchange_strong(expected, IT_EP_STATE_ACTIVE1_CONNECTION_PENDING)) {
         return IT_ERR_INVALID_EP_STATE;
     }
-    rdma::Status st = ep->ep->convert(sd, bytes(msg, len), KRDMA_CONVERT_AUTO);
-    if (!st.ok()) {
+    auto st = ep->ep->convert(sd, bytes(msg, len), KRDMA_CONVERT_AUTO);
+    if (!st) {
         ep->state->store(IT_EP_STATE_UNCONNECTED);
         const int c = st.code();
-        if (c == RI_EOPNOTSUPP) return IT_ERR_OP_NOT_SUPPORTED;
-        return c == RI_EBADF || c == RI_ENOTCONN || c == 99 /* EADDRNOTAVAIL */ ? IT_ERR_INVALID_CONVERSION
-                                                                               : from_ri(c, IT_ERR_RESOURCES);
+        it_status_t status = from_ri(c, IT_ERR_RESOURCES);
+        if (c == RI_EOPNOTSUPP) status = IT_ERR_OP_NOT_SUPPORTED;
+        if (c == RI_EBADF || c == RI_ENOTCONN || c == RI_EADDRNOTAVAIL) status = IT_ERR_INVALID_CONVERSION;
+        return failed("it_socket_convert", st.error(), status);
     }
     // The endpoint owns the stream now (the kAL holds it, the uVP takes it at ESTABLISHED): the consumer's
     // descriptor goes, so the stream's end is the endpoint's alone.

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "common.hpp"
+#include "failure.hpp"
 #include "requests.hpp"
 
 namespace itapi {
@@ -152,6 +153,7 @@ using namespace itapi;
 ITAPI_EXPORT it_status_t it_evd_create(it_ia_handle_t ia_handle, it_event_type_t event_number, it_evd_flags_t evd_flag,
                                        size_t sevd_queue_size, size_t sevd_threshold, it_evd_handle_t aevd_handle,
                                        it_evd_handle_t *evd_handle, int *fd) {
+    forget_failure();
     Ia *ia = lookup<Ia>(ia_handle);
     if (ia == nullptr) return IT_ERR_INVALID_IA;
     if (evd_handle == nullptr) return IT_ERR_FAULT;
@@ -187,7 +189,7 @@ ITAPI_EXPORT it_status_t it_evd_create(it_ia_handle_t ia_handle, it_event_type_t
         auto agg = ual::AggregateDispatcher::create();
         if (!agg) {
             destroy_child(ia, e);
-            return from_ri(agg.error().code(), IT_ERR_RESOURCES);
+            return failed("it_evd_create", agg.error(), from_ri(agg.error().code(), IT_ERR_RESOURCES));
         }
         e->agg = std::move(*agg);
     } else {
@@ -195,7 +197,7 @@ ITAPI_EXPORT it_status_t it_evd_create(it_ia_handle_t ia_handle, it_event_type_t
         auto sd = ual::SimpleDispatcher::create(stream, static_cast<uint32_t>(sevd_queue_size), threshold);
         if (!sd) {
             destroy_child(ia, e);
-            return from_ri(sd.error().code(), IT_ERR_RESOURCES);
+            return failed("it_evd_create", sd.error(), from_ri(sd.error().code(), IT_ERR_RESOURCES));
         }
         e->sd = std::move(*sd);
         e->sd->set_tag(e->handle);
@@ -203,7 +205,7 @@ ITAPI_EXPORT it_status_t it_evd_create(it_ia_handle_t ia_handle, it_event_type_t
             auto cq = ia->adapter->create_cq(static_cast<uint32_t>(sevd_queue_size), e->sd);
             if (!cq) {
                 destroy_child(ia, e);
-                return from_ri(cq.error().code(), IT_ERR_RESOURCE_QUEUE_SIZE);
+                return failed("it_evd_create", cq.error(), from_ri(cq.error().code(), IT_ERR_RESOURCE_QUEUE_SIZE));
             }
             e->cq = std::move(*cq);
             e->verbs = &ia->adapter->verbs();

@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include "common.hpp"
+#include "failure.hpp"
+#include "it_api_openrdma.h"
 #include "requests.hpp"
 
 namespace itapi {
@@ -45,14 +47,18 @@ using namespace itapi;
 
 ITAPI_EXPORT void it_interface_list(it_interface_t *interfaces, size_t *num_interfaces, size_t *total_interfaces) {
     if (num_interfaces == nullptr || total_interfaces == nullptr) return;
+    forget_failure();
     *total_interfaces = 0;
     auto al = access_layer();
     if (!al) {
+        // No status to return: the reason is what tells "no RNIC" from "no access layer".
+        (void)failed("it_interface_list", al.error(), IT_ERR_RESOURCES);
         *num_interfaces = 0;
         return;
     }
     auto rnics = (*al)->rnics();
     if (!rnics) {
+        (void)failed("it_interface_list", rnics.error(), IT_ERR_RESOURCES);
         *num_interfaces = 0;
         return;
     }
@@ -73,19 +79,23 @@ ITAPI_EXPORT it_status_t it_ia_create(const char *name, uint32_t major_version, 
                                       it_ia_handle_t *ia_handle) {
     if (ia_handle == nullptr) return IT_ERR_INVALID_HANDLE;
     *ia_handle = nullptr;
+    forget_failure();
     if (name == nullptr || name[0] == '\0' || std::strlen(name) >= IT_INTERFACE_NAME_SIZE) return IT_ERR_INVALID_NAME;
     if (major_version < 1 || major_version > 2) return IT_ERR_INVALID_MAJOR_VERSION;
     if (major_version == 2 && minor_version > 1) return IT_ERR_INVALID_MINOR_VERSION;
     if (major_version == 1 && minor_version != 0) return IT_ERR_INVALID_MINOR_VERSION;
     auto al = access_layer();
-    if (!al) return from_ri(al.error().code(), IT_ERR_INVALID_NAME);
+    // Without an access layer (no krdmad, a bad embedded configuration) no IA can be had, whatever the name: IT-API
+    // v2.1 gives it_ia_create no status for that but IT_ERR_RESOURCES; the reason says which.
+    if (!al) return failed("it_ia_create", al.error(), IT_ERR_RESOURCES);
     auto adapter = (*al)->open_adapter(name);
     if (!adapter) {
         const int c = adapter.error().code();
-        return c == RI_ENODEV || c == RI_ENOENT ? IT_ERR_INVALID_NAME : from_ri(c, IT_ERR_RESOURCES);
+        return failed("it_ia_create", adapter.error(),
+                      c == RI_ENODEV || c == RI_ENOENT ? IT_ERR_INVALID_NAME : from_ri(c, IT_ERR_RESOURCES));
     }
     auto attr = (*adapter)->query();
-    if (!attr) return from_ri(attr.error().code(), IT_ERR_RESOURCES);
+    if (!attr) return failed("it_ia_create", attr.error(), from_ri(attr.error().code(), IT_ERR_RESOURCES));
     auto ia = std::make_unique<Ia>();
     ia->al = *al;
     ia->adapter = *adapter;
@@ -104,6 +114,8 @@ ITAPI_EXPORT it_status_t it_ia_create(const char *name, uint32_t major_version, 
     *ia_handle = to_handle<it_ia_handle_t>(ia.release());
     return IT_SUCCESS;
 }
+
+ITAPI_EXPORT const char *openrdma_it_last_error(const char **call) { return last_failure(call); }
 
 ITAPI_EXPORT it_status_t it_ia_free(it_ia_handle_t ia_handle) {
     Ia *ia = lookup<Ia>(ia_handle);
@@ -213,8 +225,9 @@ ITAPI_EXPORT it_status_t it_pz_create(it_ia_handle_t ia_handle, it_pz_handle_t *
     Ia *ia = lookup<Ia>(ia_handle);
     if (ia == nullptr) return IT_ERR_INVALID_IA;
     if (pz_handle == nullptr) return IT_ERR_FAULT;
+    forget_failure();
     auto pz = ia->adapter->create_pz();
-    if (!pz) return from_ri(pz.error().code(), IT_ERR_RESOURCES);
+    if (!pz) return failed("it_pz_create", pz.error(), from_ri(pz.error().code(), IT_ERR_RESOURCES));
     std::lock_guard lock(ia->mutex);
     Pz *p = make_child<Pz>(ia);
     if (p == nullptr) return IT_ERR_RESOURCES;

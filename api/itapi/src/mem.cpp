@@ -2,15 +2,18 @@
 #include <cstring>
 
 #include "common.hpp"
+#include "failure.hpp"
 
 namespace itapi {
 namespace {
 
 constexpr uint32_t kLmrFlags = IT_LMR_FLAG_NONE | IT_LMR_FLAG_SHARED | IT_LMR_FLAG_NONCOHERENT | IT_LMR_FLAG_NON_SHAREABLE;
 
-// Checks and registers [addr, addr + length) for @p pz; the region or the IT-API status.
-it_status_t register_region(Pz *pz, void *addr, it_length_t length, it_addr_mode_t mode, it_mem_priv_t privs,
-                            std::shared_ptr<ual::MemoryRegion> &out) {
+// Checks and registers [addr, addr + length) for @p pz on behalf of IT-API call @p call; the region or the IT-API
+// status.
+it_status_t register_region(const char *call, Pz *pz, void *addr, it_length_t length, it_addr_mode_t mode,
+                            it_mem_priv_t privs, std::shared_ptr<ual::MemoryRegion> &out) {
+    forget_failure();
     const ri_rnic_attr_t &r = pz->ia->attr;
     if (addr == nullptr) return IT_ERR_INVALID_ADDRESS;
     if (length == 0) return IT_ERR_INVALID_LENGTH;
@@ -24,7 +27,7 @@ it_status_t register_region(Pz *pz, void *addr, it_length_t length, it_addr_mode
     auto mr = pz->pz->register_memory(addr, length, access);
     if (!mr) {
         const int c = mr.error().code();
-        return c == RI_EFAULT ? IT_ERR_INVALID_ADDRESS : from_ri(c, IT_ERR_RESOURCES);
+        return failed(call, mr.error(), c == RI_EFAULT ? IT_ERR_INVALID_ADDRESS : from_ri(c, IT_ERR_RESOURCES));
     }
     out = std::move(*mr);
     return IT_SUCCESS;
@@ -48,6 +51,7 @@ using namespace itapi;
 ITAPI_EXPORT it_status_t it_lmr_create21(it_pz_handle_t pz_handle, void *addr, it_iobl_t *iobl, it_length_t length,
                                          it_addr_mode_t addr_mode, it_mem_priv_t privs, it_lmr_flag_t flags,
                                          uint32_t shared_id, it_lmr_handle_t *lmr_handle, it_rmr_context_t *rmr_context) {
+    forget_failure();
     Pz *pz = lookup<Pz>(pz_handle);
     if (pz == nullptr) return IT_ERR_INVALID_PZ;
     if (lmr_handle == nullptr) return IT_ERR_FAULT;
@@ -55,7 +59,9 @@ ITAPI_EXPORT it_status_t it_lmr_create21(it_pz_handle_t pz_handle, void *addr, i
     if ((flags & ~kLmrFlags) != 0) return IT_ERR_INVALID_FLAGS;
     if (flags & IT_LMR_FLAG_SHARED) return IT_ERR_OP_NOT_SUPPORTED;  // listed in README: shared LMRs
     std::shared_ptr<ual::MemoryRegion> mr;
-    if (it_status_t st = register_region(pz, addr, length, addr_mode, privs, mr); st != IT_SUCCESS) return st;
+    if (it_status_t st = register_region("it_lmr_create", pz, addr, length, addr_mode, privs, mr); st != IT_SUCCESS) {
+        return st;
+    }
     Ia *ia = pz->ia;
     std::lock_guard lock(ia->mutex);
     Lmr *l = make_child<Lmr>(ia);
@@ -145,6 +151,7 @@ ITAPI_EXPORT it_status_t it_lmr_query(it_lmr_handle_t lmr_handle, it_lmr_param_m
 }
 
 ITAPI_EXPORT it_status_t it_lmr_modify(it_lmr_handle_t lmr_handle, it_lmr_param_mask_t mask, const it_lmr_param_t *params) {
+    forget_failure();
     Lmr *l = lookup<Lmr>(lmr_handle);
     if (l == nullptr) return IT_ERR_INVALID_LMR;
     if (params == nullptr) return IT_ERR_FAULT;
@@ -163,7 +170,9 @@ ITAPI_EXPORT it_status_t it_lmr_modify(it_lmr_handle_t lmr_handle, it_lmr_param_
     if (l->users != 0) return IT_ERR_LMR_BUSY;
     // A new registration replaces the old one (the RMR context changes: query it again), as Reregister would.
     std::shared_ptr<ual::MemoryRegion> mr;
-    if (it_status_t st = register_region(pz, addr, length, l->mode, privs, mr); st != IT_SUCCESS) return st;
+    if (it_status_t st = register_region("it_lmr_modify", pz, addr, length, l->mode, privs, mr); st != IT_SUCCESS) {
+        return st;
+    }
     (void)l->mr->close();
     if (pz != l->pz) {
         --l->pz->users;
@@ -190,6 +199,7 @@ ITAPI_EXPORT it_status_t it_lmr_refresh_from_mem(const it_lmr_triplet_t *local_s
 }
 
 ITAPI_EXPORT it_status_t it_rmr_create20(it_pz_handle_t pz_handle, it_rmr_type_t rmr_type, it_rmr_handle_t *rmr_handle) {
+    forget_failure();
     Pz *pz = lookup<Pz>(pz_handle);
     if (pz == nullptr) return IT_ERR_INVALID_PZ;
     if (rmr_handle == nullptr) return IT_ERR_FAULT;
@@ -198,7 +208,7 @@ ITAPI_EXPORT it_status_t it_rmr_create20(it_pz_handle_t pz_handle, it_rmr_type_t
     const uint32_t cap = rmr_type == IT_RMR_TYPE_NARROW ? RI_CAP_MW_TYPE2 : RI_CAP_MW_TYPE1;
     if (!(pz->ia->attr.caps & cap)) return IT_ERR_OP_NOT_SUPPORTED;
     auto mw = pz->pz->allocate_window(rmr_type == IT_RMR_TYPE_NARROW ? RI_MW_TYPE_2 : RI_MW_TYPE_1);
-    if (!mw) return from_ri(mw.error().code(), IT_ERR_RESOURCES);
+    if (!mw) return failed("it_rmr_create", mw.error(), from_ri(mw.error().code(), IT_ERR_RESOURCES));
     Ia *ia = pz->ia;
     std::lock_guard lock(ia->mutex);
     Rmr *r = make_child<Rmr>(ia);

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "common.hpp"
+#include "failure.hpp"
 
 namespace itapi {
 namespace {
@@ -155,6 +156,7 @@ ITAPI_EXPORT it_status_t it_post_recv(it_handle_t handle, const it_lmr_triplet_t
 
 ITAPI_EXPORT it_status_t it_srq_create(it_pz_handle_t pz_handle, size_t max_recv_segments, size_t max_recv_dtos,
                                        it_srq_handle_t *srq_handle) {
+    forget_failure();
     Pz *pz = lookup<Pz>(pz_handle);
     if (pz == nullptr) return IT_ERR_INVALID_PZ;
     if (srq_handle == nullptr) return IT_ERR_FAULT;
@@ -169,7 +171,7 @@ ITAPI_EXPORT it_status_t it_srq_create(it_pz_handle_t pz_handle, size_t max_recv
                                   s->handle);
     if (!srq) {
         destroy_child(ia, s);
-        return from_ri(srq.error().code(), IT_ERR_RESOURCES);
+        return failed("it_srq_create", srq.error(), from_ri(srq.error().code(), IT_ERR_RESOURCES));
     }
     s->srq = std::move(*srq);
     s->pz = pz;

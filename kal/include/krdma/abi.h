@@ -21,8 +21,18 @@
 extern "C" {
 #endif
 
-/** @brief Protocol version; HELLO refuses a client with another major version. */
+/** @brief Major protocol version; HELLO refuses a client with another major version. */
 #define KRDMA_ABI_VERSION 1u
+/** @brief Minor protocol version: what this header adds to major version 1 (see "Versions" below). */
+#define KRDMA_ABI_MINOR 1u
+/** @brief The krdma_hello::abi_version word of version @p major.@p minor. */
+#define KRDMA_ABI_WORD(major, minor) ((uint32_t)(major) | ((uint32_t)(minor) << 16))
+/** @brief The major version in a krdma_hello::abi_version word. */
+#define KRDMA_ABI_MAJOR_OF(word) ((uint32_t)(word) & 0xffffu)
+/** @brief The minor version in a krdma_hello::abi_version word. */
+#define KRDMA_ABI_MINOR_OF(word) ((uint32_t)(word) >> 16)
+/** @brief Most bytes of reason text an error reply carries (minor version 1). */
+#define KRDMA_MAX_REASON 256u
 /** @brief The ioctl "type" byte of every krdma command. */
 #define KRDMA_IOC_MAGIC 'R'
 /** @brief Largest message, header included, in either direction. */
@@ -43,14 +53,37 @@ struct krdma_msg_hdr {
     uint32_t cmd;      /**< Command code (_IOWR) or event code. */
     uint32_t seq;      /**< Request sequence number, repeated in the reply; 0 for events. */
     uint32_t length;   /**< Bytes of the whole message, header included. */
-    int32_t status;    /**< Reply: 0 or a positive errno value. Request: 0. */
+    int32_t status;    /**< Reply: 0 or a positive errno value (::ri_errno); a nonzero one may come with a reason
+                            (minor version 1, see "Versions"). Request: 0. */
     uint32_t flags;    /**< A set of ::krdma_msg_flags. */
     uint32_t reserved; /**< Zero. */
 };
 
+/*
+ * ---- Versions ----
+ * krdma_hello::abi_version is one word: the major version in its low 16 bits, the minor version in its high 16 bits
+ * (KRDMA_ABI_WORD). Version 1.0 knew only the major version: its clients send, and its servers accept and answer,
+ * exactly 1, which is the word of 1.0. A minor version only adds to its major version, and the two ends use the
+ * lower of their minors: the client sends its own, the server answers with the one in use on that connection.
+ *  - A 1.1 server and a 1.0 client: the client sends 1 (minor 0) and gets 1 back; every reply is exactly as 1.0
+ *    made it (an error reply is the header alone).
+ *  - A 1.0 server and a 1.1 client: the server refuses the word 0x00010001 with EPROTO; the client says HELLO again
+ *    with 1 and speaks 1.0 with it (its error replies carry no reason).
+ *  - 1.1 on both ends: minor 1.
+ * Minor 1 adds the reason of an error reply: a reply with a nonzero status carries, after the header, 0 to
+ * KRDMA_MAX_REASON bytes of UTF-8 text saying what was wrong (no NUL; its length is the header's length minus
+ * sizeof(struct krdma_msg_hdr)), and never descriptors. The text is for people (tools print it, logs keep it);
+ * programs decide by the status. The kAL cuts it on a code-point boundary and replaces invalid bytes and control
+ * characters; a client still bounds it and checks it, as anything else from another process.
+ * Minor 1 also names objects by the consumer's cookie: the word a 1.0 request had to leave zero in
+ * krdma_syscall and krdma_listen carries it, and the word a 1.0 event record left zero in krdma_event and
+ * krdma_cm_event repeats it. A 1.0 client sends zero (no cookie) and ignores the echo; a 1.1 access layer that
+ * routes its events by cookie needs a 1.1 kAL and says so when it meets a 1.0 one.
+ */
+
 /** @brief HELLO: version handshake; the reply tells the client who the kAL thinks it is. */
 struct krdma_hello {
-    uint32_t abi_version;  /**< Request: the client's ::KRDMA_ABI_VERSION. Reply: the server's. */
+    uint32_t abi_version;  /**< Request: the client's version word (KRDMA_ABI_WORD). Reply: the version in use. */
     uint32_t max_message;  /**< Reply: ::KRDMA_MAX_MESSAGE of the server. */
     uint32_t pid;          /**< Reply: the caller's pid from SO_PEERCRED. */
     uint32_t uid;          /**< Reply: the caller's uid from SO_PEERCRED. */

@@ -73,10 +73,17 @@ enum ri_errno {
     RI_ELIBBAD = 80,         /**< Module is corrupted or violates the ABI contract. */
     RI_EMSGSIZE = 90,        /**< Message too long. */
     RI_EOPNOTSUPP = 95,      /**< Operation not supported by this provider or RNIC. */
+    RI_EAFNOSUPPORT = 97,    /**< Address family not supported (an address of another family than the RNIC's). */
+    RI_EADDRINUSE = 98,      /**< Address (and port) already in use by another listener or connection. */
+    RI_EADDRNOTAVAIL = 99,   /**< Address not available: not the RNIC's, or not reachable through its netdev. */
+    RI_ENETUNREACH = 101,    /**< No route to the network (or the route discards the traffic). */
+    RI_ECONNABORTED = 103,   /**< Connection aborted on this side (a Terminate, or the QP went to ERROR). */
     RI_ECONNRESET = 104,     /**< Connection reset by the peer. */
+    RI_EISCONN = 106,        /**< Already connected (or a connection is being set up). */
     RI_ENOTCONN = 107,       /**< Not connected. */
     RI_ETIMEDOUT = 110,      /**< Operation timed out. */
     RI_ECONNREFUSED = 111,   /**< Connection refused or rejected by the peer. */
+    RI_EHOSTUNREACH = 113,   /**< No route to the host (an unreachable route, or no neighbour answers). */
     RI_ECANCELED = 125       /**< Operation canceled (flushed). */
 };
 

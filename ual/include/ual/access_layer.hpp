@@ -160,7 +160,7 @@ public:
                                                                      std::shared_ptr<SimpleDispatcher> requests,
                                                                      uint64_t context = 0, uint16_t backlog = 0);
     /** @brief Rejects connection request @p request with @p private_data (at most 512 bytes). */
-    [[nodiscard]] rdma::Status reject(uint64_t request, std::span<const uint8_t> private_data = {});
+    [[nodiscard]] rdma::Expected<void> reject(uint64_t request, std::span<const uint8_t> private_data = {});
     /** @brief Closes the RNIC open; ::RI_EBUSY while zones or CQs exist. */
     [[nodiscard]] rdma::Status close();
     /** @brief The provider's verbs (for the API layers' fast paths): the uVP's, or a hosted consumer's kVP's. */
@@ -302,7 +302,7 @@ public:
      *        outcome arrives as a connection event: established, rejected, unreachable, timeout or broken.
      *        @p timeout 0 takes the kAL's default.
      */
-    [[nodiscard]] rdma::Status connect(const std::string &address, uint16_t port,
+    [[nodiscard]] rdma::Expected<void> connect(const std::string &address, uint16_t port,
                                        std::span<const uint8_t> private_data = {},
                                        std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
     /**
@@ -312,10 +312,10 @@ public:
      *        outcome arrives as a connection event. The kAL and the uVP take their own references: the caller
      *        closes @p fd afterwards. Quiesce the stream first: MPA reads what arrives from now on.
      */
-    [[nodiscard]] rdma::Status convert(int fd, std::span<const uint8_t> private_data = {}, uint32_t role = 0,
+    [[nodiscard]] rdma::Expected<void> convert(int fd, std::span<const uint8_t> private_data = {}, uint32_t role = 0,
                                        std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
     /** @brief Accepts connection request @p request with this endpoint, replying @p private_data. */
-    [[nodiscard]] rdma::Status accept(uint64_t request, std::span<const uint8_t> private_data = {});
+    [[nodiscard]] rdma::Expected<void> accept(uint64_t request, std::span<const uint8_t> private_data = {});
     /**
      * @brief Disconnects: in order (the QP to CLOSING: outstanding sends complete, then FIN) or, with
      *        @p abortive, at once (the QP to ERROR: posted work is flushed, the peer gets a reset).

@@ -8,6 +8,7 @@
 #ifndef RNICPI_CPP_STATUS_HPP
 #define RNICPI_CPP_STATUS_HPP
 
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -47,12 +48,40 @@ constexpr std::string_view errno_name(int code) noexcept {
         case RI_ELIBBAD: return "ELIBBAD";
         case RI_EMSGSIZE: return "EMSGSIZE";
         case RI_EOPNOTSUPP: return "EOPNOTSUPP";
+        case RI_EAFNOSUPPORT: return "EAFNOSUPPORT";
+        case RI_EADDRINUSE: return "EADDRINUSE";
+        case RI_EADDRNOTAVAIL: return "EADDRNOTAVAIL";
+        case RI_ENETUNREACH: return "ENETUNREACH";
+        case RI_ECONNABORTED: return "ECONNABORTED";
         case RI_ECONNRESET: return "ECONNRESET";
+        case RI_EISCONN: return "EISCONN";
         case RI_ENOTCONN: return "ENOTCONN";
         case RI_ETIMEDOUT: return "ETIMEDOUT";
         case RI_ECONNREFUSED: return "ECONNREFUSED";
+        case RI_EHOSTUNREACH: return "EHOSTUNREACH";
         case RI_ECANCELED: return "ECANCELED";
         default: return "E?";  // values come from other processes and modules: never trust them to be known
+    }
+}
+
+/** @brief True when @p code is 0 or a member of the RNIC-PI error vocabulary (::ri_errno). */
+constexpr bool in_vocabulary(int code) noexcept { return errno_name(code) != "E?"; }
+
+/**
+ * @brief The RNIC-PI status for the errno value @p e a failed system call (or a loaded module) gave: @p e itself
+ *        when the vocabulary has it, the nearest member for the few others a socket or file call may set (an
+ *        exhausted descriptor table is ::RI_ENOSPC, a broken pipe ::RI_ECONNRESET, a network that is down
+ *        ::RI_ENETUNREACH), ::RI_EIO for anything else, and for 0, which a failure must not report as success.
+ */
+constexpr int from_errno(int e) noexcept {
+    if (e != 0 && in_vocabulary(e)) return e;
+    switch (e) {
+        case EMFILE:
+        case ENFILE: return RI_ENOSPC;
+        case ENOBUFS: return RI_ENOMEM;
+        case EPIPE: return RI_ECONNRESET;
+        case ENETDOWN: return RI_ENETUNREACH;
+        default: return RI_EIO;
     }
 }
 
@@ -165,6 +194,10 @@ public:
     explicit operator bool() const noexcept { return has_value(); }
     /** @brief The error; only when !has_value(). */
     [[nodiscard]] const Error &error() const & { return error_; }
+    /** @brief True on success (as Status::ok(), so a Status-returning call can become this one). */
+    [[nodiscard]] bool ok() const noexcept { return !failed_; }
+    /** @brief 0 on success, else the error's code (as Status::code()). */
+    [[nodiscard]] int code() const noexcept { return failed_ ? error_.code() : 0; }
 
 private:
     Error error_{0, {}};
