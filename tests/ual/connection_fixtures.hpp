@@ -46,19 +46,12 @@ protected:
         testutil::KrdmadFixture::SetUp();
         device_ = dir_ / "krdma.sock";
         krdmad_ = start({"--config", write_config(krdmad_config(device_, "sr0", "127.0.0.1", extra_config())).string()});
-        ASSERT_TRUE(wait_for_device()) << stderr_text();
+        // Ready, not merely bound: the device file exists a moment before krdmad accepts on it (ECONNREFUSED).
+        ASSERT_TRUE(wait_ready(krdmad_)) << stderr_text();
     }
 
     /** @brief More top-level configuration keys (JSON members without braces). */
     virtual std::string extra_config() { return ""; }
-
-    bool wait_for_device() {
-        for (int i = 0; i < 200; ++i) {
-            if (std::filesystem::exists(device_)) return true;
-            ::usleep(20000);
-        }
-        return false;
-    }
 
     /** @brief Starts the peer program; returns its pid and the port it listens on (0 on failure). */
     std::pair<pid_t, uint16_t> start_peer(const std::string &mode, size_t bytes = 1 << 20,
@@ -112,10 +105,12 @@ protected:
         krdmad_b_ = spawn("/usr/sbin/ip", {"netns", "exec", ns_, KRDMAD_PATH, "--config",
                                            cfg(dev_b_, addr_b_, "hostB").string()},
                           dir_ / "b.out", dir_ / "b.err");
-        for (int i = 0; i < 300 && !(std::filesystem::exists(dev_a_) && std::filesystem::exists(dev_b_)); ++i) {
-            ::usleep(20000);
-        }
-        ASSERT_TRUE(std::filesystem::exists(dev_a_) && std::filesystem::exists(dev_b_)) << read_text(dir_ / "b.err");
+        // Ready, not merely bound: the device file exists a moment before krdmad accepts on it (ECONNREFUSED).
+        const auto ready = [&](const char *out) {
+            return read_text(dir_ / out).find("krdmad: ready on") != std::string::npos;
+        };
+        for (int i = 0; i < 500 && !(ready("a.out") && ready("b.out")); ++i) ::usleep(20000);
+        ASSERT_TRUE(ready("a.out") && ready("b.out")) << read_text(dir_ / "a.err") << read_text(dir_ / "b.err");
     }
 
     void TearDown() override {
