@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <vector>
+#include <algorithm>
 
 namespace krdma {
 namespace {
@@ -31,12 +31,16 @@ bool mapped(uint64_t addr, uint64_t length) noexcept {
     const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
     const uint64_t start = addr & ~(page - 1);
     const uint64_t end = addr + length;
-    try {
-        std::vector<unsigned char> vec((end - start + page - 1) / page);
-        return ::mincore(reinterpret_cast<void *>(static_cast<uintptr_t>(start)), end - start, vec.data()) == 0;
-    } catch (...) {
-        return false;  // a range too large to describe is no range anyone mapped
+    // A bounded window at a time: a bogus length of terabytes must cost one failed call, not a vector of a byte per
+    // page of it (4 GiB for 16 TiB).
+    constexpr uint64_t kWindowPages = 4096;
+    unsigned char vec[kWindowPages];
+    for (uint64_t at = start; at < end;) {
+        const uint64_t len = std::min(end - at, kWindowPages * page);
+        if (::mincore(reinterpret_cast<void *>(static_cast<uintptr_t>(at)), len, vec) != 0) return false;
+        at += len;
     }
+    return true;
 }
 
 int apply_pins(std::span<const krdma_pin_op> ops) noexcept {

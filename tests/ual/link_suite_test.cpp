@@ -286,6 +286,18 @@ TYPED_TEST(LinkSuite, ARejectCarriesItsPrivateDataToTheRequester) {
     EXPECT_NE(f->id, static_cast<uint32_t>(KRDMA_CM_ESTABLISHED));
 }
 
+TYPED_TEST(LinkSuite, ARefusedCreateSaysWhyInTheKalsWords) {
+    auto &s = this->side();
+    // Far beyond any pin limit (and beyond the mapping): the kAL refuses, and its reason reaches the consumer even
+    // where the refusal travelled through a uVP, whose RNIC-PI upcall returns only a status.
+    auto mr = s.pz->register_memory(s.buffer.data(), uint64_t{1} << 44, RI_ACCESS_LOCAL_WRITE);
+    ASSERT_FALSE(mr);
+    const std::string plain = std::string("Register Memory Region failed: ") + std::strerror(mr.error().code());
+    EXPECT_NE(mr.error().message(), plain) << "only the status's text, not the kAL's reason";
+    EXPECT_GT(mr.error().message().size(), std::string("Register Memory Region failed: ").size());
+    std::printf("refusal: %s\n", mr.error().to_string().c_str());
+}
+
 TYPED_TEST(LinkSuite, HostedConsumersHaveNoSocketsToConvert) {
     auto ep = this->endpoint(8);
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -45,6 +45,7 @@ struct Core {
     std::mutex create_mutex;
     uint32_t create_cookie = 0;
     uint64_t created = 0;
+    std::string create_refusal;  // the kAL's reason when it refused the create op in flight
 };
 
 // One RNIC open: the uVP's host context (its syscalls arrive with it) and its event handlers' context.
@@ -77,7 +78,8 @@ ri_status_t link_syscall(void *host_ctx, ri_syscall_t *call) noexcept {
     Core &core = *static_cast<Open *>(host_ctx)->core;
     RDMA_LOG_DEBUG(kComponent, "ri_syscall op %u: to the kAL", call->op);
     const bool create = creates(call->op);
-    const ri_status_t rc = forward_syscall(*core.client, *call, create ? core.create_cookie : 0);
+    const ri_status_t rc =
+        forward_syscall(*core.client, *call, create ? core.create_cookie : 0, create ? &core.create_refusal : nullptr);
     RDMA_LOG_DEBUG(kComponent, "ri_syscall op %u: kAL answered %d, handle %#lx", call->op, rc,
                    static_cast<unsigned long>(call->handle_out));
     if (rc == RI_OK && create) core.created = call->handle_out;
@@ -235,9 +237,7 @@ public:
         std::memcpy(p.instance_name, d.name.c_str(), std::min(d.name.size(), sizeof p.instance_name - 1));
         ri_rnic_t rnic = nullptr;
         uint64_t handle = 0;
-        if (ri_status_t rc = create(cookie, handle, [&] { return v.open_rnic(&p, &rnic); }); rc != RI_OK) {
-            return verb_error(rc, "Open RNIC");
-        }
+        if (auto made = create(cookie, handle, "Open RNIC", [&] { return v.open_rnic(&p, &rnic); }); !made) return made.error();
         uint32_t aeh = 0;
         ri_status_t rc = v.set_aeh(rnic, &on_async, o.get(), &aeh);
         if (rc == RI_OK) rc = v.set_ceh(rnic, &on_completion, o.get(), &o->ceh_id);
@@ -253,10 +253,7 @@ public:
     rdma::Expected<ObjectRef> alloc_pd(const ObjectRef &rnic) override {
         ri_pd_t pd = nullptr;
         uint64_t handle = 0;
-        if (ri_status_t rc = create(0, handle, [&] { return rnic.verbs->alloc_pd(rnic.as<ri_rnic_t>(), &pd); });
-            rc != RI_OK) {
-            return verb_error(rc, "Allocate PD");
-        }
+        if (auto made = create(0, handle, "Allocate PD", [&] { return rnic.verbs->alloc_pd(rnic.as<ri_rnic_t>(), &pd); }); !made) return made.error();
         return ObjectRef{handle, pd, rnic.verbs};
     }
 
@@ -269,10 +266,7 @@ public:
         attr.context = cookie;
         ri_cq_t cq = nullptr;
         uint64_t handle = 0;
-        if (ri_status_t rc = create(cookie, handle, [&] { return rnic.verbs->create_cq(rnic.as<ri_rnic_t>(), &attr, &cq); });
-            rc != RI_OK) {
-            return verb_error(rc, "Create CQ");
-        }
+        if (auto made = create(cookie, handle, "Create CQ", [&] { return rnic.verbs->create_cq(rnic.as<ri_rnic_t>(), &attr, &cq); }); !made) return made.error();
         depth = attr.cqe;
         std::lock_guard lock(o->mutex);
         o->cqs[cq] = cookie;
@@ -283,21 +277,18 @@ public:
                                         const ObjectRef *srq, ri_qp_init_attr_t &attr, uint32_t cookie) override {
         ri_qp_t qp = nullptr;
         uint64_t handle = 0;
-        ri_status_t rc = create(cookie, handle, [&] {
+        auto made = create(cookie, handle, "Create QP", [&] {
             return pd.verbs->create_qp(pd.as<ri_pd_t>(), send.as<ri_cq_t>(), recv.as<ri_cq_t>(),
                                        srq != nullptr ? srq->as<ri_srq_t>() : nullptr, &attr, &qp);
         });
-        if (rc != RI_OK) return verb_error(rc, "Create QP");
+        if (!made) return made.error();
         return ObjectRef{handle, qp, pd.verbs};
     }
 
     rdma::Expected<ObjectRef> create_srq(const ObjectRef &pd, ri_srq_attr_t &attr) override {
         ri_srq_t srq = nullptr;
         uint64_t handle = 0;
-        if (ri_status_t rc = create(0, handle, [&] { return pd.verbs->create_srq(pd.as<ri_pd_t>(), &attr, &srq); });
-            rc != RI_OK) {
-            return verb_error(rc, "Create SRQ");
-        }
+        if (auto made = create(0, handle, "Create SRQ", [&] { return pd.verbs->create_srq(pd.as<ri_pd_t>(), &attr, &srq); }); !made) return made.error();
         return ObjectRef{handle, srq, pd.verbs};
     }
 
@@ -310,20 +301,14 @@ public:
         reg.access = access;
         ri_mr_t mr = nullptr;
         uint64_t handle = 0;
-        if (ri_status_t rc = create(0, handle, [&] { return pd.verbs->register_mr(pd.as<ri_pd_t>(), &reg, &mr, &keys); });
-            rc != RI_OK) {
-            return verb_error(rc, "Register Memory Region");
-        }
+        if (auto made = create(0, handle, "Register Memory Region", [&] { return pd.verbs->register_mr(pd.as<ri_pd_t>(), &reg, &mr, &keys); }); !made) return made.error();
         return ObjectRef{handle, mr, pd.verbs};
     }
 
     rdma::Expected<ObjectRef> alloc_mw(const ObjectRef &pd, uint32_t type, ri_stag_t &rkey) override {
         ri_mw_t mw = nullptr;
         uint64_t handle = 0;
-        if (ri_status_t rc = create(0, handle, [&] { return pd.verbs->alloc_mw(pd.as<ri_pd_t>(), type, &mw, &rkey); });
-            rc != RI_OK) {
-            return verb_error(rc, "Allocate Memory Window");
-        }
+        if (auto made = create(0, handle, "Allocate Memory Window", [&] { return pd.verbs->alloc_mw(pd.as<ri_pd_t>(), type, &mw, &rkey); }); !made) return made.error();
         return ObjectRef{handle, mw, pd.verbs};
     }
 
@@ -463,16 +448,20 @@ private:
         return {};
     }
 
-    // Runs the create verb @p verb with @p cookie on its create op; @p handle gets the kAL's handle of the object.
+    // Runs the create verb @p verb (named @p what) with @p cookie on its create op; @p handle gets the kAL's handle
+    // of the object. A refusal's error has the kAL's reason, which the uVP could not pass on through the RNIC-PI.
     template <class Verb>
-    ri_status_t create(uint32_t cookie, uint64_t &handle, Verb &&verb) {
+    rdma::Expected<void> create(uint32_t cookie, uint64_t &handle, const char *what, Verb &&verb) {
         std::lock_guard lock(core_->create_mutex);
         core_->create_cookie = cookie;
         core_->created = 0;
+        core_->create_refusal.clear();
         const ri_status_t rc = verb();
-        handle = rc == RI_OK ? core_->created : 0;
         core_->create_cookie = 0;
-        return rc;
+        handle = rc == RI_OK ? core_->created : 0;
+        if (rc == RI_OK) return {};
+        if (core_->create_refusal.empty()) return verb_error(rc, what);
+        return rdma::Error(rc, std::string(what) + " failed: " + core_->create_refusal);
     }
 
     Open *open_of(const ObjectRef &rnic) {

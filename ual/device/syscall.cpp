@@ -40,7 +40,8 @@ ri_status_t device_syscall(void *host_ctx, ri_syscall_t *call) noexcept {
     return forward_syscall(*static_cast<DeviceClient *>(host_ctx), *call, 0);
 }
 
-ri_status_t forward_syscall(DeviceClient &client_ref, ri_syscall_t &call_ref, uint32_t cookie) noexcept {
+ri_status_t forward_syscall(DeviceClient &client_ref, ri_syscall_t &call_ref, uint32_t cookie,
+                            std::string *reason) noexcept {
     DeviceClient *client = &client_ref;
     ri_syscall_t *call = &call_ref;
     if (call->size < sizeof(ri_syscall_t)) return RI_EINVAL;
@@ -64,7 +65,10 @@ ri_status_t forward_syscall(DeviceClient &client_ref, ri_syscall_t &call_ref, ui
                                        {reinterpret_cast<uint8_t *>(&s), sizeof s},
                                        std::span<const int>(call->fds_in, call->nfds_in));
         if (!reply) return reply.error().code();
-        if (reply->status != RI_OK) return reply->status;
+        if (reply->status != RI_OK) {
+            if (reason != nullptr) reason->assign(reply->why());
+            return reply->status;
+        }
         if (reply->payload_len != sizeof s) return RI_EPROTO;
         if (s.result_len > sizeof s.result || s.priv_len > sizeof s.priv) return RI_EPROTO;
         if (s.result_len > call->result_cap || s.priv_len > call->priv_out_cap || reply->nfds > call->nfds_out_cap) {
