@@ -105,12 +105,6 @@ krdma_cm_event cm_event(uint32_t type, uint64_t object, uint64_t context) {
     return e;
 }
 
-void set_private_data(krdma_cm_event &e, std::span<const uint8_t> pd) {
-    const size_t n = std::min<size_t>(pd.size(), KRDMA_MAX_PRIVATE_DATA);
-    e.private_data_len = static_cast<uint16_t>(n);
-    if (n > 0) std::memcpy(e.private_data, pd.data(), n);
-}
-
 int ms_until(Clock::time_point t, Clock::time_point now) {
     if (t <= now) return 0;
     return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(t - now).count()) + 1;
@@ -448,7 +442,7 @@ private:
                 break;
             case llp::MpaState::rejected:
                 (void)drive(EndpointInput::rejected, {},
-                            [this](krdma_cm_event &e) { set_private_data(e, session_->peer_private_data()); });
+                            [this](krdma_cm_event &e) { krdma::set_private_data(e, session_->peer_private_data()); });
                 return;
             case llp::MpaState::failed: {
                 const rdma::Error *why = session_->error();
@@ -502,7 +496,7 @@ private:
                           r.error().message().c_str(), std::strerror(r.error().code()));
         }
         const Driven d = drive(EndpointInput::established, {}, [this](krdma_cm_event &e) {
-            if (initiator_) set_private_data(e, session_->peer_private_data());
+            if (initiator_) krdma::set_private_data(e, session_->peer_private_data());
         });
         session_.reset();
         if (d == Driven::undelivered) {
@@ -768,7 +762,7 @@ void ConnectionCommands::pending_events(uint64_t id, short revents) {
                 if (f->markers) e.llp.mpa_flags |= RI_MPA_MARKERS;
                 if (f->peer2peer) e.llp.mpa_flags |= RI_MPA_PEER2PEER;
             }
-            set_private_data(e, p.session.peer_private_data());
+            krdma::set_private_data(e, p.session.peer_private_data());
             p.session.set_deadline(Clock::now() + settings_.accept_timeout);
             if (!verbs_.deliver_record(p.lp->client_, KRDMA_EVENT_CM, {reinterpret_cast<const uint8_t *>(&e), sizeof e})) {
                 drop_pending(id);

@@ -238,6 +238,24 @@ rdma::Expected<void> HostedConsumer::destroy(const HostedObject &o) {
     return {};
 }
 
+template <class T>
+rdma::Expected<void> HostedConsumer::command(int (ConnectionCommands::*handler)(Connection &, const Request &, Reply &),
+                                             uint32_t cmd, const T &q, T *out, const char *what) {
+    std::string why;
+    const int rc = verbs_.server().call_on_loop([&] {
+        Request req;
+        req.cmd = cmd;
+        req.payload = {reinterpret_cast<const uint8_t *>(&q), sizeof q};
+        Reply rep;
+        if (out != nullptr) rep.payload = {reinterpret_cast<uint8_t *>(out), sizeof *out};
+        const int r = (connections_.*handler)(conn_, req, rep);
+        if (r != 0) why = rep.why();
+        return r;
+    });
+    if (rc != 0) return failed(rc, what, why);
+    return {};
+}
+
 rdma::Expected<std::pair<Handle, uint16_t>> HostedConsumer::listen(const HostedObject &rnic, uint16_t port,
                                                                    uint64_t context, uint32_t cookie,
                                                                    uint16_t backlog) {
@@ -248,18 +266,7 @@ rdma::Expected<std::pair<Handle, uint16_t>> HostedConsumer::listen(const HostedO
     q.backlog = backlog;
     q.cookie = cookie;
     krdma_listen out = q;
-    std::string why;
-    const int rc = verbs_.server().call_on_loop([&] {
-        Request req;
-        req.cmd = KRDMA_CMD_LISTEN;
-        req.payload = {reinterpret_cast<const uint8_t *>(&q), sizeof q};
-        Reply rep;
-        rep.payload = {reinterpret_cast<uint8_t *>(&out), sizeof out};
-        const int r = connections_.listen(conn_, req, rep);
-        if (r != 0) why = rep.why();
-        return r;
-    });
-    if (rc != 0) return failed(rc, "listen", why);
+    if (auto r = command(&ConnectionCommands::listen, KRDMA_CMD_LISTEN, q, &out, "listen"); !r) return r.error();
     return std::pair<Handle, uint16_t>{out.handle, out.port};
 }
 
@@ -281,20 +288,8 @@ rdma::Expected<void> HostedConsumer::connect(const HostedObject &qp, const ri_ne
     q.remote = remote;
     q.port = port;
     q.timeout_ms = timeout_ms;
-    q.private_data_len = static_cast<uint16_t>(private_data.size());
-    if (!private_data.empty()) std::memcpy(q.private_data, private_data.data(), private_data.size());
-    std::string why;
-    const int rc = verbs_.server().call_on_loop([&] {
-        Request req;
-        req.cmd = KRDMA_CMD_CONNECT;
-        req.payload = {reinterpret_cast<const uint8_t *>(&q), sizeof q};
-        Reply rep;
-        const int r = connections_.connect(conn_, req, rep);
-        if (r != 0) why = rep.why();
-        return r;
-    });
-    if (rc != 0) return failed(rc, "connect", why);
-    return {};
+    krdma::set_private_data(q, private_data);
+    return command<krdma_connect>(&ConnectionCommands::connect, KRDMA_CMD_CONNECT, q, nullptr, "connect");
 }
 
 rdma::Expected<void> HostedConsumer::accept(uint64_t request, const HostedObject &qp,
@@ -304,40 +299,16 @@ rdma::Expected<void> HostedConsumer::accept(uint64_t request, const HostedObject
     q.request = request;
     q.qp = qp.handle;
     q.context = context;
-    q.private_data_len = static_cast<uint16_t>(private_data.size());
-    if (!private_data.empty()) std::memcpy(q.private_data, private_data.data(), private_data.size());
-    std::string why;
-    const int rc = verbs_.server().call_on_loop([&] {
-        Request req;
-        req.cmd = KRDMA_CMD_ACCEPT;
-        req.payload = {reinterpret_cast<const uint8_t *>(&q), sizeof q};
-        Reply rep;
-        const int r = connections_.accept(conn_, req, rep);
-        if (r != 0) why = rep.why();
-        return r;
-    });
-    if (rc != 0) return failed(rc, "accept", why);
-    return {};
+    krdma::set_private_data(q, private_data);
+    return command<krdma_accept>(&ConnectionCommands::accept, KRDMA_CMD_ACCEPT, q, nullptr, "accept");
 }
 
 rdma::Expected<void> HostedConsumer::reject(uint64_t request, std::span<const uint8_t> private_data) {
     if (private_data.size() > KRDMA_MAX_PRIVATE_DATA) return failed(RI_EINVAL, "private data too long");
     krdma_reject q{};
     q.request = request;
-    q.private_data_len = static_cast<uint16_t>(private_data.size());
-    if (!private_data.empty()) std::memcpy(q.private_data, private_data.data(), private_data.size());
-    std::string why;
-    const int rc = verbs_.server().call_on_loop([&] {
-        Request req;
-        req.cmd = KRDMA_CMD_REJECT;
-        req.payload = {reinterpret_cast<const uint8_t *>(&q), sizeof q};
-        Reply rep;
-        const int r = connections_.reject(conn_, req, rep);
-        if (r != 0) why = rep.why();
-        return r;
-    });
-    if (rc != 0) return failed(rc, "reject", why);
-    return {};
+    krdma::set_private_data(q, private_data);
+    return command<krdma_reject>(&ConnectionCommands::reject, KRDMA_CMD_REJECT, q, nullptr, "reject");
 }
 
 }  // namespace kal

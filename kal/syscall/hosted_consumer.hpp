@@ -119,6 +119,11 @@ private:
     struct Sink;
     rdma::Expected<HostedObject> syscall(krdma_syscall &s, ResourceType made, uint32_t cookie = 0);
     rdma::Expected<HostedObject> object(Handle h, ResourceType type);
+    // Runs connection command @p cmd (its handler @p handler) with request @p q on the serving thread; the reply
+    // struct, if any, goes to @p out. A refusal carries the handler's reason after @p what.
+    template <class T>
+    rdma::Expected<void> command(int (ConnectionCommands::*handler)(Connection &, const Request &, Reply &),
+                                 uint32_t cmd, const T &q, T *out, const char *what);
 
     VerbCommands &verbs_;
     ConnectionCommands &connections_;

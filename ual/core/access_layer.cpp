@@ -8,16 +8,13 @@
 #include "ual/device_link.hpp"
 #include "krdma/net_addr.hpp"
 #include "rnicpi/host/log.hpp"
+#include "verb_error.hpp"
 #include "worker_pool.hpp"
 
 namespace ual {
 namespace {
 
 constexpr const char *kComponent = "ual";
-
-rdma::Error verb_error(ri_status_t rc, const char *verb) {
-    return rdma::Error(rc, std::string(verb) + " failed: " + std::strerror(rc));
-}
 
 // A slow-path result as the Status of the object model's older calls; the reason is logged, not lost.
 rdma::Status status_of(const rdma::Expected<void> &r, const char *what) {
@@ -117,8 +114,7 @@ rdma::Expected<std::shared_ptr<AccessLayer>> AccessLayer::open(std::unique_ptr<K
 AccessLayer::~AccessLayer() {
     // The link's thread delivers to us: it stops first (or, when its delivery dropped the last reference, it is
     // told to touch nothing more). Then the callbacks still queued run.
-    auto link = std::move(link_);
-    link.reset();
+    link_.reset();
     pool_.reset();
 }
 

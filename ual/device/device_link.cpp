@@ -15,15 +15,12 @@
 #include "rnicpi/host/loader.hpp"
 #include "rnicpi/host/log.hpp"
 #include "syscall.hpp"
+#include "verb_error.hpp"
 
 namespace ual {
 namespace {
 
 constexpr const char *kComponent = "ual";
-
-rdma::Error verb_error(ri_status_t rc, const char *verb) {
-    return rdma::Error(rc, std::string(verb) + " failed: " + std::strerror(rc));
-}
 
 rdma::Expected<void> verb_status(ri_status_t rc, const char *verb) {
     if (rc != RI_OK) return verb_error(rc, verb);
@@ -237,7 +234,8 @@ public:
         std::memcpy(p.instance_name, d.name.c_str(), std::min(d.name.size(), sizeof p.instance_name - 1));
         ri_rnic_t rnic = nullptr;
         uint64_t handle = 0;
-        if (auto made = create(cookie, handle, "Open RNIC", [&] { return v.open_rnic(&p, &rnic); }); !made) return made.error();
+        auto made = create(cookie, handle, "Open RNIC", [&] { return v.open_rnic(&p, &rnic); });
+        if (!made) return made.error();
         uint32_t aeh = 0;
         ri_status_t rc = v.set_aeh(rnic, &on_async, o.get(), &aeh);
         if (rc == RI_OK) rc = v.set_ceh(rnic, &on_completion, o.get(), &o->ceh_id);
@@ -253,7 +251,8 @@ public:
     rdma::Expected<ObjectRef> alloc_pd(const ObjectRef &rnic) override {
         ri_pd_t pd = nullptr;
         uint64_t handle = 0;
-        if (auto made = create(0, handle, "Allocate PD", [&] { return rnic.verbs->alloc_pd(rnic.as<ri_rnic_t>(), &pd); }); !made) return made.error();
+        auto made = create(0, handle, "Allocate PD", [&] { return rnic.verbs->alloc_pd(rnic.as<ri_rnic_t>(), &pd); });
+        if (!made) return made.error();
         return ObjectRef{handle, pd, rnic.verbs};
     }
 
@@ -266,7 +265,10 @@ public:
         attr.context = cookie;
         ri_cq_t cq = nullptr;
         uint64_t handle = 0;
-        if (auto made = create(cookie, handle, "Create CQ", [&] { return rnic.verbs->create_cq(rnic.as<ri_rnic_t>(), &attr, &cq); }); !made) return made.error();
+        auto made = create(cookie, handle, "Create CQ", [&] {
+            return rnic.verbs->create_cq(rnic.as<ri_rnic_t>(), &attr, &cq);
+        });
+        if (!made) return made.error();
         depth = attr.cqe;
         std::lock_guard lock(o->mutex);
         o->cqs[cq] = cookie;
@@ -288,7 +290,10 @@ public:
     rdma::Expected<ObjectRef> create_srq(const ObjectRef &pd, ri_srq_attr_t &attr) override {
         ri_srq_t srq = nullptr;
         uint64_t handle = 0;
-        if (auto made = create(0, handle, "Create SRQ", [&] { return pd.verbs->create_srq(pd.as<ri_pd_t>(), &attr, &srq); }); !made) return made.error();
+        auto made = create(0, handle, "Create SRQ", [&] {
+            return pd.verbs->create_srq(pd.as<ri_pd_t>(), &attr, &srq);
+        });
+        if (!made) return made.error();
         return ObjectRef{handle, srq, pd.verbs};
     }
 
@@ -301,14 +306,20 @@ public:
         reg.access = access;
         ri_mr_t mr = nullptr;
         uint64_t handle = 0;
-        if (auto made = create(0, handle, "Register Memory Region", [&] { return pd.verbs->register_mr(pd.as<ri_pd_t>(), &reg, &mr, &keys); }); !made) return made.error();
+        auto made = create(0, handle, "Register Memory Region", [&] {
+            return pd.verbs->register_mr(pd.as<ri_pd_t>(), &reg, &mr, &keys);
+        });
+        if (!made) return made.error();
         return ObjectRef{handle, mr, pd.verbs};
     }
 
     rdma::Expected<ObjectRef> alloc_mw(const ObjectRef &pd, uint32_t type, ri_stag_t &rkey) override {
         ri_mw_t mw = nullptr;
         uint64_t handle = 0;
-        if (auto made = create(0, handle, "Allocate Memory Window", [&] { return pd.verbs->alloc_mw(pd.as<ri_pd_t>(), type, &mw, &rkey); }); !made) return made.error();
+        auto made = create(0, handle, "Allocate Memory Window", [&] {
+            return pd.verbs->alloc_mw(pd.as<ri_pd_t>(), type, &mw, &rkey);
+        });
+        if (!made) return made.error();
         return ObjectRef{handle, mw, pd.verbs};
     }
 
@@ -365,14 +376,15 @@ public:
     }
 
     rdma::Expected<void> connect(const ObjectRef &qp, const ri_net_addr_t &remote, uint16_t port,
-                                 std::span<const uint8_t> private_data, uint64_t context, uint32_t timeout_ms) override {
+                                 std::span<const uint8_t> private_data, uint64_t context,
+                                 uint32_t timeout_ms) override {
         krdma_connect q{};
         q.qp = qp.kal;
         q.context = context;
         q.remote = remote;
         q.port = port;
         q.timeout_ms = timeout_ms;
-        set_private_data(q, private_data);
+        krdma::set_private_data(q, private_data);
         return command(KRDMA_CMD_CONNECT, q, "Connect");
     }
 
@@ -382,14 +394,14 @@ public:
         q.request = request;
         q.qp = qp.kal;
         q.context = context;
-        set_private_data(q, private_data);
+        krdma::set_private_data(q, private_data);
         return command(KRDMA_CMD_ACCEPT, q, "Accept");
     }
 
     rdma::Expected<void> reject(uint64_t request, std::span<const uint8_t> private_data) override {
         krdma_reject q{};
         q.request = request;
-        set_private_data(q, private_data);
+        krdma::set_private_data(q, private_data);
         return command(KRDMA_CMD_REJECT, q, "Reject");
     }
 
@@ -400,7 +412,7 @@ public:
         q.context = context;
         q.role = role;
         q.timeout_ms = timeout_ms;
-        set_private_data(q, private_data);
+        krdma::set_private_data(q, private_data);
         const int fds[1] = {fd};
         return command(KRDMA_CMD_CONVERT, q, "Convert a socket", fds);
     }
@@ -413,7 +425,8 @@ public:
         a.state = RI_QPS_RTS;
         a.llp = llp;
         a.llp.fd = fd.release();
-        if (ri_status_t rc = qp.verbs->modify_qp(qp.as<ri_qp_t>(), &a, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP); rc != RI_OK) {
+        const ri_status_t rc = qp.verbs->modify_qp(qp.as<ri_qp_t>(), &a, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP);
+        if (rc != RI_OK) {
             stream_ended(qp);  // the kAL resets the connection
             return rdma::Error(rc, std::string("the uVP did not take the connection: ") + std::strerror(rc));
         }
@@ -429,12 +442,6 @@ public:
     }
 
 private:
-    template <class T>
-    static void set_private_data(T &q, std::span<const uint8_t> private_data) {
-        q.private_data_len = static_cast<uint16_t>(std::min<size_t>(private_data.size(), sizeof q.private_data));
-        if (q.private_data_len > 0) std::memcpy(q.private_data, private_data.data(), q.private_data_len);
-    }
-
     // A connection command: its reply struct is copied back into @p io.
     template <class T>
     rdma::Expected<void> command(uint32_t cmd, T &io, const std::string &what, std::span<const int> fds = {}) {

@@ -10,10 +10,12 @@
 
 #include <sys/un.h>
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 
 #include "krdma/abi.h"
@@ -92,6 +94,17 @@ enum class RecvResult {
 
 /** @brief The request struct size a command code announces (_IOC_SIZE). */
 [[nodiscard]] constexpr size_t command_size(uint32_t cmd) noexcept { return _IOC_SIZE(cmd); }
+
+/**
+ * @brief Fills the private_data and private_data_len of @p record (a connection request, reply or event) with
+ *        @p data, cut to the record's capacity (::KRDMA_MAX_PRIVATE_DATA).
+ */
+template <class Record>
+void set_private_data(Record &record, std::span<const uint8_t> data) noexcept {
+    const size_t n = std::min(data.size(), sizeof record.private_data);
+    record.private_data_len = static_cast<uint16_t>(n);
+    if (n > 0) std::memcpy(record.private_data, data.data(), n);
+}
 
 }  // namespace krdma
 
