@@ -135,26 +135,42 @@ bool queued_event(Evd *evd, const ual::Event &e, DAT_EVENT &out) {
         }
         case ual::EventStream::affiliated_async: {
             DAT_ASYNCH_ERROR_EVENT_DATA &a = out.event_data.asynch_error_event_data;
-            if (e.resource_type == RI_RES_QP) {
-                out.event_number = DAT_ASYNC_ERROR_EP_BROKEN;
-                a.dat_handle = reinterpret_cast<DAT_HANDLE>(e.context);
-                a.reason = DAT_EP_TRANSFER_TO_ERROR;
-            } else if (e.resource_type == RI_RES_SRQ) {
-                out.event_number = DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR;
-                a.dat_handle = reinterpret_cast<DAT_HANDLE>(e.context);
-                a.reason = e.id == RI_AE_SRQ_LIMIT_REACHED ? DAT_SRQ_LOW_WATERMARK_EVENT : DAT_SRQ_TRANSFER_TO_ERROR;
-            } else if (e.resource_type == RI_RES_CQ) {
-                out.event_number = DAT_ASYNC_ERROR_EVD_OVERFLOW;
-                a.dat_handle = reinterpret_cast<DAT_HANDLE>(e.context);
-                a.reason = DAT_EVD_OVERFLOW_ERROR;
-            } else {
-                out.event_number = DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR;
-                a.dat_handle = public_ia(evd->ia);
-                a.reason = DAT_IA_OTHER_ERROR;
+            a.dat_handle = reinterpret_cast<DAT_HANDLE>(e.context);
+            switch (e.id) {
+                case RI_AE_QP_FATAL:
+                case RI_AE_QP_TERMINATE_RECEIVED:
+                case RI_AE_QP_TERMINATE_SENT:
+                case RI_AE_QP_LOCAL_ACCESS_ERROR:
+                case RI_AE_QP_REMOTE_ACCESS_ERROR:
+                case RI_AE_QP_PROTOCOL_ERROR:
+                    out.event_number = DAT_ASYNC_ERROR_EP_BROKEN;
+                    a.reason = DAT_EP_TRANSFER_TO_ERROR;
+                    return true;
+                case RI_AE_QP_LAST_WQE_REACHED:
+                    // An EP on an SRQ takes no more of its receives: OFA's providers report IB's "last WQE
+                    // reached" this way, and SRQ consumers wait for it before they free the EP.
+                    out.event_number = DAT_ASYNC_ERROR_EP_BROKEN;
+                    a.reason = DAT_EP_OTHER_ERROR;
+                    return true;
+                case RI_AE_CQ_OVERFLOW:
+                    out.event_number = DAT_ASYNC_ERROR_EVD_OVERFLOW;
+                    a.reason = DAT_EVD_OVERFLOW_ERROR;
+                    return true;
+                case RI_AE_SRQ_LIMIT_REACHED:
+                    out.event_number = DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR;
+                    a.reason = DAT_SRQ_LOW_WATERMARK_EVENT;
+                    return true;
+                case RI_AE_SRQ_ERROR:
+                    out.event_number = DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR;
+                    a.reason = DAT_SRQ_TRANSFER_TO_ERROR;
+                    return true;
+                default:
+                    // The stream's orderly end, a reset, a drained send queue: connection events report those.
+                    return false;
             }
-            return true;
         }
         case ual::EventStream::unaffiliated_async:
+            if (e.id == RI_AE_RNIC_LINK_DOWN || e.id == RI_AE_RNIC_LINK_UP) return false;  // DAT has no link events
             out.event_number = DAT_ASYNC_ERROR_IA_CATASTROPHIC;
             out.event_data.asynch_error_event_data.dat_handle = public_ia(evd->ia);
             out.event_data.asynch_error_event_data.reason = DAT_IA_CATASTROPHIC_ERROR;
@@ -349,7 +365,7 @@ DAT_RETURN next_event(Evd *evd, DAT_EVENT *event) {
             if (queued_event(evd, **r, *event)) return DAT_SUCCESS;
         }
     }
-    return DAT_ERROR(DAT_QUEUE_EMPTY, 0);
+    return DAT_QUEUE_EMPTY;  // plain, as OFA returns it: consumers compare with DAT_QUEUE_EMPTY itself
 }
 
 // --- DAT calls -----------------------------------------------------------------------------------------------------
@@ -665,7 +681,7 @@ DAT_RETURN cno_trigger(DAT_CNO_HANDLE cno_handle, DAT_EVD_HANDLE *evd_handle) {
     std::lock_guard lock(cno->core->mutex);
     if (cno->core->triggered.empty()) {
         *evd_handle = DAT_HANDLE_NULL;
-        return DAT_ERROR(DAT_QUEUE_EMPTY, 0);
+        return DAT_QUEUE_EMPTY;  // plain, as OFA returns it: consumers compare with DAT_QUEUE_EMPTY itself
     }
     *evd_handle = cno->core->triggered.front();
     cno->core->triggered.erase(cno->core->triggered.begin());

@@ -161,6 +161,9 @@ DAT_RETURN ia_query(DAT_IA_HANDLE ia_handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
         static const DAT_NAMED_ATTR kSpecific[] = {
             {"DAT_IB_RDMA_READ", "TRUE"},      // the name OFA's providers and their consumers use for RDMA Read
             {"DAT_IW_RDMA_READ", "TRUE"},
+            // OFA's consumers size message buffers by the transport MTU; iWARP messages have no such bound, so the
+            // value is a page, a size every FPDU-friendly buffer divides.
+            {"DAT_IB_TRANSPORT_MTU", "4096"},
             {"OPENRDMA_TRANSPORT", "iWARP"},
             {"OPENRDMA_SEND_WITH_INVALIDATE", "TRUE"},
             {"OPENRDMA_RDMA_READ_TO_RMR", "FALSE"},
