@@ -369,9 +369,11 @@ bool connection_event(Ep *ep, const ual::Event &e, DAT_EVENT &out) {
             break;
         case KRDMA_CM_TIMEOUT: out.event_number = DAT_CONNECTION_EVENT_TIMED_OUT; break;
         case KRDMA_CM_BROKEN:
+            // A stream that breaks while this side was closing it ends the disconnect the consumer asked for.
             out.event_number = before == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING
                                    ? DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR
-                                   : DAT_CONNECTION_EVENT_BROKEN;
+                               : before == DAT_EP_STATE_DISCONNECT_PENDING ? DAT_CONNECTION_EVENT_DISCONNECTED
+                                                                           : DAT_CONNECTION_EVENT_BROKEN;
             break;
         case KRDMA_CM_PEER_DISCONNECT:
         case KRDMA_CM_DISCONNECTED: out.event_number = DAT_CONNECTION_EVENT_DISCONNECTED; break;

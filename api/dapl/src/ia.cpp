@@ -98,7 +98,6 @@ void destroy_all(Ia *ia) {
 
 }  // namespace
 
-DAT_IA_HANDLE public_ia(const Ia *ia) noexcept { return ia->public_handle != nullptr ? ia->public_handle : ia->dat<DAT_IA_HANDLE>(); }
 
 // --- IA -------------------------------------------------------------------------------------------------------
 

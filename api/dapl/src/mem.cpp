@@ -22,7 +22,7 @@ uint64_t lmr_base(const Lmr *l) noexcept {
 
 DAT_RETURN register_lmr(Ia *ia, Pz *pz, DAT_MEM_TYPE type, const DAT_REGION_DESCRIPTION &region, void *addr,
                         DAT_VLEN length, DAT_MEM_PRIV_FLAGS privs, DAT_VA_TYPE va_type, Lmr **out) {
-    if (length == 0) return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+    if (length == 0) return DAT_ERROR(DAT_LENGTH_ERROR, 0);
     if ((privs & ~kAllPrivs) != 0) return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
     if (va_type != DAT_VA_TYPE_VA && va_type != DAT_VA_TYPE_ZB) return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7);
     if (va_type == DAT_VA_TYPE_ZB && !(ia->attr.caps & RI_CAP_ZERO_BASED)) return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
@@ -88,6 +88,7 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE ia_handle, DAT_MEM_TYPE type, DAT_REGION_DES
     void *addr = nullptr;
     switch (type) {
         case DAT_MEM_TYPE_VIRTUAL:
+            if (length == 0) return DAT_ERROR(DAT_LENGTH_ERROR, 0);  // before the address: FFT "mem" case 2
             addr = region.for_va;
             if (addr == nullptr) return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
             break;

@@ -162,6 +162,22 @@ std::string rnic_name(const Provider &p, ual::AccessLayer &al) {
 
 }  // namespace
 
+DAT_IA_HANDLE public_ia(const Ia *ia) noexcept {
+    // libdat2 gives the consumer an index into its own table, not our handle: queries must answer with that index
+    // (the consumer compares it with what dat_ia_open gave it). It is found once, after dat_ia_open returned.
+    if (ia->public_handle != nullptr) return ia->public_handle;
+    for (uintptr_t i = 1; i <= 65536; ++i) {
+        DAT_IA_HANDLE provider_handle = nullptr;
+        const auto candidate = reinterpret_cast<DAT_IA_HANDLE>(i);
+        if (dats_get_ia_handle(candidate, &provider_handle) != DAT_SUCCESS) continue;
+        if (provider_handle == ia->dat<DAT_IA_HANDLE>()) {
+            const_cast<Ia *>(ia)->public_handle = candidate;
+            return candidate;
+        }
+    }
+    return ia->dat<DAT_IA_HANDLE>();  // opened without libdat2 (a test calling the table directly)
+}
+
 rdma::Expected<std::shared_ptr<ual::AccessLayer>> access_layer() {
     static std::mutex mutex;
     static std::weak_ptr<ual::AccessLayer> shared;  // alive while an IA holds it
