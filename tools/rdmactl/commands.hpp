@@ -39,6 +39,11 @@ void add_admin_commands(CLI::App &app, const GlobalOptions &global, int &exit_co
 
 /** @brief Registers `rdmactl stats`: connection statistics merged with the host's TCP MIB. */
 void add_stats_command(CLI::App &app, const GlobalOptions &global, int &exit_code);
+/**
+ * @brief Registers `rdmactl dat-conf`: the dat.conf entry of each attached RNIC (the uDAPL provider's
+ *        registration in the distribution's DAT registry), and `--check FILE` for a dat.conf.
+ */
+void add_dat_command(CLI::App &app, const GlobalOptions &global, int &exit_code);
 /** @brief One RNIC as `rdmactl --json` prints it. */
 [[nodiscard]] nlohmann::json rnic_json(const krdma_rnic_info &info);
 

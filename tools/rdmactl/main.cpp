@@ -42,6 +42,7 @@ int main(int argc, char **argv) {
     rdmactl::add_rnic_commands(app, global, exit_code);
     rdmactl::add_admin_commands(app, global, exit_code);
     rdmactl::add_stats_command(app, global, exit_code);
+    rdmactl::add_dat_command(app, global, exit_code);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {
