@@ -6,6 +6,7 @@
 #   kAL reclaiming everything of a consumer killed with kill -9;
 # - it_rping (IT-API) between two processes, each hosting the embedded default, and it_perf's headline figures and
 #   a short sweep against raw TCP measured in the same run (with a plot);
+# - uDAPL: Debian's unmodified dtest and dapltest over the provider in the DAT registry (a private dat.conf);
 # - a kernel consumer: krdmad loading the kernel_echo module (C, kernel IT-API), seen with rdmactl;
 # - the RNIC-PI loader explaining modules, and the iWARP engine's speed next to memcpy and loopback TCP.
 set -euo pipefail
@@ -63,6 +64,24 @@ for _ in $(seq 100); do [ -S "$work/krdma.sock" ] && break; sleep 0.05; done
 export KRDMA_DEVICE="$work/krdma.sock"
 step "Attached RNICs" "$rdmactl" list
 step "Loaded kVP modules" "$rdmactl" modules
+
+echo
+echo "== uDAPL: Debian's unmodified dtest and dapltest over OpenRDMA, through the distribution's DAT registry"
+step "The dat.conf entries of krdmad's RNICs (kept in a private registry, DAT_OVERRIDE)" \
+  "$rdmactl" dat-conf --library "$PWD/build/api/dapl/libdaplopenrdma.so.2"
+"$rdmactl" dat-conf --library "$PWD/build/api/dapl/libdaplopenrdma.so.2" >"$work/dat.conf"
+export DAT_OVERRIDE="$work/dat.conf"
+dtest -s -P openrdma-sr0 >"$work/dtest-server.out" 2>&1 &
+pids+=($!)
+sleep 0.5
+echo "\$ dtest -h 127.0.0.1 -P openrdma-sr0      (server: dtest -s -P openrdma-sr0)"
+dtest -h 127.0.0.1 -P openrdma-sr0 2>&1 | grep -E 'CONNECTED|RDMA (WRITE|READ) DATA|PingPong|RDMA write|Test Complete'
+dapltest -T S -D openrdma-sr0 >"$work/dapltest-server.out" 2>&1 &
+pids+=($!)
+sleep 0.5
+step "dapltest: 2 threads x 2 endpoints, Send/Recv, RDMA Write and Read, every byte validated" \
+  dapltest -T T -s 127.0.0.1 -D openrdma-sr0 -i 200 -t 2 -w 2 -V client SR 4096 server SR 4096 client RW 8192 client RR 8192
+unset DAT_OVERRIDE
 "$tour" --hold 127.0.0.1 >"$work/tour.out" &
 tour_pid=$!
 pids+=("$tour_pid")
