@@ -179,7 +179,8 @@ struct Evd : Body {
     ri_cq_t cq_handle = nullptr;                     /**< Fast path: the provider's CQ. */
     std::vector<DAT_EVENT> ring;                     /**< Converted events not yet returned (threshold waits). */
     size_t head = 0, count = 0;                      /**< Ring state. */
-    std::atomic<bool> enabled{true};                 /**< dat_evd_enable / disable. */
+    /** dat_evd_enable / disable; shared with CNO notifiers, which may run once more after the EVD is freed. */
+    std::shared_ptr<std::atomic<bool>> enabled = std::make_shared<std::atomic<bool>>(true);
     std::atomic<bool> waitable{true};                /**< dat_evd_set_unwaitable / clear_unwaitable. */
     std::atomic<bool> waiting{false};                /**< A thread is in dat_evd_wait. */
     Cno *cno = nullptr;                              /**< The CNO it triggers. */

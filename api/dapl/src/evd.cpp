@@ -257,9 +257,8 @@ void attach_cno(Evd *evd, Cno *cno) {
     evd->cno = cno;
     if (cno == nullptr) return;
     cno->evds.push_back(evd);
-    auto fn = [core = cno->core, handle = evd->dat<DAT_EVD_HANDLE>()] {
-        Evd *e = lookup<Evd>(handle);
-        if (e != nullptr && e->enabled.load(std::memory_order_acquire)) core->trigger(handle);
+    auto fn = [core = cno->core, enabled = evd->enabled, handle = evd->dat<DAT_EVD_HANDLE>()] {
+        if (enabled->load(std::memory_order_acquire)) core->trigger(handle);
     };
     // Notifiers run on the uAL's worker pool: never inside a provider's poll or under a dispatcher's lock.
     if (evd->dto) evd->dto->set_notifier(fn, evd->ia->al->executor());
@@ -396,7 +395,7 @@ DAT_RETURN evd_query(DAT_EVD_HANDLE evd_handle, DAT_EVD_PARAM_MASK mask, DAT_EVD
     std::lock_guard lock(evd->ia->mutex);
     param->ia_handle = public_ia(evd->ia);
     param->evd_qlen = evd->qlen;
-    param->evd_state = evd->enabled.load() ? DAT_EVD_STATE_ENABLED : DAT_EVD_STATE_DISABLED;
+    param->evd_state = evd->enabled->load() ? DAT_EVD_STATE_ENABLED : DAT_EVD_STATE_DISABLED;
     param->cno_handle = evd->cno != nullptr ? evd->cno->dat<DAT_CNO_HANDLE>() : DAT_HANDLE_NULL;
     param->evd_flags = evd->flags;
     return DAT_SUCCESS;
@@ -418,14 +417,14 @@ DAT_RETURN evd_modify_cno(DAT_EVD_HANDLE evd_handle, DAT_CNO_HANDLE cno_handle) 
 DAT_RETURN evd_enable(DAT_EVD_HANDLE evd_handle) {
     Evd *evd = lookup<Evd>(evd_handle);
     if (evd == nullptr) return bad_evd();
-    evd->enabled.store(true, std::memory_order_release);
+    evd->enabled->store(true, std::memory_order_release);
     return DAT_SUCCESS;
 }
 
 DAT_RETURN evd_disable(DAT_EVD_HANDLE evd_handle) {
     Evd *evd = lookup<Evd>(evd_handle);
     if (evd == nullptr) return bad_evd();
-    evd->enabled.store(false, std::memory_order_release);
+    evd->enabled->store(false, std::memory_order_release);
     return DAT_SUCCESS;
 }
 
@@ -648,7 +647,7 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE cno_handle, DAT_TIMEOUT timeout, DAT_EVD_HAND
     {
         std::lock_guard lock(cno->ia->mutex);
         for (Evd *evd : cno->evds) {
-            if (!evd->enabled.load()) continue;
+            if (!evd->enabled->load()) continue;
             if (evd->count == 0) fill(evd);
             if (evd->count > 0) {
                 std::lock_guard c(core->mutex);
