@@ -143,6 +143,7 @@ struct Pz : Body {
     std::shared_ptr<ual::ProtectionZone> pz; /**< The access layer's zone. */
 };
 
+#ifndef OPENRDMA_KDAPL
 /** @brief What a CNO's notifiers reach (shared: a notifier already queued may run after the CNO is freed). */
 struct CnoCore {
     std::mutex mutex;                      /**< Guards what follows. */
@@ -163,6 +164,9 @@ struct Cno : Body {
     bool fd_cno = false;                     /**< Made by dat_cno_fd_create (proxy type FD). */
     std::vector<Evd *> evds;                 /**< The EVDs attached to it (under the IA's mutex). */
 };
+#else
+struct Cno;  // kDAT has no CNO
+#endif
 
 /** @brief An event dispatcher: the DTO/bind completions of its CQ, and a queue of every other kind of event. */
 struct Evd : Body {
@@ -185,9 +189,8 @@ struct Evd : Body {
     std::atomic<bool> waiting{false};                /**< A thread is in dat_evd_wait. */
     Cno *cno = nullptr;                              /**< The CNO it triggers. */
 #ifdef OPENRDMA_KDAPL
-    DAT_UPCALL_OBJECT upcall{};                      /**< kDAPL: the upcall of an upcall EVD. */
-    DAT_UPCALL_POLICY upcall_policy = DAT_UPCALL_DISABLE; /**< kDAPL: when the upcall runs. */
-    std::atomic<int> upcalls_running{0};             /**< kDAPL: upcalls in progress (SINGLE_INSTANCE). */
+    /** kDAPL: the EVD's upcall state, shared with notifications that may still run after it is freed. */
+    std::shared_ptr<struct Upcalls> upcalls;
 #endif
     /** @brief Whether its events come from a CQ. */
     [[nodiscard]] bool has_cq() const noexcept { return static_cast<bool>(cq); }
@@ -362,8 +365,13 @@ enum SoftwareKind : uint32_t {
 };
 /** @brief Detaches @p evd from everything and lets its dispatchers go (the caller holds the IA's mutex). */
 void release_evd(Evd *evd) noexcept;
+#ifndef OPENRDMA_KDAPL
 /** @brief Attaches @p evd to @p cno (null: detaches). */
 void attach_cno(Evd *evd, Cno *cno);
+#else
+/** @brief kDAPL: stops @p evd's upcalls and waits for those in progress (kdapl.cpp). */
+void stop_upcalls(Evd *evd) noexcept;
+#endif
 
 // --- connections (ep.cpp) --------------------------------------------------------------------------------------
 

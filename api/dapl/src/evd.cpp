@@ -222,6 +222,7 @@ DAT_RETURN bad_evd() noexcept { return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID
 
 }  // namespace
 
+#ifndef OPENRDMA_KDAPL
 // --- CNO cores ---------------------------------------------------------------------------------------------------
 
 CnoCore::~CnoCore() {
@@ -243,9 +244,13 @@ void CnoCore::trigger(DAT_EVD_HANDLE evd) {
     if (a.proxy_agent_func != nullptr) a.proxy_agent_func(a.instance_data, evd);
 }
 
+#endif  // !OPENRDMA_KDAPL
+
 // --- EVD internals shared with ep.cpp and mem.cpp ----------------------------------------------------------------
 
 bool post_event(Evd *evd, const ual::Event &e) noexcept { return evd->queue->post(e); }
+
+#ifndef OPENRDMA_KDAPL
 
 void attach_cno(Evd *evd, Cno *cno) {
     if (evd->cno != nullptr) {
@@ -266,8 +271,14 @@ void attach_cno(Evd *evd, Cno *cno) {
     evd->queue->set_notifier(fn, evd->ia->al->executor());
 }
 
+#endif  // !OPENRDMA_KDAPL
+
 void release_evd(Evd *evd) noexcept {
+#ifdef OPENRDMA_KDAPL
+    stop_upcalls(evd);
+#else
     if (evd->cno != nullptr) attach_cno(evd, nullptr);
+#endif
     if (evd->ia->async_evd == evd) {
         evd->ia->adapter->set_async_dispatchers(nullptr, nullptr);
         evd->ia->async_evd = nullptr;
@@ -369,6 +380,7 @@ DAT_RETURN next_event(Evd *evd, DAT_EVENT *event) {
 
 // --- DAT calls -----------------------------------------------------------------------------------------------------
 
+#ifndef OPENRDMA_KDAPL
 DAT_RETURN evd_create(DAT_IA_HANDLE ia_handle, DAT_COUNT qlen, DAT_CNO_HANDLE cno_handle, DAT_EVD_FLAGS flags,
                       DAT_EVD_HANDLE *evd_handle) {
     Ia *ia = lookup<Ia>(ia_handle);
@@ -500,6 +512,8 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT th
     return st;
 }
 
+#endif  // !OPENRDMA_KDAPL
+
 DAT_RETURN evd_resize(DAT_EVD_HANDLE evd_handle, DAT_COUNT qlen) {
     Evd *evd = lookup<Evd>(evd_handle);
     if (evd == nullptr) return bad_evd();
@@ -566,6 +580,7 @@ DAT_RETURN evd_free(DAT_EVD_HANDLE evd_handle) {
     return DAT_SUCCESS;
 }
 
+#ifndef OPENRDMA_KDAPL
 // --- CNO -----------------------------------------------------------------------------------------------------------
 
 DAT_RETURN cno_create(DAT_IA_HANDLE ia_handle, DAT_OS_WAIT_PROXY_AGENT agent, DAT_CNO_HANDLE *cno_handle) {
@@ -690,5 +705,7 @@ DAT_RETURN cno_trigger(DAT_CNO_HANDLE cno_handle, DAT_EVD_HANDLE *evd_handle) {
     }
     return DAT_SUCCESS;
 }
+
+#endif  // !OPENRDMA_KDAPL
 
 }  // namespace dapl

@@ -147,6 +147,9 @@ DAT_RETURN ia_query(DAT_IA_HANDLE ia_handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
         a.max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
         a.max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
         a.zb_supported = (r.caps & RI_CAP_ZERO_BASED) ? DAT_TRUE : DAT_FALSE;
+#ifdef OPENRDMA_KDAPL
+        a.reserved_lmr_supported = DAT_FALSE;
+#endif
 #ifdef DAT_EXTENSIONS
         a.extension_supported = DAT_EXTENSION_NONE;
         a.extension_version = 0;
@@ -175,7 +178,12 @@ DAT_RETURN ia_query(DAT_IA_HANDLE ia_handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
         p.provider_version_minor = 0;
         p.dapl_version_major = 2;
         p.dapl_version_minor = 0;
+#ifdef OPENRDMA_KDAPL
+        p.lmr_mem_types_supported =
+            static_cast<DAT_MEM_TYPE>(DAT_MEM_TYPE_VIRTUAL | DAT_MEM_TYPE_LMR | DAT_MEM_TYPE_PHYSICAL);
+#else
         p.lmr_mem_types_supported = static_cast<DAT_MEM_TYPE>(DAT_MEM_TYPE_VIRTUAL | DAT_MEM_TYPE_LMR);
+#endif
         p.iov_ownership_on_return = DAT_IOV_CONSUMER;
         p.dat_qos_supported = DAT_QOS_BEST_EFFORT;
         p.completion_flags_supported = static_cast<DAT_COMPLETION_FLAGS>(
@@ -185,7 +193,11 @@ DAT_RETURN ia_query(DAT_IA_HANDLE ia_handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
         p.max_private_data_size = static_cast<DAT_COUNT>(std::min<uint32_t>(r.max_private_data, 512));
         p.supports_multipath = DAT_FALSE;
         p.ep_creator = DAT_PSP_CREATES_EP_NEVER;
+#ifdef OPENRDMA_KDAPL
+        p.upcall_policy = DAT_UPCALL_MANY;  // the strongest policy offered; SINGLE_INSTANCE and DISABLE are too
+#else
         p.pz_support = DAT_PZ_UNIQUE;
+#endif
         p.optimal_buffer_alignment = 64;
         // Any streams may share an EVD: each EVD holds a CQ and a queue of every other event.
         auto *merging = const_cast<DAT_BOOLEAN *>(&p.evd_stream_merging_supported[0][0]);
@@ -200,7 +212,13 @@ DAT_RETURN ia_query(DAT_IA_HANDLE ia_handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
         p.rdma_write_for_rdma_read_req = DAT_FALSE;
         p.rdma_read_lmr_rmr_context_exposure = DAT_FALSE;
         p.rmr_scope_supported = DAT_RMR_SCOPE_ANY;
+#ifdef OPENRDMA_KDAPL
+        p.is_interrupt_safe = DAT_FALSE;
+        p.fmr_supported = DAT_FALSE;
+        p.lmr_for_fmr_scope_supported = DAT_LMR_SCOPE_PZ;
+#else
         p.is_signal_safe = DAT_FALSE;
+#endif
         p.ha_supported = DAT_FALSE;
         p.ha_loadbalancing = DAT_HA_LB_NONE;
         p.num_provider_specific_attr = static_cast<DAT_COUNT>(std::size(kSpecific));
@@ -255,7 +273,22 @@ DAT_RETURN get_handle_type(DAT_HANDLE handle, DAT_HANDLE_TYPE *type) {
     Body *b = lookup_any(handle);
     if (b == nullptr) return DAT_ERROR(DAT_INVALID_HANDLE, 0);
     if (type == nullptr) return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-    *type = static_cast<DAT_HANDLE_TYPE>(b->kind);
+    switch (b->kind) {
+        case Kind::cr: *type = DAT_HANDLE_TYPE_CR; break;
+        case Kind::ep: *type = DAT_HANDLE_TYPE_EP; break;
+        case Kind::evd: *type = DAT_HANDLE_TYPE_EVD; break;
+        case Kind::ia: *type = DAT_HANDLE_TYPE_IA; break;
+        case Kind::lmr: *type = DAT_HANDLE_TYPE_LMR; break;
+        case Kind::psp: *type = DAT_HANDLE_TYPE_PSP; break;
+        case Kind::pz: *type = DAT_HANDLE_TYPE_PZ; break;
+        case Kind::rmr: *type = DAT_HANDLE_TYPE_RMR; break;
+        case Kind::rsp: *type = DAT_HANDLE_TYPE_RSP; break;
+#ifndef OPENRDMA_KDAPL
+        case Kind::cno: *type = DAT_HANDLE_TYPE_CNO; break;  // kDAT has no CNO (its numbering has no slot for one)
+#endif
+        case Kind::srq: *type = DAT_HANDLE_TYPE_SRQ; break;
+        default: *type = DAT_HANDLE_TYPE_CSP; break;
+    }
     return DAT_SUCCESS;
 }
 
