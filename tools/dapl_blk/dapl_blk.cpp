@@ -130,7 +130,7 @@ int run(const Options &o) {
 
     uint64_t next_id = 1;
     // One request/reply exchange: post the reply's receive, Send the request, wait for both completions.
-    auto exchange = [&](uint32_t op, uint64_t offset, uint32_t length) -> bool {
+    auto exchange = [&](uint32_t op, uint64_t offset, uint32_t length, bool quiet = false) -> bool {
         DAT_LMR_TRIPLET r{reinterpret_cast<DAT_VADDR>(&reply), sizeof reply, rep_lkey};
         DAT_DTO_COOKIE cookie;
         cookie.as_64 = 1;
@@ -148,6 +148,7 @@ int run(const Options &o) {
             return false;
         }
         if (reply.status != BLK_OK) {
+            if (quiet) return false;
             std::fprintf(stderr, "dapl_blk: the service refused op %u at %llu+%u: status %u\n", op,
                          static_cast<unsigned long long>(offset), length, reply.status);
             return false;
@@ -192,8 +193,12 @@ int run(const Options &o) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
     std::printf("dapl_blk: read %u blocks of %u bytes (service RDMA Write): %.1f MiB/s\n", o.blocks, o.block, mib / s);
     // The out-of-range request is refused with a status, not a broken connection.
-    if (!o.read_only && exchange(BLK_OP_READ, volume, o.block)) {
+    if (!o.read_only && exchange(BLK_OP_READ, volume, o.block, true)) {
         std::fprintf(stderr, "dapl_blk: a read past the volume's end was not refused\n");
+        return 1;
+    }
+    if (!o.read_only && reply.status != BLK_ERANGE) {
+        std::fprintf(stderr, "dapl_blk: a read past the volume's end got status %u, not ERANGE\n", reply.status);
         return 1;
     }
     if (bad != 0) {

@@ -33,7 +33,9 @@
 #else
 #include <dat2/udat.h>
 #endif
+#ifndef OPENRDMA_KDAPL
 #include <dat2/dat_registry.h>
+#endif
 
 /** A DAT error status: its class, type and subtype (the headers name the parts, not the sum). */
 #ifndef DAT_ERROR
@@ -54,9 +56,23 @@ enum class Kind : uint32_t { cr, ep, evd, ia, lmr, psp, pz, rmr, rsp, cno, srq, 
 struct Ia;
 struct Body;
 
-/** @brief One registered dat.conf entry: the dispatch table libdat2 calls through, and what the entry names. */
+#ifdef OPENRDMA_KDAPL
+/**
+ * @brief kDAPL's provider record. krdmad's dat_* functions call this provider directly, so there is no dispatch
+ *        table; a handle's first word still names its provider (the layout a kDAT registry dispatches through).
+ */
+struct KdatProvider {
+    const char *device_name = nullptr; /**< The IA name. */
+    void *extension = nullptr;         /**< Unused. */
+};
+using ProviderTable = KdatProvider;
+#else
+using ProviderTable = DAT_PROVIDER; /**< libdat2's dispatch table. */
+#endif
+
+/** @brief One registered dat.conf entry (kDAPL: one IA name): the table handles point to, what the entry names. */
 struct Provider {
-    DAT_PROVIDER table{};   /**< First: handles point here. */
+    ProviderTable table{};  /**< First: handles point here. */
     DAT_PROVIDER_INFO info{}; /**< As registered. */
     std::string ia_name;    /**< The entry's IA name (table.device_name points into it). */
     std::string rnic;       /**< The RNIC named by ia_params (a name or an address); empty: the first RNIC. */
@@ -65,7 +81,7 @@ struct Provider {
 
 /** @brief A DAT handle. Its first word is the provider table (DAT_HANDLE_TO_PROVIDER). */
 struct Handle {
-    const DAT_PROVIDER *provider = nullptr; /**< The dispatch table. */
+    const ProviderTable *provider = nullptr; /**< The dispatch table. */
     std::atomic<uint32_t> magic{0};         /**< kLive while the object lives. */
     Kind kind = Kind::ia;                   /**< What it is. */
     Body *body = nullptr;                   /**< The object; null once freed. */
@@ -77,7 +93,7 @@ inline constexpr uint32_t kLive = 0x4441504cu;  // "DAPL"
 inline constexpr uint32_t kDead = 0xdeadda7au;
 
 /** @brief A fresh handle of @p kind for @p body, dispatching through @p provider (null when out of memory). */
-Handle *make_handle(const DAT_PROVIDER *provider, Kind kind, Body *body) noexcept;
+Handle *make_handle(const ProviderTable *provider, Kind kind, Body *body) noexcept;
 /** @brief Marks @p h dead; its memory is reused only after a quarantine. */
 void retire_handle(Handle *h) noexcept;
 
@@ -312,6 +328,8 @@ struct Srq : Body {
 
 // --- shared helpers (ia.cpp) -----------------------------------------------------------------------------------
 
+/** @brief Opens the RNIC @p provider names; the IA's handle in @p ia_handle (ia.cpp). */
+DAT_RETURN open_ia(Provider &provider, DAT_COUNT async_qlen, DAT_EVD_HANDLE *async_evd, DAT_IA_HANDLE *ia_handle);
 /** @brief The process's access layer, opened on first use and shared by every IA. */
 rdma::Expected<std::shared_ptr<ual::AccessLayer>> access_layer();
 

@@ -192,7 +192,7 @@ DAT_EVENT ring_pop(Evd *evd) noexcept {
 }
 
 // Moves what is available into the ring, up to its capacity (threshold waits, CNO look-ahead).
-void fill(Evd *evd) {
+[[maybe_unused]] void fill(Evd *evd) {
     while (evd->count < evd->ring.size() && evd->has_cq()) {
         ri_wc_t wc[16];
         uint32_t n = 0;
@@ -216,7 +216,7 @@ void fill(Evd *evd) {
     }
 }
 
-std::chrono::milliseconds to_ms(uint64_t us) { return std::chrono::milliseconds((us + 999) / 1000); }
+[[maybe_unused]] std::chrono::milliseconds to_ms(uint64_t us) { return std::chrono::milliseconds((us + 999) / 1000); }
 
 DAT_RETURN bad_evd() noexcept { return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST); }
 

@@ -18,7 +18,7 @@ std::deque<Handle *> g_free;  // oldest first
 
 }  // namespace
 
-Handle *make_handle(const DAT_PROVIDER *provider, Kind kind, Body *body) noexcept {
+Handle *make_handle(const ProviderTable *provider, Kind kind, Body *body) noexcept {
     Handle *h = nullptr;
     {
         std::lock_guard lock(g_mutex);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "dapl.hpp"
+#include "krdma/net_addr.hpp"
 #include "rnicpi/host/log.hpp"
 
 namespace dapl {
@@ -98,6 +99,65 @@ void destroy_all(Ia *ia) {
 
 }  // namespace
 
+
+// dat_ia_open's RNIC: ia_params' first word (an RNIC name or address), else the first RNIC.
+static std::string rnic_name(const Provider &p, ual::AccessLayer &al) {
+    if (!p.rnic.empty()) return p.rnic;
+    auto rnics = al.rnics();
+    if (!rnics || rnics->empty()) return {};
+    return rnics->front().name;
+}
+
+/** @brief Opens the RNIC @p provider names (its ia_params or, in the kernel, its IA name). */
+DAT_RETURN open_ia(Provider &provider, DAT_COUNT async_qlen, DAT_EVD_HANDLE *async_evd, DAT_IA_HANDLE *ia_handle) {
+    const char *name = provider.ia_name.c_str();
+    auto al = access_layer();
+    if (!al) {
+        RDMA_LOG_ERROR("dapl", "dat_ia_open(%s): %s", name, al.error().to_string().c_str());
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_DEVICE);
+    }
+    const std::string rnic = rnic_name(provider, **al);
+    auto adapter = (*al)->open_adapter(rnic);
+    if (!adapter) {
+        // The message names the RNIC and the dat.conf entry, so a wrong ia_params is found at once.
+        RDMA_LOG_ERROR("dapl", "dat_ia_open(%s): RNIC \"%s\" named by its ia_params cannot be opened: %s", name,
+                       rnic.c_str(), adapter.error().to_string().c_str());
+        const int c = adapter.error().code();
+        return c == RI_ENODEV || c == RI_ENOENT ? DAT_ERROR(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED)
+                                               : from_ri(c, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_DEVICE));
+    }
+    auto attr = (*adapter)->query();
+    if (!attr) return failed("dat_ia_open", attr.error(), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    Ia *ia = nullptr;
+    try {
+        ia = new Ia;
+    } catch (...) {
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    }
+    ia->provider = &provider;
+    ia->al = *al;
+    ia->adapter = *adapter;
+    ia->attr = *attr;
+    if (auto a = krdma::parse_net_addr(ia->adapter->description().address)) to_sockaddr(*a, 0, ia->address);
+    ia->handle = make_handle(&provider.table, Kind::ia, ia);
+    if (ia->handle == nullptr) {
+        delete ia;
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    }
+    if (*async_evd == DAT_HANDLE_NULL && async_qlen > 0) {
+        std::lock_guard lock(ia->mutex);
+        Evd *evd = nullptr;
+        if (DAT_RETURN st = create_evd(ia, async_qlen, DAT_EVD_ASYNC_FLAG, &evd); st != DAT_SUCCESS) {
+            (void)ia_close(ia->dat<DAT_IA_HANDLE>(), DAT_CLOSE_ABRUPT_FLAG);
+            return st;
+        }
+        ia->async_evd = evd;
+        ia->own_async = true;
+        *async_evd = evd->dat<DAT_EVD_HANDLE>();
+    }
+    *ia_handle = ia->dat<DAT_IA_HANDLE>();
+    return DAT_SUCCESS;
+}
 
 // --- IA -------------------------------------------------------------------------------------------------------
 
