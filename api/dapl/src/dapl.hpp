@@ -228,7 +228,8 @@ struct Ep : Body {
     Pz *pz = nullptr;                           /**< Its protection zone. */
     Evd *request = nullptr;                     /**< Request (send queue) EVD. */
     Evd *recv = nullptr;                        /**< Receive EVD. */
-    Evd *connect = nullptr;                     /**< Connection EVD. */
+    Evd *connect = nullptr;                     /**< Connection EVD (may be another IA's: see ep.cpp). */
+    DAT_EVD_HANDLE connect_handle = DAT_HANDLE_NULL; /**< Its handle, which stays readable if that IA closes first. */
     Srq *srq = nullptr;                         /**< Its SRQ, if any. */
     const ri_verbs_ops_t *verbs = nullptr;      /**< Fast path: the provider's verbs. */
     ri_qp_t qp = nullptr;                       /**< Fast path: the provider's QP. */
@@ -278,7 +279,8 @@ struct Cr : Body {
     DAT_PORT_QUAL remote_port = 0;        /**< Its port. */
     DAT_CONN_QUAL conn_qual = 0;          /**< The port it arrived on. */
     std::vector<uint8_t> private_data;    /**< The requester's private data. */
-    Ep *local_ep = nullptr;               /**< An RSP's reserved EP. */
+    Ep *local_ep = nullptr;               /**< An RSP's reserved EP, or the EP the provider made (PROVIDER_FLAG). */
+    bool provider_ep = false;             /**< local_ep was made by the provider (freed if the request is rejected). */
     Body *sp = nullptr;                   /**< The PSP it arrived on (null for an RSP's). */
 };
 

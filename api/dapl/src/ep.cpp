@@ -100,7 +100,8 @@ std::shared_ptr<CmSink> sink_of(Ep *ep);
 
 void configure_sink(Ep *ep, const std::shared_ptr<CmSink> &sink) {
     std::lock_guard lock(sink->mutex);
-    sink->to = ep->connect != nullptr ? ep->connect->queue : nullptr;
+    Evd *connect = lookup<Evd>(ep->connect_handle);
+    sink->to = connect != nullptr ? connect->queue : nullptr;
     sink->endpoint = ep->ep;
     sink->run = ep->ia->al->executor();
 }
@@ -199,8 +200,10 @@ DAT_RETURN create_ep(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_H
     if (!dto_evd(recv_handle, recv)) return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_RECV);
     if (!dto_evd(request_handle, request)) return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
     if (connect_handle != DAT_HANDLE_NULL) {
+        // A connection EVD may be another IA's of this process (as OFA's providers allow; dapltest's limit test
+        // shares one): only events are posted to it.
         connect = lookup<Evd>(connect_handle);
-        if (connect == nullptr || connect->ia != ia || !(connect->flags & DAT_EVD_CONNECTION_FLAG)) {
+        if (connect == nullptr || !(connect->flags & DAT_EVD_CONNECTION_FLAG)) {
             return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CONN);
         }
     }
@@ -249,6 +252,7 @@ DAT_RETURN create_ep(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_H
     ep->recv = recv;
     ep->request = request;
     ep->connect = connect;
+    ep->connect_handle = connect != nullptr ? connect->dat<DAT_EVD_HANDLE>() : DAT_HANDLE_NULL;
     ep->srq = srq;
     ep->attr = a;
     if (DAT_RETURN st = configure(ep); st != DAT_SUCCESS) {
@@ -306,7 +310,7 @@ void release_ep(Ep *ep) noexcept {
     unuse(ep->pz);
     unuse(ep->recv);
     unuse(ep->request);
-    unuse(ep->connect);
+    if (lookup<Evd>(ep->connect_handle) == ep->connect) unuse(ep->connect);
     unuse(ep->srq);
     ep->pz = nullptr;
     ep->recv = ep->request = ep->connect = nullptr;
@@ -336,8 +340,23 @@ Cr *make_cr(Ia *ia, const ual::Event &e) {
     cr->remote_port = c.llp.remote_port;
     cr->conn_qual = c.llp.local_port;
     if (sp->kind == Kind::psp) {
+        auto *psp = static_cast<Psp *>(sp);
         cr->sp = sp;
-        cr->conn_qual = static_cast<Psp *>(sp)->conn_qual;
+        cr->conn_qual = psp->conn_qual;
+        if (psp->flags == DAT_PSP_PROVIDER_FLAG) {
+            // The provider makes the EP (no PZ, no EVDs: unconfigured); the consumer configures it with
+            // dat_ep_modify, then accepts with it, or rejects (the EP goes with the request).
+            DAT_EP_HANDLE made = DAT_HANDLE_NULL;
+            if (ep_create(ia->dat<DAT_IA_HANDLE>(), DAT_HANDLE_NULL, DAT_HANDLE_NULL, DAT_HANDLE_NULL, DAT_HANDLE_NULL,
+                          nullptr, &made) != DAT_SUCCESS) {
+                (void)ia->adapter->reject(c.request);
+                destroy_child(ia, cr);
+                return nullptr;
+            }
+            cr->local_ep = lookup<Ep>(made);
+            cr->provider_ep = true;
+            cr->local_ep->state->store(DAT_EP_STATE_UNCONFIGURED_TENTATIVE);
+        }
     } else {
         // A reserved service point serves one request and goes: its EP is the one to accept with.
         auto *rsp = static_cast<Rsp *>(sp);
@@ -440,7 +459,7 @@ DAT_RETURN ep_query(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, DAT_EP_PARA
     p->pz_handle = ep->pz != nullptr ? ep->pz->dat<DAT_PZ_HANDLE>() : DAT_HANDLE_NULL;
     p->recv_evd_handle = ep->recv != nullptr ? ep->recv->dat<DAT_EVD_HANDLE>() : DAT_HANDLE_NULL;
     p->request_evd_handle = ep->request != nullptr ? ep->request->dat<DAT_EVD_HANDLE>() : DAT_HANDLE_NULL;
-    p->connect_evd_handle = ep->connect != nullptr ? ep->connect->dat<DAT_EVD_HANDLE>() : DAT_HANDLE_NULL;
+    p->connect_evd_handle = lookup<Evd>(ep->connect_handle) != nullptr ? ep->connect_handle : DAT_HANDLE_NULL;
     p->srq_handle = ep->srq != nullptr ? ep->srq->dat<DAT_SRQ_HANDLE>() : DAT_HANDLE_NULL;
     p->ep_attr = ep->attr;
     if (ep->ep) {
@@ -467,7 +486,9 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
     Ia *ia = ep->ia;
     std::lock_guard lock(ia->mutex);
     const int s = ep->state->load();
-    if (s != DAT_EP_STATE_UNCONNECTED && s != DAT_EP_STATE_UNCONFIGURED_UNCONNECTED) return state_error(s);
+    // A provider-created EP (DAT_PSP_PROVIDER_FLAG) is configured while its request waits: it stays tentative.
+    const bool tentative = s == DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING || s == DAT_EP_STATE_UNCONFIGURED_TENTATIVE;
+    if (s != DAT_EP_STATE_UNCONNECTED && s != DAT_EP_STATE_UNCONFIGURED_UNCONNECTED && !tentative) return state_error(s);
     Pz *pz = ep->pz;
     Evd *recv = ep->recv, *request = ep->request, *connect = ep->connect;
     if (mask & DAT_EP_FIELD_PZ_HANDLE) {
@@ -493,7 +514,7 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
     if (mask & DAT_EP_FIELD_CONNECT_EVD_HANDLE) {
         connect = p->connect_evd_handle == DAT_HANDLE_NULL ? nullptr : lookup<Evd>(p->connect_evd_handle);
         if (p->connect_evd_handle != DAT_HANDLE_NULL &&
-            (connect == nullptr || connect->ia != ia || !(connect->flags & DAT_EVD_CONNECTION_FLAG))) {
+            (connect == nullptr || !(connect->flags & DAT_EVD_CONNECTION_FLAG))) {
             return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CONN);
         }
     }
@@ -524,17 +545,24 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
     unuse(ep->pz);
     unuse(ep->recv);
     unuse(ep->request);
-    unuse(ep->connect);
+    if (lookup<Evd>(ep->connect_handle) == ep->connect) unuse(ep->connect);
     ep->pz = pz;
     ep->recv = recv;
     ep->request = request;
     ep->connect = connect;
+    ep->connect_handle = connect != nullptr ? connect->dat<DAT_EVD_HANDLE>() : DAT_HANDLE_NULL;
     use(pz);
     use(recv);
     use(request);
     use(connect);
     ep->attr = a;
-    if (rebuild) return configure(ep);
+    if (rebuild) {
+        const DAT_RETURN st = configure(ep);
+        if (tentative) {
+            ep->state->store(ep->ep ? DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING : DAT_EP_STATE_UNCONFIGURED_TENTATIVE);
+        }
+        return st;
+    }
     ri_qp_attr_t qa{};
     qa.ird = static_cast<uint32_t>(a.max_rdma_read_in);
     qa.ord = static_cast<uint32_t>(a.max_rdma_read_out);
@@ -726,6 +754,9 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE cr_handle, DAT_EP_HANDLE ep_handle, DAT_COUNT
     Ia *ia = cr->ia;
     std::lock_guard lock(ia->mutex);
     const int want = cr->local_ep != nullptr ? DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING : DAT_EP_STATE_UNCONNECTED;
+    if (ep->state->load() == DAT_EP_STATE_UNCONFIGURED_TENTATIVE) {
+        return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_UNCONFTENTATIVE);  // dat_ep_modify it first
+    }
     int expected = want;
     if (!ep->ep || !ep->state->compare_exchange_strong(expected, DAT_EP_STATE_PASSIVE_CONNECTION_PENDING)) {
         return state_error(ep->state->load());
@@ -752,7 +783,14 @@ DAT_RETURN cr_reject(DAT_CR_HANDLE cr_handle, DAT_COUNT size, const DAT_PVOID pd
     Ia *ia = cr->ia;
     std::lock_guard lock(ia->mutex);
     auto st = ia->adapter->reject(cr->request, bytes(pdata, size));
-    if (cr->local_ep != nullptr) cr->local_ep->state->store(DAT_EP_STATE_UNCONNECTED);
+    if (cr->local_ep != nullptr) {
+        if (cr->provider_ep) {
+            release_ep(cr->local_ep);
+            destroy_child(ia, cr->local_ep);
+        } else {
+            cr->local_ep->state->store(DAT_EP_STATE_UNCONNECTED);
+        }
+    }
     destroy_child(ia, cr);
     if (!st && st.code() != RI_ENOENT) {
         return failed("dat_cr_reject", st.error(), from_ri(st.code(), DAT_ERROR(DAT_INTERNAL_ERROR, 0)));
@@ -807,7 +845,6 @@ DAT_RETURN make_psp(DAT_IA_HANDLE ia_handle, DAT_CONN_QUAL *qual, bool any, DAT_
     if (flags != DAT_PSP_CONSUMER_FLAG && flags != DAT_PSP_PROVIDER_FLAG) {
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
     }
-    if (flags == DAT_PSP_PROVIDER_FLAG) return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);  // ep_creator is NEVER
     if (psp_handle == nullptr) return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
     const uint16_t port = any ? 0 : port_of(*qual);
     if (!any && port == 0) return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);

@@ -314,8 +314,9 @@ DAT_RETURN create_evd(Ia *ia, DAT_COUNT qlen, DAT_EVD_FLAGS flags, Evd **out) {
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
     }
     // The queue also carries this layer's own events (bind completions, wake-ups): room beyond qlen for them.
-    auto queue = ual::SimpleDispatcher::create(ual::EventStream::software,
-                                               static_cast<uint32_t>(std::max<DAT_COUNT>(qlen, 64)) + 16, 1);
+    // An async EVD also receives every QP's teardown events from the uAL (which it then drops): room for many.
+    const DAT_COUNT room = (flags & DAT_EVD_ASYNC_FLAG) ? std::max<DAT_COUNT>(qlen, 4096) : std::max<DAT_COUNT>(qlen, 64);
+    auto queue = ual::SimpleDispatcher::create(ual::EventStream::software, static_cast<uint32_t>(room) + 16, 1);
     if (!queue) return fail("dat_evd_create", queue.error(), DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD));
     evd->queue = std::move(*queue);
     evd->queue->set_tag(reinterpret_cast<uint64_t>(evd->handle));

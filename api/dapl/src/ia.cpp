@@ -252,7 +252,7 @@ DAT_RETURN ia_query(DAT_IA_HANDLE ia_handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
         p.is_thread_safe = DAT_FALSE;
         p.max_private_data_size = static_cast<DAT_COUNT>(std::min<uint32_t>(r.max_private_data, 512));
         p.supports_multipath = DAT_FALSE;
-        p.ep_creator = DAT_PSP_CREATES_EP_NEVER;
+        p.ep_creator = DAT_PSP_CREATES_EP_IFASKED;
 #ifdef OPENRDMA_KDAPL
         p.upcall_policy = DAT_UPCALL_MANY;  // the strongest policy offered; SINGLE_INSTANCE and DISABLE are too
 #else
