@@ -388,11 +388,17 @@ bool connection_event(Ep *ep, const ual::Event &e, DAT_EVENT &out) {
             break;
         case KRDMA_CM_TIMEOUT: out.event_number = DAT_CONNECTION_EVENT_TIMED_OUT; break;
         case KRDMA_CM_BROKEN:
-            // A stream that breaks while this side was closing it ends the disconnect the consumer asked for.
-            out.event_number = before == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING
-                                   ? DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR
-                               : before == DAT_EP_STATE_DISCONNECT_PENDING ? DAT_CONNECTION_EVENT_DISCONNECTED
-                                                                           : DAT_CONNECTION_EVENT_BROKEN;
+            // An established stream that ends by a reset is the end of the connection, as a socket CM sees it
+            // (a peer that closes while data is in flight, two ends closing at once, a peer that dies):
+            // DISCONNECTED. BROKEN is for what RDMA itself reports: a Terminate, a failed stream during setup.
+            if (before == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING) {
+                out.event_number = DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR;
+            } else if ((before == DAT_EP_STATE_CONNECTED || before == DAT_EP_STATE_DISCONNECT_PENDING) &&
+                       (!e.connection || e.connection->term == 0)) {
+                out.event_number = DAT_CONNECTION_EVENT_DISCONNECTED;
+            } else {
+                out.event_number = DAT_CONNECTION_EVENT_BROKEN;
+            }
             break;
         case KRDMA_CM_PEER_DISCONNECT:
         case KRDMA_CM_DISCONNECTED: out.event_number = DAT_CONNECTION_EVENT_DISCONNECTED; break;
