@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "dapl.hpp"
+#include "rnicpi/host/log.hpp"
 
 namespace dapl {
 namespace {
@@ -67,6 +68,10 @@ void dto_event(const Evd *evd, const ri_wc_t &wc, DAT_EVENT &out) noexcept {
             }
         }
         return;
+    }
+    if (wc.status != RI_WC_SUCCESS && wc.status != RI_WC_WR_FLUSH_ERR) {
+        RDMA_LOG_DEBUG("dapl", "QP %u: work request %#llx (opcode %u) completed with status %u, vendor error %#x",
+                       wc.qp_num, static_cast<unsigned long long>(wc.wr_id), wc.opcode, wc.status, wc.vendor_err);
     }
     out.event_number = DAT_DTO_COMPLETION_EVENT;
     out.evd_handle = evd->dat<DAT_EVD_HANDLE>();
@@ -215,6 +220,8 @@ DAT_EVENT ring_pop(Evd *evd) noexcept {
         }
     }
 }
+
+constexpr std::chrono::milliseconds kLookAgain{20};
 
 [[maybe_unused]] std::chrono::milliseconds to_ms(uint64_t us) { return std::chrono::milliseconds((us + 999) / 1000); }
 
@@ -490,7 +497,9 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT th
             left = std::max(std::chrono::milliseconds(1), to_ms(std::chrono::duration_cast<std::chrono::microseconds>(
                                                                       deadline - now).count()));
         }
-        auto got = evd->agg->wait(left);
+        // A sleeper looks at its CQ at least every kLookAgain: a provider whose progress stalls while nobody polls
+        // (softrnic's, under bidirectional streams of unsignalled requests) moves on when it is polled again.
+        auto got = evd->agg->wait(std::min(left, kLookAgain));
         if (!got) continue;  // timed out (checked above) or an overflow report
         DAT_EVENT e;
         const bool have = got->stream == ual::EventStream::dto ? (std::memset(&e, 0, sizeof e), dto_event(evd, got->wc, e), true)
@@ -659,34 +668,42 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE cno_handle, DAT_TIMEOUT timeout, DAT_EVD_HAND
     if (cno == nullptr) return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CNO);
     if (evd_handle == nullptr) return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
     std::shared_ptr<CnoCore> core = cno->core;
-    // Events already waiting in an attached, enabled EVD satisfy the wait at once.
-    {
-        std::lock_guard lock(cno->ia->mutex);
-        for (Evd *evd : cno->evds) {
-            if (!evd->enabled->load()) continue;
-            if (evd->count == 0) fill(evd);
-            if (evd->count > 0) {
-                std::lock_guard c(core->mutex);
-                std::erase(core->triggered, evd->dat<DAT_EVD_HANDLE>());
-                *evd_handle = evd->dat<DAT_EVD_HANDLE>();
-                return DAT_SUCCESS;
+    const bool forever = timeout == DAT_TIMEOUT_INFINITE;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(forever ? 0 : timeout);
+    for (;;) {
+        // Events already waiting in an attached, enabled EVD satisfy the wait at once (looked at again every
+        // kLookAgain, as dat_evd_wait does, for a provider that progresses only when polled).
+        {
+            std::lock_guard lock(cno->ia->mutex);
+            for (Evd *evd : cno->evds) {
+                if (!evd->enabled->load()) continue;
+                if (evd->count == 0) fill(evd);
+                if (evd->count > 0) {
+                    std::lock_guard c(core->mutex);
+                    std::erase(core->triggered, evd->dat<DAT_EVD_HANDLE>());
+                    *evd_handle = evd->dat<DAT_EVD_HANDLE>();
+                    return DAT_SUCCESS;
+                }
             }
         }
+        std::unique_lock lock(core->mutex);
+        auto slice = kLookAgain;
+        if (!forever) {
+            const auto now = std::chrono::steady_clock::now();
+            if (now >= deadline) return DAT_ERROR(DAT_TIMEOUT_EXPIRED, 0);
+            slice = std::min(slice, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) +
+                                        std::chrono::milliseconds(1));
+        }
+        if (core->cv.wait_for(lock, slice, [&] { return !core->triggered.empty(); })) {
+            *evd_handle = core->triggered.front();
+            core->triggered.erase(core->triggered.begin());
+            if (core->triggered.empty() && core->fd >= 0) {
+                uint64_t n;
+                (void)!::read(core->fd, &n, sizeof n);
+            }
+            return DAT_SUCCESS;
+        }
     }
-    std::unique_lock lock(core->mutex);
-    auto ready = [&] { return !core->triggered.empty(); };
-    if (timeout == DAT_TIMEOUT_INFINITE) {
-        core->cv.wait(lock, ready);
-    } else if (!core->cv.wait_for(lock, std::chrono::microseconds(timeout), ready)) {
-        return DAT_ERROR(DAT_TIMEOUT_EXPIRED, 0);
-    }
-    *evd_handle = core->triggered.front();
-    core->triggered.erase(core->triggered.begin());
-    if (core->triggered.empty() && core->fd >= 0) {
-        uint64_t n;
-        (void)!::read(core->fd, &n, sizeof n);
-    }
-    return DAT_SUCCESS;
 }
 
 DAT_RETURN cno_trigger(DAT_CNO_HANDLE cno_handle, DAT_EVD_HANDLE *evd_handle) {
