@@ -336,7 +336,9 @@ bool Engine::build_read_response(TxFrame &frame) noexcept {
     h.to = job.req.sink_to + job.sent;
     h.last = job.sent + chunk == job.req.size;
     iovec v{const_cast<uint8_t *>(job.src) + job.sent, chunk};
-    tx_.build(h, {}, std::span<const iovec>(&v, chunk > 0 ? 1 : 0), frame);
+    // The source is the responder's memory, which its owner may write while the peer reads it (a race of data,
+    // not of protocol): the frame carries a copy, so the CRC matches what is sent.
+    tx_.build(h, {}, std::span<const iovec>(&v, chunk > 0 ? 1 : 0), frame, true);
     job.sent += static_cast<uint32_t>(chunk);
     stats_.tx_bytes += chunk;
     if (h.last) {

@@ -236,7 +236,7 @@ struct Emitter {
 }  // namespace
 
 void Transmitter::build(const Header &header, std::span<const uint8_t> control, std::span<const iovec> payload,
-                        TxFrame &out) noexcept {
+                        TxFrame &out, bool snapshot) noexcept {
     size_t payload_len = 0;
     for (const iovec &v : payload) payload_len += v.iov_len;
     size_t hsize = header.size();
@@ -252,7 +252,17 @@ void Transmitter::build(const Header &header, std::span<const uint8_t> control, 
     uint64_t first_marker = (pos_ + kMarkerInterval - 1) / kMarkerInterval * kMarkerInterval;
     Emitter e{out, opts_.crc, opts_.markers, pos_, pos_, first_marker};
     e.add(out.head, kMpaLengthLen + hsize + control.size(), true);
-    for (const iovec &v : payload) e.add(static_cast<const uint8_t *>(v.iov_base), v.iov_len, true);
+    if (snapshot && opts_.crc && payload_len <= sizeof out.snapshot) {
+        // The CRC is computed over the copy that is sent, not over memory that may change before sendmsg reads it.
+        size_t at = 0;
+        for (const iovec &v : payload) {
+            std::memcpy(out.snapshot + at, v.iov_base, v.iov_len);
+            at += v.iov_len;
+        }
+        e.add(out.snapshot, payload_len, true);
+    } else {
+        for (const iovec &v : payload) e.add(static_cast<const uint8_t *>(v.iov_base), v.iov_len, true);
+    }
     e.add(out.tail, pad, true);
     // The CRC field is 4-aligned like every marker position, so a marker never splits it.
     e.add(out.tail + pad, kMpaCrcLen, false);

@@ -1,5 +1,6 @@
 // MPA framing: every FPDU of the siw captures decodes and its CRC checks; our transmitter reproduces the captured
 // bytes; every split of a stream gives the same result; markers round-trip and a bad one is caught.
+#include <memory>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -150,6 +151,38 @@ TEST(Framing, CorruptedByteIsACrcError) {
         rx.feed(bad);
         ASSERT_TRUE(rx.failed()) << at;
         EXPECT_EQ(rx.failure(), term::kLlpCrcError) << at;
+    }
+}
+
+// A Read Response's source is the responder's memory, which its owner may write while the frame waits for the
+// socket: with a snapshot, the bytes sent are the bytes the CRC covers (dtest rewrites the buffer its peer reads).
+TEST(Framing, SnapshotKeepsTheCrcTrueWhenTheSourceChanges) {
+    for (bool snapshot : {true, false}) {
+        std::vector<uint8_t> src(4096, 0x5a);
+        Header h;
+        h.tagged = true;
+        h.opcode = static_cast<uint8_t>(Opcode::read_response);
+        h.stag = 0x1234;
+        h.to = 0;
+        h.last = true;
+        Transmitter tx(FramingOptions{true, false});
+        auto frame = std::make_unique<TxFrame>();
+        iovec v{src.data(), src.size()};
+        tx.build(h, {}, std::span<const iovec>(&v, 1), *frame, snapshot);
+        std::fill(src.begin(), src.end(), 0xa5);  // the owner writes the buffer before the socket takes the frame
+        std::vector<uint8_t> wire;
+        for (size_t i = 0; i < frame->iovcnt; ++i) {
+            auto *p = static_cast<const uint8_t *>(frame->iov[i].iov_base);
+            wire.insert(wire.end(), p, p + frame->iov[i].iov_len);
+        }
+        RecordingSink sink;
+        Receiver rx(sink, FramingOptions{true, false});
+        rx.feed(wire);
+        EXPECT_EQ(rx.failed(), !snapshot) << "snapshot " << snapshot;
+        if (snapshot) {
+            ASSERT_EQ(sink.segments.size(), 1u);
+            EXPECT_EQ(sink.segments[0].payload, std::vector<uint8_t>(4096, 0x5a));  // what was read when framed
+        }
     }
 }
 

@@ -147,6 +147,11 @@ struct TxFrame {
     uint8_t head[kMpaLengthLen + kUntaggedHeaderLen + kTerminateMaxLen]{}; /**< Length, header, control payload. */
     uint8_t tail[3 + kMpaCrcLen]{};  /**< Pad and CRC. */
     uint8_t markers[kMaxUlpduLen / kMarkerInterval + 2][kMarkerLen]{}; /**< Markers of this FPDU. */
+    /**
+     * The payload, copied, when build() was asked to snapshot it: the CRC then covers exactly the bytes that are
+     * sent, even if the memory they came from changes before the socket takes them.
+     */
+    uint8_t snapshot[kMaxUlpduLen];
 };
 
 /** @brief The transmit side of one MPA stream in full operation. */
@@ -157,10 +162,12 @@ public:
     /**
      * @brief Builds the FPDU for one DDP segment into @p out: @p header, then @p control (a Read Request or
      *        Terminate payload, copied), then the payload pieces @p payload (not copied; they must stay unchanged
-     *        until sent). The ULPDU must not exceed max_ulpdu(). Advances the stream position by out.bytes.
+     *        until sent, unless @p snapshot: with CRC on, the payload is then copied into the frame first, for
+     *        memory its owner may write meanwhile, as a Read Response's source). The ULPDU must not exceed
+     *        max_ulpdu(). Advances the stream position by out.bytes.
      */
     void build(const Header &header, std::span<const uint8_t> control, std::span<const iovec> payload,
-               TxFrame &out) noexcept;
+               TxFrame &out, bool snapshot = false) noexcept;
     /** @brief Bytes of the stream produced so far. */
     [[nodiscard]] uint64_t position() const noexcept { return pos_; }
 
