@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "dapl.hpp"
+#include "rnicpi/host/log.hpp"
 
 namespace dapl {
 
@@ -231,6 +232,10 @@ DAT_RETURN create_ep(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_H
     auto sink = sink_of(ep);
     ep->cm->set_callback([state = ep->state, sink](const ual::Event &e) {
         const int before = state->load(std::memory_order_acquire);
+        RDMA_LOG_DEBUG("dapl", "EP %#llx: connection event %u (status %d, terminate %#x) in state %d",
+                       static_cast<unsigned long long>(e.context), e.id, e.connection ? e.connection->status : 0,
+                       e.connection ? e.connection->term : 0u,
+                       before);
         if (disconnect_like(e.id) && before == DAT_EP_STATE_DISCONNECTED) return;  // one DISCONNECTED per connection
         ual::Event out = e;
         out.resource_type = static_cast<uint32_t>(before);  // what connection_event() needs to name the event

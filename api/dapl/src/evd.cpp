@@ -69,7 +69,7 @@ void dto_event(const Evd *evd, const ri_wc_t &wc, DAT_EVENT &out) noexcept {
         }
         return;
     }
-    if (wc.status != RI_WC_SUCCESS && wc.status != RI_WC_WR_FLUSH_ERR) {
+    if (wc.status != RI_WC_SUCCESS) {
         RDMA_LOG_DEBUG("dapl", "QP %u: work request %#llx (opcode %u) completed with status %u, vendor error %#x",
                        wc.qp_num, static_cast<unsigned long long>(wc.wr_id), wc.opcode, wc.status, wc.vendor_err);
     }
