@@ -7,7 +7,8 @@
 # - it_rping (IT-API) between two processes, each hosting the embedded default, and it_perf's headline figures and
 #   a short sweep against raw TCP measured in the same run (with a plot);
 # - uDAPL: Debian's unmodified dtest and dapltest over the provider in the DAT registry (a private dat.conf);
-# - a kernel consumer: krdmad loading the kernel_echo module (C, kernel IT-API), seen with rdmactl;
+# - kernel consumers: krdmad loading kernel_echo (C, kernel IT-API) and blk_service (C, kDAPL: an RDMA block
+#   service that the uDAPL client dapl_blk writes, reads back and verifies), seen with rdmactl;
 # - the RNIC-PI loader explaining modules, and the iWARP engine's speed next to memcpy and loopback TCP.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -95,16 +96,19 @@ step "After kill -9 of the consumer: krdmad reclaimed every object and every pin
 unset KRDMA_DEVICE
 
 echo
-echo "== A kernel consumer: krdmad loads kernel_echo (C, over the kernel IT-API krdmad exports)"
-sed 's|^{|{"consumers": [{"module": "'"$PWD"'/build/tools/examples/kernel_echo.so", "args": {"rnic": "sr0", "port": 7471}}], |' \
+echo "== Kernel consumers: krdmad loads kernel_echo (C, kernel IT-API) and blk_service (C, kDAPL)"
+sed 's|^{|{"consumers": [{"module": "'"$PWD"'/build/tools/examples/kernel_echo.so", "args": {"rnic": "sr0", "port": 7471}}, {"module": "'"$PWD"'/build/tools/dapl_blk/blk_service.so", "args": {"rnic": "sr0", "port": 7480, "size_mb": 32}}], |' \
   "$work/krdmad.json" | sed 's|krdma.sock|krdma2.sock|' >"$work/krdmad-echo.json"
 build/kal/krdmad --config "$work/krdmad-echo.json" --log-level warn &
 pids+=($!)
 for _ in $(seq 100); do [ -S "$work/krdma2.sock" ] && break; sleep 0.05; done
 export KRDMA_DEVICE="$work/krdma2.sock"
 step "Consumer modules krdmad runs" "$rdmactl" consumers
-step "What the kernel consumer holds: objects of krdmad's own pid (IA, PZ, SEVDs' CQ, LMR, listen point)" \
+step "What the kernel consumers hold: objects of krdmad's own pid (IAs, PZs, CQs, LMRs, listen points)" \
   "$rdmactl" resources
+"$rdmactl" dat-conf --library "$PWD/build/api/dapl/libdaplopenrdma.so.2" >"$work/dat2.conf"
+step "kDAPL: the blk_service module serves a RAM volume; dapl_blk (uDAPL) writes 16 MiB, reads it back, verifies" \
+  env DAT_OVERRIDE="$work/dat2.conf" build/tools/dapl_blk/dapl_blk -P openrdma-sr0 -b 65536 -n 256
 unset KRDMA_DEVICE
 
 step "A kVP written as a C++ class, loaded as the kAL would load it" \
