@@ -865,6 +865,10 @@ int ConnectionCommands::connect(Connection &c, const Request &req, Reply &rep) {
     if (!s) return rep.fail(rdma::from_errno(errno), std::string("connect: socket: ") + std::strerror(errno));
     int one = 1;
     (void)::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    // The port is chosen at connect() (per 4-tuple, not per address), and this socket's TIME_WAIT, reusable, does
+    // not keep a later listen off its ephemeral port (a DAT conn qual may well fall in the ephemeral range).
+    (void)::setsockopt(s.get(), IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+    (void)::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     // The connection leaves from the RNIC's address, so the peer sees (and may select by) that RNIC.
     if (::bind(s.get(), reinterpret_cast<sockaddr *>(&local), llen) != 0) {
         return rep.fail(rdma::from_errno(errno), "connect: cannot bind " + krdma::to_text(rnic_addr) + ": " +

@@ -24,19 +24,6 @@ extern "C" DAT_RETURN dats_get_ia_handle(DAT_IA_HANDLE, DAT_IA_HANDLE *);
 
 namespace {
 
-// libdat2 reads its registry when it is loaded, before main(): CTest gives this program DAT_OVERRIDE (a dat.conf
-// naming libdaplopenrdma for "openrdma-sr0" and "openrdma-lo", and "openrdma-nowhere" for an address no RNIC
-// serves) and OPENRDMA_EMBEDDED_CONFIG (softrnic on 127.0.0.1 in this process), both written by CMake.
-class Registry : public ::testing::Environment {
-public:
-    void SetUp() override {
-        ASSERT_NE(std::getenv("DAT_OVERRIDE"), nullptr) << "run through ctest (it sets DAT_OVERRIDE)";
-        ASSERT_NE(std::getenv("OPENRDMA_EMBEDDED_CONFIG"), nullptr);
-        ::unsetenv("KRDMA_DEVICE");
-    }
-};
-const auto *g_registry = ::testing::AddGlobalTestEnvironment(new Registry);
-
 DAT_IA_HANDLE provider_ia(DAT_IA_HANDLE ia) {
     DAT_IA_HANDLE p = DAT_HANDLE_NULL;
     EXPECT_EQ(dats_get_ia_handle(ia, &p), DAT_SUCCESS);
@@ -388,13 +375,14 @@ TEST(DaplApi, ConnectedPairMovesAndChecksData) {
     e = wait_for(a.req, DAT_DTO_COMPLETION_EVENT);
     EXPECT_EQ(e.event_data.dto_completion_event_data.operation, DAT_DTO_RDMA_WRITE);
     EXPECT_EQ(e.event_data.dto_completion_event_data.transfered_length, 4096u);
-    EXPECT_EQ(std::memcmp(b.buf.data() + 16384, a.buf.data(), 4096), 0);
+    // (A Write's completion says the data left, not that it is placed; the Read after it on the stream does.)
     DAT_LMR_TRIPLET sink = a.at(32768, 4096);
     ASSERT_EQ(dat_ep_post_rdma_read(a.ep, 1, &sink, cookie(10), &to, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
     e = wait_for(a.req, DAT_DTO_COMPLETION_EVENT);
     EXPECT_EQ(e.event_data.dto_completion_event_data.operation, DAT_DTO_RDMA_READ);
     EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
     EXPECT_EQ(std::memcmp(a.buf.data() + 32768, a.buf.data(), 4096), 0);
+    EXPECT_EQ(std::memcmp(b.buf.data() + 16384, a.buf.data(), 4096), 0);
     // A suppressed send completes nowhere; the receive still does.
     ASSERT_EQ(dat_ep_post_recv(b.ep, 1, &r, cookie(11), DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
     DAT_LMR_TRIPLET one = a.at(0, 16);
@@ -422,7 +410,6 @@ TEST(DaplApi, ConnectedPairMovesAndChecksData) {
     ASSERT_EQ(dat_ep_post_rdma_write(b.ep, 1, &bw, cookie(13), &via, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
     e = wait_for(b.req, DAT_DTO_COMPLETION_EVENT);
     EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
-    EXPECT_EQ(a.buf[40960 + 511], 0x6b);
     // Send with Invalidate of that RMR's context: the receiver learns which.
     DAT_LMR_TRIPLET ar = a.at(8192, 4096);
     ASSERT_EQ(dat_ep_post_recv(a.ep, 1, &ar, cookie(14), DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
@@ -433,6 +420,9 @@ TEST(DaplApi, ConnectedPairMovesAndChecksData) {
     e = wait_for(a.rcv, DAT_DTO_COMPLETION_EVENT);
     EXPECT_EQ(e.event_data.dto_completion_event_data.operation, DAT_DTO_RECEIVE_WITH_INVALIDATE);
     EXPECT_EQ(e.event_data.dto_completion_event_data.rmr_context, rmr_ctx);
+    EXPECT_EQ(a.buf[40960], 0x6b);  // the Write through the window, placed before the Send after it
+    EXPECT_EQ(a.buf[40960 + 511], 0x6b);
+    EXPECT_EQ(a.buf[40960 + 512], 0);
     wait_for(b.req, DAT_DTO_COMPLETION_EVENT);
     // A graceful disconnect: exactly one DISCONNECTED on each side.
     ASSERT_EQ(dat_ep_disconnect(a.ep, DAT_CLOSE_GRACEFUL_FLAG), DAT_SUCCESS);
@@ -442,6 +432,45 @@ TEST(DaplApi, ConnectedPairMovesAndChecksData) {
     EXPECT_EQ(dat_evd_dequeue(a.conn, &none), DAT_QUEUE_EMPTY);
     EXPECT_EQ(dat_evd_dequeue(b.conn, &none), DAT_QUEUE_EMPTY);
     ASSERT_EQ(dat_ep_disconnect(b.ep, DAT_CLOSE_GRACEFUL_FLAG), DAT_SUCCESS);  // already over: nothing to do
+    ASSERT_EQ(dat_rmr_free(rmr), DAT_SUCCESS);
+}
+
+// An RMR grants its range only: a Write through its context that runs past it is refused before anything is placed,
+// and the connection ends.
+TEST(DaplApi, AnRmrGrantsItsRangeOnly) {
+    Side a, b;
+    ASSERT_NO_FATAL_FAILURE(a.make());
+    ASSERT_NO_FATAL_FAILURE(b.make());
+    ASSERT_NO_FATAL_FAILURE(connect(a, b));
+    DAT_RMR_HANDLE rmr;
+    ASSERT_EQ(dat_rmr_create(a.pz, &rmr), DAT_SUCCESS);
+    DAT_LMR_TRIPLET range = a.at(8192, 512);
+    DAT_RMR_COOKIE rc;
+    rc.as_64 = 1;
+    DAT_RMR_CONTEXT ctx = 0;
+    ASSERT_EQ(dat_rmr_bind(rmr, a.lmr, &range, DAT_MEM_PRIV_REMOTE_WRITE_FLAG, DAT_VA_TYPE_VA, a.ep, rc,
+                           DAT_COMPLETION_DEFAULT_FLAG, &ctx),
+              DAT_SUCCESS);
+    wait_for(a.req, DAT_RMR_BIND_COMPLETION_EVENT);
+    EXPECT_NE(ctx, a.rkey);
+    std::memset(b.buf.data(), 0x5a, 1024);
+    DAT_LMR_TRIPLET w = b.at(0, 513);
+    DAT_RMR_TRIPLET via{reinterpret_cast<DAT_VADDR>(a.buf.data() + 8192), 513, ctx};
+    ASSERT_EQ(dat_ep_post_rdma_write(b.ep, 1, &w, cookie(1), &via, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+    wait_for(b.req, DAT_DTO_COMPLETION_EVENT);  // the Write left: that is all its completion says
+    // a's RNIC refuses it and terminates the stream: an asynchronous error on a's EP, and the connection's end on
+    // both sides.
+    DAT_EVENT e = wait_for(a.async, DAT_ASYNC_ERROR_EP_BROKEN);
+    EXPECT_EQ(e.event_data.asynch_error_event_data.dat_handle, a.ep);
+    for (Side *s : {&a, &b}) {
+        DAT_EVENT c{};
+        DAT_COUNT more = 0;
+        ASSERT_EQ(dat_evd_wait(s->conn, 10 * 1000 * 1000, 1, &c, &more), DAT_SUCCESS);
+        EXPECT_TRUE(c.event_number == DAT_CONNECTION_EVENT_BROKEN ||
+                    c.event_number == DAT_CONNECTION_EVENT_DISCONNECTED) << std::hex << c.event_number;
+    }
+    EXPECT_EQ(a.buf[8192], 0);
+    EXPECT_EQ(a.buf[8192 + 512], 0);
     ASSERT_EQ(dat_rmr_free(rmr), DAT_SUCCESS);
 }
 
@@ -494,3 +523,19 @@ TEST(DaplApi, WhatIsNotSupportedSaysSo) {
 }
 
 }  // namespace
+
+// libdat2 reads its registry when it is loaded, before main(): this program runs itself again with DAT_OVERRIDE (a
+// dat.conf naming libdaplopenrdma for "openrdma-sr0" and "openrdma-lo", and "openrdma-nowhere" for an address no
+// RNIC serves) and OPENRDMA_EMBEDDED_CONFIG (softrnic on 127.0.0.1 in this process), both written by CMake.
+int main(int argc, char **argv) {
+    if (std::getenv("DAT_OVERRIDE") == nullptr || std::getenv("OPENRDMA_EMBEDDED_CONFIG") == nullptr) {
+        ::setenv("DAT_OVERRIDE", DAPL_API_DAT_CONF, 1);
+        ::setenv("OPENRDMA_EMBEDDED_CONFIG", DAPL_API_EMBEDDED_CONFIG, 1);
+        ::unsetenv("KRDMA_DEVICE");
+        ::execv("/proc/self/exe", argv);
+        std::perror("dapl_api_tests: execv /proc/self/exe");
+        return 2;
+    }
+    ::testing::InitGoogleTest(&argc, argv);
+    return RUN_ALL_TESTS();
+}

@@ -83,10 +83,10 @@ inline size_t count(const std::string &text, const std::string &needle) {
 inline bool has(const std::string &text, const std::string &needle) { return text.find(needle) != std::string::npos; }
 
 /**
- * @brief True when a TCP socket listens on @p port in the network namespace of process @p pid (0: this process's):
- *        /proc/PID/net/tcp and tcp6 show the sockets of that process's namespace.
+ * @brief True when a TCP socket in @p pid's network namespace (0: this process's) has local port @p port: listening
+ *        only when @p listen_only, else in any state (a connection, or its TIME_WAIT).
  */
-inline bool listening(pid_t pid, uint16_t port) {
+inline bool bound(pid_t pid, uint16_t port, bool listen_only = false) {
     const std::string base = pid == 0 ? std::string("/proc/self/net/") : "/proc/" + std::to_string(pid) + "/net/";
     char local[8];
     std::snprintf(local, sizeof local, ":%04X", port);
@@ -98,7 +98,7 @@ inline bool listening(pid_t pid, uint16_t port) {
             std::istringstream fields(line);
             std::string slot, local_address, remote_address, state;
             fields >> slot >> local_address >> remote_address >> state;
-            if (state == "0A" && local_address.size() >= 5 &&
+            if ((state == "0A" || !listen_only) && local_address.size() >= 5 &&
                 local_address.compare(local_address.size() - 5, 5, local) == 0) {
                 return true;
             }
@@ -106,6 +106,12 @@ inline bool listening(pid_t pid, uint16_t port) {
     }
     return false;
 }
+
+/**
+ * @brief True when a TCP socket listens on @p port in the network namespace of process @p pid (0: this process's):
+ *        /proc/PID/net/tcp and tcp6 show the sockets of that process's namespace.
+ */
+inline bool listening(pid_t pid, uint16_t port) { return bound(pid, port, true); }
 
 /**
  * @brief The dapl2-utils test fixture over @p Hosts (rdmatest::OneHost or rdmatest::TwoHosts, which start krdmad):

@@ -535,9 +535,21 @@ TEST_F(DapltestLocal, LimitsOneObjectSet) { limits(1, 100, kObjectTests, kObject
 TEST_F(DapltestLocal, LimitsEightObjectSets) { limits(8, 100, kObjectTests, kObjectLines); }
 
 // RSPs and PSPs: dapltest's connection qualifiers are 0xAffab1e + i, which this stack truncates to TCP ports 43806 +
-// i, in the ephemeral range: any local TCP connection using one of them makes that listen fail (DAT_CONN_QUAL_IN_USE,
-// seen once in seven runs of 100). 16 of each keeps the range small.
-TEST_F(DapltestLocal, LimitListeners) { limits(1, 16, {"limit_rsp", "limit_psp"}, {"RSPs created:", "PSPs created:"}); }
+// i, in the ephemeral range: any local TCP connection using one of them (or its TIME_WAIT, for a minute, when not
+// made reusable) makes that listen fail with DAT_CONN_QUAL_IN_USE, which is right. So the test first waits until no
+// socket on this host uses the range, and 16 of each keeps the range small.
+TEST_F(DapltestLocal, LimitListeners) {
+    constexpr uint16_t kFirst = 0xAffab1e & 0xffff, kCount = 16;
+    const auto taken = [&] {
+        for (uint16_t p = kFirst; p < kFirst + kCount; ++p) {
+            if (daplutils::bound(0, p)) return true;
+        }
+        return false;
+    };
+    for (int i = 0; i < 150 && taken(); ++i) ::usleep(500 * 1000);
+    ASSERT_FALSE(taken()) << "TCP ports " << kFirst << "-" << kFirst + kCount - 1 << " stay in use";
+    limits(1, kCount, {"limit_rsp", "limit_psp"}, {"RSPs created:", "PSPs created:"});
+}
 
 // Receive buffers posted on one EP: 15 at most (-m), each 4 KiB.
 TEST_F(DapltestLocal, LimitReceivePosts) {

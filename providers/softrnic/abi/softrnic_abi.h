@@ -132,7 +132,20 @@ struct softrnic_sq_wqe {
     uint32_t inline_len; /**< Payload bytes copied after the gather list (::RI_SEND_INLINE). */
     ri_stag_t inv_stag;  /**< STag to invalidate. */
     uint32_t reserved;   /**< Zero. */
-    uint8_t op[48];      /**< ri_send_wr_t::u as posted. */
+    uint8_t op[48];      /**< ri_send_wr_t::u as posted; a ::softrnic_bind_op for ::RI_WR_BIND_MW. */
+};
+
+/**
+ * @brief A type 2 window bind as its send slot holds it: the STags resolved from the posted handles, so that the
+ *        engine executing the slot needs no provider object (the window or region may be gone by then).
+ */
+struct softrnic_bind_op {
+    ri_stag_t window;   /**< The window's STag (its rkey). */
+    ri_stag_t region;   /**< The region bound into (0 to unbind). */
+    uint64_t addr;      /**< First byte: a tagged offset of the region, and the window's own. */
+    uint64_t length;    /**< Bytes; 0 unbinds. */
+    uint32_t access;    /**< RI_ACCESS_REMOTE_* rights of the window. */
+    uint32_t window_pd; /**< The data path's identifier of the window's protection domain. */
 };
 
 /** @brief Head of a receive ring slot; followed by `rq_sge` ri_sge_t. */

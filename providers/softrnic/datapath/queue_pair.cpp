@@ -325,11 +325,18 @@ ri_status_t QueuePair::check_send(const ri_send_wr_t &w, uint64_t &inline_len) c
             sge_limit = std::min(init.rd_sge, init.sq_sge);
             need = RI_ACCESS_LOCAL_WRITE;  // the scatter list is written by the responses
             break;
-        case RI_WR_BIND_MW:
+        case RI_WR_BIND_MW: {
+            // Executed in order on the send queue (issue()); its window must be of this QP's protection domain.
+            softrnic_bind_op b{};
+            if (ri_status_t rc = owner_.check_memory_op(w, &b); rc != RI_OK) return rc;
+            if (b.window_pd != setup_.pd) return RI_EINVAL;
+            sge_limit = 0;
+            break;
+        }
         case RI_WR_FAST_REG:
             // Queued for a stream but not executed yet: refused once there is a stream to execute them on.
             if (state_ != RI_QPS_IDLE && state_ != RI_QPS_ERROR) return RI_EOPNOTSUPP;
-            if (ri_status_t rc = owner_.check_memory_op(w); rc != RI_OK) return rc;
+            if (ri_status_t rc = owner_.check_memory_op(w, nullptr); rc != RI_OK) return rc;
             sge_limit = 0;
             break;
         case RI_WR_LOCAL_INV: sge_limit = 0; break;
@@ -368,7 +375,14 @@ void QueuePair::write_slot(const ri_send_wr_t &w, uint64_t inline_len) {
     h.num_sge = inl ? 0 : w.num_sge;
     h.inline_len = static_cast<uint32_t>(inline_len);
     h.inv_stag = w.inv_stag;
-    std::memcpy(h.op, &w.u, sizeof h.op);
+    if (w.opcode == RI_WR_BIND_MW) {
+        softrnic_bind_op b{};
+        (void)owner_.check_memory_op(w, &b);  // accepted by check_send() just now
+        static_assert(sizeof b <= sizeof h.op);
+        std::memcpy(h.op, &b, sizeof b);
+    } else {
+        std::memcpy(h.op, &w.u, sizeof h.op);
+    }
     std::memcpy(slot, &h, sizeof h);
     uint8_t *p = slot + sizeof h;
     if (inl) {
@@ -512,6 +526,15 @@ void QueuePair::issue() {
                 st = SlotState{0, true, false};
                 ++s.issued;
                 continue;
+            case RI_WR_BIND_MW: {
+                // Executed here, in order: the requests after it see the window bound (or gone).
+                softrnic_bind_op b;
+                std::memcpy(&b, h.op, sizeof b);
+                if (!bind_window(b)) return local_failure(idx, RI_WC_MW_BIND_ERR);
+                st = SlotState{0, true, false};
+                ++s.issued;
+                continue;
+            }
             case RI_WR_RDMA_READ: {
                 if (s.llp.ord == 0) return local_failure(idx, RI_WC_LOC_QP_OP_ERR);  // no Read may be outstanding
                 const uint32_t parts = std::max<uint32_t>(h.num_sge, 1);
@@ -577,7 +600,7 @@ void QueuePair::issue() {
                 continue;
             }
             default:
-                // Window binds and fast registrations queued before the stream are not executed yet.
+                // Fast registrations queued before the stream are not executed yet.
                 return local_failure(idx, RI_WC_LOC_QP_OP_ERR);
         }
     }
@@ -600,9 +623,34 @@ void QueuePair::release_done() {
 // ---------------------------------------------------------------------------------------------------------------
 // The engine's questions and reports (called under mutex_, from inside engine calls)
 
+bool QueuePair::bind_window(const softrnic_bind_op &b) {
+    if (b.length == 0) {
+        stags_.remove(b.window);
+        return true;
+    }
+    StagEntry r;
+    if (!stags_.find(b.region, r) || !r.valid || r.pd != setup_.pd || r.parent != 0) return false;
+    if ((r.access & RI_ACCESS_MW_BIND) == 0) return false;
+    // A window may not grant a remote write into memory the region does not let the RNIC write.
+    if ((b.access & RI_ACCESS_REMOTE_WRITE) != 0 && (r.access & RI_ACCESS_LOCAL_WRITE) == 0) return false;
+    auto at = r.map(b.addr, b.length);
+    if (!at) return false;
+    StagEntry w;
+    w.addr = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(*at));
+    w.length = b.length;
+    w.to_base = b.addr;
+    w.access = b.access;  // remote rights only: a window is no local key
+    w.pd = setup_.pd;
+    w.qp = setup_.qp_num;
+    w.parent = b.region;
+    stags_.add_window(b.window, w);
+    return true;
+}
+
 bool QueuePair::resolve_stag(uint32_t stag, iwarp::Region &out) {
     StagEntry e;
     if (!stags_.find(stag, e) || !e.valid) return false;
+    if (e.qp != 0 && e.qp != setup_.qp_num) return false;  // a type 2 window serves the QP it was bound on
     out.base = reinterpret_cast<uint8_t *>(static_cast<uintptr_t>(e.addr));
     out.to_base = e.to_base;
     out.length = e.length;

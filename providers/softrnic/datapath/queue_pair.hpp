@@ -31,25 +31,45 @@ public:
     virtual void entered_error() noexcept = 0;
     /**
      * @brief Checks the operation-specific part of a memory operation (::RI_WR_BIND_MW, ::RI_WR_FAST_REG) that
-     *        names the owner's objects; ::RI_OK to accept it.
+     *        names the owner's objects; ::RI_OK to accept it. For a bind, fills @p bind (when given) with the STags
+     *        its handles name.
      */
-    virtual ri_status_t check_memory_op(const ri_send_wr_t &wr) noexcept = 0;
+    virtual ri_status_t check_memory_op(const ri_send_wr_t &wr, softrnic_bind_op *bind) noexcept = 0;
 };
 
 /**
  * @brief The checks of QpOwner::check_memory_op() on the owner's objects: for ::RI_WR_BIND_MW the window @p mw
- *        (type 2 only: type 1 windows bind by the verb) and a region named; for ::RI_WR_FAST_REG the region @p mr
+ *        (type 2 only: type 1 windows bind by the verb) and a region named unless it unbinds; for ::RI_WR_FAST_REG the region @p mr
  *        (made for fast registration, enough pages, a page list when there are pages). Null: no such object.
  */
 template <class Mw, class Mr>
 [[nodiscard]] ri_status_t check_memory_op(const ri_send_wr_t &w, const Mw *mw, const Mr *mr) noexcept {
     if (w.opcode == RI_WR_BIND_MW) {
-        return mw == nullptr || w.u.bind.mr == nullptr || mw->type != RI_MW_TYPE_2 ? RI_EINVAL : RI_OK;
+        const bool no_region = w.u.bind.mr == nullptr && w.u.bind.length != 0;
+        return mw == nullptr || no_region || mw->type != RI_MW_TYPE_2 ? RI_EINVAL : RI_OK;
     }
     if (mr == nullptr || mr->max_pages == 0 || (w.u.fast_reg.num_pages > 0 && w.u.fast_reg.pages == nullptr)) {
         return RI_EINVAL;
     }
     return w.u.fast_reg.num_pages > mr->max_pages ? RI_ERANGE : RI_OK;
+}
+
+/**
+ * @brief The slot form of bind @p w: window @p window of protection domain @p window_pd over region @p region (0 when
+ *        @p w unbinds).
+ */
+[[nodiscard]] inline softrnic_bind_op bind_op(const ri_send_wr_t &w, ri_stag_t window, uint32_t window_pd,
+                                              ri_stag_t region) noexcept {
+    softrnic_bind_op b{};
+    b.window = window;
+    b.window_pd = window_pd;
+    b.length = w.u.bind.length;
+    if (b.length != 0) {
+        b.region = region;
+        b.addr = w.u.bind.addr;
+        b.access = w.u.bind.access & (RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE);
+    }
+    return b;
 }
 
 /** @brief Creation parameters of a queue pair. */
@@ -125,6 +145,9 @@ private:
     struct Stream;
     struct Outcome;
     struct SlotState;
+
+    /** @brief Executes bind @p b on this QP's STag table (length 0: unbinds); false when the region refuses it. */
+    bool bind_window(const softrnic_bind_op &b);
 
     // EngineOwner
     bool resolve_stag(uint32_t stag, iwarp::Region &out) override;

@@ -21,6 +21,8 @@ struct StagEntry {
     uint32_t access = 0;  /**< RI_ACCESS_* rights (local read always granted). */
     uint32_t pd = 0;      /**< Protection domain identifier. */
     bool valid = true;    /**< False once invalidated (Send with Invalidate, Local Invalidate). */
+    uint32_t qp = 0;      /**< A bound type 2 window: the only QP number it serves; 0 for a region. */
+    ri_stag_t parent = 0; /**< A bound window: the region it lies in (it goes when the region does). */
 
     /** @brief The entry of a registered region: its bytes, tagged offset base, rights (local read added) and PD. */
     [[nodiscard]] static StagEntry region(uint64_t addr, uint64_t length, uint64_t to_base, uint32_t access,
@@ -54,10 +56,29 @@ public:
         std::unique_lock lock(mutex_);
         map_[stag] = entry;
     }
-    /** @brief Forgets @p stag. */
+    /** @brief Adds or replaces window @p stag, bound into region @p entry.parent. */
+    void add_window(ri_stag_t stag, const StagEntry &entry) {
+        std::unique_lock lock(mutex_);
+        auto [it, fresh] = map_.insert_or_assign(stag, entry);
+        (void)it;
+        if (fresh) ++windows_;
+    }
+    /** @brief Forgets @p stag, and every window bound into it when it is a region. */
     void remove(ri_stag_t stag) {
         std::unique_lock lock(mutex_);
-        map_.erase(stag);
+        auto it = map_.find(stag);
+        if (it == map_.end()) return;
+        if (it->second.parent != 0) --windows_;
+        map_.erase(it);
+        if (windows_ == 0) return;  // the scan is for regions with windows bound, rare
+        for (auto w = map_.begin(); w != map_.end();) {
+            if (w->second.parent == stag) {
+                w = map_.erase(w);
+                --windows_;
+            } else {
+                ++w;
+            }
+        }
     }
     /** @brief A copy of @p stag's entry, or false when the STag names no region. */
     [[nodiscard]] bool find(ri_stag_t stag, StagEntry &out) const {
@@ -82,6 +103,7 @@ public:
 private:
     mutable std::shared_mutex mutex_;
     std::unordered_map<ri_stag_t, StagEntry> map_;
+    size_t windows_ = 0;  // entries with a parent
 };
 
 }  // namespace softrnic::datapath

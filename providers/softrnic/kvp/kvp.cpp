@@ -340,7 +340,7 @@ struct Kvp {
             std::lock_guard lock(mutex);
             attr.state = RI_QPS_ERROR;
         }
-        ri_status_t check_memory_op(const ri_send_wr_t &wr) noexcept override;
+        ri_status_t check_memory_op(const ri_send_wr_t &wr, softrnic_bind_op *bind) noexcept override;
     };
 
     struct Mr {
@@ -396,6 +396,7 @@ struct Kvp {
             if (stag != 0) pd->instance().free_stag(stag);
         }
         ri_status_t dealloc() {
+            if (type == RI_MW_TYPE_2 && pd->rnic->local_datapath) pd->rnic->stags.remove(stag);
             delete this;
             return RI_OK;
         }
@@ -679,10 +680,15 @@ ri_status_t Kvp::Srq::post_recv(const ri_recv_wr_t *wr, uint32_t count, uint32_t
     return datapath::post_receives(*rq, wr, count, attr.max_sge, pd->rnic->stags, pd->dp_id, posted);
 }
 
-ri_status_t Kvp::Qp::check_memory_op(const ri_send_wr_t &w) noexcept {
-    const bool bind = w.opcode == RI_WR_BIND_MW;
-    return datapath::check_memory_op(w, bind ? from_handle<Mw>(w.u.bind.mw) : nullptr,
-                                     bind ? nullptr : from_handle<Mr>(w.u.fast_reg.mr));
+ri_status_t Kvp::Qp::check_memory_op(const ri_send_wr_t &w, softrnic_bind_op *bind) noexcept {
+    if (w.opcode != RI_WR_BIND_MW) {
+        return datapath::check_memory_op(w, static_cast<const Mw *>(nullptr), from_handle<Mr>(w.u.fast_reg.mr));
+    }
+    const Mw *mw = from_handle<Mw>(w.u.bind.mw);
+    const Mr *mr = from_handle<Mr>(w.u.bind.mr);
+    if (ri_status_t rc = datapath::check_memory_op(w, mw, mr); rc != RI_OK) return rc;
+    if (bind != nullptr) *bind = datapath::bind_op(w, mw->stag, mw->pd->dp_id, mr != nullptr ? mr->stag : 0);
+    return RI_OK;
 }
 
 // Checks a virtual-address registration: rights, length, and the tagged offset (0 for zero-based regions, the

@@ -248,7 +248,7 @@ struct Uvp {
         // datapath::QpOwner
         void async_event(const ri_async_event_t &event) noexcept override;
         void entered_error() noexcept override;
-        ri_status_t check_memory_op(const ri_send_wr_t &wr) noexcept override;
+        ri_status_t check_memory_op(const ri_send_wr_t &wr, softrnic_bind_op *bind) noexcept override;
         ri_status_t kvp_modify(const ri_qp_attr_t &in, uint32_t mask);
     };
 
@@ -306,6 +306,7 @@ struct Uvp {
         ri_stag_t stag = 0;
         ri_status_t dealloc() {
             if (ri_status_t rc = Call(RI_DEALLOC_MW, handle).run(pd->rnic->host_ctx); !released(rc)) return rc;
+            if (type == RI_MW_TYPE_2) pd->rnic->stags.remove(stag);  // bound by this process's data path
             delete this;
             return RI_OK;
         }
@@ -539,10 +540,15 @@ void Uvp::Qp::entered_error() noexcept {
     if (!destroying) (void)kvp_modify(a, RI_QP_ATTR_STATE);
 }
 
-ri_status_t Uvp::Qp::check_memory_op(const ri_send_wr_t &w) noexcept {
-    const bool bind = w.opcode == RI_WR_BIND_MW;
-    return datapath::check_memory_op(w, bind ? from_handle<Mw>(w.u.bind.mw) : nullptr,
-                                     bind ? nullptr : from_handle<Mr>(w.u.fast_reg.mr));
+ri_status_t Uvp::Qp::check_memory_op(const ri_send_wr_t &w, softrnic_bind_op *bind) noexcept {
+    if (w.opcode != RI_WR_BIND_MW) {
+        return datapath::check_memory_op(w, static_cast<const Mw *>(nullptr), from_handle<Mr>(w.u.fast_reg.mr));
+    }
+    const Mw *mw = from_handle<Mw>(w.u.bind.mw);
+    const Mr *mr = from_handle<Mr>(w.u.bind.mr);
+    if (ri_status_t rc = datapath::check_memory_op(w, mw, mr); rc != RI_OK) return rc;
+    if (bind != nullptr) *bind = datapath::bind_op(w, mw->stag, mw->pd->id, mr != nullptr ? mr->keys.lkey : 0);
+    return RI_OK;
 }
 
 ri_status_t Uvp::Pd::create_srq(ri_srq_attr_t *attr, ri_srq_t *out) {
