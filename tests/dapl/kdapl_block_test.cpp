@@ -94,10 +94,11 @@ TEST_F(KdaplBlock, KilledClientLeavesNothingBehind) {
     for (int round = 0; round < 3; ++round) {
         const auto file = dir_ / "victim.out";
         const pid_t victim =
-            spawn(DAPL_BLK_PATH, {"-P", "openrdma-sr0", "-b", "4096", "-n", "2048"}, file, file);
+            spawn(DAPL_BLK_PATH, {"-P", "openrdma-sr0", "-b", "512", "-n", "16384"}, file, file);
         // Kill it once it is moving data (its first line says it is connected).
         for (int i = 0; i < 500 && read_text(file).find("connected to") == std::string::npos; ++i) ::usleep(2000);
-        ::usleep(5000 * static_cast<useconds_t>(round + 1));  // the whole run takes 100 ms or more
+        // 32768 round trips: the whole run takes half a second or more, so it is killed mid-transfer.
+        ::usleep(5000 * static_cast<useconds_t>(round + 1));
         ::kill(victim, SIGKILL);
         EXPECT_NE(wait_exit(victim), 0);
     }
