@@ -108,6 +108,23 @@ inline bool bound(pid_t pid, uint16_t port, bool listen_only = false) {
 }
 
 /**
+ * @brief Waits up to @p seconds until no TCP socket here (a listener, a connection, a TIME_WAIT) has a local port in
+ *        [@p first, @p first + @p count); true once none does. dapl2-utils use fixed connection qualifiers, which
+ *        are TCP ports in the ephemeral range: a stray connection of another program on one of them (or its
+ *        TIME_WAIT, for a minute) makes that listen fail with DAT_CONN_QUAL_IN_USE, rightly.
+ */
+inline bool ports_free(uint16_t first, uint16_t count, double seconds) {
+    const auto taken = [&] {
+        for (uint32_t p = first; p < uint32_t{first} + count; ++p) {
+            if (bound(0, static_cast<uint16_t>(p))) return true;
+        }
+        return false;
+    };
+    for (int i = 0; i < static_cast<int>(seconds * 4) && taken(); ++i) ::usleep(250 * 1000);
+    return !taken();
+}
+
+/**
  * @brief True when a TCP socket listens on @p port in the network namespace of process @p pid (0: this process's):
  *        /proc/PID/net/tcp and tcp6 show the sockets of that process's namespace.
  */
