@@ -1,0 +1,198 @@
+/**
+ * @file hwstub_hw.h
+ * @brief The "hardware" interface of hwstub: the formats a hardware RNIC's driver and its adapter agree on, here
+ *        between the hwstub uVP (the consumer's fast-path shim) and the offload engine (OE) in the kVP.
+ *
+ * This is the part of a provider a vendor replaces with its own chip's formats. Everything lives in shared memory
+ * (a memfd mapped by both sides), exactly as a PCI RNIC's queues live in host memory the adapter reaches by DMA:
+ *
+ * - **Work queues** (a QP's send and receive queues, an SRQ): a ring of fixed-size WQE slots (a power of two, at
+ *   least 64 bytes) and a ::hwstub_wq_ctrl block. The host writes a WQE into slot `producer % depth`, then
+ *   publishes `producer + 1` with a release store (the doorbell record). The OE reads slots up to the producer
+ *   index (acquire) and publishes how far it has got in `consumer`: for a send queue that is the cumulative count
+ *   of requests done (the OE's mirror of "requests completed", as TOAD mirrors bytes sent), which is what frees
+ *   slots, signalled or not. Indexes are free-running 32-bit counters; `producer - consumer` is the occupancy.
+ * - **Completion queues**: a ring of ::hwstub_cqe and a ::hwstub_cq_ctrl block. The OE writes a CQE whole and
+ *   sets its `owner` byte last (release); the owner bit of pass n over the ring is `(n & 1) ^ 1`, so a zeroed ring
+ *   holds no valid CQE and the host never has to clear one. The host polls the slot at its consumer index, reads
+ *   the CQE after the owner byte (acquire), and publishes its consumer index so the OE can tell a full CQ (then it
+ *   raises a CQ overflow instead of writing).
+ * - **Doorbell**: after publishing a producer index the host looks at ::hwstub_engine_page::sleeping (after a full
+ *   fence); only if the OE said it is going to sleep does it write to the engine's eventfd. The OE sets `sleeping`,
+ *   fences, and looks at every producer index once more before it waits, so a post is never missed and a busy OE
+ *   costs the poster no system call.
+ * - **Interrupts**: the host arms a CQ by incrementing `arm_seq` (after writing `arm_solicited`); when the OE writes
+ *   a CQE that matches an arm it has not answered yet, it stores `arm_seq` into `notified_seq` and raises the
+ *   completion event through the kAL's completion event handler path (the "interrupt").
+ *
+ * Plain C, fixed-width fields, no implicit padding, little-endian as the host.
+ */
+#ifndef HWSTUB_HW_H
+#define HWSTUB_HW_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief Provider name of both halves. */
+#define HWSTUB_PROVIDER_NAME "hwstub"
+/** @brief Vendor of both halves. */
+#define HWSTUB_VENDOR "OpenRDMA"
+
+/** @brief Major version of these formats: a uVP and an OE of different majors refuse each other at Open RNIC. */
+#define HWSTUB_HW_MAJOR 1u
+/** @brief Minor version: grows when fields are appended. */
+#define HWSTUB_HW_MINOR 0u
+/** @brief Version word. */
+#define HWSTUB_HW_VERSION ((HWSTUB_HW_MAJOR << 16) | HWSTUB_HW_MINOR)
+
+/** @brief Bytes of a cache line: control words each side writes live on lines of their own. */
+#define HWSTUB_CACHE_LINE 64u
+
+/** @brief A scatter/gather element of a WQE: a range of registered memory named by its lkey. */
+struct hwstub_sge {
+    uint64_t addr;   /**< Address in the consumer's address space. */
+    uint32_t length; /**< Bytes. */
+    uint32_t lkey;   /**< Local STag of the region holding the range. */
+};
+
+/** @brief Send WQE opcodes (::hwstub_send_wqe::opcode). */
+enum hwstub_send_opcode {
+    HWSTUB_OP_SEND = 1,          /**< Send. */
+    HWSTUB_OP_SEND_INV = 2,      /**< Send with Invalidate of ::hwstub_send_wqe::inv_stag at the peer. */
+    HWSTUB_OP_WRITE = 3,         /**< RDMA Write to remote_stag/remote_to. */
+    HWSTUB_OP_READ = 4,          /**< RDMA Read of the remote range into the scatter list. */
+    HWSTUB_OP_LOCAL_INV = 5,     /**< Invalidate the local STag ::hwstub_send_wqe::inv_stag. */
+    HWSTUB_OP_NOP = 6            /**< Nothing (completes when reached; fences apply). */
+};
+
+/** @brief Send WQE flags (::hwstub_send_wqe::flags). */
+enum hwstub_send_flags {
+    HWSTUB_WQE_SIGNALED = 1u << 0,   /**< Write a CQE when done (errors always write one). */
+    HWSTUB_WQE_SOLICITED = 1u << 1,  /**< Send with Solicited Event. */
+    HWSTUB_WQE_FENCE = 1u << 2,      /**< Start after every earlier request completed. */
+    HWSTUB_WQE_READ_FENCE = 1u << 3, /**< Start after every earlier RDMA Read completed. */
+    HWSTUB_WQE_INLINE = 1u << 4      /**< The payload follows the header (inline_len bytes), no SGEs. */
+};
+
+/**
+ * @brief The header of a send WQE (64 bytes), followed in its slot by num_sge ::hwstub_sge or by inline_len bytes
+ *        of payload. The OE checks every field: an unknown opcode or flag, too many SGEs, an inline length over the
+ *        QP's limit or a length over the slot complete the WQE with an error and move the QP to ERROR.
+ */
+struct hwstub_send_wqe {
+    uint64_t wr_id;       /**< The consumer's identifier, returned in the CQE. */
+    uint8_t opcode;       /**< ::hwstub_send_opcode. */
+    uint8_t flags;        /**< ::hwstub_send_flags. */
+    uint8_t num_sge;      /**< SGEs that follow (0 with ::HWSTUB_WQE_INLINE). */
+    uint8_t reserved0;    /**< Zero. */
+    uint32_t inline_len;  /**< Inline payload bytes. */
+    uint32_t remote_stag; /**< Write/Read: the remote STag. */
+    uint32_t inv_stag;    /**< Send with Invalidate, Local Invalidate: the STag. */
+    uint64_t remote_to;   /**< Write/Read: the remote tagged offset. */
+    uint32_t length;      /**< Read: bytes to read (the scatter list covers it). */
+    uint32_t reserved1;   /**< Zero. */
+    uint64_t reserved[3]; /**< Zero. */
+};
+
+/** @brief A receive WQE's header (16 bytes), followed in its slot by num_sge ::hwstub_sge. */
+struct hwstub_recv_wqe {
+    uint64_t wr_id;    /**< The consumer's identifier. */
+    uint32_t num_sge;  /**< SGEs that follow. */
+    uint32_t reserved; /**< Zero. */
+};
+
+/** @brief CQE opcodes (::hwstub_cqe::opcode). */
+enum hwstub_cqe_opcode {
+    HWSTUB_CQE_SEND = 1,      /**< A Send (or Send with Invalidate) completed. */
+    HWSTUB_CQE_WRITE = 2,     /**< An RDMA Write completed. */
+    HWSTUB_CQE_READ = 3,      /**< An RDMA Read completed. */
+    HWSTUB_CQE_LOCAL_INV = 4, /**< A Local Invalidate completed. */
+    HWSTUB_CQE_NOP = 5,       /**< A NOP completed. */
+    HWSTUB_CQE_RECV = 6       /**< A receive was filled. */
+};
+
+/** @brief CQE flags (::hwstub_cqe::flags). */
+enum hwstub_cqe_flags {
+    HWSTUB_CQE_SOLICITED = 1u << 0, /**< recv: the Send asked for a solicited event. */
+    HWSTUB_CQE_WITH_INV = 1u << 1   /**< recv: the Send invalidated ::hwstub_cqe::inv_stag. */
+};
+
+/** @brief A completion queue entry (32 bytes). Valid when ::hwstub_cqe::owner is the pass's owner bit. */
+struct hwstub_cqe {
+    uint64_t wr_id;      /**< From the WQE. */
+    uint32_t qp_num;     /**< The QP the WQE was posted to. */
+    uint32_t byte_len;   /**< Bytes received or transferred. */
+    uint32_t inv_stag;   /**< recv with ::HWSTUB_CQE_WITH_INV: the invalidated STag. */
+    uint32_t vendor_err; /**< Error detail (the Terminate's layer/etype << 8 | code, or the OE's own code). */
+    uint8_t opcode;      /**< ::hwstub_cqe_opcode. */
+    uint8_t status;      /**< An ::ri_wc_status value (0: success). */
+    uint8_t flags;       /**< ::hwstub_cqe_flags. */
+    uint8_t owner;       /**< Owner bit, written last by the OE. */
+    uint32_t reserved;   /**< Zero. */
+};
+
+/** @brief The control block of a work queue: one cache line per writer. */
+struct hwstub_wq_ctrl {
+    uint32_t producer;                               /**< Host: WQEs posted (free-running; the doorbell record). */
+    uint32_t pad0[HWSTUB_CACHE_LINE / 4 - 1];        /**< Keeps the OE's line apart. */
+    uint32_t consumer;                               /**< OE: WQEs done (free-running). */
+    uint32_t error;                                  /**< OE: nonzero once the queue's QP is in ERROR. */
+    uint32_t pad1[HWSTUB_CACHE_LINE / 4 - 2];        /**< Pad to two lines. */
+};
+
+/** @brief The control block of a completion queue: one cache line per writer. */
+struct hwstub_cq_ctrl {
+    uint32_t consumer;                        /**< Host: CQEs consumed (free-running). */
+    uint32_t arm_seq;                         /**< Host: incremented to request a notification. */
+    uint32_t arm_solicited;                   /**< Host: nonzero if the pending arm is for solicited CQEs only. */
+    uint32_t pad0[HWSTUB_CACHE_LINE / 4 - 3]; /**< Keeps the OE's line apart. */
+    uint32_t producer;                        /**< OE: CQEs written (free-running). */
+    uint32_t notified_seq;                    /**< OE: the last arm_seq it raised a notification for. */
+    uint32_t overflow;                        /**< OE: nonzero once a CQE was lost to a full CQ. */
+    uint32_t pad1[HWSTUB_CACHE_LINE / 4 - 3]; /**< Pad to two lines. */
+};
+
+/** @brief The engine page of one RNIC instance: what a poster reads to decide whether to ring. */
+struct hwstub_engine_page {
+    uint32_t sleeping;                        /**< OE: nonzero while it waits (or is about to) for a doorbell. */
+    uint32_t dead;                            /**< OE: nonzero after a catastrophic adapter error. */
+    uint32_t pad0[HWSTUB_CACHE_LINE / 4 - 2]; /**< One line. */
+    uint64_t doorbells;                       /**< Host: eventfd writes made (statistics, relaxed). */
+    uint64_t wakeups;                         /**< OE: times it woke from a wait (statistics). */
+    uint64_t pad1[HWSTUB_CACHE_LINE / 8 - 2]; /**< One line. */
+};
+
+/** @brief Bytes of the slot of a send WQE with @p sge SGEs or @p inline_bytes of inline data (a power of two). */
+static inline uint32_t hwstub_sq_slot_size(uint32_t sge, uint32_t inline_bytes) {
+    uint32_t need = (uint32_t)sizeof(struct hwstub_send_wqe);
+    uint32_t body = sge * (uint32_t)sizeof(struct hwstub_sge);
+    need += body > inline_bytes ? body : inline_bytes;
+    uint32_t size = 64;
+    while (size < need) size <<= 1;
+    return size;
+}
+
+/** @brief Bytes of the slot of a receive WQE with @p sge SGEs (a power of two). */
+static inline uint32_t hwstub_rq_slot_size(uint32_t sge) {
+    uint32_t need = (uint32_t)sizeof(struct hwstub_recv_wqe) + sge * (uint32_t)sizeof(struct hwstub_sge);
+    uint32_t size = 64;
+    while (size < need) size <<= 1;
+    return size;
+}
+
+#ifdef __cplusplus
+}  // extern "C"
+
+static_assert(sizeof(hwstub_sge) == 16, "hwstub_sge is 16 bytes");
+static_assert(sizeof(hwstub_send_wqe) == 64, "a send WQE header is 64 bytes");
+static_assert(sizeof(hwstub_recv_wqe) == 16, "a receive WQE header is 16 bytes");
+static_assert(sizeof(hwstub_cqe) == 32, "a CQE is 32 bytes");
+static_assert(sizeof(hwstub_wq_ctrl) == 2 * HWSTUB_CACHE_LINE, "two lines");
+static_assert(sizeof(hwstub_cq_ctrl) == 2 * HWSTUB_CACHE_LINE, "two lines");
+static_assert(sizeof(hwstub_engine_page) == 2 * HWSTUB_CACHE_LINE, "two lines");
+#endif
+
+#endif /* HWSTUB_HW_H */

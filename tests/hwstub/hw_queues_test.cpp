@@ -1,0 +1,272 @@
+// hwstub's host interface on its own: work queues, completion queues with owner bits, arms and the doorbell, in one
+// process and between two processes sharing a memfd (the uVP and the offload engine's arrangement).
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "hw_queues.hpp"
+
+namespace {
+
+using hwstub::CqReader;
+using hwstub::CqWriter;
+using hwstub::Doorbell;
+using hwstub::DoorbellWait;
+using hwstub::RingGeometry;
+using hwstub::WqConsumer;
+using hwstub::WqProducer;
+
+TEST(HwstubFormats, SlotSizesArePowersOfTwoThatHoldTheWqe) {
+    EXPECT_EQ(hwstub_sq_slot_size(0, 0), 64u);
+    EXPECT_EQ(hwstub_sq_slot_size(1, 0), 128u);
+    EXPECT_EQ(hwstub_sq_slot_size(4, 0), 128u);
+    EXPECT_EQ(hwstub_sq_slot_size(5, 0), 256u);
+    EXPECT_EQ(hwstub_sq_slot_size(1, 200), 512u);
+    EXPECT_EQ(hwstub_rq_slot_size(1), 64u);
+    EXPECT_EQ(hwstub_rq_slot_size(3), 64u);
+    EXPECT_EQ(hwstub_rq_slot_size(4), 128u);
+    EXPECT_EQ(offsetof(hwstub_wq_ctrl, consumer), HWSTUB_CACHE_LINE);
+    EXPECT_EQ(offsetof(hwstub_cq_ctrl, producer), HWSTUB_CACHE_LINE);
+}
+
+TEST(HwstubQueues, AWorkQueueHoldsItsDepthInOrderAndFreesWhatIsRetired) {
+    std::vector<uint8_t> ring(8 * 64);
+    hwstub_wq_ctrl ctrl{};
+    const RingGeometry g{ring.data(), 8, 64};
+    ASSERT_TRUE(g.valid());
+    WqProducer host(g, &ctrl);
+    WqConsumer oe(g, &ctrl);
+
+    EXPECT_EQ(oe.fetch(), nullptr);
+    for (uint64_t i = 0; i < 8; ++i) {
+        uint8_t *slot = host.next();
+        ASSERT_NE(slot, nullptr) << i;
+        std::memcpy(slot, &i, sizeof i);
+        host.advance();
+    }
+    EXPECT_EQ(host.next(), nullptr) << "full at its depth";
+    EXPECT_FALSE(oe.pending()) << "nothing is visible before publish()";
+    host.publish();
+    ASSERT_TRUE(oe.pending());
+    for (uint64_t i = 0; i < 8; ++i) {
+        const uint8_t *slot = oe.fetch();
+        ASSERT_NE(slot, nullptr);
+        uint64_t v = 0;
+        std::memcpy(&v, slot, sizeof v);
+        EXPECT_EQ(v, i);
+    }
+    EXPECT_EQ(oe.fetch(), nullptr);
+    EXPECT_EQ(host.free_slots(), 0u) << "fetched is not done";
+    oe.retire(3);
+    EXPECT_EQ(host.free_slots(), 3u);
+    EXPECT_EQ(host.done(), 3u);
+    EXPECT_EQ(oe.in_flight(), 5u);
+    EXPECT_FALSE(host.in_error());
+    oe.set_error();
+    EXPECT_TRUE(host.in_error());
+}
+
+TEST(HwstubQueues, AProducerIndexBeyondTheRingIsAnOverrunNotAReadPastIt) {
+    std::vector<uint8_t> ring(4 * 64);
+    hwstub_wq_ctrl ctrl{};
+    WqConsumer oe(RingGeometry{ring.data(), 4, 64}, &ctrl);
+    ctrl.producer = 1000;  // a consumer scribbling over its control block
+    EXPECT_EQ(oe.fetch(), nullptr);
+    EXPECT_TRUE(oe.overrun());
+}
+
+TEST(HwstubQueues, CqesAreValidByOwnerBitAcrossManyPassesAndAFullCqOverflows) {
+    constexpr uint32_t kDepth = 4;
+    std::vector<hwstub_cqe> ring(kDepth);  // zeroed: no valid CQE
+    hwstub_cq_ctrl ctrl{};
+    CqWriter oe(ring.data(), kDepth, &ctrl);
+    CqReader host(ring.data(), kDepth, &ctrl);
+    hwstub_cqe out{};
+    EXPECT_FALSE(host.poll(out));
+
+    uint64_t next_read = 0;
+    for (uint64_t id = 0; id < 37; ++id) {
+        hwstub_cqe c{};
+        c.wr_id = id;
+        c.byte_len = static_cast<uint32_t>(id * 3);
+        ASSERT_TRUE(oe.push(c)) << id;
+        if (id % 3 == 2) {  // the host drains every third CQE, so the ring wraps with CQEs pending
+            while (host.poll(out)) {
+                EXPECT_EQ(out.wr_id, next_read);
+                EXPECT_EQ(out.byte_len, next_read * 3);
+                ++next_read;
+            }
+        }
+    }
+    while (host.poll(out)) ++next_read;
+    EXPECT_EQ(next_read, 37u);
+    EXPECT_FALSE(host.poll(out)) << "a slot from the last pass is not valid again";
+
+    for (uint32_t i = 0; i < kDepth; ++i) ASSERT_TRUE(oe.push(hwstub_cqe{}));
+    EXPECT_FALSE(host.overflowed());
+    EXPECT_FALSE(oe.push(hwstub_cqe{})) << "the host has not made room";
+    EXPECT_TRUE(host.overflowed());
+    EXPECT_EQ(oe.occupancy(), kDepth);
+}
+
+TEST(HwstubQueues, AnArmIsAnsweredOnceAndASolicitedArmWaitsForASolicitedCqe) {
+    hwstub_cqe ring[2]{};
+    hwstub_cq_ctrl ctrl{};
+    CqWriter oe(ring, 2, &ctrl);
+    CqReader host(ring, 2, &ctrl);
+    EXPECT_FALSE(oe.take_arm(true)) << "not armed";
+    host.arm(false);
+    EXPECT_TRUE(oe.take_arm(false));
+    EXPECT_FALSE(oe.take_arm(false)) << "one arm, one interrupt";
+    host.arm(true);
+    EXPECT_FALSE(oe.take_arm(false));
+    EXPECT_TRUE(oe.take_arm(true));
+}
+
+TEST(HwstubQueues, ThePosterRingsOnlyASleepingEngine) {
+    hwstub_engine_page page{};
+    const int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    Doorbell bell(&page, fd);
+    DoorbellWait wait(&page, fd);
+    uint64_t count = 0;
+
+    EXPECT_FALSE(bell.ring()) << "a busy engine costs the poster no system call";
+    EXPECT_LT(::read(fd, &count, sizeof count), 0);
+    wait.prepare_sleep();
+    EXPECT_TRUE(bell.ring());
+    EXPECT_EQ(page.doorbells, 1u);
+    wait.awake();
+    EXPECT_EQ(page.wakeups, 1u);
+    EXPECT_EQ(page.sleeping, 0u);
+    EXPECT_LT(::read(fd, &count, sizeof count), 0) << "awake() drained the doorbell";
+    EXPECT_FALSE(bell.adapter_dead());
+    wait.die();
+    EXPECT_TRUE(bell.adapter_dead());
+    ::close(fd);
+}
+
+// The layout both processes map: the engine page, one send queue, one CQ.
+struct Shared {
+    hwstub_engine_page engine;
+    hwstub_wq_ctrl sq_ctrl;
+    hwstub_cq_ctrl cq_ctrl;
+    alignas(64) uint8_t sq[64 * 64];
+    hwstub_cqe cq[128];
+};
+
+// The consumer process: posts kPosts WQEs in bursts of 1 to 8, rings after each burst, and checks that every CQE
+// comes back once and in order. Exit status 0 when all is well.
+constexpr uint32_t kPosts = 100000;
+
+int host_process(Shared *s, int efd) {
+    ::alarm(60);  // never outlive a stuck test
+    WqProducer sq(RingGeometry{s->sq, 64, 64}, &s->sq_ctrl);
+    CqReader cq(s->cq, 128, &s->cq_ctrl);
+    Doorbell bell(&s->engine, efd);
+    uint64_t next_post = 0, next_cqe = 0;
+    while (next_cqe < kPosts) {
+        const uint32_t burst = 1 + static_cast<uint32_t>(next_post % 8);
+        uint32_t made = 0;
+        while (made < burst && next_post < kPosts && next_cqe + 128 > next_post) {
+            uint8_t *slot = sq.next();
+            if (slot == nullptr) break;
+            hwstub_send_wqe w{};
+            w.wr_id = next_post++;
+            w.opcode = HWSTUB_OP_NOP;
+            w.flags = HWSTUB_WQE_SIGNALED;
+            std::memcpy(slot, &w, sizeof w);
+            sq.advance();
+            ++made;
+        }
+        if (made > 0) {
+            sq.publish();
+            bell.ring();
+        }
+        hwstub_cqe c{};
+        while (cq.poll(c)) {
+            if (c.wr_id != next_cqe || c.opcode != HWSTUB_CQE_NOP) return 2;
+            ++next_cqe;
+        }
+        if (cq.overflowed()) return 3;
+    }
+    return 0;
+}
+
+TEST(HwstubQueues, TwoProcessesOnAMemfdMoveEveryRequestOnceAndInOrder) {
+    const int mfd = ::memfd_create("hwstub-test", MFD_CLOEXEC);
+    ASSERT_GE(mfd, 0);
+    ASSERT_EQ(::ftruncate(mfd, sizeof(Shared)), 0);
+    auto *s = static_cast<Shared *>(::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0));
+    ASSERT_NE(s, MAP_FAILED);
+    const int efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    ASSERT_GE(efd, 0);
+
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) ::_exit(host_process(s, efd));
+
+    // The offload engine: completes every WQE with a CQE, sleeps on the eventfd when there is nothing to do.
+    WqConsumer sq(RingGeometry{s->sq, 64, 64}, &s->sq_ctrl);
+    CqWriter cq(s->cq, 128, &s->cq_ctrl);
+    DoorbellWait wait(&s->engine, efd);
+    uint32_t done = 0;
+    uint64_t sleeps = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    bool stuck = false;
+    while (done < kPosts) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            stuck = true;
+            break;
+        }
+        const uint8_t *slot = sq.fetch();
+        if (slot == nullptr) {
+            ASSERT_FALSE(sq.overrun());
+            wait.prepare_sleep();
+            if (!sq.pending()) {
+                ++sleeps;
+                pollfd p{efd, POLLIN, 0};
+                ::poll(&p, 1, 1000);  // a lost doorbell would show as a stall, and the deadline ends the test
+            }
+            wait.awake();
+            continue;
+        }
+        hwstub_send_wqe w{};
+        std::memcpy(&w, slot, sizeof w);
+        hwstub_cqe c{};
+        c.wr_id = w.wr_id;
+        c.opcode = HWSTUB_CQE_NOP;
+        while (cq.occupancy() >= 128) std::this_thread::yield();  // the host drains; CQ sized to its window
+        ASSERT_TRUE(cq.push(c));
+        sq.retire();
+        ++done;
+    }
+    int status = 0;
+    if (stuck) ::kill(child, SIGKILL);
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_FALSE(stuck) << "the engine stalled after " << done << " requests";
+    ASSERT_TRUE(WIFEXITED(status)) << "the consumer process died";
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "2: a CQE out of order, 3: a CQ overflow";
+    EXPECT_EQ(done, kPosts);
+    // Every wait was ended by a doorbell (or the 1 s timer, which would have tripped nothing but the speed), and
+    // posters rang only a sleeping engine: never more doorbells than posts.
+    EXPECT_LE(s->engine.doorbells, kPosts);
+    EXPECT_LE(s->engine.wakeups, s->engine.doorbells);
+    RecordProperty("doorbells", std::to_string(s->engine.doorbells));
+    RecordProperty("sleeps", std::to_string(sleeps));
+    ::munmap(s, sizeof(Shared));
+    ::close(mfd);
+    ::close(efd);
+}
+
+}  // namespace
