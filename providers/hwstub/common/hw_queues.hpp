@@ -105,6 +105,10 @@ public:
         }
         return ring_.slot(fetched_++);
     }
+    /** @brief Gives back the last fetched WQE: the next fetch() returns it again (work that must wait). */
+    void unfetch() noexcept {
+        if (fetched_ != done_) --fetched_;
+    }
     /** @brief True when a fetch() would find work (no state change). */
     [[nodiscard]] bool pending() const noexcept {
         return word(ctrl_->producer).load(std::memory_order_acquire) != fetched_;
