@@ -53,6 +53,15 @@ bool well_formed(const hwstub_send_wqe &w, const QpSetup &s) {
     return true;
 }
 
+hwstub_cqe make_cqe(uint32_t qp_num, uint64_t wr_id, uint8_t opcode, uint8_t status) {
+    hwstub_cqe c{};
+    c.wr_id = wr_id;
+    c.qp_num = qp_num;
+    c.opcode = opcode;
+    c.status = status;
+    return c;
+}
+
 ri_async_event_t qp_event(uint32_t qp_num, uint32_t event_id) {
     ri_async_event_t e{};
     e.resource_type = RI_RES_QP;
@@ -169,7 +178,7 @@ void OffloadEngine::fail() {
     kick();
 }
 
-void OffloadEngine::complete(Qp &qp, uint32_t cq_id, const hwstub_cqe &cqe, bool solicited, Pending &out) {
+void OffloadEngine::complete(uint32_t cq_id, const hwstub_cqe &cqe, bool solicited, Pending &out) {
     auto it = cqs_.find(cq_id);
     if (it == cqs_.end()) return;
     Cq &cq = *it->second;
@@ -182,7 +191,6 @@ void OffloadEngine::complete(Qp &qp, uint32_t cq_id, const hwstub_cqe &cqe, bool
             e.resource_id = cq_id;
             out.events.push_back(e);
         }
-        (void)qp;
         return;
     }
     stats_.cqes.fetch_add(1, std::memory_order_relaxed);
@@ -204,24 +212,16 @@ bool OffloadEngine::flush(Qp &qp, Pending &out) {
     while (const uint8_t *slot = qp.sq.fetch()) {
         hwstub_send_wqe w{};
         std::memcpy(&w, slot, sizeof w);
-        hwstub_cqe c{};
-        c.wr_id = w.wr_id;
-        c.qp_num = qp.setup.qp_num;
-        c.opcode = cqe_opcode(w.opcode);
-        c.status = RI_WC_WR_FLUSH_ERR;
-        complete(qp, qp.setup.send_cq, c, false, out);
+        complete(qp.setup.send_cq, make_cqe(qp.setup.qp_num, w.wr_id, cqe_opcode(w.opcode), RI_WC_WR_FLUSH_ERR),
+                 false, out);
         qp.sq.retire();
         did = true;
     }
     while (const uint8_t *slot = qp.rq.fetch()) {
         hwstub_recv_wqe w{};
         std::memcpy(&w, slot, sizeof w);
-        hwstub_cqe c{};
-        c.wr_id = w.wr_id;
-        c.qp_num = qp.setup.qp_num;
-        c.opcode = HWSTUB_CQE_RECV;
-        c.status = RI_WC_WR_FLUSH_ERR;
-        complete(qp, qp.setup.recv_cq, c, false, out);
+        complete(qp.setup.recv_cq, make_cqe(qp.setup.qp_num, w.wr_id, HWSTUB_CQE_RECV, RI_WC_WR_FLUSH_ERR), false,
+                 out);
         qp.rq.retire();
         did = true;
     }
@@ -240,12 +240,8 @@ bool OffloadEngine::serve_qp(Qp &qp, Pending &out) {
         std::memcpy(&w, slot, sizeof w);  // one read of the consumer's slot: checks and use see the same bytes
         stats_.wqes.fetch_add(1, std::memory_order_relaxed);
         if (!well_formed(w, qp.setup)) {
-            hwstub_cqe c{};
-            c.wr_id = w.wr_id;
-            c.qp_num = qp.setup.qp_num;
-            c.opcode = cqe_opcode(w.opcode);
-            c.status = RI_WC_LOC_QP_OP_ERR;
-            complete(qp, qp.setup.send_cq, c, false, out);
+            complete(qp.setup.send_cq,
+                     make_cqe(qp.setup.qp_num, w.wr_id, cqe_opcode(w.opcode), RI_WC_LOC_QP_OP_ERR), false, out);
             qp.sq.retire();
             enter_error(qp, out, RI_AE_QP_FATAL);
             flush(qp, out);
@@ -259,11 +255,8 @@ bool OffloadEngine::serve_qp(Qp &qp, Pending &out) {
             return did;
         }
         if ((w.flags & HWSTUB_WQE_SIGNALED) != 0 || qp.setup.signal_all) {
-            hwstub_cqe c{};
-            c.wr_id = w.wr_id;
-            c.qp_num = qp.setup.qp_num;
-            c.opcode = HWSTUB_CQE_NOP;
-            complete(qp, qp.setup.send_cq, c, false, out);
+            complete(qp.setup.send_cq, make_cqe(qp.setup.qp_num, w.wr_id, HWSTUB_CQE_NOP, RI_WC_SUCCESS), false,
+                     out);
         }
         qp.sq.retire();
     }

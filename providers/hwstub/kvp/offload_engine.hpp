@@ -134,7 +134,7 @@ private:
     void run();
     bool pass(Pending &out);  // one pass over every queue; true if it did anything
     bool serve_qp(Qp &qp, Pending &out);
-    void complete(Qp &qp, uint32_t cq_id, const hwstub_cqe &cqe, bool solicited, Pending &out);
+    void complete(uint32_t cq_id, const hwstub_cqe &cqe, bool solicited, Pending &out);
     void enter_error(Qp &qp, Pending &out, uint32_t event_id);
     bool flush(Qp &qp, Pending &out);
     [[nodiscard]] bool anything_posted();
