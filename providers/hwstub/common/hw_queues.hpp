@@ -32,6 +32,15 @@ namespace hwstub {
 /** @brief A 32-bit word of shared memory seen as an atomic. */
 [[nodiscard]] inline std::atomic_ref<uint32_t> word(uint32_t &w) noexcept { return std::atomic_ref<uint32_t>(w); }
 
+/** @brief Adds one to eventfd @p fd (a doorbell or a kick of the engine); retried when interrupted. */
+inline void signal_eventfd(int fd) noexcept {
+    const uint64_t one = 1;
+    ssize_t n;
+    do {
+        n = ::write(fd, &one, sizeof one);
+    } while (n < 0 && errno == EINTR);
+}
+
 /** @brief A ring of @p depth slots of @p slot_size bytes (both powers of two) at @p base. */
 struct RingGeometry {
     uint8_t *base = nullptr; /**< First slot. */
@@ -239,11 +248,7 @@ public:
     bool ring() noexcept {
         std::atomic_thread_fence(std::memory_order_seq_cst);
         if (word(page_->sleeping).load(std::memory_order_relaxed) == 0) return false;
-        const uint64_t one = 1;
-        ssize_t n;
-        do {
-            n = ::write(fd_, &one, sizeof one);
-        } while (n < 0 && errno == EINTR);
+        signal_eventfd(fd_);
         std::atomic_ref<uint64_t>(page_->doorbells).fetch_add(1, std::memory_order_relaxed);
         return true;
     }

@@ -99,8 +99,7 @@ void OffloadEngine::stop() {
 
 void OffloadEngine::kick() noexcept {
     if (efd_ < 0) return;
-    const uint64_t one = 1;
-    [[maybe_unused]] const ssize_t n = ::write(efd_, &one, sizeof one);
+    signal_eventfd(efd_);
 }
 
 ri_status_t OffloadEngine::add_cq(const CqSetup &cq) {
@@ -110,7 +109,6 @@ ri_status_t OffloadEngine::add_cq(const CqSetup &cq) {
     std::lock_guard g(mutex_);
     if (cqs_.count(cq.id) != 0) return RI_EEXIST;
     auto c = std::make_unique<Cq>();
-    c->setup = cq;
     c->writer = CqWriter(cq.ring, cq.depth, cq.ctrl);
     cqs_.emplace(cq.id, std::move(c));
     return RI_OK;
@@ -139,7 +137,6 @@ ri_status_t OffloadEngine::add_qp(const QpSetup &qp) {
     q->setup = qp;
     q->sq = WqConsumer(qp.sq, qp.sq_ctrl);
     q->rq = WqConsumer(qp.rq, qp.rq_ctrl);
-    q->dma = DmaChannel(qp.owner);
     ++scq->second->users;
     ++rcq->second->users;
     qps_.emplace(qp.qp_num, std::move(q));
@@ -163,9 +160,7 @@ ri_status_t OffloadEngine::set_qp_error(uint32_t qp_num) {
         std::lock_guard g(mutex_);
         auto it = qps_.find(qp_num);
         if (it == qps_.end()) return RI_ENOENT;
-        it->second->error = true;
-        it->second->sq.set_error();
-        it->second->rq.set_error();
+        mark_error(*it->second);
     }
     kick();  // the engine flushes what is posted
     return RI_OK;
@@ -197,11 +192,16 @@ void OffloadEngine::complete(uint32_t cq_id, const hwstub_cqe &cqe, bool solicit
     if (cq.writer.take_arm(solicited)) out.interrupts.push_back(cq_id);
 }
 
-void OffloadEngine::enter_error(Qp &qp, Pending &out, uint32_t event_id) {
-    if (qp.error) return;
+// ERROR as the host sees it too: both control blocks say so (the uVP then completes later posts itself).
+void OffloadEngine::mark_error(Qp &qp) {
     qp.error = true;
     qp.sq.set_error();
     qp.rq.set_error();
+}
+
+void OffloadEngine::enter_error(Qp &qp, Pending &out, uint32_t event_id) {
+    if (qp.error) return;
+    mark_error(qp);
     out.events.push_back(qp_event(qp.setup.qp_num, event_id));
 }
 
@@ -274,11 +274,7 @@ bool OffloadEngine::pass(Pending &out) {
         e.resource_type = RI_RES_RNIC;
         e.event_id = RI_AE_RNIC_FATAL;
         out.events.push_back(e);
-        for (auto &[num, qp] : qps_) {
-            qp->error = true;  // no per-QP event: the RNIC's says it all
-            qp->sq.set_error();
-            qp->rq.set_error();
-        }
+        for (auto &[num, qp] : qps_) mark_error(*qp);  // no per-QP event: the RNIC's says it all
     }
     bool did = false;
     for (auto &[num, qp] : qps_) did |= serve_qp(*qp, out);

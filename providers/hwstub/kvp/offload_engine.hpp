@@ -28,7 +28,6 @@
 #include <mutex>
 #include <thread>
 
-#include "dma.hpp"
 #include "hw_queues.hpp"
 #include "rnicpi/ri_types.h"
 #include "rnicpi/ri_verbs.h"
@@ -56,7 +55,7 @@ struct QpSetup {
     uint32_t max_recv_sge = 0;      /**< SGEs a receive WQE may carry. */
     uint32_t max_inline = 0;        /**< Inline bytes a send WQE may carry. */
     bool signal_all = false;        /**< Every send WQE completes with a CQE. */
-    pid_t owner = 0;                /**< The consumer process whose memory the QP's WQEs name. */
+    pid_t owner = 0;                /**< The consumer process whose memory the QP's WQEs name (for its DmaChannel). */
 };
 
 /** @brief What the engine reports to its kVP. Called on the OE thread with no engine lock held. */
@@ -116,7 +115,6 @@ public:
 
 private:
     struct Cq {
-        CqSetup setup;
         CqWriter writer;
         uint32_t users = 0;
         bool overflow_reported = false;
@@ -125,7 +123,6 @@ private:
         QpSetup setup;
         WqConsumer sq;
         WqConsumer rq;
-        DmaChannel dma;
         bool error = false;
         bool blocked = false;  // the send queue's head waits for RTS
     };
@@ -135,6 +132,7 @@ private:
     bool pass(Pending &out);  // one pass over every queue; true if it did anything
     bool serve_qp(Qp &qp, Pending &out);
     void complete(uint32_t cq_id, const hwstub_cqe &cqe, bool solicited, Pending &out);
+    void mark_error(Qp &qp);
     void enter_error(Qp &qp, Pending &out, uint32_t event_id);
     bool flush(Qp &qp, Pending &out);
     [[nodiscard]] bool anything_posted();
