@@ -44,6 +44,21 @@ size_t gather(const LocalSpan *sge, uint32_t n, size_t offset, size_t len, iovec
     return count;
 }
 
+// The integer a foreign address was stored from (it is never dereferenced).
+uint64_t dma_address(const void *p) noexcept { return reinterpret_cast<uintptr_t>(p); }
+
+// Copies the part [offset, offset + len) of a foreign gather list into dst through the owner's DMA.
+bool dma_gather(EngineOwner &owner, const LocalSpan *sge, uint32_t n, size_t offset, size_t len,
+                uint8_t *dst) noexcept {
+    iovec iov[kMaxSge];
+    size_t count = gather(sge, n, offset, len, iov);
+    for (size_t i = 0; i < count; ++i) {
+        if (!owner.dma_read(dma_address(iov[i].iov_base), dst, iov[i].iov_len)) return false;
+        dst += iov[i].iov_len;
+    }
+    return true;
+}
+
 // Which headers a Terminate carries, as Linux siw sends them.
 uint8_t terminate_hdrct(TermCode c, bool read_request) noexcept {
     if (c.layer == static_cast<uint8_t>(Layer::llp)) return 0;
@@ -71,6 +86,7 @@ Engine::Engine(EngineOwner &owner, const EngineConfig &config)
       rtr_to_send_(config.rtr_send != 0) {
     // Every frame must carry at least one payload byte besides the largest header.
     cfg_.mulpdu = std::clamp<size_t>(cfg_.mulpdu, kUntaggedHeaderLen + 4, max_ulpdu(cfg_.tx.markers));
+    if (cfg_.foreign_memory) bounce_ = std::make_unique_for_overwrite<uint8_t[]>(kMaxUlpduLen);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -78,6 +94,7 @@ Engine::Engine(EngineOwner &owner, const EngineConfig &config)
 
 std::optional<TermCode> Engine::on_header(const Header &h, size_t len) {
     rx_kind_ = RxKind::none;
+    rx_foreign_ = false;
     if (h.ddp_version != kDdpVersion) {
         return h.tagged ? term::kDdpTaggedInvalidVersion : term::kDdpUntaggedInvalidVersion;
     }
@@ -144,7 +161,13 @@ std::optional<TermCode> Engine::check_tagged(const Header &h, size_t len, uint32
     if (h.to < reg.to_base || h.to - reg.to_base > reg.length || len > reg.length - (h.to - reg.to_base)) {
         return term::kDdpTaggedBaseBounds;
     }
-    rx_tagged_base_ = reg.base + (h.to - reg.to_base);
+    if (reg.foreign) {
+        if (!bounce_) return term::kRdmapLocalCatastrophic;  // nowhere to stage the payload: never touch base
+        rx_tagged_base_ = reinterpret_cast<uint8_t *>(dma_address(reg.base) + (h.to - reg.to_base));
+        rx_foreign_ = true;
+    } else {
+        rx_tagged_base_ = reg.base + (h.to - reg.to_base);
+    }
     rx_kind_ = RxKind::tagged;
     return std::nullopt;
 }
@@ -164,11 +187,17 @@ std::optional<TermCode> Engine::start_send(const Header &h, size_t len) {
     }
     if (h.mo != recv_placed_) return term::kDdpInvalidMo;
     if (len > recv_capacity_ - recv_placed_) return term::kDdpMessageTooLong;
+    if (recv_.foreign) {
+        if (!bounce_) return term::kRdmapLocalCatastrophic;  // nowhere to stage the payload: never touch the SGEs
+        rx_foreign_ = true;
+    }
     rx_kind_ = RxKind::send;
     return std::nullopt;
 }
 
 std::span<uint8_t> Engine::payload_target(size_t offset, size_t remaining) {
+    // Foreign payload is staged at its offset in the segment; on_segment_end() places it once the CRC checked out.
+    if (rx_foreign_) return {bounce_.get() + offset, remaining};
     switch (rx_kind_) {
         case RxKind::tagged:
             return {rx_tagged_base_ + offset, remaining};
@@ -195,7 +224,7 @@ std::span<uint8_t> Engine::payload_target(size_t offset, size_t remaining) {
 std::optional<TermCode> Engine::check_read_request() {
     ReadRequest r = decode_read_request(control_);
     ReadResponseJob &job = irq_[(irq_head_ + irq_count_) % irq_.size()];
-    job = ReadResponseJob{r, nullptr, 0};
+    job = ReadResponseJob{r, nullptr, 0, false};
     if (r.size > 0) {
         if (r.src_to + r.size < r.src_to) return term::kRdmapToWrap;
         Region reg;
@@ -206,14 +235,35 @@ std::optional<TermCode> Engine::check_read_request() {
             r.size > reg.length - (r.src_to - reg.to_base)) {
             return term::kRdmapBaseBounds;
         }
-        job.src = reg.base + (r.src_to - reg.to_base);
+        job.foreign = reg.foreign;
+        job.src = reg.foreign ? reinterpret_cast<const uint8_t *>(dma_address(reg.base) + (r.src_to - reg.to_base))
+                              : reg.base + (r.src_to - reg.to_base);
     }
     ++irq_count_;
     return std::nullopt;
 }
 
+bool Engine::place_foreign(size_t len) noexcept {
+    if (rx_kind_ == RxKind::tagged) {
+        return len == 0 || owner_.dma_write(dma_address(rx_tagged_base_), bounce_.get(), len);
+    }
+    // A Send: scattered over the receive buffer from the segment's message offset.
+    iovec iov[kMaxSge];
+    size_t count = gather(recv_.sge, recv_.num_sge, rx_hdr_.mo, len, iov);
+    const uint8_t *src = bounce_.get();
+    for (size_t i = 0; i < count; ++i) {
+        if (!owner_.dma_write(dma_address(iov[i].iov_base), src, iov[i].iov_len)) return false;
+        src += iov[i].iov_len;
+    }
+    return true;
+}
+
 std::optional<TermCode> Engine::on_segment_end() {
     const size_t len = rx_.current_payload_len();
+    if (rx_foreign_) {
+        rx_foreign_ = false;
+        if (!place_foreign(len)) return term::kRdmapLocalCatastrophic;
+    }
     ++stats_.rx_fpdus;
     stats_.rx_bytes += len;
     const RxKind kind = rx_kind_;
@@ -336,9 +386,16 @@ bool Engine::build_read_response(TxFrame &frame) noexcept {
     h.to = job.req.sink_to + job.sent;
     h.last = job.sent + chunk == job.req.size;
     iovec v{const_cast<uint8_t *>(job.src) + job.sent, chunk};
+    if (job.foreign && chunk > 0) {
+        if (!owner_.dma_read(dma_address(v.iov_base), frame.snapshot, chunk)) {
+            abort(term::kRdmapLocalCatastrophic);  // nothing of this chunk goes out; the Terminate does
+            return false;
+        }
+        v.iov_base = frame.snapshot;
+    }
     // The source is the responder's memory, which its owner may write while the peer reads it (a race of data,
-    // not of protocol): the frame carries a copy, so the CRC matches what is sent.
-    tx_.build(h, {}, std::span<const iovec>(&v, chunk > 0 ? 1 : 0), frame, true);
+    // not of protocol): the frame carries a copy, so the CRC matches what is sent. A foreign chunk already is one.
+    tx_.build(h, {}, std::span<const iovec>(&v, chunk > 0 ? 1 : 0), frame, !job.foreign);
     job.sent += static_cast<uint32_t>(chunk);
     stats_.tx_bytes += chunk;
     if (h.last) {
@@ -380,7 +437,17 @@ bool Engine::build_request(TxFrame &frame) noexcept {
         }
         h.last = sq_sent_ + chunk == total;
         iovec iov[kMaxSge];
-        size_t n = gather(wr.sge, wr.num_sge, sq_sent_, chunk, iov);
+        size_t n = 0;
+        if (wr.foreign) {
+            if (!dma_gather(owner_, wr.sge, wr.num_sge, sq_sent_, chunk, frame.snapshot)) {
+                abort(term::kRdmapLocalCatastrophic);  // the request never completes; the owner flushes it
+                return false;
+            }
+            iov[0] = iovec{frame.snapshot, chunk};
+            n = chunk > 0 ? 1 : 0;
+        } else {
+            n = gather(wr.sge, wr.num_sge, sq_sent_, chunk, iov);
+        }
         tx_.build(h, {}, std::span<const iovec>(iov, n), frame);
         sq_sent_ += static_cast<uint32_t>(chunk);
         stats_.tx_bytes += chunk;
@@ -396,16 +463,9 @@ bool Engine::build_request(TxFrame &frame) noexcept {
     return true;
 }
 
-bool Engine::next_frame(TxFrame &frame) noexcept {
-    bool built = false;
-    if (rx_.failed()) {
-        if (peer_terminated_ || terminate_built_) return false;
-        build_terminate(frame);
-        terminate_built_ = true;
-        built = true;
-    } else if (rtr_pending_) {
-        return false;  // peer-to-peer responder: nothing goes out before the initiator's RTR
-    } else if (rtr_to_send_) {
+bool Engine::build_message(TxFrame &frame) noexcept {
+    if (rtr_pending_) return false;  // peer-to-peer responder: nothing goes out before the initiator's RTR
+    if (rtr_to_send_) {
         rtr_to_send_ = false;
         // A zero-length Read uses the Read Request queue's MSN, a zero-length Send the Send queue's; a Write none.
         uint32_t msn = 0;
@@ -419,17 +479,25 @@ bool Engine::next_frame(TxFrame &frame) noexcept {
             ++ord_count_;
         }
         tx_.build(m.header, std::span<const uint8_t>(req, m.has_read ? kReadRequestLen : 0), {}, frame);
+        return true;
+    }
+    // Alternate between answering the peer's reads and our own requests so neither starves. A builder that hit an
+    // unreadable foreign source has stopped the stream instead: then nothing else may be built.
+    const bool response_first = prefer_response_;
+    prefer_response_ = !prefer_response_;
+    if (response_first && build_read_response(frame)) return true;
+    if (!rx_.failed() && build_request(frame)) return true;
+    return !response_first && !rx_.failed() && build_read_response(frame);
+}
+
+bool Engine::next_frame(TxFrame &frame) noexcept {
+    bool built = !rx_.failed() && build_message(frame);
+    // After a failure, including one build_message() just hit, the Terminate is the last frame.
+    if (!built && rx_.failed()) {
+        if (peer_terminated_ || terminate_built_) return false;
+        build_terminate(frame);
+        terminate_built_ = true;
         built = true;
-    } else {
-        // Alternate between answering the peer's reads and our own requests so neither starves.
-        if (prefer_response_ && build_read_response(frame)) {
-            built = true;
-        } else if (build_request(frame)) {
-            built = true;
-        } else {
-            built = build_read_response(frame);
-        }
-        prefer_response_ = !prefer_response_;
     }
     if (built) {
         ++frames_built_;

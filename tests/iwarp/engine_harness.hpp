@@ -3,7 +3,9 @@
 #ifndef TESTS_IWARP_ENGINE_HARNESS_HPP
 #define TESTS_IWARP_ENGINE_HARNESS_HPP
 
+#include <cstring>
 #include <deque>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <vector>
@@ -66,6 +68,76 @@ public:
     std::deque<ReceiveBuffer> receives;
     std::vector<Completion> completions;
     std::optional<Terminate> terminate;
+};
+
+/**
+ * @brief An Owner that also has "foreign" memory, as the hwstub daemon reaches a consumer's: a separate vector
+ *        addressed by fake DMA addresses from kBase, reachable only through dma_read()/dma_write(), which
+ *        bounds-check every access, count it and can be told to fail.
+ */
+class ForeignOwner : public Owner {
+public:
+    /** @brief DMA address of ForeignOwner::memory[0]; nothing is mapped there in this process. */
+    static constexpr uint64_t kBase = 0x10000000;
+
+    /** @brief @p size bytes of foreign memory, all @p fill. */
+    explicit ForeignOwner(size_t size = 1 << 20, uint8_t fill = 0xee) : memory(size, fill) {}
+
+    bool dma_read(uint64_t src, void *dst, size_t len) noexcept override {
+        ++reads;
+        if (!admit(src, len, fail_reads_after)) return false;
+        std::memcpy(dst, memory.data() + (src - kBase), len);
+        return true;
+    }
+    bool dma_write(uint64_t dst, const void *src, size_t len) noexcept override {
+        ++writes;
+        if (!admit(dst, len, fail_writes_after)) return false;
+        std::memcpy(memory.data() + (dst - kBase), src, len);
+        return true;
+    }
+
+    /** @brief The (fake, not dereferenceable) address of foreign byte @p offset, as the engine is given it. */
+    static uint8_t *address(size_t offset) { return reinterpret_cast<uint8_t *>(kBase + offset); }
+    /** @brief Registers foreign bytes [offset, offset + len) as STag @p stag. */
+    void add_foreign_region(uint32_t stag, size_t offset, size_t len, uint32_t access, uint32_t pd = 1,
+                            uint64_t to_base = 0) {
+        regions[stag] = Entry{Region{address(offset), to_base, len, access, pd, true}, true, true};
+    }
+    /** @brief Posts a foreign receive whose SGEs are the (offset, length) pairs @p sges. */
+    void post_foreign_receive(uint64_t wr_id, std::initializer_list<std::pair<size_t, size_t>> sges) {
+        ReceiveBuffer r;
+        r.wr_id = wr_id;
+        r.foreign = true;
+        for (auto [offset, len] : sges) r.sge[r.num_sge++] = LocalSpan{address(offset), len};
+        receives.push_back(r);
+    }
+    /** @brief A foreign work request whose gather list is the (offset, length) pairs @p sges. */
+    static WorkRequest foreign_wr(uint64_t id, WorkType type, std::initializer_list<std::pair<size_t, size_t>> sges) {
+        WorkRequest wr;
+        wr.wr_id = id;
+        wr.type = type;
+        wr.foreign = true;
+        for (auto [offset, len] : sges) wr.sge[wr.num_sge++] = LocalSpan{address(offset), len};
+        return wr;
+    }
+
+    std::vector<uint8_t> memory;  /**< The foreign memory. */
+    long fail_reads_after = -1;   /**< dma_read() calls that succeed before all later ones fail; -1: never fail. */
+    long fail_writes_after = -1;  /**< The same for dma_write(). */
+    size_t reads = 0;             /**< dma_read() calls. */
+    size_t writes = 0;            /**< dma_write() calls. */
+    bool out_of_bounds = false;   /**< The engine asked for bytes outside ForeignOwner::memory. */
+
+private:
+    bool admit(uint64_t addr, size_t len, long &fail_after) noexcept {
+        if (addr < kBase || addr - kBase > memory.size() || len > memory.size() - (addr - kBase)) {
+            out_of_bounds = true;
+            return false;
+        }
+        if (fail_after == 0) return false;
+        if (fail_after > 0) --fail_after;
+        return true;
+    }
 };
 
 /** @brief Flattens a frame's gather list. */

@@ -13,12 +13,19 @@
  * Every queue is a fixed-capacity ring allocated when the engine is built: nothing is allocated per operation.
  * Any invalid inbound segment stops the receive side with the RFC Terminate code; next_frame() then yields the
  * Terminate message and nothing more, and failed() reports the reason.
+ *
+ * Foreign memory: a Region, ReceiveBuffer or WorkRequest marked `foreign` lives in another process (the hwstub
+ * daemon runs the engine for a consumer's QP). Its addresses are never dereferenced; the engine reaches them only
+ * through EngineOwner::dma_read()/dma_write(). Inbound payload for foreign memory is received and CRC-checked in a
+ * bounce buffer (allocated only when EngineConfig::foreign_memory is set) and written out once the segment checked
+ * out; outbound payload from foreign memory is read into the frame's snapshot.
  */
 #ifndef IWARP_ENGINE_HPP
 #define IWARP_ENGINE_HPP
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -45,6 +52,11 @@ struct Region {
     uint64_t length = 0;     /**< Length in bytes. */
     uint32_t access = 0;     /**< RI_ACCESS_* rights. */
     uint32_t pd = 0;         /**< Protection domain identifier. */
+    /**
+     * Region::base is an address in the owner's DMA address space, not dereferenceable here: the engine reaches
+     * the region only through EngineOwner::dma_read()/dma_write().
+     */
+    bool foreign = false;
 };
 
 /** @brief A posted receive buffer. */
@@ -52,6 +64,11 @@ struct ReceiveBuffer {
     uint64_t wr_id = 0;        /**< Consumer identifier. */
     LocalSpan sge[kMaxSge];    /**< Scatter list. */
     uint32_t num_sge = 0;      /**< Entries used. */
+    /**
+     * The scatter list's addresses are in the owner's DMA address space, not dereferenceable here: the engine
+     * writes to them only through EngineOwner::dma_write().
+     */
+    bool foreign = false;
 };
 
 /** @brief Outbound operations. */
@@ -76,6 +93,11 @@ struct WorkRequest {
     uint32_t local_stag = 0;   /**< Read: the local sink STag (travels in the Read Request). */
     uint64_t local_to = 0;     /**< Read: the local sink tagged offset. */
     uint32_t length = 0;       /**< Read: bytes to read. */
+    /**
+     * The gather list's addresses are in the owner's DMA address space, not dereferenceable here: the engine reads
+     * them only through EngineOwner::dma_read().
+     */
+    bool foreign = false;
 };
 
 /** @brief A completed operation. */
@@ -104,6 +126,23 @@ public:
     virtual void completed(const Completion &c) = 0;
     /** @brief The peer sent a Terminate; the stream is over. */
     virtual void peer_terminated(const Terminate &t) = 0;
+    /**
+     * @brief Copies @p len bytes from foreign address @p src (a `foreign` Region, ReceiveBuffer or WorkRequest)
+     *        into @p dst; false when they cannot be read, which stops the stream with a local catastrophic error.
+     *        The default, for owners with no foreign memory, reads nothing.
+     */
+    virtual bool dma_read(uint64_t src, void *dst, size_t len) noexcept {
+        (void)src, (void)dst, (void)len;
+        return false;
+    }
+    /**
+     * @brief Copies @p len bytes from @p src to foreign address @p dst; false when they cannot be written, which
+     *        stops the stream with a local catastrophic error. The default writes nothing.
+     */
+    virtual bool dma_write(uint64_t dst, const void *src, size_t len) noexcept {
+        (void)dst, (void)src, (void)len;
+        return false;
+    }
 };
 
 /** @brief Parameters of the engine, mostly from the MPA negotiation. */
@@ -121,6 +160,12 @@ struct EngineConfig {
      * message that is not that RTR is a Terminate ("no matching RTR option"), not a hang.
      */
     uint8_t rtr_expect = 0;
+    /**
+     * Inbound Writes, Read Responses or Sends may target foreign memory: the engine then allocates, once, a
+     * bounce buffer of kMaxUlpduLen bytes to receive and CRC-check their payload in before dma_write(). Without
+     * it, an inbound segment for foreign memory is a local catastrophic error.
+     */
+    bool foreign_memory = false;
 };
 
 /** @brief Counters of one engine. */
@@ -184,6 +229,8 @@ private:
     void build_terminate(TxFrame &frame) noexcept;
     bool build_read_response(TxFrame &frame) noexcept;
     bool build_request(TxFrame &frame) noexcept;
+    bool build_message(TxFrame &frame) noexcept;
+    bool place_foreign(size_t len) noexcept;
     void push_tx_event(uint64_t seq, uint64_t wr_id, Completion::Kind kind, uint32_t bytes) noexcept;
 
     // What the segment being received is.
@@ -193,6 +240,7 @@ private:
         ReadRequest req;
         const uint8_t *src = nullptr;
         uint32_t sent = 0;
+        bool foreign = false;  // src is a DMA address of the owner
     };
     struct OutstandingRead {  // an outbound Read Request waiting for its response (ORD ring)
         uint64_t wr_id = 0;
@@ -220,6 +268,8 @@ private:
     RxKind rx_kind_ = RxKind::none;
     Header rx_hdr_;
     uint8_t *rx_tagged_base_ = nullptr;  // tagged: address of the segment's first byte
+    bool rx_foreign_ = false;            // the segment's payload goes to bounce_, then to foreign memory
+    std::unique_ptr<uint8_t[]> bounce_;  // kMaxUlpduLen bytes, only with EngineConfig::foreign_memory
     uint32_t rx_msn_[3] = {1, 1, 1};     // next expected MSN per untagged queue
     bool recv_active_ = false;           // a Send is being placed into recv_
     ReceiveBuffer recv_;
