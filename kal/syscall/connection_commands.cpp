@@ -269,7 +269,7 @@ public:
         }
         if (state != EndpointState::connected && state != EndpointState::disconnecting) return;
         if ((revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0) return;
-        if (!VerbCommands::hosted(client_)) {
+        if (!kvp_stream()) {
             // The stream is the owner's uVP's: it reads what came before the end (a Terminate, say, which decides
             // how the connection ended), meets the end itself, and its QP's state change (qp_state_changed)
             // reports it with the whole story. Deciding here would race it.
@@ -318,6 +318,10 @@ private:
     // What became of a step's report.
     enum class Driven : uint8_t { refused, done, undelivered };
 
+    // The kVP runs this connection's stream (a consumer hosted in the kAL, or an offloading RNIC): the socket never
+    // leaves the kAL's process, and the kVP's asynchronous events tell how the stream ended.
+    [[nodiscard]] bool kvp_stream() const noexcept { return VerbCommands::hosted(client_) || qp_.offload; }
+
     // Feeds @p in with @p facts to the state machine and carries out the step: the report is built first (with
     // @p decorate, while the MPA session it may read is still there); then the counter, the kVP's QP, the socket;
     // then the report goes out, with the socket when it is ESTABLISHED for an owner in another process.
@@ -346,7 +350,7 @@ private:
             case SocketRelease::reset: close_socket(true); break;
         }
         if (step.report == 0) return Driven::done;
-        const bool handoff = step.report == KRDMA_CM_ESTABLISHED && !VerbCommands::hosted(client_) && sock_;
+        const bool handoff = step.report == KRDMA_CM_ESTABLISHED && !kvp_stream() && sock_;
         return send(e, handoff ? sock_.get() : -1) ? Driven::done : Driven::undelivered;
     }
 
@@ -474,13 +478,12 @@ private:
             (void)drive(EndpointInput::setup_failed, failure(llp.error().code()));
             return;
         }
-        // The stream lives in the consumer's process, or, for a consumer hosted in the kAL, in the kVP's data path,
-        // which takes a duplicate of it here (the kAL keeps its own reference either way).
-        const bool hosted = VerbCommands::hosted(client_);
+        // The stream lives in the consumer's process, or, for a consumer hosted in the kAL and for an offloading
+        // RNIC, in the kVP, which takes a duplicate of it here (the kAL keeps its own reference either way).
         ri_qp_attr_t a{};
         a.state = RI_QPS_RTS;
         a.llp = *llp;
-        a.llp.fd = hosted ? sock_.get() : -1;
+        a.llp.fd = kvp_stream() ? sock_.get() : -1;
         if (ri_status_t rc = qp_.v->modify_qp(static_cast<ri_qp_t>(qp_.handle), &a,
                                               RI_QP_ATTR_STATE | RI_QP_ATTR_LLP);
             rc != RI_OK) {

@@ -26,6 +26,7 @@ struct EventRoute {
     Handle rnic = 0;                  /**< The open's kAL handle, known once it is recorded. */
     uint32_t rnic_cookie = 0;         /**< The open's consumer cookie (krdma_event::cookie of its events). */
     std::string netdev;               /**< The RNIC's network device (for its link events). */
+    bool kvp_streams = false;         /**< The open's kVP runs its QPs' streams (hosted consumer, offloading RNIC). */
     std::mutex mutex;                 /**< Guards ::cqs against the kVP's event threads. */
     /** @brief A CQ as its completion events name it. */
     struct Cq {
@@ -59,6 +60,8 @@ struct KvpObject : Resource {
     RnicRef ref;                         /**< RNIC opens: keeps the instance attached (released after close_rnic). */
     RnicObjectCounts *counts = nullptr;  /**< The RNIC's counters (its open outlives every object below it). */
     std::unique_ptr<QpLink> link;        /**< QPs: the connection, if any (torn down first). */
+    /** Every object of an open on an offloading RNIC (::RI_MODULE_OFFLOAD): its kVP runs the QPs' streams. */
+    bool offload = false;
 };
 
 /** @brief The provider object behind @p h if it is a live @p type of @p table: one lookup, its error as the status. */

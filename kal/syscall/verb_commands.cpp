@@ -31,10 +31,10 @@ void route_async(void *ctx, ri_rnic_t, const ri_async_event_t *e) {
     ev.resource_id = e->resource_id;
     ev.resource_type = e->resource_type;
     ev.event_id = e->event_id;
-    // A kVP that ends a hosted client's QP on its own ran the stream itself: endpoint management must hear it from
+    // A kVP that ends a hosted client's QP (or any QP of an offloading RNIC) on its own ran the stream itself: endpoint management must hear it from
     // here, since no uVP will move the QP for it. Handed over before the owner hears the event, so whatever the
     // owner does about it reaches the serving thread after the endpoint has moved.
-    if (e->resource_type == RI_RES_QP && VerbCommands::hosted(route->client_id) &&
+    if (e->resource_type == RI_RES_QP && route->kvp_streams &&
         input_of_async_event(e->event_id).has_value()) {
         route->commands->kvp_ended_qp(route->client_id, route->rnic, static_cast<uint32_t>(e->resource_id),
                                       e->event_id);
@@ -370,6 +370,8 @@ int record_created(VerbCommands &self, Context &ctx, krdma_syscall &s, const OpS
         made->route->commands = &self;
         made->route->client_id = ctx.peer.client_id;
         made->route->netdev = made->ref.netdev();
+        made->offload = (made->ref.module()->flags() & RI_MODULE_OFFLOAD) != 0;
+        made->route->kvp_streams = made->offload || VerbCommands::hosted(ctx.peer.client_id);
         if (ri_status_t rc = made->v->set_aeh(static_cast<ri_rnic_t>(made->handle), &route_async, made->route.get(),
                                               &made->aeh_id);
             rc != RI_OK) {
@@ -386,6 +388,7 @@ int record_created(VerbCommands &self, Context &ctx, krdma_syscall &s, const OpS
     } else if (s.op == RI_CREATE_CQ) {
         made->route = o.object->route;
     }
+    if (s.op != RI_OPEN_RNIC) made->offload = o.object->offload;
     void *const provider = made->handle;
     std::shared_ptr<EventRoute> route = made->route;
     RnicObjectCounts *counts = s.op == RI_OPEN_RNIC ? &made->ref.counts() : o.object->counts;
@@ -695,6 +698,8 @@ int VerbCommands::handle(Connection &c, const Request &req, Reply &rep) {
             v = &ref.module()->verbs();
             p.instance = ref.instance();
             p.host_ctx = &ctx;
+            // Whose memory the open's addresses name: what SO_PEERCRED said, never what the caller wrote.
+            p.owner_pid = hosted(ctx.peer.client_id) ? 0u : static_cast<uint32_t>(ctx.peer.pid);
             std::memcpy(param, &p, sizeof p);
             object = p.instance;
         }

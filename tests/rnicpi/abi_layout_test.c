@@ -20,7 +20,7 @@
     _Static_assert(offsetof(type, field) == (off), "ABI: offset of " #type "." #field " changed")
 
 _Static_assert(sizeof(void *) == 8 && sizeof(long) == 8, "the RNIC-PI layout below is for LP64 targets");
-_Static_assert(RI_ABI_VERSION == 0x00010002u, "ABI version changed: update the layout below in the same commit");
+_Static_assert(RI_ABI_VERSION == 0x00010003u, "ABI version changed: update the layout below in the same commit");
 
 RDMA_SIZE(ri_rnic_attr_t, 192, 8);
 RDMA_OFF(ri_rnic_attr_t, name, 0);
@@ -55,7 +55,7 @@ RDMA_OFF(ri_rnic_open_params_t, instance, 0);
 RDMA_OFF(ri_rnic_open_params_t, host_ctx, 8);
 RDMA_OFF(ri_rnic_open_params_t, instance_name, 16);
 RDMA_OFF(ri_rnic_open_params_t, flags, 80);
-RDMA_OFF(ri_rnic_open_params_t, reserved, 84);
+RDMA_OFF(ri_rnic_open_params_t, owner_pid, 84);
 RDMA_SIZE(ri_net_addr_t, 24, 4);
 RDMA_OFF(ri_net_addr_t, family, 0);
 RDMA_OFF(ri_net_addr_t, reserved, 2);

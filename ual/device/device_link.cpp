@@ -419,15 +419,20 @@ public:
 
     rdma::Expected<void> take_stream(const ObjectRef &qp, const ri_llp_params_t &llp, krdma::UniqueFd fd) override {
         // The RDMA-mode transition, the consumer's half: the uVP takes the socket over (a local step; the kAL
-        // already moved the kVP's QP to RTS).
-        if (!fd) return rdma::Error(RI_EPROTO, "the kAL's ESTABLISHED record came without the connection's socket");
+        // already moved the kVP's QP to RTS). An offloading RNIC's kVP kept the socket: the record comes without
+        // one and the uVP only learns that its QP is in RTS.
+        const bool with_socket = static_cast<bool>(fd);
         ri_qp_attr_t a{};
         a.state = RI_QPS_RTS;
         a.llp = llp;
-        a.llp.fd = fd.release();
+        a.llp.fd = with_socket ? fd.release() : -1;
         const ri_status_t rc = qp.verbs->modify_qp(qp.as<ri_qp_t>(), &a, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP);
         if (rc != RI_OK) {
             stream_ended(qp);  // the kAL resets the connection
+            if (!with_socket) {
+                return rdma::Error(RI_EPROTO, "the kAL's ESTABLISHED record came without the connection's socket, "
+                                              "which this RNIC's uVP needs");
+            }
             return rdma::Error(rc, std::string("the uVP did not take the connection: ") + std::strerror(rc));
         }
         return {};

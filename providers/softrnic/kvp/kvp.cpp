@@ -14,13 +14,13 @@
 
 #include "completion_queue.hpp"
 #include "counter_region.hpp"
-#include "event_handlers.hpp"
 #include "instance.hpp"
 #include "progress.hpp"
 #include "queue_pair.hpp"
 #include "receive_queue.hpp"
 #include "ring.hpp"
 #include "stag_table.hpp"
+#include "rnicpi/cpp/event_handlers.hpp"
 #include "rnicpi/cpp/provider.hpp"
 #include "softrnic_abi.h"
 
@@ -158,7 +158,7 @@ struct Kvp {
     struct Rnic {
         Instance *instance = nullptr;
         void *host_ctx = nullptr;
-        softrnic::EventHandlers handlers;
+        rdma::provider::EventHandlers handlers;
         // The open's counters region (null if it could not be made: the QPs then count nothing).
         std::unique_ptr<CounterRegion> counters;
         // Objects made with the plain verbs run their data path here (a consumer hosted in the kAL); an open made
@@ -167,7 +167,7 @@ struct Kvp {
         datapath::StagTable stags;             // local data path: every live region by STag
         std::atomic<uint32_t> next_pd{1};      // local data path: protection domain identifiers
         void raise(const ri_async_event_t &e) {
-            softrnic::EventHandlers::Aeh h = handlers.aeh();
+            rdma::provider::EventHandlers::Aeh h = handlers.aeh();
             if (h.fn != nullptr) h.fn(h.ctx, to_handle<ri_rnic_t>(this), &e);
         }
 
@@ -244,7 +244,7 @@ struct Kvp {
         // The local data path's notification: the CEH the kAL set for this CQ (its event management).
         static void notify(void *self) {
             auto *cq = static_cast<Cq *>(self);
-            softrnic::EventHandlers::Ceh h = cq->rnic->handlers.ceh(cq->attr.ceh_id);
+            rdma::provider::EventHandlers::Ceh h = cq->rnic->handlers.ceh(cq->attr.ceh_id);
             if (h.fn != nullptr) h.fn(h.ctx, to_handle<ri_rnic_t>(cq->rnic), to_handle<ri_cq_t>(cq));
         }
     };
@@ -830,7 +830,7 @@ ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
             ri_rnic_open_params_t p;
             std::memcpy(&p, call.param, sizeof p);
             softrnic_open_resp resp{};
-            resp.max_ceh = softrnic::EventHandlers::kMaxCeh;
+            resp.max_ceh = rdma::provider::EventHandlers::kMaxCeh;
             if (call.priv_out_cap < sizeof resp) return RI_EOVERFLOW;
             ri_rnic_t r = nullptr;
             int fd = -1;

@@ -13,11 +13,11 @@
 
 #include "completion_queue.hpp"
 #include "counters.hpp"
-#include "event_handlers.hpp"
 #include "progress.hpp"
 #include "queue_pair.hpp"
 #include "receive_queue.hpp"
 #include "ring.hpp"
+#include "rnicpi/cpp/event_handlers.hpp"
 #include "rnicpi/cpp/provider.hpp"
 #include "softrnic_abi.h"
 #include "stag_table.hpp"
@@ -127,7 +127,7 @@ struct Uvp {
         uint64_t handle = 0;
         ri_rnic_attr_t attr{};  // limits, cached at open for the fast path's checks
         std::mutex mutex;
-        softrnic::EventHandlers handlers;
+        rdma::provider::EventHandlers handlers;
         // The local STag table for the data path: every live region of this open by STag.
         datapath::StagTable stags;
         std::atomic<uint32_t> next_pd{1};  // protection domain identifiers of the data path
@@ -164,7 +164,7 @@ struct Uvp {
         ri_status_t set_ceh(ri_ceh_fn fn, void *ctx, uint32_t *id) { return handlers.set_ceh(fn, ctx, id); }
         ri_status_t clear_handler(uint32_t id) { return handlers.clear(id); }
         void raise(const ri_async_event_t &e) {
-            softrnic::EventHandlers::Aeh h = handlers.aeh();
+            rdma::provider::EventHandlers::Aeh h = handlers.aeh();
             if (h.fn != nullptr) h.fn(h.ctx, to_handle<ri_rnic_t>(this), &e);
         }
         ri_status_t alloc_pd(ri_pd_t *pd);
@@ -180,7 +180,7 @@ struct Uvp {
 
         static void notify(void *self) {
             auto *cq = static_cast<Cq *>(self);
-            softrnic::EventHandlers::Ceh h = cq->rnic->handlers.ceh(cq->attr.ceh_id);
+            rdma::provider::EventHandlers::Ceh h = cq->rnic->handlers.ceh(cq->attr.ceh_id);
             if (h.fn != nullptr) h.fn(h.ctx, to_handle<ri_rnic_t>(cq->rnic), to_handle<ri_cq_t>(cq));
         }
 

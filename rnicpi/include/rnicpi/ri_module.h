@@ -32,7 +32,13 @@ extern "C" {
 /** @brief Module flags (ri_module_t::flags). */
 enum ri_module_flags {
     RI_MODULE_SOFTWARE = 1u << 0,  /**< The RNIC is implemented in software on the host stack. */
-    RI_MODULE_NO_UVP = 1u << 1     /**< Privileged mode only: consumers reach this RNIC through the kAL alone. */
+    RI_MODULE_NO_UVP = 1u << 1,    /**< Privileged mode only: consumers reach this RNIC through the kAL alone. */
+    /**
+     * An offloading RNIC (ABI 1.3): the kVP runs every QP's stream, as an adapter owns its connections. At the
+     * RDMA-mode transition the kAL hands the socket to the kVP (ri_llp_params_t::fd) even for a consumer with a uVP,
+     * never to the consumer, and it learns how each stream ended from the kVP's asynchronous events.
+     */
+    RI_MODULE_OFFLOAD = 1u << 2
 };
 
 /** @brief A provider module's self-description, returned by its entry function. */

@@ -80,7 +80,12 @@ typedef struct ri_rnic_open_params {
     void *host_ctx;
     char instance_name[RI_NAME_MAX]; /**< Name of the RNIC instance (both modes). */
     uint32_t flags;                  /**< Zero; reserved for open options. */
-    uint32_t reserved;               /**< Zero. */
+    /**
+     * kPI (ABI 1.3): the opener's process id as the kAL verified it (SO_PEERCRED), whose address space the
+     * addresses of this open's work requests and regions name; 0 for a consumer in the kAL's own process. An
+     * offloading kVP moves data into that process; a uVP leaves it zero (the kAL fills it in).
+     */
+    uint32_t owner_pid;
 } ri_rnic_open_params_t;
 
 /** @brief Family values of ri_net_addr_t. */

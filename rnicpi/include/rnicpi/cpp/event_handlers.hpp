@@ -1,16 +1,17 @@
 /**
  * @file event_handlers.hpp
- * @brief The event handlers set on one softrnic RNIC open (shared by the kVP and the uVP): one asynchronous event
- *        handler, identifier 1, and up to EventHandlers::kMaxCeh completion event handlers, identifiers 2 and up.
+ * @brief A provider's table of the event handlers set on one RNIC open (for kVPs and uVPs alike): one asynchronous
+ *        event handler, identifier 1, and up to EventHandlers::kMaxCeh completion event handlers, identifiers 2 and
+ *        up. Header only, never crosses the ABI.
  */
-#ifndef SOFTRNIC_EVENT_HANDLERS_HPP
-#define SOFTRNIC_EVENT_HANDLERS_HPP
+#ifndef RNICPI_CPP_EVENT_HANDLERS_HPP
+#define RNICPI_CPP_EVENT_HANDLERS_HPP
 
 #include <mutex>
 
 #include "rnicpi/rnicpi.h"
 
-namespace softrnic {
+namespace rdma::provider {
 
 /** @brief One open's AEH and CEHs. Thread-safe. */
 class EventHandlers {
@@ -76,6 +77,6 @@ private:
     Ceh cehs_[kMaxCeh];
 };
 
-}  // namespace softrnic
+}  // namespace rdma::provider
 
-#endif  // SOFTRNIC_EVENT_HANDLERS_HPP
+#endif  // RNICPI_CPP_EVENT_HANDLERS_HPP
