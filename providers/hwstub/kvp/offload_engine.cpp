@@ -1,14 +1,50 @@
-// The offload engine's thread: doorbell records in, CQEs and interrupts out. See offload_engine.hpp.
+// The offload engine's thread: doorbell records and sockets in; frames, placed payload, CQEs and interrupts out.
+// See offload_engine.hpp.
 #include "offload_engine.hpp"
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
-#include <vector>
+
+#include "dma.hpp"
+#include "iwarp/engine.hpp"
+#include "iwarp/framing.hpp"
+#include "iwarp/mpa.hpp"
 
 namespace hwstub {
+
+// ---------------------------------------------------------------------------------------------------------------
+// The STag table
+
+void StagTable::set(uint32_t stag, const StagEntry &e) {
+    std::lock_guard g(mutex_);
+    map_[stag] = e;
+}
+
+void StagTable::remove(uint32_t stag) {
+    std::lock_guard g(mutex_);
+    map_.erase(stag);
+}
+
+bool StagTable::find(uint32_t stag, StagEntry &out) const {
+    std::lock_guard g(mutex_);
+    auto it = map_.find(stag);
+    if (it == map_.end() || !it->second.valid) return false;
+    out = it->second;
+    return true;
+}
+
+bool StagTable::invalidate(uint32_t stag, uint32_t pd) {
+    std::lock_guard g(mutex_);
+    auto it = map_.find(stag);
+    if (it == map_.end() || !it->second.valid || it->second.pd != pd) return false;
+    it->second.valid = false;
+    return true;
+}
 
 // Events found while the table lock is held, delivered after it is dropped (a hook may call back into the engine).
 struct OffloadEngine::Pending {
@@ -22,20 +58,27 @@ struct OffloadEngine::Pending {
 
 namespace {
 
-// WQEs one queue executes per pass, so one busy QP cannot starve the others.
+// WQEs one queue starts per pass, and bytes one stream moves each way per pass, so one busy QP cannot starve the
+// others.
 constexpr uint32_t kBudget = 32;
+constexpr size_t kStreamBudget = 512 * 1024;
+// Frames a stream builds ahead of the socket; a frame holds at most one 64 KiB FPDU.
+constexpr size_t kTxFrames = 4;
+// Inbound bytes below this go through a staging buffer (headers, small payloads); above, straight to the target.
+constexpr size_t kStageBelow = 512;
+constexpr size_t kStageSize = 16384;
 
 constexpr uint8_t kKnownFlags = HWSTUB_WQE_SIGNALED | HWSTUB_WQE_SOLICITED | HWSTUB_WQE_FENCE |
                                 HWSTUB_WQE_READ_FENCE | HWSTUB_WQE_INLINE;
 
 uint8_t cqe_opcode(uint8_t op) {
     switch (op) {
-    case HWSTUB_OP_SEND:
-    case HWSTUB_OP_SEND_INV: return HWSTUB_CQE_SEND;
-    case HWSTUB_OP_WRITE: return HWSTUB_CQE_WRITE;
-    case HWSTUB_OP_READ: return HWSTUB_CQE_READ;
-    case HWSTUB_OP_LOCAL_INV: return HWSTUB_CQE_LOCAL_INV;
-    default: return HWSTUB_CQE_NOP;
+        case HWSTUB_OP_SEND:
+        case HWSTUB_OP_SEND_INV: return HWSTUB_CQE_SEND;
+        case HWSTUB_OP_WRITE: return HWSTUB_CQE_WRITE;
+        case HWSTUB_OP_READ: return HWSTUB_CQE_READ;
+        case HWSTUB_OP_LOCAL_INV: return HWSTUB_CQE_LOCAL_INV;
+        default: return HWSTUB_CQE_NOP;
     }
 }
 
@@ -45,10 +88,12 @@ bool well_formed(const hwstub_send_wqe &w, const QpSetup &s) {
     if ((w.flags & ~kKnownFlags) != 0) return false;
     if ((w.flags & HWSTUB_WQE_INLINE) != 0) {
         if (w.num_sge != 0 || w.inline_len > s.max_inline) return false;
+        if (w.opcode != HWSTUB_OP_SEND && w.opcode != HWSTUB_OP_SEND_INV && w.opcode != HWSTUB_OP_WRITE) return false;
         if (sizeof(hwstub_send_wqe) + w.inline_len > s.sq.slot_size) return false;
     } else {
-        if (w.num_sge > s.max_send_sge) return false;
+        if (w.num_sge > s.max_send_sge || w.num_sge > iwarp::kMaxSge) return false;
         if (sizeof(hwstub_send_wqe) + w.num_sge * sizeof(hwstub_sge) > s.sq.slot_size) return false;
+        if (w.opcode == HWSTUB_OP_READ && w.num_sge != 1) return false;  // one sink per Read Request
     }
     return true;
 }
@@ -62,20 +107,195 @@ hwstub_cqe make_cqe(uint32_t qp_num, uint64_t wr_id, uint8_t opcode, uint8_t sta
     return c;
 }
 
-ri_async_event_t qp_event(uint32_t qp_num, uint32_t event_id) {
+ri_async_event_t qp_event(const QpSetup &s, uint32_t event_id, uint32_t detail = 0) {
     ri_async_event_t e{};
     e.resource_type = RI_RES_QP;
     e.event_id = event_id;
-    e.resource_id = qp_num;
+    e.resource_id = s.qp_num;
+    e.context = s.context;
+    e.detail = detail;
     return e;
+}
+
+// The asynchronous event that says why a stream stopped with Terminate code @p c (sent or received).
+uint32_t event_of_term(iwarp::TermCode c, bool received) {
+    if (received) return RI_AE_QP_TERMINATE_RECEIVED;
+    if (c.layer == static_cast<uint8_t>(iwarp::Layer::llp)) return RI_AE_QP_LLP_RESET;
+    // Remote protection errors (etype 1) are the peer violating our memory's rights.
+    if (c.etype == 0x1 && c.layer != static_cast<uint8_t>(iwarp::Layer::llp)) return RI_AE_QP_LOCAL_ACCESS_ERROR;
+    return RI_AE_QP_TERMINATE_SENT;
+}
+
+uint8_t rtr_bits(uint32_t type) {
+    switch (type) {
+        case RI_RTR_SEND: return iwarp::kRtrSend;
+        case RI_RTR_WRITE: return iwarp::kRtrWrite;
+        case RI_RTR_READ: return iwarp::kRtrRead;
+        default: return 0;
+    }
+}
+
+// The engine's parameters from the MPA negotiation's result.
+iwarp::EngineConfig stream_config(const ri_llp_params_t &llp, const QpSetup &s, bool foreign) {
+    iwarp::EngineConfig c;
+    c.pd = s.pd;
+    const bool crc = (llp.mpa_flags & RI_MPA_CRC) != 0;
+    const bool markers = (llp.mpa_flags & RI_MPA_MARKERS) != 0;
+    c.rx = iwarp::FramingOptions{crc, markers};
+    c.tx = iwarp::FramingOptions{crc, markers};
+    if (llp.fpdu_max > 0) {
+        size_t room = llp.fpdu_max;
+        if (markers) room -= std::min(room, iwarp::kMarkerLen * (room / iwarp::kMarkerInterval + 1));
+        room = room >= iwarp::kMpaCrcLen ? (room - iwarp::kMpaCrcLen) & ~size_t{3} : 0;
+        c.mulpdu = room >= iwarp::kMpaLengthLen ? room - iwarp::kMpaLengthLen : 0;  // the engine clamps it
+    } else if (llp.mss > 0) {
+        c.mulpdu = iwarp::mulpdu(llp.mss, markers);
+    }
+    c.ird = std::max<uint32_t>(llp.ird, 1);
+    c.ord = std::max<uint32_t>(llp.ord, 1);
+    c.sq_depth = s.sq.depth;
+    c.foreign_memory = foreign;
+    if ((llp.mpa_flags & RI_MPA_PEER2PEER) != 0) {
+        if ((llp.mpa_flags & RI_MPA_INITIATOR) != 0) {
+            c.rtr_send = rtr_bits(llp.rtr_type);
+        } else {
+            c.rtr_expect = rtr_bits(llp.rtr_type);
+        }
+    }
+    return c;
 }
 
 }  // namespace
 
-OffloadEngine::OffloadEngine(hwstub_engine_page *page, EngineHooks hooks) : page_(page), hooks_(std::move(hooks)) {}
+// A send WQE the engine was given, until its completion is written in posting order.
+struct SendRecord {
+    uint64_t wr_id = 0;
+    uint32_t byte_len = 0;
+    uint8_t opcode = 0;  // the CQE's
+    uint8_t status = 0;
+    bool signaled = false;
+    bool done = false;
+    bool read = false;
+};
+
+// The RDMA-mode part of a QP: the socket, the protocol engine and the frames built ahead of the socket.
+struct OffloadEngine::Stream {
+    Stream(iwarp::EngineOwner &owner, int socket, const ri_llp_params_t &params, const iwarp::EngineConfig &cfg)
+        : fd(socket), llp(params), engine(owner, cfg), frames(kTxFrames) {}
+    Stream(const Stream &) = delete;
+    Stream &operator=(const Stream &) = delete;
+    ~Stream() {
+        if (fd >= 0) ::close(fd);
+    }
+    int fd;
+    ri_llp_params_t llp;
+    iwarp::Engine engine;
+    std::vector<iwarp::TxFrame> frames;  // a ring: [head, head + count) built, the head partly written
+    size_t head = 0, count = 0, head_iov = 0;
+    bool want_out = false;               // the socket was full
+    bool eof = false;                    // the peer closed
+    int error = 0;                       // the socket failed
+    bool peer_terminated = false;
+    iwarp::Terminate term;
+    bool closing = false;  // the QP is in CLOSING: FIN once the send side drained
+    bool fin_sent = false;
+};
+
+struct OffloadEngine::Qp final : iwarp::EngineOwner {
+    Qp(OffloadEngine &e, const QpSetup &s)
+        : oe(&e), setup(s), sq(s.sq, s.sq_ctrl), rq(s.rq, s.rq_ctrl), dma(s.owner),
+          shadow(static_cast<size_t>(s.sq.depth) * s.sq.slot_size), sends(s.sq.depth), recvs(s.rq.depth) {}
+
+    OffloadEngine *oe;
+    QpSetup setup;
+    WqConsumer sq;
+    WqConsumer rq;
+    DmaChannel dma;
+    std::vector<uint8_t> shadow;            // the engine's copy of each fetched send slot (inline data stays put)
+    std::vector<SendRecord> sends;          // by send queue index
+    uint32_t sq_started = 0, sq_done = 0;   // send WQEs given to the engine, and completed in order
+    uint32_t reads_out = 0;                 // RDMA Reads given to the engine and not completed
+    std::vector<iwarp::ReceiveBuffer> recvs; // by receive queue index: validated receive WQEs
+    uint32_t rq_checked = 0, rq_taken = 0, rq_done = 0;
+    bool error = false;
+    bool blocked = false;  // IDLE: the send queue's head waits for RTS
+    std::unique_ptr<Stream> stream;
+    ri_qp_stats_t stats{};
+    Pending *out = nullptr;  // where engine callbacks report, during a pass
+
+    [[nodiscard]] bool foreign() const noexcept { return !dma.local(); }
+
+    // An SGE named by the consumer, checked and translated: false for a bad lkey, PD, range or right.
+    bool translate(const hwstub_sge &g, uint32_t need, iwarp::LocalSpan &out_span) const {
+        StagEntry e;
+        if (!oe->stags_.find(g.lkey, e) || e.pd != setup.pd || (e.access & need) != need) return false;
+        if (g.addr < e.iova || g.addr - e.iova > e.length || g.length > e.length - (g.addr - e.iova)) return false;
+        const uint64_t at = e.addr + (g.addr - e.iova);
+        out_span.addr = reinterpret_cast<uint8_t *>(static_cast<uintptr_t>(at));
+        out_span.len = g.length;
+        return true;
+    }
+
+    // iwarp::EngineOwner
+    bool resolve_stag(uint32_t stag, iwarp::Region &r) override {
+        StagEntry e;
+        if (!oe->stags_.find(stag, e)) return false;
+        r.base = reinterpret_cast<uint8_t *>(static_cast<uintptr_t>(e.addr));
+        r.to_base = e.iova;
+        r.length = e.length;
+        r.access = e.access;
+        r.pd = e.pd;
+        r.foreign = foreign();
+        return true;
+    }
+    bool take_receive(iwarp::ReceiveBuffer &b) override {
+        if (rq_taken == rq_checked) return false;
+        b = recvs[rq_taken & (setup.rq.depth - 1)];
+        ++rq_taken;
+        return true;
+    }
+    bool invalidate_stag(uint32_t stag) override { return oe->stags_.invalidate(stag, setup.pd); }
+    void completed(const iwarp::Completion &c) override {
+        if (c.kind == iwarp::Completion::Kind::recv) {
+            const iwarp::ReceiveBuffer &b = recvs[rq_done & (setup.rq.depth - 1)];
+            hwstub_cqe cqe = make_cqe(setup.qp_num, b.wr_id, HWSTUB_CQE_RECV, RI_WC_SUCCESS);
+            cqe.byte_len = c.byte_len;
+            if (c.solicited) cqe.flags |= HWSTUB_CQE_SOLICITED;
+            if (c.invalidated) {
+                cqe.flags |= HWSTUB_CQE_WITH_INV;
+                cqe.inv_stag = c.inv_stag;
+            }
+            ++rq_done;
+            rq.retire();
+            oe->complete(setup.recv_cq, cqe, c.solicited, *out);
+            return;
+        }
+        // Send-side requests carry their send queue index as the engine's wr_id.
+        SendRecord &r = sends[static_cast<uint32_t>(c.wr_id) & (setup.sq.depth - 1)];
+        r.done = true;
+        r.byte_len = c.byte_len;
+        if (r.read && reads_out > 0) --reads_out;
+    }
+    void peer_terminated(const iwarp::Terminate &t) override {
+        stream->peer_terminated = true;
+        stream->term = t;
+        ++stats.terminates_received;
+    }
+    bool dma_read(uint64_t src, void *dst, size_t len) noexcept override {
+        return dma.read(src, len, static_cast<uint8_t *>(dst));
+    }
+    bool dma_write(uint64_t dst, const void *src, size_t len) noexcept override {
+        return dma.write(dst, len, static_cast<const uint8_t *>(src));
+    }
+};
+
+OffloadEngine::OffloadEngine(hwstub_engine_page *page, EngineHooks hooks) : page_(page), hooks_(std::move(hooks)) {
+    pages_.push_back(page_);
+}
 
 OffloadEngine::~OffloadEngine() {
     stop();
+    qps_.clear();  // closes the streams
     if (efd_ >= 0) ::close(efd_);
 }
 
@@ -102,6 +322,17 @@ void OffloadEngine::kick() noexcept {
     signal_eventfd(efd_);
 }
 
+void OffloadEngine::add_page(hwstub_engine_page *page) {
+    std::lock_guard g(mutex_);
+    if (dead()) word(page->dead).store(1, std::memory_order_release);
+    pages_.push_back(page);
+}
+
+void OffloadEngine::remove_page(hwstub_engine_page *page) {
+    std::lock_guard g(mutex_);
+    std::erase(pages_, page);
+}
+
 ri_status_t OffloadEngine::add_cq(const CqSetup &cq) {
     if (cq.ring == nullptr || cq.ctrl == nullptr || cq.depth == 0 || (cq.depth & (cq.depth - 1)) != 0) {
         return RI_EINVAL;
@@ -125,7 +356,8 @@ ri_status_t OffloadEngine::remove_cq(uint32_t id) {
 
 ri_status_t OffloadEngine::add_qp(const QpSetup &qp) {
     if (!qp.sq.valid() || !qp.rq.valid() || qp.sq_ctrl == nullptr || qp.rq_ctrl == nullptr ||
-        qp.sq.slot_size < sizeof(hwstub_send_wqe) || qp.rq.slot_size < sizeof(hwstub_recv_wqe)) {
+        qp.sq.slot_size < sizeof(hwstub_send_wqe) || qp.rq.slot_size < sizeof(hwstub_recv_wqe) ||
+        qp.max_recv_sge > iwarp::kMaxSge) {
         return RI_EINVAL;
     }
     std::lock_guard g(mutex_);
@@ -133,10 +365,10 @@ ri_status_t OffloadEngine::add_qp(const QpSetup &qp) {
     auto scq = cqs_.find(qp.send_cq);
     auto rcq = cqs_.find(qp.recv_cq);
     if (scq == cqs_.end() || rcq == cqs_.end()) return RI_EINVAL;
-    auto q = std::make_unique<Qp>();
-    q->setup = qp;
-    q->sq = WqConsumer(qp.sq, qp.sq_ctrl);
-    q->rq = WqConsumer(qp.rq, qp.rq_ctrl);
+    auto q = std::make_unique<Qp>(*this, qp);
+    // The control blocks may be reused memory: the engine's counters start where the host's are.
+    q->sq_started = q->sq_done = word(qp.sq_ctrl->consumer).load(std::memory_order_relaxed);
+    q->rq_checked = q->rq_taken = q->rq_done = word(qp.rq_ctrl->consumer).load(std::memory_order_relaxed);
     ++scq->second->users;
     ++rcq->second->users;
     qps_.emplace(qp.qp_num, std::move(q));
@@ -144,14 +376,39 @@ ri_status_t OffloadEngine::add_qp(const QpSetup &qp) {
 }
 
 ri_status_t OffloadEngine::remove_qp(uint32_t qp_num) {
-    std::lock_guard g(mutex_);
-    auto it = qps_.find(qp_num);
-    if (it == qps_.end()) return RI_ENOENT;
-    for (uint32_t cq : {it->second->setup.send_cq, it->second->setup.recv_cq}) {
-        auto c = cqs_.find(cq);
-        if (c != cqs_.end()) --c->second->users;
+    std::unique_ptr<Qp> gone;
+    {
+        std::lock_guard g(mutex_);
+        auto it = qps_.find(qp_num);
+        if (it == qps_.end()) return RI_ENOENT;
+        for (uint32_t cq : {it->second->setup.send_cq, it->second->setup.recv_cq}) {
+            auto c = cqs_.find(cq);
+            if (c != cqs_.end()) --c->second->users;
+        }
+        gone = std::move(it->second);
+        qps_.erase(it);
     }
-    qps_.erase(it);
+    return RI_OK;  // the stream's socket closes here, outside the lock
+}
+
+ri_status_t OffloadEngine::start_stream(uint32_t qp_num, int fd, const ri_llp_params_t &llp) {
+    {
+        std::lock_guard g(mutex_);
+        auto it = qps_.find(qp_num);
+        if (it == qps_.end() || it->second->error || it->second->stream) {
+            ::close(fd);
+            return it == qps_.end() ? RI_ENOENT : RI_EINVAL;
+        }
+        Qp &qp = *it->second;
+        try {
+            qp.stream = std::make_unique<Stream>(qp, fd, llp, stream_config(llp, qp.setup, qp.foreign()));
+        } catch (...) {
+            ::close(fd);
+            return RI_ENOMEM;
+        }
+        qp.blocked = false;
+    }
+    kick();
     return RI_OK;
 }
 
@@ -166,9 +423,57 @@ ri_status_t OffloadEngine::set_qp_error(uint32_t qp_num) {
     return RI_OK;
 }
 
+ri_status_t OffloadEngine::terminate_qp(uint32_t qp_num, iwarp::TermCode code) {
+    {
+        std::lock_guard g(mutex_);
+        auto it = qps_.find(qp_num);
+        if (it == qps_.end()) return RI_ENOENT;
+        Qp &qp = *it->second;
+        if (qp.error) return RI_OK;
+        if (!qp.stream) {
+            mark_error(qp);
+        } else {
+            qp.stream->engine.abort(code);  // the next frame is the Terminate; ERROR once it is out
+        }
+    }
+    kick();
+    return RI_OK;
+}
+
+ri_status_t OffloadEngine::close_qp(uint32_t qp_num) {
+    {
+        std::lock_guard g(mutex_);
+        auto it = qps_.find(qp_num);
+        if (it == qps_.end()) return RI_ENOENT;
+        if (it->second->stream) it->second->stream->closing = true;
+    }
+    kick();
+    return RI_OK;
+}
+
+ri_status_t OffloadEngine::qp_state(uint32_t qp_num, uint32_t &state) {
+    std::lock_guard g(mutex_);
+    auto it = qps_.find(qp_num);
+    if (it == qps_.end()) return RI_ENOENT;
+    const Qp &qp = *it->second;
+    state = qp.error ? RI_QPS_ERROR : qp.stream ? RI_QPS_RTS : RI_QPS_IDLE;
+    return RI_OK;
+}
+
+ri_status_t OffloadEngine::qp_stats(uint32_t qp_num, ri_qp_stats_t &out) {
+    std::lock_guard g(mutex_);
+    auto it = qps_.find(qp_num);
+    if (it == qps_.end()) return RI_ENOENT;
+    out = it->second->stats;
+    return RI_OK;
+}
+
 void OffloadEngine::fail() {
     if (dead_.exchange(true, std::memory_order_acq_rel)) return;
-    DoorbellWait(page_, efd_).die();
+    {
+        std::lock_guard g(mutex_);
+        for (hwstub_engine_page *p : pages_) word(p->dead).store(1, std::memory_order_release);
+    }
     fatal_pending_.store(true, std::memory_order_release);
     kick();
 }
@@ -189,7 +494,25 @@ void OffloadEngine::complete(uint32_t cq_id, const hwstub_cqe &cqe, bool solicit
         return;
     }
     stats_.cqes.fetch_add(1, std::memory_order_relaxed);
-    if (cq.writer.take_arm(solicited)) out.interrupts.push_back(cq_id);
+    // An error completion satisfies a solicited-only arm too (RDMAC verbs).
+    if (cq.writer.take_arm(solicited || cqe.status != RI_WC_SUCCESS)) out.interrupts.push_back(cq_id);
+}
+
+// Writes the CQEs of finished send WQEs in posting order and frees their slots: a later Write that finished
+// before an earlier Read waits for it.
+void OffloadEngine::retire_sends(Qp &qp, Pending &out) {
+    while (qp.sq_done != qp.sq_started) {
+        SendRecord &r = qp.sends[qp.sq_done & (qp.setup.sq.depth - 1)];
+        if (!r.done) break;
+        if (r.signaled || qp.setup.signal_all || r.status != RI_WC_SUCCESS) {
+            hwstub_cqe c = make_cqe(qp.setup.qp_num, r.wr_id, r.opcode, r.status);
+            c.byte_len = r.byte_len;
+            complete(qp.setup.send_cq, c, false, out);
+        }
+        r = SendRecord{};
+        ++qp.sq_done;
+        qp.sq.retire();
+    }
 }
 
 // ERROR as the host sees it too: both control blocks say so (the uVP then completes later posts itself).
@@ -199,22 +522,60 @@ void OffloadEngine::mark_error(Qp &qp) {
     qp.rq.set_error();
 }
 
-void OffloadEngine::enter_error(Qp &qp, Pending &out, uint32_t event_id) {
+void OffloadEngine::enter_error(Qp &qp, Pending &out, uint32_t event_id, uint32_t detail) {
     if (qp.error) return;
     mark_error(qp);
-    out.events.push_back(qp_event(qp.setup.qp_num, event_id));
+    out.events.push_back(qp_event(qp.setup, event_id, detail));
+}
+
+// The WQE at the head of the send queue (fetched, not started) failed its checks: it completes with @p status,
+// the QP enters ERROR, and its stream sends a Terminate on the way down.
+void OffloadEngine::wqe_failed(Qp &qp, uint8_t status, Pending &out) {
+    const auto *w = reinterpret_cast<const hwstub_send_wqe *>(
+        &qp.shadow[static_cast<size_t>(qp.sq_started & (qp.setup.sq.depth - 1)) * qp.setup.sq.slot_size]);
+    SendRecord &r = qp.sends[qp.sq_started & (qp.setup.sq.depth - 1)];
+    r = SendRecord{w->wr_id, 0, cqe_opcode(w->opcode), status, true, true, false};
+    ++qp.sq_started;
+    if (qp.stream) qp.stream->engine.abort(iwarp::term::kRdmapLocalCatastrophic);
+    retire_sends(qp, out);  // in order: earlier requests still in flight complete (flushed) first
+    enter_error(qp, out, RI_AE_QP_FATAL);
 }
 
 // Completes everything posted to a QP in ERROR with RI_WC_WR_FLUSH_ERR (RDMAC verbs: flushed requests always
-// complete, signalled or not).
+// complete, signalled or not): first what the engine was given, in order, then what was never fetched.
 bool OffloadEngine::flush(Qp &qp, Pending &out) {
     bool did = false;
+    if (qp.stream) {
+        qp.stream.reset();  // closes our reference to the socket; the kAL resets or closes the connection
+        did = true;
+    }
+    for (uint32_t i = qp.sq_done; i != qp.sq_started; ++i) {
+        SendRecord &r = qp.sends[i & (qp.setup.sq.depth - 1)];
+        if (!r.done) {
+            r.done = true;
+            r.status = RI_WC_WR_FLUSH_ERR;
+        }
+    }
+    if (qp.sq_done != qp.sq_started) did = true;
+    retire_sends(qp, out);
+    qp.reads_out = 0;
+    while (qp.rq_done != qp.rq_checked) {
+        const iwarp::ReceiveBuffer &b = qp.recvs[qp.rq_done & (qp.setup.rq.depth - 1)];
+        complete(qp.setup.recv_cq, make_cqe(qp.setup.qp_num, b.wr_id, HWSTUB_CQE_RECV, RI_WC_WR_FLUSH_ERR), false,
+                 out);
+        ++qp.rq_done;
+        qp.rq.retire();
+        did = true;
+    }
+    qp.rq_taken = qp.rq_checked;
     while (const uint8_t *slot = qp.sq.fetch()) {
         hwstub_send_wqe w{};
         std::memcpy(&w, slot, sizeof w);
         complete(qp.setup.send_cq, make_cqe(qp.setup.qp_num, w.wr_id, cqe_opcode(w.opcode), RI_WC_WR_FLUSH_ERR),
                  false, out);
         qp.sq.retire();
+        ++qp.sq_started;
+        ++qp.sq_done;
         did = true;
     }
     while (const uint8_t *slot = qp.rq.fetch()) {
@@ -223,48 +584,303 @@ bool OffloadEngine::flush(Qp &qp, Pending &out) {
         complete(qp.setup.recv_cq, make_cqe(qp.setup.qp_num, w.wr_id, HWSTUB_CQE_RECV, RI_WC_WR_FLUSH_ERR), false,
                  out);
         qp.rq.retire();
+        ++qp.rq_checked;
+        ++qp.rq_taken;
+        ++qp.rq_done;
         did = true;
     }
     return did;
 }
 
-bool OffloadEngine::serve_qp(Qp &qp, Pending &out) {
-    if (qp.error) return flush(qp, out);
-    if (qp.blocked) return false;  // until a state change (a control operation, which kicks the engine)
+// Receive WQEs are checked as they are posted, as a chip validates on the doorbell: a malformed one or one whose
+// SGEs are not writable registered memory of the QP's PD fails the QP now, not when a Send finds it.
+bool OffloadEngine::serve_receive_queue(Qp &qp, Pending &out) {
     bool did = false;
-    for (uint32_t n = 0; n < kBudget; ++n) {
-        const uint8_t *slot = qp.sq.fetch();
+    while (qp.rq_checked - qp.rq_done < qp.setup.rq.depth) {
+        const uint8_t *slot = qp.rq.fetch();
         if (slot == nullptr) break;
         did = true;
-        hwstub_send_wqe w{};
-        std::memcpy(&w, slot, sizeof w);  // one read of the consumer's slot: checks and use see the same bytes
-        stats_.wqes.fetch_add(1, std::memory_order_relaxed);
-        if (!well_formed(w, qp.setup)) {
-            complete(qp.setup.send_cq,
-                     make_cqe(qp.setup.qp_num, w.wr_id, cqe_opcode(w.opcode), RI_WC_LOC_QP_OP_ERR), false, out);
-            qp.sq.retire();
-            enter_error(qp, out, RI_AE_QP_FATAL);
-            flush(qp, out);
+        uint8_t copy[sizeof(hwstub_recv_wqe) + iwarp::kMaxSge * sizeof(hwstub_sge)];
+        hwstub_recv_wqe w{};
+        std::memcpy(&w, slot, sizeof w);
+        iwarp::ReceiveBuffer &b = qp.recvs[qp.rq_checked & (qp.setup.rq.depth - 1)];
+        b = iwarp::ReceiveBuffer{};
+        b.wr_id = w.wr_id;
+        b.foreign = qp.foreign();
+        uint8_t status = RI_WC_SUCCESS;
+        if (w.num_sge > qp.setup.max_recv_sge ||
+            sizeof w + w.num_sge * sizeof(hwstub_sge) > qp.setup.rq.slot_size) {
+            status = RI_WC_LOC_QP_OP_ERR;
+        } else {
+            std::memcpy(copy, slot, sizeof w + w.num_sge * sizeof(hwstub_sge));
+            const auto *sge = reinterpret_cast<const hwstub_sge *>(copy + sizeof w);
+            for (uint32_t i = 0; i < w.num_sge && status == RI_WC_SUCCESS; ++i) {
+                if (!qp.translate(sge[i], RI_ACCESS_LOCAL_WRITE, b.sge[i])) status = RI_WC_LOC_PROT_ERR;
+            }
+            b.num_sge = w.num_sge;
+        }
+        ++qp.rq_checked;
+        if (status != RI_WC_SUCCESS) {
+            // It completes in its place, after the receives before it (flushed with the rest).
+            b.num_sge = 0;
+            const uint32_t bad = qp.rq_checked - 1;
+            if (qp.stream) qp.stream->engine.abort(iwarp::term::kRdmapLocalCatastrophic);
+            mark_error(qp);
+            out.events.push_back(qp_event(qp.setup, RI_AE_QP_FATAL));
+            // Flush the receives before it, then this one with its own status.
+            while (qp.rq_done != bad) {
+                const iwarp::ReceiveBuffer &e = qp.recvs[qp.rq_done & (qp.setup.rq.depth - 1)];
+                complete(qp.setup.recv_cq, make_cqe(qp.setup.qp_num, e.wr_id, HWSTUB_CQE_RECV, RI_WC_WR_FLUSH_ERR),
+                         false, out);
+                ++qp.rq_done;
+                qp.rq.retire();
+            }
+            complete(qp.setup.recv_cq, make_cqe(qp.setup.qp_num, w.wr_id, HWSTUB_CQE_RECV, status), false, out);
+            ++qp.rq_done;
+            qp.rq.retire();
+            qp.rq_taken = qp.rq_checked;
             return true;
         }
-        if (w.opcode != HWSTUB_OP_NOP) {
-            // Data and memory operations need the QP's stream and STag table: until the engine runs a stream
-            // the QP is not in RTS, and its work waits (RDMAC verbs queue work posted before RTS).
+    }
+    return did;
+}
+
+bool OffloadEngine::serve_send_queue(Qp &qp, Pending &out) {
+    if (qp.blocked) return false;  // until the RDMA-mode transition (a control operation, which kicks the engine)
+    bool did = false;
+    for (uint32_t n = 0; n < kBudget && !qp.error; ++n) {
+        // The stream is going down, or closing: nothing new starts (what waits is flushed with the QP).
+        if (qp.stream && (qp.stream->engine.failed() || qp.stream->closing)) break;
+        const uint8_t *slot = qp.sq.fetch();
+        if (slot == nullptr) break;
+        const uint32_t index = qp.sq_started & (qp.setup.sq.depth - 1);
+        uint8_t *mine = &qp.shadow[static_cast<size_t>(index) * qp.setup.sq.slot_size];
+        std::memcpy(mine, slot, qp.setup.sq.slot_size);  // one read of the consumer's slot: checks and use agree
+        hwstub_send_wqe w{};
+        std::memcpy(&w, mine, sizeof w);
+        if (!well_formed(w, qp.setup)) {
+            stats_.wqes.fetch_add(1, std::memory_order_relaxed);
+            wqe_failed(qp, RI_WC_LOC_QP_OP_ERR, out);
+            return true;
+        }
+        const bool data = w.opcode != HWSTUB_OP_NOP && w.opcode != HWSTUB_OP_LOCAL_INV;
+        if (data && !qp.stream) {
+            // Data operations need the QP's stream: RDMAC verbs queue work posted before RTS.
             qp.sq.unfetch();
             qp.blocked = true;
             return did;
         }
-        if ((w.flags & HWSTUB_WQE_SIGNALED) != 0 || qp.setup.signal_all) {
-            complete(qp.setup.send_cq, make_cqe(qp.setup.qp_num, w.wr_id, HWSTUB_CQE_NOP, RI_WC_SUCCESS), false,
-                     out);
+        // Fences: the WQE starts once every earlier one (or every earlier Read) is done.
+        if (((w.flags & HWSTUB_WQE_FENCE) != 0 && qp.sq_done != qp.sq_started) ||
+            ((w.flags & HWSTUB_WQE_READ_FENCE) != 0 && qp.reads_out != 0)) {
+            qp.sq.unfetch();
+            return did;
         }
-        qp.sq.retire();
-    }
-    if (qp.sq.overrun() || qp.rq.overrun()) {
-        enter_error(qp, out, RI_AE_QP_FATAL);
-        flush(qp, out);
+        SendRecord &r = qp.sends[index];
+        r = SendRecord{w.wr_id, 0, cqe_opcode(w.opcode), RI_WC_SUCCESS,
+                       (w.flags & HWSTUB_WQE_SIGNALED) != 0, false, w.opcode == HWSTUB_OP_READ};
+        if (w.opcode == HWSTUB_OP_NOP) {
+            r.done = true;
+        } else if (w.opcode == HWSTUB_OP_LOCAL_INV) {
+            r.done = true;
+            if (!stags_.invalidate(w.inv_stag, qp.setup.pd)) {
+                stats_.wqes.fetch_add(1, std::memory_order_relaxed);
+                wqe_failed(qp, RI_WC_LOC_PROT_ERR, out);
+                return true;
+            }
+        } else {
+            iwarp::WorkRequest wr;
+            wr.wr_id = qp.sq_started;  // the send queue index: the completion finds its record by it
+            const bool solicited = (w.flags & HWSTUB_WQE_SOLICITED) != 0;
+            bool ok = true;
+            if ((w.flags & HWSTUB_WQE_INLINE) != 0) {
+                wr.sge[0] = iwarp::LocalSpan{mine + sizeof w, w.inline_len};  // the engine's own copy
+                wr.num_sge = w.inline_len > 0 ? 1 : 0;
+            } else {
+                const auto *sge = reinterpret_cast<const hwstub_sge *>(mine + sizeof w);
+                const uint32_t need = w.opcode == HWSTUB_OP_READ ? RI_ACCESS_LOCAL_WRITE : RI_ACCESS_LOCAL_READ;
+                for (uint32_t i = 0; i < w.num_sge && ok; ++i) ok = qp.translate(sge[i], need, wr.sge[i]);
+                wr.num_sge = w.num_sge;
+                wr.foreign = qp.foreign();
+                if (ok && w.opcode == HWSTUB_OP_READ) {
+                    wr.local_stag = sge[0].lkey;
+                    wr.local_to = sge[0].addr;
+                    wr.length = sge[0].length;
+                }
+            }
+            if (!ok) {
+                stats_.wqes.fetch_add(1, std::memory_order_relaxed);
+                wqe_failed(qp, RI_WC_LOC_PROT_ERR, out);
+                return true;
+            }
+            switch (w.opcode) {
+                case HWSTUB_OP_SEND: wr.type = solicited ? iwarp::WorkType::send_se : iwarp::WorkType::send; break;
+                case HWSTUB_OP_SEND_INV:
+                    wr.type = solicited ? iwarp::WorkType::send_se_inv : iwarp::WorkType::send_inv;
+                    wr.inv_stag = w.inv_stag;
+                    break;
+                case HWSTUB_OP_WRITE:
+                    wr.type = iwarp::WorkType::write;
+                    wr.remote_stag = w.remote_stag;
+                    wr.remote_to = w.remote_to;
+                    break;
+                default:  // HWSTUB_OP_READ (well_formed() let nothing else through)
+                    wr.type = iwarp::WorkType::read;
+                    wr.remote_stag = w.remote_stag;
+                    wr.remote_to = w.remote_to;
+                    break;
+            }
+            const rdma::Status st = qp.stream->engine.post(wr);
+            if (st.code() == RI_EAGAIN) {
+                qp.sq.unfetch();  // the engine's queue is full: this WQE waits for a completion
+                return did;
+            }
+            if (!st) {
+                wqe_failed(qp, RI_WC_LOC_QP_OP_ERR, out);
+                return true;
+            }
+            if (r.read) ++qp.reads_out;
+        }
+        stats_.wqes.fetch_add(1, std::memory_order_relaxed);
+        ++qp.sq_started;
         did = true;
     }
+    retire_sends(qp, out);
+    return did;
+}
+
+// Moves bytes both ways on the QP's socket and notices how the stream ends.
+bool OffloadEngine::serve_stream(Qp &qp, Pending &out) {
+    Stream &s = *qp.stream;
+    iwarp::Engine &engine = s.engine;
+    bool did = false;
+    // Receive: payload straight into its target when the receiver asks for many bytes, else through a stage.
+    iwarp::Receiver &rx = engine.receiver();
+    size_t moved = 0;
+    while (!s.eof && s.error == 0 && moved < kStreamBudget) {
+        std::span<uint8_t> dst = rx.next_buffer();
+        if (dst.empty()) break;  // failed: the Terminate goes out next
+        ssize_t n;
+        if (dst.size() < kStageBelow) {
+            uint8_t stage[kStageSize];
+            n = ::recv(s.fd, stage, sizeof stage, MSG_DONTWAIT);
+            if (n > 0) (void)rx.feed(std::span<const uint8_t>(stage, static_cast<size_t>(n)));
+        } else {
+            n = ::recv(s.fd, dst.data(), dst.size(), MSG_DONTWAIT);
+            if (n > 0) rx.advance(static_cast<size_t>(n));
+        }
+        if (n == 0) {
+            s.eof = true;
+            break;
+        }
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK) s.error = errno;
+            break;
+        }
+        moved += static_cast<size_t>(n);
+        did = true;
+    }
+    // Transmit: keep the frame ring full and hand the socket everything built, in one sendmsg.
+    moved = 0;
+    while (s.error == 0 && moved < kStreamBudget) {
+        while (s.count < s.frames.size()) {
+            iwarp::TxFrame &f = s.frames[(s.head + s.count) % s.frames.size()];
+            if (!engine.next_frame(f)) break;
+            ++s.count;
+            ++qp.stats.tx_fpdus;
+        }
+        if (s.count == 0) break;
+        iovec iov[kTxFrames * iwarp::kMaxFpduIov];
+        size_t iovcnt = 0;
+        for (size_t i = 0; i < s.count; ++i) {
+            const iwarp::TxFrame &f = s.frames[(s.head + i) % s.frames.size()];
+            const size_t first = i == 0 ? s.head_iov : 0;
+            std::memcpy(iov + iovcnt, f.iov + first, (f.iovcnt - first) * sizeof(iovec));
+            iovcnt += f.iovcnt - first;
+        }
+        msghdr m{};
+        m.msg_iov = iov;
+        m.msg_iovlen = iovcnt;
+        const ssize_t n = ::sendmsg(s.fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                s.want_out = true;
+            } else {
+                s.error = errno;
+            }
+            break;
+        }
+        did = true;
+        moved += static_cast<size_t>(n);
+        size_t left = static_cast<size_t>(n);
+        while (left > 0 && s.count > 0) {
+            iwarp::TxFrame &f = s.frames[s.head];
+            iovec &v = f.iov[s.head_iov];
+            if (left < v.iov_len) {
+                v.iov_base = static_cast<uint8_t *>(v.iov_base) + left;
+                v.iov_len -= left;
+                left = 0;
+                break;
+            }
+            left -= v.iov_len;
+            if (++s.head_iov == f.iovcnt) {
+                s.head_iov = 0;
+                s.head = (s.head + 1) % s.frames.size();
+                --s.count;
+                engine.frame_sent();
+            }
+        }
+        s.want_out = s.count > 0;
+        if (s.want_out) break;  // the socket took part: wait for room
+    }
+    const iwarp::EngineStats &es = engine.stats();
+    stats_.tx_bytes.fetch_add(es.tx_bytes - qp.stats.tx_bytes, std::memory_order_relaxed);
+    stats_.rx_bytes.fetch_add(es.rx_bytes - qp.stats.rx_bytes, std::memory_order_relaxed);
+    qp.stats.tx_bytes = es.tx_bytes;
+    qp.stats.rx_bytes = es.rx_bytes;
+    qp.stats.rx_fpdus = es.rx_fpdus;
+    retire_sends(qp, out);
+
+    // An orderly close: FIN once everything posted before it is sent and done (the kAL sees the peer's FIN).
+    if (s.closing && !s.fin_sent && s.count == 0 && engine.outstanding() == 0 && qp.sq_done == qp.sq_started) {
+        s.fin_sent = true;
+        (void)::shutdown(s.fd, SHUT_WR);
+        did = true;
+    }
+    // How the stream ends: the peer's Terminate, ours once it is out, or the socket.
+    if (s.peer_terminated) {
+        enter_error(qp, out, RI_AE_QP_TERMINATE_RECEIVED, iwarp::term_detail(s.term.code));
+    } else if (engine.failed() && engine.terminate_sent() && s.count == 0) {
+        ++qp.stats.terminates_sent;
+        const iwarp::TermCode c = engine.failure();
+        if (c == iwarp::term::kLlpCrcError) ++qp.stats.crc_errors;
+        enter_error(qp, out, event_of_term(c, false), iwarp::term_detail(c));
+    } else if (s.error != 0) {
+        enter_error(qp, out, RI_AE_QP_LLP_RESET);
+    } else if (s.eof) {
+        enter_error(qp, out, RI_AE_QP_LLP_CLOSED);
+    } else {
+        return did;
+    }
+    flush(qp, out);
+    return true;
+}
+
+bool OffloadEngine::serve_qp(Qp &qp, Pending &out) {
+    if (qp.error) return flush(qp, out);
+    qp.out = &out;
+    bool did = serve_receive_queue(qp, out);
+    if (!qp.error) did |= serve_send_queue(qp, out);
+    if (!qp.error && qp.stream) did |= serve_stream(qp, out);
+    if (!qp.error && (qp.sq.overrun() || qp.rq.overrun())) {
+        if (qp.stream) qp.stream->engine.abort(iwarp::term::kRdmapLocalCatastrophic);
+        enter_error(qp, out, RI_AE_QP_FATAL);
+        did = true;
+    }
+    if (qp.error) flush(qp, out);
+    qp.out = nullptr;
     return did;
 }
 
@@ -274,21 +890,36 @@ bool OffloadEngine::pass(Pending &out) {
         e.resource_type = RI_RES_RNIC;
         e.event_id = RI_AE_RNIC_FATAL;
         out.events.push_back(e);
-        for (auto &[num, qp] : qps_) mark_error(*qp);  // no per-QP event: the RNIC's says it all
+    }
+    if (dead()) {
+        // A dead adapter executes nothing: it flushes what consumers post (they see the dead flag and stop). No
+        // per-QP event: the RNIC's says it all.
+        for (auto &[num, qp] : qps_) mark_error(*qp);
     }
     bool did = false;
     for (auto &[num, qp] : qps_) did |= serve_qp(*qp, out);
     return did;
 }
 
-bool OffloadEngine::anything_posted() {
+bool OffloadEngine::anything_to_do() {
     if (fatal_pending_.load(std::memory_order_acquire)) return true;
     for (auto &[num, qp] : qps_) {
         if (qp->sq.overrun() || qp->rq.overrun()) continue;  // in ERROR for good: nothing it posts is read
-        if (qp->sq.pending() && (qp->error || !qp->blocked)) return true;
-        if (qp->rq.pending() && qp->error) return true;
+        if (qp->error) {
+            if (qp->sq.pending() || qp->rq.pending()) return true;
+            continue;
+        }
+        if (qp->rq.pending() && qp->rq_checked - qp->rq_done < qp->setup.rq.depth) return true;
+        if (qp->sq.pending() && !qp->blocked && qp->stream == nullptr) return true;  // NOPs and invalidations
+        // With a stream, a post that cannot start yet waits for the socket, which the poll watches.
+        if (qp->sq.pending() && qp->stream && qp->stream->engine.outstanding() < qp->setup.sq.depth) return true;
     }
     return false;
+}
+
+void OffloadEngine::set_sleeping(uint32_t value) {
+    for (hwstub_engine_page *p : pages_) word(p->sleeping).store(value, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 void OffloadEngine::deliver(Pending &out) {
@@ -303,8 +934,8 @@ void OffloadEngine::deliver(Pending &out) {
 }
 
 void OffloadEngine::run() {
-    DoorbellWait bell(page_, efd_);
     Pending out;
+    std::vector<pollfd> fds;
     while (!stop_.load(std::memory_order_acquire)) {
         bool did;
         {
@@ -314,18 +945,33 @@ void OffloadEngine::run() {
         deliver(out);
         if (did) continue;
         // Nothing to do: say so, then look once more (a post may have landed before the flag was seen).
-        bell.prepare_sleep();
         bool work;
+        fds.clear();
+        fds.push_back(pollfd{efd_, POLLIN, 0});
         {
             std::lock_guard g(mutex_);
-            work = anything_posted();
+            set_sleeping(1);
+            work = anything_to_do();
+            for (auto &[num, qp] : qps_) {
+                if (!qp->stream || qp->error) continue;
+                const Stream &s = *qp->stream;
+                short ev = s.eof || s.error != 0 ? 0 : POLLIN;
+                if (s.want_out) ev |= POLLOUT;
+                fds.push_back(pollfd{s.fd, ev, 0});
+            }
         }
         if (!work && !stop_.load(std::memory_order_acquire)) {
             stats_.sleeps.fetch_add(1, std::memory_order_relaxed);
-            pollfd p{efd_, POLLIN, 0};
-            ::poll(&p, 1, -1);
+            ::poll(fds.data(), fds.size(), -1);
         }
-        bell.awake();
+        {
+            std::lock_guard g(mutex_);
+            set_sleeping(0);
+        }
+        uint64_t count = 0;
+        if (::read(efd_, &count, sizeof count) > 0) {
+            std::atomic_ref<uint64_t>(page_->wakeups).fetch_add(1, std::memory_order_relaxed);
+        }
     }
 }
 

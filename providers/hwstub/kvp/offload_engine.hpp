@@ -2,23 +2,29 @@
  * @file offload_engine.hpp
  * @brief The offload engine (OE) of one hwstub RNIC instance: the emulated adapter's processor.
  *
- * One thread per instance, never the consumer's: it watches the doorbell records of every queue it was given,
- * fetches and checks WQEs in order, executes them, writes CQEs with their owner bits, mirrors the "requests done"
- * counters, raises an interrupt (a call of the instance's completion handler, which the kVP routes through the
- * kAL's completion event handler path) for an armed CQ, and raises asynchronous events (QP errors, CQ overflow, the
- * adapter's own catastrophic error). When nothing is posted it says so on the engine page and sleeps on its
- * eventfd (and, later, the sockets of its streams), so posters ring only a sleeping engine.
+ * One thread per instance, never the consumer's: it watches the doorbell records of every queue it was given and
+ * the sockets of every stream it runs, fetches and checks WQEs in order, translates their local STags through the
+ * adapter's STag table, hands them to the shared iWARP engine (iwarp::Engine) of the QP's stream, moves payload
+ * between the wire and the consumer's registered memory through its DMA channel, writes CQEs with their owner bits
+ * in posting order, mirrors the "requests done" counters, raises an interrupt (a call of the instance's completion
+ * hook, which the kVP routes through the kAL's completion event handler path) for an armed CQ, and raises
+ * asynchronous events (QP errors and how a stream ended, CQ overflow, the adapter's own catastrophic error). When
+ * nothing is posted and no socket has anything for it, it says so on every engine page and sleeps on its eventfd
+ * and its sockets, so posters ring only a sleeping engine.
  *
- * What it executes today: NOP and the checks of every WQE; work posted to a QP in ERROR is flushed; a malformed
- * WQE (unknown opcode or flag, too many SGEs, inline data over the QP's limit or its slot) completes with
- * RI_WC_LOC_QP_OP_ERR and moves its QP to ERROR (RI_AE_QP_FATAL), flushing the rest. Data operations wait in their
- * ring while the QP is IDLE, as RDMAC verbs queue work posted before RTS.
+ * Every check a chip makes is made here, on a private copy of the WQE: an unknown opcode or flag, too many SGEs,
+ * inline data over the QP's limit or its slot complete the WQE with RI_WC_LOC_QP_OP_ERR; an lkey that is not a
+ * valid STag of the QP's protection domain, a range outside its region or missing rights complete it with
+ * RI_WC_LOC_PROT_ERR; either moves the QP to ERROR (RI_AE_QP_FATAL), flushes the rest and terminates the stream.
+ * Inbound segments are checked by iwarp::Engine (RFC 5040/5041) against the same table.
  *
- * Control operations (add/remove objects, state changes) may come from any thread; they are applied under the
- * engine's table lock, which the OE holds only while it works, never while it sleeps.
+ * Control operations (add/remove objects, state changes, the RDMA-mode transition) may come from any thread; they
+ * are applied under the engine's table lock, which the OE holds only while it works, never while it sleeps.
  */
 #ifndef HWSTUB_KVP_OFFLOAD_ENGINE_HPP
 #define HWSTUB_KVP_OFFLOAD_ENGINE_HPP
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
@@ -27,61 +33,98 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
+#include <vector>
 
 #include "hw_queues.hpp"
+#include "iwarp/wire.hpp"
 #include "rnicpi/ri_types.h"
 #include "rnicpi/ri_verbs.h"
 
 namespace hwstub {
 
+/** @brief What one STag names: a registered region of one protection domain. */
+struct StagEntry {
+    uint64_t addr = 0;   /**< First byte in the owner's address space. */
+    uint64_t length = 0; /**< Bytes. */
+    uint64_t iova = 0;   /**< Tagged offset of the first byte (0 for zero-based regions). */
+    uint32_t access = 0; /**< RI_ACCESS_* rights. */
+    uint32_t pd = 0;     /**< Protection domain identifier (unique per instance). */
+    bool valid = true;   /**< False once invalidated (Send with Invalidate, Local Invalidate). */
+};
+
+/**
+ * @brief The adapter's STag table (a chip keeps it in its own memory): written by the kVP at registration, read
+ *        by the OE for every SGE it fetches and every tagged segment it receives. Thread-safe.
+ */
+class StagTable {
+public:
+    /** @brief Adds or replaces @p stag. */
+    void set(uint32_t stag, const StagEntry &e);
+    /** @brief Removes @p stag (deregistration). */
+    void remove(uint32_t stag);
+    /** @brief The entry of @p stag; false when there is none. */
+    [[nodiscard]] bool find(uint32_t stag, StagEntry &out) const;
+    /** @brief Invalidates @p stag if it is a valid STag of protection domain @p pd; false otherwise. */
+    [[nodiscard]] bool invalidate(uint32_t stag, uint32_t pd);
+
+private:
+    mutable std::mutex mutex_;
+    std::unordered_map<uint32_t, StagEntry> map_;
+};
+
 /** @brief A completion queue as the adapter sees it: its ring and control block (mapped by both sides). */
 struct CqSetup {
-    uint32_t id = 0;               /**< The CQ's identifier (interrupts name it). */
-    hwstub_cqe *ring = nullptr;    /**< depth CQEs. */
-    uint32_t depth = 0;            /**< A power of two. */
+    uint32_t id = 0;                /**< The CQ's identifier (interrupts name it). */
+    hwstub_cqe *ring = nullptr;     /**< depth CQEs. */
+    uint32_t depth = 0;             /**< A power of two. */
     hwstub_cq_ctrl *ctrl = nullptr; /**< Its control block. */
 };
 
 /** @brief A queue pair as the adapter sees it. The rings and CQs outlive its registration. */
 struct QpSetup {
-    uint32_t qp_num = 0;            /**< QP number (CQEs, events). */
-    RingGeometry sq;                /**< Send ring. */
+    uint32_t qp_num = 0;               /**< QP number (CQEs, events). */
+    RingGeometry sq;                   /**< Send ring. */
     hwstub_wq_ctrl *sq_ctrl = nullptr; /**< Its control block. */
-    RingGeometry rq;                /**< Receive ring. */
+    RingGeometry rq;                   /**< Receive ring. */
     hwstub_wq_ctrl *rq_ctrl = nullptr; /**< Its control block. */
-    uint32_t send_cq = 0;           /**< CQ id for send completions. */
-    uint32_t recv_cq = 0;           /**< CQ id for receive completions. */
-    uint32_t max_send_sge = 0;      /**< SGEs a send WQE may carry. */
-    uint32_t max_recv_sge = 0;      /**< SGEs a receive WQE may carry. */
-    uint32_t max_inline = 0;        /**< Inline bytes a send WQE may carry. */
-    bool signal_all = false;        /**< Every send WQE completes with a CQE. */
-    pid_t owner = 0;                /**< The consumer process whose memory the QP's WQEs name (for its DmaChannel). */
+    uint32_t send_cq = 0;              /**< CQ id for send completions. */
+    uint32_t recv_cq = 0;              /**< CQ id for receive completions. */
+    uint32_t max_send_sge = 0;         /**< SGEs a send WQE may carry. */
+    uint32_t max_recv_sge = 0;         /**< SGEs a receive WQE may carry. */
+    uint32_t max_inline = 0;           /**< Inline bytes a send WQE may carry. */
+    bool signal_all = false;           /**< Every send WQE completes with a CQE. */
+    pid_t owner = 0;                   /**< The consumer process whose memory the QP's WQEs name (its DmaChannel). */
+    uint32_t pd = 0;                   /**< Protection domain of the QP: STags of other PDs are refused. */
+    uint64_t context = 0;              /**< Consumer context, reported with the QP's asynchronous events. */
 };
 
 /** @brief What the engine reports to its kVP. Called on the OE thread with no engine lock held. */
 struct EngineHooks {
     /** @brief An armed CQ got a matching CQE: raise its completion event (the interrupt). */
     std::function<void(uint32_t cq_id)> interrupt;
-    /** @brief An asynchronous event (QP error, CQ overflow, catastrophic error). */
+    /** @brief An asynchronous event (QP error, how a stream ended, CQ overflow, catastrophic error). */
     std::function<void(const ri_async_event_t &event)> async_event;
 };
 
 /** @brief Counters of the engine (read with relaxed loads from any thread). */
 struct EngineStats {
-    std::atomic<uint64_t> wqes{0};      /**< WQEs executed or failed. */
-    std::atomic<uint64_t> cqes{0};      /**< CQEs written. */
+    std::atomic<uint64_t> wqes{0};       /**< WQEs executed or failed. */
+    std::atomic<uint64_t> cqes{0};       /**< CQEs written. */
     std::atomic<uint64_t> interrupts{0}; /**< Completion events raised. */
-    std::atomic<uint64_t> sleeps{0};    /**< Times the engine waited for a doorbell. */
+    std::atomic<uint64_t> sleeps{0};     /**< Times the engine waited for a doorbell or a socket. */
+    std::atomic<uint64_t> tx_bytes{0};   /**< Payload bytes sent on every stream. */
+    std::atomic<uint64_t> rx_bytes{0};   /**< Payload bytes placed from every stream. */
 };
 
 /** @brief One RNIC instance's offload engine. */
 class OffloadEngine {
 public:
-    /** @brief An engine on @p page (mapped by every consumer of the instance), reporting through @p hooks. */
+    /** @brief An engine on @p page (the instance's own engine page), reporting through @p hooks. */
     OffloadEngine(hwstub_engine_page *page, EngineHooks hooks);
     OffloadEngine(const OffloadEngine &) = delete;
     OffloadEngine &operator=(const OffloadEngine &) = delete;
-    /** @brief Stops the thread. */
+    /** @brief Stops the thread and closes every stream. */
     ~OffloadEngine();
 
     /** @brief Starts the engine thread; false when the eventfd cannot be made. */
@@ -91,18 +134,44 @@ public:
     /** @brief The doorbell's eventfd, which consumers' Doorbell writes (the engine keeps it). */
     [[nodiscard]] int doorbell_fd() const noexcept { return efd_; }
 
+    /**
+     * @brief Adds an engine page (one per RNIC open, mapped by that consumer alone): the engine tells it when it
+     *        sleeps and when it died, so a consumer that scribbles over its page misleads only itself.
+     */
+    void add_page(hwstub_engine_page *page);
+    /** @brief Removes a page added with add_page(). */
+    void remove_page(hwstub_engine_page *page);
+    /** @brief The STag table the engine checks. */
+    [[nodiscard]] StagTable &stags() noexcept { return stags_; }
+
     /** @brief Adds a CQ; ::RI_EINVAL for a bad geometry, ::RI_EEXIST for an id in use. */
     [[nodiscard]] ri_status_t add_cq(const CqSetup &cq);
     /** @brief Removes a CQ (its QPs must be gone first: ::RI_EBUSY otherwise). */
     [[nodiscard]] ri_status_t remove_cq(uint32_t id);
     /** @brief Adds a QP in IDLE. ::RI_EINVAL for a bad geometry or an unknown CQ. */
     [[nodiscard]] ri_status_t add_qp(const QpSetup &qp);
-    /** @brief Removes a QP; posted work is dropped without completions, as a destroyed QP's is. */
+    /** @brief Removes a QP; its stream closes, posted work is dropped without completions. */
     [[nodiscard]] ri_status_t remove_qp(uint32_t qp_num);
-    /** @brief Moves a QP to ERROR: what is posted, and what is posted later, is flushed. */
+    /**
+     * @brief The RDMA-mode transition: the QP (in IDLE) runs the stream on socket @p fd (the engine owns it from
+     *        now on, also when this fails) with the negotiated parameters @p llp. Work posted while IDLE starts.
+     */
+    [[nodiscard]] ri_status_t start_stream(uint32_t qp_num, int fd, const ri_llp_params_t &llp);
+    /** @brief Moves a QP to ERROR: its stream stops, what is posted (and what is posted later) is flushed. */
     [[nodiscard]] ri_status_t set_qp_error(uint32_t qp_num);
     /**
-     * @brief A catastrophic adapter error (fault injection, or the engine's own failure): the engine page says
+     * @brief Orderly close (the QP to CLOSING): nothing new starts; once what was posted is sent and done, the
+     *        stream sends FIN, and the peer's FIN ends it.
+     */
+    [[nodiscard]] ri_status_t close_qp(uint32_t qp_num);
+    /** @brief The consumer's Terminate: the stream sends one with @p code, then the QP enters ERROR. */
+    [[nodiscard]] ri_status_t terminate_qp(uint32_t qp_num, iwarp::TermCode code);
+    /** @brief The QP's state as the adapter sees it (::RI_QPS_IDLE, RTS or ERROR). */
+    [[nodiscard]] ri_status_t qp_state(uint32_t qp_num, uint32_t &state);
+    /** @brief The QP's data-path counters. */
+    [[nodiscard]] ri_status_t qp_stats(uint32_t qp_num, ri_qp_stats_t &out);
+    /**
+     * @brief A catastrophic adapter error (fault injection, or the engine's own failure): every engine page says
      *        dead, every QP is flushed, ::RI_AE_RNIC_FATAL is raised once, and the engine executes nothing more.
      */
     void fail();
@@ -119,23 +188,24 @@ private:
         uint32_t users = 0;
         bool overflow_reported = false;
     };
-    struct Qp {
-        QpSetup setup;
-        WqConsumer sq;
-        WqConsumer rq;
-        bool error = false;
-        bool blocked = false;  // the send queue's head waits for RTS
-    };
+    struct Qp;
+    struct Stream;
     struct Pending;  // events collected under the lock, delivered after it
 
     void run();
-    bool pass(Pending &out);  // one pass over every queue; true if it did anything
+    bool pass(Pending &out);  // one pass over every queue and stream; true if it did anything
     bool serve_qp(Qp &qp, Pending &out);
+    bool serve_send_queue(Qp &qp, Pending &out);
+    bool serve_receive_queue(Qp &qp, Pending &out);
+    bool serve_stream(Qp &qp, Pending &out);
     void complete(uint32_t cq_id, const hwstub_cqe &cqe, bool solicited, Pending &out);
+    void retire_sends(Qp &qp, Pending &out);
+    void wqe_failed(Qp &qp, uint8_t status, Pending &out);
     void mark_error(Qp &qp);
-    void enter_error(Qp &qp, Pending &out, uint32_t event_id);
+    void enter_error(Qp &qp, Pending &out, uint32_t event_id, uint32_t detail = 0);
     bool flush(Qp &qp, Pending &out);
-    [[nodiscard]] bool anything_posted();
+    [[nodiscard]] bool anything_to_do();
+    void set_sleeping(uint32_t value);
     void deliver(Pending &out);
 
     hwstub_engine_page *page_;
@@ -145,7 +215,9 @@ private:
     std::atomic<bool> stop_{false};
     std::atomic<bool> dead_{false};
     std::atomic<bool> fatal_pending_{false};
+    StagTable stags_;
     std::mutex mutex_;  // the tables below
+    std::vector<hwstub_engine_page *> pages_;
     std::map<uint32_t, std::unique_ptr<Cq>> cqs_;
     std::map<uint32_t, std::unique_ptr<Qp>> qps_;
     EngineStats stats_;

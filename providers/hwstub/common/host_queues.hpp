@@ -1,0 +1,238 @@
+/**
+ * @file host_queues.hpp
+ * @brief The host's fast path of hwstub, shared by the uVP (a consumer process) and the kVP (consumers hosted in
+ *        the kAL): verbs work requests formatted into WQEs, CQEs turned into work completions, a doorbell rung once
+ *        per post call. This is all a hardware RNIC's user library does on its fast path; no protocol code.
+ */
+#ifndef HWSTUB_COMMON_HOST_QUEUES_HPP
+#define HWSTUB_COMMON_HOST_QUEUES_HPP
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "hw_queues.hpp"
+#include "rnicpi/ri_verbs.h"
+
+namespace hwstub {
+
+/** @brief QP contexts by QP number, for the work completions of one RNIC open (lock-free reads). */
+class QpContexts {
+public:
+    /** @brief Room for QP numbers below @p max_qp. */
+    explicit QpContexts(uint32_t max_qp) : size_(max_qp), ctx_(new std::atomic<uint64_t>[max_qp]()) {}
+    /** @brief Records the context of QP @p qp_num. */
+    void set(uint32_t qp_num, uint64_t context) noexcept {
+        if (qp_num < size_) ctx_[qp_num].store(context, std::memory_order_relaxed);
+    }
+    /** @brief The context of QP @p qp_num (0 if unknown). */
+    [[nodiscard]] uint64_t get(uint32_t qp_num) const noexcept {
+        return qp_num < size_ ? ctx_[qp_num].load(std::memory_order_relaxed) : 0;
+    }
+
+private:
+    uint32_t size_;
+    std::unique_ptr<std::atomic<uint64_t>[]> ctx_;
+};
+
+/** @brief Formats @p wr into send slot @p slot: ::RI_EOPNOTSUPP for operations hwstub does not execute. */
+[[nodiscard]] inline ri_status_t format_send(const ri_send_wr_t &wr, uint8_t *slot, uint32_t slot_size,
+                                             uint32_t max_inline, uint32_t max_sge) noexcept {
+    hwstub_send_wqe w{};
+    w.wr_id = wr.wr_id;
+    switch (wr.opcode) {
+        case RI_WR_SEND: w.opcode = HWSTUB_OP_SEND; break;
+        case RI_WR_SEND_SE:
+            w.opcode = HWSTUB_OP_SEND;
+            w.flags |= HWSTUB_WQE_SOLICITED;
+            break;
+        case RI_WR_SEND_INV: w.opcode = HWSTUB_OP_SEND_INV; break;
+        case RI_WR_SEND_SE_INV:
+            w.opcode = HWSTUB_OP_SEND_INV;
+            w.flags |= HWSTUB_WQE_SOLICITED;
+            break;
+        case RI_WR_RDMA_WRITE: w.opcode = HWSTUB_OP_WRITE; break;
+        case RI_WR_RDMA_READ: w.opcode = HWSTUB_OP_READ; break;
+        case RI_WR_LOCAL_INV: w.opcode = HWSTUB_OP_LOCAL_INV; break;
+        default: return RI_EOPNOTSUPP;  // windows, fast registration, atomics
+    }
+    if ((wr.flags & RI_SEND_SIGNALED) != 0) w.flags |= HWSTUB_WQE_SIGNALED;
+    if ((wr.flags & RI_SEND_LOCAL_FENCE) != 0) w.flags |= HWSTUB_WQE_FENCE;
+    if ((wr.flags & RI_SEND_READ_FENCE) != 0) w.flags |= HWSTUB_WQE_READ_FENCE;
+    if (w.opcode == HWSTUB_OP_SEND_INV || w.opcode == HWSTUB_OP_LOCAL_INV) w.inv_stag = wr.inv_stag;
+    if (w.opcode == HWSTUB_OP_WRITE || w.opcode == HWSTUB_OP_READ) {
+        w.remote_stag = wr.u.rdma.rkey;
+        w.remote_to = wr.u.rdma.remote_addr;
+    }
+    if (wr.num_sge > 0 && wr.sgl == nullptr) return RI_EINVAL;
+    uint8_t *body = slot + sizeof w;
+    if ((wr.flags & RI_SEND_INLINE) != 0 && w.opcode != HWSTUB_OP_READ && w.opcode != HWSTUB_OP_LOCAL_INV) {
+        size_t total = 0;
+        for (uint32_t i = 0; i < wr.num_sge; ++i) total += wr.sgl[i].length;
+        if (total > max_inline || sizeof w + total > slot_size) return RI_EINVAL;
+        w.flags |= HWSTUB_WQE_INLINE;
+        w.inline_len = static_cast<uint32_t>(total);
+        for (uint32_t i = 0; i < wr.num_sge; ++i) {
+            std::memcpy(body, reinterpret_cast<const void *>(static_cast<uintptr_t>(wr.sgl[i].addr)),
+                        wr.sgl[i].length);
+            body += wr.sgl[i].length;
+        }
+    } else {
+        if (wr.num_sge > max_sge || sizeof w + wr.num_sge * sizeof(hwstub_sge) > slot_size) return RI_EINVAL;
+        if (w.opcode == HWSTUB_OP_READ && wr.num_sge != 1) return RI_EINVAL;  // one sink per Read
+        w.num_sge = static_cast<uint8_t>(wr.num_sge);
+        for (uint32_t i = 0; i < wr.num_sge; ++i) {
+            const hwstub_sge g{wr.sgl[i].addr, wr.sgl[i].length, wr.sgl[i].lkey};
+            std::memcpy(body + i * sizeof g, &g, sizeof g);
+        }
+        if (w.opcode == HWSTUB_OP_READ) w.length = wr.sgl[0].length;
+    }
+    std::memcpy(slot, &w, sizeof w);
+    return RI_OK;
+}
+
+/** @brief Formats @p wr into receive slot @p slot. */
+[[nodiscard]] inline ri_status_t format_recv(const ri_recv_wr_t &wr, uint8_t *slot, uint32_t slot_size,
+                                             uint32_t max_sge) noexcept {
+    if (wr.num_sge > max_sge || sizeof(hwstub_recv_wqe) + wr.num_sge * sizeof(hwstub_sge) > slot_size) {
+        return RI_EINVAL;
+    }
+    if (wr.num_sge > 0 && wr.sgl == nullptr) return RI_EINVAL;
+    hwstub_recv_wqe w{};
+    w.wr_id = wr.wr_id;
+    w.num_sge = wr.num_sge;
+    std::memcpy(slot, &w, sizeof w);
+    for (uint32_t i = 0; i < wr.num_sge; ++i) {
+        const hwstub_sge g{wr.sgl[i].addr, wr.sgl[i].length, wr.sgl[i].lkey};
+        std::memcpy(slot + sizeof w + i * sizeof g, &g, sizeof g);
+    }
+    return RI_OK;
+}
+
+/** @brief The work completion of CQE @p c. */
+inline void to_wc(const hwstub_cqe &c, uint64_t qp_context, ri_wc_t &wc) noexcept {
+    wc = ri_wc_t{};
+    wc.wr_id = c.wr_id;
+    wc.qp_context = qp_context;
+    wc.status = c.status;
+    wc.byte_len = c.byte_len;
+    wc.qp_num = c.qp_num;
+    wc.vendor_err = c.vendor_err;
+    switch (c.opcode) {
+        case HWSTUB_CQE_SEND: wc.opcode = RI_WC_SEND; break;
+        case HWSTUB_CQE_WRITE: wc.opcode = RI_WC_RDMA_WRITE; break;
+        case HWSTUB_CQE_READ: wc.opcode = RI_WC_RDMA_READ; break;
+        case HWSTUB_CQE_LOCAL_INV: wc.opcode = RI_WC_LOCAL_INV; break;
+        case HWSTUB_CQE_RECV: wc.opcode = RI_WC_RECV; break;
+        default: wc.opcode = RI_WC_SEND; break;  // a NOP reports as a Send of nothing
+    }
+    if ((c.flags & HWSTUB_CQE_SOLICITED) != 0) wc.flags |= RI_WC_SOLICITED;
+    if ((c.flags & HWSTUB_CQE_WITH_INV) != 0) {
+        wc.flags |= RI_WC_WITH_INV;
+        wc.invalidated_stag = c.inv_stag;
+    }
+}
+
+/** @brief The host's side of one QP: both work queues and the doorbell. Posters of one queue are serialised. */
+class HostQp {
+public:
+    /** @brief Over the rings and control blocks of the QP, ringing @p bell. */
+    HostQp(RingGeometry sq, hwstub_wq_ctrl *sq_ctrl, RingGeometry rq, hwstub_wq_ctrl *rq_ctrl, Doorbell bell,
+           uint32_t max_inline, uint32_t sq_sge, uint32_t rq_sge)
+        : sq_(sq, sq_ctrl), rq_(rq, rq_ctrl), sq_slot_(sq.slot_size), rq_slot_(rq.slot_size), bell_(bell),
+          max_inline_(max_inline), sq_sge_(sq_sge), rq_sge_(rq_sge) {}
+
+    /** @brief Post Send: formats each request into a slot, publishes them, rings once. */
+    ri_status_t post_send(const ri_send_wr_t *wr, uint32_t count, uint32_t *posted) noexcept {
+        if (posted == nullptr || (count > 0 && wr == nullptr)) return RI_EINVAL;
+        *posted = 0;
+        if (bell_.adapter_dead()) return RI_EIO;
+        std::lock_guard g(sq_lock_);
+        ri_status_t rc = RI_OK;
+        for (uint32_t i = 0; i < count; ++i) {
+            uint8_t *slot = sq_.next();
+            if (slot == nullptr) {
+                rc = RI_EAGAIN;
+                break;
+            }
+            if ((rc = format_send(wr[i], slot, sq_slot_, max_inline_, sq_sge_)) != RI_OK) break;
+            sq_.advance();
+            ++*posted;
+        }
+        if (*posted > 0) {
+            sq_.publish();
+            (void)bell_.ring();
+        }
+        return rc;
+    }
+    /** @brief Post Receive. */
+    ri_status_t post_recv(const ri_recv_wr_t *wr, uint32_t count, uint32_t *posted) noexcept {
+        if (posted == nullptr || (count > 0 && wr == nullptr)) return RI_EINVAL;
+        *posted = 0;
+        if (bell_.adapter_dead()) return RI_EIO;
+        std::lock_guard g(rq_lock_);
+        ri_status_t rc = RI_OK;
+        for (uint32_t i = 0; i < count; ++i) {
+            uint8_t *slot = rq_.next();
+            if (slot == nullptr) {
+                rc = RI_EAGAIN;
+                break;
+            }
+            if ((rc = format_recv(wr[i], slot, rq_slot_, rq_sge_)) != RI_OK) break;
+            rq_.advance();
+            ++*posted;
+        }
+        if (*posted > 0) {
+            rq_.publish();
+            (void)bell_.ring();
+        }
+        return rc;
+    }
+    /** @brief True once the adapter put the QP in ERROR. */
+    [[nodiscard]] bool in_error() const noexcept { return sq_.in_error(); }
+
+private:
+    std::mutex sq_lock_, rq_lock_;
+    WqProducer sq_, rq_;
+    uint32_t sq_slot_, rq_slot_;
+    Doorbell bell_;
+    uint32_t max_inline_, sq_sge_, rq_sge_;
+};
+
+/** @brief The host's side of one CQ. Pollers are serialised. */
+class HostCq {
+public:
+    /** @brief Over the CQ's ring and control block, with the open's QP contexts. */
+    HostCq(hwstub_cqe *ring, uint32_t depth, hwstub_cq_ctrl *ctrl, const QpContexts &contexts)
+        : reader_(ring, depth, ctrl), contexts_(&contexts) {}
+    /** @brief Poll CQ. */
+    ri_status_t poll(uint32_t max, ri_wc_t *wc, uint32_t *polled) noexcept {
+        if (polled == nullptr || (max > 0 && wc == nullptr)) return RI_EINVAL;
+        std::lock_guard g(lock_);
+        uint32_t n = 0;
+        hwstub_cqe c;
+        while (n < max && reader_.poll(c)) {
+            to_wc(c, contexts_->get(c.qp_num), wc[n]);
+            ++n;
+        }
+        *polled = n;
+        return RI_OK;
+    }
+    /** @brief Request Completion Notification: the adapter answers the arm when it writes a matching CQE. */
+    ri_status_t request_notify(uint32_t type) noexcept {
+        if (type != RI_CQ_NOTIFY_NEXT && type != RI_CQ_NOTIFY_SOLICITED) return RI_EINVAL;
+        std::lock_guard g(lock_);
+        reader_.arm(type == RI_CQ_NOTIFY_SOLICITED);
+        return RI_OK;
+    }
+
+private:
+    std::mutex lock_;
+    CqReader reader_;
+    const QpContexts *contexts_;
+};
+
+}  // namespace hwstub
+
+#endif  // HWSTUB_COMMON_HOST_QUEUES_HPP

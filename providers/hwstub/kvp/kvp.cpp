@@ -1,0 +1,817 @@
+// The hwstub kVP: the privileged half of the emulated offload RNIC, loaded by the kAL. Per attached instance it
+// runs the adapter (one offload engine thread) and keeps what a chip's driver keeps: the QP numbers, the STag table
+// the engine checks, the CQ and QP memory (memfds it maps itself and hands to the uVP), one engine page and doorbell
+// per open. At the RDMA-mode transition the kAL gives it the socket (RI_MODULE_OFFLOAD) and the engine runs the
+// stream. Interrupts and asynchronous events go through the handlers the kAL set: the kAL's completion and
+// asynchronous event handler paths (OpenRDMA's CEH and AEH). Consumers hosted in the kAL itself use the same
+// queues through the plain verbs (common/host_queues.hpp), as the uVP does in a consumer's process.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "host_queues.hpp"
+#include "hwstub_abi.h"
+#include "offload_engine.hpp"
+#include "rnicpi/cpp/event_handlers.hpp"
+#include "rnicpi/cpp/provider.hpp"
+#include "rnicpi/cpp/status.hpp"
+
+namespace hwstub::kvp {
+namespace {
+
+using rdma::provider::from_handle;
+using rdma::provider::to_handle;
+
+struct Kvp;
+const ri_host_ops_t &host() { return rdma::provider::Module<Kvp>::host(); }
+
+void say(uint32_t level, const std::string &text) {
+    if (host().log != nullptr) host().log(level, HWSTUB_PROVIDER_NAME, text.c_str());
+}
+
+uint32_t pow2_at_least(uint32_t n) {
+    uint32_t p = 1;
+    while (p < n) p <<= 1;
+    return p;
+}
+
+// Memory the adapter and a consumer share: a memfd mapped here; the consumer maps its descriptor.
+class SharedBlock {
+public:
+    SharedBlock() = default;
+    SharedBlock(const SharedBlock &) = delete;
+    SharedBlock &operator=(const SharedBlock &) = delete;
+    ~SharedBlock() {
+        if (base_ != nullptr) ::munmap(base_, size_);
+        if (fd_ >= 0) ::close(fd_);
+    }
+    [[nodiscard]] ri_status_t make(const char *name, size_t size) {
+        size_ = (size + 4095) & ~size_t{4095};
+        fd_ = ::memfd_create(name, MFD_CLOEXEC);
+        if (fd_ < 0 || ::ftruncate(fd_, static_cast<off_t>(size_)) != 0) return RI_ENOMEM;
+        void *p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+        if (p == MAP_FAILED) return RI_ENOMEM;
+        base_ = static_cast<uint8_t *>(p);
+        return RI_OK;
+    }
+    [[nodiscard]] uint8_t *data() const noexcept { return base_; }
+    [[nodiscard]] size_t size() const noexcept { return size_; }
+    [[nodiscard]] int fd() const noexcept { return fd_; }
+
+private:
+    uint8_t *base_ = nullptr;
+    size_t size_ = 0;
+    int fd_ = -1;
+};
+
+// Attach options: the instance's limits (hwstub's "adapter" has fixed resources, as a chip does).
+struct Limits {
+    uint32_t max_qp = 1024;
+    uint32_t max_qp_wr = 4096;
+    uint32_t max_cq = 1024;
+    uint32_t max_cqe = 65536;
+    uint32_t max_pd = 1024;
+    uint32_t max_mr = 65536;
+    uint32_t max_inline = 256;
+    uint32_t max_ird = 16;
+    uint32_t max_ord = 16;
+    uint64_t max_mr_size = 1ull << 40;
+};
+constexpr uint32_t kMaxSge = 8;
+
+rdma::Expected<Limits> parse_options(const char *text) {
+    Limits l;
+    if (text == nullptr || *text == '\0') return l;
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (!j.is_object()) return rdma::Error(RI_EINVAL, "hwstub options must be a JSON object, e.g. {\"max_qp\": 64}");
+    for (auto it = j.begin(); it != j.end(); ++it) {
+        const std::string &k = it.key();
+        uint32_t *field = k == "max_qp"       ? &l.max_qp
+                          : k == "max_qp_wr"  ? &l.max_qp_wr
+                          : k == "max_cq"     ? &l.max_cq
+                          : k == "max_cqe"    ? &l.max_cqe
+                          : k == "max_pd"     ? &l.max_pd
+                          : k == "max_mr"     ? &l.max_mr
+                          : k == "max_inline" ? &l.max_inline
+                          : k == "max_ird"    ? &l.max_ird
+                          : k == "max_ord"    ? &l.max_ord
+                                              : nullptr;
+        if (field == nullptr) {
+            return rdma::Error(RI_EINVAL, "hwstub option '" + k +
+                                              "' is unknown (known: max_qp, max_qp_wr, max_cq, max_cqe, max_pd, "
+                                              "max_mr, max_inline, max_ird, max_ord)");
+        }
+        if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() == 0 ||
+            it.value().get<uint64_t>() > (1u << 20)) {
+            return rdma::Error(RI_EINVAL, "hwstub option '" + k + "' must be a number from 1 to 1048576");
+        }
+        *field = it.value().get<uint32_t>();
+    }
+    if (l.max_inline > 1024) return rdma::Error(RI_EINVAL, "hwstub option 'max_inline' must be at most 1024");
+    return l;
+}
+
+struct Instance;
+
+// The events of the instance's engine go to the open that owns the CQ or QP named.
+struct Routes {
+    std::mutex mutex;
+    struct CqRoute {
+        rdma::provider::EventHandlers *handlers = nullptr;
+        ri_rnic_t rnic = nullptr;
+        ri_cq_t cq = nullptr;
+        uint32_t ceh_id = 0;
+    };
+    struct QpRoute {
+        rdma::provider::EventHandlers *handlers = nullptr;
+        ri_rnic_t rnic = nullptr;
+    };
+    std::map<uint32_t, CqRoute> cqs;
+    std::map<uint32_t, QpRoute> qps;
+    std::set<std::pair<rdma::provider::EventHandlers *, ri_rnic_t>> opens;
+};
+
+// One attached RNIC: its adapter (the engine thread), the namespaces shared by every open in every process.
+struct Instance {
+    std::string name;
+    std::string netdev;
+    Limits limits;
+    alignas(64) hwstub_engine_page page{};
+    Routes routes;
+    std::unique_ptr<OffloadEngine> engine;
+    std::mutex mutex;
+    std::set<uint32_t> qp_nums;
+    uint32_t next_qp = 1;
+    uint32_t next_cq = 1;
+    uint32_t next_pd = 1;
+    uint32_t next_stag_index = 1;
+    uint32_t counts[5]{};  // pd, cq, qp, mr, open
+
+    void interrupt(uint32_t cq_id) {
+        Routes::CqRoute r;
+        {
+            std::lock_guard g(routes.mutex);
+            auto it = routes.cqs.find(cq_id);
+            if (it == routes.cqs.end()) return;
+            r = it->second;
+        }
+        const auto h = r.handlers->ceh(r.ceh_id);
+        if (h.fn != nullptr) h.fn(h.ctx, r.rnic, r.cq);
+    }
+    void async_event(const ri_async_event_t &e) {
+        std::vector<Routes::QpRoute> to;
+        {
+            std::lock_guard g(routes.mutex);
+            if (e.resource_type == RI_RES_QP) {
+                auto it = routes.qps.find(static_cast<uint32_t>(e.resource_id));
+                if (it != routes.qps.end()) to.push_back(it->second);
+            } else if (e.resource_type == RI_RES_CQ) {
+                auto it = routes.cqs.find(static_cast<uint32_t>(e.resource_id));
+                if (it != routes.cqs.end()) to.push_back(Routes::QpRoute{it->second.handlers, it->second.rnic});
+            } else {
+                for (const auto &[handlers, rnic] : routes.opens) to.push_back(Routes::QpRoute{handlers, rnic});
+            }
+        }
+        for (const auto &r : to) {
+            const auto h = r.handlers->aeh();
+            if (h.fn != nullptr) h.fn(h.ctx, r.rnic, &e);
+        }
+    }
+    ri_status_t charge(size_t kind, uint32_t limit) {
+        std::lock_guard g(mutex);
+        if (counts[kind] >= limit) return RI_ENOSPC;
+        ++counts[kind];
+        return RI_OK;
+    }
+    void uncharge(size_t kind) {
+        std::lock_guard g(mutex);
+        --counts[kind];
+    }
+    uint32_t alloc_qp_num() {
+        std::lock_guard g(mutex);
+        for (uint32_t i = 0; i < limits.max_qp; ++i) {
+            const uint32_t n = next_qp;
+            next_qp = next_qp + 1 >= limits.max_qp ? 1 : next_qp + 1;
+            if (qp_nums.insert(n).second) return n;
+        }
+        return 0;
+    }
+    void free_qp_num(uint32_t n) {
+        std::lock_guard g(mutex);
+        qp_nums.erase(n);
+    }
+    // A fresh STag: a 24-bit index and an 8-bit key that varies, so a stale STag rarely names a new region.
+    ri_stag_t alloc_stag() {
+        std::lock_guard g(mutex);
+        const uint32_t index = next_stag_index++ & 0xffffffu;
+        if (next_stag_index > 0xffffffu) next_stag_index = 1;
+        return index << 8 | ((index * 37u + 0x5au) & 0xffu);
+    }
+    uint32_t next_id(uint32_t &counter) {
+        std::lock_guard g(mutex);
+        return counter++;
+    }
+};
+
+enum Kind : size_t { kPd = 0, kCq = 1, kQp = 2, kMr = 3, kOpen = 4 };
+
+template <class T>
+ri_status_t read_priv(const ri_syscall_t &call, T *out) {
+    if (call.priv_in_len < sizeof(T)) return RI_EINVAL;
+    std::memcpy(out, call.priv_in, sizeof(T));
+    if ((out->hdr.version >> 16) != HWSTUB_HW_MAJOR) {
+        say(RI_LOG_ERROR, "hwstub uVP private ABI " + std::to_string(out->hdr.version >> 16) +
+                              " does not match the kVP's " + std::to_string(HWSTUB_HW_MAJOR) +
+                              ": install matching hwstub_kvp.so and hwstub_uvp.so");
+        return RI_EPROTO;
+    }
+    return RI_OK;
+}
+
+template <class T>
+ri_status_t write_priv(ri_syscall_t &call, T reply) {
+    if (call.priv_out_cap < sizeof(T)) return RI_EOVERFLOW;
+    reply.hdr.version = HWSTUB_ABI_VERSION;
+    reply.hdr.size = sizeof(T);
+    std::memcpy(call.priv_out, &reply, sizeof(T));
+    call.priv_out_len = sizeof(T);
+    return RI_OK;
+}
+
+template <class T>
+void write_result(ri_syscall_t &call, const T &value) {
+    if (call.result_cap < sizeof(T)) return;
+    std::memcpy(call.result, &value, sizeof(T));
+    call.result_len = sizeof(T);
+}
+
+// Hands a descriptor of ours to the kAL (which sends it to the uVP and closes it): a duplicate.
+bool give_fd(ri_syscall_t &call, int fd) {
+    if (call.nfds_out >= call.nfds_out_cap) return false;
+    const int d = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (d < 0) return false;
+    call.fds_out[call.nfds_out++] = d;
+    return true;
+}
+
+constexpr uint32_t kAccessKnown = RI_ACCESS_LOCAL_READ | RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_READ |
+                                  RI_ACCESS_REMOTE_WRITE | RI_ACCESS_MW_BIND | RI_ACCESS_ZERO_BASED |
+                                  RI_ACCESS_REMOTE_ATOMIC;
+
+struct Kvp {
+    static constexpr ri_mode_t mode = RI_MODE_PRIVILEGED;
+    static constexpr uint32_t flags = RI_MODULE_OFFLOAD;
+    static constexpr const char *name = HWSTUB_PROVIDER_NAME;
+    static constexpr const char *vendor = HWSTUB_VENDOR;
+    static constexpr const char *version = "1.0";
+    static constexpr const char *uvp_library = "hwstub_uvp.so";
+
+    using Srq = rdma::provider::Unsupported;
+    using Mw = rdma::provider::Unsupported;
+    struct Pd;
+    struct Cq;
+    struct Qp;
+    struct Mr;
+
+    static ri_status_t attach(const ri_attach_params_t *params, ri_instance_t *out) {
+        if (params == nullptr || out == nullptr) return RI_EINVAL;
+        auto limits = parse_options(params->options);
+        if (!limits) {
+            say(RI_LOG_ERROR, limits.error().message());
+            return limits.error().code();
+        }
+        auto inst = std::make_unique<Instance>();
+        inst->name.assign(params->name, strnlen(params->name, sizeof params->name));
+        inst->netdev.assign(params->netdev, strnlen(params->netdev, sizeof params->netdev));
+        inst->limits = *limits;
+        Instance *raw = inst.get();
+        EngineHooks hooks;
+        hooks.interrupt = [raw](uint32_t cq) { raw->interrupt(cq); };
+        hooks.async_event = [raw](const ri_async_event_t &e) { raw->async_event(e); };
+        inst->engine = std::make_unique<OffloadEngine>(&inst->page, hooks);
+        if (!inst->engine->start()) return RI_ENOMEM;
+        say(RI_LOG_INFO, "instance " + inst->name + " attached: one offload engine thread");
+        *out = to_handle<ri_instance_t>(inst.release());
+        return RI_OK;
+    }
+    static ri_status_t detach(ri_instance_t instance) {
+        auto *inst = from_handle<Instance>(instance);
+        if (inst == nullptr) return RI_EINVAL;
+        inst->engine->stop();
+        delete inst;
+        return RI_OK;
+    }
+
+    struct Rnic {
+        Instance *inst = nullptr;
+        void *host_ctx = nullptr;
+        pid_t owner = 0;
+        rdma::provider::EventHandlers handlers;
+        SharedBlock page;  // this open's engine page
+        // Consumers hosted here (the plain verbs) poll and post through the host side of the queues.
+        QpContexts contexts;
+        explicit Rnic(Instance *i) : inst(i), contexts(i->limits.max_qp) {}
+        ~Rnic() {
+            inst->engine->remove_page(reinterpret_cast<hwstub_engine_page *>(page.data()));
+            {
+                std::lock_guard g(inst->routes.mutex);
+                inst->routes.opens.erase({&handlers, to_handle<ri_rnic_t>(this)});
+            }
+            inst->uncharge(kOpen);
+        }
+        [[nodiscard]] hwstub_engine_page *engine_page() const {
+            return reinterpret_cast<hwstub_engine_page *>(page.data());
+        }
+        ri_status_t close() {
+            delete this;
+            return RI_OK;
+        }
+        ri_status_t query(ri_rnic_attr_t *a) {
+            *a = ri_rnic_attr_t{};
+            std::snprintf(a->name, sizeof a->name, "%s", inst->name.c_str());
+            std::snprintf(a->netdev, sizeof a->netdev, "%s", inst->netdev.c_str());
+            a->vendor_id = 0x0;
+            a->vendor_part_id = 0x4857;  // "HW"
+            a->hw_version = HWSTUB_HW_MAJOR;
+            a->caps = RI_CAP_ZERO_BASED | RI_CAP_SEND_INV | RI_CAP_MPA_CRC | RI_CAP_MPA_MARKERS |
+                      RI_CAP_MPA_PEER2PEER;
+            a->fw_version = HWSTUB_HW_VERSION;
+            const Limits &l = inst->limits;
+            a->max_mr_size = l.max_mr_size;
+            a->page_size_cap = 4096;
+            a->max_qp = l.max_qp - 1;
+            a->max_qp_wr = l.max_qp_wr;
+            a->max_sge = kMaxSge;
+            a->max_sge_rd = 1;
+            a->max_inline = l.max_inline;
+            a->max_cq = l.max_cq;
+            a->max_cqe = l.max_cqe;
+            a->max_pd = l.max_pd;
+            a->max_mr = l.max_mr;
+            a->max_ird = l.max_ird;
+            a->max_ord = l.max_ord;
+            a->max_ceh = rdma::provider::EventHandlers::kMaxCeh;
+            a->max_private_data = 512;
+            return RI_OK;
+        }
+        ri_status_t set_aeh(ri_aeh_fn fn, void *ctx, uint32_t *id) { return handlers.set_aeh(fn, ctx, id); }
+        ri_status_t set_ceh(ri_ceh_fn fn, void *ctx, uint32_t *id) { return handlers.set_ceh(fn, ctx, id); }
+        ri_status_t clear_handler(uint32_t id) { return handlers.clear(id); }
+        ri_status_t alloc_pd(ri_pd_t *pd);
+        ri_status_t create_cq(ri_cq_attr_t *attr, ri_cq_t *cq);
+    };
+
+    struct Pd {
+        Rnic *rnic = nullptr;
+        uint32_t id = 0;
+        ~Pd() { rnic->inst->uncharge(kPd); }
+        ri_status_t dealloc() {
+            delete this;
+            return RI_OK;
+        }
+        ri_status_t create_qp(ri_cq_t scq, ri_cq_t rcq, ri_srq_t srq, ri_qp_init_attr_t *attr, ri_qp_t *qp);
+        ri_status_t register_mr(const ri_mr_reg_t *reg, ri_mr_t *mr, ri_mr_keys_t *keys);
+    };
+
+    struct Cq {
+        Rnic *rnic = nullptr;
+        uint32_t id = 0;
+        ri_cq_attr_t attr{};
+        SharedBlock memory;
+        std::unique_ptr<HostCq> host_side;
+        ~Cq() {
+            if (id != 0) {
+                {
+                    std::lock_guard g(rnic->inst->routes.mutex);
+                    rnic->inst->routes.cqs.erase(id);
+                }
+                (void)rnic->inst->engine->remove_cq(id);
+            }
+            rnic->inst->uncharge(kCq);
+        }
+        ri_status_t destroy() {
+            delete this;
+            return RI_OK;
+        }
+        ri_status_t query(ri_cq_attr_t *out) {
+            *out = attr;
+            return RI_OK;
+        }
+        // A consumer with a uVP polls in its process; a consumer hosted here polls here.
+        ri_status_t poll(uint32_t max, ri_wc_t *wc, uint32_t *polled) { return host_side->poll(max, wc, polled); }
+        ri_status_t request_notify(uint32_t type) { return host_side->request_notify(type); }
+    };
+
+    struct Qp {
+        Pd *pd = nullptr;
+        uint32_t qp_num = 0;
+        std::mutex mutex;
+        ri_qp_attr_t attr{};
+        SharedBlock memory;
+        std::unique_ptr<HostQp> host_side;
+        ~Qp() {
+            if (qp_num != 0) {
+                {
+                    std::lock_guard g(pd->rnic->inst->routes.mutex);
+                    pd->rnic->inst->routes.qps.erase(qp_num);
+                }
+                (void)pd->rnic->inst->engine->remove_qp(qp_num);
+                pd->rnic->inst->free_qp_num(qp_num);
+            }
+            pd->rnic->inst->uncharge(kQp);
+        }
+        ri_status_t destroy() {
+            delete this;
+            return RI_OK;
+        }
+        ri_status_t query(ri_qp_attr_t *out) {
+            std::lock_guard g(mutex);
+            *out = attr;
+            uint32_t state = 0;
+            // The adapter learns first that a stream failed: its ERROR wins.
+            if (pd->rnic->inst->engine->qp_state(qp_num, state) == RI_OK && state == RI_QPS_ERROR) {
+                out->state = RI_QPS_ERROR;
+            }
+            return RI_OK;
+        }
+        ri_status_t query_stats(ri_qp_stats_t *out) {
+            if (out == nullptr) return RI_EINVAL;
+            return pd->rnic->inst->engine->qp_stats(qp_num, *out);
+        }
+        ri_status_t modify(const ri_qp_attr_t *in, uint32_t mask);
+        ri_status_t post_send(const ri_send_wr_t *wr, uint32_t count, uint32_t *posted) {
+            return host_side->post_send(wr, count, posted);
+        }
+        ri_status_t post_recv(const ri_recv_wr_t *wr, uint32_t count, uint32_t *posted) {
+            return host_side->post_recv(wr, count, posted);
+        }
+    };
+
+    struct Mr {
+        Pd *pd = nullptr;
+        ri_stag_t stag = 0;
+        uint64_t pin_id = 0;
+        ri_mr_attr_t attr{};
+        ~Mr() {
+            if (stag != 0) pd->rnic->inst->engine->stags().remove(stag);
+            if (pin_id != 0) (void)host().vm_unpin_range(pd->rnic->host_ctx, pin_id);
+            pd->rnic->inst->uncharge(kMr);
+        }
+        ri_status_t deregister() {
+            delete this;
+            return RI_OK;
+        }
+        ri_status_t query(ri_mr_attr_t *out) {
+            *out = attr;
+            StagEntry e;
+            // A Send with Invalidate or a Local Invalidate may have made it invalid since.
+            out->state = pd->rnic->inst->engine->stags().find(stag, e) ? RI_STAG_VALID : RI_STAG_INVALID;
+            return RI_OK;
+        }
+    };
+
+    static ri_status_t open_rnic(const ri_rnic_open_params_t *p, ri_rnic_t *out) {
+        if (p == nullptr || out == nullptr || p->instance == nullptr) return RI_EINVAL;
+        Instance *inst = from_handle<Instance>(p->instance);
+        if (ri_status_t rc = inst->charge(kOpen, 4096); rc != RI_OK) return rc;
+        auto r = std::make_unique<Rnic>(inst);
+        r->host_ctx = p->host_ctx;
+        // 0 is a consumer in the kAL's own process: plain copies, as for the embedded kAL's consumer.
+        r->owner = p->owner_pid != 0 ? static_cast<pid_t>(p->owner_pid) : ::getpid();
+        if (ri_status_t rc = r->page.make("hwstub-engine-page", sizeof(hwstub_engine_page)); rc != RI_OK) return rc;
+        inst->engine->add_page(r->engine_page());
+        {
+            std::lock_guard g(inst->routes.mutex);
+            inst->routes.opens.insert({&r->handlers, to_handle<ri_rnic_t>(r.get())});
+        }
+        *out = to_handle<ri_rnic_t>(r.release());
+        return RI_OK;
+    }
+
+    static ri_status_t syscall(ri_kvp_syscall_t *k);
+};
+
+ri_status_t Kvp::Rnic::alloc_pd(ri_pd_t *out) {
+    if (ri_status_t rc = inst->charge(kPd, inst->limits.max_pd); rc != RI_OK) return rc;
+    auto *pd = new Pd;
+    pd->rnic = this;
+    pd->id = inst->next_id(inst->next_pd);
+    *out = to_handle<ri_pd_t>(pd);
+    return RI_OK;
+}
+
+ri_status_t Kvp::Rnic::create_cq(ri_cq_attr_t *a, ri_cq_t *out) {
+    if (a == nullptr || a->cqe == 0) return RI_EINVAL;
+    if (a->cqe > inst->limits.max_cqe) return RI_ERANGE;
+    if (ri_status_t rc = inst->charge(kCq, inst->limits.max_cq); rc != RI_OK) return rc;
+    auto cq = std::make_unique<Cq>();
+    cq->rnic = this;
+    const uint32_t depth = pow2_at_least(a->cqe);
+    const size_t ring_offset = sizeof(hwstub_cq_ctrl);
+    if (ri_status_t rc = cq->memory.make("hwstub-cq", ring_offset + static_cast<size_t>(depth) * sizeof(hwstub_cqe));
+        rc != RI_OK) {
+        return rc;
+    }
+    auto *ctrl = reinterpret_cast<hwstub_cq_ctrl *>(cq->memory.data());
+    auto *ring = reinterpret_cast<hwstub_cqe *>(cq->memory.data() + ring_offset);
+    const uint32_t id = inst->next_id(inst->next_cq);
+    if (ri_status_t rc = inst->engine->add_cq({id, ring, depth, ctrl}); rc != RI_OK) return rc;
+    cq->id = id;
+    a->cqe = depth;
+    cq->attr = *a;
+    cq->host_side = std::make_unique<HostCq>(ring, depth, ctrl, contexts);
+    {
+        std::lock_guard g(inst->routes.mutex);
+        inst->routes.cqs[id] = Routes::CqRoute{&handlers, to_handle<ri_rnic_t>(this), to_handle<ri_cq_t>(cq.get()),
+                                               a->ceh_id};
+    }
+    *out = to_handle<ri_cq_t>(cq.release());
+    return RI_OK;
+}
+
+ri_status_t Kvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq, ri_qp_init_attr_t *a, ri_qp_t *out) {
+    Cq *scq = from_handle<Cq>(scq_h);
+    Cq *rcq = from_handle<Cq>(rcq_h);
+    if (scq == nullptr || rcq == nullptr || a == nullptr) return RI_EINVAL;
+    if (srq != nullptr || (a->flags & RI_QP_USE_SRQ) != 0) return RI_EOPNOTSUPP;  // no SRQ in this adapter
+    if ((a->flags & ~RI_QP_SIGNAL_ALL) != 0) return RI_EINVAL;
+    if (a->type != RI_QPT_RC) return RI_EOPNOTSUPP;
+    if (scq->rnic->inst != rnic->inst || rcq->rnic->inst != rnic->inst) return RI_EINVAL;
+    Instance *inst = rnic->inst;
+    const Limits &l = inst->limits;
+    if (a->sq_depth == 0 || a->sq_depth > l.max_qp_wr || a->rq_depth > l.max_qp_wr || a->sq_sge > kMaxSge ||
+        a->rq_sge > kMaxSge || a->max_inline > l.max_inline || a->ird > l.max_ird || a->ord > l.max_ord) {
+        return RI_ERANGE;
+    }
+    if (ri_status_t rc = inst->charge(kQp, l.max_qp); rc != RI_OK) return rc;
+    auto qp = std::make_unique<Qp>();
+    qp->pd = this;
+    const uint32_t sq_depth = pow2_at_least(a->sq_depth);
+    const uint32_t rq_depth = pow2_at_least(std::max<uint32_t>(a->rq_depth, 1));
+    const uint32_t sq_sge = std::max<uint32_t>(a->sq_sge, 1);
+    const uint32_t rq_sge = std::max<uint32_t>(a->rq_sge, 1);
+    const uint32_t sq_slot = hwstub_sq_slot_size(sq_sge, a->max_inline);
+    const uint32_t rq_slot = hwstub_rq_slot_size(rq_sge);
+    const size_t rq_ctrl = sizeof(hwstub_wq_ctrl);
+    const size_t sq_off = 2 * sizeof(hwstub_wq_ctrl);
+    const size_t rq_off = sq_off + static_cast<size_t>(sq_depth) * sq_slot;
+    const size_t total = rq_off + static_cast<size_t>(rq_depth) * rq_slot;
+    if (ri_status_t rc = qp->memory.make("hwstub-qp", total); rc != RI_OK) return rc;
+    const uint32_t num = inst->alloc_qp_num();
+    if (num == 0) return RI_ENOSPC;
+    QpSetup s;
+    s.qp_num = num;
+    s.sq = RingGeometry{qp->memory.data() + sq_off, sq_depth, sq_slot};
+    s.sq_ctrl = reinterpret_cast<hwstub_wq_ctrl *>(qp->memory.data());
+    s.rq = RingGeometry{qp->memory.data() + rq_off, rq_depth, rq_slot};
+    s.rq_ctrl = reinterpret_cast<hwstub_wq_ctrl *>(qp->memory.data() + rq_ctrl);
+    s.send_cq = scq->id;
+    s.recv_cq = rcq->id;
+    s.max_send_sge = sq_sge;
+    s.max_recv_sge = rq_sge;
+    s.max_inline = a->max_inline;
+    s.signal_all = (a->flags & RI_QP_SIGNAL_ALL) != 0;
+    s.owner = rnic->owner;
+    s.pd = id;
+    s.context = a->context;
+    if (ri_status_t rc = inst->engine->add_qp(s); rc != RI_OK) {
+        inst->free_qp_num(num);
+        return rc;
+    }
+    qp->qp_num = num;
+    a->sq_depth = sq_depth;
+    a->rq_depth = rq_depth;
+    a->sq_sge = sq_sge;
+    a->rq_sge = rq_sge;
+    a->rd_sge = 1;
+    qp->attr.state = RI_QPS_IDLE;
+    qp->attr.qp_num = num;
+    qp->attr.ird = a->ird;
+    qp->attr.ord = a->ord;
+    qp->attr.init = *a;
+    qp->attr.llp.fd = -1;
+    qp->host_side = std::make_unique<HostQp>(s.sq, s.sq_ctrl, s.rq, s.rq_ctrl,
+                                             Doorbell(rnic->engine_page(), inst->engine->doorbell_fd()),
+                                             a->max_inline, sq_sge, rq_sge);
+    rnic->contexts.set(num, a->context);
+    {
+        std::lock_guard g(inst->routes.mutex);
+        inst->routes.qps[num] = Routes::QpRoute{&rnic->handlers, to_handle<ri_rnic_t>(rnic)};
+    }
+    *out = to_handle<ri_qp_t>(qp.release());
+    return RI_OK;
+}
+
+// The RDMAC state machine as the adapter's driver keeps it; the adapter itself runs the stream.
+ri_status_t Kvp::Qp::modify(const ri_qp_attr_t *in, uint32_t mask) {
+    if (in == nullptr) return RI_EINVAL;
+    constexpr uint32_t kKnown = RI_QP_ATTR_STATE | RI_QP_ATTR_IRD | RI_QP_ATTR_ORD | RI_QP_ATTR_ACCESS |
+                                RI_QP_ATTR_LLP | RI_QP_ATTR_TERM;
+    if ((mask & ~kKnown) != 0) return (mask & (RI_QP_ATTR_SQ_DEPTH | RI_QP_ATTR_RQ_DEPTH)) != 0 ? RI_EOPNOTSUPP
+                                                                                              : RI_EINVAL;
+    OffloadEngine &oe = *pd->rnic->inst->engine;
+    std::lock_guard g(mutex);
+    uint32_t from = attr.state;
+    uint32_t seen = 0;
+    if (oe.qp_state(qp_num, seen) == RI_OK && seen == RI_QPS_ERROR) from = attr.state = RI_QPS_ERROR;
+    const uint32_t to = (mask & RI_QP_ATTR_STATE) != 0 ? in->state : from;
+    if (to > RI_QPS_ERROR) return RI_EINVAL;
+    const bool transition = from == RI_QPS_IDLE && to == RI_QPS_RTS;
+    if ((mask & RI_QP_ATTR_LLP) != 0) {
+        if (!transition) return RI_EINVAL;
+        const ri_llp_params_t &l = in->llp;
+        if ((l.mpa_revision != 1 && l.mpa_revision != 2) || l.rtr_type > RI_RTR_READ) return RI_EINVAL;
+        if (l.ird > pd->rnic->inst->limits.max_ird || l.ord > pd->rnic->inst->limits.max_ord) return RI_ERANGE;
+        // The offloading adapter runs every stream: without the socket there is nothing to run.
+        if (l.fd < 0) return RI_EBADF;
+    } else if (transition) {
+        return RI_ENOTCONN;  // the RDMA-mode transition carries the negotiated stream
+    }
+    switch (to) {
+        case RI_QPS_IDLE:
+            if (from != RI_QPS_IDLE && from != RI_QPS_ERROR) return RI_EINVAL;
+            // A reset QP would need fresh rings (the adapter's queues are where they were): not offered.
+            if (from == RI_QPS_ERROR) return RI_EOPNOTSUPP;
+            break;
+        case RI_QPS_RTS:
+            if (from != RI_QPS_IDLE && from != RI_QPS_RTS) return RI_EINVAL;
+            break;
+        case RI_QPS_CLOSING:
+        case RI_QPS_TERMINATE:
+            if (from != RI_QPS_RTS && from != to) return RI_EINVAL;
+            break;
+        case RI_QPS_ERROR: break;
+    }
+    if ((mask & RI_QP_ATTR_TERM) != 0 && to != RI_QPS_TERMINATE) return RI_EINVAL;
+    const uint32_t attrs = mask & (RI_QP_ATTR_IRD | RI_QP_ATTR_ORD | RI_QP_ATTR_ACCESS);
+    if (attrs != 0) {
+        if (from != RI_QPS_IDLE || to != RI_QPS_IDLE) return RI_EINVAL;
+        if ((mask & RI_QP_ATTR_IRD) != 0 && in->ird > pd->rnic->inst->limits.max_ird) return RI_ERANGE;
+        if ((mask & RI_QP_ATTR_ORD) != 0 && in->ord > pd->rnic->inst->limits.max_ord) return RI_ERANGE;
+        if ((mask & RI_QP_ATTR_ACCESS) != 0 &&
+            (in->access & ~(RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE)) != 0) {
+            return RI_EINVAL;
+        }
+    }
+    if (transition) {
+        const int fd = ::fcntl(in->llp.fd, F_DUPFD_CLOEXEC, 0);  // the kAL keeps its own reference
+        if (fd < 0) return RI_EBADF;
+        if (ri_status_t rc = oe.start_stream(qp_num, fd, in->llp); rc != RI_OK) return rc;
+        attr.llp = in->llp;
+        attr.llp.fd = -1;
+        if (in->llp.mpa_revision == 2 || in->llp.ird != 0 || in->llp.ord != 0) {
+            attr.ird = in->llp.ird;
+            attr.ord = in->llp.ord;
+        }
+    }
+    if ((mask & RI_QP_ATTR_IRD) != 0) attr.ird = in->ird;
+    if ((mask & RI_QP_ATTR_ORD) != 0) attr.ord = in->ord;
+    if ((mask & RI_QP_ATTR_ACCESS) != 0) attr.access = in->access;
+    if (to == RI_QPS_TERMINATE && from == RI_QPS_RTS) {
+        iwarp::TermCode code = iwarp::term::kRdmapLocalCatastrophic;
+        if ((mask & RI_QP_ATTR_TERM) != 0) {
+            code = iwarp::TermCode{static_cast<uint8_t>(in->term_layer_etype >> 4),
+                                   static_cast<uint8_t>(in->term_layer_etype & 0xf),
+                                   static_cast<uint8_t>(in->term_ecode)};
+        }
+        (void)oe.terminate_qp(qp_num, code);
+    }
+    if (to == RI_QPS_CLOSING && from == RI_QPS_RTS) (void)oe.close_qp(qp_num);
+    if (to == RI_QPS_ERROR && from != RI_QPS_ERROR) (void)oe.set_qp_error(qp_num);
+    attr.state = to;
+    return RI_OK;
+}
+
+ri_status_t Kvp::Pd::register_mr(const ri_mr_reg_t *reg, ri_mr_t *out, ri_mr_keys_t *keys) {
+    if (reg == nullptr || out == nullptr || keys == nullptr) return RI_EINVAL;
+    if ((reg->access & ~kAccessKnown) != 0) return RI_EINVAL;
+    if ((reg->access & (RI_ACCESS_REMOTE_ATOMIC | RI_ACCESS_MW_BIND)) != 0) return RI_EOPNOTSUPP;
+    if ((reg->access & RI_ACCESS_REMOTE_WRITE) != 0 && (reg->access & RI_ACCESS_LOCAL_WRITE) == 0) return RI_EINVAL;
+    if (reg->length == 0 || reg->addr + reg->length < reg->addr) return RI_EINVAL;
+    Instance *inst = rnic->inst;
+    if (reg->length > inst->limits.max_mr_size) return RI_ERANGE;
+    const bool zero_based = (reg->access & RI_ACCESS_ZERO_BASED) != 0;
+    if (zero_based ? reg->iova != 0 : reg->iova != reg->addr) return RI_EINVAL;
+    if (ri_status_t rc = inst->charge(kMr, inst->limits.max_mr); rc != RI_OK) return rc;
+    auto mr = std::make_unique<Mr>();
+    mr->pd = this;
+    if (rnic->host_ctx != nullptr && host().vm_pin_range != nullptr) {
+        ri_pin_t pin{};
+        const uint32_t fl = (reg->access & (RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE)) != 0 ? RI_PIN_WRITE : 0;
+        if (ri_status_t rc = host().vm_pin_range(rnic->host_ctx, reg->addr, reg->length, fl, &pin); rc != RI_OK) {
+            return rc;
+        }
+        mr->pin_id = pin.pin_id;
+    }
+    mr->stag = inst->alloc_stag();
+    StagEntry e;
+    e.addr = reg->addr;
+    e.length = reg->length;
+    e.iova = reg->iova;
+    e.access = reg->access | RI_ACCESS_LOCAL_READ;
+    e.pd = id;
+    inst->engine->stags().set(mr->stag, e);
+    mr->attr = ri_mr_attr_t{reg->addr, reg->length, reg->iova, e.access, RI_STAG_VALID, {mr->stag, mr->stag}, 0, 0};
+    *keys = ri_mr_keys_t{mr->stag, mr->stag};
+    *out = to_handle<ri_mr_t>(mr.release());
+    return RI_OK;
+}
+
+ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
+    ri_syscall_t &call = *k->call;
+    switch (call.op) {
+        case RI_OPEN_RNIC: {
+            if (call.priv_in_len == 0) return RI_ENOSYS;
+            hwstub_open_req req;
+            if (ri_status_t rc = read_priv(call, &req); rc != RI_OK) return rc;
+            if (call.nfds_out_cap < 2 || call.priv_out_cap < sizeof(hwstub_open_resp)) return RI_EOVERFLOW;
+            ri_rnic_open_params_t p;
+            std::memcpy(&p, call.param, sizeof p);
+            ri_rnic_t r = nullptr;
+            if (ri_status_t rc = open_rnic(&p, &r); rc != RI_OK) return rc;
+            Rnic *open = from_handle<Rnic>(r);
+            if (!give_fd(call, open->page.fd()) || !give_fd(call, open->inst->engine->doorbell_fd())) {
+                for (uint32_t i = 0; i < call.nfds_out; ++i) ::close(call.fds_out[i]);
+                call.nfds_out = 0;
+                delete open;
+                return RI_ENOSPC;
+            }
+            k->created = r;
+            hwstub_open_resp resp{};
+            resp.page_size = static_cast<uint32_t>(open->page.size());
+            resp.max_qp = open->inst->limits.max_qp;
+            return write_priv(call, resp);
+        }
+        case RI_CREATE_CQ: {
+            if (call.priv_in_len == 0) return RI_ENOSYS;
+            hwstub_create_cq_req req;
+            if (ri_status_t rc = read_priv(call, &req); rc != RI_OK) return rc;
+            if (call.nfds_out_cap < 1 || call.priv_out_cap < sizeof(hwstub_create_cq_resp)) return RI_EOVERFLOW;
+            ri_cq_attr_t attr;
+            std::memcpy(&attr, call.param, sizeof attr);
+            ri_cq_t cq = nullptr;
+            if (ri_status_t rc = from_handle<Rnic>(k->object)->create_cq(&attr, &cq); rc != RI_OK) return rc;
+            Cq *c = from_handle<Cq>(cq);
+            if (!give_fd(call, c->memory.fd())) {
+                delete c;
+                return RI_ENOSPC;
+            }
+            k->created = cq;
+            hwstub_create_cq_resp resp{};
+            resp.cq_id = c->id;
+            resp.depth = attr.cqe;
+            resp.ring_offset = sizeof(hwstub_cq_ctrl);
+            resp.map_size = static_cast<uint32_t>(c->memory.size());
+            write_result(call, attr);
+            return write_priv(call, resp);
+        }
+        case RI_CREATE_QP: {
+            if (call.priv_in_len == 0) return RI_ENOSYS;
+            hwstub_create_qp_req req;
+            if (ri_status_t rc = read_priv(call, &req); rc != RI_OK) return rc;
+            if (call.nfds_out_cap < 1 || call.priv_out_cap < sizeof(hwstub_create_qp_resp)) return RI_EOVERFLOW;
+            ri_qp_init_attr_t attr;
+            std::memcpy(&attr, call.param, sizeof attr);
+            ri_qp_t qp = nullptr;
+            auto *pd = from_handle<Pd>(k->object);
+            if (ri_status_t rc = pd->create_qp(static_cast<ri_cq_t>(k->refs[0]), static_cast<ri_cq_t>(k->refs[1]),
+                                               static_cast<ri_srq_t>(k->refs[2]), &attr, &qp);
+                rc != RI_OK) {
+                return rc;
+            }
+            Qp *q = from_handle<Qp>(qp);
+            if (!give_fd(call, q->memory.fd())) {
+                delete q;
+                return RI_ENOSPC;
+            }
+            k->created = qp;
+            hwstub_create_qp_resp resp{};
+            resp.qp_num = q->qp_num;
+            resp.sq_depth = attr.sq_depth;
+            resp.sq_slot = hwstub_sq_slot_size(attr.sq_sge, attr.max_inline);
+            resp.rq_depth = attr.rq_depth;
+            resp.rq_slot = hwstub_rq_slot_size(attr.rq_sge);
+            resp.rq_ctrl_offset = sizeof(hwstub_wq_ctrl);
+            resp.sq_offset = 2 * sizeof(hwstub_wq_ctrl);
+            resp.rq_offset = resp.sq_offset + resp.sq_depth * resp.sq_slot;
+            resp.map_size = static_cast<uint32_t>(q->memory.size());
+            write_result(call, attr);
+            return write_priv(call, resp);
+        }
+        default: return RI_ENOSYS;
+    }
+}
+
+}  // namespace
+}  // namespace hwstub::kvp
+
+RI_PROVIDER_MODULE(hwstub::kvp::Kvp)

@@ -1,0 +1,400 @@
+// The hwstub uVP: the consumer-side shim of the emulated offload RNIC, as small as a hardware RNIC's user library.
+// Privileged verbs go to the kVP through the host's ri_syscall upcall; the kVP answers with descriptors of the
+// queue memory it made (hwstub_abi.h), which this library maps. The fast path is format WQE, ring the doorbell,
+// poll CQE (common/host_queues.hpp): no protocol code, no socket, no thread. Completion notifications and
+// asynchronous events arrive through the kAL (the adapter's interrupts), so this library sets no handler of its own
+// beyond learning the kAL's completion event handler identifier for its CQs.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "host_queues.hpp"
+#include "hwstub_abi.h"
+#include "rnicpi/cpp/provider.hpp"
+
+namespace hwstub::uvp {
+namespace {
+
+using rdma::provider::from_handle;
+using rdma::provider::to_handle;
+
+struct Uvp;
+const ri_host_ops_t &host() { return rdma::provider::Module<Uvp>::host(); }
+
+// One ri_syscall, built field by field.
+class Call {
+public:
+    Call(uint32_t op, uint64_t object) {
+        c_.size = sizeof c_;
+        c_.op = op;
+        c_.object = object;
+    }
+    template <class T>
+    Call &param(const T &p) {
+        c_.param = &p;
+        c_.param_len = sizeof p;
+        return *this;
+    }
+    Call &param(const void *p, uint32_t len) {
+        c_.param = p;
+        c_.param_len = len;
+        return *this;
+    }
+    template <class T>
+    Call &result(T *r) {
+        c_.result = r;
+        c_.result_cap = sizeof *r;
+        return *this;
+    }
+    template <class In, class Out>
+    Call &priv(const In &in, Out *out) {
+        c_.priv_in = &in;
+        c_.priv_in_len = sizeof in;
+        c_.priv_out = out;
+        c_.priv_out_cap = sizeof *out;
+        return *this;
+    }
+    Call &fds_out(int32_t *fds, uint32_t cap) {
+        c_.fds_out = fds;
+        c_.nfds_out_cap = cap;
+        return *this;
+    }
+    Call &ref(size_t i, uint64_t h) {
+        c_.refs[i] = h;
+        return *this;
+    }
+    [[nodiscard]] ri_status_t run(void *host_ctx) {
+        if (host().syscall == nullptr) return RI_EOPNOTSUPP;
+        return host().syscall(host_ctx, &c_);
+    }
+    [[nodiscard]] uint64_t handle() const noexcept { return c_.handle_out; }
+    [[nodiscard]] uint32_t nfds_out() const noexcept { return c_.nfds_out; }
+    [[nodiscard]] uint32_t priv_len() const noexcept { return c_.priv_out_len; }
+    [[nodiscard]] uint32_t result_len() const noexcept { return c_.result_len; }
+
+private:
+    ri_syscall_t c_{};
+};
+
+template <class T>
+T hdr_init() {
+    T t{};
+    t.hdr.version = HWSTUB_ABI_VERSION;
+    t.hdr.size = sizeof(T);
+    return t;
+}
+
+template <class T>
+bool priv_ok(const Call &c, const T &reply) {
+    return c.priv_len() >= sizeof(T) && (reply.hdr.version >> 16) == HWSTUB_HW_MAJOR;
+}
+
+bool released(ri_status_t rc) { return rc == RI_OK || rc == RI_ENODEV; }
+
+// A shared mapping of memory the kVP made; the descriptor is closed once mapped.
+class Mapping {
+public:
+    Mapping() = default;
+    Mapping(const Mapping &) = delete;
+    Mapping &operator=(const Mapping &) = delete;
+    ~Mapping() {
+        if (base_ != nullptr) ::munmap(base_, size_);
+    }
+    [[nodiscard]] bool map(int fd, size_t size) {
+        void *p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        ::close(fd);
+        if (p == MAP_FAILED) return false;
+        base_ = static_cast<uint8_t *>(p);
+        size_ = size;
+        return true;
+    }
+    [[nodiscard]] uint8_t *data() const noexcept { return base_; }
+
+private:
+    uint8_t *base_ = nullptr;
+    size_t size_ = 0;
+};
+
+void close_all(const int32_t *fds, uint32_t n, uint32_t from = 0) {
+    for (uint32_t i = from; i < n; ++i) ::close(fds[i]);
+}
+
+struct Uvp {
+    static constexpr ri_mode_t mode = RI_MODE_NONPRIVILEGED;
+    static constexpr const char *name = HWSTUB_PROVIDER_NAME;
+    static constexpr const char *vendor = HWSTUB_VENDOR;
+    static constexpr const char *version = "1.0";
+
+    using Srq = rdma::provider::Unsupported;
+    using Mw = rdma::provider::Unsupported;
+    struct Pd;
+    struct Cq;
+    struct Qp;
+    struct Mr;
+
+    struct Rnic {
+        void *host_ctx = nullptr;
+        uint64_t handle = 0;
+        ri_rnic_attr_t attr{};
+        Mapping page;
+        int doorbell = -1;
+        std::unique_ptr<QpContexts> contexts;
+        ~Rnic() {
+            if (doorbell >= 0) ::close(doorbell);
+        }
+        [[nodiscard]] Doorbell bell() const {
+            return Doorbell(reinterpret_cast<hwstub_engine_page *>(page.data()), doorbell);
+        }
+        ri_status_t close() {
+            if (ri_status_t rc = Call(RI_CLOSE_RNIC, handle).run(host_ctx); !released(rc)) return rc;
+            delete this;
+            return RI_OK;
+        }
+        ri_status_t query(ri_rnic_attr_t *out) {
+            Call c(RI_QUERY_RNIC, handle);
+            c.result(out);
+            return c.run(host_ctx);
+        }
+        // Events are the adapter's interrupts, which reach the consumer through the kAL: the identifiers are the
+        // kAL's handlers on the kVP.
+        ri_status_t set_aeh(ri_aeh_fn, void *, uint32_t *id) {
+            Call c(RI_SET_AEH, handle);
+            c.result(id);
+            return c.run(host_ctx);
+        }
+        ri_status_t set_ceh(ri_ceh_fn, void *, uint32_t *id) {
+            Call c(RI_SET_CEH, handle);
+            c.result(id);
+            return c.run(host_ctx);
+        }
+        ri_status_t clear_handler(uint32_t) { return RI_OK; }
+        ri_status_t alloc_pd(ri_pd_t *pd);
+        ri_status_t create_cq(ri_cq_attr_t *attr, ri_cq_t *cq);
+    };
+
+    struct Pd {
+        Rnic *rnic = nullptr;
+        uint64_t handle = 0;
+        ri_status_t dealloc() {
+            if (ri_status_t rc = Call(RI_DEALLOC_PD, handle).run(rnic->host_ctx); !released(rc)) return rc;
+            delete this;
+            return RI_OK;
+        }
+        ri_status_t create_qp(ri_cq_t scq, ri_cq_t rcq, ri_srq_t srq, ri_qp_init_attr_t *attr, ri_qp_t *qp);
+        ri_status_t register_mr(const ri_mr_reg_t *reg, ri_mr_t *mr, ri_mr_keys_t *keys);
+    };
+
+    struct Cq {
+        Rnic *rnic = nullptr;
+        uint64_t handle = 0;
+        Mapping memory;
+        std::unique_ptr<HostCq> queue;
+        ri_status_t destroy() {
+            if (ri_status_t rc = Call(RI_DESTROY_CQ, handle).run(rnic->host_ctx); !released(rc)) return rc;
+            delete this;
+            return RI_OK;
+        }
+        ri_status_t query(ri_cq_attr_t *out) {
+            Call c(RI_QUERY_CQ, handle);
+            c.result(out);
+            return c.run(rnic->host_ctx);
+        }
+        ri_status_t poll(uint32_t max, ri_wc_t *wc, uint32_t *polled) { return queue->poll(max, wc, polled); }
+        ri_status_t request_notify(uint32_t type) { return queue->request_notify(type); }
+    };
+
+    struct Qp {
+        Pd *pd = nullptr;
+        uint64_t handle = 0;
+        uint32_t qp_num = 0;
+        Mapping memory;
+        std::unique_ptr<HostQp> queues;
+        ri_status_t destroy() {
+            if (ri_status_t rc = Call(RI_DESTROY_QP, handle).run(pd->rnic->host_ctx); !released(rc)) return rc;
+            delete this;
+            return RI_OK;
+        }
+        ri_status_t query(ri_qp_attr_t *out) {
+            Call c(RI_QUERY_QP, handle);
+            c.result(out);
+            return c.run(pd->rnic->host_ctx);
+        }
+        ri_status_t modify(const ri_qp_attr_t *in, uint32_t mask) {
+            if (in == nullptr) return RI_EINVAL;
+            constexpr uint32_t kTransition = RI_QP_ATTR_STATE | RI_QP_ATTR_LLP;
+            if ((mask & kTransition) == kTransition && in->state == RI_QPS_RTS) {
+                // The consumer's half of the RDMA-mode transition: the adapter already runs the stream; a socket
+                // offered here is not ours to keep.
+                if (in->llp.fd >= 0) ::close(in->llp.fd);
+                return mask == kTransition ? RI_OK : RI_EINVAL;
+            }
+            struct {
+                ri_syscall_modify_t m;
+                ri_qp_attr_t a;
+            } param{{mask, 0}, *in};
+            Call c(RI_MODIFY_QP, handle);
+            c.param(&param, sizeof param);
+            return c.run(pd->rnic->host_ctx);
+        }
+        ri_status_t post_send(const ri_send_wr_t *wr, uint32_t count, uint32_t *posted) {
+            return queues->post_send(wr, count, posted);
+        }
+        ri_status_t post_recv(const ri_recv_wr_t *wr, uint32_t count, uint32_t *posted) {
+            return queues->post_recv(wr, count, posted);
+        }
+    };
+
+    struct Mr {
+        Pd *pd = nullptr;
+        uint64_t handle = 0;
+        ri_status_t deregister() {
+            if (ri_status_t rc = Call(RI_DEREGISTER_MR, handle).run(pd->rnic->host_ctx); !released(rc)) return rc;
+            delete this;
+            return RI_OK;
+        }
+        ri_status_t query(ri_mr_attr_t *out) {
+            Call c(RI_QUERY_MR, handle);
+            c.result(out);
+            return c.run(pd->rnic->host_ctx);
+        }
+    };
+
+    static ri_status_t open_rnic(const ri_rnic_open_params_t *params, ri_rnic_t *out);
+};
+
+ri_status_t Uvp::open_rnic(const ri_rnic_open_params_t *params, ri_rnic_t *out) {
+    if (params == nullptr || out == nullptr || params->host_ctx == nullptr) return RI_EINVAL;
+    auto r = std::make_unique<Rnic>();
+    r->host_ctx = params->host_ctx;
+    ri_rnic_open_params_t p = *params;
+    p.host_ctx = nullptr;  // the kAL fills in its own, and the owner's pid
+    p.instance = nullptr;
+    p.owner_pid = 0;
+    auto req = hdr_init<hwstub_open_req>();
+    hwstub_open_resp resp{};
+    int32_t fds[RI_SYSCALL_MAX_FDS];
+    Call c(RI_OPEN_RNIC, 0);
+    c.param(p).priv(req, &resp).fds_out(fds, RI_SYSCALL_MAX_FDS);
+    if (ri_status_t rc = c.run(r->host_ctx); rc != RI_OK) return rc;
+    r->handle = c.handle();
+    ri_status_t rc = RI_OK;
+    if (!priv_ok(c, resp) || c.nfds_out() < 2 || resp.page_size < sizeof(hwstub_engine_page)) {
+        close_all(fds, c.nfds_out());
+        rc = RI_EPROTO;  // a kVP of another hwstub release
+    } else {
+        r->doorbell = fds[1];
+        close_all(fds, c.nfds_out(), 2);
+        if (!r->page.map(fds[0], resp.page_size)) rc = RI_ENOMEM;
+        r->contexts = std::make_unique<QpContexts>(resp.max_qp);
+    }
+    if (rc == RI_OK) rc = r->query(&r->attr);
+    if (rc != RI_OK) {
+        (void)Call(RI_CLOSE_RNIC, r->handle).run(r->host_ctx);
+        return rc;
+    }
+    *out = to_handle<ri_rnic_t>(r.release());
+    return RI_OK;
+}
+
+ri_status_t Uvp::Rnic::alloc_pd(ri_pd_t *out) {
+    Call c(RI_ALLOC_PD, handle);
+    if (ri_status_t rc = c.run(host_ctx); rc != RI_OK) return rc;
+    auto *pd = new Pd;
+    pd->rnic = this;
+    pd->handle = c.handle();
+    *out = to_handle<ri_pd_t>(pd);
+    return RI_OK;
+}
+
+ri_status_t Uvp::Rnic::create_cq(ri_cq_attr_t *want, ri_cq_t *out) {
+    if (want == nullptr || out == nullptr) return RI_EINVAL;
+    auto cq = std::make_unique<Cq>();
+    cq->rnic = this;
+    auto req = hdr_init<hwstub_create_cq_req>();
+    hwstub_create_cq_resp resp{};
+    ri_cq_attr_t provided{};
+    int32_t fds[RI_SYSCALL_MAX_FDS];
+    Call c(RI_CREATE_CQ, handle);
+    c.param(*want).result(&provided).priv(req, &resp).fds_out(fds, RI_SYSCALL_MAX_FDS);
+    if (ri_status_t rc = c.run(host_ctx); rc != RI_OK) return rc;
+    cq->handle = c.handle();
+    const bool ok = priv_ok(c, resp) && c.nfds_out() >= 1 && resp.depth >= want->cqe &&
+                    (resp.depth & (resp.depth - 1)) == 0 && resp.ring_offset >= sizeof(hwstub_cq_ctrl) &&
+                    static_cast<uint64_t>(resp.ring_offset) + uint64_t{resp.depth} * sizeof(hwstub_cqe) <=
+                        resp.map_size;
+    if (!ok || !cq->memory.map(fds[0], resp.map_size)) {
+        close_all(fds, c.nfds_out(), ok ? 1 : 0);
+        (void)Call(RI_DESTROY_CQ, cq->handle).run(host_ctx);
+        return ok ? RI_ENOMEM : RI_EPROTO;
+    }
+    close_all(fds, c.nfds_out(), 1);
+    cq->queue = std::make_unique<HostCq>(reinterpret_cast<hwstub_cqe *>(cq->memory.data() + resp.ring_offset),
+                                         resp.depth, reinterpret_cast<hwstub_cq_ctrl *>(cq->memory.data()),
+                                         *contexts);
+    want->cqe = resp.depth;
+    *out = to_handle<ri_cq_t>(cq.release());
+    return RI_OK;
+}
+
+ri_status_t Uvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq, ri_qp_init_attr_t *attr, ri_qp_t *out) {
+    Cq *scq = from_handle<Cq>(scq_h);
+    Cq *rcq = from_handle<Cq>(rcq_h);
+    if (scq == nullptr || rcq == nullptr || attr == nullptr || out == nullptr) return RI_EINVAL;
+    if (srq != nullptr) return RI_EOPNOTSUPP;
+    auto qp = std::make_unique<Qp>();
+    qp->pd = this;
+    auto req = hdr_init<hwstub_create_qp_req>();
+    hwstub_create_qp_resp resp{};
+    ri_qp_init_attr_t provided{};
+    int32_t fds[RI_SYSCALL_MAX_FDS];
+    Call c(RI_CREATE_QP, handle);
+    c.param(*attr).result(&provided).priv(req, &resp).fds_out(fds, RI_SYSCALL_MAX_FDS);
+    c.ref(0, scq->handle).ref(1, rcq->handle);
+    if (ri_status_t rc = c.run(rnic->host_ctx); rc != RI_OK) return rc;
+    qp->handle = c.handle();
+    auto ring_ok = [&](uint32_t off, uint32_t depth, uint32_t slot) {
+        return depth != 0 && (depth & (depth - 1)) == 0 && slot >= 16 && (slot & (slot - 1)) == 0 &&
+               static_cast<uint64_t>(off) + uint64_t{depth} * slot <= resp.map_size;
+    };
+    const bool ok = priv_ok(c, resp) && c.nfds_out() >= 1 && c.result_len() >= sizeof provided &&
+                    ring_ok(resp.sq_offset, resp.sq_depth, resp.sq_slot) &&
+                    ring_ok(resp.rq_offset, resp.rq_depth, resp.rq_slot) &&
+                    resp.rq_ctrl_offset + sizeof(hwstub_wq_ctrl) <= resp.sq_offset;
+    if (!ok || !qp->memory.map(fds[0], resp.map_size)) {
+        close_all(fds, c.nfds_out(), ok ? 1 : 0);
+        (void)Call(RI_DESTROY_QP, qp->handle).run(rnic->host_ctx);
+        return ok ? RI_ENOMEM : RI_EPROTO;
+    }
+    close_all(fds, c.nfds_out(), 1);
+    uint8_t *m = qp->memory.data();
+    qp->qp_num = resp.qp_num;
+    qp->queues = std::make_unique<HostQp>(
+        RingGeometry{m + resp.sq_offset, resp.sq_depth, resp.sq_slot}, reinterpret_cast<hwstub_wq_ctrl *>(m),
+        RingGeometry{m + resp.rq_offset, resp.rq_depth, resp.rq_slot},
+        reinterpret_cast<hwstub_wq_ctrl *>(m + resp.rq_ctrl_offset), rnic->bell(), provided.max_inline,
+        provided.sq_sge, provided.rq_sge);
+    rnic->contexts->set(resp.qp_num, provided.context);
+    *attr = provided;
+    *out = to_handle<ri_qp_t>(qp.release());
+    return RI_OK;
+}
+
+ri_status_t Uvp::Pd::register_mr(const ri_mr_reg_t *reg, ri_mr_t *out, ri_mr_keys_t *keys) {
+    if (reg == nullptr || keys == nullptr || out == nullptr) return RI_EINVAL;
+    auto mr = std::make_unique<Mr>();
+    mr->pd = this;
+    Call c(RI_REGISTER_MR, handle);
+    c.param(*reg).result(keys);
+    if (ri_status_t rc = c.run(rnic->host_ctx); rc != RI_OK) return rc;
+    mr->handle = c.handle();
+    *out = to_handle<ri_mr_t>(mr.release());
+    return RI_OK;
+}
+
+}  // namespace
+}  // namespace hwstub::uvp
+
+RI_PROVIDER_MODULE(hwstub::uvp::Uvp)
