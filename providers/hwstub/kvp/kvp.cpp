@@ -694,7 +694,8 @@ ri_status_t Kvp::Qp::modify(const ri_qp_attr_t *in, uint32_t mask) {
 ri_status_t Kvp::Pd::register_mr(const ri_mr_reg_t *reg, ri_mr_t *out, ri_mr_keys_t *keys) {
     if (reg == nullptr || out == nullptr || keys == nullptr) return RI_EINVAL;
     if ((reg->access & ~kAccessKnown) != 0) return RI_EINVAL;
-    if ((reg->access & (RI_ACCESS_REMOTE_ATOMIC | RI_ACCESS_MW_BIND)) != 0) return RI_EOPNOTSUPP;
+    // The bind right is granted and moot (this adapter has no windows); atomics it cannot execute.
+    if ((reg->access & RI_ACCESS_REMOTE_ATOMIC) != 0) return RI_EOPNOTSUPP;
     if ((reg->access & RI_ACCESS_REMOTE_WRITE) != 0 && (reg->access & RI_ACCESS_LOCAL_WRITE) == 0) return RI_EINVAL;
     if (reg->length == 0 || reg->addr + reg->length < reg->addr) return RI_EINVAL;
     Instance *inst = rnic->inst;
