@@ -39,7 +39,8 @@ protected:
 
     // The peer program on RNIC @p rnic in @p mode; its pid and port.
     std::pair<pid_t, uint16_t> start_peer(const std::string &rnic, const std::string &mode, size_t bytes) {
-        const auto out = dir_ / ("peer-" + rnic + ".out");
+        // One output file per peer: the port is read from it.
+        const auto out = dir_ / ("peer-" + rnic + "-" + mode + ".out");
         pid_t pid = spawn(PEER_PATH, {device_.string(), rnic, mode, std::to_string(bytes)}, out,
                           dir_ / ("peer-" + rnic + ".err"));
         return {pid, wait_for_port(out)};
@@ -163,6 +164,50 @@ TEST_F(TwoVendors, ForgedLkeyIsALocalProtectionErrorAndTheQpGoesToError) {
     EXPECT_EQ(qa->state, static_cast<uint32_t>(RI_QPS_ERROR));
     // A range outside the registered region, with the right lkey, is refused the same way on a fresh QP.
     (void)pid;
+}
+
+// A consumer killed with its connection and queues on the adapter: the connection breaks for its peer, krdmad
+// reclaims every ring, pin and socket of it (rdmactl resources counts nothing of the dead process), and the adapter
+// serves the next connection.
+TEST_F(TwoVendors, KilledHwstubConsumerIsReclaimedAndTheAdapterServesOn) {
+    auto [pid, port] = start_peer("hw0", "hold", 1 << 20);
+    ASSERT_NE(port, 0) << peer_err("hw0");
+    {
+        Side s;
+        ASSERT_EQ(s.open(device_.string(), "hw0", 4096), "");
+        auto ep = s.endpoint();
+        ASSERT_TRUE(post_recv(s, *ep, 0, 256, 1).ok());
+        ASSERT_TRUE(ep->connect("127.0.0.2", port, bytes_of("hello server")).ok());
+        auto est = next_cm(s.cm);
+        ASSERT_TRUE(est.has_value());
+        ASSERT_EQ(est->id, static_cast<uint32_t>(CmEventId::established));
+        ::kill(-pid, SIGKILL);
+        auto e = next_cm(s.cm);
+        ASSERT_TRUE(e.has_value());
+        EXPECT_TRUE(e->id == static_cast<uint32_t>(CmEventId::broken) ||
+                    e->id == static_cast<uint32_t>(CmEventId::peer_disconnect))
+            << e->id;
+        auto wc = s.completion(10s);
+        ASSERT_TRUE(wc.has_value());
+        EXPECT_EQ(wc->status, static_cast<uint32_t>(RI_WC_WR_FLUSH_ERR));
+    }
+    (void)wait_exit(pid);
+    // Every object of both consumers is gone (the dead one's by krdmad, ours by closing).
+    std::string out;
+    nlohmann::json j;
+    for (int i = 0; i < 100; ++i) {
+        ASSERT_EQ(rdmactl({"--device", device_.string(), "--json", "resources"}, out), 0) << out;
+        j = nlohmann::json::parse(out);
+        if (j["processes"].empty()) break;
+        ::usleep(20000);
+    }
+    EXPECT_TRUE(j["processes"].empty()) << out;
+    // The adapter serves on.
+    const size_t kBytes = 1u << 20;
+    auto [pid2, port2] = start_peer("hw0", "accept", kBytes);
+    ASSERT_NE(port2, 0) << peer_err("hw0");
+    connect_and_exchange("hw0", "127.0.0.2", port2, {size_t{4096}, kBytes}, kBytes);
+    EXPECT_EQ(wait_exit(pid2), 0) << peer_err("hw0");
 }
 
 }  // namespace
