@@ -188,6 +188,9 @@ TEST(HwstubEngine, SignalledWorkCompletesInOrderAndUnsignalledWorkStillFreesItsS
     EXPECT_EQ(a.sq.done(), 200u) << "the engine mirrors requests done, signalled or not";
     EXPECT_EQ(a.oe->stats().wqes.load(), 200u);
     EXPECT_EQ(a.oe->stats().cqes.load(), 50u);
+    // The engine goes to sleep a moment after its last completion.
+    const auto idle = std::chrono::steady_clock::now() + 5s;
+    while (a.oe->stats().sleeps.load() == 0 && std::chrono::steady_clock::now() < idle) std::this_thread::yield();
     EXPECT_GT(a.oe->stats().sleeps.load(), 0u) << "an idle engine sleeps on its doorbell";
 }
 
