@@ -118,6 +118,8 @@ public:
     void unfetch() noexcept {
         if (fetched_ != done_) --fetched_;
     }
+    /** @brief The host's producer index: WQEs posted so far (free-running). */
+    [[nodiscard]] uint32_t posted() const noexcept { return word(ctrl_->producer).load(std::memory_order_acquire); }
     /** @brief True when a fetch() would find work (no state change). */
     [[nodiscard]] bool pending() const noexcept {
         return word(ctrl_->producer).load(std::memory_order_acquire) != fetched_;

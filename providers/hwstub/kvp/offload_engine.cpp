@@ -217,6 +217,8 @@ struct OffloadEngine::Qp final : iwarp::EngineOwner {
     uint32_t reads_out = 0;                 // RDMA Reads given to the engine and not completed
     std::vector<iwarp::ReceiveBuffer> recvs; // by receive queue index: validated receive WQEs
     uint32_t rq_checked = 0, rq_taken = 0, rq_done = 0;
+    // The producer indexes the last pass started from: posts after them are what a sleeping engine must not miss.
+    uint32_t sq_seen = 0, rq_seen = 0;
     bool error = false;
     bool blocked = false;  // IDLE: the send queue's head waits for RTS
     std::unique_ptr<Stream> stream;
@@ -369,6 +371,8 @@ ri_status_t OffloadEngine::add_qp(const QpSetup &qp) {
     // The control blocks may be reused memory: the engine's counters start where the host's are.
     q->sq_started = q->sq_done = word(qp.sq_ctrl->consumer).load(std::memory_order_relaxed);
     q->rq_checked = q->rq_taken = q->rq_done = word(qp.rq_ctrl->consumer).load(std::memory_order_relaxed);
+    q->sq_seen = q->sq.posted();
+    q->rq_seen = q->rq.posted();
     ++scq->second->users;
     ++rcq->second->users;
     qps_.emplace(qp.qp_num, std::move(q));
@@ -541,6 +545,20 @@ void OffloadEngine::wqe_failed(Qp &qp, uint8_t status, Pending &out) {
     enter_error(qp, out, RI_AE_QP_FATAL);
 }
 
+// Completes the receives checked and not yet done (the one being placed among them) with RI_WC_WR_FLUSH_ERR.
+bool OffloadEngine::flush_checked_receives(Qp &qp, Pending &out) {
+    const bool any = qp.rq_done != qp.rq_checked;
+    while (qp.rq_done != qp.rq_checked) {
+        const iwarp::ReceiveBuffer &b = qp.recvs[qp.rq_done & (qp.setup.rq.depth - 1)];
+        complete(qp.setup.recv_cq, make_cqe(qp.setup.qp_num, b.wr_id, HWSTUB_CQE_RECV, RI_WC_WR_FLUSH_ERR), false,
+                 out);
+        ++qp.rq_done;
+        qp.rq.retire();
+    }
+    qp.rq_taken = qp.rq_checked;
+    return any;
+}
+
 // Completes everything posted to a QP in ERROR with RI_WC_WR_FLUSH_ERR (RDMAC verbs: flushed requests always
 // complete, signalled or not): first what the engine was given, in order, then what was never fetched.
 bool OffloadEngine::flush(Qp &qp, Pending &out) {
@@ -559,15 +577,7 @@ bool OffloadEngine::flush(Qp &qp, Pending &out) {
     if (qp.sq_done != qp.sq_started) did = true;
     retire_sends(qp, out);
     qp.reads_out = 0;
-    while (qp.rq_done != qp.rq_checked) {
-        const iwarp::ReceiveBuffer &b = qp.recvs[qp.rq_done & (qp.setup.rq.depth - 1)];
-        complete(qp.setup.recv_cq, make_cqe(qp.setup.qp_num, b.wr_id, HWSTUB_CQE_RECV, RI_WC_WR_FLUSH_ERR), false,
-                 out);
-        ++qp.rq_done;
-        qp.rq.retire();
-        did = true;
-    }
-    qp.rq_taken = qp.rq_checked;
+    did |= flush_checked_receives(qp, out);
     while (const uint8_t *slot = qp.sq.fetch()) {
         hwstub_send_wqe w{};
         std::memcpy(&w, slot, sizeof w);
@@ -619,28 +629,19 @@ bool OffloadEngine::serve_receive_queue(Qp &qp, Pending &out) {
             }
             b.num_sge = w.num_sge;
         }
-        ++qp.rq_checked;
         if (status != RI_WC_SUCCESS) {
-            // It completes in its place, after the receives before it (flushed with the rest).
-            b.num_sge = 0;
-            const uint32_t bad = qp.rq_checked - 1;
+            // It completes in its place: after the receives checked before it, which are flushed.
             if (qp.stream) qp.stream->engine.abort(iwarp::term::kRdmapLocalCatastrophic);
-            mark_error(qp);
-            out.events.push_back(qp_event(qp.setup, RI_AE_QP_FATAL));
-            // Flush the receives before it, then this one with its own status.
-            while (qp.rq_done != bad) {
-                const iwarp::ReceiveBuffer &e = qp.recvs[qp.rq_done & (qp.setup.rq.depth - 1)];
-                complete(qp.setup.recv_cq, make_cqe(qp.setup.qp_num, e.wr_id, HWSTUB_CQE_RECV, RI_WC_WR_FLUSH_ERR),
-                         false, out);
-                ++qp.rq_done;
-                qp.rq.retire();
-            }
+            enter_error(qp, out, RI_AE_QP_FATAL);
+            flush_checked_receives(qp, out);
             complete(qp.setup.recv_cq, make_cqe(qp.setup.qp_num, w.wr_id, HWSTUB_CQE_RECV, status), false, out);
-            ++qp.rq_done;
             qp.rq.retire();
-            qp.rq_taken = qp.rq_checked;
+            ++qp.rq_checked;
+            ++qp.rq_taken;
+            ++qp.rq_done;
             return true;
         }
+        ++qp.rq_checked;
     }
     return did;
 }
@@ -869,6 +870,8 @@ bool OffloadEngine::serve_stream(Qp &qp, Pending &out) {
 }
 
 bool OffloadEngine::serve_qp(Qp &qp, Pending &out) {
+    qp.sq_seen = qp.sq.posted();
+    qp.rq_seen = qp.rq.posted();
     if (qp.error) return flush(qp, out);
     qp.out = &out;
     bool did = serve_receive_queue(qp, out);
@@ -903,16 +906,11 @@ bool OffloadEngine::pass(Pending &out) {
 
 bool OffloadEngine::anything_to_do() {
     if (fatal_pending_.load(std::memory_order_acquire)) return true;
+    // Only posts the last pass has not seen: work that waits (for RTS, a fence, a completion, the socket) is brought
+    // back by a control operation or a socket event, so the engine never spins on it.
     for (auto &[num, qp] : qps_) {
         if (qp->sq.overrun() || qp->rq.overrun()) continue;  // in ERROR for good: nothing it posts is read
-        if (qp->error) {
-            if (qp->sq.pending() || qp->rq.pending()) return true;
-            continue;
-        }
-        if (qp->rq.pending() && qp->rq_checked - qp->rq_done < qp->setup.rq.depth) return true;
-        if (qp->sq.pending() && !qp->blocked && qp->stream == nullptr) return true;  // NOPs and invalidations
-        // With a stream, a post that cannot start yet waits for the socket, which the poll watches.
-        if (qp->sq.pending() && qp->stream && qp->stream->engine.outstanding() < qp->setup.sq.depth) return true;
+        if (qp->sq.posted() != qp->sq_seen || qp->rq.posted() != qp->rq_seen) return true;
     }
     return false;
 }

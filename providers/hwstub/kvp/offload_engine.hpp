@@ -204,6 +204,7 @@ private:
     void mark_error(Qp &qp);
     void enter_error(Qp &qp, Pending &out, uint32_t event_id, uint32_t detail = 0);
     bool flush(Qp &qp, Pending &out);
+    bool flush_checked_receives(Qp &qp, Pending &out);
     [[nodiscard]] bool anything_to_do();
     void set_sleeping(uint32_t value);
     void deliver(Pending &out);
