@@ -71,7 +71,48 @@ uint8_t terminate_hdrct(TermCode c, bool read_request) noexcept {
     return hdrct;
 }
 
+// The RTR bits of an ri_rtr_type value.
+uint8_t rtr_bits(uint32_t type) {
+    switch (type) {
+        case RI_RTR_SEND: return kRtrSend;
+        case RI_RTR_WRITE: return kRtrWrite;
+        case RI_RTR_READ: return kRtrRead;
+        default: return 0;
+    }
+}
+
 }  // namespace
+
+EngineConfig engine_config(const ri_llp_params_t &llp, uint32_t pd, uint32_t sq_depth) noexcept {
+    EngineConfig c;
+    c.pd = pd;
+    const bool crc = (llp.mpa_flags & RI_MPA_CRC) != 0;
+    // RI_MPA_MARKERS is the negotiated result for both directions (RFC 5044 lets them differ; the LLP parameters
+    // carry one bit).
+    const bool markers = (llp.mpa_flags & RI_MPA_MARKERS) != 0;
+    c.rx = FramingOptions{crc, markers};
+    c.tx = FramingOptions{crc, markers};
+    if (llp.fpdu_max > 0) {
+        // FPDU = ULPDU_Length(2) + ULPDU + pad to 4 + CRC(4), plus one marker per 512 octets it spans.
+        size_t room = llp.fpdu_max;
+        if (markers) room -= std::min(room, kMarkerLen * (room / kMarkerInterval + 1));
+        room = room >= kMpaCrcLen ? (room - kMpaCrcLen) & ~size_t{3} : 0;
+        c.mulpdu = room >= kMpaLengthLen ? room - kMpaLengthLen : 0;  // the engine clamps it
+    } else if (llp.mss > 0) {
+        c.mulpdu = mulpdu(llp.mss, markers);
+    }
+    c.ird = llp.ird;
+    c.ord = llp.ord;
+    c.sq_depth = sq_depth;
+    if ((llp.mpa_flags & RI_MPA_PEER2PEER) != 0) {
+        if ((llp.mpa_flags & RI_MPA_INITIATOR) != 0) {
+            c.rtr_send = rtr_bits(llp.rtr_type);
+        } else {
+            c.rtr_expect = rtr_bits(llp.rtr_type);
+        }
+    }
+    return c;
+}
 
 Engine::Engine(EngineOwner &owner, const EngineConfig &config)
     : owner_(owner),

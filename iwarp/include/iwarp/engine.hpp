@@ -33,6 +33,7 @@
 #include "iwarp/mpa.hpp"
 #include "iwarp/wire.hpp"
 #include "rnicpi/cpp/status.hpp"
+#include "rnicpi/ri_verbs.h"
 
 namespace iwarp {
 
@@ -167,6 +168,15 @@ struct EngineConfig {
      */
     bool foreign_memory = false;
 };
+
+/**
+ * @brief The engine configuration for a stream with negotiated parameters @p llp (the RDMA-mode transition's
+ *        ri_llp_params_t), protection domain @p pd and send queue capacity @p sq_depth: CRC and markers from
+ *        ri_llp_params_t::mpa_flags (markers in both directions), IRD/ORD, the RTR role and type (peer-to-peer only),
+ *        MULPDU from ri_llp_params_t::fpdu_max (else from the MSS, else the engine's default). Every provider that
+ *        runs the engine on a stream starts from this.
+ */
+[[nodiscard]] EngineConfig engine_config(const ri_llp_params_t &llp, uint32_t pd, uint32_t sq_depth) noexcept;
 
 /** @brief Counters of one engine. */
 struct EngineStats {

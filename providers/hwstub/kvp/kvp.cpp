@@ -665,7 +665,13 @@ ri_status_t Kvp::Qp::modify(const ri_qp_attr_t *in, uint32_t mask) {
     if (transition) {
         const int fd = ::fcntl(in->llp.fd, F_DUPFD_CLOEXEC, 0);  // the kAL keeps its own reference
         if (fd < 0) return RI_EBADF;
-        if (ri_status_t rc = oe.start_stream(qp_num, fd, in->llp); rc != RI_OK) return rc;
+        ri_llp_params_t llp = in->llp;
+        if (llp.mpa_revision == 1 && llp.ird == 0 && llp.ord == 0) {
+            // Revision 1 negotiates no IRD/ORD on the wire: the QP's own apply.
+            llp.ird = attr.ird;
+            llp.ord = attr.ord;
+        }
+        if (ri_status_t rc = oe.start_stream(qp_num, fd, llp); rc != RI_OK) return rc;
         attr.llp = in->llp;
         attr.llp.fd = -1;
         if (in->llp.mpa_revision == 2 || in->llp.ird != 0 || in->llp.ord != 0) {

@@ -126,45 +126,6 @@ uint32_t event_of_term(iwarp::TermCode c, bool received) {
     return RI_AE_QP_TERMINATE_SENT;
 }
 
-uint8_t rtr_bits(uint32_t type) {
-    switch (type) {
-        case RI_RTR_SEND: return iwarp::kRtrSend;
-        case RI_RTR_WRITE: return iwarp::kRtrWrite;
-        case RI_RTR_READ: return iwarp::kRtrRead;
-        default: return 0;
-    }
-}
-
-// The engine's parameters from the MPA negotiation's result.
-iwarp::EngineConfig stream_config(const ri_llp_params_t &llp, const QpSetup &s, bool foreign) {
-    iwarp::EngineConfig c;
-    c.pd = s.pd;
-    const bool crc = (llp.mpa_flags & RI_MPA_CRC) != 0;
-    const bool markers = (llp.mpa_flags & RI_MPA_MARKERS) != 0;
-    c.rx = iwarp::FramingOptions{crc, markers};
-    c.tx = iwarp::FramingOptions{crc, markers};
-    if (llp.fpdu_max > 0) {
-        size_t room = llp.fpdu_max;
-        if (markers) room -= std::min(room, iwarp::kMarkerLen * (room / iwarp::kMarkerInterval + 1));
-        room = room >= iwarp::kMpaCrcLen ? (room - iwarp::kMpaCrcLen) & ~size_t{3} : 0;
-        c.mulpdu = room >= iwarp::kMpaLengthLen ? room - iwarp::kMpaLengthLen : 0;  // the engine clamps it
-    } else if (llp.mss > 0) {
-        c.mulpdu = iwarp::mulpdu(llp.mss, markers);
-    }
-    c.ird = std::max<uint32_t>(llp.ird, 1);
-    c.ord = std::max<uint32_t>(llp.ord, 1);
-    c.sq_depth = s.sq.depth;
-    c.foreign_memory = foreign;
-    if ((llp.mpa_flags & RI_MPA_PEER2PEER) != 0) {
-        if ((llp.mpa_flags & RI_MPA_INITIATOR) != 0) {
-            c.rtr_send = rtr_bits(llp.rtr_type);
-        } else {
-            c.rtr_expect = rtr_bits(llp.rtr_type);
-        }
-    }
-    return c;
-}
-
 }  // namespace
 
 // A send WQE the engine was given, until its completion is written in posting order.
@@ -405,7 +366,9 @@ ri_status_t OffloadEngine::start_stream(uint32_t qp_num, int fd, const ri_llp_pa
         }
         Qp &qp = *it->second;
         try {
-            qp.stream = std::make_unique<Stream>(qp, fd, llp, stream_config(llp, qp.setup, qp.foreign()));
+            iwarp::EngineConfig cfg = iwarp::engine_config(llp, qp.setup.pd, qp.setup.sq.depth);
+            cfg.foreign_memory = qp.foreign();
+            qp.stream = std::make_unique<Stream>(qp, fd, llp, cfg);
         } catch (...) {
             ::close(fd);
             return RI_ENOMEM;

@@ -121,15 +121,6 @@ ssize_t send_iov(int fd, iovec *iov, size_t n) {
     return ::sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-uint8_t rtr_bits(uint32_t type) {
-    switch (type) {
-        case RI_RTR_SEND: return iwarp::kRtrSend;
-        case RI_RTR_WRITE: return iwarp::kRtrWrite;
-        case RI_RTR_READ: return iwarp::kRtrRead;
-        default: return 0;
-    }
-}
-
 uint32_t wc_opcode_of(uint32_t wr_opcode) {
     switch (wr_opcode) {
         case RI_WR_RDMA_WRITE: return RI_WC_RDMA_WRITE;
@@ -179,37 +170,6 @@ uint32_t status_of_peer_terminate(iwarp::TermCode c) {
 constexpr uint32_t kEngineQueue = 8;
 
 }  // namespace
-
-iwarp::EngineConfig engine_config(const ri_llp_params_t &llp, uint32_t pd, uint32_t sq_depth) noexcept {
-    iwarp::EngineConfig c;
-    c.pd = pd;
-    const bool crc = (llp.mpa_flags & RI_MPA_CRC) != 0;
-    // RI_MPA_MARKERS is the negotiated result for both directions (RFC 5044 lets them differ; the LLP parameters
-    // carry one bit).
-    const bool markers = (llp.mpa_flags & RI_MPA_MARKERS) != 0;
-    c.rx = iwarp::FramingOptions{crc, markers};
-    c.tx = iwarp::FramingOptions{crc, markers};
-    if (llp.fpdu_max > 0) {
-        // FPDU = ULPDU_Length(2) + ULPDU + pad to 4 + CRC(4), plus one marker per 512 octets it spans.
-        size_t room = llp.fpdu_max;
-        if (markers) room -= std::min(room, iwarp::kMarkerLen * (room / iwarp::kMarkerInterval + 1));
-        room = room >= iwarp::kMpaCrcLen ? (room - iwarp::kMpaCrcLen) & ~size_t{3} : 0;
-        c.mulpdu = room >= iwarp::kMpaLengthLen ? room - iwarp::kMpaLengthLen : 0;  // the engine clamps it
-    } else if (llp.mss > 0) {
-        c.mulpdu = iwarp::mulpdu(llp.mss, markers);
-    }
-    c.ird = llp.ird;
-    c.ord = llp.ord;
-    c.sq_depth = sq_depth;
-    if ((llp.mpa_flags & RI_MPA_PEER2PEER) != 0) {
-        if ((llp.mpa_flags & RI_MPA_INITIATOR) != 0) {
-            c.rtr_send = rtr_bits(llp.rtr_type);
-        } else {
-            c.rtr_expect = rtr_bits(llp.rtr_type);
-        }
-    }
-    return c;
-}
 
 // Per send slot: parts of the request still with the engine (an RDMA Read with a scatter list is one Read per
 // element), and whether it is done.
@@ -1065,7 +1025,7 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
             p.ird = setup_.init.ird;
             p.ord = setup_.init.ord;
         }
-        stream_ = std::make_unique<Stream>(static_cast<iwarp::EngineOwner &>(*this), fd, p, engine_config(p, setup_.pd, std::min(sq_.depth(), kEngineQueue)), sq_.depth());
+        stream_ = std::make_unique<Stream>(static_cast<iwarp::EngineOwner &>(*this), fd, p, iwarp::engine_config(p, setup_.pd, std::min(sq_.depth(), kEngineQueue)), sq_.depth());
         registered_ = true;
         parked_.store(false, std::memory_order_relaxed);  // a reconnected QP starts with the thread's attention
         set_state(RI_QPS_RTS);

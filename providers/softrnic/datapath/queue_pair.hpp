@@ -79,13 +79,6 @@ struct QpSetup {
     ri_qp_init_attr_t init{}; /**< Attributes in effect (depths, SGEs, inline size, flags, context). */
 };
 
-/**
- * @brief The engine configuration for a stream with negotiated parameters @p llp: CRC and markers from
- *        ri_llp_params_t::mpa_flags (markers in both directions), IRD/ORD, the RTR role and type (peer-to-peer only),
- *        MULPDU from ri_llp_params_t::fpdu_max (else from the MSS, else the engine's default).
- */
-[[nodiscard]] iwarp::EngineConfig engine_config(const ri_llp_params_t &llp, uint32_t pd, uint32_t sq_depth) noexcept;
-
 /** @brief One queue pair. Thread-safe; see the file comment for who does what. */
 class QueuePair final : private iwarp::EngineOwner {
 public:
