@@ -14,6 +14,7 @@
 #include "host_queues.hpp"
 #include "hwstub_abi.h"
 #include "rnicpi/cpp/provider.hpp"
+#include "rnicpi/cpp/syscall_request.hpp"
 
 namespace hwstub::uvp {
 namespace {
@@ -22,62 +23,9 @@ using rdma::provider::from_handle;
 using rdma::provider::to_handle;
 
 struct Uvp;
-const ri_host_ops_t &host() { return rdma::provider::Module<Uvp>::host(); }
 
-// One ri_syscall, built field by field.
-class Call {
-public:
-    Call(uint32_t op, uint64_t object) {
-        c_.size = sizeof c_;
-        c_.op = op;
-        c_.object = object;
-    }
-    template <class T>
-    Call &param(const T &p) {
-        c_.param = &p;
-        c_.param_len = sizeof p;
-        return *this;
-    }
-    Call &param(const void *p, uint32_t len) {
-        c_.param = p;
-        c_.param_len = len;
-        return *this;
-    }
-    template <class T>
-    Call &result(T *r) {
-        c_.result = r;
-        c_.result_cap = sizeof *r;
-        return *this;
-    }
-    template <class In, class Out>
-    Call &priv(const In &in, Out *out) {
-        c_.priv_in = &in;
-        c_.priv_in_len = sizeof in;
-        c_.priv_out = out;
-        c_.priv_out_cap = sizeof *out;
-        return *this;
-    }
-    Call &fds_out(int32_t *fds, uint32_t cap) {
-        c_.fds_out = fds;
-        c_.nfds_out_cap = cap;
-        return *this;
-    }
-    Call &ref(size_t i, uint64_t h) {
-        c_.refs[i] = h;
-        return *this;
-    }
-    [[nodiscard]] ri_status_t run(void *host_ctx) {
-        if (host().syscall == nullptr) return RI_EOPNOTSUPP;
-        return host().syscall(host_ctx, &c_);
-    }
-    [[nodiscard]] uint64_t handle() const noexcept { return c_.handle_out; }
-    [[nodiscard]] uint32_t nfds_out() const noexcept { return c_.nfds_out; }
-    [[nodiscard]] uint32_t priv_len() const noexcept { return c_.priv_out_len; }
-    [[nodiscard]] uint32_t result_len() const noexcept { return c_.result_len; }
-
-private:
-    ri_syscall_t c_{};
-};
+using Call = rdma::provider::SyscallRequest<Uvp>;
+using rdma::provider::released;
 
 template <class T>
 T hdr_init() {
@@ -91,8 +39,6 @@ template <class T>
 bool priv_ok(const Call &c, const T &reply) {
     return c.priv_len() >= sizeof(T) && (reply.hdr.version >> 16) == HWSTUB_HW_MAJOR;
 }
-
-bool released(ri_status_t rc) { return rc == RI_OK || rc == RI_ENODEV; }
 
 // A shared mapping of memory the kVP made; the descriptor is closed once mapped.
 class Mapping {

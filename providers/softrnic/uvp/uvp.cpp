@@ -19,6 +19,7 @@
 #include "ring.hpp"
 #include "rnicpi/cpp/event_handlers.hpp"
 #include "rnicpi/cpp/provider.hpp"
+#include "rnicpi/cpp/syscall_request.hpp"
 #include "softrnic_abi.h"
 #include "stag_table.hpp"
 
@@ -34,61 +35,8 @@ const ri_host_ops_t &host() { return rdma::provider::Module<Uvp>::host(); }
 
 static_assert(sizeof(ri_send_wr_t::u) == sizeof(softrnic_sq_wqe::op), "the send ring slot holds the WR's union");
 
-// One ri_syscall, built field by field.
-class Call {
-public:
-    Call(uint32_t op, uint64_t object) {
-        c_.size = sizeof c_;
-        c_.op = op;
-        c_.object = object;
-    }
-    template <class T>
-    Call &param(const T &p) {
-        c_.param = &p;
-        c_.param_len = sizeof p;
-        return *this;
-    }
-    Call &param(const void *p, uint32_t len) {
-        c_.param = p;
-        c_.param_len = len;
-        return *this;
-    }
-    template <class T>
-    Call &result(T *r) {
-        c_.result = r;
-        c_.result_cap = sizeof *r;
-        return *this;
-    }
-    template <class In, class Out>
-    Call &priv(const In &in, Out *out) {
-        c_.priv_in = &in;
-        c_.priv_in_len = sizeof in;
-        c_.priv_out = out;
-        c_.priv_out_cap = sizeof *out;
-        return *this;
-    }
-    // Room for descriptors the kVP passes back; the caller owns what arrives.
-    Call &fds_out(int32_t *fds, uint32_t cap) {
-        c_.fds_out = fds;
-        c_.nfds_out_cap = cap;
-        return *this;
-    }
-    [[nodiscard]] uint32_t nfds_out() const noexcept { return c_.nfds_out; }
-    Call &ref(size_t i, uint64_t h) {
-        c_.refs[i] = h;
-        return *this;
-    }
-    [[nodiscard]] ri_status_t run(void *host_ctx) {
-        if (host().syscall == nullptr) return RI_EOPNOTSUPP;  // a host without the uAL's upcall
-        return host().syscall(host_ctx, &c_);
-    }
-    [[nodiscard]] uint64_t handle() const noexcept { return c_.handle_out; }
-    [[nodiscard]] uint32_t result_len() const noexcept { return c_.result_len; }
-    [[nodiscard]] uint32_t priv_len() const noexcept { return c_.priv_out_len; }
-
-private:
-    ri_syscall_t c_{};
-};
+using Call = rdma::provider::SyscallRequest<Uvp>;
+using rdma::provider::released;
 
 template <class T>
 T hdr_init() {
@@ -103,10 +51,6 @@ template <class T>
 bool priv_ok(const Call &c, const T &reply) {
     return c.priv_len() >= sizeof(T) && (reply.hdr.version >> 16) == SOFTRNIC_ABI_MAJOR;
 }
-
-// A destroy verb released the kAL's object: it did, or the kAL is gone and took every object of ours with it (as
-// a verbs library lets a consumer destroy what a removed device held).
-bool released(ri_status_t rc) { return rc == RI_OK || rc == RI_ENODEV; }
 
 struct Uvp {
     static constexpr ri_mode_t mode = RI_MODE_NONPRIVILEGED;
