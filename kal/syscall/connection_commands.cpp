@@ -320,7 +320,7 @@ private:
 
     // The kVP runs this connection's stream (a consumer hosted in the kAL, or an offloading RNIC): the socket never
     // leaves the kAL's process, and the kVP's asynchronous events tell how the stream ended.
-    [[nodiscard]] bool kvp_stream() const noexcept { return VerbCommands::hosted(client_) || qp_.offload; }
+    [[nodiscard]] bool kvp_stream() const noexcept { return VerbCommands::kvp_runs_streams(client_, qp_.offload); }
 
     // Feeds @p in with @p facts to the state machine and carries out the step: the report is built first (with
     // @p decorate, while the MPA session it may read is still there); then the counter, the kVP's QP, the socket;

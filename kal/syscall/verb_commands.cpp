@@ -31,9 +31,10 @@ void route_async(void *ctx, ri_rnic_t, const ri_async_event_t *e) {
     ev.resource_id = e->resource_id;
     ev.resource_type = e->resource_type;
     ev.event_id = e->event_id;
-    // A kVP that ends a hosted client's QP (or any QP of an offloading RNIC) on its own ran the stream itself: endpoint management must hear it from
-    // here, since no uVP will move the QP for it. Handed over before the owner hears the event, so whatever the
-    // owner does about it reaches the serving thread after the endpoint has moved.
+    // A kVP that ends a hosted client's QP (or any QP of an offloading RNIC) on its own ran the stream itself:
+    // endpoint management must hear it from here, since no uVP will move the QP for it. Handed over before the
+    // owner hears the event, so whatever the owner does about it reaches the serving thread after the endpoint has
+    // moved.
     if (e->resource_type == RI_RES_QP && route->kvp_streams &&
         input_of_async_event(e->event_id).has_value()) {
         route->commands->kvp_ended_qp(route->client_id, route->rnic, static_cast<uint32_t>(e->resource_id),
@@ -371,7 +372,7 @@ int record_created(VerbCommands &self, Context &ctx, krdma_syscall &s, const OpS
         made->route->client_id = ctx.peer.client_id;
         made->route->netdev = made->ref.netdev();
         made->offload = (made->ref.module()->flags() & RI_MODULE_OFFLOAD) != 0;
-        made->route->kvp_streams = made->offload || VerbCommands::hosted(ctx.peer.client_id);
+        made->route->kvp_streams = VerbCommands::kvp_runs_streams(ctx.peer.client_id, made->offload);
         if (ri_status_t rc = made->v->set_aeh(static_cast<ri_rnic_t>(made->handle), &route_async, made->route.get(),
                                               &made->aeh_id);
             rc != RI_OK) {

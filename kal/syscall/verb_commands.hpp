@@ -138,6 +138,13 @@ public:
     /** @brief Whether @p client_id is a consumer hosted in the kAL. */
     [[nodiscard]] static bool hosted(uint32_t client_id) noexcept { return client_id >= kHostedClientBase; }
     /**
+     * @brief Whether the kVP runs the streams of @p client_id's QPs on an RNIC that is (@p offload) or is not an
+     *        offloading one: a consumer hosted in the kAL has no uVP, an offloading RNIC's adapter owns its streams.
+     */
+    [[nodiscard]] static bool kvp_runs_streams(uint32_t client_id, bool offload) noexcept {
+        return offload || hosted(client_id);
+    }
+    /**
      * @brief The SYSCALL command for @p c without a message (serving thread): the same checks, the same records.
      *        A refusal's reason goes to @p why when given.
      */
