@@ -64,6 +64,9 @@ constexpr uint32_t kBudget = 32;
 constexpr size_t kStreamBudget = 512 * 1024;
 // Frames a stream builds ahead of the socket; a frame holds at most one 64 KiB FPDU.
 constexpr size_t kTxFrames = 4;
+// The gather list of one sendmsg (IOV_MAX): frames with markers have many pieces, and at least one always fits.
+constexpr size_t kSendIov = 1024;
+static_assert(iwarp::kMaxFpduIov <= kSendIov);
 // Inbound bytes below this go through a staging buffer (headers, small payloads); above, straight to the target.
 constexpr size_t kStageBelow = 512;
 constexpr size_t kStageSize = 16384;
@@ -755,11 +758,12 @@ bool OffloadEngine::serve_stream(Qp &qp, Pending &out) {
             ++qp.stats.tx_fpdus;
         }
         if (s.count == 0) break;
-        iovec iov[kTxFrames * iwarp::kMaxFpduIov];
+        iovec iov[kSendIov];
         size_t iovcnt = 0;
         for (size_t i = 0; i < s.count; ++i) {
             const iwarp::TxFrame &f = s.frames[(s.head + i) % s.frames.size()];
             const size_t first = i == 0 ? s.head_iov : 0;
+            if (iovcnt + (f.iovcnt - first) > kSendIov) break;  // the rest goes in the next sendmsg
             std::memcpy(iov + iovcnt, f.iov + first, (f.iovcnt - first) * sizeof(iovec));
             iovcnt += f.iovcnt - first;
         }
