@@ -241,6 +241,26 @@ rdma::Expected<void> AdapterManager::detach(const std::string &name) {
     return {};
 }
 
+rdma::Expected<std::string> AdapterManager::control(const std::string &name, const std::string &request) {
+    // An open reference keeps the instance attached while the provider works, without holding the manager's lock
+    // (a control operation may take as long as the adapter needs).
+    auto ref = open(name);
+    if (!ref) return ref.error();
+    const auto control = ref->module()->control();
+    if (control == nullptr) {
+        return rdma::Error(RI_EOPNOTSUPP, "provider " + ref->module()->name() + " of RNIC " + name +
+                                              " has no run-time control operation");
+    }
+    std::string reply(4096, '\0');
+    const ri_status_t rc = control(ref->instance(), request.c_str(), reply.data(), reply.size());
+    reply.resize(strnlen(reply.data(), reply.size()));
+    if (rc != RI_OK) {
+        if (reply.empty()) reply = std::strerror(rc);
+        return rdma::Error(rc, "RNIC " + name + ": " + reply);
+    }
+    return reply;
+}
+
 std::vector<RnicInfo> AdapterManager::list() const {
     std::lock_guard lock(mutex_);
     std::vector<RnicInfo> out;

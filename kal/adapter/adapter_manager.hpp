@@ -108,6 +108,13 @@ public:
     [[nodiscard]] rdma::Expected<RnicInfo> attach(const AttachRequest &request);
     /** @brief Detaches an RNIC; ::RI_EBUSY while it is open. */
     [[nodiscard]] rdma::Expected<void> detach(const std::string &name);
+    /**
+     * @brief Run-time administration of RNIC @p name: passes @p request (a JSON object text in the provider's
+     *        vocabulary) to its module's control operation and returns the provider's reply. ::RI_ENODEV for an
+     *        unknown RNIC, ::RI_EOPNOTSUPP when the provider has no control operation, else the provider's status
+     *        with its own words.
+     */
+    [[nodiscard]] rdma::Expected<std::string> control(const std::string &name, const std::string &request);
     /** @brief Every attached RNIC. */
     [[nodiscard]] std::vector<RnicInfo> list() const;
     /** @brief Every loaded kVP module, with how many RNICs each serves. */

@@ -201,7 +201,10 @@ std::optional<EndpointInput> input_of_async_event(uint32_t event_id) noexcept {
         case RI_AE_QP_TERMINATE_SENT:
         case RI_AE_QP_LOCAL_ACCESS_ERROR:
         case RI_AE_QP_REMOTE_ACCESS_ERROR:
-        case RI_AE_QP_PROTOCOL_ERROR: return I::kvp_qp_error;
+        case RI_AE_QP_PROTOCOL_ERROR:
+        // The kVP read the stream up to its end: only now is everything before the FIN or reset placed.
+        case RI_AE_QP_LLP_CLOSED:
+        case RI_AE_QP_LLP_RESET: return I::kvp_qp_error;
         default: return std::nullopt;
     }
 }

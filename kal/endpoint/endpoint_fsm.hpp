@@ -120,8 +120,8 @@ struct EndpointStep {
 /**
  * @brief The input a kVP's asynchronous QP event (::ri_async_event_id) is for endpoint management: ::kal::
  *        EndpointInput::kvp_qp_error for the events with which a kVP ends a QP on its own (Terminate sent or
- *        received, fatal, local or remote access error, protocol error); none for the others, including a
- *        value this build does not know.
+ *        received, fatal, local or remote access error, protocol error, and the stream's end it met: LLP closed
+ *        or reset); none for the others, including a value this build does not know.
  */
 [[nodiscard]] std::optional<EndpointInput> input_of_async_event(uint32_t event_id) noexcept;
 

@@ -206,6 +206,22 @@ void register_admin_commands(DeviceServer &server, AdapterManager &adapters, Adm
         return outcome(c, "detach", *name, r ? nullptr : &r.error(), rep);
     });
 
+    server.on(KRDMA_CMD_CONTROL_RNIC, [&adapters, policy](Connection &c, const Request &req, Reply &rep) -> int {
+        if (!admit(c, policy, "control", rep)) return RI_EPERM;
+        auto q = request_of<krdma_control_rnic>(req);
+        auto name = text_of(q.name);
+        auto text = text_of(q.text);
+        if (!name) return unterminated(rep, "name", sizeof q.name);
+        if (!text) return unterminated(rep, "text", sizeof q.text);
+        auto r = adapters.control(*name, *text);
+        if (!r) return outcome(c, "control", *name + " " + *text, &r.error(), rep);
+        krdma_control_rnic a{};
+        std::memcpy(a.name, q.name, sizeof a.name);
+        std::memcpy(a.text, r->data(), std::min(r->size(), sizeof a.text - 1));
+        reply_with(rep, a);
+        return outcome(c, "control", *name + " " + *text, nullptr, rep);
+    });
+
     server.on(KRDMA_CMD_LOAD_MODULE, [&adapters, policy](Connection &c, const Request &req, Reply &rep) -> int {
         if (!admit(c, policy, "load", rep)) return RI_EPERM;
         auto q = request_of<krdma_load_module>(req);

@@ -269,21 +269,12 @@ public:
         }
         if (state != EndpointState::connected && state != EndpointState::disconnecting) return;
         if ((revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0) return;
-        if (!kvp_stream()) {
-            // The stream is the owner's uVP's: it reads what came before the end (a Terminate, say, which decides
-            // how the connection ended), meets the end itself, and its QP's state change (qp_state_changed)
-            // reports it with the whole story. Deciding here would race it.
-            m_->server_.unwatch(sock_.get());
-            return;
-        }
-        // The peer closed or reset the connection: the QP of the kVP goes to ERROR (the kVP's data path sees the
-        // same on its own reference and flushes), the owner hears why.
-        EndpointFacts f;
-        f.error = connection_error(sock_.get(), state == EndpointState::disconnecting);
-        f.peer_closed = true;
-        f.terminated = terminated();
-        (void)drive(f.error != 0 || (revents & POLLERR) != 0 ? EndpointInput::socket_error : EndpointInput::peer_fin,
-                    f);
+        // Whoever runs the stream reads what came before its end (the last Send, a Terminate that decides how the
+        // connection ended), meets the end itself and reports it with the whole story: a uVP by its QP's state
+        // change (qp_state_changed), a kVP by its asynchronous event (kvp_ended_qp, RI_AE_QP_LLP_CLOSED or
+        // _RESET). Deciding here, on our own reference, would race it: the kAL would end the QP while the bytes
+        // before the FIN still wait in the socket, and they would be flushed instead of placed.
+        m_->server_.unwatch(sock_.get());
     }
 
     // Returns the milliseconds to this endpoint's deadline, or -1; times the setup out when it has passed.

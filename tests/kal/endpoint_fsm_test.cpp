@@ -257,7 +257,10 @@ TEST(EndpointFsm, KvpEventsThatEndAQp) {
                                     RI_AE_QP_TERMINATE_SENT,
                                     RI_AE_QP_LOCAL_ACCESS_ERROR,
                                     RI_AE_QP_REMOTE_ACCESS_ERROR,
-                                    RI_AE_QP_PROTOCOL_ERROR};
+                                    RI_AE_QP_PROTOCOL_ERROR,
+                                    // The stream's end, as the kVP that read up to it met it.
+                                    RI_AE_QP_LLP_CLOSED,
+                                    RI_AE_QP_LLP_RESET};
     // Every event this build knows, and some it does not (a newer kVP's).
     for (uint32_t id = 0; id <= RI_AE_RNIC_LINK_UP + 3; ++id) {
         const auto in = kal::input_of_async_event(id);

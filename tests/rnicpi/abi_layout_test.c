@@ -20,7 +20,7 @@
     _Static_assert(offsetof(type, field) == (off), "ABI: offset of " #type "." #field " changed")
 
 _Static_assert(sizeof(void *) == 8 && sizeof(long) == 8, "the RNIC-PI layout below is for LP64 targets");
-_Static_assert(RI_ABI_VERSION == 0x00010003u, "ABI version changed: update the layout below in the same commit");
+_Static_assert(RI_ABI_VERSION == 0x00010004u, "ABI version changed: update the layout below in the same commit");
 
 RDMA_SIZE(ri_rnic_attr_t, 192, 8);
 RDMA_OFF(ri_rnic_attr_t, name, 0);
@@ -283,7 +283,7 @@ RDMA_OFF(ri_host_ops_t, log, 8);
 RDMA_OFF(ri_host_ops_t, vm_pin_range, 16);
 RDMA_OFF(ri_host_ops_t, vm_unpin_range, 24);
 RDMA_OFF(ri_host_ops_t, syscall, 32);
-RDMA_SIZE(ri_module_t, 80, 8);
+RDMA_SIZE(ri_module_t, 88, 8);
 RDMA_OFF(ri_module_t, size, 0);
 RDMA_OFF(ri_module_t, abi_version, 4);
 RDMA_OFF(ri_module_t, mode, 8);
@@ -296,6 +296,7 @@ RDMA_OFF(ri_module_t, verbs, 48);
 RDMA_OFF(ri_module_t, attach, 56);
 RDMA_OFF(ri_module_t, detach, 64);
 RDMA_OFF(ri_module_t, fini, 72);
+RDMA_OFF(ri_module_t, control, 80);
 
 /* Enumerator values travel between processes and modules: they are ABI too. */
 _Static_assert(RI_QPS_IDLE == 0 && RI_QPS_RTS == 1 && RI_QPS_CLOSING == 2 && RI_QPS_TERMINATE == 3 &&

@@ -1,7 +1,9 @@
-// rdmactl attach / detach / load / unload / modules / consumers: the administrator's changes to what a running
+// rdmactl attach / detach / control / inject / load / unload / modules / consumers: the administrator's changes to what a running
 // krdmad serves, and its kVP and kernel consumer modules.
 // Changes need root or membership in krdmad's admin group; krdmad decides, from the caller's SO_PEERCRED identity.
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -284,9 +286,94 @@ void add_consumers(CLI::App &app, const GlobalOptions &global, int &exit_code) {
 
 }  // namespace
 
+// Sends @p request to RNIC @p name's provider and prints its reply (JSON as the provider gave it, or indented).
+void control(const GlobalOptions &global, int &exit_code, const std::string &name, const nlohmann::json &body,
+             const char *what) {
+    exit_code = 1;
+    krdma_control_rnic q{};
+    if (!put(q.name, name, "RNIC name") || !put(q.text, body.dump(), "request")) return;
+    auto a = request(global, KRDMA_CMD_CONTROL_RNIC, q, what);
+    if (!a) return;
+    exit_code = 0;
+    const std::string text(a->text, strnlen(a->text, sizeof a->text));
+    const nlohmann::json reply = nlohmann::json::parse(text, nullptr, false);
+    if (reply.is_discarded()) {
+        std::printf("%s\n", text.c_str());  // a provider's reply that is not JSON, shown as it came
+    } else {
+        std::printf("%s\n", reply.dump(global.json ? -1 : 2).c_str());
+    }
+}
+
+// One `KEY[=VALUE]` argument of `rdmactl inject`: a number when VALUE reads as one, true without a VALUE.
+nlohmann::json fault_value(const std::string &value) {
+    if (value.empty()) return true;
+    char *end = nullptr;
+    errno = 0;
+    const unsigned long long n = std::strtoull(value.c_str(), &end, 0);
+    if (errno == 0 && end != value.c_str() && *end == '\0' && value[0] != '-') return n;
+    return value;
+}
+
+void add_control(CLI::App &app, const GlobalOptions &global, int &exit_code) {
+    auto name = std::make_shared<std::string>();
+    auto text = std::make_shared<std::string>();
+    CLI::App *cmd = app.add_subcommand(
+        "control", "Send a provider's own run-time request to an RNIC (admin; the provider's README lists its words)");
+    cmd->add_option("name", *name, "RNIC name")->required();
+    cmd->add_option("request", *text, "A JSON object, e.g. '{}' to see the provider's run-time state")->required();
+    cmd->callback([&global, &exit_code, name, text] {
+        const nlohmann::json request = nlohmann::json::parse(*text, nullptr, false);
+        if (!request.is_object()) {
+            exit_code = 1;
+            std::fprintf(stderr, "rdmactl: control: the request must be a JSON object, e.g. '{}'\n");
+            return;
+        }
+        control(global, exit_code, *name, request, "control");
+    });
+}
+
+void add_inject(CLI::App &app, const GlobalOptions &global, int &exit_code) {
+    auto name = std::make_shared<std::string>();
+    auto faults = std::make_shared<std::vector<std::string>>();
+    auto clear = std::make_shared<bool>(false);
+    CLI::App *cmd = app.add_subcommand(
+        "inject", "Inject faults into an RNIC whose provider emulates them, e.g. hwstub (admin); no FAULT: show them");
+    cmd->add_option("name", *name, "RNIC name")->required();
+    cmd->add_option("faults", *faults,
+                    "FAULT[=VALUE]... in the provider's words, e.g. rx_corrupt=1 tx_delay_ms=20 fail_verb=create_qp "
+                    "fatal (hwstub's README lists them)");
+    cmd->add_flag("--clear", *clear, "Cancel every fault not yet fired");
+    cmd->callback([&global, &exit_code, name, faults, clear] {
+        nlohmann::json set = nlohmann::json::object();
+        for (const std::string &f : *faults) {
+            const size_t eq = f.find('=');
+            const std::string key = f.substr(0, eq);
+            if (key.empty()) {
+                exit_code = 1;
+                std::fprintf(stderr, "rdmactl: inject: '%s' names no fault (FAULT[=VALUE])\n", f.c_str());
+                return;
+            }
+            set[key] = fault_value(eq == std::string::npos ? "" : f.substr(eq + 1));
+        }
+        nlohmann::json request = nlohmann::json::object();
+        if (*clear) request["faults"] = "clear";
+        if (!set.empty()) {
+            if (*clear) {
+                exit_code = 1;
+                std::fprintf(stderr, "rdmactl: inject: --clear takes no FAULT\n");
+                return;
+            }
+            request["faults"] = set;
+        }
+        control(global, exit_code, *name, request, "inject");
+    });
+}
+
 void add_admin_commands(CLI::App &app, const GlobalOptions &global, int &exit_code) {
     add_attach(app, global, exit_code);
     add_detach(app, global, exit_code);
+    add_control(app, global, exit_code);
+    add_inject(app, global, exit_code);
     add_load(app, global, exit_code);
     add_unload(app, global, exit_code);
     add_modules(app, global, exit_code);

@@ -252,6 +252,19 @@ struct krdma_list_modules {
     struct krdma_module_info info;  /**< Reply: the entry (when index < count). */
 };
 
+/** @brief Bytes of a CONTROL_RNIC request or reply text, its NUL included. */
+#define KRDMA_MAX_CONTROL_TEXT 2048u
+
+/**
+ * @brief CONTROL_RNIC: run-time administration of one RNIC through its provider (RNIC-PI 1.4 ri_module_t::control),
+ *        such as hwstub's fault injection. EOPNOTSUPP when the provider has none; the provider's status otherwise,
+ *        its words in the error reply's reason.
+ */
+struct krdma_control_rnic {
+    char name[64];                      /**< Request: the RNIC's name. */
+    char text[KRDMA_MAX_CONTROL_TEXT];  /**< Request: a JSON object text for the provider. Reply: the provider's. */
+};
+
 /** @brief ATTACH_RNIC command code (admin). */
 #define KRDMA_CMD_ATTACH_RNIC _IOWR(KRDMA_IOC_MAGIC, 0x30, struct krdma_attach_rnic)
 /** @brief DETACH_RNIC command code (admin). */
@@ -260,6 +273,8 @@ struct krdma_list_modules {
 #define KRDMA_CMD_LOAD_MODULE _IOWR(KRDMA_IOC_MAGIC, 0x32, struct krdma_load_module)
 /** @brief UNLOAD_MODULE command code (admin). */
 #define KRDMA_CMD_UNLOAD_MODULE _IOWR(KRDMA_IOC_MAGIC, 0x33, struct krdma_unload_module)
+/** @brief CONTROL_RNIC command code (admin). */
+#define KRDMA_CMD_CONTROL_RNIC _IOWR(KRDMA_IOC_MAGIC, 0x36, struct krdma_control_rnic)
 /** @brief LIST_MODULES command code (open to every caller). */
 #define KRDMA_CMD_LIST_MODULES _IOWR(KRDMA_IOC_MAGIC, 0x34, struct krdma_list_modules)
 

@@ -12,6 +12,9 @@
  *   deregister_mr, set_aeh, set_ceh;
  * - privileged mode (kVP) in addition: ri_module_t::attach and ri_module_t::detach.
  *
+ * A module built for an older minor version has a shorter ri_module_t (its ri_module_t::size says so): the host
+ * reads an operation appended later only when the size covers it, and treats it as absent otherwise.
+ *
  * A kVP names its matching uVP library (ri_module_t::uvp_library); the kAL tells each uAL that path so the uAL can
  * load the uVP on demand when a consumer first uses the RNIC (OpenRDMA §3.4).
  */
@@ -66,6 +69,20 @@ typedef struct ri_module {
     ri_status_t (*detach)(ri_instance_t instance);
     /** @brief Release module-wide state before the host unloads the module (may be NULL). */
     void (*fini)(void);
+    /**
+     * @brief kVP (ABI 1.4, may be NULL): run-time administration of one instance, as an adapter's management
+     *        interface (devlink, ethtool private flags) is for a NIC. The kAL calls it for an administrator only
+     *        (`rdmactl inject`, `rdmactl control`), never on a consumer's behalf, on a thread that may run verbs
+     *        concurrently.
+     * @param instance   An instance this module attached.
+     * @param request    A JSON object text in the provider's own vocabulary, NUL-terminated.
+     * @param reply      Out: a JSON object text (the state after the request), NUL-terminated; or why the request
+     *                   was refused, in words, when the return is not 0.
+     * @param reply_size Bytes at @p reply (at least 1024).
+     * @return 0; ::RI_EINVAL for a request it does not understand; ::RI_EOPNOTSUPP for one it understands and does
+     *         not implement.
+     */
+    ri_status_t (*control)(ri_instance_t instance, const char *request, char *reply, size_t reply_size);
 } ri_module_t;
 
 /**

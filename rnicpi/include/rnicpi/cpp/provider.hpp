@@ -8,7 +8,8 @@
  * - nested object types `Rnic`, `Pd`, `Cq`, `Qp`, `Mr`, and `Srq`, `Mw` (alias rdma::provider::Unsupported for
  *   object types it does not support);
  * - static functions `open_rnic` and, for a kVP, `attach` and `detach`, optionally `init(const ri_host_ops_t&)`,
- *   `fini()` and `syscall(ri_kvp_syscall_t *)` (a uVP's whole request, ABI 1.1);
+ *   `fini()`, `syscall(ri_kvp_syscall_t *)` (a uVP's whole request, ABI 1.1) and, for a kVP,
+ *   `control(ri_instance_t, const char *, char *, size_t)` (run-time administration, ABI 1.4);
  * - member functions on the object types, named after the verb without its object (`Rnic::alloc_pd`,
  *   `Cq::poll`, `Qp::post_send`, `Pd::register_mr`...; see make_verbs()). Each takes the C arguments that follow
  *   the object handle in ri_verbs_ops_t and returns ::ri_status_t.
@@ -196,6 +197,7 @@ public:
         RDMA_RI_STATIC(m, attach, P, attach)
         RDMA_RI_STATIC(m, detach, P, detach)
         RDMA_RI_STATIC(m, fini, P, fini)
+        RDMA_RI_STATIC(m, control, P, control)
         return m;
     }();
 

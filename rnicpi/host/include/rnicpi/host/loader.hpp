@@ -10,6 +10,7 @@
 #ifndef RNICPI_HOST_LOADER_HPP
 #define RNICPI_HOST_LOADER_HPP
 
+#include <cstddef>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -54,6 +55,14 @@ public:
     [[nodiscard]] const ri_verbs_ops_t &verbs() const noexcept { return verbs_; }
     /** @brief The module's own description, as it returned it. */
     [[nodiscard]] const ri_module_t &descriptor() const noexcept { return *descriptor_; }
+    /**
+     * @brief The module's run-time administration operation (ri_module_t::control, ABI 1.4), or NULL when the
+     *        module has none (also when it was built for an older minor version, whose description ends before it).
+     */
+    [[nodiscard]] decltype(ri_module_t::control) control() const noexcept {
+        constexpr size_t end = offsetof(ri_module_t, control) + sizeof(ri_module_t::control);
+        return descriptor_->size >= end ? descriptor_->control : nullptr;
+    }
     /** @brief True when the provider implements @p op itself (false when it answers ::RI_EOPNOTSUPP). */
     [[nodiscard]] bool implements(std::string_view op) const noexcept;
 
