@@ -6,6 +6,8 @@
 #   iwarp  the iWARP receive path (tests/iwarp/fuzz_receive.cpp)
 #   kal    krdmad's SYSCALL and administration commands through a real device server with test kVP modules
 #          (tests/kal/syscall_fuzz.cpp)
+#   hwstub hwstub's offload engine receive path: a real engine thread with a QP in RTS on a socket pair, the stream
+#          written from the other end (tests/hwstub/fuzz_oe_receive.cpp)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -43,8 +45,26 @@ case "$target" in
       kal/adapter/*.cpp rnicpi/host/src/*.cpp -ldl -o "$out/fuzz_syscall"
     "$out/fuzz_syscall" "$out/corpus-kal" -max_total_time="$seconds" -max_len=4096 -timeout=30
     ;;
+  hwstub)
+    mkdir -p "$out/corpus-hwstub"
+    clang++ "${flags[@]}" \
+      -DSIW_VECTORS_DIR="\"$(pwd)/tests/vectors/siw\"" \
+      -Iiwarp/include -Irnicpi/include -Iproviders/hwstub/abi -Iproviders/hwstub/common -Iproviders/hwstub/kvp \
+      -Itests/iwarp -Itests/hwstub \
+      tests/hwstub/fuzz_oe_receive.cpp providers/hwstub/kvp/offload_engine.cpp providers/hwstub/kvp/dma.cpp \
+      iwarp/src/*.cpp -lpthread -o "$out/fuzz_oe_receive"
+    # The same seeds as the iwarp target: the siw captures after their MPA frame, behind the two mode bytes (byte 0
+    # bit 0 is CRC, which the duo-crc captures need; byte 1 bit 0 closes the stream after the bytes).
+    for f in tests/vectors/siw/duo*.bin; do
+      case "$f" in *crc*) mode='\x01' ;; *) mode='\x00' ;; esac
+      { printf "$mode\x00"; tail -c +25 "$f"; } > "$out/corpus-hwstub/$(basename "$f")"
+    done
+    # Inputs larger than a socket buffer would not be written whole; every input runs on the engine thread, so give
+    # each one a generous timeout.
+    "$out/fuzz_oe_receive" "$out/corpus-hwstub" -max_total_time="$seconds" -max_len=4096 -timeout=30
+    ;;
   *)
-    echo "fuzz.sh: unknown target '$target' (iwarp or kal)" >&2
+    echo "fuzz.sh: unknown target '$target' (iwarp, kal or hwstub)" >&2
     exit 2
     ;;
 esac

@@ -206,7 +206,7 @@ public:
     /** @brief Over the CQ's ring and control block, with the open's QP contexts. */
     HostCq(hwstub_cqe *ring, uint32_t depth, hwstub_cq_ctrl *ctrl, const QpContexts &contexts)
         : reader_(ring, depth, ctrl), contexts_(&contexts) {}
-    /** @brief Poll CQ. */
+    /** @brief Poll CQ; ::RI_EOVERFLOW when it is empty and the adapter lost a completion to a full ring. */
     ri_status_t poll(uint32_t max, ri_wc_t *wc, uint32_t *polled) noexcept {
         if (polled == nullptr || (max > 0 && wc == nullptr)) return RI_EINVAL;
         std::lock_guard g(lock_);
@@ -217,13 +217,17 @@ public:
             ++n;
         }
         *polled = n;
-        return RI_OK;
+        // A completion was lost to a full CQ: once what is left is taken, the CQ says so (as softrnic's does).
+        return n == 0 && max > 0 && reader_.overflowed() ? RI_EOVERFLOW : RI_OK;
     }
     /** @brief Request Completion Notification: the adapter answers the arm when it writes a matching CQE. */
     ri_status_t request_notify(uint32_t type) noexcept {
         if (type != RI_CQ_NOTIFY_NEXT && type != RI_CQ_NOTIFY_SOLICITED) return RI_EINVAL;
         std::lock_guard g(lock_);
         reader_.arm(type == RI_CQ_NOTIFY_SOLICITED);
+        // The caller polls once more after arming: the arm must be visible before that poll reads an owner byte
+        // (the engine's take_arm() fences the other way).
+        std::atomic_thread_fence(std::memory_order_seq_cst);
         return RI_OK;
     }
 

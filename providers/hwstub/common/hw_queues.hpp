@@ -102,13 +102,16 @@ public:
           done_(fetched_) {}
 
     /**
-     * @brief The next posted WQE not yet fetched, or nullptr. A producer index that claims more than the ring
-     *        holds (a consumer scribbling over its control block) is reported by overrun().
+     * @brief The next posted WQE not yet fetched, or nullptr. A producer index outside [fetched, retired + depth]
+     *        (a consumer scribbling over its control block: more than the ring holds, or moved back over work
+     *        already fetched) is reported by overrun(), and from then on nothing more is read from the ring.
      */
     [[nodiscard]] const uint8_t *fetch() noexcept {
+        if (overrun_) return nullptr;
         const uint32_t producer = word(ctrl_->producer).load(std::memory_order_acquire);
         if (producer == fetched_) return nullptr;
-        if (producer - done_ > ring_.depth) {
+        // Unsigned: a producer behind fetched_ wraps to a huge distance and counts as an overrun too.
+        if (producer - fetched_ > ring_.depth - (fetched_ - done_)) {
             overrun_ = true;
             return nullptr;
         }
@@ -177,11 +180,16 @@ public:
         word(ctrl_->producer).store(producer_, std::memory_order_relaxed);
         return true;
     }
+    /** @brief Sets the overflow flag without a full ring (an injected CQ overflow). */
+    void set_overflow() noexcept { word(ctrl_->overflow).store(1, std::memory_order_release); }
     /**
      * @brief Whether a CQE with @p solicited matches an arm not answered yet; if so the arm is consumed (the caller
      *        raises the interrupt). An arm for solicited CQEs only is not consumed by others.
      */
     [[nodiscard]] bool take_arm(bool solicited) noexcept {
+        // The CQE's owner byte (stored just before) and the arm (loaded now) are a store-load pair against the
+        // host's arm-then-poll: without a full fence both sides can miss each other and the wakeup is lost.
+        std::atomic_thread_fence(std::memory_order_seq_cst);
         const uint32_t arm = word(ctrl_->arm_seq).load(std::memory_order_acquire);
         if (arm == word(ctrl_->notified_seq).load(std::memory_order_relaxed)) return false;
         if (!solicited && word(ctrl_->arm_solicited).load(std::memory_order_relaxed) != 0) return false;

@@ -13,7 +13,10 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <utility>
+#include <vector>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -88,13 +91,99 @@ struct Limits {
 };
 constexpr uint32_t kMaxSge = 8;
 
-rdma::Expected<Limits> parse_options(const char *text) {
-    Limits l;
-    if (text == nullptr || *text == '\0') return l;
+// The verbs a fault can make fail, as an adapter's firmware command would.
+constexpr const char *kFailableVerbs[] = {"open_rnic", "alloc_pd", "create_cq", "create_qp", "modify_qp",
+                                          "register_mr"};
+
+// "A verb that fails": the next `count` calls of `verb` answer RI_EIO.
+struct VerbFault {
+    std::mutex mutex;
+    std::string verb;
+    uint32_t count = 0;
+
+    // RI_EIO when the fault fires for @p name, else RI_OK.
+    ri_status_t fire(const char *name) {
+        std::lock_guard g(mutex);
+        if (count == 0 || verb != name) return RI_OK;
+        --count;
+        return RI_EIO;
+    }
+};
+
+// One change of faults, from the `faults` option or a control request, checked whole before any of it applies.
+struct FaultChange {
+    bool clear = false;
+    std::vector<std::pair<std::string, uint32_t>> counts;  // FaultPlan fields by name
+    std::optional<std::string> fail_verb;
+    uint32_t fail_count = 1;
+    bool fatal = false;
+};
+
+rdma::Expected<FaultChange> parse_faults(const nlohmann::json &j, bool at_run_time) {
+    FaultChange c;
+    if (j.is_string() && j.get<std::string>() == "clear") {
+        c.clear = true;
+        return c;
+    }
+    if (!j.is_object()) return rdma::Error(RI_EINVAL, "hwstub faults must be an object, or \"clear\"");
+    static const std::set<std::string> kCounts = {"qp", "rx_corrupt", "tx_corrupt", "tx_drop", "tx_delay_ms",
+                                                  "cq_overflow", "fail_count"};
+    for (auto it = j.begin(); it != j.end(); ++it) {
+        const std::string &k = it.key();
+        const nlohmann::json &v = it.value();
+        if (kCounts.count(k) != 0) {
+            if (!v.is_number_unsigned() || v.get<uint64_t>() > 1'000'000) {
+                return rdma::Error(RI_EINVAL, "hwstub fault '" + k + "' must be a number from 0 to 1000000");
+            }
+            if (k == "fail_count") {
+                c.fail_count = v.get<uint32_t>();
+            } else {
+                c.counts.emplace_back(k, v.get<uint32_t>());
+            }
+        } else if (k == "fail_verb") {
+            const std::string verb = v.is_string() ? v.get<std::string>() : "";
+            bool known = verb.empty() && v.is_string();  // "" cancels
+            for (const char *name : kFailableVerbs) known |= verb == name;
+            if (!known) {
+                return rdma::Error(RI_EINVAL, "hwstub fault 'fail_verb' must name one of open_rnic, alloc_pd, "
+                                              "create_cq, create_qp, modify_qp, register_mr");
+            }
+            c.fail_verb = verb;
+        } else if (k == "fatal") {
+            if (!at_run_time) {
+                return rdma::Error(RI_EINVAL, "hwstub fault 'fatal' is for run time only (rdmactl inject NAME fatal)");
+            }
+            if (!v.is_boolean()) return rdma::Error(RI_EINVAL, "hwstub fault 'fatal' must be true or false");
+            c.fatal = v.get<bool>();
+        } else {
+            return rdma::Error(RI_EINVAL, "hwstub fault '" + k +
+                                              "' is unknown (known: qp, rx_corrupt, tx_corrupt, tx_drop, "
+                                              "tx_delay_ms, cq_overflow, fail_verb, fail_count, fatal)");
+        }
+    }
+    return c;
+}
+
+// Everything an instance's options set.
+struct Options {
+    Limits limits;
+    FaultChange faults;
+};
+
+rdma::Expected<Options> parse_options(const char *text) {
+    Options o;
+    Limits &l = o.limits;
+    if (text == nullptr || *text == '\0') return o;
     nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (!j.is_object()) return rdma::Error(RI_EINVAL, "hwstub options must be a JSON object, e.g. {\"max_qp\": 64}");
     for (auto it = j.begin(); it != j.end(); ++it) {
         const std::string &k = it.key();
+        if (k == "faults") {
+            auto f = parse_faults(it.value(), false);
+            if (!f) return f.error();
+            o.faults = std::move(*f);
+            continue;
+        }
         uint32_t *field = k == "max_qp"       ? &l.max_qp
                           : k == "max_qp_wr"  ? &l.max_qp_wr
                           : k == "max_cq"     ? &l.max_cq
@@ -108,7 +197,7 @@ rdma::Expected<Limits> parse_options(const char *text) {
         if (field == nullptr) {
             return rdma::Error(RI_EINVAL, "hwstub option '" + k +
                                               "' is unknown (known: max_qp, max_qp_wr, max_cq, max_cqe, max_pd, "
-                                              "max_mr, max_inline, max_ird, max_ord)");
+                                              "max_mr, max_inline, max_ird, max_ord, faults)");
         }
         if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() == 0 ||
             it.value().get<uint64_t>() > (1u << 20)) {
@@ -117,7 +206,7 @@ rdma::Expected<Limits> parse_options(const char *text) {
         *field = it.value().get<uint32_t>();
     }
     if (l.max_inline > 1024) return rdma::Error(RI_EINVAL, "hwstub option 'max_inline' must be at most 1024");
-    return l;
+    return o;
 }
 
 struct Instance;
@@ -155,6 +244,64 @@ struct Instance {
     uint32_t next_pd = 1;
     uint32_t next_stag_index = 1;
     uint32_t counts[5]{};  // pd, cq, qp, mr, open
+    VerbFault verb_fault;
+
+    // Applies a checked change of faults (the engine's fire as its thread meets them; a verb's at its next call).
+    void apply(const FaultChange &c) {
+        FaultPlan &plan = engine->faults();
+        if (c.clear) {
+            plan.clear();
+            std::lock_guard g(verb_fault.mutex);
+            verb_fault.count = 0;
+            verb_fault.verb.clear();
+        }
+        for (const auto &[key, value] : c.counts) {
+            std::atomic<uint32_t> *f = key == "qp"            ? &plan.qp
+                                       : key == "rx_corrupt"  ? &plan.rx_corrupt
+                                       : key == "tx_corrupt"  ? &plan.tx_corrupt
+                                       : key == "tx_drop"     ? &plan.tx_drop
+                                       : key == "tx_delay_ms" ? &plan.tx_delay_ms
+                                                              : &plan.cq_overflow;
+            f->store(value, std::memory_order_relaxed);
+        }
+        if (c.fail_verb) {
+            std::lock_guard g(verb_fault.mutex);
+            verb_fault.verb = *c.fail_verb;
+            verb_fault.count = c.fail_verb->empty() ? 0 : c.fail_count;
+        }
+        if (c.fatal) {
+            say(RI_LOG_WARN, "instance " + name + ": injected catastrophic adapter error");
+            engine->fail();
+        }
+        engine->kick();  // a delay that ended, or a dead engine, is news to a sleeping engine
+    }
+
+    // What `rdmactl inject` and `rdmactl control` show: the faults not yet fired and the adapter's state.
+    nlohmann::json state() {
+        FaultPlan &plan = engine->faults();
+        nlohmann::json f = {{"qp", plan.qp.load()},
+                            {"rx_corrupt", plan.rx_corrupt.load()},
+                            {"tx_corrupt", plan.tx_corrupt.load()},
+                            {"tx_drop", plan.tx_drop.load()},
+                            {"tx_delay_ms", plan.tx_delay_ms.load()},
+                            {"cq_overflow", plan.cq_overflow.load()}};
+        {
+            std::lock_guard g(verb_fault.mutex);
+            f["fail_verb"] = verb_fault.count != 0 ? verb_fault.verb : "";
+            f["fail_count"] = verb_fault.count;
+        }
+        const EngineStats &st = engine->stats();
+        nlohmann::json e = {{"dead", engine->dead()},
+                            {"faults_fired", st.faults.load()},
+                            {"wqes", st.wqes.load()},
+                            {"cqes", st.cqes.load()},
+                            {"interrupts", st.interrupts.load()},
+                            {"sleeps", st.sleeps.load()},
+                            {"tx_bytes", st.tx_bytes.load()},
+                            {"rx_bytes", st.rx_bytes.load()}};
+        if (const std::string why = engine->failure(); !why.empty()) e["failure"] = why;
+        return {{"rnic", name}, {"faults", f}, {"engine", e}};
+    }
 
     void interrupt(uint32_t cq_id) {
         Routes::CqRoute r;
@@ -284,23 +431,54 @@ struct Kvp {
 
     static ri_status_t attach(const ri_attach_params_t *params, ri_instance_t *out) {
         if (params == nullptr || out == nullptr) return RI_EINVAL;
-        auto limits = parse_options(params->options);
-        if (!limits) {
-            say(RI_LOG_ERROR, limits.error().message());
-            return limits.error().code();
+        auto options = parse_options(params->options);
+        if (!options) {
+            say(RI_LOG_ERROR, options.error().message());
+            return options.error().code();
         }
         auto inst = std::make_unique<Instance>();
         inst->name.assign(params->name, strnlen(params->name, sizeof params->name));
         inst->netdev.assign(params->netdev, strnlen(params->netdev, sizeof params->netdev));
-        inst->limits = *limits;
+        inst->limits = options->limits;
         Instance *raw = inst.get();
         EngineHooks hooks;
         hooks.interrupt = [raw](uint32_t cq) { raw->interrupt(cq); };
         hooks.async_event = [raw](const ri_async_event_t &e) { raw->async_event(e); };
         inst->engine = std::make_unique<OffloadEngine>(&inst->page, hooks);
         if (!inst->engine->start()) return RI_ENOMEM;
+        inst->apply(options->faults);
         say(RI_LOG_INFO, "instance " + inst->name + " attached: one offload engine thread");
         *out = to_handle<ri_instance_t>(inst.release());
+        return RI_OK;
+    }
+    // Run-time administration: {"faults": {...} | "clear"} changes the faults; any request answers the state.
+    static ri_status_t control(ri_instance_t instance, const char *request, char *reply, size_t reply_size) {
+        auto *inst = from_handle<Instance>(instance);
+        if (inst == nullptr || request == nullptr || reply == nullptr || reply_size == 0) return RI_EINVAL;
+        auto answer = [&](const std::string &text) {
+            std::snprintf(reply, reply_size, "%s", text.c_str());
+        };
+        const nlohmann::json j = nlohmann::json::parse(request, nullptr, false);
+        if (!j.is_object()) {
+            answer("the request must be a JSON object, e.g. {\"faults\": {\"rx_corrupt\": 1}}");
+            return RI_EINVAL;
+        }
+        for (auto it = j.begin(); it != j.end(); ++it) {
+            if (it.key() != "faults") {
+                answer("'" + it.key() + "' is not a hwstub control request (known: faults)");
+                return RI_EINVAL;
+            }
+        }
+        if (j.contains("faults")) {
+            auto change = parse_faults(j["faults"], true);
+            if (!change) {
+                answer(change.error().message());
+                return change.error().code();
+            }
+            inst->apply(*change);
+            say(RI_LOG_INFO, "instance " + inst->name + ": faults " + j["faults"].dump());
+        }
+        answer(inst->state().dump());
         return RI_OK;
     }
     static ri_status_t detach(ri_instance_t instance) {
@@ -482,6 +660,7 @@ struct Kvp {
     static ri_status_t open_rnic(const ri_rnic_open_params_t *p, ri_rnic_t *out) {
         if (p == nullptr || out == nullptr || p->instance == nullptr) return RI_EINVAL;
         Instance *inst = from_handle<Instance>(p->instance);
+        if (ri_status_t rc = inst->verb_fault.fire("open_rnic"); rc != RI_OK) return rc;
         if (ri_status_t rc = inst->charge(kOpen, 4096); rc != RI_OK) return rc;
         auto r = std::make_unique<Rnic>(inst);
         r->host_ctx = p->host_ctx;
@@ -501,6 +680,7 @@ struct Kvp {
 };
 
 ri_status_t Kvp::Rnic::alloc_pd(ri_pd_t *out) {
+    if (ri_status_t rc = inst->verb_fault.fire("alloc_pd"); rc != RI_OK) return rc;
     if (ri_status_t rc = inst->charge(kPd, inst->limits.max_pd); rc != RI_OK) return rc;
     auto *pd = new Pd;
     pd->rnic = this;
@@ -512,6 +692,7 @@ ri_status_t Kvp::Rnic::alloc_pd(ri_pd_t *out) {
 ri_status_t Kvp::Rnic::create_cq(ri_cq_attr_t *a, ri_cq_t *out) {
     if (a == nullptr || a->cqe == 0) return RI_EINVAL;
     if (a->cqe > inst->limits.max_cqe) return RI_ERANGE;
+    if (ri_status_t rc = inst->verb_fault.fire("create_cq"); rc != RI_OK) return rc;
     if (ri_status_t rc = inst->charge(kCq, inst->limits.max_cq); rc != RI_OK) return rc;
     auto cq = std::make_unique<Cq>();
     cq->rnic = this;
@@ -547,6 +728,7 @@ ri_status_t Kvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq, ri_qp
     if (a->type != RI_QPT_RC) return RI_EOPNOTSUPP;
     if (scq->rnic->inst != rnic->inst || rcq->rnic->inst != rnic->inst) return RI_EINVAL;
     Instance *inst = rnic->inst;
+    if (ri_status_t rc = inst->verb_fault.fire("create_qp"); rc != RI_OK) return rc;
     const Limits &l = inst->limits;
     if (a->sq_depth == 0 || a->sq_depth > l.max_qp_wr || a->rq_depth > l.max_qp_wr || a->sq_sge > kMaxSge ||
         a->rq_sge > kMaxSge || a->max_inline > l.max_inline || a->ird > l.max_ird || a->ord > l.max_ord) {
@@ -618,6 +800,7 @@ ri_status_t Kvp::Qp::modify(const ri_qp_attr_t *in, uint32_t mask) {
                                 RI_QP_ATTR_LLP | RI_QP_ATTR_TERM;
     if ((mask & ~kKnown) != 0) return (mask & (RI_QP_ATTR_SQ_DEPTH | RI_QP_ATTR_RQ_DEPTH)) != 0 ? RI_EOPNOTSUPP
                                                                                               : RI_EINVAL;
+    if (ri_status_t rc = pd->rnic->inst->verb_fault.fire("modify_qp"); rc != RI_OK) return rc;
     OffloadEngine &oe = *pd->rnic->inst->engine;
     std::lock_guard g(mutex);
     uint32_t from = attr.state;
@@ -706,6 +889,7 @@ ri_status_t Kvp::Pd::register_mr(const ri_mr_reg_t *reg, ri_mr_t *out, ri_mr_key
     if (reg->length == 0 || reg->addr + reg->length < reg->addr) return RI_EINVAL;
     Instance *inst = rnic->inst;
     if (reg->length > inst->limits.max_mr_size) return RI_ERANGE;
+    if (ri_status_t rc = inst->verb_fault.fire("register_mr"); rc != RI_OK) return rc;
     const bool zero_based = (reg->access & RI_ACCESS_ZERO_BASED) != 0;
     if (zero_based ? reg->iova != 0 : reg->iova != reg->addr) return RI_EINVAL;
     if (ri_status_t rc = inst->charge(kMr, inst->limits.max_mr); rc != RI_OK) return rc;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "dma.hpp"
@@ -57,6 +58,11 @@ struct OffloadEngine::Pending {
 };
 
 namespace {
+
+int64_t steady_ns() noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
 
 // WQEs one queue starts per pass, and bytes one stream moves each way per pass, so one busy QP cannot starve the
 // others.
@@ -145,7 +151,7 @@ struct SendRecord {
 // The RDMA-mode part of a QP: the socket, the protocol engine and the frames built ahead of the socket.
 struct OffloadEngine::Stream {
     Stream(iwarp::EngineOwner &owner, int socket, const ri_llp_params_t &params, const iwarp::EngineConfig &cfg)
-        : fd(socket), llp(params), engine(owner, cfg), frames(kTxFrames) {}
+        : fd(socket), llp(params), engine(owner, cfg), frames(kTxFrames), due(kTxFrames), lost(kTxFrames) {}
     Stream(const Stream &) = delete;
     Stream &operator=(const Stream &) = delete;
     ~Stream() {
@@ -155,12 +161,16 @@ struct OffloadEngine::Stream {
     ri_llp_params_t llp;
     iwarp::Engine engine;
     std::vector<iwarp::TxFrame> frames;  // a ring: [head, head + count) built, the head partly written
+    // Fault injection, by frame slot: when a delayed frame may go on the wire (0: now), and frames the wire loses.
+    std::vector<int64_t> due;
+    std::vector<uint8_t> lost;
     size_t head = 0, count = 0, head_iov = 0;
     bool want_out = false;               // the socket was full
     bool eof = false;                    // the peer closed
     int error = 0;                       // the socket failed
     bool peer_terminated = false;
     iwarp::Terminate term;
+    bool crc = false;      // frames carry a CRC (negotiated)
     bool closing = false;  // the QP is in CLOSING: FIN once the send side drained
     bool fin_sent = false;
 };
@@ -184,6 +194,7 @@ struct OffloadEngine::Qp final : iwarp::EngineOwner {
     // The producer indexes the last pass started from: posts after them are what a sleeping engine must not miss.
     uint32_t sq_seen = 0, rq_seen = 0;
     bool error = false;
+    bool cqe_lost = false; // a completion of this QP was lost to a full CQ: the QP goes to ERROR after the pass
     bool blocked = false;  // IDLE: the send queue's head waits for RTS
     std::unique_ptr<Stream> stream;
     ri_qp_stats_t stats{};
@@ -372,6 +383,7 @@ ri_status_t OffloadEngine::start_stream(uint32_t qp_num, int fd, const ri_llp_pa
             iwarp::EngineConfig cfg = iwarp::engine_config(llp, qp.setup.pd, qp.setup.sq.depth);
             cfg.foreign_memory = qp.foreign();
             qp.stream = std::make_unique<Stream>(qp, fd, llp, cfg);
+            qp.stream->crc = cfg.tx.crc;
         } catch (...) {
             ::close(fd);
             return RI_ENOMEM;
@@ -452,7 +464,15 @@ void OffloadEngine::complete(uint32_t cq_id, const hwstub_cqe &cqe, bool solicit
     auto it = cqs_.find(cq_id);
     if (it == cqs_.end()) return;
     Cq &cq = *it->second;
-    if (!cq.writer.push(cqe)) {
+    const bool injected = faults_.cq_overflow.load(std::memory_order_relaxed) != 0 && faults_.aims_at(cqe.qp_num) &&
+                          FaultPlan::take(faults_.cq_overflow);
+    if (injected) {
+        stats_.faults.fetch_add(1, std::memory_order_relaxed);
+        cq.writer.set_overflow();
+    }
+    if (injected || !cq.writer.push(cqe)) {
+        // The completion is lost, so its QP cannot go on as if it had been delivered (RDMAC: the QP goes to ERROR).
+        if (auto q = qps_.find(cqe.qp_num); q != qps_.end()) q->second->cqe_lost = true;
         if (!cq.overflow_reported) {
             cq.overflow_reported = true;
             ri_async_event_t e{};
@@ -530,6 +550,7 @@ bool OffloadEngine::flush_checked_receives(Qp &qp, Pending &out) {
 bool OffloadEngine::flush(Qp &qp, Pending &out) {
     bool did = false;
     if (qp.stream) {
+        send_terminate(*qp.stream);
         qp.stream.reset();  // closes our reference to the socket; the kAL resets or closes the connection
         did = true;
     }
@@ -716,6 +737,96 @@ bool OffloadEngine::serve_send_queue(Qp &qp, Pending &out) {
     return did;
 }
 
+// The socket took @p n bytes from the head of the frame ring: frames wholly written leave it.
+void OffloadEngine::written(Stream &s, size_t n) {
+    while (n > 0 && s.count > 0) {
+        iwarp::TxFrame &f = s.frames[s.head];
+        iovec &v = f.iov[s.head_iov];
+        if (n < v.iov_len) {
+            v.iov_base = static_cast<uint8_t *>(v.iov_base) + n;
+            v.iov_len -= n;
+            return;
+        }
+        n -= v.iov_len;
+        if (++s.head_iov == f.iovcnt) {
+            s.head_iov = 0;
+            s.head = (s.head + 1) % s.frames.size();
+            --s.count;
+            s.engine.frame_sent();
+        }
+    }
+}
+
+// A QP that failed here (a bad WQE, a lost completion, an overrun queue) tells its peer why before its stream goes:
+// the frames built, then the Terminate, as far as the socket takes them now. A full socket loses the Terminate;
+// the connection's reset then tells the peer.
+void OffloadEngine::send_terminate(Stream &s) {
+    iwarp::Engine &engine = s.engine;
+    if (!engine.failed() || s.error != 0 || s.eof) return;
+    while (!(engine.terminate_sent() && s.count == 0)) {
+        while (s.count < s.frames.size()) {
+            const size_t slot = (s.head + s.count) % s.frames.size();
+            if (!engine.next_frame(s.frames[slot])) break;
+            ++s.count;
+        }
+        if (s.count == 0) return;
+        iovec iov[kSendIov];
+        size_t iovcnt = 0;
+        for (size_t i = 0; i < s.count; ++i) {
+            const iwarp::TxFrame &f = s.frames[(s.head + i) % s.frames.size()];
+            const size_t first = i == 0 ? s.head_iov : 0;
+            if (iovcnt + (f.iovcnt - first) > kSendIov) break;
+            std::memcpy(iov + iovcnt, f.iov + first, (f.iovcnt - first) * sizeof(iovec));
+            iovcnt += f.iovcnt - first;
+        }
+        msghdr m{};
+        m.msg_iov = iov;
+        m.msg_iovlen = iovcnt;
+        const ssize_t n = ::sendmsg(s.fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;
+        written(s, static_cast<size_t>(n));
+    }
+}
+
+bool OffloadEngine::faults_armed_for(const Qp &qp) const noexcept {
+    return (faults_.tx_drop.load(std::memory_order_relaxed) | faults_.tx_corrupt.load(std::memory_order_relaxed) |
+            faults_.tx_delay_ms.load(std::memory_order_relaxed)) != 0 &&
+           faults_.aims_at(qp.setup.qp_num);
+}
+
+// The wire's faults on the frame just built in @p slot: lost, corrupted (the DDP version's low bit: with CRC the
+// peer's CRC check fails, without it the version check), or held back.
+void OffloadEngine::outbound_faults(Qp &qp, size_t slot) {
+    Stream &s = *qp.stream;
+    if (FaultPlan::take(faults_.tx_drop)) {
+        s.lost[slot] = 1;
+        stats_.faults.fetch_add(1, std::memory_order_relaxed);
+    } else if (FaultPlan::take(faults_.tx_corrupt)) {
+        iwarp::TxFrame &f = s.frames[slot];
+        const iovec &last = f.iov[f.iovcnt - 1];
+        if (s.crc && last.iov_base >= static_cast<void *>(f.tail) &&
+            last.iov_base < static_cast<void *>(f.tail + sizeof f.tail)) {
+            static_cast<uint8_t *>(last.iov_base)[last.iov_len - 1] ^= 0x10;  // the CRC's last byte
+        } else {
+            f.head[iwarp::kMpaLengthLen] ^= 0x01;  // the DDP version
+        }
+        stats_.faults.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (const uint32_t ms = faults_.tx_delay_ms.load(std::memory_order_relaxed); ms != 0) {
+        s.due[slot] = steady_ns() + static_cast<int64_t>(ms) * 1'000'000;
+    }
+}
+
+// An inbound fault: one bit of @p last (the last byte a read brought) flipped. With CRC the FPDU it belongs to
+// fails its check; reads end where the peer's writes did, so that is almost always a CRC byte.
+void OffloadEngine::corrupt_inbound(const Qp &qp, uint8_t &last) {
+    if (faults_.rx_corrupt.load(std::memory_order_relaxed) == 0 || !faults_.aims_at(qp.setup.qp_num)) return;
+    if (!FaultPlan::take(faults_.rx_corrupt)) return;
+    last ^= 0x10;
+    stats_.faults.fetch_add(1, std::memory_order_relaxed);
+}
+
 // Moves bytes both ways on the QP's socket and notices how the stream ends.
 bool OffloadEngine::serve_stream(Qp &qp, Pending &out) {
     Stream &s = *qp.stream;
@@ -731,10 +842,16 @@ bool OffloadEngine::serve_stream(Qp &qp, Pending &out) {
         if (dst.size() < kStageBelow) {
             uint8_t stage[kStageSize];
             n = ::recv(s.fd, stage, sizeof stage, MSG_DONTWAIT);
-            if (n > 0) (void)rx.feed(std::span<const uint8_t>(stage, static_cast<size_t>(n)));
+            if (n > 0) {
+                corrupt_inbound(qp, stage[n - 1]);
+                (void)rx.feed(std::span<const uint8_t>(stage, static_cast<size_t>(n)));
+            }
         } else {
             n = ::recv(s.fd, dst.data(), dst.size(), MSG_DONTWAIT);
-            if (n > 0) rx.advance(static_cast<size_t>(n));
+            if (n > 0) {
+                corrupt_inbound(qp, dst[static_cast<size_t>(n) - 1]);
+                rx.advance(static_cast<size_t>(n));
+            }
         }
         if (n == 0) {
             s.eof = true;
@@ -750,23 +867,45 @@ bool OffloadEngine::serve_stream(Qp &qp, Pending &out) {
     }
     // Transmit: keep the frame ring full and hand the socket everything built, in one sendmsg.
     moved = 0;
+    int64_t now = 0;  // read once, and only when a delayed frame asks
     while (s.error == 0 && moved < kStreamBudget) {
         while (s.count < s.frames.size()) {
-            iwarp::TxFrame &f = s.frames[(s.head + s.count) % s.frames.size()];
-            if (!engine.next_frame(f)) break;
+            const size_t slot = (s.head + s.count) % s.frames.size();
+            if (!engine.next_frame(s.frames[slot])) break;
             ++s.count;
             ++qp.stats.tx_fpdus;
+            s.due[slot] = 0;
+            s.lost[slot] = 0;
+            if (faults_armed_for(qp)) outbound_faults(qp, slot);
+        }
+        // Frames the wire lost count as sent.
+        while (s.count > 0 && s.head_iov == 0 && s.lost[s.head] != 0) {
+            s.lost[s.head] = 0;
+            s.head = (s.head + 1) % s.frames.size();
+            --s.count;
+            engine.frame_sent();
+            did = true;
         }
         if (s.count == 0) break;
         iovec iov[kSendIov];
         size_t iovcnt = 0;
         for (size_t i = 0; i < s.count; ++i) {
-            const iwarp::TxFrame &f = s.frames[(s.head + i) % s.frames.size()];
+            const size_t slot = (s.head + i) % s.frames.size();
+            const iwarp::TxFrame &f = s.frames[slot];
+            if (i > 0 && s.lost[slot] != 0) break;  // goes when it is the head
+            if (s.due[slot] != 0) {
+                if (now == 0) now = steady_ns();
+                if (s.due[slot] > now) {
+                    if (wake_at_ns_ == 0 || s.due[slot] < wake_at_ns_) wake_at_ns_ = s.due[slot];
+                    break;
+                }
+            }
             const size_t first = i == 0 ? s.head_iov : 0;
             if (iovcnt + (f.iovcnt - first) > kSendIov) break;  // the rest goes in the next sendmsg
             std::memcpy(iov + iovcnt, f.iov + first, (f.iovcnt - first) * sizeof(iovec));
             iovcnt += f.iovcnt - first;
         }
+        if (iovcnt == 0) break;  // the head waits for its delay
         msghdr m{};
         m.msg_iov = iov;
         m.msg_iovlen = iovcnt;
@@ -782,24 +921,7 @@ bool OffloadEngine::serve_stream(Qp &qp, Pending &out) {
         }
         did = true;
         moved += static_cast<size_t>(n);
-        size_t left = static_cast<size_t>(n);
-        while (left > 0 && s.count > 0) {
-            iwarp::TxFrame &f = s.frames[s.head];
-            iovec &v = f.iov[s.head_iov];
-            if (left < v.iov_len) {
-                v.iov_base = static_cast<uint8_t *>(v.iov_base) + left;
-                v.iov_len -= left;
-                left = 0;
-                break;
-            }
-            left -= v.iov_len;
-            if (++s.head_iov == f.iovcnt) {
-                s.head_iov = 0;
-                s.head = (s.head + 1) % s.frames.size();
-                --s.count;
-                engine.frame_sent();
-            }
-        }
+        written(s, static_cast<size_t>(n));
         s.want_out = s.count > 0;
         if (s.want_out) break;  // the socket took part: wait for room
     }
@@ -844,6 +966,11 @@ bool OffloadEngine::serve_qp(Qp &qp, Pending &out) {
     bool did = serve_receive_queue(qp, out);
     if (!qp.error) did |= serve_send_queue(qp, out);
     if (!qp.error && qp.stream) did |= serve_stream(qp, out);
+    if (!qp.error && qp.cqe_lost) {
+        if (qp.stream) qp.stream->engine.abort(iwarp::term::kRdmapLocalCatastrophic);
+        enter_error(qp, out, RI_AE_QP_FATAL);
+        did = true;
+    }
     if (!qp.error && (qp.sq.overrun() || qp.rq.overrun())) {
         if (qp.stream) qp.stream->engine.abort(iwarp::term::kRdmapLocalCatastrophic);
         enter_error(qp, out, RI_AE_QP_FATAL);
@@ -862,9 +989,13 @@ bool OffloadEngine::pass(Pending &out) {
         out.events.push_back(e);
     }
     if (dead()) {
-        // A dead adapter executes nothing: it flushes what consumers post (they see the dead flag and stop). No
-        // per-QP event: the RNIC's says it all.
-        for (auto &[num, qp] : qps_) mark_error(*qp);
+        // A dead adapter executes nothing: it flushes what consumers post (they see the dead flag and stop). Each
+        // QP's own fatal error too, so the kAL ends each connection (the peer hears it) as for any QP the adapter
+        // ended.
+        for (auto &[num, qp] : qps_) {
+            if (qp->stream) qp->stream->engine.abort(iwarp::term::kRdmapLocalCatastrophic);
+            enter_error(*qp, out, RI_AE_QP_FATAL);
+        }
     }
     bool did = false;
     for (auto &[num, qp] : qps_) did |= serve_qp(*qp, out);
@@ -899,12 +1030,37 @@ void OffloadEngine::deliver(Pending &out) {
 }
 
 void OffloadEngine::run() {
+    // The adapter's processor failing must not take krdmad with it: whatever escapes is the adapter's catastrophic
+    // error, which every consumer of the instance hears (RI_AE_RNIC_FATAL), and the engine serves on as a dead one.
+    std::string why;
+    try {
+        serve();
+        return;
+    } catch (const std::exception &e) {
+        why = e.what();
+    } catch (...) {
+        why = "unknown exception";
+    }
+    {
+        std::lock_guard g(mutex_);
+        failure_ = why;
+    }
+    fail();
+    try {
+        serve();
+    } catch (...) {
+        // A dead engine that fails again stops: its pages already say dead.
+    }
+}
+
+void OffloadEngine::serve() {
     Pending out;
     std::vector<pollfd> fds;
     while (!stop_.load(std::memory_order_acquire)) {
         bool did;
         {
             std::lock_guard g(mutex_);
+            wake_at_ns_ = 0;
             did = pass(out);
         }
         deliver(out);
@@ -927,7 +1083,12 @@ void OffloadEngine::run() {
         }
         if (!work && !stop_.load(std::memory_order_acquire)) {
             stats_.sleeps.fetch_add(1, std::memory_order_relaxed);
-            ::poll(fds.data(), fds.size(), -1);
+            int timeout = -1;
+            if (wake_at_ns_ != 0) {  // a delayed frame falls due: wake for it (rounded up to whole ms)
+                const int64_t left = wake_at_ns_ - steady_ns();
+                timeout = left <= 0 ? 0 : static_cast<int>((left + 999'999) / 1'000'000);
+            }
+            ::poll(fds.data(), fds.size(), timeout);
         }
         {
             std::lock_guard g(mutex_);

@@ -32,6 +32,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -115,6 +116,40 @@ struct EngineStats {
     std::atomic<uint64_t> sleeps{0};     /**< Times the engine waited for a doorbell or a socket. */
     std::atomic<uint64_t> tx_bytes{0};   /**< Payload bytes sent on every stream. */
     std::atomic<uint64_t> rx_bytes{0};   /**< Payload bytes placed from every stream. */
+    std::atomic<uint64_t> faults{0};     /**< Injected faults that fired (FaultPlan). */
+};
+
+/**
+ * @brief The faults an engine injects, hwstub's emulation of a failing wire or adapter (set from the instance's
+ *        `faults` option or `rdmactl inject`; see the provider's README). Counts are consumed as faults fire; every
+ *        field may be changed from any thread at any time.
+ */
+struct FaultPlan {
+    std::atomic<uint32_t> qp{0};          /**< Wire and CQ faults hit only this QP number; 0: any QP. */
+    std::atomic<uint32_t> rx_corrupt{0};  /**< Inbound reads to corrupt (one bit of the last byte read flipped). */
+    std::atomic<uint32_t> tx_corrupt{0};  /**< Outbound FPDUs to corrupt (the DDP version bit of their header). */
+    std::atomic<uint32_t> tx_drop{0};     /**< Outbound FPDUs the wire loses (never sent, as if sent). */
+    std::atomic<uint32_t> tx_delay_ms{0}; /**< Every outbound FPDU waits this long before the wire (until cleared). */
+    std::atomic<uint32_t> cq_overflow{0}; /**< CQE writes lost as if their CQ were full. */
+
+    /** @brief Consumes one fault of @p count if any is left; true when the caller must inject it. */
+    static bool take(std::atomic<uint32_t> &count) noexcept {
+        uint32_t n = count.load(std::memory_order_relaxed);
+        while (n != 0 && !count.compare_exchange_weak(n, n - 1, std::memory_order_relaxed)) {
+        }
+        return n != 0;
+    }
+    /** @brief True when a fault aimed at QP @p qp_num may hit it. */
+    [[nodiscard]] bool aims_at(uint32_t qp_num) const noexcept {
+        const uint32_t q = qp.load(std::memory_order_relaxed);
+        return q == 0 || q == qp_num;
+    }
+    /** @brief Cancels every fault not yet fired. */
+    void clear() noexcept {
+        for (auto *f : {&qp, &rx_corrupt, &tx_corrupt, &tx_drop, &tx_delay_ms, &cq_overflow}) {
+            f->store(0, std::memory_order_relaxed);
+        }
+    }
 };
 
 /** @brief One RNIC instance's offload engine. */
@@ -175,10 +210,17 @@ public:
      *        dead, every QP is flushed, ::RI_AE_RNIC_FATAL is raised once, and the engine executes nothing more.
      */
     void fail();
+    /** @brief Why the engine failed by itself (an exception escaped its thread); empty otherwise. */
+    [[nodiscard]] std::string failure() const {
+        std::lock_guard g(mutex_);
+        return failure_;
+    }
     /** @brief True after fail(). */
     [[nodiscard]] bool dead() const noexcept { return dead_.load(std::memory_order_acquire); }
     /** @brief Counters. */
     [[nodiscard]] const EngineStats &stats() const noexcept { return stats_; }
+    /** @brief The faults to inject (changed from any thread; call kick() after arming a delay's end). */
+    [[nodiscard]] FaultPlan &faults() noexcept { return faults_; }
     /** @brief Wakes the engine (after a control operation that gives it work). */
     void kick() noexcept;
 
@@ -193,6 +235,12 @@ private:
     struct Pending;  // events collected under the lock, delivered after it
 
     void run();
+    void serve();
+    [[nodiscard]] bool faults_armed_for(const Qp &qp) const noexcept;
+    void outbound_faults(Qp &qp, size_t slot);
+    void corrupt_inbound(const Qp &qp, uint8_t &last);
+    static void written(Stream &s, size_t n);
+    static void send_terminate(Stream &s);
     bool pass(Pending &out);  // one pass over every queue and stream; true if it did anything
     bool serve_qp(Qp &qp, Pending &out);
     bool serve_send_queue(Qp &qp, Pending &out);
@@ -217,11 +265,15 @@ private:
     std::atomic<bool> dead_{false};
     std::atomic<bool> fatal_pending_{false};
     StagTable stags_;
-    std::mutex mutex_;  // the tables below
+    mutable std::mutex mutex_;  // the tables below, and failure_
     std::vector<hwstub_engine_page *> pages_;
     std::map<uint32_t, std::unique_ptr<Cq>> cqs_;
     std::map<uint32_t, std::unique_ptr<Qp>> qps_;
     EngineStats stats_;
+    FaultPlan faults_;
+    std::string failure_;
+    // Earliest time (steady clock, ns) a delayed frame is due, found by the last pass; 0: none waits.
+    int64_t wake_at_ns_ = 0;
 };
 
 }  // namespace hwstub
