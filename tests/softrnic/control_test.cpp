@@ -260,11 +260,7 @@ TEST_F(Softrnic, CompletionQueues) {
     ri_cq_attr_t q{};
     ASSERT_EQ(v_->query_cq(c, &q), RI_OK);
     EXPECT_EQ(q.cqe, 32u);
-    ri_cq_attr_t zero{0, 0, 0}, huge{a.max_cqe + 1, 0, 0};
-    ri_cq_t bad = nullptr;
-    EXPECT_EQ(v_->create_cq(r, &zero, &bad), RI_EINVAL);
-    EXPECT_EQ(v_->create_cq(r, &huge, &bad), RI_ERANGE);
-    EXPECT_EQ(bad, nullptr);
+    // Depths beyond the limits: the conformance suite (Verbs.LimitsAreRefusedCleanly).
     uint32_t actual = 0;
     EXPECT_EQ(v_->resize_cq(c, 64, &actual), RI_EOPNOTSUPP);
     EXPECT_EQ(v_->request_cq_notify(c, 7), RI_EINVAL);
@@ -329,8 +325,6 @@ TEST_F(Softrnic, QpStateMachineWithoutAStream) {
 TEST_F(Softrnic, QpCreationChecksItsAttributes) {
     ri_rnic_t r = open();
     ASSERT_NE(r, nullptr);
-    ri_rnic_attr_t lim{};
-    ASSERT_EQ(v_->query_rnic(r, &lim), RI_OK);
     ri_pd_t p = pd(r);
     ri_cq_t c = cq(r);
     ASSERT_NE(c, nullptr);
@@ -342,12 +336,7 @@ TEST_F(Softrnic, QpCreationChecksItsAttributes) {
         EXPECT_EQ(q, nullptr);
         return st;
     };
-    EXPECT_EQ(bad([&](auto &a) { a.sq_depth = lim.max_qp_wr + 1; }), RI_ERANGE);
-    EXPECT_EQ(bad([&](auto &a) { a.rq_depth = lim.max_qp_wr + 1; }), RI_ERANGE);
-    EXPECT_EQ(bad([&](auto &a) { a.sq_sge = lim.max_sge + 1; }), RI_ERANGE);
-    EXPECT_EQ(bad([&](auto &a) { a.max_inline = lim.max_inline + 1; }), RI_ERANGE);
-    EXPECT_EQ(bad([&](auto &a) { a.ord = lim.max_ord + 1; }), RI_ERANGE);
-    EXPECT_EQ(bad([](auto &a) { a.sq_depth = 0; }), RI_EINVAL);
+    // Depths, SGEs, inline and ORD beyond Query RNIC's limits: the conformance suite (Verbs.LimitsAreRefusedCleanly).
     EXPECT_EQ(bad([](auto &a) { a.flags = 1u << 9; }), RI_EINVAL);
     EXPECT_EQ(bad([](auto &a) { a.type = RI_QPT_UD; }), RI_EOPNOTSUPP);
     EXPECT_EQ(bad([](auto &a) { a.flags = RI_QP_USE_SRQ; }), RI_EINVAL);  // no SRQ named
@@ -360,7 +349,7 @@ TEST_F(Softrnic, QpCreationChecksItsAttributes) {
     EXPECT_EQ(usage().objects, 5u);  // 2 opens, PD, 2 CQs: nothing left behind by the refusals
 }
 
-TEST_F(Softrnic, ModifyToErrorFlushesEveryPostedRequest) {
+TEST_F(Softrnic, ResetFromErrorTakesRequestsAgain) {
     ri_rnic_t r = open();
     ASSERT_NE(r, nullptr);
     ri_pd_t p = pd(r);
@@ -397,36 +386,10 @@ TEST_F(Softrnic, ModifyToErrorFlushesEveryPostedRequest) {
     EXPECT_TRUE(poll(scq).empty());  // queued, not executed: there is no stream
     EXPECT_TRUE(poll(rcq).empty());
 
+    // Flushes in posting order, and posts in ERROR: the conformance suite (Verbs.ModifyToErrorFlushesEveryPostedRequest).
     ASSERT_EQ(modify_state(q, RI_QPS_ERROR), RI_OK);
-    auto sw = poll(scq);
-    ASSERT_EQ(sw.size(), 3u);
-    const uint32_t ops[] = {RI_WC_SEND, RI_WC_RDMA_WRITE, RI_WC_RDMA_READ};
-    for (size_t i = 0; i < 3; ++i) {
-        EXPECT_EQ(sw[i].wr_id, i + 1);
-        EXPECT_EQ(sw[i].status, RI_WC_WR_FLUSH_ERR);
-        EXPECT_EQ(sw[i].opcode, ops[i]);
-        EXPECT_EQ(sw[i].qp_num, qa.qp_num);
-        EXPECT_EQ(sw[i].qp_context, 0xc0ffeeu);
-    }
-    auto rwc = poll(rcq);
-    ASSERT_EQ(rwc.size(), 2u);
-    EXPECT_EQ(rwc[0].wr_id, 10u);
-    EXPECT_EQ(rwc[1].wr_id, 11u);
-    EXPECT_EQ(rwc[0].opcode, RI_WC_RECV);
-    EXPECT_EQ(rwc[1].status, RI_WC_WR_FLUSH_ERR);
-
-    // Posting to a QP in ERROR completes the request at once, flushed.
-    s[0].wr_id = 42;
-    ASSERT_EQ(v_->post_send(q, s, 1, &posted), RI_OK);
-    rw[0].wr_id = 43;
-    ASSERT_EQ(v_->post_recv(q, rw, 1, &posted), RI_OK);
-    sw = poll(scq);
-    ASSERT_EQ(sw.size(), 1u);
-    EXPECT_EQ(sw[0].wr_id, 42u);
-    EXPECT_EQ(sw[0].status, RI_WC_WR_FLUSH_ERR);
-    rwc = poll(rcq);
-    ASSERT_EQ(rwc.size(), 1u);
-    EXPECT_EQ(rwc[0].wr_id, 43u);
+    EXPECT_EQ(poll(scq).size(), 3u);
+    EXPECT_EQ(poll(rcq).size(), 2u);
 
     // After a reset the queues take requests again and nothing completes.
     ASSERT_EQ(modify_state(q, RI_QPS_IDLE), RI_OK);
@@ -736,39 +699,6 @@ TEST_F(Softrnic, StagsAndWindows) {
         forget(mw[i]);
         EXPECT_EQ(v_->dealloc_mw(mw[i]), RI_OK);
     }
-}
-
-TEST_F(Softrnic, QpNumbersAndStagsAreUniqueAcrossConnections) {
-    extra_.push_back(connect());
-    ASSERT_NE(extra_.back(), nullptr);
-    std::set<uint32_t> qp_nums;
-    std::set<ri_stag_t> stags;
-    std::vector<char> mem(4096);
-    for (ual::DeviceClient *c : {client_.get(), extra_.back().get()}) {
-        ri_rnic_t r = open(c);
-        ASSERT_NE(r, nullptr);
-        ri_pd_t p = pd(r);
-        ri_cq_t cqh = cq(r);
-        for (int i = 0; i < 3; ++i) {
-            ri_qp_t q = qp(p, cqh, cqh);
-            ASSERT_NE(q, nullptr);
-            ri_qp_attr_t a{};
-            ASSERT_EQ(v_->query_qp(q, &a), RI_OK);
-            EXPECT_TRUE(qp_nums.insert(a.qp_num).second) << a.qp_num;
-            ri_mr_t mr = nullptr;
-            ri_mr_keys_t k{};
-            ASSERT_EQ(reg(p, mem.data(), mem.size(), RI_ACCESS_LOCAL_WRITE, &mr, &k), RI_OK);
-            EXPECT_TRUE(stags.insert(k.lkey).second) << k.lkey;
-            ri_mw_t mw = nullptr;
-            ri_stag_t rkey = 0;
-            ASSERT_EQ(v_->alloc_mw(p, RI_MW_TYPE_2, &mw, &rkey), RI_OK);
-            track(mw, [this, mw] { (void)v_->dealloc_mw(mw); });
-            EXPECT_TRUE(stags.insert(rkey).second) << rkey;
-        }
-    }
-    EXPECT_EQ(qp_nums.size(), 6u);
-    EXPECT_EQ(stags.size(), 12u);
-    EXPECT_EQ(usage().clients, 2u);
 }
 
 TEST_F(Softrnic, KvpRefusesAnotherPrivateAbi) {

@@ -1,7 +1,6 @@
 // Scale and faults between consumer processes, each with its own uAL, through real krdmads and real TCP:
 // - 256 QPs connected at once between two processes, every one moving verified bytes both ways, then torn down;
-// - a remote access violation (RDMA Write or Read with a bad STag or out of bounds): the victim's RNIC sends the
-//   RFC 5040 Terminate, both sides get their asynchronous events with its code, both QPs go to ERROR and flush;
+// (Remote access violations moved to the provider conformance suite, tests/conformance/errors_test.cpp.)
 // - the peer host's krdmad killed mid-transfer (two hosts: a network namespace and a veth pair);
 // - the link between the hosts going down mid-transfer: the kAL's liveness settings (TCP_USER_TIMEOUT, keepalive)
 //   end both sides' connections in seconds instead of TCP's minutes, and both kALs report the link down.
@@ -84,23 +83,6 @@ Report parse_report(const std::string &text) {
         }
     }
     return r;
-}
-
-// The asynchronous events of @p s until @p want has come or @p timeout passed.
-std::vector<ual::Event> async_events(Side &s, uint32_t want, std::chrono::milliseconds timeout = 10s) {
-    std::vector<ual::Event> out;
-    const auto end = Clock::now() + timeout;
-    while (Clock::now() < end) {
-        auto e = s.async->wait(std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()));
-        if (!e) break;
-        out.push_back(*e);
-        if (e->id == want) {
-            // The events of one failure come together: take the rest of them too.
-            for (auto more = s.async->wait(300ms); more; more = s.async->wait(300ms)) out.push_back(*more);
-            break;
-        }
-    }
-    return out;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -239,133 +221,6 @@ TEST_F(ManyQps, TwoHundredFiftySixQpsConnectAtOnceAndMoveVerifiedBytesBothWays) 
     std::printf("256 QPs: connected in %lld ms, data verified in %lld ms, torn down in %lld ms\n",
                 ms_between(t0, connected), ms_between(connected, moved), ms_between(moved, Clock::now()));
 }
-
-// ---------------------------------------------------------------------------------------------------------------
-// Remote access violations
-
-struct AccessCase {
-    const char *name;
-    uint32_t opcode;  // RI_WR_RDMA_WRITE or RI_WR_RDMA_READ
-    bool bad_stag;    // else: out of the region's bounds
-    uint32_t term;    // the Terminate code both sides report: layer/etype << 8 | error code
-};
-
-// RFC 5041 §7.2 (tagged buffer errors, for a Write's placement) and RFC 5040 §7.2 (remote protection errors, for a
-// Read Request's source).
-const AccessCase kAccessCases[] = {
-    {"WriteWithABadStag", RI_WR_RDMA_WRITE, true, 0x1100},      // DDP, tagged buffer, invalid STag
-    {"WriteOutOfBounds", RI_WR_RDMA_WRITE, false, 0x1101},      // DDP, tagged buffer, base or bounds violation
-    {"ReadWithABadStag", RI_WR_RDMA_READ, true, 0x0100},        // RDMAP, remote protection, invalid STag
-    {"ReadOutOfBounds", RI_WR_RDMA_READ, false, 0x0101},        // RDMAP, remote protection, base or bounds
-};
-
-class RemoteAccess : public OneHost, public ::testing::WithParamInterface<AccessCase> {};
-
-TEST_P(RemoteAccess, TerminateReachesTheRequesterBothQpsFlush) {
-    const AccessCase &c = GetParam();
-    constexpr size_t kBytes = 64 * 1024;
-    auto [pid, port] = start_peer("watch", kBytes);
-    ASSERT_NE(port, 0) << read_text(dir_ / "peer.err");
-    Side s;
-    ASSERT_EQ(s.open(device_.string(), "sr0", kRdmaOffset + kBytes), "");
-    auto ep = s.endpoint(42);
-    ASSERT_NE(ep, nullptr);
-    for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(post_recv(s, *ep, i * 256, 256, 100 + i).ok());
-    auto info = connect_to_watcher(s, *ep, "127.0.0.1", port);
-    ASSERT_TRUE(info.has_value()) << read_text(dir_ / "peer.err");
-    ASSERT_EQ(info->length, kBytes);
-
-    // The same operation within the rules works: the fault below is the key or the bounds alone.
-    ASSERT_TRUE(post(s, *ep, c.opcode, kRdmaOffset, 4096, 1, info->addr, info->rkey).ok());
-    auto good = s.completion(10s);
-    ASSERT_TRUE(good.has_value());
-    ASSERT_EQ(good->status, static_cast<uint32_t>(RI_WC_SUCCESS));
-
-    const uint64_t addr = c.bad_stag ? info->addr : info->addr + info->length - 100;
-    const uint32_t rkey = c.bad_stag ? info->rkey ^ 0xffu : info->rkey;  // another key of the same index
-    ASSERT_TRUE(post(s, *ep, c.opcode, kRdmaOffset, 4096, 2, addr, rkey).ok());
-    const auto violation = Clock::now();
-    // Behind it: a valid Read (its request reaches a QP that already terminated) and a Send fenced behind it.
-    ASSERT_TRUE(post(s, *ep, RI_WR_RDMA_READ, kRdmaOffset + 8192, 4096, 3, info->addr, info->rkey).ok());
-    ASSERT_TRUE(post(s, *ep, RI_WR_SEND, 2048, 8, 4, 0, 0, RI_SEND_READ_FENCE).ok());
-
-    std::map<uint64_t, ri_wc_t> wcs;
-    for (int n = 0; n < 6; ++n) {  // three requests, three receives
-        auto wc = s.completion(10s);
-        ASSERT_TRUE(wc.has_value()) << "only " << wcs.size() << " completions";
-        wcs[wc->wr_id] = *wc;
-    }
-    for (uint64_t id = 2; id <= 4; ++id) ASSERT_EQ(wcs.count(id), 1u) << "request " << id;
-    // The request the Terminate reports fails with the peer's access error, every later one is flushed. A Read
-    // waits for its response, so it is always the one. An RDMA Write is complete for its requester once its data
-    // left (RFC 5040 §5.1): it may have completed before the Terminate came back, and then nothing posted later is
-    // to blame - except that softrnic fails the oldest request still in flight, so the Read behind it may take the
-    // error instead of a flush.
-    if (c.opcode == RI_WR_RDMA_WRITE && wcs[2].status == RI_WC_SUCCESS) {
-        EXPECT_TRUE(wcs[3].status == RI_WC_REM_ACCESS_ERR || wcs[3].status == RI_WC_WR_FLUSH_ERR) << wcs[3].status;
-    } else {
-        EXPECT_EQ(wcs[2].status, static_cast<uint32_t>(RI_WC_REM_ACCESS_ERR));
-        EXPECT_EQ(wcs[3].status, static_cast<uint32_t>(RI_WC_WR_FLUSH_ERR));
-    }
-    EXPECT_EQ(wcs[4].status, static_cast<uint32_t>(RI_WC_WR_FLUSH_ERR));
-    EXPECT_EQ(wcs[2].opcode, static_cast<uint32_t>(c.opcode == RI_WR_RDMA_READ ? RI_WC_RDMA_READ : RI_WC_RDMA_WRITE));
-    for (uint64_t id = 101; id < 104; ++id) {
-        ASSERT_EQ(wcs.count(id), 1u) << "receive " << id;
-        EXPECT_EQ(wcs[id].status, static_cast<uint32_t>(RI_WC_WR_FLUSH_ERR)) << "receive " << id;
-    }
-
-    // The requester's asynchronous events: the peer's Terminate, and what it says.
-    auto events = async_events(s, RI_AE_QP_REMOTE_ACCESS_ERROR);
-    std::map<uint32_t, uint32_t> ae;
-    for (const auto &e : events) {
-        EXPECT_EQ(e.resource_id, ep->qp_num());
-        EXPECT_EQ(e.context, 42u);
-        ae[e.id] = e.detail;
-    }
-    std::string seen;
-    for (const auto &e : events) seen += " " + std::to_string(e.id) + "/" + std::to_string(e.detail);
-    ASSERT_EQ(ae.count(RI_AE_QP_TERMINATE_RECEIVED), 1u) << "events:" << seen << "\n" << peer_output("watch");
-    EXPECT_EQ(ae[RI_AE_QP_TERMINATE_RECEIVED], c.term) << std::hex << ae[RI_AE_QP_TERMINATE_RECEIVED];
-    ASSERT_EQ(ae.count(RI_AE_QP_REMOTE_ACCESS_ERROR), 1u);
-    EXPECT_EQ(ae[RI_AE_QP_REMOTE_ACCESS_ERROR], c.term);
-    EXPECT_LT(ms_between(violation, Clock::now()), 5000);
-
-    auto qa = ep->query();
-    ASSERT_TRUE(qa);
-    EXPECT_EQ(qa->state, static_cast<uint32_t>(RI_QPS_ERROR));
-    // Work posted now completes at once, flushed.
-    ASSERT_TRUE(post(s, *ep, RI_WR_SEND, 2048, 8, 5).ok());
-    auto late = s.completion(5s);
-    ASSERT_TRUE(late.has_value());
-    EXPECT_EQ(late->wr_id, 5u);
-    EXPECT_EQ(late->status, static_cast<uint32_t>(RI_WC_WR_FLUSH_ERR));
-    // The connection is over for the consumer too.
-    auto end = next_cm(s.cm, 10s);
-    ASSERT_TRUE(end.has_value());
-    EXPECT_EQ(end->id, static_cast<uint32_t>(CmEventId::broken)) << end->id;
-
-    // The victim: its RNIC detected the violation and sent the Terminate; its QP flushed.
-    ASSERT_EQ(wait_exit(pid), 0) << peer_output("watch") << read_text(dir_ / "peer.err");
-    const std::string out = peer_output("watch");
-    const Report r = parse_report(out);
-    ASSERT_TRUE(r.done) << out;
-    std::map<uint32_t, uint32_t> victim;
-    for (auto [id, detail] : r.async) victim[id] = detail;
-    ASSERT_EQ(victim.count(RI_AE_QP_TERMINATE_SENT), 1u) << out;
-    EXPECT_EQ(victim[RI_AE_QP_TERMINATE_SENT], c.term) << out;
-    ASSERT_EQ(victim.count(RI_AE_QP_LOCAL_ACCESS_ERROR), 1u) << out;
-    EXPECT_EQ(victim[RI_AE_QP_LOCAL_ACCESS_ERROR], c.term) << out;
-    EXPECT_EQ(r.receive_status.at(RI_WC_WR_FLUSH_ERR), 8) << out;
-    EXPECT_EQ(r.late, RI_WC_WR_FLUSH_ERR) << out;
-    EXPECT_EQ(r.state, RI_QPS_ERROR) << out;
-    // It never disconnected: its RNIC tore the stream down, so for it the connection broke.
-    EXPECT_EQ(r.cm_id, static_cast<uint32_t>(CmEventId::broken)) << out;
-    // ECONNABORTED when its QP went first, ECONNRESET when the requester's reset came first.
-    EXPECT_TRUE(r.cm_status == ECONNABORTED || r.cm_status == ECONNRESET) << out;
-}
-
-INSTANTIATE_TEST_SUITE_P(Violations, RemoteAccess, ::testing::ValuesIn(kAccessCases),
-                         [](const ::testing::TestParamInfo<AccessCase> &i) { return std::string(i.param.name); });
 
 // ---------------------------------------------------------------------------------------------------------------
 // Two hosts: the peer host's krdmad dies, the link goes down
