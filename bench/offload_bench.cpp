@@ -1,0 +1,913 @@
+// What offload buys and what it costs (issue 15, "Speed"): the same transfers through softrnic (the iWARP protocol
+// runs in the consumer process, in its uVP), through hwstub (an emulated offloading RNIC: its offload engine (OE)
+// thread runs inside krdmad and owns the TCP sockets; the consumer only writes WQEs, rings a doorbell and reads
+// CQEs) and over raw TCP, in one run:
+//  - per workload (RDMA Write 64 KiB, RDMA Write 1 MiB, Send 8 KiB; the same window of outstanding requests for
+//    both RNICs): GB/s, the consumer process's CPU seconds per GB moved (getrusage(RUSAGE_SELF): both ends of every
+//    connection live in this process, so both ends count) and krdmad's CPU seconds per GB over the same interval
+//    (for hwstub that is where its OE runs: the cost offload moves out of the consumer, shown, not hidden);
+//  - 8-byte RDMA Write ping-pong half round trip of each RNIC, idle and while a second connection on the same RNIC
+//    streams 64 KiB Writes (a busy OE, a busy softrnic stack). Both ends spin on their CQs there.
+// Targets: hwstub consumer CPU/GB <= 0.15x softrnic's; hwstub GB/s >= 0.9x softrnic's at 64 KiB and 1 MiB; busy
+// 8-byte latency <= 1.5x softrnic's. A target missed is printed as "not met", never an error: the exit status is
+// non-zero only when something failed (a krdmad that does not serve, a connection, a transfer).
+//
+// Two krdmad processes, started here on private device paths in a temporary directory (two RNICs cannot share an
+// address in one krdmad, and a second loopback address needs root): one with softrnic sr0 on 127.0.0.1, one with
+// hwstub hw0 on 127.0.0.1. Each runs in its own process group, killed on every way out of this program.
+//   bench_offload [--seconds S] [--window N] [--krdmad PATH] [--only write64k|write1m|send8k|latency]
+//                 [--wait-slice MS]
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.hpp"
+#include "ual/access_layer.hpp"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+// Rounds: each figure alternates with the others in this many slices of --seconds (drift on a shared VM then
+// touches every column alike); bandwidth and CPU are summed over the slices, latency keeps the best slice.
+constexpr int kRounds = 3;
+
+// ---------------------------------------------------------------------------------------------------------------
+// CPU clocks
+
+double seconds_of(const timeval &t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; }
+
+/** @brief CPU seconds (user + system, every thread) this process has used: getrusage(RUSAGE_SELF). */
+double self_cpu() {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    return seconds_of(u.ru_utime) + seconds_of(u.ru_stime);
+}
+
+/**
+ * @brief CPU seconds (user + system, every thread) process @p pid has used: the figure /proc/PID/stat gives as
+ *        utime + stime, read through the process's CPU clock because /proc counts in 10 ms ticks (too coarse for
+ *        short slices); /proc/PID/stat when that clock cannot be read. Negative when neither can.
+ */
+double process_cpu(pid_t pid) {
+    clockid_t id{};
+    timespec ts{};
+    if (::clock_getcpuclockid(pid, &id) == 0 && ::clock_gettime(id, &ts) == 0) {
+        return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+    }
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto paren = text.rfind(')');  // the command name may hold spaces and parentheses
+    if (paren == std::string::npos) return -1;
+    std::istringstream fields(text.substr(paren + 2));
+    std::string f;
+    unsigned long long utime = 0, stime = 0;
+    for (int field = 3; field <= 15 && fields >> f; ++field) {  // fields 14 and 15: utime, stime
+        if (field == 14) utime = std::stoull(f);
+        if (field == 15) stime = std::stoull(f);
+    }
+    return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The krdmad processes
+
+// Process groups of the krdmads this bench started, for the signal and exit handlers (async-signal-safe reads).
+volatile sig_atomic_t g_groups[2] = {0, 0};
+
+void kill_groups() {
+    for (auto &g : g_groups) {
+        if (g > 0) ::kill(-g, SIGKILL);
+    }
+}
+
+// The private directory and the files the bench makes in it, for the signal handler (unlink and rmdir are
+// async-signal-safe; the directory's destructor does not run when a signal ends the program).
+char g_dir[256] = "";
+constexpr const char *kDirFiles[] = {"softrnic.json", "softrnic.sock", "softrnic.log",
+                                     "hwstub.json",   "hwstub.sock",   "hwstub.log"};
+
+void remove_dir_files() {
+    if (g_dir[0] == '\0') return;
+    char path[512];
+    for (const char *f : kDirFiles) {
+        // Only async-signal-safe steps: a hand-made path join.
+        size_t n = 0;
+        for (const char *p = g_dir; *p != '\0' && n + 1 < sizeof path; ++p) path[n++] = *p;
+        if (n + 1 < sizeof path) path[n++] = '/';
+        for (const char *p = f; *p != '\0' && n + 1 < sizeof path; ++p) path[n++] = *p;
+        path[n] = '\0';
+        ::unlink(path);
+    }
+    ::rmdir(g_dir);
+}
+
+void kill_groups_and_die(int sig) {
+    kill_groups();
+    remove_dir_files();
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+}
+
+/**
+ * @brief One krdmad process in a process group of its own, serving @p config: killed (the whole group) and reaped
+ *        when this goes; also by a signal handler, an atexit handler, and PR_SET_PDEATHSIG if this process is
+ *        killed outright.
+ */
+class Krdmad {
+public:
+    /** @brief Starts @p program with `--config @p config`, its output to @p log, in slot @p slot (0 or 1). */
+    Krdmad(int slot, const std::string &program, const std::filesystem::path &config, const std::filesystem::path &log)
+        : slot_(slot), log_(log) {
+        std::string c = config.string();
+        char *argv[] = {const_cast<char *>(program.c_str()), const_cast<char *>("--config"), c.data(), nullptr};
+        pid_ = ::fork();
+        if (pid_ == 0) {
+            // Only async-signal-safe calls between fork and exec.
+            ::setpgid(0, 0);
+            ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644); fd >= 0) {
+                ::dup2(fd, STDOUT_FILENO);
+                ::dup2(fd, STDERR_FILENO);
+            }
+            ::execv(program.c_str(), argv);
+            ::_exit(127);
+        }
+        if (pid_ > 0) {
+            ::setpgid(pid_, pid_);  // here too: no window in which kill(-pid) would miss it
+            g_groups[slot_] = pid_;
+        }
+    }
+    ~Krdmad() {
+        if (pid_ > 0) {
+            ::kill(-pid_, SIGKILL);
+            ::waitpid(pid_, nullptr, 0);
+        }
+        g_groups[slot_] = 0;
+    }
+    Krdmad(const Krdmad &) = delete;
+    Krdmad &operator=(const Krdmad &) = delete;
+
+    /** @brief The daemon's pid (<= 0 when fork failed). */
+    [[nodiscard]] pid_t pid() const noexcept { return pid_; }
+    /** @brief Whether it still runs (false once it exited on its own). */
+    [[nodiscard]] bool running() {
+        if (pid_ <= 0) return false;
+        if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+            ::kill(-pid_, SIGKILL);  // whatever it left in its group
+            pid_ = -1;
+            g_groups[slot_] = 0;
+            return false;
+        }
+        return true;
+    }
+    /** @brief What it wrote so far. */
+    [[nodiscard]] std::string log() const {
+        std::ifstream in(log_);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        return ss.str();
+    }
+
+private:
+    int slot_;
+    std::filesystem::path log_;
+    pid_t pid_ = -1;
+};
+
+// A private directory in /tmp, removed with everything in it.
+class TempDir {
+public:
+    TempDir() {
+        char tmpl[] = "/tmp/openrdma-offload-XXXXXX";
+        if (::mkdtemp(tmpl) != nullptr) path_ = tmpl;
+    }
+    ~TempDir() {
+        std::error_code ec;
+        if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+    }
+    TempDir(const TempDir &) = delete;
+    TempDir &operator=(const TempDir &) = delete;
+    [[nodiscard]] const std::filesystem::path &path() const noexcept { return path_; }
+
+private:
+    std::filesystem::path path_;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// One RNIC's consumer objects
+
+// The registered buffer of each RNIC: Write/Send source, Write sink, receive slots, ping-pong cells. Small enough
+// that both RNICs' buffers stay inside a non-root RLIMIT_MEMLOCK (8 MiB by default).
+constexpr size_t kMaxMessage = 1u << 20;
+constexpr size_t kSrc = 0;
+constexpr size_t kDst = kMaxMessage;
+constexpr uint32_t kRecvSlots = 32;
+constexpr uint32_t kRecvSlot = 8u << 10;
+constexpr size_t kRecv = 2 * kMaxMessage;
+constexpr size_t kCells = kRecv + size_t{kRecvSlots} * kRecvSlot;
+constexpr size_t kBufferBytes = kCells + 4096;
+
+/** @brief A completion queue with its DTO dispatcher (whose wait() sleeps until the CQ is notified). */
+struct Cq {
+    std::shared_ptr<ual::SimpleDispatcher> events;
+    std::shared_ptr<ual::CompletionQueue> cq;
+};
+
+/** @brief Two connected endpoints of one RNIC: `a` (the active side) and `b`, each with a CQ of its own. */
+struct Pair {
+    std::shared_ptr<ual::Endpoint> a, b;
+    Cq ca, cb;
+};
+
+/** @brief A consumer's objects on one RNIC of one krdmad: access layer, adapter, PZ, buffer, listen point. */
+struct Rig {
+    std::string label;  // "softrnic" or "hwstub"
+    std::shared_ptr<ual::AccessLayer> al;
+    std::shared_ptr<ual::Adapter> adapter;
+    std::shared_ptr<ual::ProtectionZone> pz;
+    std::shared_ptr<ual::SimpleDispatcher> req, cm;
+    std::shared_ptr<ual::ListenPoint> lp;
+    std::vector<uint8_t> buf;
+    std::shared_ptr<ual::MemoryRegion> mr;
+    uint64_t contexts = 0;
+
+    /** @brief Opens RNIC @p rnic through krdmad's device @p device; empty, or why not. */
+    std::string open(const std::filesystem::path &device, const std::string &rnic, Krdmad &daemon) {
+        ual::Options o;
+        o.device = device;
+        // krdmad is still starting: its device appears when it serves.
+        for (int i = 0; i < 1000 && !al && daemon.running(); ++i) {
+            if (auto r = ual::AccessLayer::open(o)) {
+                al = std::move(*r);
+            } else {
+                std::this_thread::sleep_for(10ms);
+            }
+        }
+        if (!al) return "krdmad did not serve " + device.string();
+        auto ad = al->open_adapter(rnic);
+        if (!ad) return "open_adapter(" + rnic + "): " + ad.error().to_string();
+        adapter = *ad;
+        auto p = adapter->create_pz();
+        if (!p) return "create_pz: " + p.error().to_string();
+        pz = *p;
+        req = *ual::SimpleDispatcher::create(ual::EventStream::cm_request, 64);
+        cm = *ual::SimpleDispatcher::create(ual::EventStream::cm_message, 256);
+        buf.assign(kBufferBytes, 1);
+        auto m = pz->register_memory(buf.data(), buf.size(),
+                                     RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_READ);
+        if (!m) return "register_memory: " + m.error().to_string();
+        mr = *m;
+        auto l = adapter->listen(0, req);
+        if (!l) return "listen: " + l.error().to_string();
+        lp = *l;
+        return "";
+    }
+
+    /** @brief A CQ of @p depth with a dispatcher of its own. */
+    Cq own_cq(uint32_t depth) {
+        auto d = ual::SimpleDispatcher::create(ual::EventStream::dto, depth);
+        if (!d) return {};
+        auto c = adapter->create_cq(depth, *d);
+        if (!c) return {};
+        return {*d, *c};
+    }
+
+    std::shared_ptr<ual::Endpoint> endpoint(uint32_t depth, const Cq &c) {
+        ual::EndpointAttributes ea;
+        ea.sq_depth = depth;
+        ea.rq_depth = depth;
+        ea.sq_sge = 1;
+        ea.rq_sge = 1;
+        ea.rd_sge = 1;
+        ea.context = ++contexts;
+        auto e = pz->create_endpoint(ea, c.cq, c.cq);
+        if (!e) return nullptr;
+        (*e)->set_connection_dispatcher(cm);
+        return *e;
+    }
+
+    /** @brief Connects a new pair of endpoints through the listen point; empty, or why not. */
+    std::string connect_pair(uint32_t depth, Pair &p) {
+        p.ca = own_cq(4 * depth);
+        p.cb = own_cq(4 * depth);
+        if (!p.ca.cq || !p.cb.cq) return "create_cq failed";
+        p.a = endpoint(depth, p.ca);
+        const uint64_t a_ctx = contexts;
+        p.b = endpoint(depth, p.cb);
+        const uint64_t b_ctx = contexts;
+        if (!p.a || !p.b) return "create_endpoint failed";
+        if (auto r = p.a->connect("127.0.0.1", lp->port()); !r) return "connect: " + r.error().to_string();
+        auto r = req->wait(10s);
+        if (!r || !r->connection) return "no connection request";
+        if (auto acc = p.b->accept(r->connection->request); !acc) return "accept: " + acc.error().to_string();
+        for (int got = 0; got < 2;) {
+            auto e = cm->wait(10s);
+            if (!e) return "no connection event";
+            if (e->context != a_ctx && e->context != b_ctx) continue;
+            if (e->id != static_cast<uint32_t>(ual::CmEventId::established)) {
+                return "connection event " + std::to_string(e->id) + " instead of established";
+            }
+            ++got;
+        }
+        return "";
+    }
+
+    ri_sge_t sge(size_t off, uint32_t len) const {
+        return ri_sge_t{reinterpret_cast<uint64_t>(buf.data() + off), len, mr->keys().lkey};
+    }
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Measured intervals
+
+/** @brief What one measured interval moved and cost. */
+struct Sample {
+    double bytes = 0;
+    double seconds = 0;
+    double consumer_cpu = 0;  // this process, every thread
+    double daemon_cpu = 0;    // both krdmads
+    Sample &operator+=(const Sample &o) {
+        bytes += o.bytes;
+        seconds += o.seconds;
+        consumer_cpu += o.consumer_cpu;
+        daemon_cpu += o.daemon_cpu;
+        return *this;
+    }
+};
+
+/** @brief Reads every clock at the start of an interval and turns the differences into a Sample at its end. */
+class Meter {
+public:
+    /** @brief Starts the clocks; @p daemons are the krdmad pids whose CPU counts. */
+    explicit Meter(const std::array<pid_t, 2> &daemons) : daemons_(daemons) {
+        t0_ = clock_type::now();
+        self0_ = self_cpu();
+        daemon0_ = daemon_cpu();
+    }
+    /** @brief The Sample of the interval so far, for @p bytes moved. */
+    Sample stop(double bytes) const {
+        Sample s;
+        s.bytes = bytes;
+        s.seconds = std::chrono::duration<double>(clock_type::now() - t0_).count();
+        s.consumer_cpu = self_cpu() - self0_;
+        s.daemon_cpu = daemon_cpu() - daemon0_;
+        return s;
+    }
+
+private:
+    double daemon_cpu() const {
+        double sum = 0;
+        for (pid_t p : daemons_) sum += p > 0 ? std::max(0.0, process_cpu(p)) : 0;
+        return sum;
+    }
+    std::array<pid_t, 2> daemons_;
+    clock_type::time_point t0_;
+    double self0_ = 0, daemon0_ = 0;
+};
+
+/** @brief The transfers of the bandwidth table. */
+struct Workload {
+    const char *key;  // its name for --only
+    uint32_t opcode;  // RI_WR_RDMA_WRITE or RI_WR_SEND
+    uint32_t size;
+    const char *name;
+};
+
+// Sleeping waits on a CQ run in slices of this length (--wait-slice MS), re-polling the CQ at each slice's end: a
+// completion whose notification never comes (hwstub loses one now and then, see bench/README.md) then costs at most
+// a slice instead of stalling the figure until the 10 s deadline. A receiver with no Send in flight waits in
+// kIdleSlice slices, so an idle receiver thread wakes rarely and adds nothing measurable to the CPU figures.
+std::chrono::milliseconds g_wait_slice{10};
+constexpr std::chrono::milliseconds kIdleSlice{100};
+
+/**
+ * @brief Sleeps on @p events for one completion, in @p slice slices, until @p deadline_after has passed or @p stop
+ *        (when given) turns true; ::RI_ETIMEDOUT then.
+ */
+rdma::Expected<ual::Event> wait_completion(ual::SimpleDispatcher &events, std::chrono::milliseconds slice,
+                                           std::chrono::milliseconds deadline_after,
+                                           const std::atomic<bool> *stop = nullptr) {
+    const auto give_up = clock_type::now() + deadline_after;
+    for (;;) {
+        auto e = events.wait(slice);
+        if (e || e.error().code() != RI_ETIMEDOUT || clock_type::now() > give_up) return e;
+        if (stop && stop->load(std::memory_order_relaxed)) return e;
+    }
+}
+
+/**
+ * @brief A connected pair that streams from `a` to `b`: `b`'s receive queue always holds kRecvSlots receives,
+ *        reposted by a receiver thread that sleeps on b's CQ; Sends take a credit per receive so none finds the
+ *        queue empty (both ends are in this process, so the credit count is a shared counter, not a message).
+ */
+class Stream {
+public:
+    Stream(Rig &rig, Pair pair) : rig_(rig), p_(std::move(pair)) {}
+    ~Stream() { stop(); }
+    Stream(const Stream &) = delete;
+    Stream &operator=(const Stream &) = delete;
+
+    /** @brief Posts the receives and starts the receiver thread; false when a receive cannot be posted. */
+    bool start() {
+        for (uint32_t i = 0; i < kRecvSlots; ++i) {
+            if (!post_recv(i)) return false;
+        }
+        receiver_ = std::thread([this] { receive_loop(); });
+        return true;
+    }
+
+    /** @brief Stops the receiver thread. */
+    void stop() {
+        stopping_ = true;
+        if (receiver_.joinable()) receiver_.join();
+    }
+
+    /**
+     * @brief Streams @p w with @p window requests outstanding until @p end (or until @p until turns true when it is
+     *        given), then sends a one-byte marker and waits until it is received: everything before it is placed
+     *        (iWARP places a Send after the Writes posted before it). Bytes moved, or a negative value on an
+     *        error completion or a transfer that stalls for 10 s.
+     */
+    double run(const Workload &w, uint32_t window, clock_type::time_point end,
+               const std::atomic<bool> *until = nullptr) {
+        const bool send = w.opcode == RI_WR_SEND;
+        uint32_t outstanding = 0;
+        double bytes = 0;
+        auto going = [&] { return until ? !until->load(std::memory_order_relaxed) : clock_type::now() < end; };
+        while (going()) {
+            while (outstanding < window && (!send || credit())) {
+                if (!post(w.opcode, w.size, send)) return -1;
+                ++outstanding;
+                bytes += w.size;
+            }
+            if (outstanding == 0) {  // only credits are missing: sleep until the receiver reposts
+                if (!wait_credit()) return -1;
+                continue;
+            }
+            if (!reap_one()) return -1;
+            --outstanding;
+        }
+        for (; outstanding > 0; --outstanding) {
+            if (!reap_one()) return -1;
+        }
+        if (!wait_credit() || !post(RI_WR_SEND, 1, true) || !reap_one()) return -1;
+        if (!wait_received([this] { return received_.load() >= sends_; })) return -1;
+        return bytes;
+    }
+
+private:
+    bool post_recv(uint32_t slot) {
+        ri_sge_t s = rig_.sge(kRecv + size_t{slot} * kRecvSlot, kRecvSlot);
+        ri_recv_wr_t wr{slot, &s, 1, 0};
+        return p_.b->post_recv({&wr, 1}).ok();
+    }
+
+    void receive_loop() {
+        while (!stopping_) {
+            const auto slice = sends_.load() != received_.load() ? g_wait_slice : kIdleSlice;
+            auto e = wait_completion(*p_.cb.events, slice, slice, &stopping_);
+            if (!e) continue;  // a timeout: look at the stop flag
+            if (e->wc.status != RI_WC_SUCCESS || !post_recv(static_cast<uint32_t>(e->wc.wr_id))) {
+                if (!stopping_) {
+                    std::fprintf(stderr, "bench_offload: %s receive completion status %u\n", rig_.label.c_str(),
+                                 e->wc.status);
+                    failed_ = true;
+                }
+                count_receive();
+                return;
+            }
+            count_receive();
+        }
+    }
+
+    void count_receive() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        received_.fetch_add(1);
+        arrived_.notify_all();
+    }
+
+    // Sleeps until @p ready() holds (false after 10 s without, or when the receiver failed).
+    template <class Ready>
+    bool wait_received(Ready &&ready) {
+        const auto give_up = clock_type::now() + 10s;
+        std::unique_lock<std::mutex> lock(mutex_);
+        while (!ready()) {
+            if (failed_ || arrived_.wait_until(lock, give_up) == std::cv_status::timeout) break;
+        }
+        return ready() && !failed_;
+    }
+
+    bool credit() const { return sends_ - received_.load() < kRecvSlots; }
+
+    bool wait_credit() {
+        return wait_received([this] { return credit(); });
+    }
+
+    bool post(uint32_t opcode, uint32_t size, bool send) {
+        ri_sge_t s = rig_.sge(kSrc, size);
+        ri_send_wr_t wr{};
+        wr.opcode = opcode;
+        wr.flags = RI_SEND_SIGNALED;
+        wr.sgl = &s;
+        wr.num_sge = 1;
+        wr.u.rdma.remote_addr = reinterpret_cast<uint64_t>(rig_.buf.data() + kDst);
+        wr.u.rdma.rkey = rig_.mr->keys().rkey;
+        if (!p_.a->post_send({&wr, 1}).ok()) return false;
+        if (send) ++sends_;
+        return true;
+    }
+
+    // Sleeps on a's CQ for one send completion.
+    bool reap_one() {
+        auto e = wait_completion(*p_.ca.events, g_wait_slice, 10s);
+        if (!e) {
+            std::fprintf(stderr, "bench_offload: %s: no send completion in 10 s (%s)\n", rig_.label.c_str(),
+                         e.error().to_string().c_str());
+            return false;
+        }
+        if (e->wc.status != RI_WC_SUCCESS) {
+            std::fprintf(stderr, "bench_offload: %s send completion status %u\n", rig_.label.c_str(), e->wc.status);
+            return false;
+        }
+        return true;
+    }
+
+    Rig &rig_;
+    Pair p_;
+    std::thread receiver_;
+    std::atomic<bool> stopping_{false};
+    std::atomic<bool> failed_{false};
+    std::mutex mutex_;  // with arrived_: the sender sleeps for receives
+    std::condition_variable arrived_;
+    std::atomic<uint64_t> received_{0};  // receives completed at b
+    std::atomic<uint64_t> sends_{0};     // Sends posted by a (written by the sender's thread only)
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Raw TCP
+
+struct Fd {
+    int fd = -1;
+    explicit Fd(int f = -1) : fd(f) {}
+    Fd(Fd &&o) noexcept : fd(o.fd) { o.fd = -1; }
+    Fd &operator=(Fd &&o) noexcept {
+        std::swap(fd, o.fd);
+        return *this;
+    }
+    ~Fd() {
+        if (fd >= 0) ::close(fd);
+    }
+};
+
+// A connected TCP pair over 127.0.0.1 (TCP_NODELAY on both, as the RNICs' streams have).
+bool tcp_pair(Fd &c, Fd &s) {
+    Fd l(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(l.fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 || ::listen(l.fd, 1) != 0 ||
+        ::getsockname(l.fd, reinterpret_cast<sockaddr *>(&a), &len) != 0) {
+        return false;
+    }
+    c = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (::connect(c.fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) return false;
+    s = Fd(::accept(l.fd, nullptr, nullptr));
+    int one = 1;
+    ::setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    ::setsockopt(s.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return s.fd >= 0;
+}
+
+bool io_all(bool write, int fd, uint8_t *p, size_t n, int flags = 0) {
+    while (n > 0) {
+        ssize_t r = write ? ::send(fd, p, n, flags | MSG_NOSIGNAL) : ::recv(fd, p, n, flags);
+        if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;  // MSG_DONTWAIT: spin
+        if (r <= 0) return false;
+        p += r;
+        n -= static_cast<size_t>(r);
+    }
+    return true;
+}
+
+/**
+ * @brief Raw TCP: a thread writes messages of @p size (blocking) until @p end, another reads them whole (blocking);
+ *        the interval ends when the reader has read every byte. Negative on failure.
+ */
+Sample tcp_stream(size_t size, clock_type::time_point end, const std::array<pid_t, 2> &daemons) {
+    Fd c, s;
+    if (!tcp_pair(c, s)) return Sample{-1};
+    std::vector<uint8_t> src(size, 1), dst(size);
+    double read = 0;
+    std::thread reader([&, fd = s.fd] {
+        while (io_all(false, fd, dst.data(), size)) read += static_cast<double>(size);
+    });
+    double sent = 0;
+    Meter m(daemons);
+    while (clock_type::now() < end) {
+        if (!io_all(true, c.fd, src.data(), size)) break;
+        sent += static_cast<double>(size);
+    }
+    ::shutdown(c.fd, SHUT_WR);
+    reader.join();
+    Sample out = m.stop(sent);
+    if (read != sent) out.bytes = -1;
+    return out;
+}
+
+/** @brief Raw TCP 8-byte ping-pong, both ends spinning on a non-blocking receive: seconds per half round trip. */
+double tcp_pingpong(double seconds) {
+    Fd c, s;
+    if (!tcp_pair(c, s)) return 0;
+    std::thread echo([fd = s.fd] {
+        uint8_t b[8];
+        while (io_all(false, fd, b, 8, MSG_DONTWAIT) && io_all(true, fd, b, 8)) {
+        }
+    });
+    uint8_t b[8] = {};
+    size_t n = 0;
+    const auto t0 = clock_type::now();
+    const auto end = t0 + std::chrono::duration<double>(seconds);
+    while (clock_type::now() < end) {
+        if (!io_all(true, c.fd, b, 8) || !io_all(false, c.fd, b, 8, MSG_DONTWAIT)) break;
+        ++n;
+    }
+    const double el = std::chrono::duration<double>(clock_type::now() - t0).count();
+    ::shutdown(c.fd, SHUT_WR);
+    echo.join();
+    return n == 0 ? 0 : el / static_cast<double>(n) / 2;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// RDMA latency
+
+/** @brief 8-byte RDMA Write ping-pong on @p p (harness.hpp's write_pingpong, both ends spinning on their CQs). */
+double rdma_pingpong(Rig &r, Pair &p, double seconds) {
+    volatile uint8_t *a_mem = r.buf.data() + kCells + 64;   // where b writes
+    volatile uint8_t *b_mem = r.buf.data() + kCells + 128;  // where a writes
+    auto poll_some = [](ual::CompletionQueue &c) {
+        ri_wc_t wc[16];
+        (void)c.poll({wc, 16});
+    };
+    // Each side writes the value from its own source byte into the other's cell.
+    auto write_from = [&r](ual::Endpoint &ep, size_t source, volatile uint8_t *cell, uint8_t v) {
+        r.buf[source] = v;
+        ri_sge_t s = r.sge(source, 8);
+        ri_send_wr_t wr{};
+        wr.opcode = RI_WR_RDMA_WRITE;
+        wr.sgl = &s;
+        wr.num_sge = 1;
+        wr.u.rdma.remote_addr = reinterpret_cast<uint64_t>(cell);
+        wr.u.rdma.rkey = r.mr->keys().rkey;
+        return ep.post_send({&wr, 1}).ok();
+    };
+    return bench::write_pingpong(
+        seconds, a_mem, b_mem, [&](uint8_t v) { return write_from(*p.a, kCells, b_mem, v); },
+        [&](uint8_t v) { return write_from(*p.b, kCells + 192, a_mem, v); }, [&] { poll_some(*p.ca.cq); },
+        [&] { poll_some(*p.cb.cq); });
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Reporting
+
+const char *verdict(bool met) { return met ? "met" : "not met"; }
+
+double per_gb(double cpu, const Sample &s) { return s.bytes > 0 ? cpu / (s.bytes / 1e9) : 0; }
+double gbps(const Sample &s) { return s.seconds > 0 ? s.bytes / s.seconds / 1e9 : 0; }
+
+void print_row(const char *workload, const char *transport, const Sample &s, const char *note) {
+    std::printf("%-14s %-10s %8.3f %14.3f %14.3f %12.3f   %s\n", workload, transport, gbps(s),
+                per_gb(s.consumer_cpu, s), per_gb(s.daemon_cpu, s), per_gb(s.consumer_cpu + s.daemon_cpu, s), note);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    const double seconds = bench::budget_from_args(argc, argv);
+    std::string krdmad = BENCH_KRDMAD;
+    uint32_t window = 16;
+    std::string only;  // one figure alone (for profiling), or all
+    for (int i = 1; i + 1 < argc; ++i) {
+        if (std::strcmp(argv[i], "--krdmad") == 0) krdmad = argv[i + 1];
+        if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
+        if (std::strcmp(argv[i], "--wait-slice") == 0) g_wait_slice = std::chrono::milliseconds(std::max(1, std::atoi(argv[i + 1])));
+        if (std::strcmp(argv[i], "--window") == 0) window = static_cast<uint32_t>(std::max(1, std::atoi(argv[i + 1])));
+    }
+    // This bench talks only to the krdmads it starts.
+    ::unsetenv("OPENRDMA_EMBEDDED_CONFIG");
+    ::unsetenv("KRDMA_DEVICE");
+    std::atexit(&kill_groups);
+    TempDir dir;
+    if (dir.path().empty()) {
+        std::perror("bench_offload: mkdtemp");
+        return 1;
+    }
+    std::snprintf(g_dir, sizeof g_dir, "%s", dir.path().c_str());
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGABRT}) ::signal(sig, &kill_groups_and_die);
+    struct Spec {
+        const char *label, *module, *provider, *rnic;
+    };
+    const Spec specs[2] = {{"softrnic", "softrnic_kvp.so", "softrnic", "sr0"}, {"hwstub", "hwstub_kvp.so", "hwstub", "hw0"}};
+    // Both daemons start before this process makes any thread (fork in a threaded process is best avoided).
+    std::vector<std::unique_ptr<Krdmad>> daemons;
+    std::array<std::filesystem::path, 2> devices;
+    for (int i = 0; i < 2; ++i) {
+        const auto config = dir.path() / (std::string(specs[i].label) + ".json");
+        devices[i] = dir.path() / (std::string(specs[i].label) + ".sock");
+        std::ofstream(config) << R"({"device": ")" << devices[i].string() << R"(", "provider_dir": ")"
+                              << BENCH_PROVIDER_DIR << R"(", "log_level": "warn", "modules": [")" << specs[i].module
+                              << R"("], "rnics": [{"provider": ")" << specs[i].provider << R"(", "name": ")"
+                              << specs[i].rnic << R"(", "address": "127.0.0.1"}]})";
+        daemons.push_back(std::make_unique<Krdmad>(i, krdmad, config, dir.path() / (std::string(specs[i].label) + ".log")));
+        if (daemons.back()->pid() <= 0) {
+            std::perror("bench_offload: fork");
+            return 1;
+        }
+    }
+    const std::array<pid_t, 2> daemon_pids{daemons[0]->pid(), daemons[1]->pid()};
+
+    int rc = 0;
+    auto fail = [&](int i, const std::string &why) {
+        std::fprintf(stderr, "bench_offload: %s: %s\n", specs[i].label, why.c_str());
+        std::fprintf(stderr, "its krdmad's log:\n%s\n", daemons[i]->log().c_str());
+        rc = 1;
+    };
+    {
+        std::array<Rig, 2> rigs;
+        std::array<std::unique_ptr<Stream>, 2> streams;  // the bandwidth pairs (also the busy load)
+        std::array<Pair, 2> latency;                      // the ping-pong pairs
+        for (int i = 0; i < 2 && rc == 0; ++i) {
+            rigs[i].label = specs[i].label;
+            if (auto why = rigs[i].open(devices[i], specs[i].rnic, *daemons[i]); !why.empty()) {
+                fail(i, why);
+                break;
+            }
+            Pair bw;
+            if (auto why = rigs[i].connect_pair(std::max<uint32_t>(window, kRecvSlots) + 1, bw); !why.empty()) {
+                fail(i, "bandwidth pair: " + why);
+                break;
+            }
+            streams[i] = std::make_unique<Stream>(rigs[i], std::move(bw));
+            if (!streams[i]->start()) {
+                fail(i, "cannot post receives");
+                break;
+            }
+            if (auto why = rigs[i].connect_pair(64, latency[i]); !why.empty()) {
+                fail(i, "latency pair: " + why);
+                break;
+            }
+        }
+        if (rc != 0) return rc;
+
+        std::printf("bench_offload: %.2f s per figure in %d alternating slices; window %u outstanding requests for both "
+                    "RNICs; completions awaited by sleeping on the CQ (TCP: blocking write/read)\n",
+                    seconds, kRounds, window);
+        std::printf("  softrnic sr0 on 127.0.0.1 (krdmad pid %d: control path only; the protocol runs in this "
+                    "process)\n  hwstub   hw0 on 127.0.0.1 (krdmad pid %d: its offload engine thread moves the data)\n",
+                    daemon_pids[0], daemon_pids[1]);
+        std::printf("  consumer CPU = getrusage(RUSAGE_SELF) of this process, which holds both ends; krdmad CPU = "
+                    "utime+stime of both krdmads over the same interval\n\n");
+        std::printf("%-14s %-10s %8s %14s %14s %12s\n", "workload", "transport", "GB/s", "consumer s/GB",
+                    "krdmad s/GB", "total s/GB");
+
+        const Workload all_workloads[] = {{"write64k", RI_WR_RDMA_WRITE, 64u << 10, "Write 64 KiB"},
+                                          {"write1m", RI_WR_RDMA_WRITE, 1u << 20, "Write 1 MiB"},
+                                          {"send8k", RI_WR_SEND, 8u << 10, "Send 8 KiB"}};
+        std::vector<Workload> workloads;
+        for (const Workload &w : all_workloads) {
+            if (only.empty() || only == w.key) workloads.push_back(w);
+        }
+        struct Result {
+            Sample tcp, rnic[2];
+        };
+        std::vector<Result> results;
+        const auto slice = std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds / kRounds));
+        for (const Workload &w : workloads) {
+            Result res;
+            for (int round = 0; round < kRounds && rc == 0; ++round) {
+                Sample t = tcp_stream(w.size, clock_type::now() + slice, daemon_pids);
+                if (t.bytes < 0) {
+                    std::fprintf(stderr, "bench_offload: the raw TCP stream of %s failed\n", w.name);
+                    rc = 1;
+                }
+                res.tcp += t;
+                for (int i = 0; i < 2 && rc == 0; ++i) {
+                    Meter m(daemon_pids);
+                    const double bytes = streams[i]->run(w, window, clock_type::now() + slice);
+                    if (bytes < 0) {
+                        fail(i, std::string(w.name) + " failed");
+                        break;
+                    }
+                    res.rnic[i] += m.stop(bytes);
+                }
+            }
+            if (rc != 0) break;
+            print_row(w.name, "raw TCP", res.tcp, "");
+            print_row("", "softrnic", res.rnic[0], "");
+            print_row("", "hwstub", res.rnic[1], "(krdmad = hwstub's OE)");
+            results.push_back(res);
+        }
+        if (rc != 0) return rc;
+
+        // Latency: idle, and with the bandwidth pair of the same RNIC streaming 64 KiB Writes in a thread.
+        const Workload load{"busy", RI_WR_RDMA_WRITE, 64u << 10, "Write 64 KiB"};
+        double lat[2][2] = {{1e9, 1e9}, {1e9, 1e9}};  // [rnic][busy]
+        double tcp_lat = 1e9;
+        const bool want_latency = only.empty() || only == "latency";
+        for (int round = 0; round < kRounds && rc == 0 && want_latency; ++round) {
+            tcp_lat = std::min(tcp_lat, tcp_pingpong(seconds / kRounds));
+            for (int busy = 0; busy < 2 && rc == 0; ++busy) {
+                for (int i = 0; i < 2 && rc == 0; ++i) {
+                    std::atomic<bool> done{false};
+                    double loaded = 0;
+                    std::thread bg;
+                    if (busy) bg = std::thread([&] { loaded = streams[i]->run(load, window, {}, &done); });
+                    if (busy) std::this_thread::sleep_for(5ms);  // the stream is under way before the clock starts
+                    const double l = rdma_pingpong(rigs[i], latency[i], seconds / kRounds);
+                    done = true;
+                    if (bg.joinable()) bg.join();
+                    if (l <= 0) fail(i, std::string("8-byte ping-pong") + (busy ? " (busy)" : "") + " failed");
+                    if (busy && loaded < 0) fail(i, "the background 64 KiB stream failed");
+                    lat[i][busy] = std::min(lat[i][busy], l);
+                }
+            }
+        }
+        if (rc != 0) return rc;
+        if (want_latency) {
+            std::printf("\n%-44s %10s %10s\n", "8-byte RDMA Write half round trip (best slice)", "idle", "busy");
+            std::printf("%-44s %8.2f us %8.2f us\n", "softrnic (busy: its stack streams 64 KiB)", lat[0][0] * 1e6,
+                        lat[0][1] * 1e6);
+            std::printf("%-44s %8.2f us %8.2f us\n", "hwstub   (busy: its OE streams 64 KiB)", lat[1][0] * 1e6,
+                        lat[1][1] * 1e6);
+            std::printf("%-44s %8.2f us\n", "raw TCP 8 B ping-pong (spinning, reference)", tcp_lat * 1e6);
+        }
+
+        std::printf("\nratios\n");
+        bool all_met = true;
+        for (size_t k = 0; k < results.size(); ++k) {
+            const Result &r = results[k];
+            const double sr_cpu = per_gb(r.rnic[0].consumer_cpu, r.rnic[0]);
+            const double hw_cpu = per_gb(r.rnic[1].consumer_cpu, r.rnic[1]);
+            const double tcp_cpu = per_gb(r.tcp.consumer_cpu, r.tcp);
+            const double cpu_ratio = sr_cpu > 0 ? hw_cpu / sr_cpu : 0;
+            const double bw_ratio = gbps(r.rnic[0]) > 0 ? gbps(r.rnic[1]) / gbps(r.rnic[0]) : 0;
+            const bool cpu_met = cpu_ratio <= 0.15;
+            all_met = all_met && cpu_met;
+            std::printf("  %-13s consumer CPU/GB hwstub / softrnic %6.3f (target <= 0.15: %s)\n", workloads[k].name,
+                        cpu_ratio, verdict(cpu_met));
+            if (workloads[k].opcode == RI_WR_RDMA_WRITE) {
+                const bool bw_met = bw_ratio >= 0.9;
+                all_met = all_met && bw_met;
+                std::printf("  %-13s GB/s hwstub / softrnic            %6.3f (target >= 0.9: %s)\n", "", bw_ratio,
+                            verdict(bw_met));
+            } else {
+                std::printf("  %-13s GB/s hwstub / softrnic            %6.3f (no target)\n", "", bw_ratio);
+            }
+            std::printf("  %-13s vs raw TCP: GB/s softrnic %.3f, hwstub %.3f; consumer CPU/GB softrnic %.3f, hwstub "
+                        "%.3f; total CPU/GB softrnic %.3f, hwstub %.3f\n",
+                        "", gbps(r.rnic[0]) / gbps(r.tcp), gbps(r.rnic[1]) / gbps(r.tcp), sr_cpu / tcp_cpu,
+                        hw_cpu / tcp_cpu, per_gb(r.rnic[0].consumer_cpu + r.rnic[0].daemon_cpu, r.rnic[0]) / tcp_cpu,
+                        per_gb(r.rnic[1].consumer_cpu + r.rnic[1].daemon_cpu, r.rnic[1]) / tcp_cpu);
+        }
+        if (want_latency) {
+            const double busy_ratio = lat[1][1] / lat[0][1];
+            const bool lat_met = busy_ratio <= 1.5;
+            all_met = all_met && lat_met;
+            std::printf("  8 B latency   hwstub / softrnic busy %6.3f (target <= 1.5: %s); idle %.3f (no target)\n",
+                        busy_ratio, verdict(lat_met), lat[1][0] / lat[0][0]);
+        }
+        std::printf("\ntargets%s: %s\n", only.empty() ? "" : " measured", all_met ? "all met" : "not all met (see above)");
+        for (auto &s : streams) {
+            if (s) s->stop();
+        }
+    }
+    return rc;
+}
