@@ -27,6 +27,10 @@
 namespace kal {
 namespace {
 
+// How long a kVP that runs a stream has to report the end its peer made (it reads the bytes before the FIN first)
+// before the kAL ends the connection itself.
+constexpr std::chrono::milliseconds kKvpEndGrace{2000};
+
 constexpr const char *kComponent = "llp";
 using Clock = std::chrono::steady_clock;
 
@@ -275,10 +279,27 @@ public:
         // _RESET). Deciding here, on our own reference, would race it: the kAL would end the QP while the bytes
         // before the FIN still wait in the socket, and they would be flushed instead of placed.
         m_->server_.unwatch(sock_.get());
+        // A kVP whose QP no longer reads its stream (a QP it already failed, a consumer's own Terminate) reports
+        // nothing more: after a grace period the kAL ends the connection from what its reference shows.
+        if (kvp_stream()) end_by_ = Clock::now() + kKvpEndGrace;
     }
 
     // Returns the milliseconds to this endpoint's deadline, or -1; times the setup out when it has passed.
     int check_deadline(Clock::time_point now) {
+        if (end_by_ != Clock::time_point{}) {
+            const EndpointState state = fsm_.state();
+            if (state != EndpointState::connected && state != EndpointState::disconnecting) {
+                end_by_ = {};  // the kVP's report came first
+            } else if (now < end_by_) {
+                return ms_until(end_by_, now);
+            } else {
+                end_by_ = {};
+                EndpointFacts f = observe();
+                f.peer_closed = true;
+                (void)drive(f.error != 0 ? EndpointInput::socket_error : EndpointInput::peer_fin, f);
+            }
+            return -1;
+        }
         if (fsm_.state() != EndpointState::connecting) return -1;
         if (now < deadline_) return ms_until(deadline_, now);
         (void)drive(EndpointInput::setup_timed_out);
@@ -520,6 +541,7 @@ private:
     iwarp::MpaConfig cfg_{};
     std::vector<uint8_t> pd_;
     Clock::time_point deadline_{};
+    Clock::time_point end_by_{};  // a kVP stream's peer ended it: the kVP reports by then, or the kAL decides
     ri_llp_params_t llp_{};
     // CONVERT's responder: answers the peer's request itself with these.
     bool auto_accept_ = false;

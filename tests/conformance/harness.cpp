@@ -33,24 +33,6 @@ std::string cm_name(uint32_t id) {
     return "event " + std::to_string(id);
 }
 
-bool known_issue(std::string_view issue) {
-    // Bugs found by this suite in the providers of this tree, not yet fixed there (see tests/conformance/README.md).
-    struct Known {
-        std::string_view provider, issue;
-    };
-    static constexpr Known kKnown[] = {
-        {"hwstub", "terminate-detail"},   // event detail 0x01LLTTCC instead of the RNIC-PI's 0xLTCC word
-        {"hwstub", "terminate-events"},   // no RI_AE_QP_TERMINATE_SENT / RI_AE_QP_REMOTE_ACCESS_ERROR on access errors
-        {"hwstub", "read-error-status"},  // a refused RDMA Read completes RI_WC_WR_FLUSH_ERR, not RI_WC_REM_ACCESS_ERR
-        {"hwstub", "rd-sge-limit"},       // create QP accepts rd_sge above max_sge_rd
-        {"hwstub", "write-completes-early"},  // an RDMA Write's CQE comes before its source was read
-    };
-    if (settings().strict) return false;
-    for (const Known &k : kKnown) {
-        if (k.provider == settings().provider && k.issue == issue) return true;
-    }
-    return false;
-}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Consumer

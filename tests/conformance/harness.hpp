@@ -209,21 +209,6 @@ protected:
         }                                                                                                            \
     } while (0)
 
-/**
- * @brief Whether @p issue is a known bug of the provider under test (the table in harness.cpp lists the providers of
- *        this tree only; `--strict` empties it). A test that meets a known bug skips with the bug's description
- *        instead of failing, so CI stays green while the bug stays visible.
- */
-bool known_issue(std::string_view issue);
-
-/** @brief Skips the test when @p failed and @p issue is a known bug of the provider under test. */
-#define CONFORMANCE_KNOWN_ISSUE(failed, issue, what)                                                                 \
-    do {                                                                                                             \
-        if ((failed) && known_issue(issue)) {                                                                        \
-            GTEST_SKIP() << "known " << settings().provider << " bug (" << (issue) << "): " << what;                  \
-        }                                                                                                            \
-    } while (0)
-
 }  // namespace conformance
 
 #endif  // TESTS_CONFORMANCE_HARNESS_HPP

@@ -82,8 +82,6 @@ void describe(CLI::App &app, std::string &module, std::string &provider_dir, std
                    "$OPENRDMA_PROVIDER_DIR or " OPENRDMA_PROVIDER_DIR ")");
     app.add_option("--address", settings().address, "Address the RNIC is attached to (default 127.0.0.1)");
     app.add_option("--options", settings().options, "Provider attach options, a JSON object (e.g. '{\"max_qp\": 64}')");
-    app.add_flag("--strict", settings().strict,
-                 "Fail on the known bugs of this tree's providers instead of skipping the tests that meet them");
     app.add_option("--krdmad", krdmad, "krdmad binary (default: the build tree's, next to the runner, or " OPENRDMA_INSTALL_SBINDIR "/krdmad)");
 }
 

@@ -20,7 +20,6 @@ struct Settings {
     std::string options;                 /**< Provider attach options as a JSON object text, or empty. */
     std::filesystem::path krdmad;        /**< The krdmad binary the runner starts. */
     std::filesystem::path self;          /**< This program (started again as a consumer child process). */
-    bool strict = false;                 /**< Known provider bugs fail instead of skipping. */
 };
 
 /** @brief The runner's settings (one per process). */

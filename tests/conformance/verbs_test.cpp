@@ -206,7 +206,6 @@ TEST_F(Verbs, LimitsAreRefusedCleanly) {
         {"ird above max_ird", [&](auto &a) { a.ird = lim.max_ird + 1; }},
         {"sq_depth 0", [](auto &a) { a.sq_depth = 0; }},
     };
-    std::string known;  // known provider bugs met on the way: the test skips at its end, naming them
     for (const Case &c : cases) {
         ual::EndpointAttributes a;
         a.sq_depth = a.rq_depth = 4;
@@ -214,11 +213,6 @@ TEST_F(Verbs, LimitsAreRefusedCleanly) {
         a.ird = a.ord = 1;
         c.change(a);
         auto ep = pz->create_endpoint(a, *cq, *cq);
-        if (ep && std::string_view(c.what).starts_with("rd_sge") && known_issue("rd-sge-limit")) {
-            known += std::string(" ") + c.what + " was accepted;";
-            EXPECT_TRUE((*ep)->close().ok());
-            continue;
-        }
         EXPECT_FALSE(ep) << c.what << " was accepted";
         if (!ep) {
             EXPECT_PRED1(range_or_inval, ep.error().code()) << c.what << ": " << ep.error().to_string();
@@ -247,7 +241,6 @@ TEST_F(Verbs, LimitsAreRefusedCleanly) {
     EXPECT_TRUE((*ep)->close().ok());
     EXPECT_TRUE((*cq)->close().ok());
     EXPECT_TRUE(pz->close().ok());
-    if (!known.empty()) GTEST_SKIP() << "known " << settings().provider << " bug (rd-sge-limit):" << known;
 }
 
 // Moved from tests/softrnic/control_test.cpp (QpNumbersAndStagsAreUniqueAcrossConnections): QP numbers and STags

@@ -218,9 +218,6 @@ TEST(HwstubScribble, MalformedSendWqesOnAnRtsQpFailWithLocalQpOperationError) {
     expect_send_refused("opcode 255", RI_WC_LOC_QP_OP_ERR, w, {});
     w = wqe(2, HWSTUB_OP_SEND, HWSTUB_WQE_SIGNALED | 0x20);  // the first unknown flag bit
     expect_send_refused("flag 0x20", RI_WC_LOC_QP_OP_ERR, w, {});
-    w = wqe(2, HWSTUB_OP_READ);
-    w.num_sge = 2;  // a Read has one sink
-    expect_send_refused("Read with two SGEs", RI_WC_LOC_QP_OP_ERR, w, {});
     w = wqe(2, HWSTUB_OP_SEND, HWSTUB_WQE_SIGNALED | HWSTUB_WQE_INLINE);
     w.num_sge = 1;  // inline data and SGEs at once
     w.inline_len = 8;
@@ -648,7 +645,6 @@ public:
                 64u + 16u * w.num_sge > shape_.sq_slot) {
                 return Verdict::op_err;
             }
-            if (w.opcode == HWSTUB_OP_READ && w.num_sge != 1) return Verdict::op_err;
         }
         if (w.opcode == HWSTUB_OP_NOP) return Verdict::ok;
         if (w.opcode == HWSTUB_OP_LOCAL_INV) {

@@ -21,10 +21,10 @@ using namespace rdmatest;
 using namespace std::chrono_literals;
 using ual::CmEventId;
 
-// The detail of an event about the MPA CRC error Terminate (RFC 5044: layer LLP, code 0x02), as iwarp packs it,
-// and as the peer program prints it.
-constexpr uint32_t kCrcErrorDetail = 0x01020002u;
-const std::string kCrcErrorText = "0x1020002";
+// The detail of an event about the MPA CRC error Terminate (RFC 5044: layer LLP, code 0x02): the Terminate word
+// (layer/etype << 8 | code), and as the peer program prints it.
+constexpr uint32_t kCrcErrorDetail = 0x2002u;
+const std::string kCrcErrorText = "0x2002";
 
 class HwstubFaults : public testutil::KrdmadFixture {
 protected:
@@ -125,10 +125,14 @@ TEST_F(HwstubFaults, CorruptedOutboundFrameMakesThePeerTerminateWithCrcError) {
     ASSERT_TRUE(term.has_value()) << "no Terminate from the peer";
     EXPECT_EQ(term->resource_id, c.qp_num);
     EXPECT_EQ(term->detail, kCrcErrorDetail) << std::hex << term->detail;
-    // The peer's QP failed on the frame with the CRC error (its stream broken: RI_AE_QP_LLP_RESET) and its receives
-    // were flushed; the bytes never reached it.
+    // The peer's QP failed on the frame with the CRC error (it sent the Terminate: a protocol error) and its
+    // receives were flushed; the bytes never reached it.
     EXPECT_TRUE(peer_says("done")) << peer_text();
-    EXPECT_NE(peer_text().find("ae " + std::to_string(RI_AE_QP_LLP_RESET) + " " + kCrcErrorText), std::string::npos)
+    EXPECT_NE(peer_text().find("ae " + std::to_string(RI_AE_QP_TERMINATE_SENT) + " " + kCrcErrorText),
+              std::string::npos)
+        << peer_text();
+    EXPECT_NE(peer_text().find("ae " + std::to_string(RI_AE_QP_PROTOCOL_ERROR) + " " + kCrcErrorText),
+              std::string::npos)
         << peer_text();
     EXPECT_EQ(peer_text().find("wc " + std::to_string(RI_WC_RECV) + " 0"), std::string::npos) << peer_text();
     // Our QP is in ERROR: what we post now is flushed.
@@ -159,8 +163,8 @@ TEST_F(HwstubFaults, CorruptedInboundFrameTerminatesOurQpWithCrcError) {
     if (HasFatalFailure()) return;
     ASSERT_TRUE(inject({"rx_corrupt=1", "qp=" + std::to_string(c.qp_num)}).is_object());
     ASSERT_TRUE(post(c.s, *c.ep, RI_WR_RDMA_READ, 4096, 4096, 7, c.peer.addr, c.peer.rkey).ok());
-    // A CRC error breaks the stream (RI_AE_QP_LLP_RESET), with the Terminate code the adapter sent.
-    auto sent = async_event(c.s, RI_AE_QP_LLP_RESET);
+    // The adapter sent the CRC error's Terminate: RI_AE_QP_TERMINATE_SENT (and a protocol error) with its word.
+    auto sent = async_event(c.s, RI_AE_QP_TERMINATE_SENT);
     ASSERT_TRUE(sent.has_value()) << "our adapter did not terminate the stream";
     EXPECT_EQ(sent->detail, kCrcErrorDetail) << std::hex << sent->detail;
     auto wc = c.s.completion(5s);

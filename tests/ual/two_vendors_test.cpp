@@ -93,7 +93,7 @@ TEST_F(TwoVendors, BothRnicsAreListedAndSelectedByAddress) {
     auto attr = s.adapter->query();
     ASSERT_TRUE(attr);
     EXPECT_STREQ(attr->name, "hw0");
-    EXPECT_EQ(attr->max_sge_rd, 1u);
+    EXPECT_EQ(attr->max_sge_rd, 8u);
     EXPECT_EQ(attr->caps & RI_CAP_SRQ, 0u) << "hwstub offers no SRQ";
 }
 

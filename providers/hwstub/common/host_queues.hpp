@@ -80,13 +80,18 @@ private:
         }
     } else {
         if (wr.num_sge > max_sge || sizeof w + wr.num_sge * sizeof(hwstub_sge) > slot_size) return RI_EINVAL;
-        if (w.opcode == HWSTUB_OP_READ && wr.num_sge != 1) return RI_EINVAL;  // one sink per Read
         w.num_sge = static_cast<uint8_t>(wr.num_sge);
+        uint64_t total = 0;
         for (uint32_t i = 0; i < wr.num_sge; ++i) {
             const hwstub_sge g{wr.sgl[i].addr, wr.sgl[i].length, wr.sgl[i].lkey};
             std::memcpy(body + i * sizeof g, &g, sizeof g);
+            total += wr.sgl[i].length;
         }
-        if (w.opcode == HWSTUB_OP_READ) w.length = wr.sgl[0].length;
+        // A Read's sinks may be several SGEs: the engine asks for each piece in turn.
+        if (w.opcode == HWSTUB_OP_READ) {
+            if (total > UINT32_MAX) return RI_EINVAL;
+            w.length = static_cast<uint32_t>(total);
+        }
     }
     std::memcpy(slot, &w, sizeof w);
     return RI_OK;

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -529,7 +530,7 @@ struct Kvp {
             a->max_qp = l.max_qp - 1;
             a->max_qp_wr = l.max_qp_wr;
             a->max_sge = kMaxSge;
-            a->max_sge_rd = 1;
+            a->max_sge_rd = kMaxSge;
             a->max_inline = l.max_inline;
             a->max_cq = l.max_cq;
             a->max_cqe = l.max_cqe;
@@ -730,7 +731,7 @@ ri_status_t Kvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq, ri_qp
     Instance *inst = rnic->inst;
     if (ri_status_t rc = inst->verb_fault.fire("create_qp"); rc != RI_OK) return rc;
     const Limits &l = inst->limits;
-    if (a->sq_depth == 0 || a->sq_depth > l.max_qp_wr || a->rq_depth > l.max_qp_wr || a->sq_sge > kMaxSge ||
+    if (a->sq_depth == 0 || a->sq_depth > l.max_qp_wr || a->rq_depth > l.max_qp_wr || a->sq_sge > kMaxSge || a->rd_sge > kMaxSge ||
         a->rq_sge > kMaxSge || a->max_inline > l.max_inline || a->ird > l.max_ird || a->ord > l.max_ord) {
         return RI_ERANGE;
     }
@@ -739,7 +740,8 @@ ri_status_t Kvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq, ri_qp
     qp->pd = this;
     const uint32_t sq_depth = pow2_at_least(a->sq_depth);
     const uint32_t rq_depth = pow2_at_least(std::max<uint32_t>(a->rq_depth, 1));
-    const uint32_t sq_sge = std::max<uint32_t>(a->sq_sge, 1);
+    // A Read's sinks are SGEs of its send WQE: the slot holds the larger of the two counts.
+    const uint32_t sq_sge = std::max({a->sq_sge, a->rd_sge, 1u});
     const uint32_t rq_sge = std::max<uint32_t>(a->rq_sge, 1);
     const uint32_t sq_slot = hwstub_sq_slot_size(sq_sge, a->max_inline);
     const uint32_t rq_slot = hwstub_rq_slot_size(rq_sge);
@@ -774,7 +776,7 @@ ri_status_t Kvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq, ri_qp
     a->rq_depth = rq_depth;
     a->sq_sge = sq_sge;
     a->rq_sge = rq_sge;
-    a->rd_sge = 1;
+    a->rd_sge = sq_sge;
     qp->attr.state = RI_QPS_IDLE;
     qp->attr.qp_num = num;
     qp->attr.ird = a->ird;

@@ -15,6 +15,7 @@
 #include "iwarp/engine.hpp"
 #include "iwarp/framing.hpp"
 #include "iwarp/mpa.hpp"
+#include "iwarp/verbs_errors.hpp"
 
 namespace hwstub {
 
@@ -102,7 +103,6 @@ bool well_formed(const hwstub_send_wqe &w, const QpSetup &s) {
     } else {
         if (w.num_sge > s.max_send_sge || w.num_sge > iwarp::kMaxSge) return false;
         if (sizeof(hwstub_send_wqe) + w.num_sge * sizeof(hwstub_sge) > s.sq.slot_size) return false;
-        if (w.opcode == HWSTUB_OP_READ && w.num_sge != 1) return false;  // one sink per Read Request
     }
     return true;
 }
@@ -126,15 +126,6 @@ ri_async_event_t qp_event(const QpSetup &s, uint32_t event_id, uint32_t detail =
     return e;
 }
 
-// The asynchronous event that says why a stream stopped with Terminate code @p c (sent or received).
-uint32_t event_of_term(iwarp::TermCode c, bool received) {
-    if (received) return RI_AE_QP_TERMINATE_RECEIVED;
-    if (c.layer == static_cast<uint8_t>(iwarp::Layer::llp)) return RI_AE_QP_LLP_RESET;
-    // Remote protection errors (etype 1) are the peer violating our memory's rights.
-    if (c.etype == 0x1 && c.layer != static_cast<uint8_t>(iwarp::Layer::llp)) return RI_AE_QP_LOCAL_ACCESS_ERROR;
-    return RI_AE_QP_TERMINATE_SENT;
-}
-
 }  // namespace
 
 // A send WQE the engine was given, until its completion is written in posting order.
@@ -143,9 +134,11 @@ struct SendRecord {
     uint32_t byte_len = 0;
     uint8_t opcode = 0;  // the CQE's
     uint8_t status = 0;
+    uint32_t vendor_err = 0;  // the Terminate word of a request a Terminate failed
     bool signaled = false;
     bool done = false;
     bool read = false;
+    uint32_t parts = 0;       // a Read scattered over n SGEs is n Reads for the engine: those not yet completed
 };
 
 // The RDMA-mode part of a QP: the socket, the protocol engine and the frames built ahead of the socket.
@@ -172,6 +165,7 @@ struct OffloadEngine::Stream {
     iwarp::Terminate term;
     bool crc = false;      // frames carry a CRC (negotiated)
     bool closing = false;  // the QP is in CLOSING: FIN once the send side drained
+    uint32_t close_at = 0; // the send queue's producer index at the move to CLOSING: what must still go
     bool fin_sent = false;
 };
 
@@ -188,13 +182,15 @@ struct OffloadEngine::Qp final : iwarp::EngineOwner {
     std::vector<uint8_t> shadow;            // the engine's copy of each fetched send slot (inline data stays put)
     std::vector<SendRecord> sends;          // by send queue index
     uint32_t sq_started = 0, sq_done = 0;   // send WQEs given to the engine, and completed in order
-    uint32_t reads_out = 0;                 // RDMA Reads given to the engine and not completed
+    uint32_t reads_out = 0;                 // RDMA Reads (parts) given to the engine and not completed
+    uint32_t read_parts_posted = 0;         // of the scattered Read at sq_started: parts the engine already has
     std::vector<iwarp::ReceiveBuffer> recvs; // by receive queue index: validated receive WQEs
     uint32_t rq_checked = 0, rq_taken = 0, rq_done = 0;
     // The producer indexes the last pass started from: posts after them are what a sleeping engine must not miss.
     uint32_t sq_seen = 0, rq_seen = 0;
     bool error = false;
     bool cqe_lost = false; // a completion of this QP was lost to a full CQ: the QP goes to ERROR after the pass
+    uint8_t recv_fail_status = RI_WC_WR_FLUSH_ERR;  // for the receive being placed when the stream failed
     bool blocked = false;  // IDLE: the send queue's head waits for RTS
     std::unique_ptr<Stream> stream;
     ri_qp_stats_t stats{};
@@ -249,9 +245,15 @@ struct OffloadEngine::Qp final : iwarp::EngineOwner {
         }
         // Send-side requests carry their send queue index as the engine's wr_id.
         SendRecord &r = sends[static_cast<uint32_t>(c.wr_id) & (setup.sq.depth - 1)];
+        if (r.read) {
+            if (reads_out > 0) --reads_out;
+            r.byte_len += c.byte_len;
+            if (r.parts > 0 && --r.parts > 0) return;  // more parts of the scattered Read to come
+            r.done = true;
+            return;
+        }
         r.done = true;
         r.byte_len = c.byte_len;
-        if (r.read && reads_out > 0) --reads_out;
     }
     void peer_terminated(const iwarp::Terminate &t) override {
         stream->peer_terminated = true;
@@ -427,7 +429,12 @@ ri_status_t OffloadEngine::close_qp(uint32_t qp_num) {
         std::lock_guard g(mutex_);
         auto it = qps_.find(qp_num);
         if (it == qps_.end()) return RI_ENOENT;
-        if (it->second->stream) it->second->stream->closing = true;
+        Qp &qp = *it->second;
+        if (qp.stream) {
+            // RDMAC verbs: what was posted before the move to CLOSING is still carried out, then the FIN goes.
+            qp.stream->closing = true;
+            qp.stream->close_at = qp.sq.posted();
+        }
     }
     kick();
     return RI_OK;
@@ -497,6 +504,7 @@ void OffloadEngine::retire_sends(Qp &qp, Pending &out) {
         if (r.signaled || qp.setup.signal_all || r.status != RI_WC_SUCCESS) {
             hwstub_cqe c = make_cqe(qp.setup.qp_num, r.wr_id, r.opcode, r.status);
             c.byte_len = r.byte_len;
+            c.vendor_err = r.vendor_err;
             complete(qp.setup.send_cq, c, false, out);
         }
         r = SendRecord{};
@@ -524,11 +532,29 @@ void OffloadEngine::wqe_failed(Qp &qp, uint8_t status, Pending &out) {
     const auto *w = reinterpret_cast<const hwstub_send_wqe *>(
         &qp.shadow[static_cast<size_t>(qp.sq_started & (qp.setup.sq.depth - 1)) * qp.setup.sq.slot_size]);
     SendRecord &r = qp.sends[qp.sq_started & (qp.setup.sq.depth - 1)];
-    r = SendRecord{w->wr_id, 0, cqe_opcode(w->opcode), status, true, true, false};
+    r = SendRecord{};
+    r.wr_id = w->wr_id;
+    r.opcode = cqe_opcode(w->opcode);
+    r.status = status;
+    r.signaled = true;  // an error always completes
+    r.done = true;
     ++qp.sq_started;
     if (qp.stream) qp.stream->engine.abort(iwarp::term::kRdmapLocalCatastrophic);
     retire_sends(qp, out);  // in order: earlier requests still in flight complete (flushed) first
     enter_error(qp, out, RI_AE_QP_FATAL);
+}
+
+// A peer's Terminate failed the oldest request in flight (the one it answers): it completes with @p status and the
+// Terminate word, the rest are flushed.
+void OffloadEngine::fail_oldest(Qp &qp, uint8_t status, uint32_t word) {
+    for (uint32_t i = qp.sq_done; i != qp.sq_started; ++i) {
+        SendRecord &r = qp.sends[i & (qp.setup.sq.depth - 1)];
+        if (r.done) continue;
+        r.done = true;
+        r.status = status;
+        r.vendor_err = word;
+        return;
+    }
 }
 
 // Completes the receives checked and not yet done (the one being placed among them) with RI_WC_WR_FLUSH_ERR.
@@ -536,8 +562,10 @@ bool OffloadEngine::flush_checked_receives(Qp &qp, Pending &out) {
     const bool any = qp.rq_done != qp.rq_checked;
     while (qp.rq_done != qp.rq_checked) {
         const iwarp::ReceiveBuffer &b = qp.recvs[qp.rq_done & (qp.setup.rq.depth - 1)];
-        complete(qp.setup.recv_cq, make_cqe(qp.setup.qp_num, b.wr_id, HWSTUB_CQE_RECV, RI_WC_WR_FLUSH_ERR), false,
-                 out);
+        // The receive being placed when the stream failed takes the failure's status (too long a message).
+        const uint8_t status = qp.rq_done != qp.rq_taken ? qp.recv_fail_status : uint8_t{RI_WC_WR_FLUSH_ERR};
+        qp.recv_fail_status = RI_WC_WR_FLUSH_ERR;
+        complete(qp.setup.recv_cq, make_cqe(qp.setup.qp_num, b.wr_id, HWSTUB_CQE_RECV, status), false, out);
         ++qp.rq_done;
         qp.rq.retire();
     }
@@ -637,13 +665,16 @@ bool OffloadEngine::serve_send_queue(Qp &qp, Pending &out) {
     if (qp.blocked) return false;  // until the RDMA-mode transition (a control operation, which kicks the engine)
     bool did = false;
     for (uint32_t n = 0; n < kBudget && !qp.error; ++n) {
-        // The stream is going down, or closing: nothing new starts (what waits is flushed with the QP).
-        if (qp.stream && (qp.stream->engine.failed() || qp.stream->closing)) break;
+        // The stream is going down, or closing and what was posted before is started: nothing new starts (what
+        // waits is flushed with the QP).
+        if (qp.stream && (qp.stream->engine.failed() || (qp.stream->closing && closed_queue(qp)))) break;
         const uint8_t *slot = qp.sq.fetch();
         if (slot == nullptr) break;
         const uint32_t index = qp.sq_started & (qp.setup.sq.depth - 1);
         uint8_t *mine = &qp.shadow[static_cast<size_t>(index) * qp.setup.sq.slot_size];
-        std::memcpy(mine, slot, qp.setup.sq.slot_size);  // one read of the consumer's slot: checks and use agree
+        // One read of the consumer's slot: checks and use agree (a scattered Read resumed uses the same copy).
+        const uint32_t resume = qp.read_parts_posted;
+        if (resume == 0) std::memcpy(mine, slot, qp.setup.sq.slot_size);
         hwstub_send_wqe w{};
         std::memcpy(&w, mine, sizeof w);
         if (!well_formed(w, qp.setup)) {
@@ -659,14 +690,21 @@ bool OffloadEngine::serve_send_queue(Qp &qp, Pending &out) {
             return did;
         }
         // Fences: the WQE starts once every earlier one (or every earlier Read) is done.
-        if (((w.flags & HWSTUB_WQE_FENCE) != 0 && qp.sq_done != qp.sq_started) ||
-            ((w.flags & HWSTUB_WQE_READ_FENCE) != 0 && qp.reads_out != 0)) {
+        if (resume == 0 && (((w.flags & HWSTUB_WQE_FENCE) != 0 && qp.sq_done != qp.sq_started) ||
+                            ((w.flags & HWSTUB_WQE_READ_FENCE) != 0 && qp.reads_out != 0))) {
             qp.sq.unfetch();
             return did;
         }
         SendRecord &r = qp.sends[index];
-        r = SendRecord{w.wr_id, 0, cqe_opcode(w.opcode), RI_WC_SUCCESS,
-                       (w.flags & HWSTUB_WQE_SIGNALED) != 0, false, w.opcode == HWSTUB_OP_READ};
+        if (resume == 0) {
+            r = SendRecord{};
+            r.wr_id = w.wr_id;
+            r.opcode = cqe_opcode(w.opcode);
+            r.status = RI_WC_SUCCESS;
+            r.signaled = (w.flags & HWSTUB_WQE_SIGNALED) != 0;
+            r.read = w.opcode == HWSTUB_OP_READ;
+            r.parts = r.read ? std::max<uint32_t>(w.num_sge, 1) : 0;
+        }
         if (w.opcode == HWSTUB_OP_NOP) {
             r.done = true;
         } else if (w.opcode == HWSTUB_OP_LOCAL_INV) {
@@ -690,11 +728,6 @@ bool OffloadEngine::serve_send_queue(Qp &qp, Pending &out) {
                 for (uint32_t i = 0; i < w.num_sge && ok; ++i) ok = qp.translate(sge[i], need, wr.sge[i]);
                 wr.num_sge = w.num_sge;
                 wr.foreign = qp.foreign();
-                if (ok && w.opcode == HWSTUB_OP_READ) {
-                    wr.local_stag = sge[0].lkey;
-                    wr.local_to = sge[0].addr;
-                    wr.length = sge[0].length;
-                }
             }
             if (!ok) {
                 stats_.wqes.fetch_add(1, std::memory_order_relaxed);
@@ -715,19 +748,57 @@ bool OffloadEngine::serve_send_queue(Qp &qp, Pending &out) {
                 default:  // HWSTUB_OP_READ (well_formed() let nothing else through)
                     wr.type = iwarp::WorkType::read;
                     wr.remote_stag = w.remote_stag;
-                    wr.remote_to = w.remote_to;
                     break;
             }
-            const rdma::Status st = qp.stream->engine.post(wr);
-            if (st.code() == RI_EAGAIN) {
-                qp.sq.unfetch();  // the engine's queue is full: this WQE waits for a completion
-                return did;
+            if (w.opcode == HWSTUB_OP_READ) {
+                // One Read per sink SGE, each for the next piece of the remote buffer (as softrnic does): the
+                // responder sends one Read Response per part, placed straight into that SGE's region.
+                const auto *sge = reinterpret_cast<const hwstub_sge *>(mine + sizeof w);
+                uint64_t offset = 0;
+                for (uint32_t i = 0; i < resume; ++i) offset += sge[i].length;
+                for (uint32_t i = resume; i < r.parts; ++i) {
+                    iwarp::WorkRequest part = wr;
+                    part.num_sge = 0;
+                    if (w.num_sge > 0) {
+                        part.local_stag = sge[i].lkey;
+                        part.local_to = sge[i].addr;
+                        part.length = sge[i].length;
+                    }
+                    part.remote_to = w.remote_to + offset;
+                    const rdma::Status st = qp.stream->engine.post(part);
+                    if (st.code() == RI_EAGAIN) {
+                        qp.read_parts_posted = i;  // the rest when the engine has room again
+                        qp.sq.unfetch();
+                        return did;
+                    }
+                    if (!st) {
+                        qp.read_parts_posted = 0;
+                        if (i > 0) {
+                            // Parts are with the engine: the QP fails behind them (its Terminate flushes them).
+                            qp.stream->engine.abort(iwarp::term::kRdmapLocalCatastrophic);
+                            ++qp.sq_started;
+                            enter_error(qp, out, RI_AE_QP_FATAL);
+                            return true;
+                        }
+                        wqe_failed(qp, RI_WC_LOC_QP_OP_ERR, out);
+                        return true;
+                    }
+                    ++qp.reads_out;
+                    offset += sge[i].length;
+                }
+                qp.read_parts_posted = 0;
+            } else {
+                wr.remote_to = w.remote_to;
+                const rdma::Status st = qp.stream->engine.post(wr);
+                if (st.code() == RI_EAGAIN) {
+                    qp.sq.unfetch();  // the engine's queue is full: this WQE waits for a completion
+                    return did;
+                }
+                if (!st) {
+                    wqe_failed(qp, RI_WC_LOC_QP_OP_ERR, out);
+                    return true;
+                }
             }
-            if (!st) {
-                wqe_failed(qp, RI_WC_LOC_QP_OP_ERR, out);
-                return true;
-            }
-            if (r.read) ++qp.reads_out;
         }
         stats_.wqes.fetch_add(1, std::memory_order_relaxed);
         ++qp.sq_started;
@@ -735,6 +806,13 @@ bool OffloadEngine::serve_send_queue(Qp &qp, Pending &out) {
     }
     retire_sends(qp, out);
     return did;
+}
+
+// A closing QP has started everything posted before its move to CLOSING (or the host's index says nothing more is
+// there: a scribbled one must not hold the FIN back for ever).
+bool OffloadEngine::closed_queue(const Qp &qp) noexcept {
+    const uint32_t left = qp.stream->close_at - qp.sq_started;
+    return left == 0 || left > qp.setup.sq.depth || !qp.sq.pending() || qp.sq.overrun();
 }
 
 // The socket took @p n bytes from the head of the frame ring: frames wholly written leave it.
@@ -934,19 +1012,28 @@ bool OffloadEngine::serve_stream(Qp &qp, Pending &out) {
     retire_sends(qp, out);
 
     // An orderly close: FIN once everything posted before it is sent and done (the kAL sees the peer's FIN).
-    if (s.closing && !s.fin_sent && s.count == 0 && engine.outstanding() == 0 && qp.sq_done == qp.sq_started) {
+    if (s.closing && !s.fin_sent && s.count == 0 && engine.outstanding() == 0 && qp.sq_done == qp.sq_started &&
+        closed_queue(qp)) {
         s.fin_sent = true;
         (void)::shutdown(s.fd, SHUT_WR);
         did = true;
     }
     // How the stream ends: the peer's Terminate, ours once it is out, or the socket.
+    // The events and statuses are iwarp/verbs_errors.hpp's, as every provider of this tree reports them.
     if (s.peer_terminated) {
-        enter_error(qp, out, RI_AE_QP_TERMINATE_RECEIVED, iwarp::term_detail(s.term.code));
+        const iwarp::TermCode c = s.term.code;
+        const uint32_t word = iwarp::term_word(c);
+        fail_oldest(qp, static_cast<uint8_t>(iwarp::status_of_peer_terminate(c)), word);
+        enter_error(qp, out, RI_AE_QP_TERMINATE_RECEIVED, word);
+        if (iwarp::is_access_error(c)) out.events.push_back(qp_event(qp.setup, RI_AE_QP_REMOTE_ACCESS_ERROR, word));
     } else if (engine.failed() && engine.terminate_sent() && s.count == 0) {
         ++qp.stats.terminates_sent;
         const iwarp::TermCode c = engine.failure();
+        const uint32_t word = iwarp::term_word(c);
         if (c == iwarp::term::kLlpCrcError) ++qp.stats.crc_errors;
-        enter_error(qp, out, event_of_term(c, false), iwarp::term_detail(c));
+        qp.recv_fail_status = static_cast<uint8_t>(iwarp::receive_status_of_sent_terminate(c));
+        enter_error(qp, out, RI_AE_QP_TERMINATE_SENT, word);
+        out.events.push_back(qp_event(qp.setup, iwarp::event_of_sent_terminate(c), word));
     } else if (s.error != 0) {
         enter_error(qp, out, RI_AE_QP_LLP_RESET);
     } else if (s.eof) {

@@ -240,6 +240,7 @@ private:
     void outbound_faults(Qp &qp, size_t slot);
     void corrupt_inbound(const Qp &qp, uint8_t &last);
     static void written(Stream &s, size_t n);
+    static bool closed_queue(const Qp &qp) noexcept;
     static void send_terminate(Stream &s);
     bool pass(Pending &out);  // one pass over every queue and stream; true if it did anything
     bool serve_qp(Qp &qp, Pending &out);
@@ -249,6 +250,7 @@ private:
     void complete(uint32_t cq_id, const hwstub_cqe &cqe, bool solicited, Pending &out);
     void retire_sends(Qp &qp, Pending &out);
     void wqe_failed(Qp &qp, uint8_t status, Pending &out);
+    void fail_oldest(Qp &qp, uint8_t status, uint32_t word);
     void mark_error(Qp &qp);
     void enter_error(Qp &qp, Pending &out, uint32_t event_id, uint32_t detail = 0);
     bool flush(Qp &qp, Pending &out);

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <iterator>
 
+#include "iwarp/verbs_errors.hpp"
 #include "progress.hpp"
 
 namespace softrnic::datapath {
@@ -144,24 +145,6 @@ iwarp::WorkType work_type(uint32_t wr_opcode) {
         case RI_WR_RDMA_READ: return iwarp::WorkType::read;
         default: return iwarp::WorkType::send;
     }
-}
-
-// The Terminate word of event records and completions: layer/etype in bits 15..8, the error code in 7..0.
-uint32_t term_word(iwarp::TermCode c) { return static_cast<uint32_t>(c.layer_etype()) << 8 | c.code; }
-
-// Protection errors (RFC 5040 remote protection, RFC 5041 tagged buffer) as opposed to protocol errors.
-bool is_access_error(iwarp::TermCode c) {
-    if (c.etype != 0x1) return false;
-    if (c.layer == static_cast<uint8_t>(iwarp::Layer::rdmap)) return true;
-    return c.layer == static_cast<uint8_t>(iwarp::Layer::ddp) && c != iwarp::term::kDdpTaggedInvalidVersion;
-}
-
-// The status of the request a peer's Terminate failed.
-uint32_t status_of_peer_terminate(iwarp::TermCode c) {
-    if (c.layer == static_cast<uint8_t>(iwarp::Layer::llp)) return RI_WC_LLP_ERR;
-    if (is_access_error(c)) return RI_WC_REM_ACCESS_ERR;
-    if (c.layer == static_cast<uint8_t>(iwarp::Layer::ddp) && c.etype == 0x2) return RI_WC_REM_INV_REQ_ERR;
-    return RI_WC_REM_OP_ERR;
 }
 
 // Work requests handed to the engine at once. The send ring holds the rest and issue() hands them over as the
@@ -853,13 +836,11 @@ void QueuePair::settle() {
         if (sent) counters_.terminate_sent();
         if (sent && !s.consumer_terminate) {
             add_event(RI_AE_QP_TERMINATE_SENT, term_word(c));
-            add_event(is_access_error(c) ? RI_AE_QP_LOCAL_ACCESS_ERROR : RI_AE_QP_PROTOCOL_ERROR, term_word(c));
+            add_event(iwarp::event_of_sent_terminate(c), term_word(c));
         } else if (!sent) {
             add_event(RI_AE_QP_LLP_RESET);
         }
-        const uint32_t recv_status =
-            c == iwarp::term::kDdpMessageTooLong ? uint32_t{RI_WC_LOC_LEN_ERR} : uint32_t{RI_WC_WR_FLUSH_ERR};
-        return enter_error(-1, RI_WC_WR_FLUSH_ERR, term_word(c), recv_status, true);
+        return enter_error(-1, RI_WC_WR_FLUSH_ERR, term_word(c), iwarp::receive_status_of_sent_terminate(c), true);
     }
     switch (s.fail) {
         case Stream::Fail::local:
