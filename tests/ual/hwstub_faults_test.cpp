@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "connection_fixtures.hpp"
@@ -370,6 +372,50 @@ TEST_F(HwstubFaults, ACatastrophicErrorReachesEveryConsumerAndKrdmadStaysUp) {
     exchange(s, *ep, {size_t{4096}, kBytes}, kBytes);
     ASSERT_TRUE(ep->disconnect().ok());
     EXPECT_EQ(wait_exit(pid2), 0) << read_text(dir_ / "peer.err");
+}
+
+// An adapter of several engines ("engines": 2): each open is served by one engine thread, round robin, so the peer
+// program and this test run on different engines, and traffic between them moves every byte. The threads carry
+// their names for `top -H`, and the adapter's state counts them.
+TEST_F(HwstubFaults, SeveralEnginesServeTheOpensRoundRobin) {
+    serve(R"({"engines": 2})");
+    std::set<std::string> names;
+    for (const auto &t : std::filesystem::directory_iterator("/proc/" + std::to_string(krdmad_) + "/task")) {
+        std::string comm = read_text(t.path() / "comm");
+        if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+        names.insert(comm);
+    }
+    EXPECT_TRUE(names.contains("hwstub-oe0") && names.contains("hwstub-oe1")) << ::testing::PrintToString(names);
+    EXPECT_FALSE(names.contains("hwstub-oe2"));
+    auto state = inject({});
+    ASSERT_TRUE(state.is_object());
+    EXPECT_EQ(state["engine"]["engines"], 2);
+    const size_t kBytes = 1 << 20;
+    auto [pid, port] = start_peer("accept", kBytes);
+    ASSERT_NE(port, 0) << read_text(dir_ / "peer.err");
+    Side s;
+    ASSERT_EQ(s.open(device_.string(), "hw0", kRdmaOffset + kBytes), "");
+    auto ep = s.endpoint(5);
+    ASSERT_NE(ep, nullptr);
+    for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(post_recv(s, *ep, i * 256, 256, 100 + i).ok());
+    ASSERT_TRUE(ep->connect("127.0.0.1", port, bytes_of("hello server")).ok());
+    auto est = next_cm(s.cm);
+    ASSERT_TRUE(est.has_value());
+    ASSERT_EQ(est->id, static_cast<uint32_t>(CmEventId::established));
+    exchange(s, *ep, {size_t{1}, size_t{65537}, kBytes}, kBytes);
+    ASSERT_TRUE(ep->disconnect().ok());
+    EXPECT_EQ(wait_exit(pid), 0) << read_text(dir_ / "peer.err");
+    // Both engines worked: each moved payload for its open.
+    state = inject({});
+    ASSERT_TRUE(state.is_object());
+    EXPECT_GE(state["engine"]["tx_bytes"].get<uint64_t>(), 2 * kBytes);
+    // More engines than the adapter has are refused by name.
+    std::string out;
+    EXPECT_NE(rdmactl({"--device", device_.string(), "attach", "--provider", "hwstub", "--name", "hw9", "--address",
+                       "::1", "--options", R"({"engines": 17})"},
+                      out),
+              0);
+    EXPECT_NE(stderr_text().find("'engines' must be at most 16"), std::string::npos) << stderr_text();
 }
 
 // Bad requests get clear refusals: an unknown fault, a bad value, an unknown RNIC, a fatal fault in the options.

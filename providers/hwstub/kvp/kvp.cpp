@@ -88,9 +88,11 @@ struct Limits {
     uint32_t max_inline = 256;
     uint32_t max_ird = 16;
     uint32_t max_ord = 16;
+    uint32_t engines = 1;  // offload engine threads; each RNIC open is served by one of them
     uint64_t max_mr_size = 1ull << 40;
 };
 constexpr uint32_t kMaxSge = 8;
+constexpr uint32_t kMaxEngines = 16;
 
 // The verbs a fault can make fail, as an adapter's firmware command would.
 constexpr const char *kFailableVerbs[] = {"open_rnic", "alloc_pd", "create_cq", "create_qp", "modify_qp",
@@ -194,11 +196,12 @@ rdma::Expected<Options> parse_options(const char *text) {
                           : k == "max_inline" ? &l.max_inline
                           : k == "max_ird"    ? &l.max_ird
                           : k == "max_ord"    ? &l.max_ord
+                          : k == "engines"    ? &l.engines
                                               : nullptr;
         if (field == nullptr) {
             return rdma::Error(RI_EINVAL, "hwstub option '" + k +
                                               "' is unknown (known: max_qp, max_qp_wr, max_cq, max_cqe, max_pd, "
-                                              "max_mr, max_inline, max_ird, max_ord, faults)");
+                                              "max_mr, max_inline, max_ird, max_ord, engines, faults)");
         }
         if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() == 0 ||
             it.value().get<uint64_t>() > (1u << 20)) {
@@ -207,6 +210,9 @@ rdma::Expected<Options> parse_options(const char *text) {
         *field = it.value().get<uint32_t>();
     }
     if (l.max_inline > 1024) return rdma::Error(RI_EINVAL, "hwstub option 'max_inline' must be at most 1024");
+    if (l.engines > kMaxEngines) {
+        return rdma::Error(RI_EINVAL, "hwstub option 'engines' must be at most " + std::to_string(kMaxEngines));
+    }
     return o;
 }
 
@@ -235,9 +241,14 @@ struct Instance {
     std::string name;
     std::string netdev;
     Limits limits;
-    alignas(64) hwstub_engine_page page{};
     Routes routes;
-    std::unique_ptr<OffloadEngine> engine;
+    // The adapter: its processors (one thread each, with the page each owns), the STag table and the fault plan
+    // they share. Each open is served by one engine, so its CQs and QPs never cross engines.
+    StagTable stags;
+    FaultPlan faults;
+    std::vector<std::unique_ptr<hwstub_engine_page>> pages;
+    std::vector<std::unique_ptr<OffloadEngine>> engines;
+    uint32_t next_engine = 0;
     std::mutex mutex;
     std::set<uint32_t> qp_nums;
     uint32_t next_qp = 1;
@@ -247,9 +258,15 @@ struct Instance {
     uint32_t counts[5]{};  // pd, cq, qp, mr, open
     VerbFault verb_fault;
 
+    // The engine for a new open: round robin.
+    OffloadEngine &pick_engine() {
+        std::lock_guard g(mutex);
+        return *engines[next_engine++ % engines.size()];
+    }
+
     // Applies a checked change of faults (the engine's fire as its thread meets them; a verb's at its next call).
     void apply(const FaultChange &c) {
-        FaultPlan &plan = engine->faults();
+        FaultPlan &plan = faults;
         if (c.clear) {
             plan.clear();
             std::lock_guard g(verb_fault.mutex);
@@ -272,14 +289,14 @@ struct Instance {
         }
         if (c.fatal) {
             say(RI_LOG_WARN, "instance " + name + ": injected catastrophic adapter error");
-            engine->fail();
+            for (auto &e : engines) e->fail();  // the adapter fails whole
         }
-        engine->kick();  // a delay that ended, or a dead engine, is news to a sleeping engine
+        for (auto &e : engines) e->kick();  // a delay that ended, or a dead engine, is news to a sleeping engine
     }
 
     // What `rdmactl inject` and `rdmactl control` show: the faults not yet fired and the adapter's state.
     nlohmann::json state() {
-        FaultPlan &plan = engine->faults();
+        FaultPlan &plan = faults;
         nlohmann::json f = {{"qp", plan.qp.load()},
                             {"rx_corrupt", plan.rx_corrupt.load()},
                             {"tx_corrupt", plan.tx_corrupt.load()},
@@ -291,16 +308,26 @@ struct Instance {
             f["fail_verb"] = verb_fault.count != 0 ? verb_fault.verb : "";
             f["fail_count"] = verb_fault.count;
         }
-        const EngineStats &st = engine->stats();
-        nlohmann::json e = {{"dead", engine->dead()},
-                            {"faults_fired", st.faults.load()},
-                            {"wqes", st.wqes.load()},
-                            {"cqes", st.cqes.load()},
-                            {"interrupts", st.interrupts.load()},
-                            {"sleeps", st.sleeps.load()},
-                            {"tx_bytes", st.tx_bytes.load()},
-                            {"rx_bytes", st.rx_bytes.load()}};
-        if (const std::string why = engine->failure(); !why.empty()) e["failure"] = why;
+        // The adapter's counters are its engines' together.
+        bool dead = false;
+        uint64_t fired = 0, wqes = 0, cqes = 0, interrupts = 0, sleeps = 0, tx = 0, rx = 0;
+        std::string why;
+        for (const auto &oe : engines) {
+            const EngineStats &st = oe->stats();
+            dead |= oe->dead();
+            fired += st.faults.load();
+            wqes += st.wqes.load();
+            cqes += st.cqes.load();
+            interrupts += st.interrupts.load();
+            sleeps += st.sleeps.load();
+            tx += st.tx_bytes.load();
+            rx += st.rx_bytes.load();
+            if (why.empty()) why = oe->failure();
+        }
+        nlohmann::json e = {{"engines", engines.size()}, {"dead", dead},  {"faults_fired", fired},
+                            {"wqes", wqes},              {"cqes", cqes},  {"interrupts", interrupts},
+                            {"sleeps", sleeps},          {"tx_bytes", tx}, {"rx_bytes", rx}};
+        if (!why.empty()) e["failure"] = why;
         return {{"rnic", name}, {"faults", f}, {"engine", e}};
     }
 
@@ -445,10 +472,16 @@ struct Kvp {
         EngineHooks hooks;
         hooks.interrupt = [raw](uint32_t cq) { raw->interrupt(cq); };
         hooks.async_event = [raw](const ri_async_event_t &e) { raw->async_event(e); };
-        inst->engine = std::make_unique<OffloadEngine>(&inst->page, hooks);
-        if (!inst->engine->start()) return RI_ENOMEM;
+        for (uint32_t i = 0; i < inst->limits.engines; ++i) {
+            inst->pages.push_back(std::make_unique<hwstub_engine_page>());
+            inst->engines.push_back(std::make_unique<OffloadEngine>(inst->pages.back().get(), hooks, &inst->stags,
+                                                                    &inst->faults,
+                                                                    "hwstub-oe" + std::to_string(i)));
+            if (!inst->engines.back()->start()) return RI_ENOMEM;
+        }
         inst->apply(options->faults);
-        say(RI_LOG_INFO, "instance " + inst->name + " attached: one offload engine thread");
+        say(RI_LOG_INFO, "instance " + inst->name + " attached: " + std::to_string(inst->engines.size()) +
+                             " offload engine thread(s)");
         *out = to_handle<ri_instance_t>(inst.release());
         return RI_OK;
     }
@@ -485,7 +518,7 @@ struct Kvp {
     static ri_status_t detach(ri_instance_t instance) {
         auto *inst = from_handle<Instance>(instance);
         if (inst == nullptr) return RI_EINVAL;
-        inst->engine->stop();
+        for (auto &e : inst->engines) e->stop();
         delete inst;
         return RI_OK;
     }
@@ -496,11 +529,12 @@ struct Kvp {
         pid_t owner = 0;
         rdma::provider::EventHandlers handlers;
         SharedBlock page;  // this open's engine page
+        OffloadEngine *engine;  // the one that serves this open's CQs and QPs
         // Consumers hosted here (the plain verbs) poll and post through the host side of the queues.
         QpContexts contexts;
-        explicit Rnic(Instance *i) : inst(i), contexts(i->limits.max_qp) {}
+        explicit Rnic(Instance *i) : inst(i), engine(&i->pick_engine()), contexts(i->limits.max_qp) {}
         ~Rnic() {
-            inst->engine->remove_page(reinterpret_cast<hwstub_engine_page *>(page.data()));
+            engine->remove_page(reinterpret_cast<hwstub_engine_page *>(page.data()));
             {
                 std::lock_guard g(inst->routes.mutex);
                 inst->routes.opens.erase({&handlers, to_handle<ri_rnic_t>(this)});
@@ -573,7 +607,7 @@ struct Kvp {
                     std::lock_guard g(rnic->inst->routes.mutex);
                     rnic->inst->routes.cqs.erase(id);
                 }
-                (void)rnic->inst->engine->remove_cq(id);
+                (void)rnic->engine->remove_cq(id);
             }
             rnic->inst->uncharge(kCq);
         }
@@ -603,7 +637,7 @@ struct Kvp {
                     std::lock_guard g(pd->rnic->inst->routes.mutex);
                     pd->rnic->inst->routes.qps.erase(qp_num);
                 }
-                (void)pd->rnic->inst->engine->remove_qp(qp_num);
+                (void)pd->rnic->engine->remove_qp(qp_num);
                 pd->rnic->inst->free_qp_num(qp_num);
             }
             pd->rnic->inst->uncharge(kQp);
@@ -617,14 +651,14 @@ struct Kvp {
             *out = attr;
             uint32_t state = 0;
             // The adapter learns first that a stream failed: its ERROR wins.
-            if (pd->rnic->inst->engine->qp_state(qp_num, state) == RI_OK && state == RI_QPS_ERROR) {
+            if (pd->rnic->engine->qp_state(qp_num, state) == RI_OK && state == RI_QPS_ERROR) {
                 out->state = RI_QPS_ERROR;
             }
             return RI_OK;
         }
         ri_status_t query_stats(ri_qp_stats_t *out) {
             if (out == nullptr) return RI_EINVAL;
-            return pd->rnic->inst->engine->qp_stats(qp_num, *out);
+            return pd->rnic->engine->qp_stats(qp_num, *out);
         }
         ri_status_t modify(const ri_qp_attr_t *in, uint32_t mask);
         ri_status_t post_send(const ri_send_wr_t *wr, uint32_t count, uint32_t *posted) {
@@ -641,7 +675,7 @@ struct Kvp {
         uint64_t pin_id = 0;
         ri_mr_attr_t attr{};
         ~Mr() {
-            if (stag != 0) pd->rnic->inst->engine->stags().remove(stag);
+            if (stag != 0) pd->rnic->inst->stags.remove(stag);
             if (pin_id != 0) (void)host().vm_unpin_range(pd->rnic->host_ctx, pin_id);
             pd->rnic->inst->uncharge(kMr);
         }
@@ -653,7 +687,7 @@ struct Kvp {
             *out = attr;
             StagEntry e;
             // A Send with Invalidate or a Local Invalidate may have made it invalid since.
-            out->state = pd->rnic->inst->engine->stags().find(stag, e) ? RI_STAG_VALID : RI_STAG_INVALID;
+            out->state = pd->rnic->inst->stags.find(stag, e) ? RI_STAG_VALID : RI_STAG_INVALID;
             return RI_OK;
         }
     };
@@ -668,7 +702,7 @@ struct Kvp {
         // 0 is a consumer in the kAL's own process: plain copies, as for the embedded kAL's consumer.
         r->owner = p->owner_pid != 0 ? static_cast<pid_t>(p->owner_pid) : ::getpid();
         if (ri_status_t rc = r->page.make("hwstub-engine-page", sizeof(hwstub_engine_page)); rc != RI_OK) return rc;
-        inst->engine->add_page(r->engine_page());
+        r->engine->add_page(r->engine_page());
         {
             std::lock_guard g(inst->routes.mutex);
             inst->routes.opens.insert({&r->handlers, to_handle<ri_rnic_t>(r.get())});
@@ -706,7 +740,7 @@ ri_status_t Kvp::Rnic::create_cq(ri_cq_attr_t *a, ri_cq_t *out) {
     auto *ctrl = reinterpret_cast<hwstub_cq_ctrl *>(cq->memory.data());
     auto *ring = reinterpret_cast<hwstub_cqe *>(cq->memory.data() + ring_offset);
     const uint32_t id = inst->next_id(inst->next_cq);
-    if (ri_status_t rc = inst->engine->add_cq({id, ring, depth, ctrl}); rc != RI_OK) return rc;
+    if (ri_status_t rc = engine->add_cq({id, ring, depth, ctrl}); rc != RI_OK) return rc;
     cq->id = id;
     a->cqe = depth;
     cq->attr = *a;
@@ -727,7 +761,8 @@ ri_status_t Kvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq, ri_qp
     if (srq != nullptr || (a->flags & RI_QP_USE_SRQ) != 0) return RI_EOPNOTSUPP;  // no SRQ in this adapter
     if ((a->flags & ~RI_QP_SIGNAL_ALL) != 0) return RI_EINVAL;
     if (a->type != RI_QPT_RC) return RI_EOPNOTSUPP;
-    if (scq->rnic->inst != rnic->inst || rcq->rnic->inst != rnic->inst) return RI_EINVAL;
+    // An open's objects live on its engine: a QP's CQs must be of the same open (a verbs context's own).
+    if (scq->rnic != rnic || rcq->rnic != rnic) return RI_EINVAL;
     Instance *inst = rnic->inst;
     if (ri_status_t rc = inst->verb_fault.fire("create_qp"); rc != RI_OK) return rc;
     const Limits &l = inst->limits;
@@ -767,7 +802,7 @@ ri_status_t Kvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq, ri_qp
     s.owner = rnic->owner;
     s.pd = id;
     s.context = a->context;
-    if (ri_status_t rc = inst->engine->add_qp(s); rc != RI_OK) {
+    if (ri_status_t rc = rnic->engine->add_qp(s); rc != RI_OK) {
         inst->free_qp_num(num);
         return rc;
     }
@@ -784,7 +819,7 @@ ri_status_t Kvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq, ri_qp
     qp->attr.init = *a;
     qp->attr.llp.fd = -1;
     qp->host_side = std::make_unique<HostQp>(s.sq, s.sq_ctrl, s.rq, s.rq_ctrl,
-                                             Doorbell(rnic->engine_page(), inst->engine->doorbell_fd()),
+                                             Doorbell(rnic->engine_page(), rnic->engine->doorbell_fd()),
                                              a->max_inline, sq_sge, rq_sge);
     rnic->contexts.set(num, a->context);
     {
@@ -803,7 +838,7 @@ ri_status_t Kvp::Qp::modify(const ri_qp_attr_t *in, uint32_t mask) {
     if ((mask & ~kKnown) != 0) return (mask & (RI_QP_ATTR_SQ_DEPTH | RI_QP_ATTR_RQ_DEPTH)) != 0 ? RI_EOPNOTSUPP
                                                                                               : RI_EINVAL;
     if (ri_status_t rc = pd->rnic->inst->verb_fault.fire("modify_qp"); rc != RI_OK) return rc;
-    OffloadEngine &oe = *pd->rnic->inst->engine;
+    OffloadEngine &oe = *pd->rnic->engine;
     std::lock_guard g(mutex);
     uint32_t from = attr.state;
     uint32_t seen = 0;
@@ -912,7 +947,7 @@ ri_status_t Kvp::Pd::register_mr(const ri_mr_reg_t *reg, ri_mr_t *out, ri_mr_key
     e.iova = reg->iova;
     e.access = reg->access | RI_ACCESS_LOCAL_READ;
     e.pd = id;
-    inst->engine->stags().set(mr->stag, e);
+    inst->stags.set(mr->stag, e);
     mr->attr = ri_mr_attr_t{reg->addr, reg->length, reg->iova, e.access, RI_STAG_VALID, {mr->stag, mr->stag}, 0, 0};
     *keys = ri_mr_keys_t{mr->stag, mr->stag};
     *out = to_handle<ri_mr_t>(mr.release());
@@ -932,7 +967,7 @@ ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
             ri_rnic_t r = nullptr;
             if (ri_status_t rc = open_rnic(&p, &r); rc != RI_OK) return rc;
             Rnic *open = from_handle<Rnic>(r);
-            if (!give_fd(call, open->page.fd()) || !give_fd(call, open->inst->engine->doorbell_fd())) {
+            if (!give_fd(call, open->page.fd()) || !give_fd(call, open->engine->doorbell_fd())) {
                 for (uint32_t i = 0; i < call.nfds_out; ++i) ::close(call.fds_out[i]);
                 call.nfds_out = 0;
                 delete open;

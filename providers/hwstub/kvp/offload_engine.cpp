@@ -3,6 +3,7 @@
 #include "offload_engine.hpp"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -268,7 +269,10 @@ struct OffloadEngine::Qp final : iwarp::EngineOwner {
     }
 };
 
-OffloadEngine::OffloadEngine(hwstub_engine_page *page, EngineHooks hooks) : page_(page), hooks_(std::move(hooks)) {
+OffloadEngine::OffloadEngine(hwstub_engine_page *page, EngineHooks hooks, StagTable *stags, FaultPlan *faults,
+                             std::string name)
+    : page_(page), hooks_(std::move(hooks)), name_(std::move(name)), stags_(stags != nullptr ? *stags : own_stags_),
+      faults_(faults != nullptr ? *faults : own_faults_) {
     pages_.push_back(page_);
 }
 
@@ -285,7 +289,10 @@ bool OffloadEngine::start() {
         if (efd_ < 0) return false;
     }
     stop_.store(false);
-    thread_ = std::thread([this] { run(); });
+    thread_ = std::thread([this] {
+        ::pthread_setname_np(::pthread_self(), name_.substr(0, 15).c_str());
+        run();
+    });
     return true;
 }
 

@@ -155,8 +155,14 @@ struct FaultPlan {
 /** @brief One RNIC instance's offload engine. */
 class OffloadEngine {
 public:
-    /** @brief An engine on @p page (the instance's own engine page), reporting through @p hooks. */
-    OffloadEngine(hwstub_engine_page *page, EngineHooks hooks);
+    /**
+     * @brief An engine on @p page (the instance's own engine page), reporting through @p hooks. An instance with
+     *        several engines gives them one STag table (@p stags) and one fault plan (@p faults), as a chip's
+     *        processors share the adapter's memory; without them the engine has its own.
+     * @param name The thread's name (as `ps -L` and `top -H` show it), at most 15 characters.
+     */
+    OffloadEngine(hwstub_engine_page *page, EngineHooks hooks, StagTable *stags = nullptr,
+                  FaultPlan *faults = nullptr, std::string name = "hwstub-oe");
     OffloadEngine(const OffloadEngine &) = delete;
     OffloadEngine &operator=(const OffloadEngine &) = delete;
     /** @brief Stops the thread and closes every stream. */
@@ -266,13 +272,16 @@ private:
     std::atomic<bool> stop_{false};
     std::atomic<bool> dead_{false};
     std::atomic<bool> fatal_pending_{false};
-    StagTable stags_;
+    std::string name_;
+    StagTable own_stags_;
+    StagTable &stags_;
     mutable std::mutex mutex_;  // the tables below, and failure_
     std::vector<hwstub_engine_page *> pages_;
     std::map<uint32_t, std::unique_ptr<Cq>> cqs_;
     std::map<uint32_t, std::unique_ptr<Qp>> qps_;
     EngineStats stats_;
-    FaultPlan faults_;
+    FaultPlan own_faults_;
+    FaultPlan &faults_;
     std::string failure_;
     // Earliest time (steady clock, ns) a delayed frame is due, found by the last pass; 0: none waits.
     int64_t wake_at_ns_ = 0;
