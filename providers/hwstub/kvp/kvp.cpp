@@ -89,6 +89,7 @@ struct Limits {
     uint32_t max_ird = 16;
     uint32_t max_ord = 16;
     uint32_t engines = 1;  // offload engine threads; each RNIC open is served by one of them
+    uint32_t poll_us = 0;  // how long an engine keeps looking after its last work before it sleeps
     uint64_t max_mr_size = 1ull << 40;
 };
 constexpr uint32_t kMaxSge = 8;
@@ -197,19 +198,23 @@ rdma::Expected<Options> parse_options(const char *text) {
                           : k == "max_ird"    ? &l.max_ird
                           : k == "max_ord"    ? &l.max_ord
                           : k == "engines"    ? &l.engines
+                          : k == "poll_us"    ? &l.poll_us
                                               : nullptr;
         if (field == nullptr) {
             return rdma::Error(RI_EINVAL, "hwstub option '" + k +
                                               "' is unknown (known: max_qp, max_qp_wr, max_cq, max_cqe, max_pd, "
-                                              "max_mr, max_inline, max_ird, max_ord, engines, faults)");
+                                              "max_mr, max_inline, max_ird, max_ord, engines, poll_us, faults)");
         }
-        if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() == 0 ||
+        const uint64_t least = k == "poll_us" ? 0 : 1;  // a poll window of 0: the engine sleeps at once
+        if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() < least ||
             it.value().get<uint64_t>() > (1u << 20)) {
-            return rdma::Error(RI_EINVAL, "hwstub option '" + k + "' must be a number from 1 to 1048576");
+            return rdma::Error(RI_EINVAL, "hwstub option '" + k + "' must be a number from " + std::to_string(least) +
+                                              " to 1048576");
         }
         *field = it.value().get<uint32_t>();
     }
     if (l.max_inline > 1024) return rdma::Error(RI_EINVAL, "hwstub option 'max_inline' must be at most 1024");
+    if (l.poll_us > 100000) return rdma::Error(RI_EINVAL, "hwstub option 'poll_us' must be at most 100000");
     if (l.engines > kMaxEngines) {
         return rdma::Error(RI_EINVAL, "hwstub option 'engines' must be at most " + std::to_string(kMaxEngines));
     }
@@ -477,6 +482,7 @@ struct Kvp {
             inst->engines.push_back(std::make_unique<OffloadEngine>(inst->pages.back().get(), hooks, &inst->stags,
                                                                     &inst->faults,
                                                                     "hwstub-oe" + std::to_string(i)));
+            inst->engines.back()->set_poll_window(std::chrono::microseconds(inst->limits.poll_us));
             if (!inst->engines.back()->start()) return RI_ENOMEM;
         }
         inst->apply(options->faults);

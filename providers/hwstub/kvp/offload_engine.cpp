@@ -69,7 +69,9 @@ int64_t steady_ns() noexcept {
 // WQEs one queue starts per pass, and bytes one stream moves each way per pass, so one busy QP cannot starve the
 // others.
 constexpr uint32_t kBudget = 32;
-constexpr size_t kStreamBudget = 512 * 1024;
+// 128 KiB is two 64 KiB FPDUs: a bulk stream yields to its neighbours after about 30 us of copying, so a small
+// message on another QP waits for at most that.
+constexpr size_t kStreamBudget = 128 * 1024;
 // Frames a stream builds ahead of the socket; a frame holds at most one 64 KiB FPDU.
 constexpr size_t kTxFrames = 4;
 // The gather list of one sendmsg (IOV_MAX): frames with markers have many pieces, and at least one always fits.
@@ -1150,6 +1152,7 @@ void OffloadEngine::run() {
 void OffloadEngine::serve() {
     Pending out;
     std::vector<pollfd> fds;
+    int64_t idle_since = 0;
     while (!stop_.load(std::memory_order_acquire)) {
         bool did;
         {
@@ -1158,7 +1161,20 @@ void OffloadEngine::serve() {
             did = pass(out);
         }
         deliver(out);
-        if (did) continue;
+        if (did) {
+            idle_since = 0;
+            continue;
+        }
+        // The poll window: a little while after its last work the engine keeps looking instead of sleeping, so the
+        // next post or segment of a busy consumer meets an awake engine (no doorbell system call for the poster,
+        // no wake-up for the engine), as an adapter's processor never sleeps. It costs a CPU while it looks: for
+        // hosts with one to spare (where every CPU spins in a consumer, it starves them and they it).
+        if (const int64_t window = poll_ns_.load(std::memory_order_relaxed); window > 0) {
+            const int64_t now = steady_ns();
+            if (idle_since == 0) idle_since = now;
+            if (now - idle_since < window) continue;
+        }
+        idle_since = 0;
         // Nothing to do: say so, then look once more (a post may have landed before the flag was seen).
         bool work;
         fds.clear();

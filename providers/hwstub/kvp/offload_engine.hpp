@@ -27,6 +27,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -227,6 +228,14 @@ public:
     [[nodiscard]] const EngineStats &stats() const noexcept { return stats_; }
     /** @brief The faults to inject (changed from any thread; call kick() after arming a delay's end). */
     [[nodiscard]] FaultPlan &faults() noexcept { return faults_; }
+    /**
+     * @brief How long the engine keeps looking at its queues and sockets after its last work before it sleeps
+     *        (0: it sleeps at once). Posters ring no doorbell while it looks.
+     */
+    void set_poll_window(std::chrono::microseconds window) noexcept {
+        poll_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(window).count(),
+                       std::memory_order_relaxed);
+    }
     /** @brief Wakes the engine (after a control operation that gives it work). */
     void kick() noexcept;
 
@@ -285,6 +294,7 @@ private:
     std::string failure_;
     // Earliest time (steady clock, ns) a delayed frame is due, found by the last pass; 0: none waits.
     int64_t wake_at_ns_ = 0;
+    std::atomic<int64_t> poll_ns_{0};  // the poll window (set_poll_window)
 };
 
 }  // namespace hwstub
