@@ -92,7 +92,7 @@ TEST_F(ItApi, IaCreateQueryFree) {
     EXPECT_EQ(info->spigot_info[0].net_addr[0].addr_type, IT_IPV4);
     EXPECT_EQ(info->spigot_info[0].net_addr[0].addr.ipv4.s_addr, htonl(INADDR_LOOPBACK));
     EXPECT_EQ(info->private_data_support, IT_TRUE);
-    EXPECT_EQ(info->connect_private_data_len, 512u);
+    EXPECT_EQ(info->connect_private_data_len, 508u);  // MPA revision 2: 512 bytes less RFC 6581's IRD and ORD
     EXPECT_EQ(info->srq_support, IT_TRUE);
     EXPECT_EQ(info->atomic_support, IT_FALSE);
     EXPECT_EQ(info->affiliated_err_evd, nullptr);

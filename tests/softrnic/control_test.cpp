@@ -210,7 +210,7 @@ TEST_F(Softrnic, OpenQueryAndClose) {
                           RI_CAP_MPA_CRC | RI_CAP_MPA_PEER2PEER | RI_CAP_FAST_REG;
     EXPECT_EQ(a.caps & want, want);
     EXPECT_EQ(a.caps & (RI_CAP_ATOMICS | RI_CAP_RESIZE_CQ | RI_CAP_MPA_MARKERS), 0u);
-    EXPECT_EQ(a.max_private_data, 512u);
+    EXPECT_EQ(a.max_private_data, 508u);
     EXPECT_GT(a.max_qp, 0u);
     EXPECT_GT(a.max_qp_wr, 0u);
     EXPECT_GT(a.max_mr, 0u);

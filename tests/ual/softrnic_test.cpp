@@ -52,7 +52,7 @@ TEST_F(SoftrnicAccessLayer, ObjectModelEndToEnd) {
     auto attr = adapter->query();
     ASSERT_TRUE(attr);
     EXPECT_NE(attr->caps & RI_CAP_SRQ, 0u);
-    EXPECT_EQ(attr->max_private_data, 512u);
+    EXPECT_EQ(attr->max_private_data, 508u);
     auto pz = ok(adapter->create_pz());
     auto dto = ok(ual::SimpleDispatcher::create(ual::EventStream::dto, 64));
     auto cq = ok(adapter->create_cq(64, dto));

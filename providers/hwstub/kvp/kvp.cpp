@@ -579,7 +579,7 @@ struct Kvp {
             a->max_ird = l.max_ird;
             a->max_ord = l.max_ord;
             a->max_ceh = rdma::provider::EventHandlers::kMaxCeh;
-            a->max_private_data = 512;
+            a->max_private_data = 508;  // MPA carries 512 bytes; RFC 6581 (revision 2) takes 4 for IRD and ORD
             return RI_OK;
         }
         ri_status_t set_aeh(ri_aeh_fn fn, void *ctx, uint32_t *id) { return handlers.set_aeh(fn, ctx, id); }

@@ -129,7 +129,7 @@ void Instance::fill_attr(ri_rnic_attr_t &a) const {
     a.max_ord = limits_.max_ord;
     a.max_ceh = 16;
     a.max_fast_reg_pages = limits_.max_fast_reg_pages;
-    a.max_private_data = 512;
+    a.max_private_data = 508;  // MPA carries 512 bytes; RFC 6581 (revision 2) takes 4 for IRD and ORD
 }
 
 ri_status_t Instance::charge(Kind k) {

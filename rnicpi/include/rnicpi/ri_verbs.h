@@ -65,7 +65,7 @@ typedef struct ri_rnic_attr {
     uint32_t max_ord;           /**< Outbound RDMA Read queue depth per QP. */
     uint32_t max_ceh;           /**< Completion event handlers that may be set (Query RNIC, OpenRDMA §4.2). */
     uint32_t max_fast_reg_pages; /**< Pages per fast registration work request. */
-    uint32_t max_private_data;  /**< Connection private data in bytes (MPA: 512). */
+    uint32_t max_private_data;  /**< Connection private data in bytes (MPA revision 2 with RFC 6581: 508). */
 } ri_rnic_attr_t;
 
 /** @brief Parameters of Open RNIC. */
