@@ -31,12 +31,16 @@ inline uint16_t wait_for_port(const std::filesystem::path &out) {
     return 0;
 }
 
-/** @brief A krdmad configuration with one softrnic RNIC @p name on @p address; @p extra is more top-level keys. */
+/**
+ * @brief A krdmad configuration with one RNIC @p name of @p provider (its kVP module PROVIDER_kvp.so, softrnic
+ *        unless told) on @p address; @p extra is more top-level keys.
+ */
 inline std::string krdmad_config(const std::filesystem::path &device, const std::string &name,
-                                 const std::string &address, const std::string &extra = "") {
+                                 const std::string &address, const std::string &extra = "",
+                                 const std::string &provider = "softrnic") {
     return R"({"device": ")" + device.string() + R"(", "provider_dir": ")" + std::string(SOFTRNIC_PROVIDER_DIR) +
-           R"(", "modules": ["softrnic_kvp.so"], "rnics": [{"provider": "softrnic", "name": ")" + name +
-           R"(", "address": ")" + address + R"("}])" + (extra.empty() ? "" : ", " + extra) + "}";
+           R"(", "modules": [")" + provider + R"(_kvp.so"], "rnics": [{"provider": ")" + provider + R"(", "name": ")" +
+           name + R"(", "address": ")" + address + R"("}])" + (extra.empty() ? "" : ", " + extra) + "}";
 }
 
 /** @brief One host: a krdmad with RNIC "sr0" on 127.0.0.1; extra_config() adds keys to its configuration. */
@@ -71,7 +75,8 @@ protected:
 
 /**
  * @brief Two hosts: a network namespace joined to this one by a veth pair, a krdmad in each bound to its own
- *        address (RNIC "hostA" here, "hostB" in the namespace). Root only (CI runs as root): skipped otherwise.
+ *        address (RNIC "hostA" here, "hostB" in the namespace; softrnic both, unless provider_a() or provider_b()
+ *        say otherwise). Root only (CI runs as root): skipped otherwise.
  */
 class TwoHosts : public testutil::KrdmadFixture {
 protected:
@@ -94,16 +99,17 @@ protected:
                   0);
         dev_a_ = dir_ / "a.sock";
         dev_b_ = dir_ / "b.sock";
-        const auto cfg = [&](const std::filesystem::path &dev, const std::string &addr, const std::string &name) {
+        const auto cfg = [&](const std::filesystem::path &dev, const std::string &addr, const std::string &name,
+                             const std::string &provider) {
             std::filesystem::path p = dir_ / (name + ".json");
-            std::ofstream(p) << krdmad_config(dev, name, addr, extra_config());
+            std::ofstream(p) << krdmad_config(dev, name, addr, extra_config(), provider);
             return p;
         };
-        krdmad_a_ = spawn(KRDMAD_PATH, {"--config", cfg(dev_a_, addr_a_, "hostA").string()}, dir_ / "a.out",
-                          dir_ / "a.err");
+        krdmad_a_ = spawn(KRDMAD_PATH, {"--config", cfg(dev_a_, addr_a_, "hostA", provider_a()).string()},
+                          dir_ / "a.out", dir_ / "a.err");
         // `ip netns exec` enters the namespace and execs krdmad: the pid is krdmad's.
         krdmad_b_ = spawn("/usr/sbin/ip", {"netns", "exec", ns_, KRDMAD_PATH, "--config",
-                                           cfg(dev_b_, addr_b_, "hostB").string()},
+                                           cfg(dev_b_, addr_b_, "hostB", provider_b()).string()},
                           dir_ / "b.out", dir_ / "b.err");
         // Ready, not merely bound: the device file exists a moment before krdmad accepts on it (ECONNREFUSED).
         const auto ready = [&](const char *out) {
@@ -123,6 +129,11 @@ protected:
 
     /** @brief More top-level configuration keys of both krdmads (JSON members without braces). */
     virtual std::string extra_config() { return ""; }
+
+    /** @brief The provider of RNIC "hostA" (its kVP is the only module host A's krdmad loads). */
+    virtual std::string provider_a() { return "softrnic"; }
+    /** @brief The provider of RNIC "hostB" in the namespace. */
+    virtual std::string provider_b() { return "softrnic"; }
 
     /** @brief @p cmd run in the namespace. */
     std::string in_ns(const std::string &cmd) const { return "ip netns exec " + ns_ + " " + cmd; }
