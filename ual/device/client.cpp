@@ -228,11 +228,19 @@ std::optional<krdma_event> DeviceClient::next_event() {
 
 std::optional<CmRecord> DeviceClient::next_cm_event() {
     std::lock_guard lock(mutex_);
+    const size_t events_before = events_.size();
     while (cm_events_.empty()) {
         const krdma::RecvResult r = krdma::receive(sock_.get(), message_);
         if (r == krdma::RecvResult::closed) closed_ = true;
         if (r != krdma::RecvResult::message) break;
         take_event(message_);
+    }
+    if (events_.size() > events_before) {
+        // Event records read while looking for a connection record wait in the queue, and the socket no longer
+        // says so: announce them as exchange() does, or the event thread sleeps on them (an asynchronous event
+        // right behind a connection event was lost this way).
+        const uint64_t one = 1;
+        (void)!::write(queued_.get(), &one, sizeof one);
     }
     if (cm_events_.empty()) return std::nullopt;
     CmRecord r = std::move(cm_events_.front());
