@@ -129,13 +129,13 @@ TEST_F(HwstubFaults, CorruptedOutboundFrameMakesThePeerTerminateWithCrcError) {
     EXPECT_EQ(term->detail, kCrcErrorDetail) << std::hex << term->detail;
     // The peer's QP failed on the frame with the CRC error (it sent the Terminate: a protocol error) and its
     // receives were flushed; the bytes never reached it.
-    EXPECT_TRUE(peer_says("done")) << peer_text();
+    EXPECT_TRUE(peer_says("done")) << peer_text() << stderr_text() << read_text(dir_ / "peer.err");
     EXPECT_NE(peer_text().find("ae " + std::to_string(RI_AE_QP_TERMINATE_SENT) + " " + kCrcErrorText),
               std::string::npos)
-        << peer_text();
+        << peer_text() << read_text(dir_ / "peer.err");
     EXPECT_NE(peer_text().find("ae " + std::to_string(RI_AE_QP_PROTOCOL_ERROR) + " " + kCrcErrorText),
               std::string::npos)
-        << peer_text();
+        << peer_text() << read_text(dir_ / "peer.err");
     EXPECT_EQ(peer_text().find("wc " + std::to_string(RI_WC_RECV) + " 0"), std::string::npos) << peer_text();
     // Our QP is in ERROR: what we post now is flushed.
     for (auto wc = c.s.completion(2s); wc; wc = c.s.completion(500ms)) {
@@ -173,10 +173,10 @@ TEST_F(HwstubFaults, CorruptedInboundFrameTerminatesOurQpWithCrcError) {
     ASSERT_TRUE(wc.has_value());
     EXPECT_EQ(wc->wr_id, 7u);
     EXPECT_NE(wc->status, static_cast<uint32_t>(RI_WC_SUCCESS));
-    EXPECT_TRUE(peer_says("done")) << peer_text();
+    EXPECT_TRUE(peer_says("done")) << peer_text() << stderr_text();
     EXPECT_NE(peer_text().find("ae " + std::to_string(RI_AE_QP_TERMINATE_RECEIVED) + " " + kCrcErrorText),
               std::string::npos)
-        << peer_text();
+        << peer_text() << read_text(dir_ / "peer.err");
     auto qa = c.ep->query();
     ASSERT_TRUE(qa);
     EXPECT_EQ(qa->state, static_cast<uint32_t>(RI_QPS_ERROR));
@@ -200,7 +200,7 @@ TEST_F(HwstubFaults, ALostSendBreaksTheMessageSequenceAndThePeerTerminates) {
     ASSERT_TRUE(post(c.s, *c.ep, RI_WR_SEND, 4096, 16, 2).ok());  // arrives out of sequence
     auto term = async_event(c.s, RI_AE_QP_TERMINATE_RECEIVED);
     ASSERT_TRUE(term.has_value()) << peer_text();
-    EXPECT_TRUE(peer_says("done")) << peer_text();
+    EXPECT_TRUE(peer_says("done")) << peer_text() << stderr_text();
     EXPECT_NE(peer_text().find("ae " + std::to_string(RI_AE_QP_TERMINATE_SENT)), std::string::npos) << peer_text();
     EXPECT_EQ(wait_exit(pid), 0) << read_text(dir_ / "peer.err");
 }
@@ -250,9 +250,9 @@ TEST_F(HwstubFaults, ALostCompletionOverflowsTheCqAndEndsTheQp) {
     auto overflow = async_event(c.s, RI_AE_CQ_OVERFLOW);
     ASSERT_TRUE(overflow.has_value());
     EXPECT_EQ(overflow->resource_type, static_cast<uint32_t>(RI_RES_CQ));
-    EXPECT_TRUE(peer_says("done")) << peer_text();
+    EXPECT_TRUE(peer_says("done")) << peer_text() << stderr_text();
     EXPECT_NE(peer_text().find("ae " + std::to_string(RI_AE_QP_TERMINATE_RECEIVED)), std::string::npos)
-        << peer_text();
+        << peer_text() << stderr_text();
     // Our receives are flushed into the overflowed CQ; once they are taken, the CQ reports the loss.
     bool said_overflow = false;
     const auto end = std::chrono::steady_clock::now() + 5s;

@@ -164,6 +164,7 @@ struct OffloadEngine::Stream {
     bool want_out = false;               // the socket was full
     bool eof = false;                    // the peer closed
     int error = 0;                       // the socket failed
+    bool tx_failed = false;              // ... on a send: what it received before may still be read
     bool peer_terminated = false;
     iwarp::Terminate term;
     bool crc = false;      // frames carry a CRC (negotiated)
@@ -225,6 +226,9 @@ struct OffloadEngine::Qp final : iwarp::EngineOwner {
         return true;
     }
     bool take_receive(iwarp::ReceiveBuffer &b) override {
+        // A receive posted after this pass looked at the queue (before the Send that needs it left the peer, so
+        // the consumer did nothing wrong) is checked now rather than refused with a "no buffer" Terminate.
+        if (rq_taken == rq_checked && out != nullptr && !error) (void)oe->serve_receive_queue(*this, *out);
         if (rq_taken == rq_checked) return false;
         b = recvs[rq_taken & (setup.rq.depth - 1)];
         ++rq_taken;
@@ -914,13 +918,12 @@ void OffloadEngine::corrupt_inbound(const Qp &qp, uint8_t &last) {
     stats_.faults.fetch_add(1, std::memory_order_relaxed);
 }
 
-// Moves bytes both ways on the QP's socket and notices how the stream ends.
-bool OffloadEngine::serve_stream(Qp &qp, Pending &out) {
+// Moves what the socket holds into the QP's engine (at most the stream budget); true if anything came.
+bool OffloadEngine::receive(Qp &qp) {
     Stream &s = *qp.stream;
-    iwarp::Engine &engine = s.engine;
     bool did = false;
     // Receive: payload straight into its target when the receiver asks for many bytes, else through a stage.
-    iwarp::Receiver &rx = engine.receiver();
+    iwarp::Receiver &rx = s.engine.receiver();
     size_t moved = 0;
     while (!s.eof && s.error == 0 && moved < kStreamBudget) {
         std::span<uint8_t> dst = rx.next_buffer();
@@ -952,8 +955,16 @@ bool OffloadEngine::serve_stream(Qp &qp, Pending &out) {
         moved += static_cast<size_t>(n);
         did = true;
     }
+    return did;
+}
+
+// Moves bytes both ways on the QP's socket and notices how the stream ends.
+bool OffloadEngine::serve_stream(Qp &qp, Pending &out) {
+    Stream &s = *qp.stream;
+    iwarp::Engine &engine = s.engine;
+    bool did = receive(qp);
     // Transmit: keep the frame ring full and hand the socket everything built, in one sendmsg.
-    moved = 0;
+    size_t moved = 0;
     int64_t now = 0;  // read once, and only when a delayed frame asks
     while (s.error == 0 && moved < kStreamBudget) {
         while (s.count < s.frames.size()) {
@@ -1003,6 +1014,7 @@ bool OffloadEngine::serve_stream(Qp &qp, Pending &out) {
                 s.want_out = true;
             } else {
                 s.error = errno;
+                s.tx_failed = true;
             }
             break;
         }
@@ -1026,6 +1038,15 @@ bool OffloadEngine::serve_stream(Qp &qp, Pending &out) {
         s.fin_sent = true;
         (void)::shutdown(s.fd, SHUT_WR);
         did = true;
+    }
+    // A socket that failed while we sent (the peer reset it) may still hold what the peer sent before: its
+    // Terminate says why, so it is read before the failure decides.
+    if (s.error != 0 && s.tx_failed && !s.peer_terminated) {
+        const int err = s.error;
+        s.error = 0;
+        s.tx_failed = false;
+        (void)receive(qp);
+        if (s.error == 0) s.error = err;
     }
     // How the stream ends: the peer's Terminate, ours once it is out, or the socket.
     // The events and statuses are iwarp/verbs_errors.hpp's, as every provider of this tree reports them.

@@ -262,6 +262,7 @@ private:
     bool serve_send_queue(Qp &qp, Pending &out);
     bool serve_receive_queue(Qp &qp, Pending &out);
     bool serve_stream(Qp &qp, Pending &out);
+    bool receive(Qp &qp);
     void complete(uint32_t cq_id, const hwstub_cqe &cqe, bool solicited, Pending &out);
     void retire_sends(Qp &qp, Pending &out);
     void wqe_failed(Qp &qp, uint8_t status, Pending &out);
