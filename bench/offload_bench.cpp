@@ -1,13 +1,18 @@
 // What offload buys and what it costs (issue 15, "Speed"): the same transfers through softrnic (the iWARP protocol
 // runs in the consumer process, in its uVP), through hwstub (an emulated offloading RNIC: its offload engine (OE)
-// thread runs inside krdmad and owns the TCP sockets; the consumer only writes WQEs, rings a doorbell and reads
+// threads run inside krdmad and own the TCP sockets; the consumer only writes WQEs, rings a doorbell and reads
 // CQEs) and over raw TCP, in one run:
 //  - per workload (RDMA Write 64 KiB, RDMA Write 1 MiB, Send 8 KiB; the same window of outstanding requests for
 //    both RNICs): GB/s, the consumer process's CPU seconds per GB moved (getrusage(RUSAGE_SELF): both ends of every
 //    connection live in this process, so both ends count) and krdmad's CPU seconds per GB over the same interval
-//    (for hwstub that is where its OE runs: the cost offload moves out of the consumer, shown, not hidden);
+//    (for hwstub that is where its OEs run: the cost offload moves out of the consumer, shown, not hidden);
 //  - 8-byte RDMA Write ping-pong half round trip of each RNIC, idle and while a second connection on the same RNIC
-//    streams 64 KiB Writes (a busy OE, a busy softrnic stack). Both ends spin on their CQs there.
+//    streams 64 KiB Writes (busy OEs, a busy softrnic stack). Both ends spin on their CQs and cells alike, and a
+//    pass that found nothing calls sched_yield() (both RNICs; --no-yield spins without it).
+// Each side of a connection has an RNIC open of its own, as two hosts' adapters would: side a (the active side)
+// and side b (the passive side, whose adapter holds the listen point) each open the RNIC (AccessLayer::open_adapter:
+// one kVP open each), with their own PZ, registered buffer and CQs. hwstub is attached with {"engines": N}
+// (--engines, default 2) and serves each open from one engine, round robin: a on hwstub-oe0, b on hwstub-oe1.
 // Targets: hwstub consumer CPU/GB <= 0.15x softrnic's; hwstub GB/s >= 0.9x softrnic's at 64 KiB and 1 MiB; busy
 // 8-byte latency <= 1.5x softrnic's. A target missed is printed as "not met", never an error: the exit status is
 // non-zero only when something failed (a krdmad that does not serve, a connection, a transfer).
@@ -15,12 +20,13 @@
 // Two krdmad processes, started here on private device paths in a temporary directory (two RNICs cannot share an
 // address in one krdmad, and a second loopback address needs root): one with softrnic sr0 on 127.0.0.1, one with
 // hwstub hw0 on 127.0.0.1. Each runs in its own process group, killed on every way out of this program.
-//   bench_offload [--seconds S] [--window N] [--krdmad PATH] [--only write64k|write1m|send8k|latency]
-//                 [--wait-slice MS]
+//   bench_offload [--seconds S] [--window N] [--engines N] [--no-yield] [--krdmad PATH]
+//                 [--only write64k|write1m|send8k|latency] [--wait-slice MS]
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -94,6 +100,18 @@ double process_cpu(pid_t pid) {
         if (field == 15) stime = std::stoull(f);
     }
     return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+/** @brief How many threads of process @p pid have a name (comm) that starts with @p prefix; -1 when unreadable. */
+int threads_named(pid_t pid, const std::string &prefix) {
+    std::error_code ec;
+    int n = 0;
+    for (const auto &task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+        std::ifstream in(task.path() / "comm");
+        std::string name;
+        if (std::getline(in, name) && name.rfind(prefix, 0) == 0) ++n;
+    }
+    return ec ? -1 : n;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -224,15 +242,18 @@ private:
 // ---------------------------------------------------------------------------------------------------------------
 // One RNIC's consumer objects
 
-// The registered buffer of each RNIC: Write/Send source, Write sink, receive slots, ping-pong cells. Small enough
-// that both RNICs' buffers stay inside a non-root RLIMIT_MEMLOCK (8 MiB by default).
+// The registered buffer of each side (each RNIC open): side a's Write/Send source, side b's Write sink (at the same
+// offset of b's buffer) and receive slots, each side's ping-pong source byte and cell. Small enough that the four
+// buffers (two sides of two RNICs) stay inside a non-root RLIMIT_MEMLOCK (8 MiB by default).
 constexpr size_t kMaxMessage = 1u << 20;
-constexpr size_t kSrc = 0;
-constexpr size_t kDst = kMaxMessage;
+constexpr size_t kSrc = 0;  // in side a's buffer
+constexpr size_t kDst = 0;  // in side b's buffer
 constexpr uint32_t kRecvSlots = 32;
 constexpr uint32_t kRecvSlot = 8u << 10;
-constexpr size_t kRecv = 2 * kMaxMessage;
+constexpr size_t kRecv = kMaxMessage;  // in side b's buffer
 constexpr size_t kCells = kRecv + size_t{kRecvSlots} * kRecvSlot;
+constexpr size_t kPingSource = kCells;    // the byte a side's ping-pong Write sends
+constexpr size_t kPingCell = kCells + 64;  // where the other side's ping-pong Write lands
 constexpr size_t kBufferBytes = kCells + 4096;
 
 /** @brief A completion queue with its DTO dispatcher (whose wait() sleeps until the CQ is notified). */
@@ -241,25 +262,98 @@ struct Cq {
     std::shared_ptr<ual::CompletionQueue> cq;
 };
 
-/** @brief Two connected endpoints of one RNIC: `a` (the active side) and `b`, each with a CQ of its own. */
+/** @brief Two connected endpoints: `a` (the active side, on side a's open) and `b` (on side b's), each with its CQ. */
 struct Pair {
     std::shared_ptr<ual::Endpoint> a, b;
     Cq ca, cb;
 };
 
-/** @brief A consumer's objects on one RNIC of one krdmad: access layer, adapter, PZ, buffer, listen point. */
+/**
+ * @brief One side's RNIC open, as one host's adapter: the adapter (one kVP open; for hwstub, one engine), its PZ,
+ *        its registered buffer and the dispatcher of its endpoints' connection events.
+ */
+struct Side {
+    std::shared_ptr<ual::Adapter> adapter;
+    std::shared_ptr<ual::ProtectionZone> pz;
+    std::shared_ptr<ual::SimpleDispatcher> cm;
+    std::vector<uint8_t> buf;
+    std::shared_ptr<ual::MemoryRegion> mr;
+
+    /** @brief Opens RNIC @p rnic through @p al; empty, or why not. */
+    std::string open(ual::AccessLayer &al, const std::string &rnic) {
+        auto ad = al.open_adapter(rnic);
+        if (!ad) return "open_adapter(" + rnic + "): " + ad.error().to_string();
+        adapter = *ad;
+        auto p = adapter->create_pz();
+        if (!p) return "create_pz: " + p.error().to_string();
+        pz = *p;
+        cm = *ual::SimpleDispatcher::create(ual::EventStream::cm_message, 256);
+        buf.assign(kBufferBytes, 1);
+        auto m = pz->register_memory(buf.data(), buf.size(),
+                                     RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_READ);
+        if (!m) return "register_memory: " + m.error().to_string();
+        mr = *m;
+        return "";
+    }
+
+    /** @brief A CQ of @p depth on this open, with a dispatcher of its own. */
+    Cq own_cq(uint32_t depth) {
+        auto d = ual::SimpleDispatcher::create(ual::EventStream::dto, depth);
+        if (!d) return {};
+        auto c = adapter->create_cq(depth, *d);
+        if (!c) return {};
+        return {*d, *c};
+    }
+
+    /** @brief An endpoint of this open's PZ on CQ @p c, whose connection events carry @p context. */
+    std::shared_ptr<ual::Endpoint> endpoint(uint32_t depth, const Cq &c, uint64_t context) {
+        ual::EndpointAttributes ea;
+        ea.sq_depth = depth;
+        ea.rq_depth = depth;
+        ea.sq_sge = 1;
+        ea.rq_sge = 1;
+        ea.rd_sge = 1;
+        ea.context = context;
+        auto e = pz->create_endpoint(ea, c.cq, c.cq);
+        if (!e) return nullptr;
+        (*e)->set_connection_dispatcher(cm);
+        return *e;
+    }
+
+    /** @brief Waits for the ESTABLISHED event of the endpoint of @p context; empty, or why not. */
+    std::string await_established(uint64_t context) {
+        for (;;) {
+            auto e = cm->wait(10s);
+            if (!e) return "no connection event";
+            if (e->context != context) continue;
+            if (e->id != static_cast<uint32_t>(ual::CmEventId::established)) {
+                return "connection event " + std::to_string(e->id) + " instead of established";
+            }
+            return "";
+        }
+    }
+
+    ri_sge_t sge(size_t off, uint32_t len) const {
+        return ri_sge_t{reinterpret_cast<uint64_t>(buf.data() + off), len, mr->keys().lkey};
+    }
+    /** @brief What a peer puts in a Write's remote address and rkey to reach offset @p off of this buffer. */
+    uint64_t remote(size_t off) const { return reinterpret_cast<uint64_t>(buf.data() + off); }
+    uint32_t rkey() const { return mr->keys().rkey; }
+};
+
+/**
+ * @brief A consumer's objects on one RNIC of one krdmad: the access layer, side a's open and side b's open (two
+ *        AccessLayer::open_adapter calls: two kVP opens), and side b's listen point.
+ */
 struct Rig {
     std::string label;  // "softrnic" or "hwstub"
     std::shared_ptr<ual::AccessLayer> al;
-    std::shared_ptr<ual::Adapter> adapter;
-    std::shared_ptr<ual::ProtectionZone> pz;
-    std::shared_ptr<ual::SimpleDispatcher> req, cm;
-    std::shared_ptr<ual::ListenPoint> lp;
-    std::vector<uint8_t> buf;
-    std::shared_ptr<ual::MemoryRegion> mr;
+    Side a, b;
+    std::shared_ptr<ual::SimpleDispatcher> req;  // connection requests at b's listen point
+    std::shared_ptr<ual::ListenPoint> lp;        // side b's
     uint64_t contexts = 0;
 
-    /** @brief Opens RNIC @p rnic through krdmad's device @p device; empty, or why not. */
+    /** @brief Opens RNIC @p rnic through krdmad's device @p device, once per side; empty, or why not. */
     std::string open(const std::filesystem::path &device, const std::string &rnic, Krdmad &daemon) {
         ual::Options o;
         o.device = device;
@@ -272,76 +366,33 @@ struct Rig {
             }
         }
         if (!al) return "krdmad did not serve " + device.string();
-        auto ad = al->open_adapter(rnic);
-        if (!ad) return "open_adapter(" + rnic + "): " + ad.error().to_string();
-        adapter = *ad;
-        auto p = adapter->create_pz();
-        if (!p) return "create_pz: " + p.error().to_string();
-        pz = *p;
+        // a first, then b: with hwstub's round robin a is on engine 0 and b on engine 1 (of 2 or more).
+        if (auto why = a.open(*al, rnic); !why.empty()) return "side a: " + why;
+        if (auto why = b.open(*al, rnic); !why.empty()) return "side b: " + why;
         req = *ual::SimpleDispatcher::create(ual::EventStream::cm_request, 64);
-        cm = *ual::SimpleDispatcher::create(ual::EventStream::cm_message, 256);
-        buf.assign(kBufferBytes, 1);
-        auto m = pz->register_memory(buf.data(), buf.size(),
-                                     RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_READ);
-        if (!m) return "register_memory: " + m.error().to_string();
-        mr = *m;
-        auto l = adapter->listen(0, req);
+        auto l = b.adapter->listen(0, req);
         if (!l) return "listen: " + l.error().to_string();
         lp = *l;
         return "";
     }
 
-    /** @brief A CQ of @p depth with a dispatcher of its own. */
-    Cq own_cq(uint32_t depth) {
-        auto d = ual::SimpleDispatcher::create(ual::EventStream::dto, depth);
-        if (!d) return {};
-        auto c = adapter->create_cq(depth, *d);
-        if (!c) return {};
-        return {*d, *c};
-    }
-
-    std::shared_ptr<ual::Endpoint> endpoint(uint32_t depth, const Cq &c) {
-        ual::EndpointAttributes ea;
-        ea.sq_depth = depth;
-        ea.rq_depth = depth;
-        ea.sq_sge = 1;
-        ea.rq_sge = 1;
-        ea.rd_sge = 1;
-        ea.context = ++contexts;
-        auto e = pz->create_endpoint(ea, c.cq, c.cq);
-        if (!e) return nullptr;
-        (*e)->set_connection_dispatcher(cm);
-        return *e;
-    }
-
-    /** @brief Connects a new pair of endpoints through the listen point; empty, or why not. */
+    /** @brief Connects a new pair of endpoints, a's to b's listen point; empty, or why not. */
     std::string connect_pair(uint32_t depth, Pair &p) {
-        p.ca = own_cq(4 * depth);
-        p.cb = own_cq(4 * depth);
+        p.ca = a.own_cq(4 * depth);
+        p.cb = b.own_cq(4 * depth);
         if (!p.ca.cq || !p.cb.cq) return "create_cq failed";
-        p.a = endpoint(depth, p.ca);
-        const uint64_t a_ctx = contexts;
-        p.b = endpoint(depth, p.cb);
-        const uint64_t b_ctx = contexts;
+        const uint64_t a_ctx = ++contexts;
+        const uint64_t b_ctx = ++contexts;
+        p.a = a.endpoint(depth, p.ca, a_ctx);
+        p.b = b.endpoint(depth, p.cb, b_ctx);
         if (!p.a || !p.b) return "create_endpoint failed";
         if (auto r = p.a->connect("127.0.0.1", lp->port()); !r) return "connect: " + r.error().to_string();
         auto r = req->wait(10s);
         if (!r || !r->connection) return "no connection request";
         if (auto acc = p.b->accept(r->connection->request); !acc) return "accept: " + acc.error().to_string();
-        for (int got = 0; got < 2;) {
-            auto e = cm->wait(10s);
-            if (!e) return "no connection event";
-            if (e->context != a_ctx && e->context != b_ctx) continue;
-            if (e->id != static_cast<uint32_t>(ual::CmEventId::established)) {
-                return "connection event " + std::to_string(e->id) + " instead of established";
-            }
-            ++got;
-        }
+        if (auto why = a.await_established(a_ctx); !why.empty()) return "side a: " + why;
+        if (auto why = b.await_established(b_ctx); !why.empty()) return "side b: " + why;
         return "";
-    }
-
-    ri_sge_t sge(size_t off, uint32_t len) const {
-        return ri_sge_t{reinterpret_cast<uint64_t>(buf.data() + off), len, mr->keys().lkey};
     }
 };
 
@@ -424,9 +475,10 @@ rdma::Expected<ual::Event> wait_completion(ual::SimpleDispatcher &events, std::c
 }
 
 /**
- * @brief A connected pair that streams from `a` to `b`: `b`'s receive queue always holds kRecvSlots receives,
- *        reposted by a receiver thread that sleeps on b's CQ; Sends take a credit per receive so none finds the
- *        queue empty (both ends are in this process, so the credit count is a shared counter, not a message).
+ * @brief A connected pair that streams from `a` (side a's buffer) to `b` (side b's buffer): `b`'s receive queue
+ *        always holds kRecvSlots receives, reposted by a receiver thread that sleeps on b's CQ; Sends take a
+ *        credit per receive so none finds the queue empty (both ends are in this process, so the credit count is a
+ *        shared counter, not a message).
  */
 class Stream {
 public:
@@ -485,7 +537,7 @@ public:
 
 private:
     bool post_recv(uint32_t slot) {
-        ri_sge_t s = rig_.sge(kRecv + size_t{slot} * kRecvSlot, kRecvSlot);
+        ri_sge_t s = rig_.b.sge(kRecv + size_t{slot} * kRecvSlot, kRecvSlot);
         ri_recv_wr_t wr{slot, &s, 1, 0};
         return p_.b->post_recv({&wr, 1}).ok();
     }
@@ -532,14 +584,14 @@ private:
     }
 
     bool post(uint32_t opcode, uint32_t size, bool send) {
-        ri_sge_t s = rig_.sge(kSrc, size);
+        ri_sge_t s = rig_.a.sge(kSrc, size);
         ri_send_wr_t wr{};
         wr.opcode = opcode;
         wr.flags = RI_SEND_SIGNALED;
         wr.sgl = &s;
         wr.num_sge = 1;
-        wr.u.rdma.remote_addr = reinterpret_cast<uint64_t>(rig_.buf.data() + kDst);
-        wr.u.rdma.rkey = rig_.mr->keys().rkey;
+        wr.u.rdma.remote_addr = rig_.b.remote(kDst);
+        wr.u.rdma.rkey = rig_.b.rkey();
         if (!p_.a->post_send({&wr, 1}).ok()) return false;
         if (send) ++sends_;
         return true;
@@ -669,30 +721,80 @@ double tcp_pingpong(double seconds) {
 // ---------------------------------------------------------------------------------------------------------------
 // RDMA latency
 
-/** @brief 8-byte RDMA Write ping-pong on @p p (harness.hpp's write_pingpong, both ends spinning on their CQs). */
+// Whether a ping-pong pass that found nothing yields the CPU (--no-yield: it does not).
+bool g_yield = true;
+
+/**
+ * @brief One side of the 8-byte ping-pong waits until its own @p cell holds @p v: each pass polls the side's CQ
+ *        (which drives softrnic's inline progress) and looks at the cell; a pass that found neither calls
+ *        sched_yield() unless --no-yield. Both sides of both RNICs wait through this one loop. False when @p stop
+ *        turned true or 5 s passed without the value.
+ */
+bool await_value(volatile uint8_t *cell, uint8_t v, ual::CompletionQueue &cq, const std::atomic<bool> &stop) {
+    const auto give_up = clock_type::now() + 5s;
+    ri_wc_t wc[16];
+    for (uint32_t spins = 0; *cell != v; ++spins) {
+        if (stop.load(std::memory_order_relaxed)) return false;
+        const auto reaped = cq.poll({wc, 16});
+        if (*cell == v) break;
+        if (g_yield && (!reaped || *reaped == 0)) ::sched_yield();
+        if ((spins & 1023) == 1023 && clock_type::now() > give_up) return false;
+    }
+    return true;
+}
+
+/**
+ * @brief 8-byte RDMA Write ping-pong on @p p for @p seconds, as ib_write_lat runs it: a writes the round's value
+ *        from its buffer into b's cell, b (a responder thread) sees it there and writes it back into a's cell, a
+ *        waits for it. Seconds per half round trip; 0 when no round completed or a side failed.
+ */
 double rdma_pingpong(Rig &r, Pair &p, double seconds) {
-    volatile uint8_t *a_mem = r.buf.data() + kCells + 64;   // where b writes
-    volatile uint8_t *b_mem = r.buf.data() + kCells + 128;  // where a writes
-    auto poll_some = [](ual::CompletionQueue &c) {
-        ri_wc_t wc[16];
-        (void)c.poll({wc, 16});
-    };
-    // Each side writes the value from its own source byte into the other's cell.
-    auto write_from = [&r](ual::Endpoint &ep, size_t source, volatile uint8_t *cell, uint8_t v) {
-        r.buf[source] = v;
-        ri_sge_t s = r.sge(source, 8);
+    volatile uint8_t *a_cell = r.a.buf.data() + kPingCell;  // where b writes
+    volatile uint8_t *b_cell = r.b.buf.data() + kPingCell;  // where a writes
+    // Each run starts from zero: a value left by the previous run must not pass for this one's answer.
+    *a_cell = 0;
+    *b_cell = 0;
+    // An unsignaled 8-byte Write of @p v from side @p from's source byte into side @p to's cell.
+    auto write_to = [](Side &from, ual::Endpoint &ep, const Side &to, uint8_t v) {
+        from.buf[kPingSource] = v;
+        ri_sge_t s = from.sge(kPingSource, 8);
         ri_send_wr_t wr{};
         wr.opcode = RI_WR_RDMA_WRITE;
         wr.sgl = &s;
         wr.num_sge = 1;
-        wr.u.rdma.remote_addr = reinterpret_cast<uint64_t>(cell);
-        wr.u.rdma.rkey = r.mr->keys().rkey;
+        wr.u.rdma.remote_addr = to.remote(kPingCell);
+        wr.u.rdma.rkey = to.rkey();
         return ep.post_send({&wr, 1}).ok();
     };
-    return bench::write_pingpong(
-        seconds, a_mem, b_mem, [&](uint8_t v) { return write_from(*p.a, kCells, b_mem, v); },
-        [&](uint8_t v) { return write_from(*p.b, kCells + 192, a_mem, v); }, [&] { poll_some(*p.ca.cq); },
-        [&] { poll_some(*p.cb.cq); });
+    std::atomic<bool> stop{false};
+    std::atomic<bool> b_failed{false};
+    std::thread responder([&] {
+        for (uint8_t v = 1;; ++v) {
+            if (!await_value(b_cell, v, *p.cb.cq, stop)) {
+                if (!stop.load()) b_failed = true;  // 5 s without a's Write (not the end of the run)
+                break;
+            }
+            if (!write_to(r.b, *p.b, r.a, v)) {
+                b_failed = true;
+                break;
+            }
+        }
+        stop = true;
+    });
+    bool ok = true;
+    size_t n = 0;
+    const auto t0 = clock_type::now();
+    const auto end = t0 + std::chrono::duration<double>(seconds);
+    for (uint8_t v = 1; clock_type::now() < end; ++v, ++n) {
+        if (!write_to(r.a, *p.a, r.b, v) || !await_value(a_cell, v, *p.ca.cq, stop)) {
+            ok = false;
+            break;
+        }
+    }
+    const double el = std::chrono::duration<double>(clock_type::now() - t0).count();
+    stop = true;
+    responder.join();
+    return ok && !b_failed && n > 0 ? el / static_cast<double>(n) / 2 : 0;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -714,12 +816,24 @@ int main(int argc, char **argv) {
     const double seconds = bench::budget_from_args(argc, argv);
     std::string krdmad = BENCH_KRDMAD;
     uint32_t window = 16;
-    std::string only;  // one figure alone (for profiling), or all
+    uint32_t engines = 2;  // hwstub's engine threads: side a's open on one, side b's on the next
+    std::string only;      // one figure alone (for profiling), or all
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--no-yield") == 0) g_yield = false;
+    }
     for (int i = 1; i + 1 < argc; ++i) {
         if (std::strcmp(argv[i], "--krdmad") == 0) krdmad = argv[i + 1];
         if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
         if (std::strcmp(argv[i], "--wait-slice") == 0) g_wait_slice = std::chrono::milliseconds(std::max(1, std::atoi(argv[i + 1])));
         if (std::strcmp(argv[i], "--window") == 0) window = static_cast<uint32_t>(std::max(1, std::atoi(argv[i + 1])));
+        if (std::strcmp(argv[i], "--engines") == 0) {
+            const int n = std::atoi(argv[i + 1]);
+            if (n < 1 || n > 16) {
+                std::fprintf(stderr, "bench_offload: --engines %s: hwstub takes 1 to 16 engines\n", argv[i + 1]);
+                return 2;
+            }
+            engines = static_cast<uint32_t>(n);
+        }
     }
     // This bench talks only to the krdmads it starts.
     ::unsetenv("OPENRDMA_EMBEDDED_CONFIG");
@@ -734,8 +848,10 @@ int main(int argc, char **argv) {
     for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGABRT}) ::signal(sig, &kill_groups_and_die);
     struct Spec {
         const char *label, *module, *provider, *rnic;
+        std::string options;  // the RNIC's attach options (JSON object), or empty
     };
-    const Spec specs[2] = {{"softrnic", "softrnic_kvp.so", "softrnic", "sr0"}, {"hwstub", "hwstub_kvp.so", "hwstub", "hw0"}};
+    const Spec specs[2] = {{"softrnic", "softrnic_kvp.so", "softrnic", "sr0", ""},
+                           {"hwstub", "hwstub_kvp.so", "hwstub", "hw0", R"({"engines": )" + std::to_string(engines) + "}"}};
     // Both daemons start before this process makes any thread (fork in a threaded process is best avoided).
     std::vector<std::unique_ptr<Krdmad>> daemons;
     std::array<std::filesystem::path, 2> devices;
@@ -745,7 +861,8 @@ int main(int argc, char **argv) {
         std::ofstream(config) << R"({"device": ")" << devices[i].string() << R"(", "provider_dir": ")"
                               << BENCH_PROVIDER_DIR << R"(", "log_level": "warn", "modules": [")" << specs[i].module
                               << R"("], "rnics": [{"provider": ")" << specs[i].provider << R"(", "name": ")"
-                              << specs[i].rnic << R"(", "address": "127.0.0.1"}]})";
+                              << specs[i].rnic << R"(", "address": "127.0.0.1")"
+                              << (specs[i].options.empty() ? "" : R"(, "options": )" + specs[i].options) << "}]}";
         daemons.push_back(std::make_unique<Krdmad>(i, krdmad, config, dir.path() / (std::string(specs[i].label) + ".log")));
         if (daemons.back()->pid() <= 0) {
             std::perror("bench_offload: fork");
@@ -788,11 +905,19 @@ int main(int argc, char **argv) {
         if (rc != 0) return rc;
 
         std::printf("bench_offload: %.2f s per figure in %d alternating slices; window %u outstanding requests for both "
-                    "RNICs; completions awaited by sleeping on the CQ (TCP: blocking write/read)\n",
-                    seconds, kRounds, window);
+                    "RNICs; hwstub engines %u; completions awaited by sleeping on the CQ (TCP: blocking write/read)\n",
+                    seconds, kRounds, window, engines);
         std::printf("  softrnic sr0 on 127.0.0.1 (krdmad pid %d: control path only; the protocol runs in this "
-                    "process)\n  hwstub   hw0 on 127.0.0.1 (krdmad pid %d: its offload engine thread moves the data)\n",
-                    daemon_pids[0], daemon_pids[1]);
+                    "process)\n  hwstub   hw0 on 127.0.0.1 (krdmad pid %d: %d offload engine thread(s) hwstub-oeN "
+                    "move the data)\n",
+                    daemon_pids[0], daemon_pids[1], threads_named(daemon_pids[1], "hwstub-oe"));
+        if (engines > 1) {
+            std::printf("  each side of a connection has its own RNIC open (adapter, PZ, buffer, CQs): side a's is "
+                        "served by hwstub-oe0, side b's (the listener's) by hwstub-oe1\n");
+        } else {
+            std::printf("  each side of a connection has its own RNIC open (adapter, PZ, buffer, CQs); one engine, "
+                        "hwstub-oe0, serves both\n");
+        }
         std::printf("  consumer CPU = getrusage(RUSAGE_SELF) of this process, which holds both ends; krdmad CPU = "
                     "utime+stime of both krdmads over the same interval\n\n");
         std::printf("%-14s %-10s %8s %14s %14s %12s\n", "workload", "transport", "GB/s", "consumer s/GB",
@@ -832,7 +957,7 @@ int main(int argc, char **argv) {
             if (rc != 0) break;
             print_row(w.name, "raw TCP", res.tcp, "");
             print_row("", "softrnic", res.rnic[0], "");
-            print_row("", "hwstub", res.rnic[1], "(krdmad = hwstub's OE)");
+            print_row("", "hwstub", res.rnic[1], "(krdmad = hwstub's OEs)");
             results.push_back(res);
         }
         if (rc != 0) return rc;
@@ -863,9 +988,12 @@ int main(int argc, char **argv) {
         if (rc != 0) return rc;
         if (want_latency) {
             std::printf("\n%-44s %10s %10s\n", "8-byte RDMA Write half round trip (best slice)", "idle", "busy");
+            std::printf("  (both sides of both RNICs spin alike on their CQ and cell; %s)\n",
+                        g_yield ? "a pass that finds nothing calls sched_yield(), so hwstub's engines get a CPU"
+                                : "--no-yield: pure spinning, no sched_yield()");
             std::printf("%-44s %8.2f us %8.2f us\n", "softrnic (busy: its stack streams 64 KiB)", lat[0][0] * 1e6,
                         lat[0][1] * 1e6);
-            std::printf("%-44s %8.2f us %8.2f us\n", "hwstub   (busy: its OE streams 64 KiB)", lat[1][0] * 1e6,
+            std::printf("%-44s %8.2f us %8.2f us\n", "hwstub   (busy: its OEs stream 64 KiB)", lat[1][0] * 1e6,
                         lat[1][1] * 1e6);
             std::printf("%-44s %8.2f us\n", "raw TCP 8 B ping-pong (spinning, reference)", tcp_lat * 1e6);
         }
