@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <initializer_list>
+#include <memory>
 #include <string>
 
 #include "rdma_util.hpp"
@@ -75,6 +76,28 @@ inline void exchange(Side &s, ual::Endpoint &endpoint, std::initializer_list<siz
     auto q = s.completion();
     ASSERT_TRUE(q.has_value());
     EXPECT_EQ(q->status, static_cast<uint32_t>(RI_WC_SUCCESS));
+}
+
+/**
+ * @brief Opens RNIC @p rnic (name or address) through @p device with room for an exchange of @p bytes, connects an
+ *        endpoint to a peer program in "accept" mode at @p address:@p port (receives posted from wr_id 100) and
+ *        asserts it is established. The endpoint, or nullptr after a fatal failure.
+ */
+inline std::shared_ptr<ual::Endpoint> connect_to_acceptor(Side &s, const std::string &device, const std::string &rnic,
+                                                          const std::string &address, uint16_t port, size_t bytes) {
+    std::shared_ptr<ual::Endpoint> out;
+    [&] {
+        ASSERT_EQ(s.open(device, rnic, kRdmaOffset + bytes), "");
+        auto ep = s.endpoint(5);
+        ASSERT_NE(ep, nullptr);
+        for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(post_recv(s, *ep, i * 256, 256, 100 + i).ok());
+        ASSERT_TRUE(ep->connect(address, port, bytes_of("hello server")).ok());
+        auto est = next_cm(s.cm);
+        ASSERT_TRUE(est.has_value());
+        ASSERT_EQ(est->id, static_cast<uint32_t>(ual::CmEventId::established)) << "status " << est->detail;
+        out = ep;
+    }();
+    return out;
 }
 
 }  // namespace rdmatest
