@@ -92,6 +92,17 @@ protected:
         ASSERT_NE(c.qp_num, 0u);
     }
 
+    // krdmad serving hw0, a "watch" peer on it, and @p c connected to the peer: the peer's pid, 0 after a failure.
+    pid_t serve_and_watch(Connected &c) {
+        serve();
+        if (HasFatalFailure()) return 0;
+        auto [pid, port] = start_peer("watch", 1 << 16);
+        EXPECT_NE(port, 0) << read_text(dir_ / "peer.err");
+        if (port == 0) return 0;
+        connect_watcher(c, port);
+        return HasFatalFailure() ? 0 : pid;
+    }
+
     // The next affiliated asynchronous event of @p s with id @p id (others are skipped), within 10 s.
     static std::optional<ual::Event> async_event(Side &s, uint32_t id) {
         const auto end = std::chrono::steady_clock::now() + 10s;
@@ -110,12 +121,9 @@ protected:
 // An outbound FPDU corrupted on the wire: the peer's CRC check fails, it terminates the connection with the LLP
 // layer's CRC error, our consumer hears RI_AE_QP_TERMINATE_RECEIVED and later work is flushed.
 TEST_F(HwstubFaults, CorruptedOutboundFrameMakesThePeerTerminateWithCrcError) {
-    serve();
-    auto [pid, port] = start_peer("watch", 1 << 16);
-    ASSERT_NE(port, 0) << read_text(dir_ / "peer.err");
     Connected c;
-    connect_watcher(c, port);
-    if (HasFatalFailure()) return;
+    const pid_t pid = serve_and_watch(c);
+    if (pid == 0) return;
     auto armed = inject({"tx_corrupt=1", "qp=" + std::to_string(c.qp_num)});
     ASSERT_TRUE(armed.is_object());
     EXPECT_EQ(armed["faults"]["tx_corrupt"], 1);
@@ -157,12 +165,9 @@ TEST_F(HwstubFaults, CorruptedOutboundFrameMakesThePeerTerminateWithCrcError) {
 // An inbound FPDU corrupted: our adapter's CRC check fails; it terminates the stream (the peer hears a Terminate),
 // our QP goes to ERROR with the Terminate it sent, and the RDMA Read whose response was hit is flushed.
 TEST_F(HwstubFaults, CorruptedInboundFrameTerminatesOurQpWithCrcError) {
-    serve();
-    auto [pid, port] = start_peer("watch", 1 << 16);
-    ASSERT_NE(port, 0) << read_text(dir_ / "peer.err");
     Connected c;
-    connect_watcher(c, port);
-    if (HasFatalFailure()) return;
+    const pid_t pid = serve_and_watch(c);
+    if (pid == 0) return;
     ASSERT_TRUE(inject({"rx_corrupt=1", "qp=" + std::to_string(c.qp_num)}).is_object());
     ASSERT_TRUE(post(c.s, *c.ep, RI_WR_RDMA_READ, 4096, 4096, 7, c.peer.addr, c.peer.rkey).ok());
     // The adapter sent the CRC error's Terminate: RI_AE_QP_TERMINATE_SENT (and a protocol error) with its word.
@@ -186,12 +191,9 @@ TEST_F(HwstubFaults, CorruptedInboundFrameTerminatesOurQpWithCrcError) {
 // A Send the wire loses: the next one arrives with the wrong message sequence number (RFC 5041 MSN), the peer
 // terminates with the DDP error, and our consumer hears it.
 TEST_F(HwstubFaults, ALostSendBreaksTheMessageSequenceAndThePeerTerminates) {
-    serve();
-    auto [pid, port] = start_peer("watch", 1 << 16);
-    ASSERT_NE(port, 0) << read_text(dir_ / "peer.err");
     Connected c;
-    connect_watcher(c, port);
-    if (HasFatalFailure()) return;
+    const pid_t pid = serve_and_watch(c);
+    if (pid == 0) return;
     ASSERT_TRUE(inject({"tx_drop=1", "qp=" + std::to_string(c.qp_num)}).is_object());
     ASSERT_TRUE(post(c.s, *c.ep, RI_WR_SEND, 4096, 16, 1).ok());  // lost
     auto first = c.s.completion(5s);
@@ -233,12 +235,9 @@ TEST_F(HwstubFaults, ADelayedWireSlowsTheQpAndLosesNothing) {
 // A completion lost to a full CQ: the CQ's overflow event, the QP's fatal error, a Terminate to the peer, and the
 // CQ's poll says RI_EOVERFLOW once it is empty.
 TEST_F(HwstubFaults, ALostCompletionOverflowsTheCqAndEndsTheQp) {
-    serve();
-    auto [pid, port] = start_peer("watch", 1 << 16);
-    ASSERT_NE(port, 0) << read_text(dir_ / "peer.err");
     Connected c;
-    connect_watcher(c, port);
-    if (HasFatalFailure()) return;
+    const pid_t pid = serve_and_watch(c);
+    if (pid == 0) return;
     ASSERT_TRUE(inject({"cq_overflow=1", "qp=" + std::to_string(c.qp_num)}).is_object());
     ASSERT_TRUE(post(c.s, *c.ep, RI_WR_SEND, 4096, 8, 1).ok());
     auto overflow = async_event(c.s, RI_AE_CQ_OVERFLOW);
