@@ -58,5 +58,13 @@ run(${prefix}/bin/rdmactl modinfo --provider-dir ${providers} vendor_kvp.so)
 if(NOT LAST_OUTPUT MATCHES "name: +cppkvp")
   message(FATAL_ERROR "rdmactl did not accept the vendor module:\n${LAST_OUTPUT}")
 endif()
+# The installed conformance runner against an installed provider and the installed krdmad, as a vendor runs it.
+if(EXISTS ${prefix}/bin/openrdma-conformance)
+  run(${prefix}/bin/openrdma-conformance --provider hwstub --provider-dir ${providers} --krdmad ${prefix}/sbin/krdmad
+      --gtest_filter=Verbs.RnicIsListedAndOpensByNameAndByAddress:Datapath.SendsOfEverySize*)
+  if(NOT LAST_OUTPUT MATCHES "PASSED  \\] 2 tests")
+    message(FATAL_ERROR "the installed openrdma-conformance did not pass:\n${LAST_OUTPUT}")
+  endif()
+endif()
 file(REMOVE_RECURSE ${WORK_DIR})
 message(STATUS "vendor workflow against the installed tree: ok")
