@@ -429,6 +429,12 @@ public:
         mem.assign(len, 0x11);
         regions_[stag] = iwarp::Region{mem.data(), 0, len, access, 1, false};
     }
+    /** @brief A copy of region @p stag's bytes as they are now (empty for an unknown STag). */
+    std::vector<uint8_t> region_bytes(uint32_t stag) {
+        std::lock_guard g(m_);
+        auto it = memory_.find(stag);
+        return it == memory_.end() ? std::vector<uint8_t>{} : it->second;
+    }
     /** @brief Queues @p wr (its gather list in this object's memory); false when the engine refuses it. */
     bool post(const iwarp::WorkRequest &wr) {
         std::lock_guard g(m_);

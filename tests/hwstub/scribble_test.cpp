@@ -444,6 +444,42 @@ TEST(HwstubScribble, AnInvalidInboundSegmentGetsATerminateAndLeavesTheConsumersM
     }
 }
 
+// A region deregistered while an RDMA Write from it is still on its way: the adapter checks every DMA against the
+// STag table (as a chip's translation table does), so not one byte is read from the memory after the
+// deregistration returned (here it is overwritten at once, as freed memory may be). The Write cannot finish: the
+// QP terminates its stream and fails, and the peer holds only bytes read before.
+TEST(HwstubScribble, ARegionDeregisteredWithAWriteInFlightIsNeverReadAgain) {
+    Rig r;
+    ASSERT_NO_FATAL_FAILURE(r.start());
+    constexpr size_t kBig = 16u << 20;  // more than the socket buffers hold while the peer is paused
+    constexpr uint32_t kBigStag = 0x4200, kPeerBig = 0x901;
+    std::vector<uint8_t> src(kBig, 0x5a);
+    r.a.oe->stags().set(kBigStag, {va(src.data()), kBig, va(src.data()), RI_ACCESS_LOCAL_READ, 1, true});
+    r.peer->add_region(kPeerBig, kBig, RI_ACCESS_REMOTE_WRITE);
+    r.peer->pause(true);
+    hwstub_send_wqe w = wqe(9, HWSTUB_OP_WRITE);
+    w.num_sge = 1;
+    w.remote_stag = kPeerBig;
+    w.remote_to = 0;
+    r.post(w, {hwstub_sge{va(src.data()), static_cast<uint32_t>(kBig), kBigStag}});
+    std::this_thread::sleep_for(200ms);  // the engine fills the socket and waits for room
+    r.a.oe->stags().remove(kBigStag);    // what the kVP's deregistration does
+    r.a.oe->quiesce();
+    std::fill(src.begin(), src.end(), 0xee);
+    r.peer->pause(false);
+    ASSERT_TRUE(wait_until([&] { return r.peer->terminate().has_value(); })) << "no Terminate from the QP";
+    EXPECT_EQ(r.a.state(kVictim), static_cast<uint32_t>(RI_QPS_ERROR));
+    const auto got = r.cqes(1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].wr_id, 9u);
+    EXPECT_NE(got[0].status, RI_WC_SUCCESS);
+    const std::vector<uint8_t> placed = r.peer->region_bytes(kPeerBig);
+    ASSERT_EQ(placed.size(), kBig);
+    EXPECT_EQ(std::count(placed.begin(), placed.end(), 0xee), 0) << "bytes read after the deregistration";
+    EXPECT_GT(std::count(placed.begin(), placed.end(), 0x5a), 0) << "nothing was moved before it";
+    ASSERT_NO_FATAL_FAILURE(r.expect_bystander_served());
+}
+
 TEST(HwstubScribble, AReceiveQueueProducerBeyondAnEmptyRingFailsTheQpAndNothingIsRead) {
     Rig r;
     ASSERT_NO_FATAL_FAILURE(r.start());

@@ -681,7 +681,11 @@ struct Kvp {
         uint64_t pin_id = 0;
         ri_mr_attr_t attr{};
         ~Mr() {
-            if (stag != 0) pd->rnic->inst->stags.remove(stag);
+            if (stag != 0) {
+                pd->rnic->inst->stags.remove(stag);
+                // No engine still moves data with the old translation once this returns: the memory may go.
+                for (auto &e : pd->rnic->inst->engines) e->quiesce();
+            }
             if (pin_id != 0) (void)host().vm_unpin_range(pd->rnic->host_ctx, pin_id);
             pd->rnic->inst->uncharge(kMr);
         }

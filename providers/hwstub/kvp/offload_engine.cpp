@@ -31,6 +31,7 @@ void StagTable::set(uint32_t stag, const StagEntry &e) {
 void StagTable::remove(uint32_t stag) {
     std::lock_guard g(mutex_);
     map_.erase(stag);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 bool StagTable::find(uint32_t stag, StagEntry &out) const {
@@ -46,7 +47,21 @@ bool StagTable::invalidate(uint32_t stag, uint32_t pd) {
     auto it = map_.find(stag);
     if (it == map_.end() || !it->second.valid || it->second.pd != pd) return false;
     it->second.valid = false;
+    generation_.fetch_add(1, std::memory_order_acq_rel);
     return true;
+}
+
+bool StagTable::covering(uint64_t addr, uint64_t len, uint32_t pd, uint64_t &lo, uint64_t &hi) const {
+    std::lock_guard g(mutex_);
+    for (const auto &[stag, e] : map_) {
+        if (!e.valid || e.pd != pd || addr < e.addr || addr - e.addr > e.length || len > e.length - (addr - e.addr)) {
+            continue;
+        }
+        lo = e.addr;
+        hi = e.addr + e.length;
+        return true;
+    }
+    return false;
 }
 
 // Events found while the table lock is held, delivered after it is dropped (a hook may call back into the engine).
@@ -200,7 +215,24 @@ struct OffloadEngine::Qp final : iwarp::EngineOwner {
     ri_qp_stats_t stats{};
     Pending *out = nullptr;  // where engine callbacks report, during a pass
 
-    [[nodiscard]] bool foreign() const noexcept { return !dma.local(); }
+    // Every access to the consumer's memory goes through the DMA channel, also for a consumer in the engine's own
+    // process: that is where each one is checked against the STag table, as an adapter's translation table checks
+    // each DMA, so a region deregistered with work in flight is never written or read again.
+    [[nodiscard]] bool foreign() const noexcept { return true; }
+
+    // Whether [addr, addr + len) is still registered memory of the QP's PD: one cached region (the last one that
+    // covered an access) while the table's generation stands, the table otherwise.
+    uint64_t dma_gen = 0, dma_lo = 0, dma_hi = 0;
+    bool registered(uint64_t addr, size_t len) noexcept {
+        const uint64_t gen = oe->stags_.generation();
+        if (gen == dma_gen && addr >= dma_lo && addr - dma_lo <= dma_hi - dma_lo && len <= dma_hi - addr) return true;
+        uint64_t lo = 0, hi = 0;
+        if (!oe->stags_.covering(addr, len, setup.pd, lo, hi)) return false;
+        dma_gen = gen;
+        dma_lo = lo;
+        dma_hi = hi;
+        return true;
+    }
 
     // An SGE named by the consumer, checked and translated: false for a bad lkey, PD, range or right.
     bool translate(const hwstub_sge &g, uint32_t need, iwarp::LocalSpan &out_span) const {
@@ -268,10 +300,10 @@ struct OffloadEngine::Qp final : iwarp::EngineOwner {
         ++stats.terminates_received;
     }
     bool dma_read(uint64_t src, void *dst, size_t len) noexcept override {
-        return dma.read(src, len, static_cast<uint8_t *>(dst));
+        return registered(src, len) && dma.read(src, len, static_cast<uint8_t *>(dst));
     }
     bool dma_write(uint64_t dst, const void *src, size_t len) noexcept override {
-        return dma.write(dst, len, static_cast<const uint8_t *>(src));
+        return registered(dst, len) && dma.write(dst, len, static_cast<const uint8_t *>(src));
     }
 };
 

@@ -69,10 +69,18 @@ public:
     [[nodiscard]] bool find(uint32_t stag, StagEntry &out) const;
     /** @brief Invalidates @p stag if it is a valid STag of protection domain @p pd; false otherwise. */
     [[nodiscard]] bool invalidate(uint32_t stag, uint32_t pd);
+    /**
+     * @brief Whether [@p addr, @p addr + @p len) lies in a valid region of protection domain @p pd; if so, that
+     *        region's bounds in @p lo and @p hi (what a DMA check caches until generation() changes).
+     */
+    [[nodiscard]] bool covering(uint64_t addr, uint64_t len, uint32_t pd, uint64_t &lo, uint64_t &hi) const;
+    /** @brief Grows whenever a region stops being usable (removed or invalidated): cached checks are stale. */
+    [[nodiscard]] uint64_t generation() const noexcept { return generation_.load(std::memory_order_acquire); }
 
 private:
     mutable std::mutex mutex_;
     std::unordered_map<uint32_t, StagEntry> map_;
+    std::atomic<uint64_t> generation_{1};
 };
 
 /** @brief A completion queue as the adapter sees it: its ring and control block (mapped by both sides). */
@@ -236,6 +244,11 @@ public:
         poll_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(window).count(),
                        std::memory_order_relaxed);
     }
+    /**
+     * @brief Returns once the engine is between passes: every DMA it makes from now on sees the STag table as it
+     *        is now (deregistration calls it after removing a region, before the memory may be freed).
+     */
+    void quiesce() { std::lock_guard g(mutex_); }
     /** @brief Wakes the engine (after a control operation that gives it work). */
     void kick() noexcept;
 
