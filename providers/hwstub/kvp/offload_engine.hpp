@@ -2,8 +2,8 @@
  * @file offload_engine.hpp
  * @brief The offload engine (OE) of one hwstub RNIC instance: the emulated adapter's processor.
  *
- * One thread per instance, never the consumer's: it watches the doorbell records of every queue it was given and
- * the sockets of every stream it runs, fetches and checks WQEs in order, translates their local STags through the
+ * One thread per engine (an instance has `engines` of them, each serving its own opens), never the consumer's: it
+ * watches the doorbell records of every queue it was given and the sockets of every stream it runs, fetches and checks WQEs in order, translates their local STags through the
  * adapter's STag table, hands them to the shared iWARP engine (iwarp::Engine) of the QP's stream, moves payload
  * between the wire and the consumer's registered memory through its DMA channel, writes CQEs with their owner bits
  * in posting order, mirrors the "requests done" counters, raises an interrupt (a call of the instance's completion
