@@ -3,14 +3,14 @@
  * @brief The offload engine (OE) of one hwstub RNIC instance: the emulated adapter's processor.
  *
  * One thread per engine (an instance has `engines` of them, each serving its own opens), never the consumer's: it
- * watches the doorbell records of every queue it was given and the sockets of every stream it runs, fetches and checks WQEs in order, translates their local STags through the
- * adapter's STag table, hands them to the shared iWARP engine (iwarp::Engine) of the QP's stream, moves payload
- * between the wire and the consumer's registered memory through its DMA channel, writes CQEs with their owner bits
- * in posting order, mirrors the "requests done" counters, raises an interrupt (a call of the instance's completion
- * hook, which the kVP routes through the kAL's completion event handler path) for an armed CQ, and raises
- * asynchronous events (QP errors and how a stream ended, CQ overflow, the adapter's own catastrophic error). When
- * nothing is posted and no socket has anything for it, it says so on every engine page and sleeps on its eventfd
- * and its sockets, so posters ring only a sleeping engine.
+ * watches the doorbell records of every queue it was given and the sockets of every stream it runs, fetches and checks
+ * WQEs in order, translates their local STags through the adapter's STag table, hands them to the shared iWARP engine
+ * (iwarp::Engine) of the QP's stream, moves payload between the wire and the consumer's registered memory through its
+ * DMA channel, writes CQEs with their owner bits in posting order, mirrors the "requests done" counters, raises an
+ * interrupt (a call of the instance's completion hook, which the kVP routes through the kAL's completion event handler
+ * path) for an armed CQ, and raises asynchronous events (QP errors and how a stream ended, CQ overflow, the adapter's
+ * own catastrophic error). When nothing is posted and no socket has anything for it, it says so on every engine page
+ * and sleeps on its eventfd and its sockets, so posters ring only a sleeping engine.
  *
  * Every check a chip makes is made here, on a private copy of the WQE: an unknown opcode or flag, too many SGEs,
  * inline data over the QP's limit or its slot complete the WQE with RI_WC_LOC_QP_OP_ERR; an lkey that is not a
