@@ -178,7 +178,10 @@ void AccessLayer::kal_gone() {
     // Every connection is lost with the kAL: QPs to ERROR (the provider flushes and closes its streams), and each
     // endpoint's consumer hears that its connection broke.
     for (auto &ep : eps) {
-        link_->stream_ended(ep->ref_);
+        {
+            std::lock_guard lock(ep->ref_mutex_);
+            if (ep->ref_) link_->stream_ended(ep->ref_);
+        }
         Event b;
         b.stream = EventStream::cm_message;
         b.id = KRDMA_CM_BROKEN;
@@ -227,10 +230,15 @@ void AccessLayer::connection(const krdma_cm_event &e, krdma::UniqueFd fd) {
     }
     const bool ended = e.type == KRDMA_CM_PEER_DISCONNECT || e.type == KRDMA_CM_BROKEN || e.type == KRDMA_CM_DISCONNECTED;
     // The kAL saw the connection end: a stream the consumer's provider runs stops before the consumer is told.
-    if (ended && ep->streaming_.exchange(false)) link_->stream_ended(ep->ref_);
+    if (ended && ep->streaming_.exchange(false)) {
+        std::lock_guard lock(ep->ref_mutex_);
+        if (ep->ref_) link_->stream_ended(ep->ref_);  // a QP destroyed meanwhile took its stream with it
+    }
     if (e.type == KRDMA_CM_ESTABLISHED) {
         ep->local_close_ = false;
         // The RDMA-mode transition, the consumer's half; only then is the consumer told.
+        std::unique_lock lock(ep->ref_mutex_);
+        if (!ep->ref_) return;  // destroyed meanwhile: the record's socket closes with it
         if (auto r = link_->take_stream(ep->ref_, e.llp, std::move(fd)); !r) {
             RDMA_LOG_WARN(kComponent, "QP %u: %s", ep->qp_num_, r.error().to_string().c_str());
             ev.id = KRDMA_CM_BROKEN;
@@ -494,6 +502,7 @@ Endpoint::~Endpoint() {
 }
 
 rdma::Status Endpoint::close() {
+    std::lock_guard lock(ref_mutex_);
     return release(pz_ ? pz_->adapter()->al_.get() : nullptr, ObjectKind::qp, ref_, "Destroy QP");
 }
 

@@ -352,6 +352,9 @@ private:
     std::shared_ptr<ProtectionZone> pz_;
     std::shared_ptr<CompletionQueue> send_, recv_;
     std::shared_ptr<SharedReceiveQueue> srq_;
+    // Held while the QP is destroyed, and while the event thread hands the stream to the provider or takes it
+    // back: a connection event racing close() must not reach a QP the provider has freed.
+    std::mutex ref_mutex_;
     ObjectRef ref_;
     uint32_t cookie_ = 0;
     uint32_t qp_num_ = 0;
