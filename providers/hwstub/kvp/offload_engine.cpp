@@ -860,6 +860,25 @@ bool OffloadEngine::closed_queue(const Qp &qp) noexcept {
     return left == 0 || left > qp.setup.sq.depth || !qp.sq.pending() || qp.sq.overrun();
 }
 
+// Appends what is unsent of frame @p i of the ring (the head's remainder, or a whole frame) to @p iov; false when
+// it does not fit in the same sendmsg.
+bool OffloadEngine::add_frame(const Stream &s, size_t i, iovec *iov, size_t &iovcnt) noexcept {
+    const iwarp::TxFrame &f = s.frames[(s.head + i) % s.frames.size()];
+    const size_t first = i == 0 ? s.head_iov : 0;
+    if (iovcnt + (f.iovcnt - first) > kSendIov) return false;
+    std::memcpy(iov + iovcnt, f.iov + first, (f.iovcnt - first) * sizeof(iovec));
+    iovcnt += f.iovcnt - first;
+    return true;
+}
+
+// One non-blocking sendmsg of @p iovcnt pieces.
+ssize_t OffloadEngine::send_iov(int fd, iovec *iov, size_t iovcnt) noexcept {
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = iovcnt;
+    return ::sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 // The socket took @p n bytes from the head of the frame ring: frames wholly written leave it.
 void OffloadEngine::written(Stream &s, size_t n) {
     while (n > 0 && s.count > 0) {
@@ -896,16 +915,9 @@ void OffloadEngine::send_terminate(Stream &s) {
         iovec iov[kSendIov];
         size_t iovcnt = 0;
         for (size_t i = 0; i < s.count; ++i) {
-            const iwarp::TxFrame &f = s.frames[(s.head + i) % s.frames.size()];
-            const size_t first = i == 0 ? s.head_iov : 0;
-            if (iovcnt + (f.iovcnt - first) > kSendIov) break;
-            std::memcpy(iov + iovcnt, f.iov + first, (f.iovcnt - first) * sizeof(iovec));
-            iovcnt += f.iovcnt - first;
+            if (!add_frame(s, i, iov, iovcnt)) break;
         }
-        msghdr m{};
-        m.msg_iov = iov;
-        m.msg_iovlen = iovcnt;
-        const ssize_t n = ::sendmsg(s.fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+        const ssize_t n = send_iov(s.fd, iov, iovcnt);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return;
         written(s, static_cast<size_t>(n));
@@ -1021,7 +1033,6 @@ bool OffloadEngine::serve_stream(Qp &qp, Pending &out) {
         size_t iovcnt = 0;
         for (size_t i = 0; i < s.count; ++i) {
             const size_t slot = (s.head + i) % s.frames.size();
-            const iwarp::TxFrame &f = s.frames[slot];
             if (i > 0 && s.lost[slot] != 0) break;  // goes when it is the head
             if (s.due[slot] != 0) {
                 if (now == 0) now = steady_ns();
@@ -1030,16 +1041,10 @@ bool OffloadEngine::serve_stream(Qp &qp, Pending &out) {
                     break;
                 }
             }
-            const size_t first = i == 0 ? s.head_iov : 0;
-            if (iovcnt + (f.iovcnt - first) > kSendIov) break;  // the rest goes in the next sendmsg
-            std::memcpy(iov + iovcnt, f.iov + first, (f.iovcnt - first) * sizeof(iovec));
-            iovcnt += f.iovcnt - first;
+            if (!add_frame(s, i, iov, iovcnt)) break;  // the rest goes in the next sendmsg
         }
         if (iovcnt == 0) break;  // the head waits for its delay
-        msghdr m{};
-        m.msg_iov = iov;
-        m.msg_iovlen = iovcnt;
-        const ssize_t n = ::sendmsg(s.fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+        const ssize_t n = send_iov(s.fd, iov, iovcnt);
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {

@@ -25,6 +25,7 @@
 #define HWSTUB_KVP_OFFLOAD_ENGINE_HPP
 
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <atomic>
 #include <chrono>
@@ -268,6 +269,8 @@ private:
     void outbound_faults(Qp &qp, size_t slot);
     void corrupt_inbound(const Qp &qp, uint8_t &last);
     static void written(Stream &s, size_t n);
+    static bool add_frame(const Stream &s, size_t i, iovec *iov, size_t &iovcnt) noexcept;
+    static ssize_t send_iov(int fd, iovec *iov, size_t iovcnt) noexcept;
     static bool closed_queue(const Qp &qp) noexcept;
     static void send_terminate(Stream &s);
     bool pass(Pending &out);  // one pass over every queue and stream; true if it did anything
