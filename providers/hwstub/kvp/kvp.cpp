@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -117,7 +118,7 @@ struct VerbFault {
 // One change of faults, from the `faults` option or a control request, checked whole before any of it applies.
 struct FaultChange {
     bool clear = false;
-    std::vector<std::pair<std::string, uint32_t>> counts;  // FaultPlan fields by name
+    std::vector<std::pair<std::atomic<uint32_t> FaultPlan::*, uint32_t>> counts;  // FaultPlan fields to set
     std::optional<std::string> fail_verb;
     uint32_t fail_count = 1;
     bool fatal = false;
@@ -130,19 +131,24 @@ rdma::Expected<FaultChange> parse_faults(const nlohmann::json &j, bool at_run_ti
         return c;
     }
     if (!j.is_object()) return rdma::Error(RI_EINVAL, "hwstub faults must be an object, or \"clear\"");
-    static const std::set<std::string> kCounts = {"qp", "rx_corrupt", "tx_corrupt", "tx_drop", "tx_delay_ms",
-                                                  "cq_overflow", "fail_count"};
+    // The counted faults by name, each the FaultPlan field it sets (fail_count: none, it goes with fail_verb).
+    using Field = std::atomic<uint32_t> FaultPlan::*;
+    static const std::map<std::string, Field> kCounts = {
+        {"qp", &FaultPlan::qp},           {"rx_corrupt", &FaultPlan::rx_corrupt},
+        {"tx_corrupt", &FaultPlan::tx_corrupt}, {"tx_drop", &FaultPlan::tx_drop},
+        {"tx_delay_ms", &FaultPlan::tx_delay_ms}, {"cq_overflow", &FaultPlan::cq_overflow},
+        {"fail_count", nullptr}};
     for (auto it = j.begin(); it != j.end(); ++it) {
         const std::string &k = it.key();
         const nlohmann::json &v = it.value();
-        if (kCounts.count(k) != 0) {
+        if (auto field = kCounts.find(k); field != kCounts.end()) {
             if (!v.is_number_unsigned() || v.get<uint64_t>() > 1'000'000) {
                 return rdma::Error(RI_EINVAL, "hwstub fault '" + k + "' must be a number from 0 to 1000000");
             }
-            if (k == "fail_count") {
+            if (field->second == nullptr) {
                 c.fail_count = v.get<uint32_t>();
             } else {
-                c.counts.emplace_back(k, v.get<uint32_t>());
+                c.counts.emplace_back(field->second, v.get<uint32_t>());
             }
         } else if (k == "fail_verb") {
             const std::string verb = v.is_string() ? v.get<std::string>() : "";
@@ -278,15 +284,7 @@ struct Instance {
             verb_fault.count = 0;
             verb_fault.verb.clear();
         }
-        for (const auto &[key, value] : c.counts) {
-            std::atomic<uint32_t> *f = key == "qp"            ? &plan.qp
-                                       : key == "rx_corrupt"  ? &plan.rx_corrupt
-                                       : key == "tx_corrupt"  ? &plan.tx_corrupt
-                                       : key == "tx_drop"     ? &plan.tx_drop
-                                       : key == "tx_delay_ms" ? &plan.tx_delay_ms
-                                                              : &plan.cq_overflow;
-            f->store(value, std::memory_order_relaxed);
-        }
+        for (const auto &[field, value] : c.counts) (plan.*field).store(value, std::memory_order_relaxed);
         if (c.fail_verb) {
             std::lock_guard g(verb_fault.mutex);
             verb_fault.verb = *c.fail_verb;
