@@ -146,8 +146,16 @@ TEST(HwstubQueues, ThePosterRingsOnlyASleepingEngine) {
     wait.prepare_sleep();
     EXPECT_TRUE(bell.ring());
     EXPECT_EQ(page.doorbells, 1u);
+    EXPECT_EQ(page.sleeping, 2u) << "the first poster says it rang";
+    EXPECT_FALSE(bell.ring()) << "a second post of the same sleep makes no system call";
+    EXPECT_EQ(page.doorbells, 1u);
+    EXPECT_EQ(::read(fd, &count, sizeof count), static_cast<ssize_t>(sizeof count));
+    EXPECT_EQ(count, 1u) << "one eventfd write per sleep";
+    wait.prepare_sleep();
+    EXPECT_TRUE(bell.ring()) << "the next sleep is rung again";
     wait.awake();
     EXPECT_EQ(page.wakeups, 1u);
+    EXPECT_EQ(page.doorbells, 2u);
     EXPECT_EQ(page.sleeping, 0u);
     EXPECT_LT(::read(fd, &count, sizeof count), 0) << "awake() drained the doorbell";
     EXPECT_FALSE(bell.adapter_dead());

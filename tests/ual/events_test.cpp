@@ -45,6 +45,39 @@ TEST(SimpleDispatcher, QueuesInOrderAndPollsReadableWhilePending) {
     EXPECT_FALSE(*none);
 }
 
+// The descriptor is kept only once asked for (an event costs no eventfd write before that), so one asked for late
+// must already say what is waiting.
+TEST(SimpleDispatcher, ADescriptorAskedForLateSaysWhatIsAlreadyQueued) {
+    auto d = ual::SimpleDispatcher::create(ual::EventStream::software, 4);
+    ASSERT_TRUE(d);
+    auto &q = **d;
+    EXPECT_TRUE(q.post(software(1)));
+    EXPECT_TRUE(readable(q.fd()));
+    auto a = q.dequeue();
+    ASSERT_TRUE(a && *a);
+    EXPECT_FALSE(readable(q.fd()));
+    EXPECT_TRUE(q.post(software(2)));
+    EXPECT_TRUE(readable(q.fd())) << "kept in step after the first fd()";
+}
+
+TEST(AggregateDispatcher, ItsDescriptorFollowsItsMembers) {
+    auto a = ual::SimpleDispatcher::create(ual::EventStream::software, 4);
+    auto agg = ual::AggregateDispatcher::create();
+    ASSERT_TRUE(a && agg);
+    ASSERT_TRUE((*agg)->add(*a));
+    (*a)->post(software(1));
+    const int fd = (*agg)->fd();
+    EXPECT_TRUE(readable(fd)) << "an event posted before fd() was asked for";
+    auto got = (*agg)->dequeue();
+    ASSERT_TRUE(got && *got);
+    auto none = (*agg)->dequeue();
+    ASSERT_TRUE(none);
+    EXPECT_FALSE(*none);
+    EXPECT_FALSE(readable(fd)) << "a dequeue that finds nothing quiets it";
+    (*a)->post(software(2));
+    EXPECT_TRUE(readable(fd));
+}
+
 TEST(SimpleDispatcher, OverflowDropsAndIsReportedOnce) {
     auto d = ual::SimpleDispatcher::create(ual::EventStream::software, 2);
     ASSERT_TRUE(d);

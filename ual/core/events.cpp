@@ -41,8 +41,22 @@ rdma::Expected<std::shared_ptr<SimpleDispatcher>> SimpleDispatcher::create(Event
     return std::shared_ptr<SimpleDispatcher>(new SimpleDispatcher(stream, capacity, threshold, std::move(*fd)));
 }
 
+int SimpleDispatcher::fd() const noexcept {
+    std::lock_guard lock(mutex_);
+    if (!efd_wanted_) {
+        efd_wanted_ = true;
+        // Nobody could poll it until now, so it was not kept: bring it in line. A DTO dispatcher cannot know
+        // whether its CQ holds completions, so it says readable once (a dequeue that finds nothing clears it).
+        if (!efd_signaled_ && (count_ > 0 || stream_ == EventStream::dto)) {
+            raise(efd_.get());
+            efd_signaled_ = true;
+        }
+    }
+    return efd_.get();
+}
+
 void SimpleDispatcher::signal_locked() {
-    if (!efd_signaled_) {
+    if (efd_wanted_ && !efd_signaled_) {
         raise(efd_.get());
         efd_signaled_ = true;
     }
@@ -143,7 +157,7 @@ void SimpleDispatcher::notify_completion() noexcept {
         }
         if (!callback_) {
             ++notifications_;
-            if (!efd_signaled_) {
+            if (efd_wanted_ && !efd_signaled_) {
                 raise(efd_.get());
                 efd_signaled_ = true;
             }
@@ -320,10 +334,24 @@ void AggregateDispatcher::remove(const std::shared_ptr<SimpleDispatcher> &member
     });
 }
 
+int AggregateDispatcher::fd() const noexcept {
+    std::lock_guard lock(mutex_);
+    if (!efd_wanted_) {
+        efd_wanted_ = true;
+        // Not kept until now: readable once, and the first dequeue that finds nothing clears it.
+        raise(efd_.get());
+        efd_signaled_ = true;
+    }
+    return efd_.get();
+}
+
 void AggregateDispatcher::wake_locked_free() noexcept {
     ++wakeups_;
     cv_.notify_all();
-    raise(efd_.get());
+    if (efd_wanted_ && !efd_signaled_) {
+        raise(efd_.get());
+        efd_signaled_ = true;
+    }
 }
 
 void AggregateDispatcher::wake() noexcept {
@@ -334,12 +362,14 @@ void AggregateDispatcher::wake() noexcept {
 rdma::Expected<std::optional<Event>> AggregateDispatcher::dequeue(uint64_t *source_tag) {
     std::vector<std::shared_ptr<SimpleDispatcher>> members;
     size_t start;
+    uint64_t seen;
     {
         std::lock_guard lock(mutex_);
         for (auto &w : members_) {
             if (auto s = w.lock()) members.push_back(std::move(s));
         }
         start = next_++;
+        seen = wakeups_;
     }
     for (size_t i = 0; i < members.size(); ++i) {
         auto &m = members[(start + i) % members.size()];
@@ -348,7 +378,13 @@ rdma::Expected<std::optional<Event>> AggregateDispatcher::dequeue(uint64_t *sour
         if (!r) return r.error();
         if (*r) return *r;
     }
-    drain(efd_.get());
+    std::lock_guard lock(mutex_);
+    // Nothing found: the descriptor goes quiet, unless a member woke it after the look began (its event may be
+    // one the look passed by).
+    if (efd_signaled_ && wakeups_ == seen) {
+        drain(efd_.get());
+        efd_signaled_ = false;
+    }
     return std::optional<Event>{};
 }
 

@@ -157,8 +157,7 @@ rdma::Expected<void> DeviceClient::exchange(uint32_t cmd, std::span<const uint8_
                 break;
         }
         if (take_event(message_)) {
-            uint64_t one = 1;
-            (void)!::write(queued_.get(), &one, sizeof one);  // the event thread may be asleep in poll()
+            announce_locked();  // the event thread may be asleep in poll()
             continue;
         }
         if ((message_.hdr.flags & KRDMA_MSG_REPLY) == 0 || message_.hdr.seq != hdr.seq) continue;  // stale reply
@@ -210,15 +209,34 @@ rdma::Expected<CallStatus> DeviceClient::call_into(uint32_t cmd, std::span<const
     return out;
 }
 
-std::optional<krdma_event> DeviceClient::next_event() {
-    std::lock_guard lock(mutex_);
-    uint64_t n;
-    (void)!::read(queued_.get(), &n, sizeof n);
-    while (events_.empty()) {
+void DeviceClient::announce_locked() {
+    if (announced_) return;  // one unread announcement wakes the poller as well as several
+    const uint64_t one = 1;
+    (void)!::write(queued_.get(), &one, sizeof one);
+    announced_ = true;
+}
+
+void DeviceClient::receive_all_locked() {
+    if (announced_) {
+        uint64_t n;
+        (void)!::read(queued_.get(), &n, sizeof n);
+        announced_ = false;
+    }
+    for (;;) {
         const krdma::RecvResult r = krdma::receive(sock_.get(), message_);
         if (r == krdma::RecvResult::closed) closed_ = true;
-        if (r != krdma::RecvResult::message) break;
+        if (r != krdma::RecvResult::message) return;
         take_event(message_);  // a stray reply without a caller is dropped
+    }
+}
+
+std::optional<krdma_event> DeviceClient::next_event() {
+    std::lock_guard lock(mutex_);
+    if (events_.empty()) {
+        const size_t cm_before = cm_events_.size();
+        receive_all_locked();
+        // Connection records read on the way wait in their queue, and the socket no longer says so.
+        if (cm_events_.size() > cm_before) announce_locked();
     }
     if (events_.empty()) return std::nullopt;
     krdma_event e = events_.front();
@@ -228,24 +246,27 @@ std::optional<krdma_event> DeviceClient::next_event() {
 
 std::optional<CmRecord> DeviceClient::next_cm_event() {
     std::lock_guard lock(mutex_);
-    const size_t events_before = events_.size();
-    while (cm_events_.empty()) {
-        const krdma::RecvResult r = krdma::receive(sock_.get(), message_);
-        if (r == krdma::RecvResult::closed) closed_ = true;
-        if (r != krdma::RecvResult::message) break;
-        take_event(message_);
-    }
-    if (events_.size() > events_before) {
+    if (cm_events_.empty()) {
+        const size_t events_before = events_.size();
+        receive_all_locked();
         // Event records read while looking for a connection record wait in the queue, and the socket no longer
         // says so: announce them as exchange() does, or the event thread sleeps on them (an asynchronous event
         // right behind a connection event was lost this way).
-        const uint64_t one = 1;
-        (void)!::write(queued_.get(), &one, sizeof one);
+        if (events_.size() > events_before) announce_locked();
     }
     if (cm_events_.empty()) return std::nullopt;
     CmRecord r = std::move(cm_events_.front());
     cm_events_.pop_front();
     return r;
+}
+
+void DeviceClient::take_events(std::vector<krdma_event> &events, std::vector<CmRecord> &cm_events) {
+    std::lock_guard lock(mutex_);
+    receive_all_locked();
+    events.insert(events.end(), events_.begin(), events_.end());
+    events_.clear();
+    for (CmRecord &r : cm_events_) cm_events.push_back(std::move(r));
+    cm_events_.clear();
 }
 
 }  // namespace ual

@@ -93,6 +93,13 @@ public:
     /** @brief The next connection event record (queued by next_event() or a call); nothing when none is waiting. */
     [[nodiscard]] std::optional<CmRecord> next_cm_event();
     /**
+     * @brief The event thread's batch: every record waiting on the socket or queued by calls is appended to
+     *        @p events and @p cm_events, in arrival order within each kind. One recvmsg per record plus one that
+     *        finds the socket empty, and the queued_fd() announcement is read only when one was made, so a wake-up
+     *        costs the system calls it needs and no more.
+     */
+    void take_events(std::vector<krdma_event> &events, std::vector<CmRecord> &cm_events);
+    /**
      * @brief A descriptor to poll() for event records: readable when the socket is, except while a call is reading
      *        the socket itself (its reply would otherwise wake the poller for nothing). Events a call reads are
      *        queued and announced by queued_fd().
@@ -119,10 +126,15 @@ private:
     [[nodiscard]] rdma::Expected<void> exchange(uint32_t cmd, std::span<const uint8_t> request,
                                                 std::span<const int> fds, std::chrono::milliseconds timeout);
     bool take_event(krdma::Message &m);
+    // Reads every record on the socket into the queues, and the queued_ announcement if one was made. mutex_ held.
+    void receive_all_locked();
+    // Announces records a call read (they are no longer on the socket) on queued_. mutex_ held.
+    void announce_locked();
     void watch_socket(bool on) noexcept;
 
     krdma::UniqueFd sock_;
     krdma::UniqueFd queued_;  // eventfd raised when call() queues an event
+    bool announced_ = false;  // queued_ was raised and not read since (under mutex_)
     krdma::UniqueFd watch_;   // epoll set of the socket for the event poller; the socket is muted during a call
     krdma_hello hello_{};
     std::atomic<bool> closed_{false};

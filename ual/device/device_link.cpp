@@ -118,6 +118,9 @@ bool deliver(Core &core, F &&f) {
 void event_loop(std::shared_ptr<Core> core) {
     DeviceClient &client = *core->client;
     bool device_open = true;
+    // One wake-up's records, taken in one batch (kept between wake-ups so their storage is reused).
+    std::vector<krdma_event> events;
+    std::vector<CmRecord> cm_events;
     for (;;) {
         pollfd fds[3] = {{core->stop_fd.get(), POLLIN, 0},
                          {device_open ? client.fd() : -1, POLLIN, 0},
@@ -128,7 +131,10 @@ void event_loop(std::shared_ptr<Core> core) {
             return;
         }
         if (fds[0].revents != 0 || core->stopping) return;
-        while (auto e = client.next_event()) {
+        events.clear();
+        cm_events.clear();
+        client.take_events(events, cm_events);
+        for (const krdma_event *e = events.data(); e != events.data() + events.size(); ++e) {
             bool go = true;
             switch (e->event) {
                 case KRDMA_EVENT_COMPLETION:
@@ -145,8 +151,8 @@ void event_loop(std::shared_ptr<Core> core) {
             }
             if (!go) return;
         }
-        while (auto c = client.next_cm_event()) {
-            if (!deliver(*core, [&](LinkEvents &s) { s.connection(c->event, std::move(c->fd)); })) return;
+        for (CmRecord &c : cm_events) {
+            if (!deliver(*core, [&](LinkEvents &s) { s.connection(c.event, std::move(c.fd)); })) return;
         }
         if (device_open && client.closed()) {
             device_open = false;

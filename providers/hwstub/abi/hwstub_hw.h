@@ -18,7 +18,8 @@
  *   the CQE after the owner byte (acquire), and publishes its consumer index so the OE can tell a full CQ (then it
  *   raises a CQ overflow instead of writing).
  * - **Doorbell**: after publishing a producer index the host looks at ::hwstub_engine_page::sleeping (after a full
- *   fence); only if the OE said it is going to sleep does it write to the engine's eventfd. The OE sets `sleeping`,
+ *   fence); only if the OE said it is going to sleep (1) does it write to the engine's eventfd, and only the poster
+ *   that swaps 1 for 2 writes it: later posters of the same sleep find 2 and make no system call. The OE sets `sleeping`,
  *   fences, and looks at every producer index once more before it waits, so a post is never missed and a busy OE
  *   costs the poster no system call.
  * - **Interrupts**: the host arms a CQ by incrementing `arm_seq` (after writing `arm_solicited`); when the OE writes
@@ -157,7 +158,7 @@ struct hwstub_cq_ctrl {
 
 /** @brief The engine page of one RNIC instance: what a poster reads to decide whether to ring. */
 struct hwstub_engine_page {
-    uint32_t sleeping;                        /**< OE: nonzero while it waits (or is about to) for a doorbell. */
+    uint32_t sleeping;                        /**< OE: 1 while it waits (or is about to), 0 awake; host: 2 once rung. */
     uint32_t dead;                            /**< OE: nonzero after a catastrophic adapter error. */
     uint32_t pad0[HWSTUB_CACHE_LINE / 4 - 2]; /**< One line. */
     uint64_t doorbells;                       /**< Host: eventfd writes made (statistics, relaxed). */

@@ -254,10 +254,17 @@ public:
     /** @brief On engine page @p page, with the engine's eventfd @p fd (not owned). */
     Doorbell(hwstub_engine_page *page, int fd) noexcept : page_(page), fd_(fd) {}
 
-    /** @brief Call after WqProducer::publish() or CqReader::arm(). */
+    /**
+     * @brief Call after WqProducer::publish() or CqReader::arm(). Rings only an engine that said it sleeps, and only
+     *        once per sleep: the poster that moves `sleeping` from 1 to 2 writes the eventfd; a poster that finds 2
+     *        knows the engine is already being woken (and will see its post, which was published before the look).
+     *        True when this call wrote the eventfd.
+     */
     bool ring() noexcept {
         std::atomic_thread_fence(std::memory_order_seq_cst);
-        if (word(page_->sleeping).load(std::memory_order_relaxed) == 0) return false;
+        auto sleeping = word(page_->sleeping);
+        uint32_t seen = sleeping.load(std::memory_order_relaxed);
+        if (seen != 1 || !sleeping.compare_exchange_strong(seen, 2, std::memory_order_relaxed)) return false;
         signal_eventfd(fd_);
         std::atomic_ref<uint64_t>(page_->doorbells).fetch_add(1, std::memory_order_relaxed);
         return true;

@@ -114,8 +114,11 @@ public:
      *        the first). ::RI_ETIMEDOUT when none came.
      */
     [[nodiscard]] rdma::Expected<Event> wait(std::chrono::milliseconds timeout);
-    /** @brief A descriptor that polls readable while events are queued (IT-API's fd of an EVD). */
-    [[nodiscard]] int fd() const noexcept { return efd_.get(); }
+    /**
+     * @brief A descriptor that polls readable while events are queued (IT-API's fd of an EVD). It is kept up to
+     *        date only once asked for: until then an event costs no eventfd write and a dequeue no read.
+     */
+    [[nodiscard]] int fd() const noexcept;
     /**
      * @brief Switches to callback mode (queued events are delivered first); an empty callback switches back.
      *        Callbacks run through @p run (empty: in the thread that posts the event).
@@ -158,7 +161,8 @@ private:
     std::atomic<uint64_t> overflows_{0};
     uint64_t reported_overflows_ = 0;
     krdma::UniqueFd efd_;
-    bool efd_signaled_ = false;
+    mutable bool efd_signaled_ = false;
+    mutable bool efd_wanted_ = false;  // fd() was asked for: efd_ follows the queue from then on
     uint64_t notifications_ = 0;  // DTO: CQ notifications so far
     Callback callback_;
     Executor executor_;
@@ -188,8 +192,8 @@ public:
     [[nodiscard]] rdma::Expected<std::optional<Event>> dequeue(uint64_t *source_tag = nullptr);
     /** @brief Waits up to @p timeout for an event of any member; @p source_tag as for dequeue(). */
     [[nodiscard]] rdma::Expected<Event> wait(std::chrono::milliseconds timeout, uint64_t *source_tag = nullptr);
-    /** @brief A descriptor that polls readable while any member has events. */
-    [[nodiscard]] int fd() const noexcept { return efd_.get(); }
+    /** @brief A descriptor that polls readable while any member has events (kept up to date once asked for). */
+    [[nodiscard]] int fd() const noexcept;
 
 private:
     friend class SimpleDispatcher;
@@ -203,6 +207,8 @@ private:
     size_t next_ = 0;
     uint64_t wakeups_ = 0;
     krdma::UniqueFd efd_;
+    mutable bool efd_signaled_ = false;
+    mutable bool efd_wanted_ = false;
 };
 
 }  // namespace ual
