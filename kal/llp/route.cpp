@@ -5,6 +5,7 @@
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <netlink/netlink.h>
+#include <netlink/socket.h>
 #include <netlink/route/neighbour.h>
 #include <netlink/route/nexthop.h>
 #include <netlink/route/route.h>
@@ -14,7 +15,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 
 namespace kal::llp {
 namespace {
@@ -246,6 +249,102 @@ rdma::Expected<ri_net_addr_t> source_for(const RnicBinding &rnic, const ri_net_a
     return rdma::Error(RI_EADDRNOTAVAIL, "route: the RNIC's netdev has no " +
                                           std::string(destination.family == RI_AF_INET6 ? "IPv6" : "IPv4") +
                                           " source address for " + krdma::to_text(destination));
+}
+
+struct RouteCache::Impl {
+    Socket monitor;  // subscribed to the change groups, non-blocking; null when it could not be opened
+    mutable std::mutex mutex;
+    std::map<std::string, Route> entries;
+    uint64_t generation = 0;  // changes seen so far
+    Stats stats;
+
+    // Empties the cache when the tables changed since the last look. mutex held.
+    void follow_changes() {
+        if (!changed()) return;
+        entries.clear();
+        ++generation;
+        ++stats.flushes;
+    }
+
+    // Reads every pending notification; true when there was any (or some were lost to an overflow).
+    bool changed() {
+        const int fd = nl_socket_get_fd(monitor.get());
+        bool any = false;
+        for (;;) {
+            char buf[8192];
+            const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC);
+            if (n >= 0 || errno == ENOBUFS) {
+                any = true;
+                continue;
+            }
+            if (errno == EINTR) continue;
+            return any;
+        }
+    }
+};
+
+namespace {
+
+// The cache key: every byte the answer depends on.
+std::string route_key(const RnicBinding &rnic, const ri_net_addr_t &destination) {
+    std::string k(reinterpret_cast<const char *>(&rnic.address), sizeof rnic.address);
+    k.append(reinterpret_cast<const char *>(&destination), sizeof destination);
+    k.append(rnic.netdev);
+    return k;
+}
+
+}  // namespace
+
+RouteCache::RouteCache() : impl_(std::make_unique<Impl>()) {
+    Socket sk(nl_socket_alloc());
+    if (!sk) return;
+    nl_socket_disable_seq_check(sk.get());
+    if (nl_connect(sk.get(), NETLINK_ROUTE) < 0) return;
+    if (nl_socket_add_memberships(sk.get(), RTNLGRP_LINK, RTNLGRP_IPV4_IFADDR, RTNLGRP_IPV6_IFADDR,
+                                  RTNLGRP_IPV4_ROUTE, RTNLGRP_IPV6_ROUTE, RTNLGRP_IPV4_RULE, RTNLGRP_IPV6_RULE,
+                                  0) < 0 ||
+        nl_socket_set_nonblocking(sk.get()) < 0) {
+        return;
+    }
+    impl_->monitor = std::move(sk);
+}
+
+RouteCache::~RouteCache() = default;
+
+bool RouteCache::watching() const noexcept { return impl_->monitor != nullptr; }
+
+RouteCache::Stats RouteCache::stats() const {
+    std::lock_guard lock(impl_->mutex);
+    return impl_->stats;
+}
+
+rdma::Expected<Route> RouteCache::route_for(const RnicBinding &rnic, const ri_net_addr_t &destination) {
+    Impl &m = *impl_;
+    if (!m.monitor) return lookup_route_for(rnic, destination);
+    const std::string key = route_key(rnic, destination);
+    uint64_t generation;
+    {
+        std::lock_guard lock(m.mutex);
+        m.follow_changes();
+        if (auto it = m.entries.find(key); it != m.entries.end()) {
+            ++m.stats.hits;
+            return it->second;
+        }
+        ++m.stats.misses;
+        generation = m.generation;
+    }
+    // Looked up without the lock, so that one slow look-up holds up no other. The answer is kept only if no change
+    // was announced meanwhile (read now, or already read by another caller): it may predate that change.
+    auto r = lookup_route_for(rnic, destination);
+    if (r) {
+        std::lock_guard lock(m.mutex);
+        m.follow_changes();
+        if (m.generation == generation) {
+            if (m.entries.size() >= kMaxEntries) m.entries.clear();
+            m.entries.emplace(key, *r);
+        }
+    }
+    return r;
 }
 
 rdma::Expected<std::optional<Neighbour>> lookup_neighbour(const Route &route) {

@@ -5,12 +5,15 @@
  *        for the TCP connection itself.
  *
  * Each call is one synchronous netlink round trip to the kernel of the calling thread's network namespace (no
- * network I/O; microseconds). Nothing is cached: routes change under a running daemon.
+ * network I/O; microseconds). The functions cache nothing; RouteCache keeps answers until the kernel announces a
+ * change, for the kAL's connection setup.
  */
 #ifndef KAL_LLP_ROUTE_HPP
 #define KAL_LLP_ROUTE_HPP
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -80,6 +83,48 @@ struct RnicBinding {
  *        route through its netdev. Errors as lookup_route_for(); ::RI_EADDRNOTAVAIL when no source address fits.
  */
 [[nodiscard]] rdma::Expected<ri_net_addr_t> source_for(const RnicBinding &rnic, const ri_net_addr_t &destination);
+
+/**
+ * @brief lookup_route_for() with its answers kept for the connections that follow: a look-up costs an address dump,
+ *        a netlink socket and a handful of ioctls, a kept answer one recv() that finds nothing.
+ *
+ * An rtnetlink socket subscribed to every change that can alter an answer (links, IPv4 and IPv6 addresses, routes
+ * and policy rules) is read before each use; any notification on it, or its overflow, empties the cache. The kernel
+ * queues a notification before the request that made the change returns, so the next look-up after a change sees
+ * it as one without the cache would. Only successful answers are kept (a refusal is asked again each time), and at
+ * most kMaxEntries. A learnt path MTU notifies nobody: Route::mtu of a kept answer may be older than the kernel's
+ * (connection setup does not use it). Without a monitor socket (watching() false) every call looks up.
+ *
+ * Thread-safe. It answers for the network namespace of the thread that created it; call it from that namespace.
+ */
+class RouteCache {
+public:
+    /** @brief Answers kept at most; a full cache is emptied. */
+    static constexpr size_t kMaxEntries = 4096;
+    /** @brief Counters. */
+    struct Stats {
+        uint64_t hits = 0;    /**< Answers served from the cache. */
+        uint64_t misses = 0;  /**< Look-ups made. */
+        uint64_t flushes = 0; /**< Times a change notification emptied it. */
+    };
+
+    /** @brief Subscribes to the change notifications of the calling thread's network namespace. */
+    RouteCache();
+    ~RouteCache();
+    RouteCache(const RouteCache &) = delete;
+    RouteCache &operator=(const RouteCache &) = delete;
+
+    /** @brief lookup_route_for(@p rnic, @p destination), answered from the cache when the tables have not changed. */
+    [[nodiscard]] rdma::Expected<Route> route_for(const RnicBinding &rnic, const ri_net_addr_t &destination);
+    /** @brief The counters so far. */
+    [[nodiscard]] Stats stats() const;
+    /** @brief False when no monitor socket could be opened: nothing is kept then. */
+    [[nodiscard]] bool watching() const noexcept;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
 
 /** @brief The kernel's neighbour entry of a next hop. */
 struct Neighbour {

@@ -867,7 +867,7 @@ int ConnectionCommands::connect(Connection &c, const Request &req, Reply &rep) {
                                          "RNIC " + open->ref.name() + " (" + krdma::to_text(rnic_addr) + ")");
     }
     // The host's tables decide the route; it must leave through the RNIC's netdev (or stay on this host).
-    auto route = llp::lookup_route_for(llp::RnicBinding{rnic_addr, open->ref.netdev()}, q.remote);
+    auto route = routes_.route_for(llp::RnicBinding{rnic_addr, open->ref.netdev()}, q.remote);
     if (!route) {
         RDMA_LOG_INFO(kComponent, "client %u: no route to %s from RNIC %s: %s", c.peer().client_id,
                       text_of(q.remote, q.port).c_str(), open->ref.name().c_str(),

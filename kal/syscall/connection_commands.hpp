@@ -40,6 +40,7 @@
 #include "abort_linger.hpp"
 #include "link_monitor.hpp"
 #include "llp_settings.hpp"
+#include "route.hpp"
 #include "verb_commands.hpp"
 
 namespace kal {
@@ -132,6 +133,7 @@ private:
     std::set<ListenPoint *> listens_;
     uint64_t next_request_ = 1;
     std::optional<llp::LinkMonitor> links_;  // the host's links, for RI_AE_RNIC_LINK_DOWN/UP
+    llp::RouteCache routes_;                 // route checks of CONNECT, kept until the host's tables change
 };
 
 }  // namespace kal

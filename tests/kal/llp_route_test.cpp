@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -239,6 +240,26 @@ TEST(LlpRoute, BadBindingsAreRefused) {
     EXPECT_EQ(lookup_route_for(RnicBinding{absent, ""}, addr("127.0.0.1")).error().code(), EADDRNOTAVAIL);
 }
 
+TEST(LlpRouteCache, KeepsAnAnswerAndRefusalsAreAskedAgain) {
+    kal::llp::RouteCache cache;
+    ASSERT_TRUE(cache.watching());
+    RnicBinding lo{addr("127.0.0.1"), "lo"};
+    auto first = cache.route_for(lo, addr("127.0.0.1"));
+    ASSERT_TRUE(first) << first.error().to_string();
+    auto second = cache.route_for(lo, addr("127.0.0.1"));
+    ASSERT_TRUE(second) << second.error().to_string();
+    EXPECT_EQ(second->ifname, first->ifname);
+    EXPECT_EQ(second->type, first->type);
+    auto s = cache.stats();
+    EXPECT_EQ(s.misses, 1u);
+    EXPECT_EQ(s.hits, 1u);
+    // A refusal is not kept: the binding may become valid (its address configured) without a route change.
+    auto absent = addr("198.18.255.254");
+    EXPECT_EQ(cache.route_for(RnicBinding{absent, ""}, addr("127.0.0.1")).error().code(), EADDRNOTAVAIL);
+    EXPECT_EQ(cache.route_for(RnicBinding{absent, ""}, addr("127.0.0.1")).error().code(), EADDRNOTAVAIL);
+    EXPECT_EQ(cache.stats().misses, 3u);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Private namespaces (root only)
 
@@ -399,6 +420,37 @@ TEST_F(LlpRouteNetns, RnicNetdevIsEnforced) {
     auto local = in_netns(ns_a_, [&] { return lookup_route_for(veth, addr("127.0.0.1")); });
     ASSERT_TRUE(local) << local.error().to_string();
     EXPECT_TRUE(local->local());
+}
+
+// The cache answers as a fresh look-up would right after the tables change: the route deleted, then added back.
+TEST_F(LlpRouteNetns, TheRouteCacheFollowsEveryChange) {
+    std::unique_ptr<kal::llp::RouteCache> cache;
+    ASSERT_TRUE(in_netns(ns_a_, [&]() -> rdma::Expected<void> {
+        cache = std::make_unique<kal::llp::RouteCache>();
+        return {};
+    }));
+    ASSERT_TRUE(cache->watching());
+    RnicBinding veth{addr("10.77.0.1"), ""};
+    auto ask = [&] { return in_netns(ns_a_, [&] { return cache->route_for(veth, addr("10.88.0.5")); }); };
+    auto r = ask();
+    ASSERT_TRUE(r) << r.error().to_string();
+    EXPECT_EQ(text_of(r->gateway), "10.77.0.2");
+    ASSERT_TRUE(ask());
+    EXPECT_EQ(cache->stats().hits, 1u);
+    const std::string a = "ip -n " + ns_a_ + " ";
+    ASSERT_EQ(sh(a + "route del 10.88.0.0/24"), 0);
+    auto gone = ask();
+    ASSERT_FALSE(gone) << "a kept answer outlived its route";
+    EXPECT_EQ(gone.error().code(), ENETUNREACH) << gone.error().to_string();
+    EXPECT_GE(cache->stats().flushes, 1u);
+    ASSERT_EQ(sh(a + "route add 10.88.0.0/24 via 10.77.0.2"), 0);
+    auto back = ask();
+    ASSERT_TRUE(back) << back.error().to_string();
+    // A new address is a change too: a kept answer is asked again after it.
+    const auto misses = cache->stats().misses;
+    ASSERT_EQ(sh(a + "addr add 10.77.0.9/24 dev " + va_), 0);
+    ASSERT_TRUE(ask());
+    EXPECT_EQ(cache->stats().misses, misses + 1);
 }
 
 TEST_F(LlpRouteNetns, TheOtherNamespaceSeesItsOwnTables) {
