@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "harness.hpp"
+#include "tcp_baseline.hpp"
 #include "ual/access_layer.hpp"
 
 namespace {
@@ -626,49 +627,9 @@ private:
 // ---------------------------------------------------------------------------------------------------------------
 // Raw TCP
 
-struct Fd {
-    int fd = -1;
-    explicit Fd(int f = -1) : fd(f) {}
-    Fd(Fd &&o) noexcept : fd(o.fd) { o.fd = -1; }
-    Fd &operator=(Fd &&o) noexcept {
-        std::swap(fd, o.fd);
-        return *this;
-    }
-    ~Fd() {
-        if (fd >= 0) ::close(fd);
-    }
-};
-
-// A connected TCP pair over 127.0.0.1 (TCP_NODELAY on both, as the RNICs' streams have).
-bool tcp_pair(Fd &c, Fd &s) {
-    Fd l(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (::bind(l.fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 || ::listen(l.fd, 1) != 0 ||
-        ::getsockname(l.fd, reinterpret_cast<sockaddr *>(&a), &len) != 0) {
-        return false;
-    }
-    c = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (::connect(c.fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) return false;
-    s = Fd(::accept(l.fd, nullptr, nullptr));
-    int one = 1;
-    ::setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    ::setsockopt(s.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return s.fd >= 0;
-}
-
-bool io_all(bool write, int fd, uint8_t *p, size_t n, int flags = 0) {
-    while (n > 0) {
-        ssize_t r = write ? ::send(fd, p, n, flags | MSG_NOSIGNAL) : ::recv(fd, p, n, flags);
-        if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;  // MSG_DONTWAIT: spin
-        if (r <= 0) return false;
-        p += r;
-        n -= static_cast<size_t>(r);
-    }
-    return true;
-}
+using bench::Fd;
+using bench::io_all;
+using bench::tcp_pair;
 
 /**
  * @brief Raw TCP: a thread writes messages of @p size (blocking) until @p end, another reads them whole (blocking);
@@ -693,29 +654,6 @@ Sample tcp_stream(size_t size, clock_type::time_point end, const std::array<pid_
     Sample out = m.stop(sent);
     if (read != sent) out.bytes = -1;
     return out;
-}
-
-/** @brief Raw TCP 8-byte ping-pong, both ends spinning on a non-blocking receive: seconds per half round trip. */
-double tcp_pingpong(double seconds) {
-    Fd c, s;
-    if (!tcp_pair(c, s)) return 0;
-    std::thread echo([fd = s.fd] {
-        uint8_t b[8];
-        while (io_all(false, fd, b, 8, MSG_DONTWAIT) && io_all(true, fd, b, 8)) {
-        }
-    });
-    uint8_t b[8] = {};
-    size_t n = 0;
-    const auto t0 = clock_type::now();
-    const auto end = t0 + std::chrono::duration<double>(seconds);
-    while (clock_type::now() < end) {
-        if (!io_all(true, c.fd, b, 8) || !io_all(false, c.fd, b, 8, MSG_DONTWAIT)) break;
-        ++n;
-    }
-    const double el = std::chrono::duration<double>(clock_type::now() - t0).count();
-    ::shutdown(c.fd, SHUT_WR);
-    echo.join();
-    return n == 0 ? 0 : el / static_cast<double>(n) / 2;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -968,7 +906,7 @@ int main(int argc, char **argv) {
         double tcp_lat = 1e9;
         const bool want_latency = only.empty() || only == "latency";
         for (int round = 0; round < kRounds && rc == 0 && want_latency; ++round) {
-            tcp_lat = std::min(tcp_lat, tcp_pingpong(seconds / kRounds));
+            tcp_lat = std::min(tcp_lat, bench::tcp_pingpong(seconds / kRounds, bench::Waiting::spinning));
             for (int busy = 0; busy < 2 && rc == 0; ++busy) {
                 for (int i = 0; i < 2 && rc == 0; ++i) {
                     std::atomic<bool> done{false};
