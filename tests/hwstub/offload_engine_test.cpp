@@ -211,6 +211,29 @@ TEST(HwstubEngine, AnArmedCqRaisesOneInterruptPerArm) {
     EXPECT_EQ(a.oe->stats().interrupts.load(), 1u);
 }
 
+// Interrupt moderation holds an interrupt only while the engine stays busy: one completion on a quiet engine
+// interrupts at once, long before the moderation window (10 s here) would let it.
+TEST(HwstubEngine, AModeratedInterruptIsRaisedAtOnceWhenTheEngineGoesIdle) {
+    Adapter a;
+    a.oe->set_moderation(8, 10s);
+    ASSERT_NO_FATAL_FAILURE(a.start());
+    a.cq.arm(false);
+    a.bell.ring();
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_NO_FATAL_FAILURE(a.post(nop(1)));
+    ASSERT_TRUE(a.wait_interrupts(1));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+    EXPECT_EQ(a.wait_cqes(1).size(), 1u);
+    // Still one interrupt per arm.
+    ASSERT_NO_FATAL_FAILURE(a.post(nop(2)));
+    EXPECT_EQ(a.wait_cqes(1).size(), 1u);
+    EXPECT_EQ(a.oe->stats().interrupts.load(), 1u);
+    a.cq.arm(false);
+    a.bell.ring();
+    ASSERT_NO_FATAL_FAILURE(a.post(nop(3)));
+    ASSERT_TRUE(a.wait_interrupts(2));
+}
+
 TEST(HwstubEngine, AMalformedWqeFailsWithLocalQpOperationErrorAndFlushesTheRest) {
     Adapter a;
     ASSERT_NO_FATAL_FAILURE(a.start());

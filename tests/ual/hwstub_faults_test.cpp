@@ -397,6 +397,11 @@ TEST_F(HwstubFaults, SeveralEnginesServeTheOpensRoundRobin) {
                       out),
               0);
     EXPECT_NE(stderr_text().find("'engines' must be at most 16"), std::string::npos) << stderr_text();
+    EXPECT_NE(rdmactl({"--device", device_.string(), "attach", "--provider", "hwstub", "--name", "hw9", "--address",
+                       "::1", "--options", R"({"moderation_us": 100001})"},
+                      out),
+              0);
+    EXPECT_NE(stderr_text().find("'moderation_us' must be at most 100000"), std::string::npos) << stderr_text();
 }
 
 // Bad requests get clear refusals: an unknown fault, a bad value, an unknown RNIC, a fatal fault in the options.

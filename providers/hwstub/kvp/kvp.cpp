@@ -91,6 +91,9 @@ struct Limits {
     uint32_t max_ord = 16;
     uint32_t engines = 1;  // offload engine threads; each RNIC open is served by one of them
     uint32_t poll_us = 0;  // how long an engine keeps looking after its last work before it sleeps
+    // Interrupt moderation of a busy engine: an earned interrupt waits for this many unread CQEs (0 or 1: none)...
+    uint32_t moderation_cqes = 8;
+    uint32_t moderation_us = 100;  // ...or this long at most
     uint64_t max_mr_size = 1ull << 40;
 };
 constexpr uint32_t kMaxSge = 8;
@@ -205,13 +208,17 @@ rdma::Expected<Options> parse_options(const char *text) {
                           : k == "max_ord"    ? &l.max_ord
                           : k == "engines"    ? &l.engines
                           : k == "poll_us"    ? &l.poll_us
+                          : k == "moderation_cqes" ? &l.moderation_cqes
+                          : k == "moderation_us"   ? &l.moderation_us
                                               : nullptr;
         if (field == nullptr) {
             return rdma::Error(RI_EINVAL, "hwstub option '" + k +
                                               "' is unknown (known: max_qp, max_qp_wr, max_cq, max_cqe, max_pd, "
-                                              "max_mr, max_inline, max_ird, max_ord, engines, poll_us, faults)");
+                                              "max_mr, max_inline, max_ird, max_ord, engines, poll_us, "
+                                              "moderation_cqes, moderation_us, faults)");
         }
-        const uint64_t least = k == "poll_us" ? 0 : 1;  // a poll window of 0: the engine sleeps at once
+        // 0 is a value of these: no poll window, no moderation.
+        const uint64_t least = k == "poll_us" || k == "moderation_cqes" || k == "moderation_us" ? 0 : 1;
         if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() < least ||
             it.value().get<uint64_t>() > (1u << 20)) {
             return rdma::Error(RI_EINVAL, "hwstub option '" + k + "' must be a number from " + std::to_string(least) +
@@ -221,6 +228,9 @@ rdma::Expected<Options> parse_options(const char *text) {
     }
     if (l.max_inline > 1024) return rdma::Error(RI_EINVAL, "hwstub option 'max_inline' must be at most 1024");
     if (l.poll_us > 100000) return rdma::Error(RI_EINVAL, "hwstub option 'poll_us' must be at most 100000");
+    if (l.moderation_us > 100000) {
+        return rdma::Error(RI_EINVAL, "hwstub option 'moderation_us' must be at most 100000");
+    }
     if (l.engines > kMaxEngines) {
         return rdma::Error(RI_EINVAL, "hwstub option 'engines' must be at most " + std::to_string(kMaxEngines));
     }
@@ -481,6 +491,8 @@ struct Kvp {
                                                                     &inst->faults,
                                                                     "hwstub-oe" + std::to_string(i)));
             inst->engines.back()->set_poll_window(std::chrono::microseconds(inst->limits.poll_us));
+            inst->engines.back()->set_moderation(inst->limits.moderation_cqes,
+                                                  std::chrono::microseconds(inst->limits.moderation_us));
             if (!inst->engines.back()->start()) return RI_ENOMEM;
         }
         inst->apply(options->faults);

@@ -1172,6 +1172,24 @@ void OffloadEngine::set_sleeping(uint32_t value) {
     std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
+void OffloadEngine::moderate(Pending &out, bool idle) {
+    const uint32_t cqes = moderation_cqes_.load(std::memory_order_relaxed);
+    if (cqes <= 1 && held_.empty()) return;
+    const int64_t now = steady_ns();
+    for (uint32_t cq : out.interrupts) held_.push_back(Held{cq, now});
+    out.interrupts.clear();
+    const int64_t window = moderation_ns_.load(std::memory_order_relaxed);
+    std::erase_if(held_, [&](const Held &h) {
+        auto it = cqs_.find(h.cq);
+        if (it == cqs_.end()) return true;  // the CQ is gone: nobody to interrupt
+        if (idle || cqes <= 1 || it->second->writer.occupancy() >= cqes || now - h.since_ns >= window) {
+            out.interrupts.push_back(h.cq);
+            return true;
+        }
+        return false;
+    });
+}
+
 void OffloadEngine::deliver(Pending &out) {
     for (uint32_t cq : out.interrupts) {
         stats_.interrupts.fetch_add(1, std::memory_order_relaxed);
@@ -1217,6 +1235,7 @@ void OffloadEngine::serve() {
             std::lock_guard g(mutex_);
             wake_at_ns_ = 0;
             did = pass(out);
+            moderate(out, !did);
         }
         deliver(out);
         if (did) {

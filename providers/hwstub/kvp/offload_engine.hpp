@@ -246,6 +246,17 @@ public:
                        std::memory_order_relaxed);
     }
     /**
+     * @brief Interrupt moderation, as a NIC's interrupt coalescing: while the engine stays busy, the interrupt an
+     *        armed CQ has earned waits until @p cqes completions are unread in that CQ or @p window has passed since
+     *        it was earned. An engine that runs out of work raises every interrupt it holds at once, so a consumer
+     *        waiting for one completion at a time on a quiet RNIC waits no longer. @p cqes 0 or 1: no moderation.
+     */
+    void set_moderation(uint32_t cqes, std::chrono::microseconds window) noexcept {
+        moderation_cqes_.store(cqes, std::memory_order_relaxed);
+        moderation_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(window).count(),
+                             std::memory_order_relaxed);
+    }
+    /**
      * @brief Returns once the engine is between passes: every DMA it makes from now on sees the STag table as it
      *        is now (deregistration calls it after removing a region, before the memory may be freed).
      */
@@ -290,6 +301,7 @@ private:
     [[nodiscard]] bool anything_to_do();
     void set_sleeping(uint32_t value);
     void deliver(Pending &out);
+    void moderate(Pending &out, bool idle);
 
     hwstub_engine_page *page_;
     EngineHooks hooks_;
@@ -312,6 +324,14 @@ private:
     // Earliest time (steady clock, ns) a delayed frame is due, found by the last pass; 0: none waits.
     int64_t wake_at_ns_ = 0;
     std::atomic<int64_t> poll_ns_{0};  // the poll window (set_poll_window)
+    std::atomic<uint32_t> moderation_cqes_{0};  // set_moderation()
+    std::atomic<int64_t> moderation_ns_{0};
+    // Interrupts held by moderation: the CQ and when it earned the interrupt (steady clock, ns). Under mutex_.
+    struct Held {
+        uint32_t cq;
+        int64_t since_ns;
+    };
+    std::vector<Held> held_;
 };
 
 }  // namespace hwstub
