@@ -50,11 +50,17 @@ void AbortLinger::abort(krdma::UniqueFd sock, Clock::time_point now) {
 }
 
 int AbortLinger::poll(Clock::time_point now) {
+    if (lingering_.empty()) return -1;
+    // The kAL's loop calls this on every wake-up; the sockets are looked at (an ioctl each) once per kPollMs.
+    if (now < next_look_) {
+        return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(next_look_ - now).count());
+    }
     std::erase_if(lingering_, [now](Lingering &l) {
         if (now < l.deadline && unacknowledged(l.sock.get()) > 0) return false;
         reset_connection(l.sock.get());
         return true;  // closed with its descriptor
     });
+    next_look_ = now + std::chrono::milliseconds(kPollMs);
     return lingering_.empty() ? -1 : kPollMs;
 }
 

@@ -47,7 +47,8 @@ public:
     void abort(krdma::UniqueFd sock, Clock::time_point now = Clock::now());
     /**
      * @brief Resets and closes the sockets whose bytes are acknowledged or whose time is up; returns the
-     *        milliseconds until it should be called again, or -1 with nothing lingering.
+     *        milliseconds until it should be called again, or -1 with nothing lingering. The sockets are looked at
+     *        once per 10 ms however often it is called (the peer's acknowledgement has no event to wait for).
      */
     int poll(Clock::time_point now = Clock::now());
     /** @brief Sockets lingering. */
@@ -60,6 +61,7 @@ private:
     };
     std::chrono::milliseconds linger_;
     std::vector<Lingering> lingering_;
+    Clock::time_point next_look_{};  // poll() looks at the sockets again from then
 };
 
 }  // namespace kal::llp

@@ -112,6 +112,23 @@ TEST(LlpAbortLinger, BytesInFlightReachThePeerBeforeTheReset) {
     EXPECT_EQ(::fcntl(fd, F_GETFD), -1) << "the descriptor is closed";
 }
 
+// The kAL's loop calls poll() on every wake-up: the sockets are looked at once per 10 ms, not once per call.
+TEST(LlpAbortLinger, TheSocketsAreLookedAtOncePerTenMilliseconds) {
+    Pair p = tcp_pair();
+    (void)fill(p.client.get());
+    AbortLinger linger(5000ms);
+    const auto t0 = AbortLinger::Clock::now();
+    linger.abort(std::move(p.client), t0);
+    EXPECT_EQ(linger.poll(t0), 10);
+    auto [bytes, err] = drain(p.server.get());  // everything acknowledged now
+    EXPECT_GT(bytes, 0u);
+    EXPECT_EQ(err, 0);
+    EXPECT_EQ(linger.poll(t0 + 1ms), 9) << "not due: the time left until the next look";
+    EXPECT_EQ(linger.size(), 1u) << "not looked at before it was due";
+    EXPECT_EQ(linger.poll(t0 + 10ms), -1);
+    EXPECT_EQ(linger.size(), 0u);
+}
+
 TEST(LlpAbortLinger, APeerThatNeverReadsIsResetWhenTheTimeIsUp) {
     Pair p = tcp_pair();
     (void)fill(p.client.get());
