@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,6 +43,14 @@ using namespace std::chrono_literals;
 
 using bench::Fd;
 using bench::io_all;
+
+// Context switches of this process (every thread) so far: each is a thread that went to sleep and was woken, or was
+// preempted. Per connection set up, the count says how many thread wake-ups the setup costs.
+long context_switches() {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    return u.ru_nvcsw + u.ru_nivcsw;
+}
 
 // A TCP listener on 127.0.0.1 at a port the host chooses; its address in @p a.
 Fd loopback_listener(int backlog, sockaddr_in &a) {
@@ -86,23 +95,27 @@ constexpr size_t kSetupBatch = 16;
 
 // Raw TCP connect + accept per second, kSetupBatch at a time; the sockets are made before and closed after the
 // clock runs, as the RDMA figure's endpoints are.
-double tcp_setup_rate(double seconds) {
+double tcp_setup_rate(double seconds, double *switches_per_setup) {
     sockaddr_in a{};
     Fd l = loopback_listener(128, a);
     size_t n = 0;
+    long switches = 0;
     std::chrono::duration<double> timed{0};
     const auto end = clock_type::now() + std::chrono::duration<double>(seconds);
     while (clock_type::now() < end) {
         std::vector<Fd> clients, servers;
         for (size_t i = 0; i < kSetupBatch; ++i) clients.emplace_back(::socket(AF_INET, SOCK_STREAM, 0));
+        const long cs0 = context_switches();
         const auto t0 = clock_type::now();
         for (Fd &c : clients) {
             if (::connect(c.fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) return 0;
         }
         for (size_t i = 0; i < kSetupBatch; ++i) servers.emplace_back(::accept(l.fd, nullptr, nullptr));
         timed += clock_type::now() - t0;
+        switches += context_switches() - cs0;
         n += kSetupBatch;
     }
+    *switches_per_setup = static_cast<double>(switches) / static_cast<double>(n);
     return static_cast<double>(n) / timed.count();
 }
 
@@ -117,6 +130,7 @@ struct Rdma {
     std::vector<uint8_t> buf;
     std::shared_ptr<ual::MemoryRegion> mr;
     uint64_t contexts = 0;  // the last endpoint context handed out
+    long setup_switches = 0;  // context switches inside setup_batch()'s clock
 
     bool open(const std::string &config, size_t bytes) {
         ual::Options o;
@@ -207,6 +221,7 @@ struct Rdma {
             mine.insert(contexts);
             if (!clients.back() || !servers.back()) return -1;
         }
+        const long cs0 = context_switches();
         const auto t0 = clock_type::now();
         for (auto &c : clients) {
             if (!c->connect("127.0.0.1", lp->port()).ok()) return -1;
@@ -222,6 +237,7 @@ struct Rdma {
             if (e->id != static_cast<uint32_t>(ual::CmEventId::established)) return -1;
             ++established;
         }
+        setup_switches += context_switches() - cs0;
         return std::chrono::duration<double>(clock_type::now() - t0).count();
     }
 
@@ -473,9 +489,13 @@ int main(int argc, char **argv) {
             }
             if (n > 0) {
                 const double setup = static_cast<double>(n) / timed;
-                const double base_setup = tcp_setup_rate(seconds);
+                double base_switches = 0;
+                const double base_setup = tcp_setup_rate(seconds, &base_switches);
                 std::printf("%-34s %9.0f /s     %-12s %9.0f /s     ratio %6.3f (target >= 0.5)\n",
                             "connection setup", setup, "TCP connect", base_setup, setup / base_setup);
+                std::printf("%-34s %9.1f          %-12s %9.1f\n", "  context switches per connection",
+                            static_cast<double>(r.setup_switches) / static_cast<double>(n), "TCP connect",
+                            base_switches);
             }
             // Memory per idle connected QP.
             std::vector<std::shared_ptr<ual::Endpoint>> keep;
