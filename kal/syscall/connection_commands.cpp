@@ -176,6 +176,7 @@ public:
         // The QP is going (destroyed, or its owner died): the connection goes with it, abortively.
         (void)drive(EndpointInput::qp_destroyed);
         m_->endpoints_.erase(this);
+        m_->timed_.erase(this);
     }
 
     // The owner's device connection.
@@ -194,6 +195,7 @@ public:
         cfg_ = cfg;
         pd_.assign(pd.begin(), pd.end());
         deadline_ = deadline;
+        m_->timed_.insert(this);
         (void)drive(how);
         rewatch(POLLOUT);
     }
@@ -209,6 +211,7 @@ public:
         ord_ = ord;
         pd_.assign(pd.begin(), pd.end());
         deadline_ = deadline;
+        m_->timed_.insert(this);
         (void)drive(EndpointInput::convert_started);
         session_ = std::make_unique<llp::MpaSession>(sock_.get());
         if (auto st = session_->start_responder(cfg, deadline); !st) {
@@ -224,6 +227,7 @@ public:
         session_ = std::make_unique<llp::MpaSession>(std::move(session));
         initiator_ = false;
         deadline_ = session_->deadline();
+        m_->timed_.insert(this);
         (void)drive(EndpointInput::accept_started);
         negotiate(session_->on_writable());
     }
@@ -281,7 +285,10 @@ public:
         m_->server_.unwatch(sock_.get());
         // A kVP whose QP no longer reads its stream (a QP it already failed, a consumer's own Terminate) reports
         // nothing more: after a grace period the kAL ends the connection from what its reference shows.
-        if (kvp_stream()) end_by_ = Clock::now() + kKvpEndGrace;
+        if (kvp_stream()) {
+            end_by_ = Clock::now() + kKvpEndGrace;
+            m_->timed_.insert(this);
+        }
     }
 
     // Returns the milliseconds to this endpoint's deadline, or -1; times the setup out when it has passed.
@@ -1052,8 +1059,18 @@ int ConnectionCommands::tick() {
     auto earlier = [&wait](int ms) {
         if (ms >= 0 && (wait < 0 || ms < wait)) wait = ms;
     };
-    // Setups of endpoints (fail() never removes an endpoint from the set).
-    for (Endpoint *e : endpoints_) earlier(e->check_deadline(now));
+    // Endpoints with a deadline armed (a setup, a kVP's grace period): only those, so that a wake-up costs the same
+    // with ten thousand idle connections. One whose deadline is gone (or just fired) leaves the set until it arms
+    // another. fail() never destroys an endpoint, so the snapshot stays valid.
+    timed_snapshot_.assign(timed_.begin(), timed_.end());
+    for (Endpoint *e : timed_snapshot_) {
+        const int ms = e->check_deadline(now);
+        if (ms < 0) {
+            timed_.erase(e);
+        } else {
+            earlier(ms);
+        }
+    }
     earlier(linger_.poll(now));
     std::vector<uint64_t> expired;
     for (auto &[id, p] : pending_) {

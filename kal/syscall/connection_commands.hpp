@@ -130,6 +130,8 @@ private:
     PendingMap pending_;
     llp::AbortLinger linger_;  // connections reset once their last bytes (a Terminate, say) are acknowledged
     std::set<Endpoint *> endpoints_;
+    std::set<Endpoint *> timed_;             // endpoints with a deadline armed, visited by tick()
+    std::vector<Endpoint *> timed_snapshot_;  // tick()'s copy of timed_ (kept for its storage)
     std::set<ListenPoint *> listens_;
     uint64_t next_request_ = 1;
     std::optional<llp::LinkMonitor> links_;  // the host's links, for RI_AE_RNIC_LINK_DOWN/UP
