@@ -58,12 +58,19 @@ TEST(SimpleDispatcher, ADescriptorAskedForLateSaysWhatIsAlreadyQueued) {
     EXPECT_FALSE(readable(q.fd()));
     EXPECT_TRUE(q.post(software(2)));
     EXPECT_TRUE(readable(q.fd())) << "kept in step after the first fd()";
+    // A DTO dispatcher whose CQ never notified has nothing to say: not readable when first asked.
+    auto dto = ual::SimpleDispatcher::create(ual::EventStream::dto, 4);
+    ASSERT_TRUE(dto);
+    EXPECT_FALSE(readable((*dto)->fd()));
 }
 
 TEST(AggregateDispatcher, ItsDescriptorFollowsItsMembers) {
     auto a = ual::SimpleDispatcher::create(ual::EventStream::software, 4);
     auto agg = ual::AggregateDispatcher::create();
     ASSERT_TRUE(a && agg);
+    auto lone = ual::AggregateDispatcher::create();
+    ASSERT_TRUE(lone);
+    EXPECT_FALSE(readable((*lone)->fd())) << "an aggregate nobody woke";
     ASSERT_TRUE((*agg)->add(*a));
     (*a)->post(software(1));
     const int fd = (*agg)->fd();

@@ -45,9 +45,9 @@ int SimpleDispatcher::fd() const noexcept {
     std::lock_guard lock(mutex_);
     if (!efd_wanted_) {
         efd_wanted_ = true;
-        // Nobody could poll it until now, so it was not kept: bring it in line. A DTO dispatcher cannot know
-        // whether its CQ holds completions, so it says readable once (a dequeue that finds nothing clears it).
-        if (!efd_signaled_ && (count_ > 0 || stream_ == EventStream::dto)) {
+        // Nobody could poll it until now, so it was not kept: bring it in line (a DTO dispatcher: a notification
+        // of its CQ came and no dequeue has looked since).
+        if (!efd_signaled_ && (count_ > 0 || efd_missed_)) {
             raise(efd_.get());
             efd_signaled_ = true;
         }
@@ -161,6 +161,7 @@ void SimpleDispatcher::notify_completion() noexcept {
                 raise(efd_.get());
                 efd_signaled_ = true;
             }
+            efd_missed_ = !efd_wanted_;
             cv_.notify_all();
             if (auto agg = aggregate_.lock()) agg->wake();
             return;
@@ -212,6 +213,7 @@ rdma::Expected<std::optional<Event>> SimpleDispatcher::dequeue() {
         auto e = poll_cq();  // without mutex_ (see poll_cq)
         if (!e) {
             std::lock_guard lock(mutex_);
+            efd_missed_ = false;
             if (efd_signaled_) {
                 drain(efd_.get());
                 efd_signaled_ = false;
@@ -338,9 +340,11 @@ int AggregateDispatcher::fd() const noexcept {
     std::lock_guard lock(mutex_);
     if (!efd_wanted_) {
         efd_wanted_ = true;
-        // Not kept until now: readable once, and the first dequeue that finds nothing clears it.
-        raise(efd_.get());
-        efd_signaled_ = true;
+        // Not kept until now: readable if a member woke it since a dequeue last found nothing.
+        if (efd_missed_) {
+            raise(efd_.get());
+            efd_signaled_ = true;
+        }
     }
     return efd_.get();
 }
@@ -352,6 +356,7 @@ void AggregateDispatcher::wake_locked_free() noexcept {
         raise(efd_.get());
         efd_signaled_ = true;
     }
+    efd_missed_ = !efd_wanted_;
 }
 
 void AggregateDispatcher::wake() noexcept {
@@ -381,9 +386,12 @@ rdma::Expected<std::optional<Event>> AggregateDispatcher::dequeue(uint64_t *sour
     std::lock_guard lock(mutex_);
     // Nothing found: the descriptor goes quiet, unless a member woke it after the look began (its event may be
     // one the look passed by).
-    if (efd_signaled_ && wakeups_ == seen) {
-        drain(efd_.get());
-        efd_signaled_ = false;
+    if (wakeups_ == seen) {
+        efd_missed_ = false;
+        if (efd_signaled_) {
+            drain(efd_.get());
+            efd_signaled_ = false;
+        }
     }
     return std::optional<Event>{};
 }

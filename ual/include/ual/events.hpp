@@ -163,6 +163,7 @@ private:
     krdma::UniqueFd efd_;
     mutable bool efd_signaled_ = false;
     mutable bool efd_wanted_ = false;  // fd() was asked for: efd_ follows the queue from then on
+    bool efd_missed_ = false;          // DTO: a notification came before fd() was asked for, not looked at since
     uint64_t notifications_ = 0;  // DTO: CQ notifications so far
     Callback callback_;
     Executor executor_;
@@ -209,6 +210,7 @@ private:
     krdma::UniqueFd efd_;
     mutable bool efd_signaled_ = false;
     mutable bool efd_wanted_ = false;
+    bool efd_missed_ = false;  // a member woke it before fd() was asked for, and no dequeue found nothing since
 };
 
 }  // namespace ual
