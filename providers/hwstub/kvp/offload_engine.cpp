@@ -327,10 +327,9 @@ bool OffloadEngine::start() {
         if (efd_ < 0) return false;
     }
     stop_.store(false);
-    thread_ = std::thread([this] {
-        ::pthread_setname_np(::pthread_self(), name_.substr(0, 15).c_str());
-        run();
-    });
+    thread_ = std::thread([this] { run(); });
+    // Named by its creator, so the name is there once start() returns (`top -H`, and tests that look for it).
+    ::pthread_setname_np(thread_.native_handle(), name_.substr(0, 15).c_str());
     return true;
 }
 
