@@ -4,6 +4,7 @@
 
 #include <grp.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,10 +59,15 @@ protected:
     }
     // Forks a child in a new process group (killed at teardown whatever happens), stdout to @p out and stderr to
     // @p err (the same file when they are equal), running as @p as if given; the child runs @p body and exits
-    // with what it returns (126 when the credentials cannot be taken).
+    // with what it returns (126 when the credentials cannot be taken, 125 when the test is already gone).
+    //
+    // A test binary killed by a signal never reaches TearDown, so the kernel ends the children instead: each asks for
+    // SIGKILL when its parent thread ends (PR_SET_PDEATHSIG, kept across exec). That thread is the test's own (no
+    // test spawns from a thread of its own), and the request comes after the credentials change, which clears it.
     template <typename Body>
     pid_t fork_child(const std::filesystem::path &out, const std::filesystem::path &err,
                      const std::optional<Credentials> &as, Body body) {
+        const pid_t parent = ::getpid();
         pid_t pid = ::fork();
         if (pid == 0) {
             ::setpgid(0, 0);
@@ -75,6 +81,8 @@ protected:
                        ::setuid(as->uid) != 0)) {
                 ::_exit(126);
             }
+            // The parent may have died before the request: then nobody would send the signal.
+            if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(125);
             ::_exit(body());
         }
         ::setpgid(pid, pid);

@@ -35,6 +35,56 @@ TEST_F(Krdmad, ServesAndShutsDownCleanlyTellingClients) {
     EXPECT_FALSE(fs::exists(device));  // the device is removed on the way out
 }
 
+// Run only by the test below (DISABLED_, so a plain run skips it): starts krdmad, writes its pid where
+// $KRDMAD_TEST_PID_FILE says, and waits to be killed.
+TEST_F(Krdmad, DISABLED_HelperStartsKrdmadAndWaitsToBeKilled) {
+    const char *pid_file = std::getenv("KRDMAD_TEST_PID_FILE");
+    ASSERT_NE(pid_file, nullptr);
+    fs::path device = dir_ / "krdma";
+    const pid_t pid = start({"--config", write_config(good_config(device.string()))});
+    ASSERT_TRUE(wait_ready(pid)) << stderr_text();
+    std::ofstream(std::string(pid_file) + ".tmp") << pid << "\n" << dir_.string() << "\n";
+    fs::rename(std::string(pid_file) + ".tmp", pid_file);
+    std::this_thread::sleep_for(std::chrono::seconds(30));
+}
+
+// A test binary killed by a signal skips its TearDown: the krdmad it started must not outlive it.
+TEST_F(Krdmad, AKilledTestBinaryLeavesNoKrdmadBehind) {
+    const fs::path pid_file = dir_ / "krdmad.pid";
+    ::setenv("KRDMAD_TEST_PID_FILE", pid_file.c_str(), 1);
+    const pid_t helper = spawn("/proc/self/exe",
+                               {"--gtest_filter=Krdmad.DISABLED_HelperStartsKrdmadAndWaitsToBeKilled",
+                                "--gtest_also_run_disabled_tests"},
+                               dir_ / "helper.out", dir_ / "helper.out");
+    ::unsetenv("KRDMAD_TEST_PID_FILE");
+    pid_t daemon = 0;
+    std::string helper_dir;  // the helper's own private directory, which its killed TearDown cannot remove
+    for (int i = 0; i < 1000 && daemon == 0; ++i) {
+        std::ifstream in(pid_file);
+        in >> daemon >> helper_dir;
+        if (daemon == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_GT(daemon, 0) << read_text(dir_ / "helper.out");
+    struct RemoveDir {
+        std::string path;
+        ~RemoveDir() {
+            if (path.rfind("/tmp/krdmad-test-", 0) == 0) fs::remove_all(path);
+        }
+    } remove_helper_dir{helper_dir};
+    ASSERT_EQ(::kill(daemon, 0), 0) << "krdmad runs";
+    ASSERT_EQ(::kill(helper, SIGKILL), 0);
+    EXPECT_EQ(wait_exit(helper), -1) << "killed, not exited";
+    // The daemon was the helper's child: reparented, killed by its parent-death signal, reaped by its new parent.
+    bool gone = false;
+    for (int i = 0; i < 500 && !gone; ++i) {
+        const std::string stat = read_text("/proc/" + std::to_string(daemon) + "/stat");
+        gone = stat.empty() || stat.find(") Z ") != std::string::npos;
+        if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_TRUE(gone) << "krdmad " << daemon << " outlived the test binary that started it";
+    if (!gone) ::kill(daemon, SIGKILL);
+}
+
 TEST_F(Krdmad, BadConfigurationIsExitTwoWithTheKey) {
     pid_t pid = start({"--config", write_config(R"({"device": "/tmp/x", "modulez": []})")});
     EXPECT_EQ(wait_exit(pid), 2);
