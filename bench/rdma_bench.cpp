@@ -249,14 +249,6 @@ struct Rdma {
         }
     }
 
-    // Busy-polls @p c for one completion (as ib_write_bw does).
-    static ri_wc_t wait_wc(ual::CompletionQueue &c) {
-        ri_wc_t wc{};
-        for (;;) {
-            auto n = c.poll({&wc, 1});
-            if (n && *n == 1) return wc;
-        }
-    }
 };
 
 ri_send_wr_t write_wr(Rdma &r, ri_sge_t &sge, size_t off, uint32_t len, uint64_t raddr, uint32_t rkey, bool signaled) {
@@ -358,6 +350,12 @@ double remote_write_bw(Rdma &r, ual::Endpoint &a, Rdma::Cq &ca, uint64_t raddr, 
     fin.sgl = &sge;
     fin.num_sge = 1;
     if (!a.post_send({&fin, 1}).ok()) return 0;
+    // The target says when the final Send arrived; 10 s without a word is a failure, never a hang.
+    pollfd p{ctl, POLLIN, 0};
+    if (::poll(&p, 1, 10000) != 1) {
+        std::fprintf(stderr, "bench_rdma: the target did not report the final Send within 10 s\n");
+        return 0;
+    }
     uint8_t got = 0;
     if (::read(ctl, &got, 1) != 1) return 0;
     const double el = std::chrono::duration<double>(clock_type::now() - t0).count();
@@ -375,6 +373,8 @@ long rss_kib() {
 }  // namespace
 
 int main(int argc, char **argv) {
+    // Line by line, so a run killed by a timeout has printed every figure it finished.
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
     const double seconds = bench::budget_from_args(argc, argv);
     int qps = 256;
     std::string only;  // one figure alone (for profiling), or all
