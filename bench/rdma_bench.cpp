@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -521,9 +522,20 @@ int main(int argc, char **argv) {
     }
     if (target > 0) {
         ::close(ctl[0]);  // the target leaves when its control socket closes
+        // 30 s at most (it sees the close within a second): a target that hangs is killed and reported, never
+        // waited for forever.
         int status = 0;
-        ::waitpid(target, &status, 0);
-        if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        bool ended = false;
+        for (int i = 0; i < 3000 && !ended; ++i) {
+            ended = ::waitpid(target, &status, WNOHANG) == target;
+            if (!ended) std::this_thread::sleep_for(10ms);
+        }
+        if (!ended) {
+            std::fprintf(stderr, "bench_rdma: the bandwidth target process did not end within 30 s: killed\n");
+            ::kill(target, SIGKILL);
+            ::waitpid(target, &status, 0);
+            rc = 1;
+        } else if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
             std::fprintf(stderr, "bench_rdma: the bandwidth target process failed\n");
             rc = 1;
         }
