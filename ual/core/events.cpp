@@ -27,6 +27,36 @@ void drain(int fd) noexcept {
 
 }  // namespace
 
+namespace detail {
+
+int LazyEventFd::want() noexcept {
+    if (!wanted_) {
+        wanted_ = true;
+        // Nobody could poll it until now, so it was not kept: bring it in line.
+        if (missed_) signal();
+    }
+    return fd_.get();
+}
+
+void LazyEventFd::signal() noexcept {
+    if (!wanted_) {
+        missed_ = true;
+    } else if (!signaled_) {
+        raise(fd_.get());
+        signaled_ = true;
+    }
+}
+
+void LazyEventFd::quiet() noexcept {
+    missed_ = false;
+    if (signaled_) {
+        drain(fd_.get());
+        signaled_ = false;
+    }
+}
+
+}  // namespace detail
+
 SimpleDispatcher::SimpleDispatcher(EventStream stream, uint32_t capacity, uint32_t threshold, krdma::UniqueFd efd)
     : stream_(stream), threshold_(threshold == 0 ? 1 : threshold), ring_(capacity), efd_(std::move(efd)) {}
 
@@ -43,23 +73,11 @@ rdma::Expected<std::shared_ptr<SimpleDispatcher>> SimpleDispatcher::create(Event
 
 int SimpleDispatcher::fd() const noexcept {
     std::lock_guard lock(mutex_);
-    if (!efd_wanted_) {
-        efd_wanted_ = true;
-        // Nobody could poll it until now, so it was not kept: bring it in line (a DTO dispatcher: a notification
-        // of its CQ came and no dequeue has looked since).
-        if (!efd_signaled_ && (count_ > 0 || efd_missed_)) {
-            raise(efd_.get());
-            efd_signaled_ = true;
-        }
-    }
-    return efd_.get();
+    return efd_.want();
 }
 
 void SimpleDispatcher::signal_locked() {
-    if (efd_wanted_ && !efd_signaled_) {
-        raise(efd_.get());
-        efd_signaled_ = true;
-    }
+    efd_.signal();
     if (count_ >= threshold_) cv_.notify_all();
     if (auto agg = aggregate_.lock()) agg->wake();
 }
@@ -112,10 +130,7 @@ std::optional<Event> SimpleDispatcher::take_locked() {
     if (count_ == 0) return std::nullopt;
     Event e = std::move(ring_[head_]);  // the slot lets go of a connection event's data
     head_ = (head_ + 1) % ring_.size();
-    if (--count_ == 0 && efd_signaled_) {
-        drain(efd_.get());
-        efd_signaled_ = false;
-    }
+    if (--count_ == 0) efd_.quiet();
     return e;
 }
 
@@ -157,11 +172,7 @@ void SimpleDispatcher::notify_completion() noexcept {
         }
         if (!callback_) {
             ++notifications_;
-            if (efd_wanted_ && !efd_signaled_) {
-                raise(efd_.get());
-                efd_signaled_ = true;
-            }
-            efd_missed_ = !efd_wanted_;
+            efd_.signal();
             cv_.notify_all();
             if (auto agg = aggregate_.lock()) agg->wake();
             return;
@@ -213,11 +224,7 @@ rdma::Expected<std::optional<Event>> SimpleDispatcher::dequeue() {
         auto e = poll_cq();  // without mutex_ (see poll_cq)
         if (!e) {
             std::lock_guard lock(mutex_);
-            efd_missed_ = false;
-            if (efd_signaled_) {
-                drain(efd_.get());
-                efd_signaled_ = false;
-            }
+            efd_.quiet();
         }
         return e;
     }
@@ -338,25 +345,13 @@ void AggregateDispatcher::remove(const std::shared_ptr<SimpleDispatcher> &member
 
 int AggregateDispatcher::fd() const noexcept {
     std::lock_guard lock(mutex_);
-    if (!efd_wanted_) {
-        efd_wanted_ = true;
-        // Not kept until now: readable if a member woke it since a dequeue last found nothing.
-        if (efd_missed_) {
-            raise(efd_.get());
-            efd_signaled_ = true;
-        }
-    }
-    return efd_.get();
+    return efd_.want();
 }
 
 void AggregateDispatcher::wake_locked_free() noexcept {
     ++wakeups_;
     cv_.notify_all();
-    if (efd_wanted_ && !efd_signaled_) {
-        raise(efd_.get());
-        efd_signaled_ = true;
-    }
-    efd_missed_ = !efd_wanted_;
+    efd_.signal();
 }
 
 void AggregateDispatcher::wake() noexcept {
@@ -386,13 +381,7 @@ rdma::Expected<std::optional<Event>> AggregateDispatcher::dequeue(uint64_t *sour
     std::lock_guard lock(mutex_);
     // Nothing found: the descriptor goes quiet, unless a member woke it after the look began (its event may be
     // one the look passed by).
-    if (wakeups_ == seen) {
-        efd_missed_ = false;
-        if (efd_signaled_) {
-            drain(efd_.get());
-            efd_signaled_ = false;
-        }
-    }
+    if (wakeups_ == seen) efd_.quiet();
     return std::optional<Event>{};
 }
 

@@ -230,35 +230,26 @@ void DeviceClient::receive_all_locked() {
     }
 }
 
-std::optional<krdma_event> DeviceClient::next_event() {
+template <class Record, class Other>
+std::optional<Record> DeviceClient::next_of(std::deque<Record> &queue, const std::deque<Other> &other) {
     std::lock_guard lock(mutex_);
-    if (events_.empty()) {
-        const size_t cm_before = cm_events_.size();
+    if (queue.empty()) {
+        const size_t other_before = other.size();
         receive_all_locked();
-        // Connection records read on the way wait in their queue, and the socket no longer says so.
-        if (cm_events_.size() > cm_before) announce_locked();
+        // Records of the other kind read on the way wait in their queue, and the socket no longer says so:
+        // announce them as exchange() does, or the event thread sleeps on them (an asynchronous event right behind
+        // a connection event was lost this way).
+        if (other.size() > other_before) announce_locked();
     }
-    if (events_.empty()) return std::nullopt;
-    krdma_event e = events_.front();
-    events_.pop_front();
-    return e;
-}
-
-std::optional<CmRecord> DeviceClient::next_cm_event() {
-    std::lock_guard lock(mutex_);
-    if (cm_events_.empty()) {
-        const size_t events_before = events_.size();
-        receive_all_locked();
-        // Event records read while looking for a connection record wait in the queue, and the socket no longer
-        // says so: announce them as exchange() does, or the event thread sleeps on them (an asynchronous event
-        // right behind a connection event was lost this way).
-        if (events_.size() > events_before) announce_locked();
-    }
-    if (cm_events_.empty()) return std::nullopt;
-    CmRecord r = std::move(cm_events_.front());
-    cm_events_.pop_front();
+    if (queue.empty()) return std::nullopt;
+    Record r = std::move(queue.front());
+    queue.pop_front();
     return r;
 }
+
+std::optional<krdma_event> DeviceClient::next_event() { return next_of(events_, cm_events_); }
+
+std::optional<CmRecord> DeviceClient::next_cm_event() { return next_of(cm_events_, events_); }
 
 void DeviceClient::take_events(std::vector<krdma_event> &events, std::vector<CmRecord> &cm_events) {
     std::lock_guard lock(mutex_);

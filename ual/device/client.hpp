@@ -130,6 +130,10 @@ private:
     void receive_all_locked();
     // Announces records a call read (they are no longer on the socket) on queued_. mutex_ held.
     void announce_locked();
+    // The next record of @p queue, receiving what waits on the socket when it is empty (records of @p other's
+    // kind read on the way are announced). Takes mutex_.
+    template <class Record, class Other>
+    std::optional<Record> next_of(std::deque<Record> &queue, const std::deque<Other> &other);
     void watch_socket(bool on) noexcept;
 
     krdma::UniqueFd sock_;

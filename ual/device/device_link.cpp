@@ -134,16 +134,16 @@ void event_loop(std::shared_ptr<Core> core) {
         events.clear();
         cm_events.clear();
         client.take_events(events, cm_events);
-        for (const krdma_event *e = events.data(); e != events.data() + events.size(); ++e) {
+        for (const krdma_event &e : events) {
             bool go = true;
-            switch (e->event) {
+            switch (e.event) {
                 case KRDMA_EVENT_COMPLETION:
-                    go = deliver(*core, [&](LinkEvents &s) { s.completion(e->cookie); });
+                    go = deliver(*core, [&](LinkEvents &s) { s.completion(e.cookie); });
                     break;
                 case KRDMA_EVENT_ASYNC: {
-                    const ri_async_event_t a{e->resource_type, e->event_id, e->resource_id, e->context,
-                                             static_cast<uint32_t>(e->detail), 0};
-                    go = deliver(*core, [&](LinkEvents &s) { s.async_event(e->cookie, a); });
+                    const ri_async_event_t a{e.resource_type, e.event_id, e.resource_id, e.context,
+                                             static_cast<uint32_t>(e.detail), 0};
+                    go = deliver(*core, [&](LinkEvents &s) { s.async_event(e.cookie, a); });
                     break;
                 }
                 case KRDMA_EVENT_SHUTDOWN: go = deliver(*core, [](LinkEvents &s) { s.kal_gone(); }); break;

@@ -74,6 +74,33 @@ class AggregateDispatcher;
 class Adapter;
 class CompletionQueue;
 
+namespace detail {
+
+/**
+ * @brief A dispatcher's pollable descriptor (an eventfd), kept only once somebody asked for it: until then a
+ *        signal costs no system call and is only remembered, so the first want() can say it. Not thread-safe: its
+ *        dispatcher's mutex guards it.
+ */
+class LazyEventFd {
+public:
+    /** @brief Over eventfd @p fd. */
+    explicit LazyEventFd(krdma::UniqueFd fd) noexcept : fd_(std::move(fd)) {}
+    /** @brief The descriptor, kept from now on: readable at once when a signal came since the last quiet(). */
+    [[nodiscard]] int want() noexcept;
+    /** @brief Something waits: readable (one write until quiet()), or remembered while nobody wants it. */
+    void signal() noexcept;
+    /** @brief Nothing waits any more: no longer readable, and nothing remembered. */
+    void quiet() noexcept;
+
+private:
+    krdma::UniqueFd fd_;
+    bool wanted_ = false;    // want() was called: the eventfd follows signal() and quiet() from then on
+    bool signaled_ = false;  // the eventfd holds a count
+    bool missed_ = false;    // signalled while not wanted, and not quieted since
+};
+
+}  // namespace detail
+
 /**
  * @brief A simple event dispatcher: one stream, a bounded queue, a wake-up threshold, a pollable descriptor and
  *        an optional callback (called from the uAL's worker pool instead of queuing).
@@ -160,10 +187,7 @@ private:
     size_t head_ = 0, count_ = 0;
     std::atomic<uint64_t> overflows_{0};
     uint64_t reported_overflows_ = 0;
-    krdma::UniqueFd efd_;
-    mutable bool efd_signaled_ = false;
-    mutable bool efd_wanted_ = false;  // fd() was asked for: efd_ follows the queue from then on
-    bool efd_missed_ = false;          // DTO: a notification came before fd() was asked for, not looked at since
+    mutable detail::LazyEventFd efd_;  // readable while events are queued (DTO: after a CQ notification)
     uint64_t notifications_ = 0;  // DTO: CQ notifications so far
     Callback callback_;
     Executor executor_;
@@ -207,10 +231,7 @@ private:
     std::vector<std::weak_ptr<SimpleDispatcher>> members_;
     size_t next_ = 0;
     uint64_t wakeups_ = 0;
-    krdma::UniqueFd efd_;
-    mutable bool efd_signaled_ = false;
-    mutable bool efd_wanted_ = false;
-    bool efd_missed_ = false;  // a member woke it before fd() was asked for, and no dequeue found nothing since
+    mutable detail::LazyEventFd efd_;  // readable from a member's wake-up until a dequeue finds nothing
 };
 
 }  // namespace ual
