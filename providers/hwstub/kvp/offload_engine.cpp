@@ -1173,7 +1173,8 @@ void OffloadEngine::set_sleeping(uint32_t value) {
 
 void OffloadEngine::moderate(Pending &out, bool idle) {
     const uint32_t cqes = moderation_cqes_.load(std::memory_order_relaxed);
-    if (cqes <= 1 && held_.empty()) return;
+    // Nothing held and nothing earned (most passes), or no moderation: no clock read, nothing to do.
+    if (held_.empty() && (out.interrupts.empty() || cqes <= 1)) return;
     const int64_t now = steady_ns();
     for (uint32_t cq : out.interrupts) held_.push_back(Held{cq, now});
     out.interrupts.clear();
