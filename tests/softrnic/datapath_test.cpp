@@ -4,6 +4,7 @@
 // management owns it), so the kVP's QPs stay IDLE here and only the uVP's local half of the transition runs.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <linux/tcp.h>  // tcp_info with the segment counters (glibc's copy stops before them)
 #include <malloc.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
@@ -622,6 +623,61 @@ TEST_F(Stream, IncomingReadsAndWritesProgressWhileTheConsumerDoesNotPoll) {
     EXPECT_TRUE(eventually([&] {
         return std::equal(src.bytes().begin(), src.bytes().end(), theirs.bytes().begin());
     }));
+}
+
+// Autocorking: a consumer that busy-polls its CQ polls again within microseconds, so after the first post since a
+// poll the next ones wait for that poll or for a full batch, and leave in one sendmsg (one TCP segment for small
+// Writes, where each post was a segment of its own before). Requests held when the consumer stops polling are sent
+// by the progress thread's next look, without any poll.
+TEST_F(Stream, ABusyPollingSendersSmallWritesLeaveInBatchesAndNoneIsHeld) {
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
+    const int kept = connect(a, b, mode(), true);  // b's socket: b is the sender here
+    ASSERT_GE(kept, 0);
+    constexpr size_t kSize = 64;
+    constexpr int kBatch = 9;   // the first goes alone, the next eight together
+    constexpr int kRounds = 20;  // a round that started before the thread parked b's stream is tried again
+    Region src = region(pb_, pattern(kSize * (kBatch * kRounds + 2), 12), 0);
+    Region dst = region(pa_, std::vector<uint8_t>(src.bytes().size()), kRemote);
+    auto data_segments = [&] {
+        tcp_info i{};
+        socklen_t len = sizeof i;
+        EXPECT_EQ(::getsockopt(kept, IPPROTO_TCP, TCP_INFO, &i, &len), 0);
+        return i.tcpi_data_segs_out;
+    };
+    auto arrived = [&](size_t from, size_t to) {
+        return std::equal(src.bytes().begin() + static_cast<long>(from), src.bytes().begin() + static_cast<long>(to),
+                          dst.bytes().begin() + static_cast<long>(from));
+    };
+    auto write = [&](size_t i) {
+        return send(b.qp, i, RI_WR_RDMA_WRITE, {src.sge(kSize * i, kSize)}, RI_SEND_SIGNALED, dst.addr() + kSize * i,
+                    dst.keys.rkey);
+    };
+    uint32_t best = UINT32_MAX;
+    size_t next = 0;
+    for (int round = 0; round < kRounds && best > 2; ++round) {
+        // Busy-poll b's CQ (empty polls, each an inline pass) long enough for the thread to park the stream.
+        const auto until = Clock::now() + std::chrono::milliseconds(5);
+        while (Clock::now() < until) {
+            ri_wc_t wc[16];
+            uint32_t got = 0;
+            ASSERT_EQ(v_->poll_cq(b.scq, 16, wc, &got), RI_OK);
+        }
+        const uint32_t before = data_segments();
+        for (int k = 0; k < kBatch; ++k) ASSERT_EQ(write(next + static_cast<size_t>(k)), RI_OK);
+        ASSERT_TRUE(eventually([&] { return arrived(kSize * next, kSize * (next + kBatch)); }, 5)) << "round " << round;
+        best = std::min(best, data_segments() - before);
+        next += kBatch;
+        EXPECT_EQ(wait(b.scq, kBatch).size(), static_cast<size_t>(kBatch));
+    }
+    EXPECT_LE(best, 2u) << "nine 64-byte Writes posted back to back never left in fewer than " << best
+                        << " TCP segments";
+    // Two more without a poll since: the second is held; nobody polls; it arrives anyway.
+    ASSERT_EQ(write(next), RI_OK);
+    ASSERT_EQ(write(next + 1), RI_OK);
+    EXPECT_TRUE(eventually([&] { return arrived(kSize * next, kSize * (next + 2)); }, 5))
+        << "a held Write was not sent once its consumer stopped polling";
+    EXPECT_EQ(wait(b.scq, 2).size(), 2u);
+    ::close(kept);
 }
 
 TEST_F(Stream, SharedReceiveQueueFeedsQpsAndRaisesItsLimit) {

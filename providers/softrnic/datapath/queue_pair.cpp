@@ -152,6 +152,12 @@ iwarp::WorkType work_type(uint32_t wr_opcode) {
 // the depth the consumer sees; a few requests in the engine keep the socket's buffer full.
 constexpr uint32_t kEngineQueue = 8;
 
+// Autocorking: posts to a parked stream (its consumer busy-polls, so its next poll comes within microseconds) after
+// the first since a poll are held until this many are waiting, or the next poll, and then leave in one sendmsg. On
+// loopback a small segment costs the sender the receiver's whole TCP input path and a wake-up; a window of 64 B
+// Writes sent one segment each moved at 0.7x TCP.
+constexpr uint32_t kCorkPosts = kBatchFrames < kEngineQueue ? kBatchFrames : kEngineQueue;
+
 }  // namespace
 
 // Per send slot: parts of the request still with the engine (an RDMA Read with a scatter list is one Read per
@@ -186,6 +192,7 @@ struct QueuePair::Stream {
     uint32_t issued_parts = 0;  // parts of the next slot already handed (a Read with a scatter list)
     uint32_t inflight = 0;      // issued slots not done
     uint32_t reads_inflight = 0;
+    uint32_t corked = 0;  // requests posted since the last transmit() and held for the next (autocorking)
     bool tx_idle = true;  // the engine had nothing more to send
     // The socket refused bytes: until the progress thread hears EPOLLOUT, nobody else tries (a busy-polling
     // consumer's sendmsg on a full socket only fights the stack's ACK processing for the socket lock).
@@ -374,11 +381,25 @@ ri_status_t QueuePair::post_send(const ri_send_wr_t *wr, uint32_t count, uint32_
             ++*posted;
         }
         if (stream_ && state_ == RI_QPS_RTS && *posted > 0) {
+            Stream &s = *stream_;
             issue();
             // A stream still moving earlier work (the socket full, or past the poster's budget) belongs to the
             // progress thread, which EPOLLOUT or a kick brings back: two threads writing one socket only fight for
-            // its lock and this QP's.
-            if (stream_->tx_idle) transmit(kPosterBudget);
+            // its lock and this QP's. A parked stream's consumer polls again within microseconds, and that poll
+            // (an inline pass) transmits: a second post since the last poll waits for it, or for a full batch.
+            // The first post after a poll always goes at once, so a ping-pong never waits; a consumer that stops
+            // polling is unparked (and its held requests sent) at the thread's next millisecond look, or at once
+            // when it arms its CQ.
+            if (s.tx_idle) {
+                const bool cork = parked_.load(std::memory_order_relaxed) && posts_since_poll_ > 0 &&
+                                  s.corked + *posted < kCorkPosts;
+                if (cork) {
+                    s.corked += *posted;
+                } else {
+                    transmit(kPosterBudget);
+                }
+            }
+            posts_since_poll_ += *posted;
             settle();
         }
         out_ = nullptr;
@@ -654,6 +675,7 @@ void QueuePair::peer_terminated(const iwarp::Terminate &t) {
 void QueuePair::transmit(size_t budget) {
     Stream &s = *stream_;
     if (s.tx_blocked) return;
+    s.corked = 0;
     TxBatch &b = t_batch;
     size_t moved = 0;
     while (s.fail == Stream::Fail::none) {
@@ -1098,6 +1120,7 @@ void QueuePair::service() {
         if (!stream_) return;
         out_ = &o;
         stream_->tx_blocked = false;  // an event of the socket (maybe EPOLLOUT) or a kick: try again
+        park_asked_ = false;
         // Served by the thread (the consumer armed its CQ, the stream ended, output): not parked any more.
         bool change = parked_.exchange(false, std::memory_order_relaxed);
         if (change) polls_seen_ = inline_polls_;
@@ -1134,6 +1157,13 @@ bool QueuePair::try_service() {
         // a pass here could only read the socket, taking its lock from the thread's sendmsg. Busy, as if locked.
         if (stream_->tx_blocked) return false;
         ++inline_polls_;
+        posts_since_poll_ = 0;
+        // A consumer polling this hard is parked at the thread's next service; a stream whose socket never raises
+        // an edge (a pure sender's) would never get one: one kick per service brings the thread to look.
+        if (!park_asked_ && !parked_.load(std::memory_order_relaxed) && inline_polls_ - polls_seen_ >= kBusyPolls) {
+            park_asked_ = true;
+            o.kick = true;
+        }
         out_ = &o;
         pump(kServiceBudget, false);
         out_ = nullptr;
@@ -1151,6 +1181,8 @@ bool QueuePair::recheck_park() {
     }
     parked_.store(false, std::memory_order_relaxed);
     update_interest();
+    // Requests held for a poll that did not come go now (the thread serves it later in this pass).
+    if (stream_->corked > 0) Progress::get().kick(this);
     return false;
 }
 

@@ -192,6 +192,12 @@ private:
     uint32_t inline_polls_ = 0;
     uint32_t polls_seen_ = 0;
     std::atomic<bool> parked_{false};
+    // A kick asked the progress thread to look at a busy-polling consumer's QP that nothing else brings it to (a
+    // pure sender's socket raises no input edges); cleared by the thread's next service.
+    bool park_asked_ = false;
+    // Posts since the consumer's last inline pass (under mutex_): a second post in a row to a parked stream is
+    // corked (see post_send()).
+    uint32_t posts_since_poll_ = 0;
     Outcome *out_ = nullptr;          // under mutex_: what to do once it is dropped (the caller's)
     CounterSlot counters_;            // under mutex_: published at every settle()
     iwarp::EngineStats carried_{};    // traffic of earlier streams (a QP reset and reconnected)
