@@ -81,7 +81,11 @@ Budget default_budget(Kind kind, uint64_t size) {
     return b;
 }
 
-std::vector<TestCase> build_cases(const Args &a, bool headline) {
+// What a run measures when no test option narrows it: the headline figures, or with --sweep alone every size the
+// targets name (bandwidth 64 B .. 8 MiB for Write and Send, latency 8 B .. 1 MiB for Write, Send and Read).
+enum class Headline { none, figures, sweep };
+
+std::vector<TestCase> build_cases(const Args &a, Headline headline) {
     std::vector<TestCase> cases;
     auto add = [&](Op op, Kind kind, uint64_t size) {
         TestCase t;
@@ -95,7 +99,19 @@ std::vector<TestCase> build_cases(const Args &a, bool headline) {
         if (a.seconds > 0) t.budget = Budget{0, a.seconds};
         cases.push_back(t);
     };
-    if (headline) {
+    if (headline == Headline::sweep) {
+        for (Op op : {Op::write, Op::send}) {
+            for (uint64_t size = 64; size <= (uint64_t{8} << 20); size *= 2) add(op, Kind::bw, size);
+        }
+        for (Op op : {Op::write, Op::send, Op::read}) {
+            for (uint64_t size = 8; size <= (uint64_t{1} << 20); size *= 2) add(op, Kind::lat, size);
+        }
+        if (a.iters == 0 && a.seconds <= 0) {
+            for (TestCase &t : cases) t.budget = Budget{0, 0.2};
+        }
+        return cases;
+    }
+    if (headline == Headline::figures) {
         add(Op::write, Kind::bw, 64 << 10);
         add(Op::write, Kind::bw, 1 << 20);
         add(Op::write, Kind::lat, 8);
@@ -171,9 +187,9 @@ int run_server(const Args &a, int ready_fd, const std::string &tcp_address) {
     return rc;
 }
 
-int run_client(const Args &a, bool headline) {
+int run_client(const Args &a, Headline headline) {
     std::vector<TestCase> cases = build_cases(a, headline);
-    const int rounds = a.rounds > 0 ? a.rounds : (headline ? 5 : 1);
+    const int rounds = a.rounds > 0 ? a.rounds : (headline == Headline::figures ? 5 : headline == Headline::sweep ? 3 : 1);
     uint64_t max_size = 0;
     for (const TestCase &t : cases) max_size = std::max(max_size, t.size);
 
@@ -279,6 +295,7 @@ int run_client(const Args &a, bool headline) {
     }
 
     print_summary(table, rows);
+    print_series_verdicts(table, rows);
     if (!a.json.empty() && !write_output(a.json, to_json(info, rows).dump(2) + "\n")) failed = true;
     if (!a.csv.empty() && !write_output(a.csv, to_csv(rows))) failed = true;
     if (!a.plot.empty()) {
@@ -317,7 +334,9 @@ int main(int argc, char **argv) {
     app.add_option("-s,--size", a.size, "Message size in bytes (suffixes K, M: 64K)")
         ->transform(CLI::AsSizeValue(false))
         ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
-    app.add_flag("-a,--sweep", a.sweep, "Every power of 2 from --min to --max (default 1 B to 8 MiB)");
+    app.add_flag("-a,--sweep", a.sweep,
+                 "Every power of 2 from --min to --max (default 1 B to 8 MiB); alone, every size the targets name: "
+                 "Write and Send bandwidth 64 B to 8 MiB, Write, Send and Read latency 8 B to 1 MiB, best of 3 rounds");
     app.add_option("--min", a.min_size, "Smallest size of --sweep")->transform(CLI::AsSizeValue(false));
     app.add_option("--max", a.max_size, "Largest size of --sweep")
         ->transform(CLI::AsSizeValue(false))
@@ -368,7 +387,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (a.server) return run_server(a, -1, "");
-    const bool headline = app.count("--test") == 0 && app.count("--bw") == 0 && app.count("--lat") == 0 &&
-                          app.count("--size") == 0 && app.count("--sweep") == 0;
+    const bool narrowed = app.count("--test") != 0 || app.count("--bw") != 0 || app.count("--lat") != 0 ||
+                          app.count("--size") != 0 || app.count("--min") != 0 || app.count("--max") != 0;
+    Headline headline = Headline::none;
+    if (!narrowed) headline = a.sweep ? Headline::sweep : Headline::figures;
     return run_client(a, headline);
 }

@@ -1,6 +1,7 @@
 /** @file report.cpp @brief The table, the summary, JSON and CSV. */
 #include "report.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -173,6 +174,41 @@ void print_summary(std::FILE *out, const std::vector<Row> &rows) {
                          what.c_str(), a, b, ratio.c_str(), target_ratio(Kind::lat), verdict, r.rounds,
                          r.rounds == 1 ? "" : "s");
         }
+    }
+}
+
+void print_series_verdicts(std::FILE *out, const std::vector<Row> &rows) {
+    // One line per test and kind measured at more than one size: how many sizes met the target, and the worst.
+    std::vector<std::pair<Op, Kind>> series;
+    for (const Row &r : rows) {
+        const std::pair<Op, Kind> k{r.test.op, r.test.kind};
+        if (std::find(series.begin(), series.end(), k) == series.end()) series.push_back(k);
+    }
+    bool header = false;
+    for (const auto &[op, kind] : series) {
+        size_t sizes = 0, measured = 0, met = 0;
+        const Row *worst = nullptr;
+        for (const Row &r : rows) {
+            if (r.test.op != op || r.test.kind != kind) continue;
+            ++sizes;
+            if (r.ratio() <= 0) continue;
+            ++measured;
+            met += meets_target(r) ? 1 : 0;
+            const bool worse = worst == nullptr ||
+                               (kind == Kind::bw ? r.ratio() < worst->ratio() : r.ratio() > worst->ratio());
+            if (worse) worst = &r;
+        }
+        if (sizes < 2) continue;
+        if (!header) {
+            std::fprintf(out, "\nEvery size (target %s):\n", "bandwidth >= 0.95, latency <= 1.10");
+            header = true;
+        }
+        std::fprintf(out, "  %s %s: %zu of %zu sizes met", op_name(op), kind_name(kind), met, sizes);
+        if (worst != nullptr) {
+            std::fprintf(out, ", worst ratio %s at %s", fmt_ratio(*worst).c_str(), worst->test.label().c_str());
+        }
+        if (measured < sizes) std::fprintf(out, ", %zu not measured", sizes - measured);
+        std::fprintf(out, "\n");
     }
 }
 

@@ -57,6 +57,11 @@ void print_table_row(std::FILE *out, const RunInfo &info, const Row *previous, c
 void print_table_end(std::FILE *out);
 /** @brief Prints the summary block: one line per row with both figures, the ratio and its target. */
 void print_summary(std::FILE *out, const std::vector<Row> &rows);
+/**
+ * @brief For each test and kind measured at several sizes (a sweep), one line: how many sizes met the target and the
+ *        worst ratio with its size.
+ */
+void print_series_verdicts(std::FILE *out, const std::vector<Row> &rows);
 /** @brief All rows as a JSON document. */
 nlohmann::json to_json(const RunInfo &info, const std::vector<Row> &rows);
 /** @brief All rows as CSV with a header line. */

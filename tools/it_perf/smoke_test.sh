@@ -23,3 +23,13 @@ measured=$(grep -c '"bytes_per_second"\|"t_typical_us"' "$work/out.json")
 if grep -q '"ratio": null' "$work/out.json"; then echo "a row has no ratio"; cat "$work/out.json"; exit 1; fi
 [ "$(wc -l <"$work/out.csv")" -eq 7 ] || { echo "expected a CSV header and 6 rows"; exit 1; }
 echo "it_perf smoke test: 6 rows measured on RDMA and TCP"
+
+# --sweep alone: every size the targets name (bandwidth 64 B .. 8 MiB for Write and Send, latency 8 B .. 1 MiB for
+# Write, Send and Read: 18 + 18 + 3 x 18 = 90 rows), and one verdict line per series.
+timeout -s KILL 100 "$perf" --loopback --sweep --iters 2 --rounds 1 --json "$work/sweep.json" >"$work/sweep.txt"
+rows=$(grep -c '"kind":' "$work/sweep.json")
+[ "$rows" -eq 90 ] || { echo "--sweep: expected 90 rows, got $rows"; cat "$work/sweep.txt"; exit 1; }
+if grep -q '"ratio": null' "$work/sweep.json"; then echo "--sweep: a row has no ratio"; exit 1; fi
+verdicts=$(grep -c 'of 18 sizes met' "$work/sweep.txt")
+[ "$verdicts" -eq 5 ] || { echo "--sweep: expected 5 series verdicts, got $verdicts"; cat "$work/sweep.txt"; exit 1; }
+echo "it_perf smoke test: --sweep measured 90 rows with a verdict per series"
