@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "harness.hpp"
+#include "krdmad_process.hpp"
 #include "tcp_baseline.hpp"
 #include "ual/access_layer.hpp"
 
@@ -118,15 +119,6 @@ int threads_named(pid_t pid, const std::string &prefix) {
 // ---------------------------------------------------------------------------------------------------------------
 // The krdmad processes
 
-// Process groups of the krdmads this bench started, for the signal and exit handlers (async-signal-safe reads).
-volatile sig_atomic_t g_groups[2] = {0, 0};
-
-void kill_groups() {
-    for (auto &g : g_groups) {
-        if (g > 0) ::kill(-g, SIGKILL);
-    }
-}
-
 // The private directory and the files the bench makes in it, for the signal handler (unlink and rmdir are
 // async-signal-safe; the directory's destructor does not run when a signal ends the program).
 char g_dir[256] = "";
@@ -149,96 +141,11 @@ void remove_dir_files() {
 }
 
 void kill_groups_and_die(int sig) {
-    kill_groups();
+    bench::kill_krdmads();
     remove_dir_files();
     ::signal(sig, SIG_DFL);
     ::raise(sig);
 }
-
-/**
- * @brief One krdmad process in a process group of its own, serving @p config: killed (the whole group) and reaped
- *        when this goes; also by a signal handler, an atexit handler, and PR_SET_PDEATHSIG if this process is
- *        killed outright.
- */
-class Krdmad {
-public:
-    /** @brief Starts @p program with `--config @p config`, its output to @p log, in slot @p slot (0 or 1). */
-    Krdmad(int slot, const std::string &program, const std::filesystem::path &config, const std::filesystem::path &log)
-        : slot_(slot), log_(log) {
-        std::string c = config.string();
-        char *argv[] = {const_cast<char *>(program.c_str()), const_cast<char *>("--config"), c.data(), nullptr};
-        pid_ = ::fork();
-        if (pid_ == 0) {
-            // Only async-signal-safe calls between fork and exec.
-            ::setpgid(0, 0);
-            ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-            if (int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644); fd >= 0) {
-                ::dup2(fd, STDOUT_FILENO);
-                ::dup2(fd, STDERR_FILENO);
-            }
-            ::execv(program.c_str(), argv);
-            ::_exit(127);
-        }
-        if (pid_ > 0) {
-            ::setpgid(pid_, pid_);  // here too: no window in which kill(-pid) would miss it
-            g_groups[slot_] = pid_;
-        }
-    }
-    ~Krdmad() {
-        if (pid_ > 0) {
-            ::kill(-pid_, SIGKILL);
-            ::waitpid(pid_, nullptr, 0);
-        }
-        g_groups[slot_] = 0;
-    }
-    Krdmad(const Krdmad &) = delete;
-    Krdmad &operator=(const Krdmad &) = delete;
-
-    /** @brief The daemon's pid (<= 0 when fork failed). */
-    [[nodiscard]] pid_t pid() const noexcept { return pid_; }
-    /** @brief Whether it still runs (false once it exited on its own). */
-    [[nodiscard]] bool running() {
-        if (pid_ <= 0) return false;
-        if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
-            ::kill(-pid_, SIGKILL);  // whatever it left in its group
-            pid_ = -1;
-            g_groups[slot_] = 0;
-            return false;
-        }
-        return true;
-    }
-    /** @brief What it wrote so far. */
-    [[nodiscard]] std::string log() const {
-        std::ifstream in(log_);
-        std::stringstream ss;
-        ss << in.rdbuf();
-        return ss.str();
-    }
-
-private:
-    int slot_;
-    std::filesystem::path log_;
-    pid_t pid_ = -1;
-};
-
-// A private directory in /tmp, removed with everything in it.
-class TempDir {
-public:
-    TempDir() {
-        char tmpl[] = "/tmp/openrdma-offload-XXXXXX";
-        if (::mkdtemp(tmpl) != nullptr) path_ = tmpl;
-    }
-    ~TempDir() {
-        std::error_code ec;
-        if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-    }
-    TempDir(const TempDir &) = delete;
-    TempDir &operator=(const TempDir &) = delete;
-    [[nodiscard]] const std::filesystem::path &path() const noexcept { return path_; }
-
-private:
-    std::filesystem::path path_;
-};
 
 // ---------------------------------------------------------------------------------------------------------------
 // One RNIC's consumer objects
@@ -355,7 +262,7 @@ struct Rig {
     uint64_t contexts = 0;
 
     /** @brief Opens RNIC @p rnic through krdmad's device @p device, once per side; empty, or why not. */
-    std::string open(const std::filesystem::path &device, const std::string &rnic, Krdmad &daemon) {
+    std::string open(const std::filesystem::path &device, const std::string &rnic, bench::Krdmad &daemon) {
         ual::Options o;
         o.device = device;
         // krdmad is still starting: its device appears when it serves.
@@ -776,8 +683,8 @@ int main(int argc, char **argv) {
     // This bench talks only to the krdmads it starts.
     ::unsetenv("OPENRDMA_EMBEDDED_CONFIG");
     ::unsetenv("KRDMA_DEVICE");
-    std::atexit(&kill_groups);
-    TempDir dir;
+    std::atexit(&bench::kill_krdmads);
+    bench::TempDir dir("openrdma-offload");
     if (dir.path().empty()) {
         std::perror("bench_offload: mkdtemp");
         return 1;
@@ -791,7 +698,7 @@ int main(int argc, char **argv) {
     const Spec specs[2] = {{"softrnic", "softrnic_kvp.so", "softrnic", "sr0", ""},
                            {"hwstub", "hwstub_kvp.so", "hwstub", "hw0", R"({"engines": )" + std::to_string(engines) + "}"}};
     // Both daemons start before this process makes any thread (fork in a threaded process is best avoided).
-    std::vector<std::unique_ptr<Krdmad>> daemons;
+    std::vector<std::unique_ptr<bench::Krdmad>> daemons;
     std::array<std::filesystem::path, 2> devices;
     for (int i = 0; i < 2; ++i) {
         const auto config = dir.path() / (std::string(specs[i].label) + ".json");
@@ -801,7 +708,7 @@ int main(int argc, char **argv) {
                               << R"("], "rnics": [{"provider": ")" << specs[i].provider << R"(", "name": ")"
                               << specs[i].rnic << R"(", "address": "127.0.0.1")"
                               << (specs[i].options.empty() ? "" : R"(, "options": )" + specs[i].options) << "}]}";
-        daemons.push_back(std::make_unique<Krdmad>(i, krdmad, config, dir.path() / (std::string(specs[i].label) + ".log")));
+        daemons.push_back(std::make_unique<bench::Krdmad>(i, krdmad, config, dir.path() / (std::string(specs[i].label) + ".log")));
         if (daemons.back()->pid() <= 0) {
             std::perror("bench_offload: fork");
             return 1;

@@ -389,8 +389,14 @@ int main(int argc, char **argv) {
     const std::string config = (dir / "kal.json").string();
     {
         std::ofstream f(config);
+        // Room for the memory figure's QPs (both ends of each pair are on this RNIC and in this process) beside
+        // softrnic's default 1024 QPs and the kAL's default 4096 objects per process.
+        const int max_qp = std::max(1024, 2 * qps + 64);
         f << R"({"provider_dir": ")" BENCH_PROVIDER_DIR R"(", "log_level": "warn", "modules": ["softrnic_kvp.so"],
-               "rnics": [{"provider": "softrnic", "name": "sr0", "address": "127.0.0.1"}]})";
+               "limits": {"objects_per_process": )"
+          << std::max(4096, 4 * qps + 256) << R"(},
+               "rnics": [{"provider": "softrnic", "name": "sr0", "address": "127.0.0.1", "options": {"max_qp": )"
+          << max_qp << "}}]}";
     }
     // The bandwidth target process, forked before this process starts any thread.
     int ctl[2] = {-1, -1};

@@ -5,6 +5,7 @@
 // be served.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,6 +29,20 @@ namespace {
 
 constexpr const char *kComponent = "krdmad";
 constexpr const char *kDefaultConfig = "/etc/krdma/krdmad.json";
+
+// Every connected QP's TCP socket is a descriptor here (the kAL keeps its copy of the stream), so the usual soft
+// limit of 1024 would stop a host at about a thousand connections: the soft limit goes up to the hard one, as a
+// server that holds a socket per client does. Returns the limit in effect.
+rlim_t raise_descriptor_limit() {
+    rlimit l{};
+    if (::getrlimit(RLIMIT_NOFILE, &l) != 0) return 0;
+    if (l.rlim_cur < l.rlim_max) {
+        rlimit want = l;
+        want.rlim_cur = l.rlim_max;
+        if (::setrlimit(RLIMIT_NOFILE, &want) == 0) return want.rlim_cur;
+    }
+    return l.rlim_cur;
+}
 
 }  // namespace
 
@@ -73,6 +88,13 @@ int main(int argc, char **argv) {
                     "module(s))\n",
                     config.device.c_str(), config.modules.size(), config.rnics.size(), config.consumers.size());
         return 0;
+    }
+
+    const rlim_t descriptors = raise_descriptor_limit();
+    if (descriptors != 0 && descriptors != RLIM_INFINITY && descriptors < 4096) {
+        RDMA_LOG_WARN(kComponent, "only %llu file descriptors (RLIMIT_NOFILE): each connection holds one; raise "
+                                  "LimitNOFILE= or ulimit -n for more than a few thousand",
+                      static_cast<unsigned long long>(descriptors));
     }
 
     // SIGTERM and SIGINT stay blocked in every thread (threads inherit the mask, so this comes before the first

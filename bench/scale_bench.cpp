@@ -1,0 +1,413 @@
+// Many connected QPs on one host, as issue 16 asks: two consumer processes through one krdmad (started here on a
+// private device path), softrnic on 127.0.0.1. The passive process listens and accepts every connection; this
+// process connects them, up to --in-flight at once. Printed:
+//
+//  - the setup rate of the whole batch (connections per second, both ends established);
+//  - memory per idle connected QP: the resident growth of both consumer processes and krdmad over the batch, per
+//    QP (two per connection); socket buffers are kernel memory and not counted (target <= 8 KiB);
+//  - one active QP among them: its 8-byte RDMA Read round trip and its 64 KiB RDMA Write bandwidth, measured before
+//    the batch (the QP alone) and after it, and their ratio (target: the same figures, ratio about 1).
+//
+//   bench_scale [--connections N (default 5000: 10,000 QPs)] [--in-flight N (default 256)] [--seconds S]
+//              [--krdmad PATH]
+//
+// Exit status non-zero only when something failed. Every process it starts goes with it: krdmad and the passive
+// process are killed (their process groups, PR_SET_PDEATHSIG) on every way out.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.hpp"
+#include "krdmad_process.hpp"
+#include "ual/access_layer.hpp"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr size_t kBuffer = 1u << 20;
+constexpr uint32_t kWriteSize = 64u << 10;
+constexpr uint32_t kWindow = 16;
+
+volatile sig_atomic_t g_passive = 0;  // the passive process, for the handlers
+
+void kill_all() {
+    if (g_passive > 0) ::kill(g_passive, SIGKILL);
+    bench::kill_krdmads();
+}
+
+void kill_all_and_die(int sig) {
+    kill_all();
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+}
+
+/** @brief Resident set of process @p pid in KiB (0 when unreadable). */
+long rss_kib(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/statm");
+    long pages = 0, resident = 0;
+    in >> pages >> resident;
+    return resident * (::sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/** @brief The soft descriptor limit raised to the hard one: every connection is a socket in each consumer. */
+void raise_descriptor_limit() {
+    rlimit l{};
+    if (::getrlimit(RLIMIT_NOFILE, &l) == 0 && l.rlim_cur < l.rlim_max) {
+        l.rlim_cur = l.rlim_max;
+        (void)::setrlimit(RLIMIT_NOFILE, &l);
+    }
+}
+
+/** @brief One consumer process's objects: the access layer, the RNIC open, a PZ, a registered buffer, one CQ. */
+struct Consumer {
+    std::shared_ptr<ual::AccessLayer> al;
+    std::shared_ptr<ual::Adapter> adapter;
+    std::shared_ptr<ual::ProtectionZone> pz;
+    std::shared_ptr<ual::SimpleDispatcher> dto, cm;
+    std::shared_ptr<ual::CompletionQueue> cq;
+    std::vector<uint8_t> buf;
+    std::shared_ptr<ual::MemoryRegion> mr;
+
+    /** @brief Opens sr0 through @p device (waiting up to 10 s for krdmad to serve); empty, or why not. */
+    std::string open(const std::filesystem::path &device, size_t connections) {
+        ual::Options o;
+        o.device = device;
+        for (int i = 0; i < 1000 && !al; ++i) {
+            if (auto r = ual::AccessLayer::open(o)) {
+                al = std::move(*r);
+            } else {
+                std::this_thread::sleep_for(10ms);
+            }
+        }
+        if (!al) return "krdmad did not serve " + device.string();
+        auto ad = al->open_adapter("sr0");
+        if (!ad) return "open_adapter: " + ad.error().to_string();
+        adapter = *ad;
+        pz = *adapter->create_pz();
+        dto = *ual::SimpleDispatcher::create(ual::EventStream::dto, 4096);
+        // Every connection's events are queued until read: room for all of them.
+        cm = *ual::SimpleDispatcher::create(ual::EventStream::cm_message, 2 * connections + 64);
+        auto c = adapter->create_cq(4096, dto);
+        if (!c) return "create_cq: " + c.error().to_string();
+        cq = *c;
+        buf.assign(kBuffer, 1);
+        auto m = pz->register_memory(buf.data(), buf.size(),
+                                     RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_READ);
+        if (!m) return "register_memory: " + m.error().to_string();
+        mr = *m;
+        return "";
+    }
+
+    /** @brief An endpoint of depth @p depth on the CQ whose connection events carry @p context. */
+    std::shared_ptr<ual::Endpoint> endpoint(uint32_t depth, uint64_t context) {
+        ual::EndpointAttributes ea;
+        ea.sq_depth = depth;
+        ea.rq_depth = depth;
+        ea.sq_sge = 1;
+        ea.rq_sge = 1;
+        ea.rd_sge = 1;
+        ea.context = context;
+        auto e = pz->create_endpoint(ea, cq, cq);
+        if (!e) return nullptr;
+        (*e)->set_connection_dispatcher(cm);
+        return *e;
+    }
+};
+
+/** @brief What the passive process tells the active one once it listens. */
+struct Hello {
+    uint16_t port = 0;
+    uint64_t addr = 0;
+    uint32_t rkey = 0;
+};
+
+// The passive process: listens, accepts every request that comes, and stays until @p ctl closes. Writes a Hello on
+// @p ctl once it listens.
+int run_passive(const std::filesystem::path &device, size_t connections, int ctl) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    raise_descriptor_limit();
+    Consumer c;
+    if (auto why = c.open(device, connections); !why.empty()) {
+        std::fprintf(stderr, "bench_scale (passive): %s\n", why.c_str());
+        return 1;
+    }
+    auto req = *ual::SimpleDispatcher::create(ual::EventStream::cm_request, 1024);
+    auto lp = c.adapter->listen(0, req);
+    if (!lp) return 1;
+    Hello h{(*lp)->port(), reinterpret_cast<uint64_t>(c.buf.data()), c.mr->keys().rkey};
+    if (::write(ctl, &h, sizeof h) != static_cast<ssize_t>(sizeof h)) return 1;
+    std::vector<std::shared_ptr<ual::Endpoint>> eps;
+    eps.reserve(connections);
+    uint64_t context = 0;
+    for (;;) {
+        pollfd p{ctl, POLLIN, 0};
+        if (::poll(&p, 1, 0) > 0) break;  // the active side closed its end: done
+        auto r = req->wait(100ms);
+        if (!r || !r->connection) continue;
+        auto ep = c.endpoint(4, ++context);
+        if (!ep || !ep->accept(r->connection->request).ok()) {
+            std::fprintf(stderr, "bench_scale (passive): accept %llu failed\n",
+                         static_cast<unsigned long long>(context));
+            return 1;
+        }
+        eps.push_back(std::move(ep));
+        for (;;) {  // this side's ESTABLISHED events: nothing waits for them
+            auto e = c.cm->dequeue();
+            if (!e || !*e) break;
+        }
+    }
+    return 0;
+}
+
+// The active QP's figures: an 8-byte RDMA Read round trip (seconds) and 64 KiB RDMA Write bandwidth (bytes/s).
+struct Active {
+    double read_rtt = 0;
+    double write_bps = 0;
+};
+
+bool reap(ual::CompletionQueue &cq, size_t &done) {
+    ri_wc_t wc[32];
+    auto n = cq.poll({wc, 32});
+    if (!n) return false;
+    for (size_t i = 0; i < *n; ++i) {
+        if (wc[i].status != RI_WC_SUCCESS) return false;
+    }
+    done += *n;
+    return true;
+}
+
+Active measure(Consumer &c, ual::Endpoint &ep, const Hello &peer, double seconds) {
+    Active out;
+    auto wr = [&](uint32_t opcode, uint32_t len, ri_sge_t &sge) {
+        sge = ri_sge_t{reinterpret_cast<uint64_t>(c.buf.data()), len, c.mr->keys().lkey};
+        ri_send_wr_t w{};
+        w.opcode = opcode;
+        w.flags = RI_SEND_SIGNALED;
+        w.sgl = &sge;
+        w.num_sge = 1;
+        w.u.rdma.remote_addr = peer.addr;
+        w.u.rdma.rkey = peer.rkey;
+        return w;
+    };
+    // Read round trips, one at a time, busy-polled.
+    size_t done = 0, posted = 0;
+    auto t0 = clock_type::now();
+    const auto read_end = t0 + std::chrono::duration<double>(seconds);
+    while (clock_type::now() < read_end) {
+        ri_sge_t sge;
+        ri_send_wr_t w = wr(RI_WR_RDMA_READ, 8, sge);
+        if (!ep.post_send({&w, 1}).ok()) return {};
+        ++posted;
+        const auto give_up = clock_type::now() + 5s;
+        while (done < posted) {
+            if (!reap(*c.cq, done) || clock_type::now() > give_up) return {};
+        }
+    }
+    out.read_rtt = std::chrono::duration<double>(clock_type::now() - t0).count() / static_cast<double>(posted);
+    // Writes, a window of kWindow, then a Read that returns once every Write before it is placed.
+    done = posted = 0;
+    t0 = clock_type::now();
+    const auto write_end = t0 + std::chrono::duration<double>(seconds);
+    while (clock_type::now() < write_end) {
+        while (posted - done < kWindow) {
+            ri_sge_t sge;
+            ri_send_wr_t w = wr(RI_WR_RDMA_WRITE, kWriteSize, sge);
+            if (!ep.post_send({&w, 1}).ok()) return {};
+            ++posted;
+        }
+        if (!reap(*c.cq, done)) return {};
+    }
+    const size_t writes = posted;
+    ri_sge_t sge;
+    ri_send_wr_t fence = wr(RI_WR_RDMA_READ, 1, sge);
+    if (!ep.post_send({&fence, 1}).ok()) return {};
+    ++posted;
+    const auto give_up = clock_type::now() + 10s;
+    while (done < posted) {
+        if (!reap(*c.cq, done) || clock_type::now() > give_up) return {};
+    }
+    out.write_bps = static_cast<double>(writes) * kWriteSize /
+                    std::chrono::duration<double>(clock_type::now() - t0).count();
+    return out;
+}
+
+/** @brief Waits for the ESTABLISHED events of @p want (contexts), ignoring others; false on anything else. */
+bool await_established(ual::SimpleDispatcher &cm, std::set<uint64_t> want) {
+    while (!want.empty()) {
+        auto e = cm.wait(30s);
+        if (!e) return false;
+        if (want.count(e->context) == 0) continue;
+        if (e->id != static_cast<uint32_t>(ual::CmEventId::established)) {
+            std::fprintf(stderr, "bench_scale: connection event %u instead of established\n", e->id);
+            return false;
+        }
+        want.erase(e->context);
+    }
+    return true;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    const double seconds = bench::budget_from_args(argc, argv);
+    size_t connections = 5000;
+    size_t in_flight = 256;
+    std::string krdmad = BENCH_KRDMAD;
+    for (int i = 1; i + 1 < argc; ++i) {
+        if (std::strcmp(argv[i], "--connections") == 0) connections = std::strtoull(argv[i + 1], nullptr, 10);
+        if (std::strcmp(argv[i], "--in-flight") == 0) in_flight = std::strtoull(argv[i + 1], nullptr, 10);
+        if (std::strcmp(argv[i], "--krdmad") == 0) krdmad = argv[i + 1];
+    }
+    if (connections < 2 || in_flight == 0) {
+        std::fprintf(stderr, "bench_scale: --connections must be at least 2 and --in-flight at least 1\n");
+        return 2;
+    }
+    ::unsetenv("KRDMA_DEVICE");
+    raise_descriptor_limit();
+    std::atexit(&kill_all);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGABRT}) ::signal(sig, &kill_all_and_die);
+
+    bench::TempDir dir("openrdma-scale");
+    if (dir.path().empty()) return 1;
+    const auto device = dir.path() / "krdma.sock";
+    const auto config = dir.path() / "krdmad.json";
+    {
+        // Room for every QP (both ends are on sr0) and every object of either process.
+        std::ofstream f(config);
+        f << R"({"device": ")" << device.string() << R"(", "provider_dir": ")" BENCH_PROVIDER_DIR
+          << R"(", "log_level": "warn", "modules": ["softrnic_kvp.so"], "limits": {"objects_per_process": )"
+          << 2 * connections + 256 << R"(}, "rnics": [{"provider": "softrnic", "name": "sr0", "address": "127.0.0.1", )"
+          << R"("options": {"max_qp": )" << 2 * connections + 64 << "}}]}";
+    }
+    // Both processes start before this one makes any thread.
+    bench::Krdmad daemon(0, krdmad, config, dir.path() / "krdmad.log");
+    if (daemon.pid() <= 0) return 1;
+    int ctl[2];
+    if (::pipe2(ctl, O_CLOEXEC) != 0) return 1;
+    const pid_t passive = ::fork();
+    if (passive == 0) {
+        ::close(ctl[0]);
+        ::_exit(run_passive(device, connections, ctl[1]));
+    }
+    g_passive = passive;
+    ::close(ctl[1]);
+    int rc = 0;
+    {
+        Consumer c;
+        Hello peer;
+        if (auto why = c.open(device, connections); !why.empty()) {
+            std::fprintf(stderr, "bench_scale: %s\n%s", why.c_str(), daemon.log().c_str());
+            rc = 1;
+        } else if (::read(ctl[0], &peer, sizeof peer) != static_cast<ssize_t>(sizeof peer)) {
+            std::fprintf(stderr, "bench_scale: the passive process did not start\n");
+            rc = 1;
+        }
+        std::vector<std::shared_ptr<ual::Endpoint>> eps;
+        eps.reserve(connections);
+        uint64_t context = 0;
+        // The active QP has room for its window of Writes and the closing Read; the idle ones are small.
+        auto connect_batch = [&](size_t n) {
+            std::set<uint64_t> want;
+            for (size_t i = 0; i < n; ++i) {
+                auto ep = c.endpoint(eps.empty() ? 2 * kWindow : 4, ++context);
+                if (!ep || !ep->connect("127.0.0.1", peer.port).ok()) return false;
+                want.insert(context);
+                eps.push_back(std::move(ep));
+            }
+            return await_established(*c.cm, std::move(want));
+        };
+        Active alone, among;
+        if (rc == 0) {
+            std::printf("bench_scale: softrnic sr0 on 127.0.0.1 (CRC on) through krdmad pid %d, passive process pid "
+                        "%d; %zu connections (%zu QPs), %zu in flight\n",
+                        daemon.pid(), passive, connections, 2 * connections, in_flight);
+            if (!connect_batch(1)) {
+                std::fprintf(stderr, "bench_scale: the active QP did not connect\n%s", daemon.log().c_str());
+                rc = 1;
+            } else {
+                alone = measure(c, *eps.front(), peer, seconds);
+            }
+        }
+        if (rc == 0 && alone.write_bps <= 0) {
+            std::fprintf(stderr, "bench_scale: the active QP's transfers failed\n");
+            rc = 1;
+        }
+        if (rc == 0) {
+            const long before = rss_kib(::getpid()) + rss_kib(passive) + rss_kib(daemon.pid());
+            const auto t0 = clock_type::now();
+            size_t made = 1;
+            while (rc == 0 && made < connections) {
+                const size_t n = std::min(in_flight, connections - made);
+                if (!connect_batch(n)) {
+                    std::fprintf(stderr, "bench_scale: connection setup failed after %zu connections\n%s", made,
+                                 daemon.log().c_str());
+                    rc = 1;
+                }
+                made += n;
+            }
+            const double took = std::chrono::duration<double>(clock_type::now() - t0).count();
+            // The passive side has seen every ESTABLISHED by now or within moments: let its last accepts settle.
+            std::this_thread::sleep_for(200ms);
+            const long after = rss_kib(::getpid()) + rss_kib(passive) + rss_kib(daemon.pid());
+            if (rc == 0) {
+                const double qps = 2.0 * static_cast<double>(connections - 1);
+                std::printf("%-34s %9.0f /s     (%zu connections in %.2f s, %zu in flight)\n", "connection setup",
+                            static_cast<double>(connections - 1) / took, connections - 1, took, in_flight);
+                std::printf("%-34s %9.2f KiB    (RSS growth of both consumers and krdmad per QP, %.0f QPs; target "
+                            "<= 8 KiB)\n",
+                            "memory per idle connected QP", static_cast<double>(after - before) / qps, qps);
+                among = measure(c, *eps.front(), peer, seconds);
+                if (among.write_bps <= 0) {
+                    std::fprintf(stderr, "bench_scale: the active QP's transfers failed among the idle ones\n");
+                    rc = 1;
+                }
+            }
+        }
+        if (rc == 0) {
+            std::printf("%-34s %9.2f us     alone %9.2f us     ratio %6.3f (target about 1)\n",
+                        "active QP: 8 B Read round trip", among.read_rtt * 1e6, alone.read_rtt * 1e6,
+                        among.read_rtt / alone.read_rtt);
+            std::printf("%-34s %9.2f GB/s   alone %9.2f GB/s   ratio %6.3f (target about 1)\n",
+                        "active QP: 64 KiB Write", among.write_bps / 1e9, alone.write_bps / 1e9,
+                        among.write_bps / alone.write_bps);
+        }
+        eps.clear();
+    }
+    ::close(ctl[0]);  // the passive process leaves when its end closes
+    int status = 0;
+    bool ended = false;
+    for (int i = 0; i < 3000 && !ended; ++i) {
+        ended = ::waitpid(passive, &status, WNOHANG) == passive;
+        if (!ended) std::this_thread::sleep_for(10ms);
+    }
+    if (!ended) {
+        std::fprintf(stderr, "bench_scale: the passive process did not end within 30 s: killed\n");
+        ::kill(passive, SIGKILL);
+        ::waitpid(passive, &status, 0);
+        rc = 1;
+    } else if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        std::fprintf(stderr, "bench_scale: the passive process failed\n");
+        rc = 1;
+    }
+    g_passive = 0;
+    return rc;
+}
