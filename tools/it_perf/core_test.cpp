@@ -80,6 +80,28 @@ TEST(ItPerfTcpHeader, RefusesWhatIsNotOurs) {
     EXPECT_EQ(big.error().code(), EMSGSIZE);
 }
 
+TEST(ItPerfTcpHeader, CarriesTheStreamsOfABandwidthTest) {
+    TcpHeader h;
+    h.shape = TcpShape::stream;
+    h.size = 65536;
+    h.streams = 64;
+    uint8_t b[TcpHeader::kWireSize];
+    h.write(b);
+    auto back = TcpHeader::read(b, 1 << 20);
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->streams, 64u);
+    // Several streams only for bandwidth, never none, never more than it_perf's QPs.
+    h.shape = TcpShape::pingpong;
+    h.write(b);
+    EXPECT_FALSE(TcpHeader::read(b, 1 << 20));
+    for (uint16_t bad : {uint16_t{0}, uint16_t{TcpHeader::kMaxStreams + 1}}) {
+        h.shape = TcpShape::stream;
+        h.streams = bad;
+        h.write(b);
+        EXPECT_FALSE(TcpHeader::read(b, 1 << 20)) << bad;
+    }
+}
+
 TEST(ItPerfTcpHeader, ShapeFollowsTheTest) {
     TestCase t;
     t.kind = Kind::bw;

@@ -33,3 +33,9 @@ if grep -q '"ratio": null' "$work/sweep.json"; then echo "--sweep: a row has no 
 verdicts=$(grep -c 'of 18 sizes met' "$work/sweep.txt")
 [ "$verdicts" -eq 5 ] || { echo "--sweep: expected 5 series verdicts, got $verdicts"; cat "$work/sweep.txt"; exit 1; }
 echo "it_perf smoke test: --sweep measured 90 rows with a verdict per series"
+
+# Several QPs: the TCP baseline is as many streams, written round-robin (the server reads them all at once).
+timeout -s KILL 100 "$perf" --loopback -t write --bw --qps 8 --window 4 --iters 400 --size 16K --json "$work/qps.json" >/dev/null
+grep -q '"qps": 8' "$work/qps.json" || { echo "--qps 8: no row of 8 QPs"; cat "$work/qps.json"; exit 1; }
+if grep -q '"ratio": null' "$work/qps.json"; then echo "--qps 8: no ratio"; cat "$work/qps.json"; exit 1; fi
+echo "it_perf smoke test: 8 QPs against 8 TCP streams"

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 namespace it_perf {
@@ -115,18 +116,79 @@ rdma::Error io_error(const char *what) {
                                 (errno != 0 ? std::strerror(errno) : "the server closed the connection"));
 }
 
-// Serves one connection after its header; false when the header said bye.
-bool serve_connection(int fd) {
+// Reads a connection's header; nothing (reported) when it is not one.
+std::optional<TcpHeader> read_header(int fd) {
     uint8_t h[TcpHeader::kWireSize];
-    if (!read_all(fd, h, sizeof h)) return true;  // a client that connected and left (a port probe)
+    if (!read_all(fd, h, sizeof h)) return std::nullopt;  // a client that connected and left (a port probe)
     auto header = TcpHeader::read(h, kMaxMessage);
     if (!header) {
         std::fprintf(stderr, "it_perf server: TCP baseline connection refused: %s\n",
                      header.error().to_string().c_str());
-        return true;
+        return std::nullopt;
     }
+    return *header;
+}
+
+// The server of a bandwidth test of several streams: the first connection (@p first, header @p h) is here; the
+// others come on @p listener within 10 s. Reads every stream to its end, then tells each how many bytes it read.
+void serve_streams(int listener, Socket first, const TcpHeader &h) {
+    std::vector<Socket> streams;
+    streams.push_back(std::move(first));
+    const auto give_up = Clock::now() + std::chrono::seconds(10);
+    while (streams.size() < h.streams && Clock::now() < give_up) {
+        pollfd p{listener, POLLIN, 0};
+        if (::poll(&p, 1, 200) <= 0) continue;
+        Socket c(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
+        if (c.fd < 0) continue;
+        auto more = read_header(c.fd);
+        if (!more || more->shape != TcpShape::stream || more->size != h.size || more->streams != h.streams) {
+            std::fprintf(stderr, "it_perf server: TCP baseline: a connection that is not one of the test's %u "
+                                 "streams came in\n",
+                         h.streams);
+            return;
+        }
+        streams.push_back(std::move(c));
+    }
+    if (streams.size() < h.streams) {
+        std::fprintf(stderr, "it_perf server: TCP baseline: %zu of %u streams came\n", streams.size(), h.streams);
+        return;
+    }
+    std::vector<pollfd> watch(streams.size());
+    std::vector<uint64_t> total(streams.size(), 0);
+    for (size_t i = 0; i < streams.size(); ++i) watch[i] = pollfd{streams[i].fd, POLLIN, 0};
+    std::vector<uint8_t> buf(std::max<size_t>(h.size, size_t{1} << 20));
+    for (size_t open = streams.size(); open > 0;) {
+        if (::poll(watch.data(), watch.size(), -1) < 0 && errno != EINTR) return;
+        for (size_t i = 0; i < watch.size(); ++i) {
+            if (watch[i].fd < 0 || watch[i].revents == 0) continue;
+            const ssize_t r = ::recv(watch[i].fd, buf.data(), buf.size(), MSG_DONTWAIT);
+            if (r > 0) {
+                total[i] += static_cast<uint64_t>(r);
+            } else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+                watch[i].fd = -1;  // this stream ended (or broke): its count is final
+                --open;
+            }
+        }
+    }
+    for (size_t i = 0; i < streams.size(); ++i) {
+        uint8_t ack[8];
+        put64(ack, total[i]);
+        (void)write_all(streams[i].fd, ack, sizeof ack);
+    }
+}
+
+// Serves one connection (and for a test of several streams, the others from @p listener) after its header; false
+// when the header said bye.
+bool serve_connection(int listener, Socket conn) {
+    const int fd = conn.fd;
+    auto header = read_header(fd);
+    if (!header) return true;
     if (header->shape == TcpShape::bye) return false;
     no_delay(fd);
+    if (header->shape == TcpShape::stream && header->streams > 1) {
+        serve_streams(listener, std::move(conn), *header);
+        return true;
+    }
     const size_t size = header->size;
     switch (header->shape) {
         case TcpShape::stream: {
@@ -174,6 +236,7 @@ void TcpHeader::write(uint8_t *out) const {
     put16(out + 4, kVersion);
     put16(out + 6, static_cast<uint16_t>(shape));
     put64(out + 8, size);
+    put16(out + 16, streams);
 }
 
 rdma::Expected<TcpHeader> TcpHeader::read(const uint8_t *in, uint64_t max_size) {
@@ -195,6 +258,12 @@ rdma::Expected<TcpHeader> TcpHeader::read(const uint8_t *in, uint64_t max_size) 
     if (h.shape != TcpShape::bye && (h.size == 0 || h.size > max_size)) {
         return rdma::Error(EMSGSIZE, "TCP baseline message size " + std::to_string(h.size) + " out of range 1.." +
                                          std::to_string(max_size));
+    }
+    h.streams = get16(in + 16);
+    const bool several_ok = h.shape == TcpShape::stream;
+    if (h.streams == 0 || h.streams > kMaxStreams || (h.streams > 1 && !several_ok)) {
+        return rdma::Error(EPROTO, "TCP baseline header asks for " + std::to_string(h.streams) +
+                                       " streams (1 to " + std::to_string(kMaxStreams) + ", several only for bandwidth)");
     }
     return h;
 }
@@ -243,11 +312,83 @@ void TcpServer::serve(const std::atomic<bool> &stop) {
         if (n <= 0) continue;
         Socket c(::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC));
         if (c.fd < 0) continue;
-        if (!serve_connection(c.fd)) return;
+        if (!serve_connection(fd_, std::move(c))) return;
     }
 }
 
+namespace {
+
+// Bandwidth over @p test.qps streams: each connection gets its header, then the messages go round-robin to whichever
+// socket can take bytes (non-blocking, so one full socket never holds the others up), as the RDMA side posts to
+// whichever QP has room in its window; timed until the server has counted every stream's bytes.
+rdma::Expected<Measurement> run_tcp_streams(const std::string &host, uint16_t port, const TestCase &test) {
+    TcpHeader h;
+    h.shape = TcpShape::stream;
+    h.size = test.size;
+    h.streams = static_cast<uint16_t>(test.qps);
+    uint8_t hb[TcpHeader::kWireSize];
+    h.write(hb);
+    std::vector<Socket> socks;
+    for (uint32_t i = 0; i < test.qps; ++i) {
+        auto s = connect_to(host, port);
+        if (!s) return s.error();
+        if (!write_all(s->fd, hb, sizeof hb)) return io_error("sending a stream's header");
+        socks.push_back(std::move(*s));
+    }
+    const size_t size = test.size;
+    std::vector<uint8_t> buf(size, 0x5a);
+    std::vector<size_t> offset(socks.size(), 0);  // bytes of the current message already written, per stream
+    std::vector<pollfd> watch(socks.size());
+    for (size_t i = 0; i < socks.size(); ++i) watch[i] = pollfd{socks[i].fd, POLLOUT, 0};
+    uint64_t sent = 0;  // whole messages started; each is finished before the end
+    const auto t0 = Clock::now();
+    const auto end = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(test.budget.seconds));
+    bool more_to_start = more(test.budget, sent, end);
+    for (;;) {
+        bool busy = false;
+        for (size_t i = 0; i < socks.size(); ++i) {
+            if (offset[i] == 0 && !more_to_start) {
+                watch[i].fd = -1;  // done: its writability must not end the poll below
+                continue;
+            }
+            busy = true;
+            const ssize_t w = ::send(socks[i].fd, buf.data() + offset[i], size - offset[i], MSG_DONTWAIT | MSG_NOSIGNAL);
+            if (w < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
+                return io_error("streaming");
+            }
+            if (offset[i] == 0) ++sent;
+            offset[i] += static_cast<size_t>(w);
+            if (offset[i] == size) offset[i] = 0;
+            more_to_start = more(test.budget, sent, end);
+        }
+        if (!busy) break;
+        if (::poll(watch.data(), watch.size(), 1000) < 0 && errno != EINTR) return io_error("waiting to stream");
+    }
+    uint64_t read = 0;
+    for (Socket &s : socks) ::shutdown(s.fd, SHUT_WR);
+    for (Socket &s : socks) {
+        uint8_t ack[8];
+        if (!read_all(s.fd, ack, sizeof ack)) return io_error("waiting for the server's count");
+        read += get64(ack);
+    }
+    const auto t1 = Clock::now();
+    if (read != sent * size) {
+        return rdma::Error(EIO, "TCP baseline: the server read " + std::to_string(read) + " bytes of " +
+                                    std::to_string(sent * size) + " over " + std::to_string(socks.size()) + " streams");
+    }
+    Measurement m;
+    m.iterations = sent;
+    m.bytes = sent * size;
+    m.seconds = std::chrono::duration<double>(t1 - t0).count();
+    m.valid = true;
+    return m;
+}
+
+}  // namespace
+
 rdma::Expected<Measurement> run_tcp_test(const std::string &host, uint16_t port, const TestCase &test) {
+    if (test.kind == Kind::bw && test.qps > 1) return run_tcp_streams(host, port, test);
     auto s = connect_to(host, port);
     if (!s) return s.error();
     const int fd = s->fd;

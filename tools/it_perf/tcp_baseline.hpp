@@ -4,8 +4,9 @@
  *        same process shapes (the server process serving, the client process timing), so that every RDMA figure
  *        has a ratio against what the host's TCP does on the same path at the same moment.
  *
- * Bandwidth is one stream writing messages of the test's size from client to server, timed until the server has
- * read every byte and acknowledged it. Latency is a ping-pong of the message size (Send and Write, reported as
+ * Bandwidth is one stream per QP of the test writing messages of the test's size from client to server (several
+ * streams written round-robin without blocking, as the RDMA side spreads its work over its QPs), timed until the
+ * server has read every byte and acknowledged it. Latency is a ping-pong of the message size (Send and Write, reported as
  * half a round trip), or for Read an 8-byte request answered by a message of the size (a full round trip, as a
  * Read is). Every connection starts with a 32-byte header saying which; TCP_NODELAY on both ends.
  */
@@ -29,9 +30,16 @@ enum class TcpShape : uint16_t { stream = 1, pingpong = 2, request_response = 3,
 struct TcpHeader {
     TcpShape shape = TcpShape::stream;
     uint64_t size = 0; /**< Message size. */
+    /**
+     * Streams of one bandwidth test (its QPs): the server takes this many connections, each with this header, and
+     * reads them all at once; 1 for every other shape.
+     */
+    uint16_t streams = 1;
 
     static constexpr uint32_t kMagic = 0x49545054; /**< "ITPT" */
-    static constexpr uint16_t kVersion = 1;
+    static constexpr uint16_t kVersion = 2;
+    /** @brief Most streams of one test (it_perf's limit on QPs). */
+    static constexpr uint16_t kMaxStreams = 1024;
     static constexpr size_t kWireSize = 32;
 
     /** @brief Encodes into @p out (kWireSize bytes, network byte order). */
@@ -59,8 +67,9 @@ public:
     [[nodiscard]] uint16_t port() const { return port_; }
 
     /**
-     * @brief Serves connections one at a time until a bye header arrives or @p stop is set (checked every
-     *        200 ms). A connection that fails is reported on standard error and closed; serving goes on.
+     * @brief Serves tests one at a time (a bandwidth test of several streams takes all its connections at once)
+     *        until a bye header arrives or @p stop is set (checked every 200 ms). A connection that fails is
+     *        reported on standard error and closed; serving goes on.
      */
     void serve(const std::atomic<bool> &stop);
 
