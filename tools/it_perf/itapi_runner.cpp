@@ -981,8 +981,23 @@ rdma::Expected<void> ServerSession::serve_test(const ControlMessage &req, const 
         return {};
     };
 
-    const bool passive = req.op == Op::read || (req.op == Op::write && req.kind == Kind::bw);
-    if (passive) {
+    // Read latency with polling is compared with a TCP responder that spins on its socket: like for like, this
+    // responder spins on its CQ (whose inline progress answers the Read Requests) instead of leaving them to the
+    // progress thread's wake-ups.
+    const bool spin_for_reads = req.op == Op::read && req.kind == Kind::lat && !event_mode_;
+    const bool passive = (req.op == Op::read && !spin_for_reads) || (req.op == Op::write && req.kind == Kind::bw);
+    if (spin_for_reads) {
+        for (uint32_t idle = 0; !end_count;) {
+            if (auto r = reap(false); !r) return r.error();
+            if ((++idle & 63) == 0) {
+                if (auto p = poll_end(); !p) return p;
+                if ((idle & 0xffff) == 0) {
+                    if (stop.load(std::memory_order_relaxed)) return rdma::Error(ECANCELED, "the server is stopping");
+                    if (auto c = check_connections(); !c) return c;
+                }
+            }
+        }
+    } else if (passive) {
         // RDMA Write and Read need nothing of the server's CPU: it sleeps until the client's end of test.
         auto m = wait_control(stop);
         if (!m) return m.error();
