@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -111,6 +112,31 @@ public:
 private:
     std::filesystem::path path_;
 };
+
+/**
+ * @brief Waits up to @p seconds for child @p pid to exit (it was told to, e.g. its control socket closed), then
+ *        kills and reaps it. True when it exited by itself with status 0; otherwise says so on standard error,
+ *        naming it @p what, and returns false. Never waits forever.
+ */
+inline bool await_child(pid_t pid, int seconds, const char *what) {
+    int status = 0;
+    bool ended = false;
+    for (int i = 0; i < seconds * 100 && !ended; ++i) {
+        ended = ::waitpid(pid, &status, WNOHANG) == pid;
+        if (!ended) ::usleep(10000);
+    }
+    if (!ended) {
+        std::fprintf(stderr, "%s did not end within %d s: killed\n", what, seconds);
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        return false;
+    }
+    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        std::fprintf(stderr, "%s failed\n", what);
+        return false;
+    }
+    return true;
+}
 
 }  // namespace bench
 

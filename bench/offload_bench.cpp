@@ -53,6 +53,7 @@
 #include <thread>
 #include <vector>
 
+#include "endpoint_attributes.hpp"
 #include "harness.hpp"
 #include "krdmad_process.hpp"
 #include "tcp_baseline.hpp"
@@ -215,14 +216,7 @@ struct Side {
 
     /** @brief An endpoint of this open's PZ on CQ @p c, whose connection events carry @p context. */
     std::shared_ptr<ual::Endpoint> endpoint(uint32_t depth, const Cq &c, uint64_t context) {
-        ual::EndpointAttributes ea;
-        ea.sq_depth = depth;
-        ea.rq_depth = depth;
-        ea.sq_sge = 1;
-        ea.rq_sge = 1;
-        ea.rd_sge = 1;
-        ea.context = context;
-        auto e = pz->create_endpoint(ea, c.cq, c.cq);
+        auto e = pz->create_endpoint(bench::endpoint_attributes(depth, context), c.cq, c.cq);
         if (!e) return nullptr;
         (*e)->set_connection_dispatcher(cm);
         return *e;

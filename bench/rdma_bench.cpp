@@ -32,7 +32,9 @@
 #include <thread>
 #include <vector>
 
+#include "endpoint_attributes.hpp"
 #include "harness.hpp"
+#include "krdmad_process.hpp"
 #include "tcp_baseline.hpp"
 #include "embedded_link.hpp"
 #include "ual/access_layer.hpp"
@@ -171,14 +173,7 @@ struct Rdma {
     }
 
     std::shared_ptr<ual::Endpoint> endpoint(uint32_t depth, const std::shared_ptr<ual::CompletionQueue> &c) {
-        ual::EndpointAttributes ea;
-        ea.sq_depth = depth;
-        ea.rq_depth = depth;
-        ea.sq_sge = 1;
-        ea.rq_sge = 1;
-        ea.rd_sge = 1;
-        ea.context = ++contexts;
-        auto e = pz->create_endpoint(ea, c, c);
+        auto e = pz->create_endpoint(bench::endpoint_attributes(depth, ++contexts), c, c);
         if (!e) return nullptr;
         (*e)->set_connection_dispatcher(cm);
         return *e;
@@ -528,23 +523,8 @@ int main(int argc, char **argv) {
     }
     if (target > 0) {
         ::close(ctl[0]);  // the target leaves when its control socket closes
-        // 30 s at most (it sees the close within a second): a target that hangs is killed and reported, never
-        // waited for forever.
-        int status = 0;
-        bool ended = false;
-        for (int i = 0; i < 3000 && !ended; ++i) {
-            ended = ::waitpid(target, &status, WNOHANG) == target;
-            if (!ended) std::this_thread::sleep_for(10ms);
-        }
-        if (!ended) {
-            std::fprintf(stderr, "bench_rdma: the bandwidth target process did not end within 30 s: killed\n");
-            ::kill(target, SIGKILL);
-            ::waitpid(target, &status, 0);
-            rc = 1;
-        } else if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-            std::fprintf(stderr, "bench_rdma: the bandwidth target process failed\n");
-            rc = 1;
-        }
+        // 30 s at most (it sees the close within a second): a target that hangs is killed and reported.
+        if (!bench::await_child(target, 30, "bench_rdma: the bandwidth target process")) rc = 1;
     }
     std::filesystem::remove_all(dir);
     return rc;

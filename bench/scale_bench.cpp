@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "endpoint_attributes.hpp"
 #include "harness.hpp"
 #include "krdmad_process.hpp"
 #include "ual/access_layer.hpp"
@@ -118,14 +119,7 @@ struct Consumer {
 
     /** @brief An endpoint of depth @p depth on the CQ whose connection events carry @p context. */
     std::shared_ptr<ual::Endpoint> endpoint(uint32_t depth, uint64_t context) {
-        ual::EndpointAttributes ea;
-        ea.sq_depth = depth;
-        ea.rq_depth = depth;
-        ea.sq_sge = 1;
-        ea.rq_sge = 1;
-        ea.rd_sge = 1;
-        ea.context = context;
-        auto e = pz->create_endpoint(ea, cq, cq);
+        auto e = pz->create_endpoint(bench::endpoint_attributes(depth, context), cq, cq);
         if (!e) return nullptr;
         (*e)->set_connection_dispatcher(cm);
         return *e;
@@ -281,6 +275,8 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "bench_scale: --connections must be at least 2 and --in-flight at least 1\n");
         return 2;
     }
+    // This bench talks only to the krdmad it starts.
+    ::unsetenv("OPENRDMA_EMBEDDED_CONFIG");
     ::unsetenv("KRDMA_DEVICE");
     raise_descriptor_limit();
     std::atexit(&kill_all);
@@ -393,21 +389,7 @@ int main(int argc, char **argv) {
         eps.clear();
     }
     ::close(ctl[0]);  // the passive process leaves when its end closes
-    int status = 0;
-    bool ended = false;
-    for (int i = 0; i < 3000 && !ended; ++i) {
-        ended = ::waitpid(passive, &status, WNOHANG) == passive;
-        if (!ended) std::this_thread::sleep_for(10ms);
-    }
-    if (!ended) {
-        std::fprintf(stderr, "bench_scale: the passive process did not end within 30 s: killed\n");
-        ::kill(passive, SIGKILL);
-        ::waitpid(passive, &status, 0);
-        rc = 1;
-    } else if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-        std::fprintf(stderr, "bench_scale: the passive process failed\n");
-        rc = 1;
-    }
+    if (!bench::await_child(passive, 30, "bench_scale: the passive process")) rc = 1;
     g_passive = 0;
     return rc;
 }

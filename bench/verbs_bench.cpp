@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "harness.hpp"
+#include "krdmad_process.hpp"
 #include "krdma/abi.h"
 #include "embedded_link.hpp"
 #include "ual/access_layer.hpp"
@@ -106,88 +107,11 @@ Pair paired(double seconds, Figure &&figure, Baseline &&baseline) {
     return best;
 }
 
-// A private directory in /tmp, removed with everything in it.
-class TempDir {
-public:
-    TempDir() {
-        char tmpl[] = "/tmp/openrdma-bench-XXXXXX";
-        if (::mkdtemp(tmpl) != nullptr) path_ = tmpl;
-    }
-    ~TempDir() {
-        std::error_code ec;
-        if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-    }
-    TempDir(const TempDir &) = delete;
-    TempDir &operator=(const TempDir &) = delete;
-    [[nodiscard]] const std::filesystem::path &path() const noexcept { return path_; }
-
-private:
-    std::filesystem::path path_;
-};
-
-// The process group of the krdmad this bench started, for the signal handler.
-volatile sig_atomic_t g_krdmad_group = 0;
-
 void kill_krdmad_and_exit(int sig) {
-    if (g_krdmad_group > 0) ::kill(-g_krdmad_group, SIGKILL);
+    bench::kill_krdmads();
     ::signal(sig, SIG_DFL);
     ::raise(sig);
 }
-
-// A krdmad process in its own process group: killed (the whole group) and reaped when this goes, whatever
-// happened; it also dies with this process (PR_SET_PDEATHSIG) if the bench is killed outright.
-class Krdmad {
-public:
-    Krdmad(const std::string &program, const std::filesystem::path &config, const std::filesystem::path &log) {
-        std::string c = config.string();
-        char *argv[] = {const_cast<char *>(program.c_str()), const_cast<char *>("--config"), c.data(), nullptr};
-        pid_ = ::fork();
-        if (pid_ == 0) {
-            ::setpgid(0, 0);
-            ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-            // Only async-signal-safe calls between fork and exec.
-            if (int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644); fd >= 0) {
-                ::dup2(fd, STDOUT_FILENO);
-                ::dup2(fd, STDERR_FILENO);
-            }
-            ::execv(program.c_str(), argv);
-            ::_exit(127);
-        }
-        if (pid_ > 0) {
-            ::setpgid(pid_, pid_);  // also here: no window where a kill(-pid) would miss it
-            g_krdmad_group = pid_;
-            ::signal(SIGINT, &kill_krdmad_and_exit);
-            ::signal(SIGTERM, &kill_krdmad_and_exit);
-        }
-    }
-    ~Krdmad() {
-        if (pid_ > 0) {
-            ::kill(-pid_, SIGKILL);
-            ::waitpid(pid_, nullptr, 0);
-        }
-        g_krdmad_group = 0;
-        ::signal(SIGINT, SIG_DFL);
-        ::signal(SIGTERM, SIG_DFL);
-    }
-    Krdmad(const Krdmad &) = delete;
-    Krdmad &operator=(const Krdmad &) = delete;
-    [[nodiscard]] bool started() const noexcept { return pid_ > 0; }
-    // Whether it is still running (false once it exited on its own).
-    [[nodiscard]] bool running() {
-        if (pid_ <= 0) return false;
-        int status = 0;
-        if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-            ::kill(-pid_, SIGKILL);  // whatever it left in its group
-            pid_ = -1;
-            g_krdmad_group = 0;
-            return false;
-        }
-        return true;
-    }
-
-private:
-    pid_t pid_ = -1;
-};
 
 std::string read_text(const std::filesystem::path &file) {
     std::ifstream in(file);
@@ -294,7 +218,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i + 1 < argc; ++i) {
         if (std::strcmp(argv[i], "--krdmad") == 0) krdmad = argv[i + 1];
     }
-    TempDir dir;
+    bench::TempDir dir("openrdma-bench");
     if (dir.path().empty()) {
         std::perror("mkdtemp");
         return 1;
@@ -322,8 +246,10 @@ int main(int argc, char **argv) {
     }
     if (!krdmad.empty()) {
         const std::filesystem::path log = dir.path() / "krdmad.log";
-        Krdmad daemon(krdmad, config, log);  // declared before the access layer: killed after it is gone
-        if (!daemon.started()) {
+        bench::Krdmad daemon(0, krdmad, config, log);  // declared before the access layer: killed after it is gone
+        ::signal(SIGINT, &kill_krdmad_and_exit);
+        ::signal(SIGTERM, &kill_krdmad_and_exit);
+        if (daemon.pid() <= 0) {
             std::perror("fork");
             return 1;
         }

@@ -62,6 +62,30 @@ TEST_F(AccessLayerTest, KrdmadNotRunningIsAClearError) {
     EXPECT_NE(al.error().message().find("krdmad"), std::string::npos) << al.error().message();
 }
 
+// A device the program names is where it goes, whatever $OPENRDMA_EMBEDDED_CONFIG says (a benchmark that starts
+// its own krdmad was sent to an embedded kAL it never asked for); without one, the environment still applies.
+TEST_F(AccessLayerTest, ANamedDeviceWinsOverTheEnvironmentsEmbeddedKal) {
+    const auto device = dir_ / "krdma.sock";
+    pid_t pid = start({"--config", write_config(config_json(device.string()))});
+    ASSERT_GT(pid, 0);
+    ASSERT_NE(connect(device), nullptr) << stderr_text();
+    const std::string embedded = write_config(config_json((dir_ / "unused").string()));
+    ::setenv("OPENRDMA_EMBEDDED_CONFIG", embedded.c_str(), 1);
+    struct Unset {
+        ~Unset() { ::unsetenv("OPENRDMA_EMBEDDED_CONFIG"); }
+    } unset;
+    ual::Options o;
+    o.embedded_kal = &kal::start_embedded_link;
+    o.device = device;
+    auto named = ual::AccessLayer::open(o);
+    ASSERT_TRUE(named) << named.error().to_string();
+    EXPECT_FALSE((*named)->embedded());
+    o.device.clear();
+    auto from_env = ual::AccessLayer::open(o);
+    ASSERT_TRUE(from_env) << from_env.error().to_string();
+    EXPECT_TRUE((*from_env)->embedded());
+}
+
 TEST_F(AccessLayerTest, KrdmadStoppingReachesTheConsumerAsAnEvent) {
     const auto device = dir_ / "krdma.sock";
     pid_t pid = start({"--config", write_config(config_json(device.string()))});

@@ -65,7 +65,9 @@ rdma::Error embedded_unavailable(const std::filesystem::path &config) {
 rdma::Expected<std::shared_ptr<AccessLayer>> AccessLayer::open(const Options &options) {
     std::filesystem::path embedded = options.embedded_config;
     const char *embedded_from = "ual::Options::embedded_config";
-    if (embedded.empty()) {
+    // A device named by the program wins over the environment's embedded kAL, as the embedded configuration
+    // named by the program wins over $KRDMA_DEVICE.
+    if (embedded.empty() && options.device.empty()) {
         if (const char *env = std::getenv("OPENRDMA_EMBEDDED_CONFIG"); env != nullptr && *env != '\0') {
             embedded = env;
             embedded_from = "$OPENRDMA_EMBEDDED_CONFIG";

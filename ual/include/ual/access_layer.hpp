@@ -51,7 +51,8 @@ struct Options {
     std::filesystem::path device;
     /**
      * Host an embedded kAL in this process with this krdmad configuration file instead of connecting to krdmad;
-     * empty: $OPENRDMA_EMBEDDED_CONFIG if set, else use krdmad. Needs Options::embedded_kal.
+     * empty: $OPENRDMA_EMBEDDED_CONFIG if set and Options::device is empty, else use krdmad. Needs
+     * Options::embedded_kal.
      */
     std::filesystem::path embedded_config;
     /**
