@@ -120,8 +120,14 @@ inline bool ports_free(uint16_t first, uint16_t count, double seconds) {
         }
         return false;
     };
-    for (int i = 0; i < static_cast<int>(seconds * 4) && taken(); ++i) ::usleep(250 * 1000);
-    return !taken();
+    // One look decides each round: looking again after the loop could find a port that another test's connection
+    // took for a moment just then, and fail at once what the loop would have waited out.
+    bool busy = taken();
+    for (int i = 0; i < static_cast<int>(seconds * 4) && busy; ++i) {
+        ::usleep(250 * 1000);
+        busy = taken();
+    }
+    return !busy;
 }
 
 /**

@@ -157,8 +157,8 @@ constexpr uint32_t kEngineQueue = 8;
 // loopback a small segment costs the sender the receiver's whole TCP input path and a wake-up; a window of 64 B
 // Writes sent one segment each moved at 0.7x TCP.
 constexpr uint32_t kCorkPosts = kBatchFrames < kEngineQueue ? kBatchFrames : kEngineQueue;
-// Held payload stays below this: a larger message amortizes its own sendmsg, and holding it back only leaves the
-// socket idle (32 KiB Writes moved at 0.6-0.8x TCP when eight were held).
+// Held payload stays below this: a larger message amortizes its own sendmsg, and holding it back would only leave
+// the socket idle meanwhile.
 constexpr uint64_t kCorkBytes = 32u << 10;
 
 // Payload bytes request @p w puts on the wire (an RDMA Read Request carries none of its own).
