@@ -113,6 +113,33 @@ private:
     std::filesystem::path path_;
 };
 
+// The private directory and the files a bench makes in it, for a signal handler: unlink and rmdir are
+// async-signal-safe, and TempDir's destructor does not run when a signal ends the program.
+inline char g_dir[256] = "";
+inline const char *const *g_dir_files = nullptr;
+
+/** @brief Names @p dir and its files @p files (a list ending with nullptr, static) for remove_dir_files(). */
+inline void remember_dir(const std::filesystem::path &dir, const char *const *files) {
+    std::snprintf(g_dir, sizeof g_dir, "%s", dir.c_str());
+    g_dir_files = files;
+}
+
+/** @brief Removes the files remember_dir() named and the directory (async-signal-safe: for signal handlers). */
+inline void remove_dir_files() {
+    if (g_dir[0] == '\0' || g_dir_files == nullptr) return;
+    char path[512];
+    for (const char *const *f = g_dir_files; *f != nullptr; ++f) {
+        // Only async-signal-safe steps: a hand-made path join.
+        size_t n = 0;
+        for (const char *p = g_dir; *p != '\0' && n + 1 < sizeof path; ++p) path[n++] = *p;
+        if (n + 1 < sizeof path) path[n++] = '/';
+        for (const char *p = *f; *p != '\0' && n + 1 < sizeof path; ++p) path[n++] = *p;
+        path[n] = '\0';
+        ::unlink(path);
+    }
+    ::rmdir(g_dir);
+}
+
 /**
  * @brief Waits up to @p seconds for child @p pid to exit (it was told to, e.g. its control socket closed), then
  *        kills and reaps it. True when it exited by itself with status 0; otherwise says so on standard error,

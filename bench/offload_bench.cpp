@@ -120,30 +120,13 @@ int threads_named(pid_t pid, const std::string &prefix) {
 // ---------------------------------------------------------------------------------------------------------------
 // The krdmad processes
 
-// The private directory and the files the bench makes in it, for the signal handler (unlink and rmdir are
-// async-signal-safe; the directory's destructor does not run when a signal ends the program).
-char g_dir[256] = "";
+// The files this bench makes in its private directory, for the signal handler.
 constexpr const char *kDirFiles[] = {"softrnic.json", "softrnic.sock", "softrnic.log",
-                                     "hwstub.json",   "hwstub.sock",   "hwstub.log"};
-
-void remove_dir_files() {
-    if (g_dir[0] == '\0') return;
-    char path[512];
-    for (const char *f : kDirFiles) {
-        // Only async-signal-safe steps: a hand-made path join.
-        size_t n = 0;
-        for (const char *p = g_dir; *p != '\0' && n + 1 < sizeof path; ++p) path[n++] = *p;
-        if (n + 1 < sizeof path) path[n++] = '/';
-        for (const char *p = f; *p != '\0' && n + 1 < sizeof path; ++p) path[n++] = *p;
-        path[n] = '\0';
-        ::unlink(path);
-    }
-    ::rmdir(g_dir);
-}
+                                     "hwstub.json",   "hwstub.sock",   "hwstub.log", nullptr};
 
 void kill_groups_and_die(int sig) {
     bench::kill_krdmads();
-    remove_dir_files();
+    bench::remove_dir_files();
     ::signal(sig, SIG_DFL);
     ::raise(sig);
 }
@@ -683,7 +666,7 @@ int main(int argc, char **argv) {
         std::perror("bench_offload: mkdtemp");
         return 1;
     }
-    std::snprintf(g_dir, sizeof g_dir, "%s", dir.path().c_str());
+    bench::remember_dir(dir.path(), kDirFiles);
     for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGABRT}) ::signal(sig, &kill_groups_and_die);
     struct Spec {
         const char *label, *module, *provider, *rnic;

@@ -54,8 +54,12 @@ void kill_all() {
     bench::kill_krdmads();
 }
 
+// The files this bench makes in its private directory, for the signal handler.
+constexpr const char *kDirFiles[] = {"krdmad.json", "krdma.sock", "krdmad.log", nullptr};
+
 void kill_all_and_die(int sig) {
     kill_all();
+    bench::remove_dir_files();
     ::signal(sig, SIG_DFL);
     ::raise(sig);
 }
@@ -284,6 +288,7 @@ int main(int argc, char **argv) {
 
     bench::TempDir dir("openrdma-scale");
     if (dir.path().empty()) return 1;
+    bench::remember_dir(dir.path(), kDirFiles);
     const auto device = dir.path() / "krdma.sock";
     const auto config = dir.path() / "krdmad.json";
     {
