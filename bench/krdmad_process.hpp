@@ -10,10 +10,15 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <chrono>
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
+
+#include "ual/access_layer.hpp"
 
 namespace bench {
 
@@ -138,6 +143,19 @@ inline void remove_dir_files() {
         ::unlink(path);
     }
     ::rmdir(g_dir);
+}
+
+/**
+ * @brief Opens the access layer with @p options, trying every 10 ms, @p tries times at most, while krdmad starts
+ *        serving its device (its socket appears only then) and, when @p daemon is given, still runs; null when it
+ *        never served.
+ */
+inline std::shared_ptr<ual::AccessLayer> open_when_served(const ual::Options &options, Krdmad *daemon, int tries) {
+    for (int i = 0; i < tries && (daemon == nullptr || daemon->running()); ++i) {
+        if (auto r = ual::AccessLayer::open(options)) return std::move(*r);
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return nullptr;
 }
 
 /**

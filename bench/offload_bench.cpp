@@ -243,13 +243,7 @@ struct Rig {
         ual::Options o;
         o.device = device;
         // krdmad is still starting: its device appears when it serves.
-        for (int i = 0; i < 1000 && !al && daemon.running(); ++i) {
-            if (auto r = ual::AccessLayer::open(o)) {
-                al = std::move(*r);
-            } else {
-                std::this_thread::sleep_for(10ms);
-            }
-        }
+        al = bench::open_when_served(o, &daemon, 1000);
         if (!al) return "krdmad did not serve " + device.string();
         // a first, then b: with hwstub's round robin a is on engine 0 and b on engine 1 (of 2 or more).
         if (auto why = a.open(*al, rnic); !why.empty()) return "side a: " + why;

@@ -95,13 +95,7 @@ struct Consumer {
     std::string open(const std::filesystem::path &device, size_t connections) {
         ual::Options o;
         o.device = device;
-        for (int i = 0; i < 1000 && !al; ++i) {
-            if (auto r = ual::AccessLayer::open(o)) {
-                al = std::move(*r);
-            } else {
-                std::this_thread::sleep_for(10ms);
-            }
-        }
+        al = bench::open_when_served(o, nullptr, 1000);
         if (!al) return "krdmad did not serve " + device.string();
         auto ad = al->open_adapter("sr0");
         if (!ad) return "open_adapter: " + ad.error().to_string();
@@ -192,6 +186,15 @@ bool reap(ual::CompletionQueue &cq, size_t &done) {
     return true;
 }
 
+// Polls until @p done reaches @p posted; false on a failed completion or after @p limit.
+bool await_completions(Consumer &c, size_t &done, size_t posted, std::chrono::seconds limit) {
+    const auto give_up = clock_type::now() + limit;
+    while (done < posted) {
+        if (!reap(*c.cq, done) || clock_type::now() > give_up) return false;
+    }
+    return true;
+}
+
 Active measure(Consumer &c, ual::Endpoint &ep, const Hello &peer, double seconds) {
     Active out;
     auto wr = [&](uint32_t opcode, uint32_t len, ri_sge_t &sge) {
@@ -214,10 +217,7 @@ Active measure(Consumer &c, ual::Endpoint &ep, const Hello &peer, double seconds
         ri_send_wr_t w = wr(RI_WR_RDMA_READ, 8, sge);
         if (!ep.post_send({&w, 1}).ok()) return {};
         ++posted;
-        const auto give_up = clock_type::now() + 5s;
-        while (done < posted) {
-            if (!reap(*c.cq, done) || clock_type::now() > give_up) return {};
-        }
+        if (!await_completions(c, done, posted, 5s)) return {};
     }
     out.read_rtt = std::chrono::duration<double>(clock_type::now() - t0).count() / static_cast<double>(posted);
     // Writes, a window of kWindow, then a Read that returns once every Write before it is placed.
@@ -238,10 +238,7 @@ Active measure(Consumer &c, ual::Endpoint &ep, const Hello &peer, double seconds
     ri_send_wr_t fence = wr(RI_WR_RDMA_READ, 1, sge);
     if (!ep.post_send({&fence, 1}).ok()) return {};
     ++posted;
-    const auto give_up = clock_type::now() + 10s;
-    while (done < posted) {
-        if (!reap(*c.cq, done) || clock_type::now() > give_up) return {};
-    }
+    if (!await_completions(c, done, posted, 10s)) return {};
     out.write_bps = static_cast<double>(writes) * kWriteSize /
                     std::chrono::duration<double>(clock_type::now() - t0).count();
     return out;

@@ -257,13 +257,7 @@ int main(int argc, char **argv) {
         ual::Options o;
         o.embedded_kal = &kal::start_embedded_link;
         o.device = device;
-        for (int i = 0; i < 500 && !al && daemon.running(); ++i) {
-            if (auto r = ual::AccessLayer::open(o)) {
-                al = std::move(*r);
-            } else {
-                std::this_thread::sleep_for(std::chrono::milliseconds(10));
-            }
-        }
+        al = bench::open_when_served(o, &daemon, 500);
         if (!al) {
             std::fprintf(stderr, "krdmad %s did not serve %s:\n%s\n", krdmad.c_str(), device.c_str(),
                          read_text(log).c_str());
