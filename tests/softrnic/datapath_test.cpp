@@ -680,6 +680,37 @@ TEST_F(Stream, ABusyPollingSendersSmallWritesLeaveInBatchesAndNoneIsHeld) {
     ::close(kept);
 }
 
+// The engine queues a few requests at a time (fewer than a send queue holds): requests posted beyond its room wait
+// in the send queue and are handed to it as the earlier ones leave. A consumer that posts more than that and then
+// neither polls nor posts again (it waits on something else) still gets every one sent.
+TEST_F(Stream, RequestsBeyondTheEnginesRoomLeaveWithoutAPoll) {
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
+    connect(a, b, mode());
+    constexpr size_t kSize = 4096;
+    constexpr uint32_t kCount = 40;  // five times the engine's room, in one call
+    Region src = region(pa_, pattern(kSize * kCount, 13), 0);
+    Region dst = region(pb_, std::vector<uint8_t>(src.bytes().size()), kRemote);
+    std::vector<ri_sge_t> sges(kCount);
+    std::vector<ri_send_wr_t> wrs(kCount);
+    for (uint32_t i = 0; i < kCount; ++i) {
+        sges[i] = src.sge(kSize * i, kSize);
+        wrs[i].wr_id = i;
+        wrs[i].opcode = RI_WR_RDMA_WRITE;
+        wrs[i].flags = RI_SEND_SIGNALED;
+        wrs[i].sgl = &sges[i];
+        wrs[i].num_sge = 1;
+        wrs[i].u.rdma.remote_addr = dst.addr() + kSize * i;
+        wrs[i].u.rdma.rkey = dst.keys.rkey;
+    }
+    uint32_t posted = 0;
+    ASSERT_EQ(v_->post_send(a.qp, wrs.data(), kCount, &posted), RI_OK);
+    ASSERT_EQ(posted, kCount);
+    // Nobody polls a's CQ until everything arrived.
+    EXPECT_TRUE(eventually([&] { return dst.bytes() == src.bytes(); }, 5))
+        << "requests posted beyond the engine's room waited for a poll that never came";
+    EXPECT_EQ(wait(a.scq, kCount).size(), static_cast<size_t>(kCount));
+}
+
 TEST_F(Stream, SharedReceiveQueueFeedsQpsAndRaisesItsLimit) {
     ri_srq_attr_t sa{16, 2, 0, 0, 0x5151};
     ri_srq_t srq = nullptr;

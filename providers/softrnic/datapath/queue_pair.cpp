@@ -687,6 +687,18 @@ void QueuePair::peer_terminated(const iwarp::Terminate &t) {
 // ---------------------------------------------------------------------------------------------------------------
 // The socket
 
+// Requests the engine had no room for wait in the send queue; the frames just sent completed some and made room.
+// Handed over here, so whoever drained the engine (a poster, the thread, an inline pass) also sends what waited:
+// otherwise they would wait for the consumer's next poll, which a consumer that posted and now waits on
+// something else never makes. True when the engine took more.
+bool QueuePair::refill() {
+    Stream &s = *stream_;
+    const uint32_t waiting = sq_.count() - s.issued;
+    if (waiting == 0) return false;
+    issue();
+    return sq_.count() - s.issued != waiting && s.fail == Stream::Fail::none;  // (release_done pops both alike)
+}
+
 void QueuePair::transmit(size_t budget) {
     Stream &s = *stream_;
     if (s.tx_blocked) return;
@@ -720,6 +732,7 @@ void QueuePair::transmit(size_t budget) {
             }
         }
         if (iovcnt == 0) {
+            if (refill()) continue;
             s.tx_idle = true;
             return;
         }
@@ -773,7 +786,7 @@ void QueuePair::transmit(size_t budget) {
             }
             return;
         }
-        if (drained) {
+        if (drained && !refill()) {
             s.tx_idle = true;
             return;
         }

@@ -156,6 +156,8 @@ private:
     void release_done();
     void local_failure(uint32_t slot, uint32_t status);
     void transmit(size_t budget);
+    // Hands the engine requests that waited for its room; true when it took any.
+    bool refill();
     // @p to_eagain: read until the socket says EAGAIN (or ends), as the progress thread must after an edge; else a
     // short read ends the pass (inline progress: the progress thread still drains after every edge).
     void receive(size_t budget, bool to_eagain = true);
