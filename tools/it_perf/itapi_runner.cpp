@@ -11,6 +11,7 @@
 #include <cstring>
 #include <optional>
 #include <thread>
+#include <unordered_set>
 
 #include "itapi_session.hpp"
 
@@ -627,6 +628,95 @@ rdma::Expected<void> ItapiClient::Impl::drain_credits(uint64_t expected) {
     return {};
 }
 
+rdma::Expected<double> run_itapi_setup(const std::string &ia, const std::string &host, uint16_t port,
+                                       uint32_t in_flight, uint64_t count) {
+    if (in_flight == 0 || count == 0) return rdma::Error(EINVAL, "the setup test needs endpoints to connect");
+    auto i = Interface::open(ia);
+    if (!i) return i.error();
+    Interface &itf = **i;
+    auto cm = itf.create_evd(IT_CM_MSG_EVENT_STREAM, 4 * static_cast<size_t>(in_flight) + 64);
+    if (!cm) return cm.error();
+    auto dto = itf.create_evd(IT_DTO_EVENT_STREAM, 64);
+    if (!dto) return dto.error();
+    auto addr = resolve_ipv4(host);
+    if (!addr) return addr.error();
+    it_net_addr_t na{};
+    na.addr_type = IT_IPV4;
+    na.addr.ipv4 = *addr;
+    it_path_t path{};
+    size_t num_paths = 1, total_paths = 0;
+    if (const it_status_t s = it_get_pathinfo(itf.ia(), 0, &na, &num_paths, &total_paths, &path);
+        s != IT_SUCCESS || num_paths == 0) {
+        return call_error("it_get_pathinfo", "spigot 0, " + host, s == IT_SUCCESS ? IT_ERR_INVALID_NETADDR : s);
+    }
+    ConnectData cd;
+    cd.role = ConnectData::Role::probe;
+    uint8_t pd[ConnectData::kWireSize];
+    cd.write(pd);
+    const it_conn_qual_t q = iana_port(port);
+    double timed = 0;
+    uint64_t done = 0;
+    std::vector<it_ep_handle_t> eps;
+    // Disconnects a batch and waits (untimed, bounded) until every end is gone, so the next batch starts on an
+    // idle host and the server has freed its endpoints.
+    auto tear_down = [&]() -> rdma::Expected<void> {
+        size_t pending = 0;
+        for (it_ep_handle_t ep : eps) {
+            if (it_ep_disconnect(ep, nullptr, 0) == IT_SUCCESS) ++pending;
+        }
+        const auto give_up = Clock::now() + kConnectTimeout;
+        while (pending > 0 && Clock::now() < give_up) {
+            auto ev = wait_event(*cm, std::chrono::milliseconds(200), "a probe's disconnect");
+            if (ev && (ev->event_number == IT_CM_MSG_CONN_DISCONNECT_EVENT ||
+                       ev->event_number == IT_CM_MSG_CONN_BROKEN_EVENT)) {
+                --pending;
+            }
+        }
+        for (it_ep_handle_t ep : eps) itf.free_ep(ep);
+        eps.clear();
+        if (pending > 0) return rdma::Error(ETIMEDOUT, "setup test: probes still connected 15 s after it_ep_disconnect");
+        return {};
+    };
+    while (done < count) {
+        const auto batch = static_cast<uint32_t>(std::min<uint64_t>(in_flight, count - done));
+        for (uint32_t k = 0; k < batch; ++k) {
+            auto ep = itf.create_ep(*dto, *cm, 1, 1, kControlSize);
+            if (!ep) {
+                (void)tear_down();
+                return ep.error();
+            }
+            eps.push_back(*ep);
+        }
+        const auto t0 = Clock::now();
+        for (it_ep_handle_t ep : eps) {
+            if (const it_status_t s = it_ep_connect(ep, &path, nullptr, &q, IT_CONNECT_FLAG_TWO_WAY, pd, sizeof pd);
+                s != IT_SUCCESS) {
+                (void)tear_down();
+                return call_error("it_ep_connect", "setup probe to port " + std::to_string(port), s);
+            }
+        }
+        for (uint32_t up = 0; up < batch;) {
+            auto ev = wait_event(*cm, std::chrono::duration_cast<std::chrono::milliseconds>(kConnectTimeout),
+                                 "IT_CM_MSG_CONN_ESTABLISHED_EVENT of a setup probe");
+            if (!ev) {
+                (void)tear_down();
+                return ev.error();
+            }
+            if (ev->event_number != IT_CM_MSG_CONN_ESTABLISHED_EVENT) {
+                (void)tear_down();
+                return rdma::Error(ECONNREFUSED, "setup probe: " + it_tools::event_name(ev->event_number) +
+                                                     " (is an it_perf server listening on port " +
+                                                     std::to_string(port) + "?)");
+            }
+            ++up;
+        }
+        timed += std::chrono::duration<double>(Clock::now() - t0).count();
+        done += batch;
+        if (auto t = tear_down(); !t) return t.error();
+    }
+    return static_cast<double>(done) / timed;
+}
+
 ItapiClient::ItapiClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 ItapiClient::~ItapiClient() {
@@ -1101,12 +1191,54 @@ struct ItapiServer::Impl {
     uint16_t port = 0;
     it_evd_handle_t req = nullptr, cm = nullptr;
     it_listen_handle_t listen = nullptr;
+    // Setup-rate probes: accepted endpoints, freed when their connection ends.
+    it_evd_handle_t probe_cm = nullptr, probe_dto = nullptr;
+    std::unordered_set<it_ep_handle_t> probes;
 
     ~Impl() {
         if (listen != nullptr) (void)it_listen_free(listen);
     }
     rdma::Expected<void> open_listen(uint16_t wanted);
+    void accept_probe(const it_conn_request_event_t &r);
+    void reap_probes();
 };
+
+void ItapiServer::Impl::accept_probe(const it_conn_request_event_t &r) {
+    // Probes have dispatchers of their own, so a session's connection checks never see their events.
+    if (probe_cm == nullptr) {
+        auto c = itf->create_evd(IT_CM_MSG_EVENT_STREAM, 4 * 1024 + 64);
+        auto d = c ? itf->create_evd(IT_DTO_EVENT_STREAM, 64) : rdma::Expected<it_evd_handle_t>(c.error());
+        if (!c || !d) {
+            std::fprintf(stderr, "it_perf server: refused a setup probe: %s\n",
+                         (c ? d.error() : c.error()).to_string().c_str());
+            (void)it_reject(r.cn_est_id, nullptr, 0);
+            return;
+        }
+        probe_cm = *c;
+        probe_dto = *d;
+    }
+    auto ep = itf->create_ep(probe_dto, probe_cm, 1, 1, kControlSize);
+    if (!ep) {
+        std::fprintf(stderr, "it_perf server: refused a setup probe: %s\n", ep.error().to_string().c_str());
+        (void)it_reject(r.cn_est_id, nullptr, 0);
+        return;
+    }
+    if (it_ep_accept(*ep, r.cn_est_id, nullptr, 0) != IT_SUCCESS) {
+        itf->free_ep(*ep);
+        return;
+    }
+    probes.insert(*ep);
+}
+
+void ItapiServer::Impl::reap_probes() {
+    if (probe_cm == nullptr) return;
+    it_event_t ev;
+    while (it_evd_dequeue(probe_cm, &ev) == IT_SUCCESS) {
+        // Anything but the establishment (a disconnect, a broken connection) ends the probe.
+        if (ev.event_number == IT_CM_MSG_CONN_ESTABLISHED_EVENT || probes.erase(ev.conn.ep) == 0) continue;
+        itf->free_ep(ev.conn.ep);
+    }
+}
 
 rdma::Expected<void> ItapiServer::Impl::open_listen(uint16_t wanted) {
     if (wanted != 0) {
@@ -1152,7 +1284,7 @@ rdma::Expected<std::unique_ptr<ItapiServer>> ItapiServer::open(const std::string
     auto i = Interface::open(ia);
     if (!i) return i.error();
     impl->itf = std::move(*i);
-    auto r = impl->itf->create_evd(IT_CM_REQ_EVENT_STREAM, 64);
+    auto r = impl->itf->create_evd(IT_CM_REQ_EVENT_STREAM, 1024 + 64);
     if (!r) return r.error();
     impl->req = *r;
     auto c = impl->itf->create_evd(IT_CM_MSG_EVENT_STREAM, 4 * 1024 + 64);
@@ -1171,11 +1303,16 @@ rdma::Expected<void> ItapiServer::serve(const std::atomic<bool> &stop) {
         it_event_t ev{};
         size_t more = 0;
         const it_status_t st = it_evd_wait(s.req, 200 * 1000, &ev, &more);
+        s.reap_probes();
         if (st == IT_ERR_TIMEOUT_EXPIRED) continue;
         if (st != IT_SUCCESS) return call_error("it_evd_wait", "connection request SEVD", st);
         if (ev.event_number != IT_CM_REQ_CONN_REQUEST_EVENT) continue;
         const it_conn_request_event_t &r = ev.conn_req;
         auto cd = ConnectData::read(r.private_data, r.private_data_present == IT_TRUE ? IT_MAX_PRIV_DATA : 0);
+        if (cd && cd->role == ConnectData::Role::probe) {
+            s.accept_probe(r);
+            continue;
+        }
         if (!cd || cd->role != ConnectData::Role::control) {
             std::fprintf(stderr, "it_perf server: refused a connection: %s\n",
                          cd ? "a data endpoint outside a session" : cd.error().to_string().c_str());

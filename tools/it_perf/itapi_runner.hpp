@@ -73,6 +73,15 @@ private:
 };
 
 /** @brief The client: one session with a server. */
+/**
+ * @brief The setup-rate test: connects @p count endpoints to the server at @p host : @p port (outside any session),
+ *        @p in_flight at once. The clock runs from the first it_ep_connect of a batch until every endpoint of it is
+ *        established (connect, MPA and the RDMA-mode transition at both ends, the server's accept included); the
+ *        batch's teardown is not timed. Connections per second.
+ */
+rdma::Expected<double> run_itapi_setup(const std::string &ia, const std::string &host, uint16_t port,
+                                       uint32_t in_flight, uint64_t count);
+
 class ItapiClient {
 public:
     /** @brief Opens the interface, connects the control and data endpoints to @p host : @p port. */

@@ -59,6 +59,7 @@ rdma::Expected<ConnectData> ConnectData::read(const uint8_t *in, size_t len) {
     switch (in[6]) {  // from the wire
         case static_cast<uint8_t>(Role::control): d.role = Role::control; break;
         case static_cast<uint8_t>(Role::data): d.role = Role::data; break;
+        case static_cast<uint8_t>(Role::probe): d.role = Role::probe; break;
         default: return rdma::Error(EPROTO, "connect private data with unknown role " + std::to_string(in[6]));
     }
     d.qps = get32(in + 8);

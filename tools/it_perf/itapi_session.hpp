@@ -41,9 +41,12 @@ constexpr uint64_t kWarmupIterations = 16;
 // ---------------------------------------------------------------------------------------------------------------
 // Wire messages
 
-/** @brief Connect private data: which endpoint this is and, for the control endpoint, the session's shape. */
+/**
+ * @brief Connect private data: which endpoint this is and, for the control endpoint, the session's shape. A probe
+ *        belongs to no session: the setup-rate test's connection, accepted and otherwise left alone by the server.
+ */
 struct ConnectData {
-    enum class Role : uint8_t { control = 1, data = 2 };
+    enum class Role : uint8_t { control = 1, data = 2, probe = 3 };
     Role role = Role::control;
     uint32_t qps = 1;      /**< Data endpoints that follow (control). */
     uint32_t window = 64;  /**< Outstanding operations per data endpoint (control). */

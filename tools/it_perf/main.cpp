@@ -50,6 +50,8 @@ struct Args {
     uint64_t max_size = kSweepMax;
     uint32_t qps = 1;
     uint32_t window = 64;
+    bool setup = false;
+    std::vector<uint32_t> in_flight;
     uint64_t iters = 0;
     double seconds = 0;
     int rounds = 0;
@@ -185,6 +187,69 @@ int run_server(const Args &a, int ready_fd, const std::string &tcp_address) {
     }
     tcp_thread.join();
     return rc;
+}
+
+// The setup-rate test: connections per second, RDMA (connect, MPA, RDMA mode at both ends) against TCP (connect,
+// accept, a header and its answer), at each count in flight; RDMA and TCP alternate and the best of each is kept.
+int run_setup(const Args &a) {
+    const std::vector<uint32_t> in_flight = a.in_flight.empty() ? std::vector<uint32_t>{16, 256} : a.in_flight;
+    const int rounds = a.rounds > 0 ? a.rounds : 3;
+    const uint64_t count = a.iters > 0 ? a.iters : 2048;
+    std::optional<ServerChild> child;
+    std::string host = a.client;
+    ServerPorts ports{a.port != 0 ? a.port : kDefaultPort, a.tcp_port};
+    if (ports.tcp == 0) ports.tcp = static_cast<uint16_t>(ports.rdma + 1);
+    if (a.loopback) {
+        host = "127.0.0.1";
+        auto c = ServerChild::start([&a](int fd) { return run_server(a, fd, "127.0.0.1"); });
+        if (!c) {
+            std::fprintf(stderr, "it_perf: cannot start the loopback server: %s\n", c.error().to_string().c_str());
+            return 1;
+        }
+        child.emplace(std::move(*c));
+        auto p = child->wait_ready(std::chrono::seconds(30));
+        if (!p) {
+            std::fprintf(stderr, "it_perf: %s\n", p.error().to_string().c_str());
+            return 1;
+        }
+        ports = *p;
+    }
+    std::printf("Connection setup, %llu connections per run, best of %d rounds (ratio = RDMA / TCP, target >= 0.50)\n",
+                static_cast<unsigned long long>(count), rounds);
+    std::printf("%-12s %16s %16s %8s\n", "in flight", "RDMA conn/s", "TCP conn/s", "ratio");
+    bool failed = false;
+    for (uint32_t k : in_flight) {
+        double best_rdma = 0, best_tcp = 0;
+        for (int r = 0; r < rounds && !failed; ++r) {
+            for (int side = 0; side < 2; ++side) {
+                const bool tcp_turn = (side == 0) == (r % 2 == 0);
+                auto rate = tcp_turn ? run_tcp_setup(host, ports.tcp, k, count)
+                                     : (a.tcp_only ? rdma::Expected<double>(0.0)
+                                                   : run_itapi_setup(a.ia, host, ports.rdma, k, count));
+                if (!rate) {
+                    std::fprintf(stderr, "it_perf: setup, %u in flight: %s\n", k, rate.error().to_string().c_str());
+                    failed = true;
+                    break;
+                }
+                double &best = tcp_turn ? best_tcp : best_rdma;
+                best = std::max(best, *rate);
+            }
+        }
+        const double ratio = best_tcp > 0 ? best_rdma / best_tcp : 0;
+        std::printf("%-12u %16.0f %16.0f %8.3f  (target >= 0.50, %s)\n", k, best_rdma, best_tcp, ratio,
+                    ratio >= 0.5 ? "met" : "missed");
+    }
+    if (auto b = send_tcp_bye(host, ports.tcp); !b && child) {
+        std::fprintf(stderr, "it_perf: %s\n", b.error().to_string().c_str());
+    }
+    if (child) {
+        const int status = child->finish(std::chrono::seconds(5));
+        if (status != 0 && !failed) {
+            std::fprintf(stderr, "it_perf: the loopback server exited with status %d\n", status);
+            failed = true;
+        }
+    }
+    return failed ? 1 : 0;
 }
 
 int run_client(const Args &a, Headline headline) {
@@ -345,6 +410,12 @@ int main(int argc, char **argv) {
         ->check(CLI::Range(1u, 1024u));
     app.add_option("-w,--window", a.window, "Outstanding operations per QP in bandwidth tests (default 64)")
         ->check(CLI::Range(1u, 4096u));
+    app.add_flag("--setup", a.setup,
+                 "Connection setup rate instead of transfers: connections per second, RDMA against TCP, at each "
+                 "--inflight (default 16 and 256); -n connections per run (default 2048)");
+    app.add_option("--inflight", a.in_flight, "Connections in flight in --setup (comma-separated)")
+        ->delimiter(',')
+        ->check(CLI::Range(1u, 1024u));
     app.add_option("-n,--iters", a.iters,
                    "Timed operations per run (default 5000 for bw, 1000 for lat, fewer for large sizes)")
         ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
@@ -387,6 +458,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (a.server) return run_server(a, -1, "");
+    if (a.setup) return run_setup(a);
     const bool narrowed = app.count("--test") != 0 || app.count("--bw") != 0 || app.count("--lat") != 0 ||
                           app.count("--size") != 0 || app.count("--min") != 0 || app.count("--max") != 0;
     Headline headline = Headline::none;

@@ -39,3 +39,10 @@ timeout -s KILL 100 "$perf" --loopback -t write --bw --qps 8 --window 4 --iters 
 grep -q '"qps": 8' "$work/qps.json" || { echo "--qps 8: no row of 8 QPs"; cat "$work/qps.json"; exit 1; }
 if grep -q '"ratio": null' "$work/qps.json"; then echo "--qps 8: no ratio"; cat "$work/qps.json"; exit 1; fi
 echo "it_perf smoke test: 8 QPs against 8 TCP streams"
+
+# The setup rate: batches of connections in flight, RDMA against TCP; every batch established and torn down.
+timeout -s KILL 100 "$perf" --loopback --setup --inflight 4,32 --iters 64 --rounds 1 >"$work/setup.txt"
+lines=$(grep -cE '^(4|32) +[0-9]+ +[0-9]+ +[0-9.]+ +\(target >= 0.50' "$work/setup.txt")
+[ "$lines" -eq 2 ] || { echo "--setup: expected a rate for 4 and 32 in flight"; cat "$work/setup.txt"; exit 1; }
+if grep -qE '^(4|32) +0 ' "$work/setup.txt"; then echo "--setup: no RDMA rate"; cat "$work/setup.txt"; exit 1; fi
+echo "it_perf smoke test: setup rate at 4 and 32 in flight"

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -87,6 +88,21 @@ struct Socket {
 void no_delay(int fd) {
     int one = 1;
     (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+rdma::Expected<sockaddr_in> resolve_v4(const std::string &host, uint16_t port) {
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo *res = nullptr;
+    if (const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res); rc != 0) {
+        return rdma::Error(EINVAL, "TCP baseline: cannot resolve " + host + ": " + ::gai_strerror(rc));
+    }
+    sockaddr_in a{};
+    std::memcpy(&a, res->ai_addr, sizeof a);
+    ::freeaddrinfo(res);
+    a.sin_port = htons(port);
+    return a;
 }
 
 rdma::Expected<Socket> connect_to(const std::string &host, uint16_t port) {
@@ -177,6 +193,43 @@ void serve_streams(int listener, Socket first, const TcpHeader &h) {
     }
 }
 
+// The server of a setup batch: answers the first connection (@p first, header @p h) and the others of the batch
+// as @p listener accepts them, one byte each, then holds them until the client has closed them all (10 s at most).
+void serve_setup(int listener, Socket first, const TcpHeader &h) {
+    std::vector<Socket> conns;
+    const uint8_t answer = 1;
+    if (!write_all(first.fd, &answer, 1)) return;
+    conns.push_back(std::move(first));
+    const auto give_up = Clock::now() + std::chrono::seconds(10);
+    while (conns.size() < h.streams && Clock::now() < give_up) {
+        pollfd p{listener, POLLIN, 0};
+        if (::poll(&p, 1, 200) <= 0) continue;
+        Socket c(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
+        if (c.fd < 0) continue;
+        auto more = read_header(c.fd);
+        if (!more || more->shape != TcpShape::setup || more->streams != h.streams) {
+            std::fprintf(stderr, "it_perf server: TCP baseline: a connection that is not one of the setup batch came in\n");
+            return;
+        }
+        if (!write_all(c.fd, &answer, 1)) return;
+        conns.push_back(std::move(c));
+    }
+    std::vector<pollfd> watch(conns.size());
+    for (size_t i = 0; i < conns.size(); ++i) watch[i] = pollfd{conns[i].fd, POLLIN, 0};
+    for (size_t open = conns.size(); open > 0 && Clock::now() < give_up + std::chrono::seconds(10);) {
+        if (::poll(watch.data(), watch.size(), 200) < 0 && errno != EINTR) return;
+        for (pollfd &w : watch) {
+            if (w.fd < 0 || w.revents == 0) continue;
+            uint8_t b;
+            const ssize_t r = ::recv(w.fd, &b, 1, MSG_DONTWAIT);
+            if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+                w.fd = -1;
+                --open;
+            }
+        }
+    }
+}
+
 // Serves one connection (and for a test of several streams, the others from @p listener) after its header; false
 // when the header said bye.
 bool serve_connection(int listener, Socket conn) {
@@ -187,6 +240,10 @@ bool serve_connection(int listener, Socket conn) {
     no_delay(fd);
     if (header->shape == TcpShape::stream && header->streams > 1) {
         serve_streams(listener, std::move(conn), *header);
+        return true;
+    }
+    if (header->shape == TcpShape::setup) {
+        serve_setup(listener, std::move(conn), *header);
         return true;
     }
     const size_t size = header->size;
@@ -219,6 +276,7 @@ bool serve_connection(int listener, Socket conn) {
             }
             break;
         }
+        case TcpShape::setup:
         case TcpShape::bye: break;
     }
     return true;
@@ -251,6 +309,7 @@ rdma::Expected<TcpHeader> TcpHeader::read(const uint8_t *in, uint64_t max_size) 
         case static_cast<uint16_t>(TcpShape::stream):
         case static_cast<uint16_t>(TcpShape::pingpong):
         case static_cast<uint16_t>(TcpShape::request_response):
+        case static_cast<uint16_t>(TcpShape::setup):
         case static_cast<uint16_t>(TcpShape::bye): h.shape = static_cast<TcpShape>(shape); break;
         default: return rdma::Error(EPROTO, "unknown TCP baseline shape " + std::to_string(shape));
     }
@@ -260,10 +319,10 @@ rdma::Expected<TcpHeader> TcpHeader::read(const uint8_t *in, uint64_t max_size) 
                                          std::to_string(max_size));
     }
     h.streams = get16(in + 16);
-    const bool several_ok = h.shape == TcpShape::stream;
+    const bool several_ok = h.shape == TcpShape::stream || h.shape == TcpShape::setup;
     if (h.streams == 0 || h.streams > kMaxStreams || (h.streams > 1 && !several_ok)) {
         return rdma::Error(EPROTO, "TCP baseline header asks for " + std::to_string(h.streams) +
-                                       " streams (1 to " + std::to_string(kMaxStreams) + ", several only for bandwidth)");
+                                       " streams (1 to " + std::to_string(kMaxStreams) + ", several only for bandwidth and setup)");
     }
     return h;
 }
@@ -286,7 +345,7 @@ rdma::Expected<TcpServer> TcpServer::listen(const std::string &address, uint16_t
     } else if (::inet_pton(AF_INET, address.c_str(), &a.sin_addr) != 1) {
         return rdma::Error(EINVAL, "TCP baseline: " + address + " is not an IPv4 address");
     }
-    if (::bind(s.fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 || ::listen(s.fd, 16) != 0) {
+    if (::bind(s.fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 || ::listen(s.fd, SOMAXCONN) != 0) {
         const int err = errno;
         return rdma::Error(err, "TCP baseline: cannot listen on " + (address.empty() ? "*" : address) + ":" +
                                     std::to_string(port) + ": " + std::strerror(err) +
@@ -445,6 +504,64 @@ rdma::Expected<Measurement> run_tcp_test(const std::string &host, uint16_t port,
     m.latency = summarize_latency(samples, latency_divisor(test.op));
     m.valid = true;
     return m;
+}
+
+rdma::Expected<double> run_tcp_setup(const std::string &host, uint16_t port, uint32_t in_flight, uint64_t count) {
+    if (in_flight == 0 || in_flight > TcpHeader::kMaxStreams || count == 0) {
+        return rdma::Error(EINVAL, "TCP baseline: setup batches of 1 to " + std::to_string(TcpHeader::kMaxStreams));
+    }
+    auto addr = resolve_v4(host, port);
+    if (!addr) return addr.error();
+    double timed = 0;
+    uint64_t done = 0;
+    while (done < count) {
+        const auto batch = static_cast<uint32_t>(std::min<uint64_t>(in_flight, count - done));
+        TcpHeader h;
+        h.shape = TcpShape::setup;
+        h.size = 1;
+        h.streams = static_cast<uint16_t>(batch);
+        uint8_t hb[TcpHeader::kWireSize];
+        h.write(hb);
+        std::vector<Socket> socks;
+        std::vector<pollfd> watch;
+        socks.reserve(batch);
+        const auto t0 = Clock::now();
+        for (uint32_t k = 0; k < batch; ++k) {
+            Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+            if (s.fd < 0) return io_error("socket");
+            if (::connect(s.fd, reinterpret_cast<const sockaddr *>(&*addr), sizeof *addr) != 0 && errno != EINPROGRESS) {
+                return io_error("connect (setup batch)");
+            }
+            no_delay(s.fd);
+            watch.push_back(pollfd{s.fd, POLLOUT, 0});
+            socks.push_back(std::move(s));
+        }
+        // Connected (writable): send the header; then the server's answer (readable) completes the connection.
+        for (size_t open = batch; open > 0;) {
+            if (::poll(watch.data(), watch.size(), 10000) <= 0) return rdma::Error(ETIMEDOUT, "TCP baseline: a setup batch stalled for 10 s");
+            for (pollfd &w : watch) {
+                if (w.fd < 0 || w.revents == 0) continue;
+                if ((w.revents & (POLLERR | POLLHUP)) != 0) return rdma::Error(ECONNRESET, "TCP baseline: a setup connection failed");
+                if (w.events == POLLOUT) {
+                    if (!write_all(w.fd, hb, sizeof hb)) return io_error("sending a setup header");
+                    w.events = POLLIN;
+                } else {
+                    uint8_t b;
+                    const ssize_t r = ::recv(w.fd, &b, 1, MSG_DONTWAIT);
+                    if (r == 1) {
+                        w.fd = -1;
+                        --open;
+                    } else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+                        return io_error("reading the server's answer (setup)");
+                    }
+                }
+                w.revents = 0;
+            }
+        }
+        timed += std::chrono::duration<double>(Clock::now() - t0).count();
+        done += batch;
+    }
+    return static_cast<double>(done) / timed;
 }
 
 rdma::Expected<void> send_tcp_bye(const std::string &host, uint16_t port) {

@@ -24,7 +24,7 @@
 namespace it_perf {
 
 /** @brief What a baseline connection does after its header. */
-enum class TcpShape : uint16_t { stream = 1, pingpong = 2, request_response = 3, bye = 4 };
+enum class TcpShape : uint16_t { stream = 1, pingpong = 2, request_response = 3, bye = 4, setup = 5 };
 
 /** @brief The header that opens every baseline connection. */
 struct TcpHeader {
@@ -32,7 +32,7 @@ struct TcpHeader {
     uint64_t size = 0; /**< Message size. */
     /**
      * Streams of one bandwidth test (its QPs): the server takes this many connections, each with this header, and
-     * reads them all at once; 1 for every other shape.
+     * reads them all at once; for a setup batch, the connections in flight; 1 for every other shape.
      */
     uint16_t streams = 1;
 
@@ -87,6 +87,14 @@ private:
 rdma::Expected<Measurement> run_tcp_test(const std::string &host, uint16_t port, const TestCase &test);
 
 /** @brief Tells the server at @p host : @p port to stop serving. */
+/**
+ * @brief The setup-rate baseline: @p count connections to the server, @p in_flight at once. Each connects, sends its
+ *        header (as an MPA Request carries private data) and waits for the server's one-byte answer, written after
+ *        accept (as the MPA Reply follows the passive side's accept); the clock runs from a batch's first connect
+ *        until every connection of it has its answer; closing is not timed. Connections per second.
+ */
+rdma::Expected<double> run_tcp_setup(const std::string &host, uint16_t port, uint32_t in_flight, uint64_t count);
+
 rdma::Expected<void> send_tcp_bye(const std::string &host, uint16_t port);
 
 }  // namespace it_perf
