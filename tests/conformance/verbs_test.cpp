@@ -115,6 +115,22 @@ TEST_F(Verbs, ObjectsAreMadeQueriedAndClosedInTheVerbsOrder) {
     EXPECT_GE(qa->init.sq_depth, 16u);
     EXPECT_GE(qa->init.rq_depth, 16u);
     EXPECT_EQ(qa->init.context, 0xc0ffeeu);
+    EXPECT_EQ(qa->access & (RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE), 0u) << "no remote access unless asked";
+    // Remote access asked for at creation (RI_QP_REMOTE_READ / RI_QP_REMOTE_WRITE) is in effect without a Modify QP.
+    for (uint32_t access : {static_cast<uint32_t>(RI_ACCESS_REMOTE_WRITE), static_cast<uint32_t>(RI_ACCESS_REMOTE_READ),
+                            static_cast<uint32_t>(RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE)}) {
+        ual::EndpointAttributes remote = ea;
+        remote.access = access;
+        auto rep = (*pz)->create_endpoint(remote, *cq, *cq);
+        ASSERT_TRUE(rep) << rep.error().to_string();
+        EXPECT_EQ((*rep)->access(), access);
+        auto ra = (*rep)->query();
+        ASSERT_TRUE(ra) << ra.error().to_string();
+        EXPECT_EQ(ra->access & (RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE), access);
+        EXPECT_NE(ra->init.flags & (RI_QP_REMOTE_READ | RI_QP_REMOTE_WRITE), 0u)
+            << "the provider took the access at creation (no Modify QP after it)";
+        EXPECT_TRUE((*rep)->close().ok());
+    }
     // RTS needs a connection: refused without one, and the QP stays IDLE.
     ri_qp_attr_t rts{};
     rts.state = RI_QPS_RTS;

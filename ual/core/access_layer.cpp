@@ -448,6 +448,9 @@ rdma::Expected<std::shared_ptr<Endpoint>> ProtectionZone::create_endpoint(
     ia.ird = a.ird;
     ia.ord = a.ord;
     ia.context = a.context;
+    const uint32_t access_flags = ((a.access & RI_ACCESS_REMOTE_WRITE) != 0 ? static_cast<uint32_t>(RI_QP_REMOTE_WRITE) : 0u) |
+                                  ((a.access & RI_ACCESS_REMOTE_READ) != 0 ? static_cast<uint32_t>(RI_QP_REMOTE_READ) : 0u);
+    ia.flags |= access_flags;
     ep->pz_ = shared_from_this();
     ep->send_ = send;
     ep->recv_ = recv;
@@ -455,12 +458,25 @@ rdma::Expected<std::shared_ptr<Endpoint>> ProtectionZone::create_endpoint(
     AccessLayer &al = *adapter_->al_;
     ep->cookie_ = al.enroll(ObjectKind::qp, ep);
     auto ref = al.link_->create_qp(ref_, send->ref_, recv->ref_, srq ? &srq->ref_ : nullptr, ia, ep->cookie_);
+    if (!ref && access_flags != 0 && ref.error().code() == RI_EINVAL) {
+        // A provider from before the access flags: create without them, then set the access (below).
+        ia.flags &= ~access_flags;
+        ref = al.link_->create_qp(ref_, send->ref_, recv->ref_, srq ? &srq->ref_ : nullptr, ia, ep->cookie_);
+    }
     if (!ref) return ref.error();
     ep->ref_ = *ref;
     ep->init_ = ia;
     ri_qp_attr_t q{};
     if (ri_status_t rc = ep->ref_.verbs->query_qp(ep->handle(), &q); rc != RI_OK) return verb_error(rc, "Query QP");
     ep->qp_num_ = q.qp_num;
+    const uint32_t wanted = a.access & (RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE);
+    if ((q.access & (RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE)) != wanted) {
+        ri_qp_attr_t m{};
+        m.access = wanted;
+        if (rdma::Status st = ep->modify(m, RI_QP_ATTR_ACCESS); !st.ok()) return verb_error(st.code(), "Modify QP (remote access)");
+        q.access = wanted;
+    }
+    ep->access_ = q.access;
     RDMA_LOG_DEBUG(kComponent, "create endpoint: QP %u ready", ep->qp_num_);
     return ep;
 }

@@ -132,6 +132,7 @@ ITAPI_EXPORT it_status_t it_ep_rc_create(it_pz_handle_t pz_handle, it_evd_handle
     a.ord = rc.rdma_read_ord;
     a.signal_all = false;
     a.context = ep->handle;  // work completions and events name the EP by its handle
+    a.access = remote_access(rc);  // set at creation (one device call fewer than a Modify QP after it)
     auto made = pz->pz->create_endpoint(a, req->cq, recv->cq, srq != nullptr ? srq->srq : nullptr);
     if (!made) {
         destroy_child(ia, ep);
@@ -140,12 +141,6 @@ ITAPI_EXPORT it_status_t it_ep_rc_create(it_pz_handle_t pz_handle, it_evd_handle
                       c == RI_ERANGE ? IT_ERR_INVALID_EP_ATTR : from_ri(c, IT_ERR_RESOURCES));
     }
     ep->ep = std::move(*made);
-    ri_qp_attr_t qa{};
-    qa.access = remote_access(rc);
-    if (rdma::Status st = ep->ep->modify(qa, RI_QP_ATTR_ACCESS); !st.ok()) {
-        destroy_child(ia, ep);
-        return from_ri(st.code(), IT_ERR_INVALID_EP_ATTR);
-    }
     // Connection events pass through the EP's own dispatcher, which moves the IT-API EP state as they happen
     // (not when the consumer dequeues them) and hands them on to the consumer's connection SEVD.
     auto cm = ual::SimpleDispatcher::create(ual::EventStream::cm_message, 4, 1);

@@ -779,7 +779,7 @@ ri_status_t Kvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq, ri_qp
     Cq *rcq = from_handle<Cq>(rcq_h);
     if (scq == nullptr || rcq == nullptr || a == nullptr) return RI_EINVAL;
     if (srq != nullptr || (a->flags & RI_QP_USE_SRQ) != 0) return RI_EOPNOTSUPP;  // no SRQ in this adapter
-    if ((a->flags & ~RI_QP_SIGNAL_ALL) != 0) return RI_EINVAL;
+    if ((a->flags & ~(RI_QP_SIGNAL_ALL | RI_QP_REMOTE_WRITE | RI_QP_REMOTE_READ)) != 0) return RI_EINVAL;
     if (a->type != RI_QPT_RC) return RI_EOPNOTSUPP;
     // An open's objects live on its engine: a QP's CQs must be of the same open (a verbs context's own).
     if (scq->rnic != rnic || rcq->rnic != rnic) return RI_EINVAL;
@@ -834,6 +834,7 @@ ri_status_t Kvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq, ri_qp
     a->rd_sge = sq_sge;
     qp->attr.state = RI_QPS_IDLE;
     qp->attr.qp_num = num;
+    qp->attr.access = ri_qp_initial_access(a->flags);
     qp->attr.ird = a->ird;
     qp->attr.ord = a->ord;
     qp->attr.init = *a;

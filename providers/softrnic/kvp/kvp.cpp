@@ -471,7 +471,7 @@ ri_status_t Kvp::Pd::make_qp(Cq *scq, Cq *rcq, Srq *srq, ri_qp_init_attr_t *a, c
     if (scq->rnic != rnic || rcq->rnic != rnic) return RI_EINVAL;  // CQs of another open or RNIC
     if (a->type == RI_QPT_UD) return RI_EOPNOTSUPP;
     if (a->type != RI_QPT_RC) return RI_EINVAL;
-    if ((a->flags & ~(RI_QP_SIGNAL_ALL | RI_QP_USE_SRQ)) != 0) return RI_EINVAL;
+    if ((a->flags & ~(RI_QP_SIGNAL_ALL | RI_QP_USE_SRQ | RI_QP_REMOTE_WRITE | RI_QP_REMOTE_READ)) != 0) return RI_EINVAL;
     const bool use_srq = (a->flags & RI_QP_USE_SRQ) != 0;
     if (use_srq != (srq != nullptr)) return RI_EINVAL;
     if (srq != nullptr && srq->pd != this) return RI_EINVAL;  // an SRQ serves the QPs of its own PD
@@ -506,6 +506,7 @@ ri_status_t Kvp::Pd::make_qp(Cq *scq, Cq *rcq, Srq *srq, ri_qp_init_attr_t *a, c
     }
     qp->attr.state = RI_QPS_IDLE;
     qp->attr.qp_num = qp->qp_num;
+    qp->attr.access = ri_qp_initial_access(a->flags);
     qp->attr.ird = a->ird;
     qp->attr.ord = a->ord;
     qp->attr.init = *a;

@@ -128,8 +128,21 @@ enum ri_cq_notify {
 /** @brief QP creation flags (ri_qp_init_attr_t::flags). */
 enum ri_qp_flags {
     RI_QP_SIGNAL_ALL = 1u << 0,  /**< Every send work request generates a completion. */
-    RI_QP_USE_SRQ = 1u << 1      /**< Receives come from the SRQ named at create time. */
+    RI_QP_USE_SRQ = 1u << 1,     /**< Receives come from the SRQ named at create time. */
+    /**
+     * Inbound RDMA Writes enabled from creation: ri_qp_attr_t::access starts with ::RI_ACCESS_REMOTE_WRITE (as RDMAC
+     * verbs' Create QP takes the remote access rights), which saves the Modify QP that would set it. A provider
+     * older than these two flags refuses them with ::RI_EINVAL; the uAL then creates without them and modifies.
+     */
+    RI_QP_REMOTE_WRITE = 1u << 2,
+    RI_QP_REMOTE_READ = 1u << 3 /**< Inbound RDMA Reads enabled from creation (::RI_ACCESS_REMOTE_READ). */
 };
+
+/** @brief The remote access (ri_qp_attr_t::access) a QP created with ::ri_qp_flags @p flags starts with. */
+static inline uint32_t ri_qp_initial_access(uint32_t flags) {
+    return ((flags & RI_QP_REMOTE_WRITE) != 0 ? (uint32_t)RI_ACCESS_REMOTE_WRITE : 0u) |
+           ((flags & RI_QP_REMOTE_READ) != 0 ? (uint32_t)RI_ACCESS_REMOTE_READ : 0u);
+}
 
 /** @brief QP service types. */
 typedef enum ri_qp_type {

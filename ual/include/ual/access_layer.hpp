@@ -236,6 +236,8 @@ struct EndpointAttributes {
     uint32_t ord = 8;        /**< Outbound RDMA Read depth. */
     bool signal_all = false; /**< Every send completes visibly. */
     uint64_t context = 0;    /**< Reported in work completions (ri_wc_t::qp_context) and events. */
+    /** Remote access from creation (::RI_ACCESS_REMOTE_READ, ::RI_ACCESS_REMOTE_WRITE; see Endpoint::access()). */
+    uint32_t access = 0;
 };
 
 /** @brief A protection zone (PD). */
@@ -332,6 +334,8 @@ public:
     [[nodiscard]] rdma::Status post_recv(std::span<const ri_recv_wr_t> wr, uint32_t *posted = nullptr) noexcept;
     /** @brief The QP number. */
     [[nodiscard]] uint32_t qp_num() const noexcept { return qp_num_; }
+    /** @brief The remote access the QP was created with (ri_qp_attr_t::access; modify() may change it since). */
+    [[nodiscard]] uint32_t access() const noexcept { return access_; }
     /** @brief The attributes in effect after creation. */
     [[nodiscard]] const ri_qp_init_attr_t &attributes() const noexcept { return init_; }
     /** @brief Destroys the QP. */
@@ -359,6 +363,7 @@ private:
     ObjectRef ref_;
     uint32_t cookie_ = 0;
     uint32_t qp_num_ = 0;
+    uint32_t access_ = 0;
     ri_qp_init_attr_t init_{};
 };
 
