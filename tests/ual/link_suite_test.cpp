@@ -286,6 +286,42 @@ TYPED_TEST(LinkSuite, ARejectCarriesItsPrivateDataToTheRequester) {
     EXPECT_NE(f->id, static_cast<uint32_t>(KRDMA_CM_ESTABLISHED));
 }
 
+// accept_async: the accept goes without a round trip; the connection comes up as with accept(), and a refusal (here
+// a request the kAL never made) reaches the endpoint as a broken connection with the refusal's code. A link that
+// answers at once (a consumer hosted in the kAL) returns the refusal instead.
+TYPED_TEST(LinkSuite, AnAcceptSentWithoutWaitingEstablishesOrBreaksTheConnection) {
+    auto &s = this->side();
+    auto lp = s.adapter->listen(0, s.requests, 3);
+    ASSERT_TRUE(lp) << lp.error().to_string();
+    auto active = this->endpoint(11);
+    auto passive = this->endpoint(12);
+    ASSERT_TRUE(active->connect("127.0.0.1", (*lp)->port(), bytes_of("hi")).ok());
+    auto req = s.requests->wait(10s);
+    ASSERT_TRUE(req);
+    ASSERT_TRUE(passive->accept_async(req->connection->request, bytes_of("ok")).ok());
+    std::set<uint64_t> up;
+    for (int i = 0; i < 2; ++i) {
+        auto e = s.cm->wait(10s);
+        ASSERT_TRUE(e);
+        EXPECT_EQ(e->id, static_cast<uint32_t>(KRDMA_CM_ESTABLISHED)) << "endpoint " << e->context;
+        up.insert(e->context);
+    }
+    EXPECT_EQ(up, (std::set<uint64_t>{11, 12}));
+
+    auto orphan = this->endpoint(13);
+    const auto sent = orphan->accept_async(req->connection->request + 1000);
+    if (!sent) {
+        EXPECT_EQ(sent.error().code(), RI_ENOENT) << sent.error().to_string();
+        return;
+    }
+    auto e = s.cm->wait(10s);
+    ASSERT_TRUE(e) << "the kAL's refusal of an accept sent without waiting never reached the endpoint";
+    EXPECT_EQ(e->id, static_cast<uint32_t>(KRDMA_CM_BROKEN));
+    EXPECT_EQ(e->context, 13u);
+    ASSERT_TRUE(e->connection);
+    EXPECT_EQ(e->connection->status, RI_ENOENT);
+}
+
 TYPED_TEST(LinkSuite, ARefusedCreateSaysWhyInTheKalsWords) {
     auto &s = this->side();
     // Far beyond any pin limit (and beyond the mapping): the kAL refuses, and its reason reaches the consumer even

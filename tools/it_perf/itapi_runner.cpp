@@ -695,8 +695,6 @@ rdma::Expected<double> run_itapi_setup(const std::string &ia, const std::string 
                 return call_error("it_ep_connect", "setup probe to port " + std::to_string(port), s);
             }
         }
-        const auto t_issued = Clock::now();
-        if (std::getenv("ITPERF_SETUP_TRACE")) std::fprintf(stderr, "batch: connects issued after %.0f us\n", std::chrono::duration<double, std::micro>(t_issued - t0).count());
         for (uint32_t up = 0; up < batch;) {
             auto ev = wait_event(*cm, std::chrono::duration_cast<std::chrono::milliseconds>(kConnectTimeout),
                                  "IT_CM_MSG_CONN_ESTABLISHED_EVENT of a setup probe");
@@ -713,7 +711,6 @@ rdma::Expected<double> run_itapi_setup(const std::string &ia, const std::string 
             ++up;
         }
         timed += std::chrono::duration<double>(Clock::now() - t0).count();
-        if (std::getenv("ITPERF_SETUP_TRACE")) std::fprintf(stderr, "batch: all established after %.0f us\n", std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
         done += batch;
         if (auto t = tear_down(); !t) return t.error();
     }

@@ -573,6 +573,11 @@ rdma::Expected<void> Endpoint::accept(uint64_t request, std::span<const uint8_t>
     return pz_->adapter()->al_->link_->accept(request, ref_, private_data, init_.context);
 }
 
+rdma::Expected<void> Endpoint::accept_async(uint64_t request, std::span<const uint8_t> private_data) {
+    if (auto ok = connectable(ref_, private_data, "Accept"); !ok) return ok;
+    return pz_->adapter()->al_->link_->accept_async(request, ref_, private_data, init_.context, cookie_);
+}
+
 rdma::Status Endpoint::disconnect(bool abortive) {
     ri_qp_attr_t a{};
     a.state = abortive ? RI_QPS_ERROR : RI_QPS_CLOSING;

@@ -14,8 +14,13 @@
 #include <unistd.h>
 
 #include "krdma/reason.hpp"
+#include "rnicpi/host/log.hpp"
 
 namespace ual {
+
+namespace {
+constexpr const char *kComponent = "ual";
+}  // namespace
 
 rdma::Expected<std::unique_ptr<DeviceClient>> DeviceClient::connect(const std::filesystem::path &path) {
     sockaddr_un addr;
@@ -95,6 +100,45 @@ bool DeviceClient::take_event(krdma::Message &m) {
     return true;
 }
 
+bool DeviceClient::take_posted_reply(krdma::Message &m) {
+    if ((m.hdr.flags & KRDMA_MSG_REPLY) == 0) return false;
+    auto it = posted_.find(m.hdr.seq);
+    if (it == posted_.end()) return false;
+    const PostedFailure f = it->second;
+    posted_.erase(it);
+    for (auto &fd : m.fds) fd.reset();
+    m.nfds = 0;
+    if (m.hdr.status == 0) return true;
+    std::array<char, KRDMA_MAX_REASON> why;
+    const auto text = m.payload();
+    const size_t n = krdma::reason_text({reinterpret_cast<const char *>(text.data()), text.size()}, why);
+    RDMA_LOG_INFO(kComponent, "a request sent without waiting was refused (%s): %.*s", std::strerror(m.hdr.status),
+                  static_cast<int>(n), why.data());
+    CmRecord r;
+    r.event.event = KRDMA_EVENT_CM;
+    r.event.type = f.type;
+    r.event.object = f.object;
+    r.event.context = f.context;
+    r.event.status = m.hdr.status;
+    r.event.cookie = f.cookie;
+    r.event.llp.fd = -1;
+    cm_events_.push_back(std::move(r));
+    return true;
+}
+
+rdma::Expected<void> DeviceClient::post(uint32_t cmd, std::span<const uint8_t> request, const PostedFailure &failure) {
+    std::lock_guard lock(mutex_);
+    krdma_msg_hdr hdr{};
+    hdr.cmd = cmd;
+    hdr.seq = next_seq_++;
+    if (rdma::Status s = krdma::send(sock_.get(), hdr, request, {}); !s.ok()) {
+        return rdma::Error(s.code() == EPIPE || s.code() == ECONNRESET ? RI_ENODEV : s.code(),
+                           "sending to krdmad failed: " + s.describe());
+    }
+    posted_.emplace(hdr.seq, failure);
+    return {};
+}
+
 void DeviceClient::watch_socket(bool on) noexcept {
     // Level-triggered: turning the watch back on reports anything that arrived meanwhile. A muted socket still
     // reports a hang-up, which only makes the poller wait for the call and then find the connection closed.
@@ -156,7 +200,7 @@ rdma::Expected<void> DeviceClient::exchange(uint32_t cmd, std::span<const uint8_
             case krdma::RecvResult::message:
                 break;
         }
-        if (take_event(message_)) {
+        if (take_event(message_) || take_posted_reply(message_)) {
             announce_locked();  // the event thread may be asleep in poll()
             continue;
         }
@@ -226,7 +270,7 @@ void DeviceClient::receive_all_locked() {
         const krdma::RecvResult r = krdma::receive(sock_.get(), message_);
         if (r == krdma::RecvResult::closed) closed_ = true;
         if (r != krdma::RecvResult::message) return;
-        take_event(message_);  // a stray reply without a caller is dropped
+        if (!take_event(message_)) (void)take_posted_reply(message_);  // a stray reply without a caller is dropped
     }
 }
 

@@ -11,6 +11,7 @@
 #include <deque>
 #include <filesystem>
 #include <mutex>
+#include <unordered_map>
 #include <optional>
 #include <span>
 #include <string>
@@ -88,6 +89,20 @@ public:
     [[nodiscard]] rdma::Expected<CallStatus> call_into(uint32_t cmd, std::span<const uint8_t> request,
                                                        std::span<uint8_t> reply, std::span<const int> fds = {},
                                                        std::chrono::milliseconds timeout = std::chrono::seconds(30));
+    /** @brief What a posted request's refusal becomes: a connection event record about one object. */
+    struct PostedFailure {
+        uint32_t type = KRDMA_CM_BROKEN; /**< The record's ::krdma_cm_event_type; its status is the refusal's. */
+        uint64_t object = 0;             /**< kAL handle of the object (the QP). */
+        uint64_t context = 0;            /**< Its consumer context. */
+        uint32_t cookie = 0;             /**< Its cookie, which routes the record. */
+    };
+    /**
+     * @brief Sends request @p cmd without waiting for its reply: the caller makes no round trip (a server accepting
+     *        many connections keeps going while the kAL works). Its success reply is dropped when it arrives; a
+     *        refusal becomes a connection event record as @p failure says, queued like the kAL's own records (its
+     *        reason is logged). An error here only when the request could not be sent.
+     */
+    [[nodiscard]] rdma::Expected<void> post(uint32_t cmd, std::span<const uint8_t> request, const PostedFailure &failure);
     /** @brief The next event record, received now or queued during a call; nothing when none is waiting. */
     [[nodiscard]] std::optional<krdma_event> next_event();
     /** @brief The next connection event record (queued by next_event() or a call); nothing when none is waiting. */
@@ -126,6 +141,8 @@ private:
     [[nodiscard]] rdma::Expected<void> exchange(uint32_t cmd, std::span<const uint8_t> request,
                                                 std::span<const int> fds, std::chrono::milliseconds timeout);
     bool take_event(krdma::Message &m);
+    // A reply to a posted request (it is then consumed): a refusal is queued as a connection record. mutex_ held.
+    bool take_posted_reply(krdma::Message &m);
     // Reads every record on the socket into the queues, and the queued_ announcement if one was made. mutex_ held.
     void receive_all_locked();
     // Announces records a call read (they are no longer on the socket) on queued_. mutex_ held.
@@ -147,6 +164,7 @@ private:
     std::mutex mutex_;  // one call at a time; events are read under it too
     std::deque<krdma_event> events_;
     std::deque<CmRecord> cm_events_;
+    std::unordered_map<uint32_t, PostedFailure> posted_;  // requests sent by post(), by sequence number
     krdma::Message message_;
 };
 

@@ -404,6 +404,21 @@ public:
         return command(KRDMA_CMD_ACCEPT, q, "Accept");
     }
 
+    rdma::Expected<void> accept_async(uint64_t request, const ObjectRef &qp, std::span<const uint8_t> private_data,
+                                      uint64_t context, uint32_t cookie) override {
+        krdma_accept q{};
+        q.request = request;
+        q.qp = qp.kal;
+        q.context = context;
+        krdma::set_private_data(q, private_data);
+        DeviceClient::PostedFailure f;
+        f.type = KRDMA_CM_BROKEN;
+        f.object = qp.kal;
+        f.context = context;
+        f.cookie = cookie;
+        return core_->client->post(KRDMA_CMD_ACCEPT, {reinterpret_cast<const uint8_t *>(&q), sizeof q}, f);
+    }
+
     rdma::Expected<void> reject(uint64_t request, std::span<const uint8_t> private_data) override {
         krdma_reject q{};
         q.request = request;

@@ -327,7 +327,9 @@ ITAPI_EXPORT it_status_t it_ep_accept(it_ep_handle_t ep_handle, it_cn_est_identi
         restore_request(cn_est_id, std::move(*req));
         return IT_ERR_INVALID_EP_STATE;
     }
-    auto st = ep->ep->accept(cn_est_id, bytes(private_data, private_data_length));
+    // Not waiting for the kAL (a server accepting many connections makes no round trip each): a request that
+    // expired meanwhile, or that the kAL refuses, ends in a broken connection on the EP's connection SEVD.
+    auto st = ep->ep->accept_async(cn_est_id, bytes(private_data, private_data_length));
     if (!st) {
         ep->state->store(IT_EP_STATE_UNCONNECTED);
         // The kAL no longer knows the request (it timed out or the peer left): the identifier is spent.

@@ -320,6 +320,13 @@ public:
     /** @brief Accepts connection request @p request with this endpoint, replying @p private_data. */
     [[nodiscard]] rdma::Expected<void> accept(uint64_t request, std::span<const uint8_t> private_data = {});
     /**
+     * @brief accept() without waiting for the kAL: the call returns once the request is sent, and a refusal (the
+     *        request expired or was decided, the endpoint cannot take it) arrives as a BROKEN connection event with
+     *        the refusal's code as its status. A server that accepts many connections makes no round trip each.
+     *        A link that answers at once (a consumer hosted in the kAL) returns the refusal instead.
+     */
+    [[nodiscard]] rdma::Expected<void> accept_async(uint64_t request, std::span<const uint8_t> private_data = {});
+    /**
      * @brief Disconnects: in order (the QP to CLOSING: outstanding sends complete, then FIN) or, with
      *        @p abortive, at once (the QP to ERROR: posted work is flushed, the peer gets a reset).
      */

@@ -143,6 +143,16 @@ public:
     /** @brief Accepts connection request @p request with the IDLE @p qp. */
     [[nodiscard]] virtual rdma::Expected<void> accept(uint64_t request, const ObjectRef &qp,
                                                       std::span<const uint8_t> private_data, uint64_t context) = 0;
+    /**
+     * @brief accept() without waiting for the kAL's answer: a refusal arrives as a BROKEN connection event of
+     *        @p qp (its status the refusal's code; @p cookie routes it). The default waits, as accept() does.
+     */
+    [[nodiscard]] virtual rdma::Expected<void> accept_async(uint64_t request, const ObjectRef &qp,
+                                                            std::span<const uint8_t> private_data, uint64_t context,
+                                                            uint32_t cookie) {
+        (void)cookie;
+        return accept(request, qp, private_data, context);
+    }
     /** @brief Rejects connection request @p request. */
     [[nodiscard]] virtual rdma::Expected<void> reject(uint64_t request, std::span<const uint8_t> private_data) = 0;
     /**
