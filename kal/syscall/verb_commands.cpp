@@ -779,7 +779,16 @@ int VerbCommands::handle(Connection &c, const Request &req, Reply &rep) {
                 RDMA_LOG_ERROR(kComponent, "kVP reported success for op %u but made no object", s.op);
                 return rep.fail(RI_EIO, op() + ": the kVP reported success but made no object (a provider bug)");
             }
+            void *const handle = made->handle;
             if (int e = record_created(*this, ctx, s, *spec, o, std::move(made), rep); e != RI_OK) return e;
+            if (c.abi_minor() >= 2) {
+                // The new object's number (minor 2): a QP's saves its consumer a QUERY_QP round trip.
+                std::memset(s.refs, 0, sizeof s.refs);
+                ri_qp_attr_t qa{};
+                if (*spec->creates == ResourceType::qp && v->query_qp(static_cast<ri_qp_t>(handle), &qa) == RI_OK) {
+                    s.refs[0] = qa.qp_num;
+                }
+            }
         }
         s.result_len = call.result_len;
         std::memcpy(s.result, result, call.result_len);

@@ -38,7 +38,7 @@ protected:
                                         R"( "rnics": [{"name": "cpp0", "provider": "cppkvp", "address": "127.0.0.1"}]})")});
         client_ = connect(device_);
         ASSERT_NE(client_, nullptr) << stderr_text();
-        ASSERT_EQ(client_->abi_minor(), 1u);
+        ASSERT_EQ(client_->abi_minor(), KRDMA_ABI_MINOR);
     }
     void TearDown() override {
         // krdmad never had to turn a handler's status into EIO because it was outside the vocabulary.
@@ -125,6 +125,41 @@ TEST_F(Vocabulary, TheDeviceRefusesMalformedRequests) {
     krdma_hello h{};
     h.abi_version = KRDMA_ABI_WORD(2, 0);
     refused(ask(KRDMA_CMD_HELLO, h), "HELLO of another major version", RI_EPROTO);
+}
+
+// Protocol 1.2: a create's reply names the new QP by its number (refs[0]), the number QUERY_QP reports, and every
+// other ref is zero; other objects have no number there.
+TEST_F(Vocabulary, ACreatedQpsNumberComesWithItsReply) {
+    const Objects o = make_objects();
+    ri_qp_init_attr_t qa{};
+    qa.sq_depth = qa.rq_depth = 4;
+    qa.sq_sge = qa.rq_sge = 1;
+    const ual::CallReply r = sys(RI_CREATE_QP, o.pd, &qa, {o.cq, o.cq, 0, 0});
+    ASSERT_EQ(r.status, RI_OK) << r.reason;
+    krdma_syscall s{};
+    ASSERT_EQ(r.payload.size(), sizeof s);
+    std::memcpy(&s, r.payload.data(), sizeof s);
+    ASSERT_NE(s.refs[0], 0u) << "no QP number in the create reply";
+    EXPECT_EQ(s.refs[1], 0u);
+    EXPECT_EQ(s.refs[2], 0u);
+    EXPECT_EQ(s.refs[3], 0u);
+    const ual::CallReply q = sys(RI_QUERY_QP, s.handle_out);
+    ASSERT_EQ(q.status, RI_OK) << q.reason;
+    krdma_syscall qs{};
+    std::memcpy(&qs, q.payload.data(), sizeof qs);
+    ri_qp_attr_t attr{};
+    std::memcpy(&attr, qs.result, sizeof attr);
+    EXPECT_EQ(s.refs[0], attr.qp_num);
+    ri_cq_attr_t cq{};
+    cq.cqe = 16;
+    const ual::CallReply c = sys(RI_CREATE_CQ, o.rnic, &cq);
+    ASSERT_EQ(c.status, RI_OK) << c.reason;
+    std::memcpy(&s, c.payload.data(), sizeof s);
+    EXPECT_EQ(s.refs[0], 0u) << "a CQ has no number in the reply";
+    // A refused create is a bare refusal: no struct, so no number either.
+    const ual::CallReply bad = sys(RI_CREATE_QP, o.pd, &qa, {0, o.cq, 0, 0});
+    refused(bad, "create QP: no send CQ", RI_EINVAL);
+    EXPECT_TRUE(bad.payload.empty());
 }
 
 TEST_F(Vocabulary, AdministrationRefusals) {

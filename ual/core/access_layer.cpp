@@ -466,10 +466,17 @@ rdma::Expected<std::shared_ptr<Endpoint>> ProtectionZone::create_endpoint(
     if (!ref) return ref.error();
     ep->ref_ = *ref;
     ep->init_ = ia;
+    const uint32_t wanted = a.access & (RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE);
+    if (ref->number != 0 && (ia.flags & access_flags) == access_flags) {
+        // The kAL named the QP and the provider took the access at creation: nothing to ask.
+        ep->qp_num_ = ref->number;
+        ep->access_ = wanted;
+        RDMA_LOG_DEBUG(kComponent, "create endpoint: QP %u ready", ep->qp_num_);
+        return ep;
+    }
     ri_qp_attr_t q{};
     if (ri_status_t rc = ep->ref_.verbs->query_qp(ep->handle(), &q); rc != RI_OK) return verb_error(rc, "Query QP");
     ep->qp_num_ = q.qp_num;
-    const uint32_t wanted = a.access & (RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE);
     if ((q.access & (RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE)) != wanted) {
         ri_qp_attr_t m{};
         m.access = wanted;

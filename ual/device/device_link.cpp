@@ -42,6 +42,7 @@ struct Core {
     std::mutex create_mutex;
     uint32_t create_cookie = 0;
     uint64_t created = 0;
+    uint32_t created_number = 0;  // the created object's number, when the kAL said (protocol 1.2: a QP's)
     std::string create_refusal;  // the kAL's reason when it refused the create op in flight
 };
 
@@ -75,11 +76,15 @@ ri_status_t link_syscall(void *host_ctx, ri_syscall_t *call) noexcept {
     Core &core = *static_cast<Open *>(host_ctx)->core;
     RDMA_LOG_DEBUG(kComponent, "ri_syscall op %u: to the kAL", call->op);
     const bool create = creates(call->op);
-    const ri_status_t rc =
-        forward_syscall(*core.client, *call, create ? core.create_cookie : 0, create ? &core.create_refusal : nullptr);
+    uint32_t number = 0;
+    const ri_status_t rc = forward_syscall(*core.client, *call, create ? core.create_cookie : 0,
+                                           create ? &core.create_refusal : nullptr, &number);
     RDMA_LOG_DEBUG(kComponent, "ri_syscall op %u: kAL answered %d, handle %#lx", call->op, rc,
                    static_cast<unsigned long>(call->handle_out));
-    if (rc == RI_OK && create) core.created = call->handle_out;
+    if (rc == RI_OK && create) {
+        core.created = call->handle_out;
+        core.created_number = number;
+    }
     return rc;
 }
 
@@ -285,12 +290,13 @@ public:
                                         const ObjectRef *srq, ri_qp_init_attr_t &attr, uint32_t cookie) override {
         ri_qp_t qp = nullptr;
         uint64_t handle = 0;
+        uint32_t number = 0;
         auto made = create(cookie, handle, "Create QP", [&] {
             return pd.verbs->create_qp(pd.as<ri_pd_t>(), send.as<ri_cq_t>(), recv.as<ri_cq_t>(),
                                        srq != nullptr ? srq->as<ri_srq_t>() : nullptr, &attr, &qp);
-        });
+        }, &number);
         if (!made) return made.error();
-        return ObjectRef{handle, qp, pd.verbs};
+        return ObjectRef{handle, qp, pd.verbs, number};
     }
 
     rdma::Expected<ObjectRef> create_srq(const ObjectRef &pd, ri_srq_attr_t &attr) override {
@@ -484,14 +490,17 @@ private:
     // Runs the create verb @p verb (named @p what) with @p cookie on its create op; @p handle gets the kAL's handle
     // of the object. A refusal's error has the kAL's reason, which the uVP could not pass on through the RNIC-PI.
     template <class Verb>
-    rdma::Expected<void> create(uint32_t cookie, uint64_t &handle, const char *what, Verb &&verb) {
+    rdma::Expected<void> create(uint32_t cookie, uint64_t &handle, const char *what, Verb &&verb,
+                                uint32_t *number = nullptr) {
         std::lock_guard lock(core_->create_mutex);
         core_->create_cookie = cookie;
         core_->created = 0;
+        core_->created_number = 0;
         core_->create_refusal.clear();
         const ri_status_t rc = verb();
         core_->create_cookie = 0;
         handle = rc == RI_OK ? core_->created : 0;
+        if (number != nullptr) *number = rc == RI_OK ? core_->created_number : 0;
         if (rc == RI_OK) return {};
         if (core_->create_refusal.empty()) return verb_error(rc, what);
         return rdma::Error(rc, std::string(what) + " failed: " + core_->create_refusal);

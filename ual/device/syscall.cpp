@@ -41,7 +41,7 @@ ri_status_t device_syscall(void *host_ctx, ri_syscall_t *call) noexcept {
 }
 
 ri_status_t forward_syscall(DeviceClient &client_ref, ri_syscall_t &call_ref, uint32_t cookie,
-                            std::string *reason) noexcept {
+                            std::string *reason, uint32_t *number) noexcept {
     DeviceClient *client = &client_ref;
     ri_syscall_t *call = &call_ref;
     if (call->size < sizeof(ri_syscall_t)) return RI_EINVAL;
@@ -80,6 +80,8 @@ ri_status_t forward_syscall(DeviceClient &client_ref, ri_syscall_t &call_ref, ui
         call->priv_out_len = s.priv_len;
         for (size_t i = 0; i < reply->nfds; ++i) call->fds_out[call->nfds_out++] = reply->fds[i].release();
         call->handle_out = s.handle_out;
+        // Protocol 1.2: a create's reply names the new object's number (a QP's); a 1.1 kAL echoed the refs.
+        if (number != nullptr) *number = undo_op(call->op) != 0 && client->abi_minor() >= 2 ? static_cast<uint32_t>(s.refs[0]) : 0;
         if (int e = apply_reply_pins(s); e != 0) {
             // The kAL accounted pages this process cannot lock: give the object back, as ibv_reg_mr fails when
             // RLIMIT_MEMLOCK is exceeded.

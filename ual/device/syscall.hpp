@@ -21,11 +21,11 @@ ri_status_t device_syscall(void *host_ctx, ri_syscall_t *call) noexcept;
 /**
  * @brief One ri_syscall @p call over @p client; a create op carries @p cookie (krdma_syscall::cookie), which the kAL
  *        keeps with the object it makes and repeats in the object's event records. A refusal's reason in the kAL's
- *        words goes to @p reason when given (the RNIC-PI upcall itself returns only the status). What
- *        device_syscall() does.
+ *        words goes to @p reason when given (the RNIC-PI upcall itself returns only the status), and a created QP's
+ *        number to @p number when the kAL reports it (protocol 1.2; else 0). What device_syscall() does.
  */
 ri_status_t forward_syscall(DeviceClient &client, ri_syscall_t &call, uint32_t cookie,
-                            std::string *reason = nullptr) noexcept;
+                            std::string *reason = nullptr, uint32_t *number = nullptr) noexcept;
 
 }  // namespace ual
 

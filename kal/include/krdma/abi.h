@@ -24,7 +24,7 @@ extern "C" {
 /** @brief Major protocol version; HELLO refuses a client with another major version. */
 #define KRDMA_ABI_VERSION 1u
 /** @brief Minor protocol version: what this header adds to major version 1 (see "Versions" below). */
-#define KRDMA_ABI_MINOR 1u
+#define KRDMA_ABI_MINOR 2u
 /** @brief The krdma_hello::abi_version word of version @p major.@p minor. */
 #define KRDMA_ABI_WORD(major, minor) ((uint32_t)(major) | ((uint32_t)(minor) << 16))
 /** @brief The major version in a krdma_hello::abi_version word. */
@@ -79,6 +79,9 @@ struct krdma_msg_hdr {
  * krdma_syscall and krdma_listen carries it, and the word a 1.0 event record left zero in krdma_event and
  * krdma_cm_event repeats it. A 1.0 client sends zero (no cookie) and ignores the echo; a 1.1 access layer that
  * routes its events by cookie needs a 1.1 kAL and says so when it meets a 1.0 one.
+ * Minor 2 answers a create op with the new object's number: the reply's krdma_syscall::refs[0] is a QP's number
+ * (ri_qp_attr_t::qp_num; 0 for every other object) and the other refs are zero, so a consumer learns its QP number
+ * without a QUERY_QP round trip. A 1.1 kAL echoes the request's refs: a client reads refs[0] only at minor 2.
  */
 
 /** @brief HELLO: version handshake; the reply tells the client who the kAL thinks it is. */

@@ -48,6 +48,7 @@ struct ObjectRef {
     uint64_t kal = 0;                      /**< The kAL's handle (0 when the kAL keeps no record of it). */
     void *provider = nullptr;              /**< The provider's object (ri_rnic_t, ri_pd_t, ri_cq_t...). */
     const ri_verbs_ops_t *verbs = nullptr; /**< The provider's verbs: a uVP's or, hosted, the kVP's. */
+    uint32_t number = 0;                   /**< A QP's number when the kAL reported it at creation, else 0. */
 
     /** @brief The provider object as its RNIC-PI handle type. */
     template <class T>
