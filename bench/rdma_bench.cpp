@@ -224,7 +224,8 @@ struct Rdma {
         }
         for (auto &srv : servers) {
             auto r = req->wait(10s);
-            if (!r || !r->connection || !srv->accept(r->connection->request).ok()) return -1;
+            // As a server would: no round trip per accept (a refusal would come as a BROKEN event below).
+            if (!r || !r->connection || !srv->accept_async(r->connection->request).ok()) return -1;
         }
         for (size_t established = 0; established < 2 * kSetupBatch;) {
             auto e = cm->wait(10s);

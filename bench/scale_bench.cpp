@@ -155,15 +155,20 @@ int run_passive(const std::filesystem::path &device, size_t connections, int ctl
         auto r = req->wait(100ms);
         if (!r || !r->connection) continue;
         auto ep = c.endpoint(4, ++context);
-        if (!ep || !ep->accept(r->connection->request).ok()) {
+        if (!ep || !ep->accept_async(r->connection->request).ok()) {
             std::fprintf(stderr, "bench_scale (passive): accept %llu failed\n",
                          static_cast<unsigned long long>(context));
             return 1;
         }
         eps.push_back(std::move(ep));
-        for (;;) {  // this side's ESTABLISHED events: nothing waits for them
+        for (;;) {  // this side's ESTABLISHED events: nothing waits for them; a refused accept ends the run
             auto e = c.cm->dequeue();
             if (!e || !*e) break;
+            if ((*e)->id != static_cast<uint32_t>(ual::CmEventId::established)) {
+                std::fprintf(stderr, "bench_scale (passive): connection %llu: event %u, status %u\n",
+                             static_cast<unsigned long long>((*e)->context), (*e)->id, (*e)->detail);
+                return 1;
+            }
         }
     }
     return 0;
