@@ -196,6 +196,22 @@ it_conn_qual_t iana_port(uint16_t port) {
     return q;
 }
 
+// The path from @p itf's spigot 0 to @p host (it_get_pathinfo).
+rdma::Expected<it_path_t> path_to(Interface &itf, const std::string &host) {
+    auto addr = resolve_ipv4(host);
+    if (!addr) return addr.error();
+    it_net_addr_t na{};
+    na.addr_type = IT_IPV4;
+    na.addr.ipv4 = *addr;
+    it_path_t path{};
+    size_t num_paths = 1, total_paths = 0;
+    if (const it_status_t s = it_get_pathinfo(itf.ia(), 0, &na, &num_paths, &total_paths, &path);
+        s != IT_SUCCESS || num_paths == 0) {
+        return call_error("it_get_pathinfo", "spigot 0, " + host, s == IT_SUCCESS ? IT_ERR_INVALID_NETADDR : s);
+    }
+    return path;
+}
+
 // Receives each data endpoint keeps posted, and how many each credit message returns (Send bandwidth).
 uint32_t server_receive_depth(uint32_t window) { return std::max<uint32_t>(window, 16); }
 uint32_t credit_batch(uint32_t depth) { return std::max<uint32_t>(1, depth / 4); }
@@ -334,17 +350,9 @@ rdma::Expected<void> ItapiClient::Impl::connect(const std::string &host, uint16_
     control_evd = *ce;
     dto = *d;
 
-    auto addr = resolve_ipv4(host);
-    if (!addr) return addr.error();
-    it_net_addr_t na{};
-    na.addr_type = IT_IPV4;
-    na.addr.ipv4 = *addr;
-    it_path_t path{};
-    size_t num_paths = 1, total_paths = 0;
-    if (const it_status_t s = it_get_pathinfo(itf->ia(), 0, &na, &num_paths, &total_paths, &path);
-        s != IT_SUCCESS || num_paths == 0) {
-        return call_error("it_get_pathinfo", "spigot 0, " + host, s == IT_SUCCESS ? IT_ERR_INVALID_NETADDR : s);
-    }
+    auto path_found = path_to(*itf, host);
+    if (!path_found) return path_found.error();
+    const it_path_t path = *path_found;
 
     auto ctl = itf->create_ep(control_evd, cm, 4, kControlReceives, kControlSize);
     if (!ctl) return ctl.error();
@@ -638,17 +646,8 @@ rdma::Expected<double> run_itapi_setup(const std::string &ia, const std::string 
     if (!cm) return cm.error();
     auto dto = itf.create_evd(IT_DTO_EVENT_STREAM, 64);
     if (!dto) return dto.error();
-    auto addr = resolve_ipv4(host);
-    if (!addr) return addr.error();
-    it_net_addr_t na{};
-    na.addr_type = IT_IPV4;
-    na.addr.ipv4 = *addr;
-    it_path_t path{};
-    size_t num_paths = 1, total_paths = 0;
-    if (const it_status_t s = it_get_pathinfo(itf.ia(), 0, &na, &num_paths, &total_paths, &path);
-        s != IT_SUCCESS || num_paths == 0) {
-        return call_error("it_get_pathinfo", "spigot 0, " + host, s == IT_SUCCESS ? IT_ERR_INVALID_NETADDR : s);
-    }
+    auto path = path_to(itf, host);
+    if (!path) return path.error();
     ConnectData cd;
     cd.role = ConnectData::Role::probe;
     uint8_t pd[ConnectData::kWireSize];
@@ -689,7 +688,7 @@ rdma::Expected<double> run_itapi_setup(const std::string &ia, const std::string 
         }
         const auto t0 = Clock::now();
         for (it_ep_handle_t ep : eps) {
-            if (const it_status_t s = it_ep_connect(ep, &path, nullptr, &q, IT_CONNECT_FLAG_TWO_WAY, pd, sizeof pd);
+            if (const it_status_t s = it_ep_connect(ep, &*path, nullptr, &q, IT_CONNECT_FLAG_TWO_WAY, pd, sizeof pd);
                 s != IT_SUCCESS) {
                 (void)tear_down();
                 return call_error("it_ep_connect", "setup probe to port " + std::to_string(port), s);

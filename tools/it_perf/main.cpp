@@ -189,6 +189,45 @@ int run_server(const Args &a, int ready_fd, const std::string &tcp_address) {
     return rc;
 }
 
+// The server to measure against: --client's host and ports, or (--loopback) a server child forked now, before
+// this process starts any thread (the IT-API library starts some). False, said on standard error, when it fails.
+bool find_server(const Args &a, std::optional<ServerChild> &child, std::string &host, ServerPorts &ports) {
+    host = a.client;
+    ports = ServerPorts{a.port != 0 ? a.port : kDefaultPort, a.tcp_port};
+    if (ports.tcp == 0) ports.tcp = static_cast<uint16_t>(ports.rdma + 1);
+    if (!a.loopback) return true;
+    host = "127.0.0.1";
+    auto c = ServerChild::start([&a](int fd) { return run_server(a, fd, "127.0.0.1"); });
+    if (!c) {
+        std::fprintf(stderr, "it_perf: cannot start the loopback server: %s\n", c.error().to_string().c_str());
+        return false;
+    }
+    child.emplace(std::move(*c));
+    auto p = child->wait_ready(std::chrono::seconds(30));
+    if (!p) {
+        std::fprintf(stderr, "it_perf: %s\n", p.error().to_string().c_str());
+        return false;
+    }
+    ports = *p;
+    return true;
+}
+
+// Tells the server the run is over (the TCP baseline's bye ends both of its loops) and reaps a loopback child;
+// false when the child failed and nothing had failed before (a failure is said only once).
+bool end_server(std::optional<ServerChild> &child, const std::string &host, const ServerPorts &ports, bool failed) {
+    if (auto b = send_tcp_bye(host, ports.tcp); !b && child) {
+        std::fprintf(stderr, "it_perf: %s\n", b.error().to_string().c_str());
+    }
+    if (!child) return true;
+    const int status = child->finish(std::chrono::seconds(5));
+    child.reset();
+    if (status != 0 && !failed) {
+        std::fprintf(stderr, "it_perf: the loopback server exited with status %d\n", status);
+        return false;
+    }
+    return true;
+}
+
 // The setup-rate test: connections per second, RDMA (connect, MPA, RDMA mode at both ends) against TCP (connect,
 // accept, a header and its answer), at each count in flight; RDMA and TCP alternate and the best of each is kept.
 int run_setup(const Args &a) {
@@ -197,23 +236,8 @@ int run_setup(const Args &a) {
     const uint64_t count = a.iters > 0 ? a.iters : 2048;
     std::optional<ServerChild> child;
     std::string host = a.client;
-    ServerPorts ports{a.port != 0 ? a.port : kDefaultPort, a.tcp_port};
-    if (ports.tcp == 0) ports.tcp = static_cast<uint16_t>(ports.rdma + 1);
-    if (a.loopback) {
-        host = "127.0.0.1";
-        auto c = ServerChild::start([&a](int fd) { return run_server(a, fd, "127.0.0.1"); });
-        if (!c) {
-            std::fprintf(stderr, "it_perf: cannot start the loopback server: %s\n", c.error().to_string().c_str());
-            return 1;
-        }
-        child.emplace(std::move(*c));
-        auto p = child->wait_ready(std::chrono::seconds(30));
-        if (!p) {
-            std::fprintf(stderr, "it_perf: %s\n", p.error().to_string().c_str());
-            return 1;
-        }
-        ports = *p;
-    }
+    ServerPorts ports;
+    if (!find_server(a, child, host, ports)) return 1;
     std::printf("Connection setup, %llu connections per run, best of %d rounds (ratio = RDMA / TCP, target >= 0.50)\n",
                 static_cast<unsigned long long>(count), rounds);
     std::printf("%-12s %16s %16s %8s\n", "in flight", "RDMA conn/s", "TCP conn/s", "ratio");
@@ -239,16 +263,7 @@ int run_setup(const Args &a) {
         std::printf("%-12u %16.0f %16.0f %8.3f  (target >= 0.50, %s)\n", k, best_rdma, best_tcp, ratio,
                     ratio >= 0.5 ? "met" : "missed");
     }
-    if (auto b = send_tcp_bye(host, ports.tcp); !b && child) {
-        std::fprintf(stderr, "it_perf: %s\n", b.error().to_string().c_str());
-    }
-    if (child) {
-        const int status = child->finish(std::chrono::seconds(5));
-        if (status != 0 && !failed) {
-            std::fprintf(stderr, "it_perf: the loopback server exited with status %d\n", status);
-            failed = true;
-        }
-    }
+    if (!end_server(child, host, ports, failed)) failed = true;
     return failed ? 1 : 0;
 }
 
@@ -258,26 +273,10 @@ int run_client(const Args &a, Headline headline) {
     uint64_t max_size = 0;
     for (const TestCase &t : cases) max_size = std::max(max_size, t.size);
 
-    // The loopback server is forked before this process starts any thread (the IT-API library starts some).
     std::optional<ServerChild> child;
     std::string host = a.client;
-    ServerPorts ports{a.port != 0 ? a.port : kDefaultPort, a.tcp_port};
-    if (ports.tcp == 0) ports.tcp = static_cast<uint16_t>(ports.rdma + 1);
-    if (a.loopback) {
-        host = "127.0.0.1";
-        auto c = ServerChild::start([&a](int fd) { return run_server(a, fd, "127.0.0.1"); });
-        if (!c) {
-            std::fprintf(stderr, "it_perf: cannot start the loopback server: %s\n", c.error().to_string().c_str());
-            return 1;
-        }
-        child.emplace(std::move(*c));
-        auto p = child->wait_ready(std::chrono::seconds(30));
-        if (!p) {
-            std::fprintf(stderr, "it_perf: %s\n", p.error().to_string().c_str());
-            return 1;
-        }
-        ports = *p;
-    }
+    ServerPorts ports;
+    if (!find_server(a, child, host, ports)) return 1;
 
     RunInfo info;
     info.mode = a.loopback ? "loopback" : "client";
@@ -347,17 +346,7 @@ int run_client(const Args &a, Headline headline) {
         }
     }
     rdma.reset();
-    if (auto b = send_tcp_bye(host, ports.tcp); !b && child) {
-        std::fprintf(stderr, "it_perf: %s\n", b.error().to_string().c_str());
-    }
-    if (child) {
-        const int status = child->finish(std::chrono::seconds(5));
-        if (status != 0 && !failed) {
-            std::fprintf(stderr, "it_perf: the loopback server exited with status %d\n", status);
-            failed = true;
-        }
-        child.reset();
-    }
+    if (!end_server(child, host, ports, failed)) failed = true;
 
     print_summary(table, rows);
     print_series_verdicts(table, rows);
