@@ -448,8 +448,7 @@ rdma::Expected<std::shared_ptr<Endpoint>> ProtectionZone::create_endpoint(
     ia.ird = a.ird;
     ia.ord = a.ord;
     ia.context = a.context;
-    const uint32_t access_flags = ((a.access & RI_ACCESS_REMOTE_WRITE) != 0 ? static_cast<uint32_t>(RI_QP_REMOTE_WRITE) : 0u) |
-                                  ((a.access & RI_ACCESS_REMOTE_READ) != 0 ? static_cast<uint32_t>(RI_QP_REMOTE_READ) : 0u);
+    const uint32_t access_flags = ri_qp_access_flags(a.access);
     ia.flags |= access_flags;
     ep->pz_ = shared_from_this();
     ep->send_ = send;
@@ -466,7 +465,8 @@ rdma::Expected<std::shared_ptr<Endpoint>> ProtectionZone::create_endpoint(
     if (!ref) return ref.error();
     ep->ref_ = *ref;
     ep->init_ = ia;
-    const uint32_t wanted = a.access & (RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE);
+    constexpr uint32_t kRemote = RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE;
+    const uint32_t wanted = a.access & kRemote;
     if (ref->number != 0 && (ia.flags & access_flags) == access_flags) {
         // The kAL named the QP and the provider took the access at creation: nothing to ask.
         ep->qp_num_ = ref->number;
@@ -477,7 +477,7 @@ rdma::Expected<std::shared_ptr<Endpoint>> ProtectionZone::create_endpoint(
     ri_qp_attr_t q{};
     if (ri_status_t rc = ep->ref_.verbs->query_qp(ep->handle(), &q); rc != RI_OK) return verb_error(rc, "Query QP");
     ep->qp_num_ = q.qp_num;
-    if ((q.access & (RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE)) != wanted) {
+    if ((q.access & kRemote) != wanted) {
         ri_qp_attr_t m{};
         m.access = wanted;
         if (rdma::Status st = ep->modify(m, RI_QP_ATTR_ACCESS); !st.ok()) return verb_error(st.code(), "Modify QP (remote access)");

@@ -126,16 +126,23 @@ bool DeviceClient::take_posted_reply(krdma::Message &m) {
     return true;
 }
 
-rdma::Expected<void> DeviceClient::post(uint32_t cmd, std::span<const uint8_t> request, const PostedFailure &failure) {
-    std::lock_guard lock(mutex_);
+rdma::Expected<uint32_t> DeviceClient::send_locked(uint32_t cmd, std::span<const uint8_t> request,
+                                                   std::span<const int> fds) {
     krdma_msg_hdr hdr{};
     hdr.cmd = cmd;
     hdr.seq = next_seq_++;
-    if (rdma::Status s = krdma::send(sock_.get(), hdr, request, {}); !s.ok()) {
+    if (rdma::Status s = krdma::send(sock_.get(), hdr, request, fds); !s.ok()) {
         return rdma::Error(s.code() == EPIPE || s.code() == ECONNRESET ? RI_ENODEV : s.code(),
                            "sending to krdmad failed: " + s.describe());
     }
-    posted_.emplace(hdr.seq, failure);
+    return hdr.seq;
+}
+
+rdma::Expected<void> DeviceClient::post(uint32_t cmd, std::span<const uint8_t> request, const PostedFailure &failure) {
+    std::lock_guard lock(mutex_);
+    auto seq = send_locked(cmd, request, {});
+    if (!seq) return seq.error();
+    posted_.emplace(*seq, failure);
     return {};
 }
 
@@ -156,13 +163,8 @@ rdma::Expected<void> DeviceClient::exchange(uint32_t cmd, std::span<const uint8_
         DeviceClient *self;
         ~Unmute() { self->watch_socket(true); }
     } unmute{this};
-    krdma_msg_hdr hdr{};
-    hdr.cmd = cmd;
-    hdr.seq = next_seq_++;
-    if (rdma::Status s = krdma::send(sock_.get(), hdr, request, fds); !s.ok()) {
-        return rdma::Error(s.code() == EPIPE || s.code() == ECONNRESET ? RI_ENODEV : s.code(),
-                           "sending to krdmad failed: " + s.describe());
-    }
+    auto seq = send_locked(cmd, request, fds);
+    if (!seq) return seq.error();
     auto deadline = std::chrono::steady_clock::now() + timeout;
     // The first wait is a blocking recvmsg bounded by SO_RCVTIMEO (set when the timeout changes): the reply
     // usually comes first, and poll() then recvmsg() would cost a system call more. Later waits (after an event
@@ -200,11 +202,13 @@ rdma::Expected<void> DeviceClient::exchange(uint32_t cmd, std::span<const uint8_
             case krdma::RecvResult::message:
                 break;
         }
+        const size_t queued = events_.size() + cm_events_.size();
         if (take_event(message_) || take_posted_reply(message_)) {
-            announce_locked();  // the event thread may be asleep in poll()
+            // A record for the event thread, which may be asleep in poll() (a posted request's success is none).
+            if (events_.size() + cm_events_.size() != queued) announce_locked();
             continue;
         }
-        if ((message_.hdr.flags & KRDMA_MSG_REPLY) == 0 || message_.hdr.seq != hdr.seq) continue;  // stale reply
+        if ((message_.hdr.flags & KRDMA_MSG_REPLY) == 0 || message_.hdr.seq != *seq) continue;  // stale reply
         return {};
     }
 }

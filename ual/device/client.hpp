@@ -140,6 +140,9 @@ private:
     // Sends the request and waits for its reply, which is then in message_. Called with mutex_ held.
     [[nodiscard]] rdma::Expected<void> exchange(uint32_t cmd, std::span<const uint8_t> request,
                                                 std::span<const int> fds, std::chrono::milliseconds timeout);
+    // Sends request @p cmd with @p fds under a new sequence number, which it returns. mutex_ held.
+    [[nodiscard]] rdma::Expected<uint32_t> send_locked(uint32_t cmd, std::span<const uint8_t> request,
+                                                       std::span<const int> fds);
     bool take_event(krdma::Message &m);
     // A reply to a posted request (it is then consumed): a refusal is queued as a connection record. mutex_ held.
     bool take_posted_reply(krdma::Message &m);

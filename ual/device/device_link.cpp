@@ -402,21 +402,13 @@ public:
 
     rdma::Expected<void> accept(uint64_t request, const ObjectRef &qp, std::span<const uint8_t> private_data,
                                 uint64_t context) override {
-        krdma_accept q{};
-        q.request = request;
-        q.qp = qp.kal;
-        q.context = context;
-        krdma::set_private_data(q, private_data);
+        krdma_accept q = accept_request(request, qp, private_data, context);
         return command(KRDMA_CMD_ACCEPT, q, "Accept");
     }
 
     rdma::Expected<void> accept_async(uint64_t request, const ObjectRef &qp, std::span<const uint8_t> private_data,
                                       uint64_t context, uint32_t cookie) override {
-        krdma_accept q{};
-        q.request = request;
-        q.qp = qp.kal;
-        q.context = context;
-        krdma::set_private_data(q, private_data);
+        const krdma_accept q = accept_request(request, qp, private_data, context);
         DeviceClient::PostedFailure f;
         f.type = KRDMA_CM_BROKEN;
         f.object = qp.kal;
@@ -474,6 +466,16 @@ public:
     }
 
 private:
+    static krdma_accept accept_request(uint64_t request, const ObjectRef &qp, std::span<const uint8_t> private_data,
+                                       uint64_t context) {
+        krdma_accept q{};
+        q.request = request;
+        q.qp = qp.kal;
+        q.context = context;
+        krdma::set_private_data(q, private_data);
+        return q;
+    }
+
     // A connection command: its reply struct is copied back into @p io.
     template <class T>
     rdma::Expected<void> command(uint32_t cmd, T &io, const std::string &what, std::span<const int> fds = {}) {

@@ -138,6 +138,12 @@ enum ri_qp_flags {
     RI_QP_REMOTE_READ = 1u << 3 /**< Inbound RDMA Reads enabled from creation (::RI_ACCESS_REMOTE_READ). */
 };
 
+/** @brief The ::ri_qp_flags that create a QP with the remote rights of ::ri_access set @p access (others ignored). */
+static inline uint32_t ri_qp_access_flags(uint32_t access) {
+    return ((access & RI_ACCESS_REMOTE_WRITE) != 0 ? (uint32_t)RI_QP_REMOTE_WRITE : 0u) |
+           ((access & RI_ACCESS_REMOTE_READ) != 0 ? (uint32_t)RI_QP_REMOTE_READ : 0u);
+}
+
 /** @brief The remote access (ri_qp_attr_t::access) a QP created with ::ri_qp_flags @p flags starts with. */
 static inline uint32_t ri_qp_initial_access(uint32_t flags) {
     return ((flags & RI_QP_REMOTE_WRITE) != 0 ? (uint32_t)RI_ACCESS_REMOTE_WRITE : 0u) |
