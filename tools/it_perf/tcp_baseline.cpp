@@ -145,25 +145,38 @@ std::optional<TcpHeader> read_header(int fd) {
     return *header;
 }
 
-// The server of a bandwidth test of several streams: the first connection (@p first, header @p h) is here; the
-// others come on @p listener within 10 s. Reads every stream to its end, then tells each how many bytes it read.
-void serve_streams(int listener, Socket first, const TcpHeader &h) {
-    std::vector<Socket> streams;
-    streams.push_back(std::move(first));
+// Takes the rest of a test's connections (@p h's streams; @p conns holds the first) as @p listener accepts them,
+// within 10 s. Each joins @p conns once its header has been read and @p ours accepted it; false when one was not
+// ours (or its header never came).
+template <class Ours>
+bool accept_rest(int listener, std::vector<Socket> &conns, const TcpHeader &h, Ours &&ours) {
     const auto give_up = Clock::now() + std::chrono::seconds(10);
-    while (streams.size() < h.streams && Clock::now() < give_up) {
+    while (conns.size() < h.streams && Clock::now() < give_up) {
         pollfd p{listener, POLLIN, 0};
         if (::poll(&p, 1, 200) <= 0) continue;
         Socket c(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
         if (c.fd < 0) continue;
         auto more = read_header(c.fd);
-        if (!more || more->shape != TcpShape::stream || more->size != h.size || more->streams != h.streams) {
-            std::fprintf(stderr, "it_perf server: TCP baseline: a connection that is not one of the test's %u "
-                                 "streams came in\n",
-                         h.streams);
-            return;
-        }
-        streams.push_back(std::move(c));
+        if (!more) return false;
+        conns.push_back(std::move(c));
+        if (!ours(*more)) return false;
+    }
+    return true;
+}
+
+// The server of a bandwidth test of several streams: the first connection (@p first, header @p h) is here; the
+// others come on @p listener within 10 s. Reads every stream to its end, then tells each how many bytes it read.
+void serve_streams(int listener, Socket first, const TcpHeader &h) {
+    std::vector<Socket> streams;
+    streams.push_back(std::move(first));
+    const bool all_ours = accept_rest(listener, streams, h, [&h](const TcpHeader &more) {
+        return more.shape == TcpShape::stream && more.size == h.size && more.streams == h.streams;
+    });
+    if (!all_ours) {
+        std::fprintf(stderr, "it_perf server: TCP baseline: a connection that is not one of the test's %u streams "
+                             "came in\n",
+                     h.streams);
+        return;
     }
     if (streams.size() < h.streams) {
         std::fprintf(stderr, "it_perf server: TCP baseline: %zu of %u streams came\n", streams.size(), h.streams);
@@ -201,18 +214,15 @@ void serve_setup(int listener, Socket first, const TcpHeader &h) {
     if (!write_all(first.fd, &answer, 1)) return;
     conns.push_back(std::move(first));
     const auto give_up = Clock::now() + std::chrono::seconds(10);
-    while (conns.size() < h.streams && Clock::now() < give_up) {
-        pollfd p{listener, POLLIN, 0};
-        if (::poll(&p, 1, 200) <= 0) continue;
-        Socket c(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
-        if (c.fd < 0) continue;
-        auto more = read_header(c.fd);
-        if (!more || more->shape != TcpShape::setup || more->streams != h.streams) {
-            std::fprintf(stderr, "it_perf server: TCP baseline: a connection that is not one of the setup batch came in\n");
-            return;
-        }
-        if (!write_all(c.fd, &answer, 1)) return;
-        conns.push_back(std::move(c));
+    bool answered = true;
+    const bool all_ours = accept_rest(listener, conns, h, [&](const TcpHeader &more) {
+        if (more.shape != TcpShape::setup || more.streams != h.streams) return false;
+        answered = write_all(conns.back().fd, &answer, 1);
+        return answered;
+    });
+    if (!all_ours) {
+        if (answered) std::fprintf(stderr, "it_perf server: TCP baseline: a connection that is not one of the setup batch came in\n");
+        return;
     }
     std::vector<pollfd> watch(conns.size());
     for (size_t i = 0; i < conns.size(); ++i) watch[i] = pollfd{conns[i].fd, POLLIN, 0};
