@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "iwarp/copy.hpp"
 #include "iwarp/crc32c.hpp"
 
 namespace iwarp {
@@ -186,7 +187,7 @@ size_t Receiver::feed(std::span<const uint8_t> data) noexcept {
         std::span<uint8_t> dst = next_buffer();
         if (dst.empty()) break;
         size_t n = std::min(dst.size(), data.size() - off);
-        std::memcpy(dst.data(), data.data() + off, n);
+        copy_payload(dst.data(), data.data() + off, n);
         advance(n);
         off += n;
     }
@@ -256,7 +257,7 @@ void Transmitter::build(const Header &header, std::span<const uint8_t> control, 
         // The CRC is computed over the copy that is sent, not over memory that may change before sendmsg reads it.
         size_t at = 0;
         for (const iovec &v : payload) {
-            std::memcpy(out.snapshot + at, v.iov_base, v.iov_len);
+            copy_payload(out.snapshot + at, v.iov_base, v.iov_len);
             at += v.iov_len;
         }
         e.add(out.snapshot, payload_len, true);

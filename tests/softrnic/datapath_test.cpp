@@ -625,6 +625,44 @@ TEST_F(Stream, IncomingReadsAndWritesProgressWhileTheConsumerDoesNotPoll) {
     }));
 }
 
+// A request/response exchange: each of a's Writes follows bytes from b, so a's transmit stages the payload the
+// kernel would copy with the slow `rep movsb` at a page offset of its own (realign()). Every byte must still arrive,
+// from sources at every page offset that matters (the aliased ones behind a 16-byte header, and the others), and
+// from a source the consumer changes between posts.
+TEST_F(Stream, WritesAnsweringThePeerArriveWholeFromEverySourceAlignment) {
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
+    connect(a, b, mode());
+    constexpr size_t kSpan = 160u << 10;
+    Region src = region(pa_, pattern(kSpan, 21), 0);
+    Region dst = region(pb_, std::vector<uint8_t>(kSpan), kRemote);
+    Region ping = region(pb_, std::vector<uint8_t>(8), 0);
+    Region pinged = region(pa_, std::vector<uint8_t>(8), kRemote);
+    uint64_t id = 0;
+    uint8_t round = 0;
+    for (size_t page_offset : {0, 1, 16, 20, 4080, 4095}) {
+        for (size_t n : {1024, 4096, 32768, 65536, 100000}) {
+            ++round;
+            ping.bytes()[0] = round;
+            ASSERT_EQ(send(b.qp, ++id, RI_WR_RDMA_WRITE, {ping.sge()}, RI_SEND_SIGNALED, pinged.addr(), pinged.keys.rkey),
+                      RI_OK);
+            ASSERT_EQ(wait(b.scq, 1).size(), 1u);
+            ASSERT_TRUE(eventually([&] { return pinged.bytes()[0] == round; }, 5)) << "a never heard from b";
+            const size_t off = (page_offset - static_cast<size_t>(src.addr())) & 4095u;
+            std::fill(dst.bytes().begin(), dst.bytes().end(), 0);
+            ASSERT_EQ(send(a.qp, ++id, RI_WR_RDMA_WRITE, {src.sge(off, n)}, RI_SEND_SIGNALED, dst.addr(), dst.keys.rkey),
+                      RI_OK);
+            auto wc = wait(a.scq, 1);
+            ASSERT_EQ(wc.size(), 1u);
+            EXPECT_EQ(wc[0].status, RI_WC_SUCCESS);
+            const auto from = src.bytes().begin() + static_cast<std::ptrdiff_t>(off);
+            EXPECT_TRUE(eventually([&] { return std::equal(from, from + static_cast<std::ptrdiff_t>(n), dst.bytes().begin()); }, 5))
+                << n << " bytes from page offset " << page_offset;
+            // The next round's source differs, so a stale staged copy would show.
+            for (size_t i = 0; i < n; i += 97) src.bytes()[off + i] ^= round;
+        }
+    }
+}
+
 // Autocorking: a consumer that busy-polls its CQ polls again within microseconds, so after the first post since a
 // poll the next ones wait for that poll or for a full batch, and leave in one sendmsg (one TCP segment for small
 // Writes, where each post was a segment of its own before). Requests held when the consumer stops polling are sent

@@ -1,0 +1,54 @@
+/**
+ * @file copy.hpp
+ * @brief Payload copies that stay fast where `rep movsb` is not.
+ *
+ * On AMD Zen 3 and Zen 4 (and VMs on them), `rep movsb`, which glibc 2.36's memcpy uses from 4 KiB up and the
+ * kernel's copy_from_user/copy_to_user use for every size when the CPU reports FSRM, moves about 2 GB/s instead of
+ * 40 when the destination lies 1 to 31 bytes after the source modulo 4 KiB (measured on the project's VMs: 64 KiB
+ * take 26 us instead of 1.5). An iWARP payload sits 16 (tagged) or 20 (untagged) bytes after its FPDU's start, so
+ * this is exactly where page-aligned buffers land: a staging buffer's payload copied to a page-aligned target, and
+ * the kernel copying a page-aligned source into a socket page right after the 16-byte header it has just copied.
+ * A plain TCP stream of page-aligned buffers never meets it, which is why a 64 KiB Write ping-pong cost 2-3x TCP's.
+ */
+#ifndef IWARP_COPY_HPP
+#define IWARP_COPY_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace iwarp {
+
+/** @brief Copies at least this long are worth checking (below it the slow path costs well under a microsecond). */
+inline constexpr size_t kAliasCheckMin = 1024;
+
+/** @brief True when `rep movsb` from @p src to @p dst is the slow case: dst 1..31 bytes after src, modulo 4 KiB. */
+[[nodiscard]] inline bool aliased_copy(const void *dst, const void *src) noexcept {
+    const uintptr_t d = (reinterpret_cast<uintptr_t>(dst) - reinterpret_cast<uintptr_t>(src)) & 4095u;
+    return d != 0 && d < 32;
+}
+
+/**
+ * @brief memcpy(), except that a long copy in the slow case goes in 1 KiB pieces, each below every glibc
+ *        `rep movsb` threshold (2 KiB at the least), so its vector loop moves them.
+ */
+inline void copy_payload(void *dst, const void *src, size_t n) noexcept {
+    if (n < kAliasCheckMin || !aliased_copy(dst, src)) {
+        std::memcpy(dst, src, n);
+        return;
+    }
+    auto *d = static_cast<uint8_t *>(dst);
+    const auto *s = static_cast<const uint8_t *>(src);
+    constexpr size_t kPiece = 1024;
+    while (n > 0) {
+        const size_t k = n < kPiece ? n : kPiece;
+        std::memcpy(d, s, k);
+        d += k;
+        s += k;
+        n -= k;
+    }
+}
+
+}  // namespace iwarp
+
+#endif  // IWARP_COPY_HPP
