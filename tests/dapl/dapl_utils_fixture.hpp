@@ -44,8 +44,12 @@ inline constexpr const char *kIaName = "openrdma";
 inline constexpr uint16_t kSideChannelPort = 15828;
 /** @brief dtest's connection qualifier (fixed), dtestcm's and dtestsrq's default (-p). */
 inline constexpr uint16_t kDtestConnQual = 45248;
-/** @brief dapltest's server port (-n), its test threads' above it; its default, 62000, is left to runs by hand. */
-inline constexpr uint16_t kDapltestPort = 51000;
+/**
+ * @brief dapltest's server port (-n), its test threads' above it; its default, 62000, is left to runs by hand. Below
+ *        the kernel's ephemeral range (32768-60999 by default): at 51000 a test running beside it once took 51005 as
+ *        a client socket's local port, and dapltest's server could not listen on it (EADDRINUSE, then a hang).
+ */
+inline constexpr uint16_t kDapltestPort = 21000;
 
 /** @brief How a process ended, or that it had not by the deadline. */
 struct Ending {
