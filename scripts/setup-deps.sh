@@ -11,6 +11,7 @@ packages=(
   nlohmann-json3-dev                        # configuration and --json output
   libcli11-dev                              # command lines of krdmad and the tools
   libnl-3-dev libnl-route-3-dev             # route and neighbour look-ups
+  libsystemd-dev                            # sd_notify: krdmad as a Type=notify service
   linux-libc-dev                            # UAPI headers (<linux/ioctl.h>, <linux/tcp.h>)
   libdapl-dev libdapl2 dapl2-utils          # DAT 2.0 headers, registry (libdat2) and dapltest
   # tests, benchmarks, documentation
@@ -19,6 +20,7 @@ packages=(
   gnuplot-nox                               # it_perf --plot (bandwidth and latency against message size)
   # test hosts (network namespaces, veth) and process helpers
   iproute2 procps util-linux
+  systemd                                   # systemd-analyze verify of the installed krdmad.service
 )
 
 missing=()

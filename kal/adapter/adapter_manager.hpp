@@ -26,6 +26,7 @@ struct AttachRequest {
     std::string netdev;   /**< Network device (e.g. "eth0"), or empty when ::address selects it. */
     std::string address;  /**< IPv4 or IPv6 address configured on this host, or empty to take the netdev's first. */
     std::string options;  /**< Provider options as a JSON object text, or empty. */
+    bool operator==(const AttachRequest &) const = default;
 };
 
 /** @brief Number of object types counted per RNIC (the kAL's resource types, in their teardown order). */

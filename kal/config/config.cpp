@@ -89,7 +89,8 @@ std::string syntax_error(const json::parse_error &e, const std::string &text) {
 rdma::Expected<Config> parse_config(const std::string &text, const std::string &origin) {
     json root;
     try {
-        root = json::parse(text);
+        // Comments (// and /* */) are allowed: the installed default explains itself in place.
+        root = json::parse(text, nullptr, true, true);
     } catch (const json::parse_error &e) {
         return rdma::Error(RI_EINVAL, origin + ":" + syntax_error(e, text));
     }
@@ -127,6 +128,12 @@ rdma::Expected<Config> parse_config(const std::string &text, const std::string &
                 if (r[i].contains("options")) {
                     if (!r[i]["options"].is_object()) throw Bad{where + ".options must be an object"};
                     a.options = r[i]["options"].dump();
+                }
+                for (const AttachRequest &o : c.rnics) {
+                    if (o.name == a.name) throw Bad{where + ".name: another RNIC is already named " + a.name};
+                    if (!a.address.empty() && o.address == a.address) {
+                        throw Bad{where + ".address: RNIC " + o.name + " already serves " + a.address};
+                    }
                 }
                 c.rnics.push_back(std::move(a));
             }

@@ -4,7 +4,8 @@
  *        modules.
  *
  * Every key is checked: an unknown key (a typo) or a value of the wrong type is an error that names the key's
- * path, so a bad configuration stops krdmad at start with a clear message instead of running with defaults.
+ * path, so a bad configuration stops krdmad at start with a clear message instead of running with defaults. The text
+ * is JSON with comments (line and block comments, as in C) allowed; two RNICs may not share a name or an address.
  */
 #ifndef KAL_CONFIG_CONFIG_HPP
 #define KAL_CONFIG_CONFIG_HPP
@@ -29,6 +30,7 @@ struct ConsumerModuleSpec {
     std::string args = "{}";  /**< The "args" value as JSON text, handed to the module's start. */
     bool enabled = true;      /**< False: listed as disabled, not loaded. */
     bool required = false;    /**< True: a module that cannot be loaded or started stops krdmad before serving. */
+    bool operator==(const ConsumerModuleSpec &) const = default;
 };
 
 /** @brief krdmad's configuration. */

@@ -32,6 +32,7 @@ struct LlpSettings {
     std::chrono::seconds keepalive_idle{60};
     std::chrono::seconds keepalive_interval{10};  /**< Between keepalive probes (TCP_KEEPINTVL). */
     uint32_t keepalive_count = 6;                  /**< Unanswered probes that end the connection (TCP_KEEPCNT). */
+    bool operator==(const LlpSettings &) const = default;
 };
 
 namespace llp {

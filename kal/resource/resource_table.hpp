@@ -55,6 +55,7 @@ public:
 struct Quotas {
     std::array<uint32_t, kResourceTypes> per_type{};  /**< Most objects of each type (0 = use ::total). */
     uint32_t total = 4096;                              /**< Most objects of all types together. */
+    bool operator==(const Quotas &) const = default;
 };
 
 /** @brief One connection's handle table and ownership tree. */

@@ -235,6 +235,7 @@ int main(int argc, char **argv) {
     app.add_option("-o,--offset", o.offset, "First byte of the volume to use (default 0)");
     app.add_option("--seed", o.seed, "Pattern seed (default 1)");
     app.add_flag("--read-only", o.read_only, "Only read back and verify what an earlier run with this seed wrote");
+    app.set_version_flag("--version", std::string("dapl_blk (OpenRDMA) ") + OPENRDMA_VERSION);
     CLI11_PARSE(app, argc, argv);
     return run(o);
 }

@@ -423,6 +423,7 @@ int main(int argc, char **argv) {
         ->type_name("FILE.png");
     // A developer's switch: the TCP baseline alone, without IT-API.
     app.add_flag("--tcp-only", a.tcp_only, "Run only the TCP baseline")->group("");
+    app.set_version_flag("--version", std::string("it_perf (OpenRDMA) ") + OPENRDMA_VERSION);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {

@@ -510,6 +510,7 @@ int main(int argc, char **argv) {
     app.add_option("-t", o.tos, "type of service (accepted, no effect)");
     app.add_option("--ia", o.ia, "IT-API interface name or address (default: -a/-I, else the first listed)");
     app.add_option("--timeout", o.timeout_s, "Seconds to wait for any one step (default 30)")->check(CLI::Range(1, 3600));
+    app.set_version_flag("--version", std::string("it_rping (OpenRDMA) ") + OPENRDMA_VERSION);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {

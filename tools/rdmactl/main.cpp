@@ -25,6 +25,7 @@ std::string failure_text(const rdma::Expected<ual::CallReply> &reply, size_t exp
 
 int main(int argc, char **argv) {
     CLI::App app{"rdmactl: list and select RNICs, manage provider modules, show resources and statistics"};
+    app.set_version_flag("--version", std::string("rdmactl (OpenRDMA) ") + OPENRDMA_VERSION);
     app.require_subcommand(1);
     rdmactl::GlobalOptions global;
     app.add_flag("--json", global.json, "Print machine-readable JSON");
