@@ -444,9 +444,6 @@ TEST_F(ItApi, LmrCreateQueryModifyFree) {
     EXPECT_EQ(it_lmr_create21(s.pz, s.buf.data(), nullptr, 64, static_cast<it_addr_mode_t>(7), IT_PRIV_LOCAL,
                               IT_LMR_FLAG_NONE, 0, &l, nullptr),
               IT_ERR_INVALID_ADDR_MODE);
-    EXPECT_EQ(it_lmr_create21(s.pz, s.buf.data(), nullptr, 64, IT_ADDR_MODE_ABSOLUTE, IT_PRIV_LOCAL,
-                              IT_LMR_FLAG_SHARED, 1, &l, nullptr),
-              IT_ERR_OP_NOT_SUPPORTED);
     // An address no one mapped: the RNIC cannot pin it.
     EXPECT_EQ(it_lmr_create21(s.pz, reinterpret_cast<void *>(0x1000), nullptr, 4096, IT_ADDR_MODE_ABSOLUTE,
                               IT_PRIV_LOCAL, IT_LMR_FLAG_NONE, 0, &l, nullptr),
@@ -720,6 +717,77 @@ TEST_F(ItApi, ConnectAndListenCheckTheirArguments) {
     EXPECT_EQ(lp.connect_evd, a.req);
     EXPECT_EQ(lp.connect_qual.conn_qual.port, lq.conn_qual.port);
     EXPECT_EQ(it_evd_free(a.req), IT_ERR_EVD_BUSY);
+}
+
+// IBM's IT-API programs listen on IT_IANA_LR_PORT (local port, remote 0 for any peer port), as they connect: the
+// listen point takes the local port, queries answer in the same type, and a connection to it is established.
+TEST_F(ItApi, ListenPointsTakeALocalRemotePortPair) {
+    Side a, b;
+    ASSERT_EQ(a.make("sr0"), IT_SUCCESS);
+    ASSERT_EQ(b.make("sr0"), IT_SUCCESS);
+    // A port nobody holds: the RNIC's choice, given back.
+    it_conn_qual_t probe = port_qual(0);
+    it_listen_handle_t l;
+    ASSERT_EQ(it_listen_create(b.ia, 0, b.req, IT_LISTEN_NO_FLAG, &probe, &l), IT_SUCCESS);
+    const uint16_t port = ntohs(probe.conn_qual.port);
+    ASSERT_EQ(it_listen_free(l), IT_SUCCESS);
+
+    it_conn_qual_t lr;
+    std::memset(&lr, 0, sizeof lr);
+    lr.type = IT_IANA_LR_PORT;
+    lr.conn_qual.lr_port.local = htons(port);
+    lr.conn_qual.lr_port.remote = htons(4000);  // one peer port only: not offered
+    EXPECT_EQ(it_listen_create(b.ia, 0, b.req, IT_LISTEN_CONN_QUAL_INPUT, &lr, &l), IT_ERR_INVALID_CONN_QUAL);
+    lr.conn_qual.lr_port.remote = 0;
+    ASSERT_EQ(it_listen_create(b.ia, 0, b.req, IT_LISTEN_CONN_QUAL_INPUT, &lr, &l), IT_SUCCESS);
+    EXPECT_EQ(lr.type, IT_IANA_LR_PORT);
+    EXPECT_EQ(ntohs(lr.conn_qual.lr_port.local), port);
+    it_listen_param_t lp;
+    ASSERT_EQ(it_listen_query(l, IT_LISTEN_PARAM_ALL, &lp), IT_SUCCESS);
+    EXPECT_EQ(lp.connect_qual.type, IT_IANA_LR_PORT);
+    EXPECT_EQ(ntohs(lp.connect_qual.conn_qual.lr_port.local), port);
+    EXPECT_EQ(lp.connect_qual.conn_qual.lr_port.remote, 0);
+
+    it_conn_qual_t to;
+    std::memset(&to, 0, sizeof to);
+    to.type = IT_IANA_LR_PORT;
+    to.conn_qual.lr_port.remote = htons(port);
+    it_path_t path = path_to("127.0.0.1");
+    ASSERT_EQ(it_ep_connect(a.ep, &path, nullptr, &to, IT_CONNECT_FLAG_TWO_WAY, nullptr, 0), IT_SUCCESS);
+    it_event_t r = wait_event(b.req);
+    ASSERT_EQ(r.event_number, IT_CM_REQ_CONN_REQUEST_EVENT) << describe(r);
+    ASSERT_EQ(it_ep_accept(b.ep, r.conn_req.cn_est_id, nullptr, 0), IT_SUCCESS);
+    it_event_t e = wait_event(a.cm);
+    EXPECT_EQ(e.event_number, IT_CM_MSG_CONN_ESTABLISHED_EVENT) << describe(e);
+    e = wait_event(b.cm);
+    EXPECT_EQ(e.event_number, IT_CM_MSG_CONN_ESTABLISHED_EVENT) << describe(e);
+    EXPECT_EQ(it_listen_free(l), IT_SUCCESS);
+}
+
+// IT_LMR_FLAG_SHARED with a shared_id nothing carries yet is an ordinary registration (IBM's programs create their
+// LMRs so); a second shared LMR with the same shared_id would share the first one's, which is not offered.
+TEST_F(ItApi, ASharedLmrIsAcceptedWhileNothingSharesItsId) {
+    Side s;
+    ASSERT_EQ(s.make("sr0"), IT_SUCCESS);
+    it_lmr_handle_t l1, l2, l3;
+    it_rmr_context_t ctx = 0;
+    ASSERT_EQ(it_lmr_create21(s.pz, s.buf.data(), nullptr, 128, IT_ADDR_MODE_ABSOLUTE, IT_PRIV_REMOTE_WRITE,
+                              IT_LMR_FLAG_SHARED, 7, &l1, &ctx),
+              IT_SUCCESS);
+    EXPECT_NE(ctx, 0u);
+    EXPECT_EQ(it_lmr_create21(s.pz, s.buf.data(), nullptr, 128, IT_ADDR_MODE_ABSOLUTE, IT_PRIV_LOCAL,
+                              IT_LMR_FLAG_SHARED, 7, &l2, nullptr),
+              IT_ERR_OP_NOT_SUPPORTED);
+    ASSERT_EQ(it_lmr_create21(s.pz, s.buf.data(), nullptr, 128, IT_ADDR_MODE_ABSOLUTE, IT_PRIV_LOCAL,
+                              IT_LMR_FLAG_SHARED, 8, &l3, nullptr),
+              IT_SUCCESS);
+    EXPECT_EQ(it_lmr_free(l1), IT_SUCCESS);
+    // The id is free again once its LMR is gone.
+    ASSERT_EQ(it_lmr_create21(s.pz, s.buf.data(), nullptr, 128, IT_ADDR_MODE_ABSOLUTE, IT_PRIV_LOCAL,
+                              IT_LMR_FLAG_SHARED, 7, &l2, nullptr),
+              IT_SUCCESS);
+    EXPECT_EQ(it_lmr_free(l2), IT_SUCCESS);
+    EXPECT_EQ(it_lmr_free(l3), IT_SUCCESS);
 }
 
 TEST_F(ItApi, HandoffMovesARequestToAnotherListenPoint) {

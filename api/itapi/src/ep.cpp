@@ -24,6 +24,21 @@ uint16_t host_port(uint16_t wire) noexcept {
 #endif
 }
 
+// The other way: a port as an it_conn_qual_t carries it.
+uint16_t wire_port(uint16_t host) noexcept { return host_port(host); }  // the swap is its own inverse
+
+// A listen point's qualifier, of the type the consumer listened with: IT_IANA_PORT, or IT_IANA_LR_PORT with the
+// local port and 0 (any peer port) for the remote one.
+void listen_qual(const Listen &l, it_conn_qual_t &q) noexcept {
+    q.type = l.lr_port ? IT_IANA_LR_PORT : IT_IANA_PORT;
+    if (l.lr_port) {
+        q.conn_qual.lr_port.local = wire_port(l.port);
+        q.conn_qual.lr_port.remote = 0;
+    } else {
+        q.conn_qual.port = wire_port(l.port);
+    }
+}
+
 std::span<const uint8_t> bytes(const unsigned char *p, size_t n) noexcept { return {p, n}; }
 
 size_t max_private_data(const Ia *ia) noexcept { return std::min<size_t>(ia->attr.max_private_data, IT_MAX_PRIV_DATA); }
@@ -421,9 +436,19 @@ ITAPI_EXPORT it_status_t it_listen_create(it_ia_handle_t ia_handle, size_t spigo
     if (evd == nullptr || evd->ia != ia) return IT_ERR_INVALID_EVD;
     if (evd->stream != IT_CM_REQ_EVENT_STREAM) return evd->aggregate() ? IT_ERR_AEVD_NOT_ALLOWED : IT_ERR_INVALID_EVD_TYPE;
     uint16_t port = 0;
+    bool lr_port = false;
     if (flags & IT_LISTEN_CONN_QUAL_INPUT) {
-        if (conn_qual->type != IT_IANA_PORT) return IT_ERR_INVALID_CONN_QUAL;
-        port = host_port(conn_qual->conn_qual.port);
+        if (conn_qual->type == IT_IANA_PORT) {
+            port = host_port(conn_qual->conn_qual.port);
+        } else if (conn_qual->type == IT_IANA_LR_PORT) {
+            // IBM's IT-API programs listen on a local/remote pair whose remote port is 0 (any peer port); a listen
+            // point that admits one remote port only is not offered.
+            if (conn_qual->conn_qual.lr_port.remote != 0) return IT_ERR_INVALID_CONN_QUAL;
+            port = host_port(conn_qual->conn_qual.lr_port.local);
+            lr_port = true;
+        } else {
+            return IT_ERR_INVALID_CONN_QUAL;
+        }
         if (port == 0) return IT_ERR_INVALID_CONN_QUAL;
     }
     std::lock_guard lock(ia->mutex);
@@ -440,13 +465,9 @@ ITAPI_EXPORT it_status_t it_listen_create(it_ia_handle_t ia_handle, size_t spigo
     l->lp = std::move(*lp);
     l->evd = evd;
     l->port = l->lp->port();
+    l->lr_port = lr_port;
     ++evd->users;
-    conn_qual->type = IT_IANA_PORT;
-#ifdef ITAPI_IANA_PORT_HOST_BYTE_ORDER
-    conn_qual->conn_qual.port = l->port;
-#else
-    conn_qual->conn_qual.port = htons(l->port);
-#endif
+    listen_qual(*l, *conn_qual);
     *listen_handle = to_handle<it_listen_handle_t>(l);
     return IT_SUCCESS;
 }
@@ -470,12 +491,7 @@ ITAPI_EXPORT it_status_t it_listen_query(it_listen_handle_t listen_handle, it_li
     params->ia_handle = to_handle<it_ia_handle_t>(l->ia);
     params->spigot_id = 0;
     params->connect_evd = to_handle<it_evd_handle_t>(l->evd);
-    params->connect_qual.type = IT_IANA_PORT;
-#ifdef ITAPI_IANA_PORT_HOST_BYTE_ORDER
-    params->connect_qual.conn_qual.port = l->port;
-#else
-    params->connect_qual.conn_qual.port = htons(l->port);
-#endif
+    listen_qual(*l, params->connect_qual);
     return IT_SUCCESS;
 }
 

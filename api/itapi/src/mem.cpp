@@ -57,7 +57,17 @@ ITAPI_EXPORT it_status_t it_lmr_create21(it_pz_handle_t pz_handle, void *addr, i
     if (lmr_handle == nullptr) return IT_ERR_FAULT;
     if (iobl != nullptr) return addr != nullptr ? IT_ERR_INVALID_IOBL : IT_ERR_PRIV_OPS_UNAVAILABLE;  // I/O lists: kernel only
     if ((flags & ~kLmrFlags) != 0) return IT_ERR_INVALID_FLAGS;
-    if (flags & IT_LMR_FLAG_SHARED) return IT_ERR_OP_NOT_SUPPORTED;  // listed in README: shared LMRs
+    // A shared LMR whose shared_id no other shared LMR of the IA carries yet is an ordinary registration that later
+    // ones could share; sharing an existing one's registration is not offered (listed in README).
+    if (flags & IT_LMR_FLAG_SHARED) {
+        std::lock_guard lock(pz->ia->mutex);
+        for (const auto &[p, o] : pz->ia->objects) {
+            const auto *other = o->type == IT_HANDLE_TYPE_LMR ? static_cast<const Lmr *>(o.get()) : nullptr;
+            if (other != nullptr && (other->flags & IT_LMR_FLAG_SHARED) != 0 && other->shared_id == shared_id) {
+                return IT_ERR_OP_NOT_SUPPORTED;
+            }
+        }
+    }
     std::shared_ptr<ual::MemoryRegion> mr;
     if (it_status_t st = register_region("it_lmr_create", pz, addr, length, addr_mode, privs, mr); st != IT_SUCCESS) {
         return st;

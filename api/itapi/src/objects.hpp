@@ -112,6 +112,7 @@ struct Listen : Child {
     std::shared_ptr<ual::ListenPoint> lp; /**< The access layer's listen point. */
     Evd *evd = nullptr;                   /**< Where its requests go. */
     uint16_t port = 0;                    /**< TCP port, host order. */
+    bool lr_port = false;                 /**< Listened with IT_IANA_LR_PORT (queries answer the same type). */
 };
 
 /** @brief A local memory region. */
