@@ -17,6 +17,7 @@ packages=(
   # tests, benchmarks, documentation
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   doxygen graphviz
+  scdoc man-db                              # manual pages: scdoc builds them, man -l renders them in the tests
   gnuplot-nox                               # it_perf --plot (bandwidth and latency against message size)
   # test hosts (network namespaces, veth) and process helpers
   iproute2 procps util-linux

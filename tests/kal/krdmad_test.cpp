@@ -121,7 +121,9 @@ TEST_F(Krdmad, DevicePathInUseIsExitFour) {
     fs::path device = dir_ / "krdma";
     start({"--config", write_config(good_config(device.string()))});
     ASSERT_NE(connect(device), nullptr) << stderr_text();
-    pid_t second = start({"--device", device.string()});
+    // Its own configuration file, so that a default one installed on the host cannot change what it does.
+    pid_t second = start({"--config", write_config(R"({"provider_dir": ")" TEST_PROVIDER_DIR R"("})").string(),
+                          "--device", device.string()});
     EXPECT_EQ(wait_exit(second), 4);
     EXPECT_NE(stderr_text().find("in use by a running krdmad"), std::string::npos) << stderr_text();
 }

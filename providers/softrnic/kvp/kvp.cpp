@@ -229,8 +229,8 @@ struct Kvp {
             *out = attr;
             return RI_OK;
         }
-        // The completion ring is fixed at create (the uVP maps it once); resizing is not offered (no RESIZE_CQ cap).
-        ri_status_t resize(uint32_t, uint32_t *) { return RI_EOPNOTSUPP; }
+        // No resize: the completion ring is fixed at create (the uVP maps it once). The table's slot stays empty, so
+        // the loader's stub answers RI_EOPNOTSUPP and modinfo lists resize_cq as not supported.
         // A uVP's CQ is polled in its process: here it is always empty.
         ri_status_t poll(uint32_t max, ri_wc_t *wc, uint32_t *polled) {
             if (dp) return dp->poll(max, wc, polled);

@@ -138,8 +138,7 @@ struct Uvp {
             c.result(out);
             return c.run(rnic->host_ctx);
         }
-        // The ring is mapped once at create; no RESIZE_CQ capability.
-        ri_status_t resize(uint32_t, uint32_t *) { return RI_EOPNOTSUPP; }
+        // No resize: the ring is mapped once at create (no RESIZE_CQ capability; the loader's stub answers).
         ri_status_t poll(uint32_t max, ri_wc_t *wc, uint32_t *polled) { return dp->poll(max, wc, polled); }
         ri_status_t request_notify(uint32_t type) { return dp->request_notify(type); }
     };
@@ -186,8 +185,8 @@ struct Uvp {
         ri_status_t post_recv(const ri_recv_wr_t *wr, uint32_t count, uint32_t *posted) {
             return dp->post_recv(wr, count, posted);
         }
-        // Type 1 window binds are not executed by the data path yet.
-        ri_status_t bind_mw(ri_mw_t, ri_mr_t, uint64_t, uint64_t, uint32_t, ri_stag_t *) { return RI_EOPNOTSUPP; }
+        // No bind_mw: Type 1 window binds are not executed by the data path yet (the loader's stub answers
+        // RI_EOPNOTSUPP, and modinfo says so).
 
         // datapath::QpOwner
         void async_event(const ri_async_event_t &event) noexcept override;
