@@ -1,6 +1,7 @@
 // rdmactl: the administrator's tool for RNICs, providers, resources and statistics.
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -44,10 +45,34 @@ int main(int argc, char **argv) {
     rdmactl::add_admin_commands(app, global, exit_code);
     rdmactl::add_stats_command(app, global, exit_code);
     rdmactl::add_dat_command(app, global, exit_code);
+    // Global options anywhere on the line, as `rdma` takes them: `rdmactl list --json` as `rdmactl --json list`.
+    for (CLI::App *sub : app.get_subcommands({})) sub->fallthrough();
+    // The first word that is not an option (or an option's value) names the command: an unknown one is named as
+    // such, with the commands there are, rather than CLI11's "A subcommand is required".
+    for (int i = 1; i < argc; ++i) {
+        const std::string word = argv[i];
+        if (word == "--device" || word == "--log-level") {
+            ++i;
+            continue;
+        }
+        if (word.empty() || word[0] == '-') continue;
+        std::string names;
+        bool known = false;
+        for (const CLI::App *sub : app.get_subcommands({})) {
+            names += (names.empty() ? "" : ", ") + sub->get_name();
+            known = known || sub->check_name(word);
+        }
+        if (!known) {
+            std::fprintf(stderr, "rdmactl: unknown command '%s' (commands: %s; rdmactl --help)\n", word.c_str(),
+                         names.c_str());
+            return 2;
+        }
+        break;
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {
-        return app.exit(e);
+        return app.exit(e) == 0 ? 0 : 2;  // --help, --version: 0; a bad command line: 2, as the manual says
     }
     return exit_code;
 }
