@@ -14,7 +14,10 @@ run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
 
 foreach(f
     include/rnicpi/rnicpi.h include/rnicpi/ri_verbs.h include/rnicpi/cpp/provider.hpp include/rnicpi/cpp/status.hpp
-    bin/rdmactl sbin/krdmad lib/systemd/system/krdmad.service ${LIBDIR}/pkgconfig/openrdma.pc ${LIBDIR}/cmake/OpenRDMA/OpenRDMAConfig.cmake
+    bin/rdmactl sbin/krdmad lib/systemd/system/krdmad.service etc/krdma/krdmad.json share/man/man8/krdmad.8
+    share/man/man5/krdmad.json.5 share/man/man7/openrdma.7 share/bash-completion/completions/rdmactl
+    include/it_api.h include/krdma/consumer_module.h share/doc/OpenRDMA/examples/it_hello.c
+    ${LIBDIR}/pkgconfig/openrdma.pc ${LIBDIR}/pkgconfig/itapi.pc ${LIBDIR}/cmake/OpenRDMA/OpenRDMAConfig.cmake
     ${LIBDIR}/cmake/OpenRDMA/OpenRDMAConfigVersion.cmake ${LIBDIR}/cmake/OpenRDMA/OpenRDMATargets.cmake)
   if(NOT EXISTS ${prefix}/${f})
     message(FATAL_ERROR "install is missing ${f}")
@@ -29,9 +32,11 @@ if(leaked)
   message(FATAL_ERROR "install contains internal files: ${leaked}")
 endif()
 
-# A vendor's CMake build against the installed package.
+# A vendor's CMake build against the installed package (a provider module with OpenRDMA::rnicpi, and the installed
+# it_hello example with OpenRDMA::itapi).
 run(${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/consumer -G ${GENERATOR}
-    -DCMAKE_PREFIX_PATH=${prefix} -DMODULE_SOURCE=${MODULE_SOURCE})
+    -DCMAKE_PREFIX_PATH=${prefix} -DMODULE_SOURCE=${MODULE_SOURCE}
+    -DHELLO_SOURCE=${prefix}/share/doc/OpenRDMA/examples/it_hello.c)
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/consumer)
 run(${CMAKE_COMMAND} --install ${WORK_DIR}/consumer)
 set(providers ${prefix}/${PROVIDER_SUBDIR})
@@ -52,6 +57,27 @@ if(NOT pc_providers STREQUAL real_providers)
 endif()
 separate_arguments(cflags UNIX_COMMAND "${cflags}")
 run(cc -std=c99 -Wall -Wextra -Werror ${cflags} -c ${C_SOURCE} -o ${WORK_DIR}/c_consumer.o)
+run(pkg-config --variable=rnicpi_abi_version openrdma)
+if(NOT LAST_OUTPUT MATCHES "^[1-9][0-9]*\\.[0-9]+")
+  message(FATAL_ERROR "openrdma.pc says RNIC-PI ABI ${LAST_OUTPUT}")
+endif()
+
+# The installed example, built the way its comment says (pkg-config itapi), and run: without arguments it prints
+# its usage (exit 2), which it can only do once the installed libitapi has loaded.
+run(pkg-config --cflags --libs itapi)
+string(STRIP "${LAST_OUTPUT}" itapi_flags)
+separate_arguments(itapi_flags UNIX_COMMAND "${itapi_flags}")
+run(cc -std=c11 -Wall -Wextra -Werror -o ${WORK_DIR}/it_hello ${prefix}/share/doc/OpenRDMA/examples/it_hello.c
+    ${itapi_flags})
+set(ENV{LD_LIBRARY_PATH} ${prefix}/${LIBDIR})
+execute_process(COMMAND ${WORK_DIR}/it_hello RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "usage: it_hello")
+  message(FATAL_ERROR "the installed example built with pkg-config itapi did not run (${rc}): ${err}")
+endif()
+execute_process(COMMAND ${WORK_DIR}/consumer/it_hello_consumer RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "usage: it_hello")
+  message(FATAL_ERROR "the installed example built with OpenRDMA::itapi did not run (${rc}): ${err}")
+endif()
 
 # The installed rdmactl accepts the vendor's module (its uVP file is not shipped here, which modinfo reports).
 run(${prefix}/bin/rdmactl modinfo --provider-dir ${providers} vendor_kvp.so)
