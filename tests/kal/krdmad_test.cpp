@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include <nlohmann/json.hpp>
+
 #include "rnic_calls.hpp"
 
 namespace {
@@ -147,7 +149,60 @@ TEST_F(Krdmad, RdmactlListsAndSelectsRnicsByAddress) {
     EXPECT_NE(out.find("\"processes\": []"), std::string::npos) << out;  // no consumer holds anything
     EXPECT_NE(out.find("\"opens\": 0"), std::string::npos) << out;
     EXPECT_EQ(rdmactl({"--device", device.string(), "show", "10.9.9.9"}, out), 1);
-    EXPECT_NE(out.find("no RNIC serves 10.9.9.9"), std::string::npos) << out;
+    EXPECT_NE(out.find("no RNIC named or serving 10.9.9.9"), std::string::npos) << out;
+}
+
+// rdmactl show, as ibv_devinfo -v: by name or address, with the provider's version and ABI, the netdev's link, the
+// limits and capabilities a consumer's query gives, and the counters; stats lists every attached RNIC (an idle one
+// with zeros); resources and stats take filters.
+TEST_F(Krdmad, RdmactlShowsAnRnicWholeAndFiltersWhatItLists) {
+    fs::path device = dir_ / "krdma";
+    start({"--config", write_config(good_config(device.string()))});
+    auto consumer = connect(device);
+    ASSERT_NE(consumer, nullptr) << stderr_text();
+    std::string out;
+    ASSERT_EQ(rdmactl({"--device", device.string(), "show", "cpp0"}, out), 0) << out;
+    EXPECT_NE(out.find("provider:      cppkvp (OpenRDMA tests), version 2.0-test, RNIC-PI ABI 1."), std::string::npos)
+        << out;
+    EXPECT_NE(out.find("netdev:        lo (link "), std::string::npos) << out;
+    EXPECT_NE(out.find("limits:"), std::string::npos) << out;
+    EXPECT_NE(out.find("counters:      endpoints 0"), std::string::npos) << out;
+    ASSERT_EQ(rdmactl({"--device", device.string(), "show", "127.0.0.1", "--json"}, out), 0) << out;
+    const auto j = nlohmann::json::parse(out);
+    EXPECT_EQ(j["name"], "cpp0");
+    EXPECT_TRUE(j["limits"].contains("max_qp")) << out;
+    EXPECT_TRUE(j["link"].contains("mtu")) << out;
+    EXPECT_TRUE(j["module"].contains("abi_version")) << out;
+    EXPECT_TRUE(j["capabilities"].is_array()) << out;
+
+    // The attached RNIC is in stats with zeros (it used to give "rnics": {} until an endpoint existed).
+    ASSERT_EQ(rdmactl({"--device", device.string(), "stats", "--json"}, out), 0) << out;
+    const auto stats = nlohmann::json::parse(out);
+    ASSERT_TRUE(stats["rnics"].is_array()) << out;
+    ASSERT_EQ(stats["rnics"].size(), 1u) << out;
+    EXPECT_EQ(stats["rnics"][0]["name"], "cpp0");
+    EXPECT_EQ(stats["rnics"][0]["endpoints"], 0);
+    EXPECT_EQ(rdmactl({"--device", device.string(), "stats", "--rnic", "nosuch"}, out), 1);
+    EXPECT_NE(out.find("no RNIC named or serving nosuch"), std::string::npos) << out;
+
+    // resources: by process, by object type, by RNIC.
+    ASSERT_EQ(testutil::open_rnic(*consumer, "cpp0"), RI_OK);
+    const std::string me = std::to_string(::getpid());
+    ASSERT_EQ(rdmactl({"--device", device.string(), "resources", "--pid", me, "--json"}, out), 0) << out;
+    auto res = nlohmann::json::parse(out);
+    ASSERT_EQ(res["processes"].size(), 1u) << out;
+    EXPECT_EQ(res["processes"][0]["pid"], ::getpid());
+    EXPECT_EQ(res["processes"][0]["objects"]["rnic"], 1);
+    ASSERT_EQ(rdmactl({"--device", device.string(), "resources", "--type", "qp", "--json"}, out), 0) << out;
+    EXPECT_TRUE(nlohmann::json::parse(out)["processes"].empty()) << out;  // nobody holds a QP
+    ASSERT_EQ(rdmactl({"--device", device.string(), "resources", "--type", "rnic", "--rnic", "127.0.0.1", "--json"},
+                      out),
+              0)
+        << out;
+    res = nlohmann::json::parse(out);
+    EXPECT_EQ(res["processes"].size(), 1u) << out;
+    ASSERT_EQ(res["rnics"].size(), 1u) << out;
+    EXPECT_EQ(res["rnics"][0]["opens"], 1);
 }
 
 TEST_F(Krdmad, RdmactlSaysWhenKrdmadIsNotRunning) {

@@ -381,3 +381,13 @@ void add_admin_commands(CLI::App &app, const GlobalOptions &global, int &exit_co
 }
 
 }  // namespace rdmactl
+
+namespace rdmactl {
+
+nlohmann::json module_info_json(const krdma_module_info &m) { return module_json(m); }
+
+std::optional<std::vector<krdma_module_info>> fetch_modules(const GlobalOptions &global) {
+    return list_all<krdma_list_modules>(global, KRDMA_CMD_LIST_MODULES, "listing modules");
+}
+
+}  // namespace rdmactl

@@ -1,16 +1,17 @@
 // rdmactl list / show: the RNICs a running krdmad serves, selected by network address.
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "client.hpp"
 #include "commands.hpp"
+#include "rnicpi/host/loader.hpp"
+#include "ual/access_layer.hpp"
 
 namespace rdmactl {
-namespace {
 
-// Asks krdmad for every RNIC; on failure prints why and returns nothing.
-std::optional<std::vector<krdma_rnic_info>> fetch(const GlobalOptions &global) {
+std::optional<std::vector<krdma_rnic_info>> fetch_rnics(const GlobalOptions &global) {
     auto client = ual::DeviceClient::connect(global.device);
     if (!client) {
         std::fprintf(stderr, "rdmactl: %s\n", client.error().message().c_str());
@@ -32,7 +33,12 @@ std::optional<std::vector<krdma_rnic_info>> fetch(const GlobalOptions &global) {
     return out;
 }
 
-}  // namespace
+const krdma_rnic_info *find_rnic(const std::vector<krdma_rnic_info> &rnics, const std::string &name_or_address) {
+    for (const auto &r : rnics) {
+        if (name_or_address == r.name || name_or_address == r.address) return &r;
+    }
+    return nullptr;
+}
 
 // Resource type names in the kAL's order (krdma_client_info::counts, krdma_rnic_info::objects).
 constexpr const char *kResourceTypeNames[KRDMA_RESOURCE_TYPES] = {"endpoint", "listener", "mw", "qp",  "srq",
@@ -46,10 +52,154 @@ nlohmann::json rnic_json(const krdma_rnic_info &i) {
     return j;
 }
 
+namespace {
+
+// The capability bits of Query RNIC, by name.
+constexpr std::pair<uint32_t, const char *> kCaps[] = {
+    {RI_CAP_SRQ, "srq"},           {RI_CAP_ZERO_BASED, "zero_based"},   {RI_CAP_MW_TYPE1, "mw_type1"},
+    {RI_CAP_MW_TYPE2, "mw_type2"}, {RI_CAP_FAST_REG, "fast_reg"},       {RI_CAP_SEND_INV, "send_inv"},
+    {RI_CAP_PHYS_MR, "phys_mr"},   {RI_CAP_ATOMICS, "atomics"},         {RI_CAP_MPA_CRC, "mpa_crc"},
+    {RI_CAP_MPA_MARKERS, "mpa_markers"}, {RI_CAP_MPA_PEER2PEER, "mpa_peer2peer"}, {RI_CAP_RESIZE_CQ, "resize_cq"},
+    {RI_CAP_SHARED_MR, "shared_mr"}};
+
+// What the kernel says of network device @p netdev (sysfs): its state, MTU, speed and hardware address.
+nlohmann::json link_json(const std::string &netdev) {
+    auto read = [&netdev](const char *attr) {
+        std::ifstream in("/sys/class/net/" + netdev + "/" + attr);
+        std::string v;
+        std::getline(in, v);
+        return v;
+    };
+    auto number = [](const std::string &v) -> nlohmann::json {
+        try {
+            const long n = std::stol(v);
+            return n >= 0 ? nlohmann::json(n) : nlohmann::json(nullptr);
+        } catch (...) {
+            return nullptr;  // no such attribute, or the device does not say (speed of a virtual device)
+        }
+    };
+    const std::string state = read("operstate");
+    return {{"state", state.empty() ? "unknown" : state},
+            {"mtu", number(read("mtu"))},
+            {"speed_mbps", number(read("speed"))},
+            {"mac", read("address")}};
+}
+
+// Limits and capabilities as a consumer sees them: the RNIC opened through the uAL (loading its uVP) and queried,
+// as ibv_devinfo opens a device.
+rdma::Expected<ri_rnic_attr_t> query_rnic(const GlobalOptions &global, const std::string &name) {
+    ual::Options o;
+    o.device = global.device;  // krdmad's, never an embedded kAL
+    o.workers = 1;
+    auto al = ual::AccessLayer::open(o);
+    if (!al) return al.error();
+    rdma::Expected<ri_rnic_attr_t> attr = rdma::Error(RI_EIO, "not queried");
+    {
+        auto adapter = (*al)->open_adapter(name);
+        if (!adapter) return adapter.error();
+        attr = (*adapter)->query();
+    }  // the adapter goes before its access layer
+    return attr;
+}
+
+nlohmann::json limits_json(const ri_rnic_attr_t &a) {
+    return {{"max_qp", a.max_qp},       {"max_qp_wr", a.max_qp_wr},   {"max_sge", a.max_sge},
+            {"max_sge_rd", a.max_sge_rd}, {"max_inline", a.max_inline}, {"max_cq", a.max_cq},
+            {"max_cqe", a.max_cqe},     {"max_pd", a.max_pd},         {"max_mr", a.max_mr},
+            {"max_mr_size", a.max_mr_size}, {"max_mw", a.max_mw},     {"max_srq", a.max_srq},
+            {"max_srq_wr", a.max_srq_wr}, {"max_srq_sge", a.max_srq_sge}, {"max_ird", a.max_ird},
+            {"max_ord", a.max_ord},     {"max_fast_reg_pages", a.max_fast_reg_pages},
+            {"max_private_data", a.max_private_data}, {"page_size_cap", a.page_size_cap}};
+}
+
+// Everything `show` says of one RNIC: what krdmad lists, its module, its netdev's link, its limits and
+// capabilities (queried as a consumer), and its counters.
+nlohmann::json show_json(const GlobalOptions &global, const krdma_rnic_info &r) {
+    nlohmann::json j = rnic_json(r);
+    if (auto modules = fetch_modules(global)) {
+        for (const auto &m : *modules) {
+            if (r.provider == std::string(m.provider)) j["module"] = module_info_json(m);
+        }
+    }
+    j["link"] = r.netdev[0] != '\0' ? link_json(r.netdev) : nlohmann::json(nullptr);
+    if (auto attr = query_rnic(global, r.name)) {
+        j["limits"] = limits_json(*attr);
+        nlohmann::json caps = nlohmann::json::array();
+        for (const auto &[bit, name] : kCaps) {
+            if ((attr->caps & bit) != 0) caps.push_back(name);
+        }
+        j["capabilities"] = caps;
+        j["mpa"] = {{"crc", (attr->caps & RI_CAP_MPA_CRC) != 0},
+                    {"markers", (attr->caps & RI_CAP_MPA_MARKERS) != 0},
+                    {"peer2peer", (attr->caps & RI_CAP_MPA_PEER2PEER) != 0}};
+        j["vendor_id"] = attr->vendor_id;
+        j["vendor_part_id"] = attr->vendor_part_id;
+        j["hw_version"] = attr->hw_version;
+        j["fw_version"] = attr->fw_version;
+    } else {
+        j["limits"] = nullptr;
+        j["limits_error"] = attr.error().message();
+    }
+    if (auto client = ual::DeviceClient::connect(global.device)) {
+        std::vector<krdma_rnic_info> one{r};
+        if (auto stats = collect_endpoints(**client, one, r.name); stats && !stats->rnics.empty()) {
+            j["counters"] = stats->rnics[0];
+            j["counters"].erase("name");
+        }
+    }
+    return j;
+}
+
+void print_show(const nlohmann::json &j) {
+    auto text = [&j](const char *k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : "-"; };
+    std::printf("%s\n", text("name").c_str());
+    std::printf("  provider:      %s (%s)", text("provider").c_str(), text("vendor").c_str());
+    if (j.contains("module")) {
+        std::printf(", version %s, RNIC-PI ABI %s", j["module"]["version"].get<std::string>().c_str(),
+                    j["module"]["abi_version"].get<std::string>().c_str());
+    }
+    std::printf("\n  address:       %s\n  netdev:        %s", text("address").c_str(), text("netdev").c_str());
+    if (!j["link"].is_null()) {
+        const auto &l = j["link"];
+        std::printf(" (link %s", l["state"].get<std::string>().c_str());
+        if (!l["mtu"].is_null()) std::printf(", MTU %ld", l["mtu"].get<long>());
+        if (!l["speed_mbps"].is_null()) std::printf(", %ld Mb/s", l["speed_mbps"].get<long>());
+        std::printf(")");
+    }
+    std::printf("\n  state:         attached, %u open(s)\n  uVP library:   %s\n", j["opens"].get<unsigned>(),
+                text("uvp_library").c_str());
+    if (j["limits"].is_null()) {
+        std::printf("  limits:        not available: %s\n", text("limits_error").c_str());
+    } else {
+        std::string caps;
+        for (const auto &c : j["capabilities"]) caps += (caps.empty() ? "" : " ") + c.get<std::string>();
+        std::printf("  capabilities:  %s\n", caps.empty() ? "-" : caps.c_str());
+        const auto &m = j["mpa"];
+        std::printf("  MPA:           CRC %s, markers %s, peer-to-peer (RFC 6581) %s\n", m["crc"] ? "yes" : "no",
+                    m["markers"] ? "yes" : "no", m["peer2peer"] ? "yes" : "no");
+        std::printf("  limits:\n");
+        for (const auto &[k, v] : j["limits"].items()) {
+            std::printf("    %-20s %llu\n", k.c_str(), v.get<unsigned long long>());
+        }
+    }
+    std::printf("  objects:      ");
+    for (const auto &[k, v] : j["objects"].items()) std::printf(" %s %u", k.c_str(), v.get<unsigned>());
+    std::printf("\n");
+    if (j.contains("counters")) {
+        const auto &c = j["counters"];
+        std::printf("  counters:      endpoints %llu, bytes out %llu, in %llu, retransmissions %llu, CRC errors %llu\n",
+                    c["endpoints"].get<unsigned long long>(), c["bytes_sent"].get<unsigned long long>(),
+                    c["bytes_received"].get<unsigned long long>(), c["retransmissions"].get<unsigned long long>(),
+                    c["rdma"]["crc_errors"].get<unsigned long long>());
+    }
+}
+
+}  // namespace
+
 void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_code) {
     CLI::App *list = app.add_subcommand("list", "List the RNICs krdmad serves");
     list->callback([&global, &exit_code] {
-        auto rnics = fetch(global);
+        auto rnics = fetch_rnics(global);
         if (!rnics) {
             exit_code = 1;
             return;
@@ -70,7 +220,16 @@ void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_cod
 
     CLI::App *res = app.add_subcommand("resources",
                                        "Show what each consumer process and each RNIC holds (objects by type)");
-    res->callback([&global, &exit_code] {
+    struct Filter {
+        uint32_t pid = 0;
+        std::string rnic, type;
+    };
+    auto filter = std::make_shared<Filter>();
+    res->add_option("--pid", filter->pid, "Only this consumer process");
+    res->add_option("--rnic", filter->rnic, "Only this RNIC (by name or address)");
+    res->add_option("--type", filter->type, "Only processes holding objects of this type")
+        ->check(CLI::IsMember({"endpoint", "listener", "mw", "qp", "srq", "mr", "cq", "pd", "rnic"}));
+    res->callback([&global, &exit_code, filter] {
         auto client = ual::DeviceClient::connect(global.device);
         if (!client) {
             std::fprintf(stderr, "rdmactl: %s\n", client.error().message().c_str());
@@ -92,12 +251,24 @@ void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_cod
             nlohmann::json j{{"client", q.info.client_id}, {"pid", q.info.pid},     {"uid", q.info.uid},
                              {"total", q.info.total},      {"pinned_bytes", q.info.pinned_bytes}};
             for (size_t t = 0; t < KRDMA_RESOURCE_TYPES; ++t) j["objects"][kResourceTypeNames[t]] = q.info.counts[t];
+            if (filter->pid != 0 && q.info.pid != filter->pid) continue;
+            if (!filter->type.empty() && j["objects"][filter->type].get<uint32_t>() == 0) continue;
             all.push_back(j);
         }
-        auto rnics = fetch(global);
-        if (!rnics) {
+        auto listed = fetch_rnics(global);
+        if (!listed) {
             exit_code = 1;
             return;
+        }
+        auto rnics = listed;
+        if (!filter->rnic.empty()) {
+            const krdma_rnic_info *r = find_rnic(*listed, filter->rnic);
+            if (r == nullptr) {
+                std::fprintf(stderr, "rdmactl: no RNIC named or serving %s\n", filter->rnic.c_str());
+                exit_code = 1;
+                return;
+            }
+            rnics = std::vector<krdma_rnic_info>{*r};
         }
         if (global.json) {
             nlohmann::json per_rnic = nlohmann::json::array();
@@ -128,30 +299,28 @@ void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_cod
         }
     });
 
-    auto address = std::make_shared<std::string>();
-    CLI::App *show = app.add_subcommand("show", "Show the RNIC that serves a network address");
-    show->add_option("address", *address, "IPv4 or IPv6 address")->required();
-    show->callback([&global, &exit_code, address] {
-        auto rnics = fetch(global);
+    auto which = std::make_shared<std::string>();
+    CLI::App *show = app.add_subcommand(
+        "show", "Show an RNIC, by name or by an address it serves: provider, link, limits, capabilities, counters");
+    show->add_option("rnic", *which, "RNIC name, or an IPv4 or IPv6 address it serves")->required();
+    show->callback([&global, &exit_code, which] {
+        auto rnics = fetch_rnics(global);
         if (!rnics) {
             exit_code = 1;
             return;
         }
-        for (const auto &r : *rnics) {
-            if (*address == r.address) {
-                if (global.json) {
-                    std::cout << rnic_json(r).dump(2) << "\n";
-                } else {
-                    std::printf("%s\n  provider:    %s (%s)\n  netdev:      %s\n  address:     %s\n"
-                                "  state:       attached, %u open(s)\n  uVP library: %s\n",
-                                r.name, r.provider, r.vendor, r.netdev, r.address, r.opens,
-                                r.uvp_library[0] != '\0' ? r.uvp_library : "-");
-                }
-                return;
-            }
+        const krdma_rnic_info *r = find_rnic(*rnics, *which);
+        if (r == nullptr) {
+            std::fprintf(stderr, "rdmactl: no RNIC named or serving %s\n", which->c_str());
+            exit_code = 1;
+            return;
         }
-        std::fprintf(stderr, "rdmactl: no RNIC serves %s\n", address->c_str());
-        exit_code = 1;
+        const nlohmann::json j = show_json(global, *r);
+        if (global.json) {
+            std::cout << j.dump(2) << "\n";
+        } else {
+            print_show(j);
+        }
     });
 }
 

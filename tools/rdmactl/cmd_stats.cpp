@@ -43,13 +43,106 @@ nlohmann::json rdma_json(const ri_qp_stats_t &s) {
             {"terminates_received", s.terminates_received}};
 }
 
+
+// Zero totals of one RNIC, as stats and show print them.
+nlohmann::json zero_totals() {
+    nlohmann::json r{{"endpoints", 0}, {"bytes_sent", 0}, {"bytes_received", 0}, {"retransmissions", 0}};
+    r["rdma"] = rdma_json(ri_qp_stats_t{});
+    return r;
+}
+
 }  // namespace
+
+std::optional<EndpointStats> collect_endpoints(ual::DeviceClient &client, const std::vector<krdma_rnic_info> &rnics,
+                                               const std::string &rnic) {
+    // The RNIC by name (an address selects its RNIC's name).
+    std::string only;
+    if (!rnic.empty()) {
+        const krdma_rnic_info *r = find_rnic(rnics, rnic);
+        if (r == nullptr) return std::nullopt;
+        only = r->name;
+    }
+    nlohmann::json eps = nlohmann::json::array();
+    std::map<std::string, nlohmann::json> per_rnic;
+    for (uint32_t index = 0;; ++index) {
+        krdma_list_endpoints q{};
+        q.index = index;
+        if (!ask(client, KRDMA_CMD_LIST_ENDPOINTS, q)) return std::nullopt;
+        if (index >= q.count) break;
+        const krdma_endpoint_info &i = q.info;
+        if (!only.empty() && only != i.rnic) continue;
+        nlohmann::json e{{"client", i.client_id},
+                         {"qp_num", i.qp_num},
+                         {"rnic", i.rnic},
+                         {"state", ep_state_name(i.state)},
+                         {"local", i.local},
+                         {"remote", i.remote},
+                         {"tcp_state", std::string(kal::llp::tcp_state_name(static_cast<uint8_t>(i.tcp_state)))},
+                         {"mpa", {{"revision", i.llp.mpa_revision},
+                                  {"crc", (i.llp.mpa_flags & RI_MPA_CRC) != 0},
+                                  {"markers", (i.llp.mpa_flags & RI_MPA_MARKERS) != 0},
+                                  {"peer2peer", (i.llp.mpa_flags & RI_MPA_PEER2PEER) != 0},
+                                  {"ird", i.llp.ird},
+                                  {"ord", i.llp.ord},
+                                  {"fpdu_max", i.llp.fpdu_max}}},
+                         {"bytes_sent", i.bytes_sent},
+                         {"bytes_received", i.bytes_received},
+                         {"segments_out", i.segs_out},
+                         {"segments_in", i.segs_in},
+                         {"retransmissions", i.retransmits},
+                         {"rtt_us", i.rtt_us},
+                         {"cwnd", i.snd_cwnd},
+                         {"rdma", rdma_json(i.rdma)}};
+        nlohmann::json &r = per_rnic[i.rnic];
+        if (r.is_null()) r = zero_totals();
+        r["endpoints"] = r["endpoints"].get<uint64_t>() + 1;
+        r["bytes_sent"] = r["bytes_sent"].get<uint64_t>() + i.bytes_sent;
+        r["bytes_received"] = r["bytes_received"].get<uint64_t>() + i.bytes_received;
+        r["retransmissions"] = r["retransmissions"].get<uint64_t>() + i.retransmits;
+        const nlohmann::json counters = e["rdma"];
+        nlohmann::json &sum = r["rdma"];
+        if (sum.is_null()) sum = nlohmann::json::object();
+        for (const auto &[k, v] : counters.items()) {
+            sum[k] = (sum.contains(k) ? sum[k].get<uint64_t>() : 0) + v.get<uint64_t>();
+        }
+        eps.push_back(std::move(e));
+    }
+    EndpointStats out;
+    out.endpoints = std::move(eps);
+    out.rnics = nlohmann::json::array();
+    // Every attached RNIC, with zeros when it has no endpoint; then any an endpoint names that is gone since.
+    for (const krdma_rnic_info &r : rnics) {
+        if (!only.empty() && only != r.name) continue;
+        auto it = per_rnic.find(r.name);
+        nlohmann::json j = it != per_rnic.end() ? it->second : zero_totals();
+        j["name"] = r.name;
+        out.rnics.push_back(std::move(j));
+        if (it != per_rnic.end()) per_rnic.erase(it);
+    }
+    for (auto &[name, j] : per_rnic) {
+        j["name"] = name;
+        out.rnics.push_back(std::move(j));
+    }
+    return out;
+}
 
 void add_stats_command(CLI::App &app, const GlobalOptions &global, int &exit_code) {
     CLI::App *stats = app.add_subcommand(
         "stats", "Show connection statistics: LLP counters, endpoints with their TCP counters, per-RNIC totals and "
                  "the host's TCP MIB");
-    stats->callback([&global, &exit_code] {
+    auto rnic = std::make_shared<std::string>();
+    stats->add_option("--rnic", *rnic, "Only this RNIC (by name or address): its endpoints and totals");
+    stats->callback([&global, &exit_code, rnic] {
+        auto rnics = fetch_rnics(global);
+        if (!rnics) {
+            exit_code = 1;
+            return;
+        }
+        if (!rnic->empty() && !find_rnic(*rnics, *rnic)) {
+            std::fprintf(stderr, "rdmactl: no RNIC named or serving %s\n", rnic->c_str());
+            exit_code = 1;
+            return;
+        }
         auto client = ual::DeviceClient::connect(global.device);
         if (!client) {
             std::fprintf(stderr, "rdmactl: %s\n", client.error().message().c_str());
@@ -67,61 +160,20 @@ void add_stats_command(CLI::App &app, const GlobalOptions &global, int &exit_cod
                            {"SetupTimeouts", c.timeouts},       {"PeerDisconnects", c.peer_disconnects},
                            {"Resets", c.resets},                {"ListenPoints", c.listen_points},
                            {"PendingRequests", c.pending_requests}};
-        nlohmann::json eps = nlohmann::json::array();
-        std::map<std::string, nlohmann::json> per_rnic;
-        for (uint32_t index = 0;; ++index) {
-            krdma_list_endpoints q{};
-            q.index = index;
-            if (!ask(**client, KRDMA_CMD_LIST_ENDPOINTS, q)) {
-                exit_code = 1;
-                return;
-            }
-            if (index >= q.count) break;
-            const krdma_endpoint_info &i = q.info;
-            nlohmann::json e{{"client", i.client_id},
-                             {"qp_num", i.qp_num},
-                             {"rnic", i.rnic},
-                             {"state", ep_state_name(i.state)},
-                             {"local", i.local},
-                             {"remote", i.remote},
-                             {"tcp_state", std::string(kal::llp::tcp_state_name(static_cast<uint8_t>(i.tcp_state)))},
-                             {"mpa", {{"revision", i.llp.mpa_revision},
-                                      {"crc", (i.llp.mpa_flags & RI_MPA_CRC) != 0},
-                                      {"markers", (i.llp.mpa_flags & RI_MPA_MARKERS) != 0},
-                                      {"peer2peer", (i.llp.mpa_flags & RI_MPA_PEER2PEER) != 0},
-                                      {"ird", i.llp.ird},
-                                      {"ord", i.llp.ord},
-                                      {"fpdu_max", i.llp.fpdu_max}}},
-                             {"bytes_sent", i.bytes_sent},
-                             {"bytes_received", i.bytes_received},
-                             {"segments_out", i.segs_out},
-                             {"segments_in", i.segs_in},
-                             {"retransmissions", i.retransmits},
-                             {"rtt_us", i.rtt_us},
-                             {"cwnd", i.snd_cwnd},
-                             {"rdma", rdma_json(i.rdma)}};
-            nlohmann::json &r = per_rnic[i.rnic];
-            if (r.is_null()) r = {{"endpoints", 0}, {"bytes_sent", 0}, {"bytes_received", 0}, {"retransmissions", 0}};
-            r["endpoints"] = r["endpoints"].get<uint64_t>() + 1;
-            r["bytes_sent"] = r["bytes_sent"].get<uint64_t>() + i.bytes_sent;
-            r["bytes_received"] = r["bytes_received"].get<uint64_t>() + i.bytes_received;
-            r["retransmissions"] = r["retransmissions"].get<uint64_t>() + i.retransmits;
-            const nlohmann::json counters = e["rdma"];
-            nlohmann::json &sum = r["rdma"];
-            if (sum.is_null()) sum = nlohmann::json::object();
-            for (const auto &[k, v] : counters.items()) {
-                sum[k] = (sum.contains(k) ? sum[k].get<uint64_t>() : 0) + v.get<uint64_t>();
-            }
-            eps.push_back(std::move(e));
+        auto collected = collect_endpoints(**client, *rnics, *rnic);
+        if (!collected) {
+            exit_code = 1;
+            return;
         }
+        const nlohmann::json &eps = collected->endpoints;
+        const nlohmann::json &rnics_json = collected->rnics;
         nlohmann::json host = nlohmann::json::object();
         if (auto m = kal::llp::host_tcp_counters()) {
             for (const auto &mc : *m) host[mc.name] = mc.value;
         }
-        nlohmann::json rnics = nlohmann::json::object();
-        for (auto &[name, j] : per_rnic) rnics[name] = j;
         if (global.json) {
-            std::cout << nlohmann::json{{"llp", llp}, {"rnics", rnics}, {"endpoints", eps}, {"host_tcp", host}}.dump(2)
+            std::cout << nlohmann::json{{"llp", llp}, {"rnics", rnics_json}, {"endpoints", eps}, {"host_tcp", host}}
+                             .dump(2)
                       << "\n";
             return;
         }
@@ -149,7 +201,8 @@ void add_stats_command(CLI::App &app, const GlobalOptions &global, int &exit_cod
                         d["terminates_received"].get<unsigned long long>());
         }
         std::printf("\nPer RNIC\n");
-        for (const auto &[name, j] : rnics.items()) {
+        for (const auto &j : rnics_json) {
+            const std::string name = j["name"].get<std::string>();
             std::printf("  %-10s endpoints %llu, bytes out %llu, bytes in %llu, retransmissions %llu\n", name.c_str(),
                         j["endpoints"].get<unsigned long long>(), j["bytes_sent"].get<unsigned long long>(),
                         j["bytes_received"].get<unsigned long long>(), j["retransmissions"].get<unsigned long long>());

@@ -4,7 +4,9 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "client.hpp"
 #include "krdma/abi.h"
@@ -46,6 +48,28 @@ void add_stats_command(CLI::App &app, const GlobalOptions &global, int &exit_cod
 void add_dat_command(CLI::App &app, const GlobalOptions &global, int &exit_code);
 /** @brief One RNIC as `rdmactl --json` prints it. */
 [[nodiscard]] nlohmann::json rnic_json(const krdma_rnic_info &info);
+/** @brief Every kVP module krdmad has loaded; on failure prints why and returns nothing. */
+[[nodiscard]] std::optional<std::vector<krdma_module_info>> fetch_modules(const GlobalOptions &global);
+/** @brief One module as `rdmactl --json modules` prints it. */
+[[nodiscard]] nlohmann::json module_info_json(const krdma_module_info &m);
+/** @brief Every RNIC krdmad serves; on failure prints why and returns nothing. */
+[[nodiscard]] std::optional<std::vector<krdma_rnic_info>> fetch_rnics(const GlobalOptions &global);
+/** @brief The RNIC of @p rnics named @p name_or_address, or serving that address; null when none. */
+[[nodiscard]] const krdma_rnic_info *find_rnic(const std::vector<krdma_rnic_info> &rnics,
+                                               const std::string &name_or_address);
+
+/** @brief Endpoints and per-RNIC totals, as `rdmactl stats` and `show` print them. */
+struct EndpointStats {
+    nlohmann::json endpoints; /**< An array: one object per endpoint, with its TCP and RDMA counters. */
+    nlohmann::json rnics;     /**< An array: one object per RNIC ("name", totals, "rdma"), zeros for an idle one. */
+};
+/**
+ * @brief Lists every endpoint of krdmad over @p client and sums them per RNIC, for every RNIC of @p rnics (only
+ *        @p rnic, by name or address, when not empty); nothing when krdmad did not answer (said on stderr).
+ */
+[[nodiscard]] std::optional<EndpointStats> collect_endpoints(ual::DeviceClient &client,
+                                                             const std::vector<krdma_rnic_info> &rnics,
+                                                             const std::string &rnic = {});
 
 }  // namespace rdmactl
 
