@@ -1,13 +1,7 @@
 # Script mode (cmake -P): the Debian packages CPack builds from this tree, unpacked into a scratch root as dpkg would
 # install them, hold what each should and run from there: rdmactl accepts the softrnic module, krdmad and it_perf
 # (which loads libitapi2's library) answer --version.
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "command failed (${rc}): ${ARGN}\n${out}\n${err}")
-  endif()
-  set(LAST_OUTPUT "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/run.cmake)
 
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR}/root)
