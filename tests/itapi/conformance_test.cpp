@@ -94,6 +94,7 @@ TEST_F(ItApi, IaCreateQueryFree) {
     EXPECT_EQ(info->private_data_support, IT_TRUE);
     EXPECT_EQ(info->connect_private_data_len, 508u);  // MPA revision 2: 512 bytes less RFC 6581's IRD and ORD
     EXPECT_EQ(info->srq_support, IT_TRUE);
+    EXPECT_EQ(info->srq_resizable, IT_FALSE);  // softrnic cannot resize an SRQ (see the SRQ test)
     EXPECT_EQ(info->atomic_support, IT_FALSE);
     EXPECT_EQ(info->affiliated_err_evd, nullptr);
 #ifndef ITAPI_KERNEL_SUITE
@@ -533,6 +534,9 @@ TEST_F(ItApi, SrqCreateQueryModifyAndEpOnIt) {
     p.low_watermark = 100000;
     EXPECT_EQ(it_srq_modify(srq, IT_SRQ_PARAM_LOW_WATERMARK, &p), IT_ERR_INVALID_WATERMARK);
     EXPECT_EQ(it_srq_modify(srq, IT_SRQ_PARAM_PZ, &p), IT_ERR_INVALID_MASK);
+    // Not resizable, as it_ia_query says.
+    p.max_recv_dtos = 64;
+    EXPECT_EQ(it_srq_modify(srq, IT_SRQ_PARAM_MAX_RECV_DTO, &p), IT_ERR_OP_NOT_SUPPORTED);
     it_ep_attributes_t a = Side::attributes();
     a.srv.rc.srq = srq;
     it_ep_handle_t ep;

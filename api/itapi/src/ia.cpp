@@ -192,7 +192,9 @@ ITAPI_EXPORT it_status_t it_ia_query(it_ia_handle_t ia_handle, it_ia_info_t **ia
     info->srq_support = (a.caps & RI_CAP_SRQ) ? IT_TRUE : IT_FALSE;
     info->hard_hi_watermark_support = IT_FALSE;
     info->soft_hi_watermark_support = IT_FALSE;
-    info->srq_resizable = info->srq_support;
+    // RNIC-PI has no capability bit for resizing an SRQ, and softrnic refuses it (its ring is mapped once): an
+    // it_srq_modify of IT_SRQ_PARAM_MAX_RECV_DTO answers IT_ERR_OP_NOT_SUPPORTED, so nothing is promised here.
+    info->srq_resizable = IT_FALSE;
     info->extended_iwarp_qp_states = IT_FALSE;
     info->socket_conversion_support = ia->al->link().can_convert_sockets() ? IT_TRUE : IT_FALSE;
     info->rdma_read_ord_increasable = IT_FALSE;
