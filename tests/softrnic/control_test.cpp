@@ -206,10 +206,11 @@ TEST_F(Softrnic, OpenQueryAndClose) {
     ri_rnic_attr_t a{};
     ASSERT_EQ(v_->query_rnic(r, &a), RI_OK);
     EXPECT_STREQ(a.name, "sr0");
-    const uint32_t want = RI_CAP_SRQ | RI_CAP_MW_TYPE1 | RI_CAP_MW_TYPE2 | RI_CAP_SEND_INV | RI_CAP_ZERO_BASED |
-                          RI_CAP_MPA_CRC | RI_CAP_MPA_PEER2PEER | RI_CAP_FAST_REG;
+    const uint32_t want = RI_CAP_SRQ | RI_CAP_MW_TYPE2 | RI_CAP_SEND_INV | RI_CAP_ZERO_BASED | RI_CAP_MPA_CRC |
+                          RI_CAP_MPA_PEER2PEER | RI_CAP_FAST_REG;
     EXPECT_EQ(a.caps & want, want);
-    EXPECT_EQ(a.caps & (RI_CAP_ATOMICS | RI_CAP_RESIZE_CQ | RI_CAP_MPA_MARKERS), 0u);
+    // Nothing it cannot do: no atomics, no CQ resize, no markers, no type 1 windows (nothing would bind them).
+    EXPECT_EQ(a.caps & (RI_CAP_ATOMICS | RI_CAP_RESIZE_CQ | RI_CAP_MPA_MARKERS | RI_CAP_MW_TYPE1), 0u);
     EXPECT_EQ(a.max_private_data, 508u);
     EXPECT_GT(a.max_qp, 0u);
     EXPECT_GT(a.max_qp_wr, 0u);
@@ -662,21 +663,20 @@ TEST_F(Softrnic, StagsAndWindows) {
 
     std::set<ri_stag_t> stags{k.lkey};
     ri_mw_t mw[2] = {};
-    for (uint32_t type : {RI_MW_TYPE_1, RI_MW_TYPE_2}) {
+    for (ri_mw_t &w : mw) {
         ri_stag_t rkey = 0;
-        ASSERT_EQ(v_->alloc_mw(p, type, &mw[type - 1], &rkey), RI_OK);
-        ri_mw_t w = mw[type - 1];
-        track(w, [this, w] { (void)v_->dealloc_mw(w); });
+        ASSERT_EQ(v_->alloc_mw(p, RI_MW_TYPE_2, &w, &rkey), RI_OK);
+        ri_mw_t h = w;
+        track(h, [this, h] { (void)v_->dealloc_mw(h); });
         EXPECT_TRUE(stags.insert(rkey).second) << "windows and regions share one STag namespace";
     }
     ri_mw_t w3 = nullptr;
     ri_stag_t r3 = 0;
     EXPECT_EQ(v_->alloc_mw(p, 3, &w3, &r3), RI_EINVAL);
-    // Type 1 binds need the data path (issue 5).
+    // Type 1 windows are not offered (no RI_CAP_MW_TYPE1): nothing would bind them.
+    EXPECT_EQ(v_->alloc_mw(p, RI_MW_TYPE_1, &w3, &r3), RI_EOPNOTSUPP);
     ri_cq_t c = cq(r);
     ri_qp_t q = qp(p, c, c);
-    ri_stag_t out = 0;
-    EXPECT_EQ(v_->bind_mw(q, mw[0], st, 0, 0, 0, &out), RI_EOPNOTSUPP);
     // A type 2 window binds by work request; flushed like any other request.
     std::vector<char> mem(4096);
     ri_mr_t mr = nullptr;
@@ -689,8 +689,6 @@ TEST_F(Softrnic, StagsAndWindows) {
     b.u.bind.length = 64;
     uint32_t posted = 0;
     ASSERT_EQ(v_->post_send(q, &b, 1, &posted), RI_OK);
-    b.u.bind.mw = mw[0];
-    EXPECT_EQ(v_->post_send(q, &b, 1, &posted), RI_EINVAL);  // a type 1 window
     ASSERT_EQ(modify_state(q, RI_QPS_ERROR), RI_OK);
     auto wc = poll(c);
     ASSERT_EQ(wc.size(), 1u);
@@ -740,7 +738,7 @@ TEST_F(Softrnic, EverythingIsReleasedWhenTheConnectionCloses) {
     ASSERT_EQ(reg(p, mem.data(), mem.size(), RI_ACCESS_LOCAL_WRITE, &mr, &k), RI_OK);
     ri_mw_t mw = nullptr;
     ri_stag_t rkey = 0;
-    ASSERT_EQ(v_->alloc_mw(p, RI_MW_TYPE_1, &mw, &rkey), RI_OK);
+    ASSERT_EQ(v_->alloc_mw(p, RI_MW_TYPE_2, &mw, &rkey), RI_OK);
     track(mw, [this, mw] { (void)v_->dealloc_mw(mw); });
     Usage before = usage();
     EXPECT_EQ(before.clients, 1u);

@@ -49,7 +49,7 @@ int main(int argc, char **argv) {
     void *aligned = reinterpret_cast<void *>((reinterpret_cast<uintptr_t>(region.data()) + 4095) & ~uintptr_t{4095});
     auto mr = (*pz)->register_memory(aligned, bytes, RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_READ);
     if (!mr) return fail("register memory", mr.error());
-    auto mw = (*pz)->allocate_window(RI_MW_TYPE_1);
+    auto mw = (*pz)->allocate_window(RI_MW_TYPE_2);
     if (!mw) return fail("allocate window", mw.error());
     std::printf("ready\n");
     std::fflush(stdout);

@@ -196,7 +196,7 @@ TYPED_TEST(LinkSuite, EveryObjectKindIsMadeQueriedAndClosedInTheVerbsOrder) {
     auto q = (*ep)->query();
     ASSERT_TRUE(q) << q.error().to_string();
     EXPECT_EQ(q->state, static_cast<uint32_t>(RI_QPS_IDLE));
-    auto mw = s.pz->allocate_window(RI_MW_TYPE_1);
+    auto mw = s.pz->allocate_window(RI_MW_TYPE_2);
     ASSERT_TRUE(mw) << mw.error().to_string();
     EXPECT_NE((*mw)->rkey(), 0u);
     auto mq = s.mr->query();

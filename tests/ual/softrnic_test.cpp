@@ -72,7 +72,7 @@ TEST_F(SoftrnicAccessLayer, ObjectModelEndToEnd) {
     auto mr = ok(pz->register_memory(buf.data(), buf.size(), RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE));
     ASSERT_NE(mr, nullptr);
     EXPECT_NE(mr->keys().lkey, 0u);
-    auto mw1 = ok(pz->allocate_window(RI_MW_TYPE_1));
+    auto mw1 = ok(pz->allocate_window(RI_MW_TYPE_2));
     auto mw2 = ok(pz->allocate_window(RI_MW_TYPE_2));
     ASSERT_TRUE(mw1 && mw2);
     EXPECT_NE(mw1->rkey(), mw2->rkey());

@@ -744,6 +744,7 @@ ri_status_t Kvp::Pd::alloc_stag(uint32_t max_pages, ri_mr_t *out, ri_mr_keys_t *
 
 ri_status_t Kvp::Pd::alloc_mw(uint32_t type, ri_mw_t *out, ri_stag_t *rkey) {
     if (type != RI_MW_TYPE_1 && type != RI_MW_TYPE_2) return RI_EINVAL;
+    if (type == RI_MW_TYPE_1) return RI_EOPNOTSUPP;  // not advertised: nothing here could bind one (see caps)
     if (ri_status_t rc = instance().charge(Kind::mw); rc != RI_OK) return rc;
     auto mw = std::make_unique<Mw>(this);
     auto stag = instance().alloc_stag();
