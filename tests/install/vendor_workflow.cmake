@@ -11,7 +11,8 @@ foreach(f
     bin/rdmactl sbin/krdmad lib/systemd/system/krdmad.service etc/krdma/krdmad.json share/man/man8/krdmad.8
     share/man/man5/krdmad.json.5 share/man/man7/openrdma.7 share/bash-completion/completions/rdmactl
     include/it_api.h include/krdma/consumer_module.h share/doc/OpenRDMA/examples/it_hello.c
-    ${LIBDIR}/pkgconfig/openrdma.pc ${LIBDIR}/pkgconfig/itapi.pc ${LIBDIR}/cmake/OpenRDMA/OpenRDMAConfig.cmake
+    ${LIBDIR}/pkgconfig/openrdma.pc ${LIBDIR}/pkgconfig/itapi.pc ${LIBDIR}/pkgconfig/kdapl.pc
+    include/openrdma/dat2/kdat.h ${LIBDIR}/cmake/OpenRDMA/OpenRDMAConfig.cmake
     ${LIBDIR}/cmake/OpenRDMA/OpenRDMAConfigVersion.cmake ${LIBDIR}/cmake/OpenRDMA/OpenRDMATargets.cmake)
   if(NOT EXISTS ${prefix}/${f})
     message(FATAL_ERROR "install is missing ${f}")
@@ -30,7 +31,8 @@ endif()
 # it_hello example with OpenRDMA::itapi).
 run(${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/consumer -G ${GENERATOR}
     -DCMAKE_PREFIX_PATH=${prefix} -DMODULE_SOURCE=${MODULE_SOURCE}
-    -DHELLO_SOURCE=${prefix}/share/doc/OpenRDMA/examples/it_hello.c)
+    -DHELLO_SOURCE=${prefix}/share/doc/OpenRDMA/examples/it_hello.c
+    -DKDAPL_SOURCE=${SOURCE_DIR}/tools/dapl_blk/blk_service.c -DKDAPL_INCLUDE=${SOURCE_DIR}/tools/dapl_blk)
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/consumer)
 run(${CMAKE_COMMAND} --install ${WORK_DIR}/consumer)
 set(providers ${prefix}/${PROVIDER_SUBDIR})
@@ -68,6 +70,18 @@ execute_process(COMMAND ${WORK_DIR}/it_hello RESULT_VARIABLE rc ERROR_VARIABLE e
 if(NOT rc EQUAL 2 OR NOT err MATCHES "usage: it_hello")
   message(FATAL_ERROR "the installed example built with pkg-config itapi did not run (${rc}): ${err}")
 endif()
+# Kernel consumer modules against the installed headers: the kernel IT-API example (<it_api.h>,
+# <krdma/consumer_module.h>) and the kDAPL block service (kdapl.pc); both link nothing.
+run(pkg-config --cflags itapi)
+string(STRIP "${LAST_OUTPUT}" itapi_cflags)
+separate_arguments(itapi_cflags UNIX_COMMAND "${itapi_cflags}")
+run(cc -std=gnu11 -Wall -Wextra -Werror -shared -fPIC ${itapi_cflags} -o ${WORK_DIR}/kernel_echo.so
+    ${SOURCE_DIR}/tools/examples/kernel_echo.c)
+run(pkg-config --cflags kdapl)
+string(STRIP "${LAST_OUTPUT}" kdapl_cflags)
+separate_arguments(kdapl_cflags UNIX_COMMAND "${kdapl_cflags}")
+run(cc -std=gnu11 -Wall -Wextra -shared -fPIC ${kdapl_cflags} -I${SOURCE_DIR}/tools/dapl_blk
+    -o ${WORK_DIR}/blk_service.so ${SOURCE_DIR}/tools/dapl_blk/blk_service.c)
 execute_process(COMMAND ${WORK_DIR}/consumer/it_hello_consumer RESULT_VARIABLE rc ERROR_VARIABLE err)
 if(NOT rc EQUAL 2 OR NOT err MATCHES "usage: it_hello")
   message(FATAL_ERROR "the installed example built with OpenRDMA::itapi did not run (${rc}): ${err}")
