@@ -92,6 +92,16 @@ auto list_all(const GlobalOptions &global, uint32_t cmd, const std::string &what
     return list;
 }
 
+// An RNIC argument may be its name or an address it serves (as everywhere in rdmactl): an address becomes the name
+// of the RNIC serving it; anything else is passed on as it is, so krdmad names what it does not know.
+std::string rnic_name(const GlobalOptions &global, const std::string &name_or_address) {
+    if (name_or_address.find_first_of(".:") == std::string::npos) return name_or_address;
+    if (auto rnics = fetch_rnics(global)) {
+        if (const krdma_rnic_info *r = find_rnic(*rnics, name_or_address)) return r->name;
+    }
+    return name_or_address;
+}
+
 // Copies @p text into a request field; false (after saying so) when it does not fit.
 template <size_t N>
 bool put(char (&field)[N], const std::string &text, const char *what) {
@@ -156,9 +166,10 @@ void add_attach(CLI::App &app, const GlobalOptions &global, int &exit_code) {
 void add_detach(CLI::App &app, const GlobalOptions &global, int &exit_code) {
     auto name = std::make_shared<std::string>();
     CLI::App *cmd = app.add_subcommand("detach", "Detach an RNIC that no consumer has open (admin)");
-    cmd->add_option("name", *name, "RNIC name")->required();
+    cmd->add_option("name", *name, "RNIC name, or an address it serves")->required();
     cmd->callback([&global, &exit_code, name] {
         exit_code = 1;
+        *name = rnic_name(global, *name);
         krdma_detach_rnic q{};
         if (!put(q.name, *name, "RNIC name")) return;
         if (!request(global, KRDMA_CMD_DETACH_RNIC, q, "detach",
@@ -319,7 +330,7 @@ void add_control(CLI::App &app, const GlobalOptions &global, int &exit_code) {
     auto text = std::make_shared<std::string>();
     CLI::App *cmd = app.add_subcommand(
         "control", "Send a provider's own run-time request to an RNIC (admin; the provider's README lists its words)");
-    cmd->add_option("name", *name, "RNIC name")->required();
+    cmd->add_option("name", *name, "RNIC name, or an address it serves")->required();
     cmd->add_option("request", *text, "A JSON object, e.g. '{}' to see the provider's run-time state")->required();
     cmd->callback([&global, &exit_code, name, text] {
         const nlohmann::json request = nlohmann::json::parse(*text, nullptr, false);
@@ -328,7 +339,7 @@ void add_control(CLI::App &app, const GlobalOptions &global, int &exit_code) {
             std::fprintf(stderr, "rdmactl: control: the request must be a JSON object, e.g. '{}'\n");
             return;
         }
-        control(global, exit_code, *name, request, "control");
+        control(global, exit_code, rnic_name(global, *name), request, "control");
     });
 }
 
@@ -338,7 +349,7 @@ void add_inject(CLI::App &app, const GlobalOptions &global, int &exit_code) {
     auto clear = std::make_shared<bool>(false);
     CLI::App *cmd = app.add_subcommand(
         "inject", "Inject faults into an RNIC whose provider emulates them, e.g. hwstub (admin); no FAULT: show them");
-    cmd->add_option("name", *name, "RNIC name")->required();
+    cmd->add_option("name", *name, "RNIC name, or an address it serves")->required();
     cmd->add_option("faults", *faults,
                     "FAULT[=VALUE]... in the provider's words, e.g. rx_corrupt=1 tx_delay_ms=20 fail_verb=create_qp "
                     "fatal (hwstub's README lists them)");
@@ -365,7 +376,7 @@ void add_inject(CLI::App &app, const GlobalOptions &global, int &exit_code) {
             }
             request["faults"] = set;
         }
-        control(global, exit_code, *name, request, "inject");
+        control(global, exit_code, rnic_name(global, *name), request, "inject");
     });
 }
 
