@@ -182,6 +182,8 @@ TEST_F(Krdmad, RdmactlShowsAnRnicWholeAndFiltersWhatItLists) {
     ASSERT_EQ(stats["rnics"].size(), 1u) << out;
     EXPECT_EQ(stats["rnics"][0]["name"], "cpp0");
     EXPECT_EQ(stats["rnics"][0]["endpoints"], 0);
+    ASSERT_EQ(rdmactl({"--device", device.string(), "stats", "--pid", "1", "--json"}, out), 0) << out;
+    EXPECT_TRUE(nlohmann::json::parse(out)["endpoints"].empty()) << out;
     EXPECT_EQ(rdmactl({"--device", device.string(), "stats", "--rnic", "nosuch"}, out), 1);
     EXPECT_NE(out.find("no RNIC named or serving nosuch"), std::string::npos) << out;
 

@@ -131,8 +131,10 @@ void add_stats_command(CLI::App &app, const GlobalOptions &global, int &exit_cod
         "stats", "Show connection statistics: LLP counters, endpoints with their TCP counters, per-RNIC totals and "
                  "the host's TCP MIB");
     auto rnic = std::make_shared<std::string>();
+    auto pid = std::make_shared<uint32_t>(0);
     stats->add_option("--rnic", *rnic, "Only this RNIC (by name or address): its endpoints and totals");
-    stats->callback([&global, &exit_code, rnic] {
+    stats->add_option("--pid", *pid, "Only the endpoints of this consumer process (the RNICs' totals stay whole)");
+    stats->callback([&global, &exit_code, rnic, pid] {
         auto rnics = fetch_rnics(global);
         if (!rnics) {
             exit_code = 1;
@@ -165,7 +167,25 @@ void add_stats_command(CLI::App &app, const GlobalOptions &global, int &exit_cod
             exit_code = 1;
             return;
         }
-        const nlohmann::json &eps = collected->endpoints;
+        // Each endpoint's process, from the kAL's list of device connections.
+        std::map<uint32_t, uint32_t> pid_of;
+        for (uint32_t index = 0;; ++index) {
+            krdma_list_clients q{};
+            q.index = index;
+            if (!ask(**client, KRDMA_CMD_LIST_CLIENTS, q)) {
+                exit_code = 1;
+                return;
+            }
+            if (index >= q.count) break;
+            pid_of[q.info.client_id] = q.info.pid;
+        }
+        nlohmann::json eps = nlohmann::json::array();
+        for (auto &e : collected->endpoints) {
+            auto it = pid_of.find(e["client"].get<uint32_t>());
+            e["pid"] = it != pid_of.end() ? nlohmann::json(it->second) : nlohmann::json(nullptr);
+            if (*pid != 0 && (it == pid_of.end() || it->second != *pid)) continue;
+            eps.push_back(e);
+        }
         const nlohmann::json &rnics_json = collected->rnics;
         nlohmann::json host = nlohmann::json::object();
         if (auto m = kal::llp::host_tcp_counters()) {
