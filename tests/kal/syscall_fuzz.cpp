@@ -39,6 +39,7 @@
 
 #include "adapter_manager.hpp"
 #include "admin_commands.hpp"
+#include "fuzz_wait.hpp"
 #include "krdma/message.hpp"
 #include "rnicpi/host/log.hpp"
 #include "rnicpi/ri_syscall.h"
@@ -364,10 +365,8 @@ public:
     [[nodiscard]] size_t live() const noexcept { return live_.size(); }
 
 private:
-    bool wait_readable(int timeout_ms) {
-        pollfd p{sock_.get(), POLLIN, 0};
-        return ::poll(&p, 1, timeout_ms) == 1;
-    }
+    // Resumes after a signal (libFuzzer's SIGALRM) with the time that is left: see fuzz_wait.hpp.
+    bool wait_readable(int timeout_ms) { return fuzzwait::wait_readable(sock_.get(), timeout_ms); }
 
     // Receives until the reply to @p seq; events on the way are checked. Returns the reply in reply_.
     void await_reply(uint32_t seq, uint32_t cmd, bool exact_seq = true) {
