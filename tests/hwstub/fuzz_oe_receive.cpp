@@ -10,7 +10,8 @@
 // peer's side after the bytes (the engine then also meets the end of the stream); the rest is the stream.
 //
 // Built two ways: with libFuzzer (scripts/fuzz.sh hwstub) the engine explores on its own; otherwise main() below is
-// a seeded random-mutation driver over the siw captures that CTest runs for a bounded number of inputs.
+// a seeded random-mutation driver over the siw captures that CTest runs for a bounded number of inputs, and that
+// replays saved inputs (the corpus in tests/fuzz/corpus/hwstub) given as files or directories.
 #include <sys/ioctl.h>
 
 #include <cstdint>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "oe_harness.hpp"
+#include "replay.hpp"
 #include "vectors.hpp"
 
 namespace {
@@ -231,8 +233,19 @@ int run_one(const uint8_t *data, size_t size) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return run_one(data, size); }
 
 #ifndef OPENRDMA_LIBFUZZER
-// Seeded random-mutation driver: fuzz_oe_receive ITERATIONS [SEED [SECONDS]] (stops at whichever limit comes first).
+// Seeded random-mutation driver: fuzz_oe_receive ITERATIONS [SEED [SECONDS]] (stops at whichever limit comes first);
+// or fuzz_oe_receive PATH... replays saved inputs (files, or directories of them such as tests/fuzz/corpus/hwstub).
 int main(int argc, char **argv) {
+    if (fuzz_replay::wanted(argc, argv)) {
+        const int rc = fuzz_replay::run(argc, argv, "fuzz_oe_receive", run_one);
+        if (rc == 0) {
+            const Coverage &c = g_coverage;
+            std::printf("fuzz_oe_receive: %ld FPDUs received, %ld payload bytes placed, %ld CQEs (%ld receives "
+                        "filled), %ld QPs ended in ERROR; engine alive, no crash, nothing placed outside registered "
+                        "memory\n", c.fpdus, c.bytes_placed, c.cqes, c.recv_ok, c.errors);
+        }
+        return rc;
+    }
     const long iterations = argc > 1 ? std::atol(argv[1]) : 2000;
     const unsigned seed = argc > 2 ? static_cast<unsigned>(std::atol(argv[2])) : 12345u;
     const double seconds = argc > 3 ? std::atof(argv[3]) : 1e9;

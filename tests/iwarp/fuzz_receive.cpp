@@ -4,7 +4,8 @@
 //
 // Built two ways: with libFuzzer (clang -fsanitize=fuzzer, see scripts/fuzz.sh) the engine explores on its own;
 // otherwise main() below is a seeded random-mutation driver over the siw captures that CTest runs for a bounded
-// number of iterations, under ASan/UBSan in the sanitizer build.
+// number of iterations, under ASan/UBSan in the sanitizer build, and that replays saved inputs (the corpus in
+// tests/fuzz/corpus/iwarp) given as files or directories.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "engine_harness.hpp"
+#include "replay.hpp"
 #include "vectors.hpp"
 #include "iwarp/mpa.hpp"
 
@@ -107,8 +109,18 @@ int run_one(const uint8_t *data, size_t size) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return run_one(data, size); }
 
 #ifndef OPENRDMA_LIBFUZZER
-// Seeded random-mutation driver: fuzz_receive ITERATIONS [SEED]
+// Seeded random-mutation driver: fuzz_receive ITERATIONS [SEED]; or fuzz_receive PATH... replays saved inputs (files,
+// or directories of them such as tests/fuzz/corpus/iwarp).
 int main(int argc, char **argv) {
+    if (fuzz_replay::wanted(argc, argv)) {
+        const int rc = fuzz_replay::run(argc, argv, "fuzz_receive", run_one);
+        if (rc == 0) {
+            std::printf("fuzz_receive: %ld FPDUs accepted, %ld completions, %ld streams terminated; no crash and "
+                        "nothing placed outside registered memory\n",
+                        g_coverage.fpdus, g_coverage.completions, g_coverage.terminated);
+        }
+        return rc;
+    }
     const long iterations = argc > 1 ? std::atol(argv[1]) : 2000;
     const unsigned seed = argc > 2 ? static_cast<unsigned>(std::atol(argv[2])) : 12345u;
     std::vector<std::vector<uint8_t>> seeds;

@@ -12,7 +12,8 @@
 //
 // Built two ways: with libFuzzer (clang -fsanitize=fuzzer, see scripts/fuzz.sh kal) the input bytes drive one
 // thread that alternates between the two clients; otherwise main() runs the two clients in two threads from a seed
-// for a bounded number of requests (kal_syscall_fuzz REQUESTS [SEED]), under ASan/UBSan in the sanitizer build.
+// for a bounded number of requests (kal_syscall_fuzz REQUESTS [SEED]), under ASan/UBSan in the sanitizer build, or
+// replays saved inputs through the libFuzzer entry point (kal_syscall_fuzz PATH...: the corpus in tests/fuzz/corpus/kal).
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
@@ -42,6 +43,7 @@
 #include "fuzz_wait.hpp"
 #include "krdma/message.hpp"
 #include "rnicpi/host/log.hpp"
+#include "replay.hpp"
 #include "rnicpi/ri_syscall.h"
 #include "test_util.hpp"
 #include "verb_commands.hpp"
@@ -1017,8 +1019,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 }
 
 #ifndef OPENRDMA_LIBFUZZER
-// Seeded driver: kal_syscall_fuzz [REQUESTS [SEED]]
+// Seeded driver: kal_syscall_fuzz [REQUESTS [SEED]]; or kal_syscall_fuzz PATH... replays saved inputs (files, or
+// directories of them such as tests/fuzz/corpus/kal) as libFuzzer would run them.
 int main(int argc, char **argv) {
+    if (fuzz_replay::wanted(argc, argv)) {
+        return fuzz_replay::run(argc, argv, "kal_syscall_fuzz",
+                                [](const uint8_t *d, size_t n) { LLVMFuzzerTestOneInput(d, n); });
+    }
     const long requests = argc > 1 ? std::atol(argv[1]) : 20000;
     const uint64_t seed = argc > 2 ? std::strtoull(argv[2], nullptr, 0) : 2024;
     rdma::log::set_level(rdma::log::Level::error);
