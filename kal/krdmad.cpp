@@ -246,7 +246,7 @@ int main(int argc, char **argv) {
 
     std::error_code ec;
     std::filesystem::create_directories(config.device.parent_path(), ec);
-    kal::DeviceServer server(config.device, config.max_connections);
+    kal::DeviceServer server(config.device, config.max_connections, config.connections_per_user);
     if (auto r = server.listen(); !r) {
         std::fprintf(stderr, "krdmad: %s\n", r.error().message().c_str());
         return 4;
@@ -254,8 +254,10 @@ int main(int argc, char **argv) {
     ::chmod(config.device.c_str(), 0666);
     kal::register_admin_commands(server, adapters, *policy);
     kal::PinBudget pin_budget(config.pin_bytes_total);
-    // Destroyed first: every context (and its pins) goes before the RNICs and the budget.
-    kal::VerbCommands verbs(server, adapters, config.quotas, pin_budget, config.pin_bytes_per_process);  // access is decided per command from SO_PEERCRED, not by the file mode
+    kal::Accounts accounts(pin_budget, config.pin_bytes_per_process, config.pin_bytes_per_user);
+    // Destroyed first: every context (and its pins) goes before the RNICs and the budget. Access is decided per
+    // command from SO_PEERCRED and the caller's own rights, not by the file mode.
+    kal::VerbCommands verbs(server, adapters, config.quotas, accounts);
     // LLP and endpoint management share the device's loop; destroyed before the verbs, it lets go of their endpoints.
     kal::ConnectionCommands connections(verbs, config.llp);
     // Kernel consumer modules reach the kAL through the host; they go before it.

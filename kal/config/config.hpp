@@ -41,8 +41,10 @@ struct Config {
     std::string log_level = "info";                       /**< error, warn, info or debug. */
     std::vector<std::string> modules;                     /**< kVP modules to load at start. */
     std::vector<AttachRequest> rnics;                     /**< RNIC instances to attach at start. */
-    uint32_t max_connections = 1024;                      /**< Most device connections. */
-    uint64_t pin_bytes_per_process = 1ull << 30;          /**< Pinned memory per consumer process. */
+    uint32_t max_connections = 1024;                      /**< Most device connections (root: 32 more). */
+    uint32_t connections_per_user = 256;                  /**< Most device connections of one non-root uid (0: none). */
+    uint64_t pin_bytes_per_process = 1ull << 30;          /**< Pinned memory per process (and its RLIMIT_MEMLOCK). */
+    uint64_t pin_bytes_per_user = 4ull << 30;             /**< Pinned memory per non-root uid (0: the host's limit). */
     uint64_t pin_bytes_total = 8ull << 30;                /**< Pinned memory host-wide. */
     Quotas quotas;                                        /**< Objects per consumer process. */
     LlpSettings llp;                                      /**< Connection setup and liveness ("llp"). */

@@ -1,6 +1,8 @@
 // The /dev/krdma device server: accept, identify, check, dispatch, reply.
 #include "server.hpp"
 
+#include "rights.hpp"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/epoll.h>
@@ -67,9 +69,10 @@ rdma::Status Connection::send_event(const krdma_event &event) noexcept {
     return krdma::send(sock_.get(), hdr, {reinterpret_cast<const uint8_t *>(&event), sizeof event});
 }
 
-DeviceServer::DeviceServer(std::filesystem::path path, size_t max_connections)
+DeviceServer::DeviceServer(std::filesystem::path path, size_t max_connections, size_t per_user)
     : path_(std::move(path)),
       max_connections_(max_connections),
+      per_user_(per_user),
       stop_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       epoll_(::epoll_create1(EPOLL_CLOEXEC)) {
@@ -151,6 +154,17 @@ size_t DeviceServer::connections() const {
     return clients_.size();
 }
 
+DeviceServer::Refusals DeviceServer::refusals() const {
+    std::lock_guard lock(mutex_);
+    return refusals_;
+}
+
+size_t DeviceServer::connections_of(uid_t uid) const {
+    std::lock_guard lock(mutex_);
+    auto it = per_uid_.find(uid);
+    return it == per_uid_.end() ? 0 : it->second;
+}
+
 void DeviceServer::broadcast(const krdma_event &event) {
     std::lock_guard lock(mutex_);
     for (auto &[id, c] : clients_) (void)c->send_event(event);
@@ -189,21 +203,54 @@ void DeviceServer::accept_clients() {
     }
 }
 
+namespace {
+
+// Tells a client why it is not served before closing its connection: a KRDMA_EVENT_REFUSED record carrying the
+// reason, with the error in the header's status (the uAL reports it instead of "krdmad closed the connection").
+void refuse(int sock, int code, const std::string &why) {
+    krdma_msg_hdr hdr{};
+    hdr.cmd = KRDMA_EVENT_REFUSED;
+    hdr.flags = KRDMA_MSG_EVENT;
+    hdr.status = code;
+    (void)krdma::send(sock, hdr, {reinterpret_cast<const uint8_t *>(why.data()), std::min(why.size(),
+                                                                                      size_t{KRDMA_MAX_REASON})});
+}
+
+}  // namespace
+
 void DeviceServer::adopt(krdma::UniqueFd s) {
-    std::lock_guard lock(mutex_);
-    if (clients_.size() >= max_connections_) {
-        RDMA_LOG_WARN(kComponent, "refusing a client: %zu connections is the limit", max_connections_);
-        return;  // closing the socket tells the client
-    }
     ucred cred{};
     socklen_t len = sizeof cred;
     if (::getsockopt(s.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return;
+    std::lock_guard lock(mutex_);
+    // Root may go kRootReserve beyond the host's limit, and has no per-user limit: however many connections users
+    // hold, the administrator can still look (rdmactl) and act.
+    const bool root = cred.uid == 0;
+    const size_t mine = per_uid_[cred.uid];
+    std::string why;
+    if (clients_.size() >= max_connections_ + (root ? kRootReserve : 0)) {
+        ++refusals_.host;
+        why = "krdmad serves " + std::to_string(clients_.size()) + " device connections, its limit (limits." +
+              "max_connections " + std::to_string(max_connections_) + ")";
+    } else if (!root && per_user_ != 0 && mine >= per_user_) {
+        ++refusals_.user;
+        why = "uid " + std::to_string(cred.uid) + " holds " + std::to_string(mine) + " device connections, the " +
+              "per-user limit (limits.connections_per_user)";
+    }
+    if (!why.empty()) {
+        if (mine == 0) per_uid_.erase(cred.uid);
+        RDMA_LOG_CLIENT(warn, kComponent, "refusing a connection of pid %d: %s", static_cast<int>(cred.pid),
+                        why.c_str());
+        refuse(s.get(), RI_ENOSPC, why);
+        return;  // closing the socket ends it
+    }
     auto c = std::make_unique<Connection>();
     c->sock_ = std::move(s);
-    c->peer_ = Peer{cred.pid, cred.uid, cred.gid, next_client_id_++};
+    c->peer_ = Peer{cred.pid, cred.uid, cred.gid, next_client_id_++, process_start_time(cred.pid).value_or(0)};
     RDMA_LOG_INFO(kComponent, "client %u connected: pid %d uid %u", c->peer_.client_id, static_cast<int>(cred.pid),
                   static_cast<unsigned>(cred.uid));
     add(epoll_.get(), c->fd(), EPOLLIN, tag(kClient, c->peer_.client_id));
+    ++per_uid_[cred.uid];
     clients_.emplace(c->peer_.client_id, std::move(c));
 }
 
@@ -226,6 +273,7 @@ void DeviceServer::drop(uint32_t client_id) {
     RDMA_LOG_INFO(kComponent, "client %u disconnected", client_id);
     if (on_disconnect_) on_disconnect_(*it->second);
     (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second->fd(), nullptr);
+    if (auto u = per_uid_.find(it->second->peer().uid); u != per_uid_.end() && --u->second == 0) per_uid_.erase(u);
     clients_.erase(it);
 }
 

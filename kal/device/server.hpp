@@ -38,6 +38,7 @@ struct Peer {
     uid_t uid = 0;          /**< User id. */
     gid_t gid = 0;          /**< Group id. */
     uint32_t client_id = 0; /**< The kAL's identifier of the connection. */
+    uint64_t start_time = 0; /**< When process ::pid started (kal::process_start_time(); 0: unknown). */
 };
 
 /** @brief One connected client. */
@@ -114,8 +115,13 @@ using Handler = std::function<int(Connection &, const Request &, Reply &)>;
 /** @brief The device server. */
 class DeviceServer {
 public:
-    /** @brief A server for device path @p path, accepting at most @p max_connections clients. */
-    explicit DeviceServer(std::filesystem::path path, size_t max_connections = 1024);
+    /** @brief Root may go this many connections beyond the limit, so the administrator's rdmactl always gets in. */
+    static constexpr size_t kRootReserve = 32;
+    /**
+     * @brief A server for device path @p path, accepting at most @p max_connections clients (root: ::kRootReserve
+     *        more) and at most @p per_user of one non-root uid (0: no limit of its own).
+     */
+    explicit DeviceServer(std::filesystem::path path, size_t max_connections = 1024, size_t per_user = 0);
     DeviceServer(const DeviceServer &) = delete;
     DeviceServer &operator=(const DeviceServer &) = delete;
     /** @brief Closes every connection and removes the device path. */
@@ -188,6 +194,19 @@ public:
     bool post(std::function<void()> fn);
     /** @brief Connected clients. */
     [[nodiscard]] size_t connections() const;
+    /** @brief The host-wide connection limit. */
+    [[nodiscard]] size_t max_connections() const noexcept { return max_connections_; }
+    /** @brief The per-user connection limit (0: none). */
+    [[nodiscard]] size_t connections_per_user() const noexcept { return per_user_; }
+    /** @brief Connections refused so far: over the host-wide limit, and over a user's limit. */
+    struct Refusals {
+        uint64_t host = 0;  /**< Over max_connections. */
+        uint64_t user = 0;  /**< Over the per-user limit. */
+    };
+    /** @brief Connections refused since start. */
+    [[nodiscard]] Refusals refusals() const;
+    /** @brief Connections of @p uid. */
+    [[nodiscard]] size_t connections_of(uid_t uid) const;
     /** @brief The device path. */
     [[nodiscard]] const std::filesystem::path &path() const noexcept { return path_; }
 
@@ -201,6 +220,9 @@ private:
 
     std::filesystem::path path_;
     size_t max_connections_;
+    size_t per_user_;
+    std::map<uid_t, size_t> per_uid_;  // connections of each uid (guarded by mutex_)
+    Refusals refusals_;                // guarded by mutex_
     krdma::UniqueFd listener_;
     krdma::UniqueFd stop_fd_;  // eventfd
     krdma::UniqueFd wake_fd_;  // eventfd: wakes run() to look at work queued from other threads

@@ -58,6 +58,7 @@ private:
     rdma::rnicpi::ModuleLoader loader_;
     AdapterManager adapters_;
     PinBudget budget_;
+    Accounts accounts_;
     DeviceServer server_;
     VerbCommands verbs_;
     ConnectionCommands connections_;

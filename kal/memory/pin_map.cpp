@@ -1,21 +1,35 @@
 // Memory management: reference-counted page ranges with per-address-space and host-wide limits.
 #include "pin_map.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
 namespace kal {
 
-bool PinBudget::take(uint64_t bytes) noexcept {
-    std::lock_guard lock(mutex_);
-    if (bytes > limit_ - used_) return false;
-    used_ += bytes;
+bool PinBudget::take(uint64_t bytes, const PinBudget **refused) noexcept {
+    {
+        std::lock_guard lock(mutex_);
+        if (bytes > limit_ || used_ > limit_ - bytes) {
+            if (refused != nullptr) *refused = this;
+            return false;
+        }
+        used_ += bytes;
+    }
+    if (parent_ != nullptr && !parent_->take(bytes, refused)) {
+        std::lock_guard lock(mutex_);
+        used_ -= bytes;
+        return false;
+    }
     return true;
 }
 
 void PinBudget::give(uint64_t bytes) noexcept {
-    std::lock_guard lock(mutex_);
-    used_ -= bytes;
+    {
+        std::lock_guard lock(mutex_);
+        used_ -= bytes;
+    }
+    if (parent_ != nullptr) parent_->give(bytes);
 }
 
 uint64_t PinBudget::used() const noexcept {
@@ -23,11 +37,55 @@ uint64_t PinBudget::used() const noexcept {
     return used_;
 }
 
+uint64_t PinBudget::limit() const noexcept {
+    std::lock_guard lock(mutex_);
+    return limit_;
+}
+
+void PinBudget::set_limit(uint64_t limit_bytes) noexcept {
+    std::lock_guard lock(mutex_);
+    limit_ = limit_bytes;
+}
+
 PinMap::PinMap(PinBudget &budget, uint64_t limit_bytes, uint64_t page_size)
     : budget_(budget), limit_(limit_bytes), page_(page_size) {}
 
 PinMap::~PinMap() {
-    if (pinned_ > 0) budget_.give(pinned_);
+    if (pinned_ + charged_ > 0) budget_.give(pinned_ + charged_);
+}
+
+void PinMap::set_limit(uint64_t limit_bytes, std::string what) {
+    limit_ = limit_bytes;
+    limit_what_ = std::move(what);
+}
+
+std::string PinMap::take(uint64_t bytes) {
+    const uint64_t used = pinned_ + charged_;
+    if (bytes > limit_ || used > limit_ - bytes) {
+        last_refused_ = nullptr;
+        return std::to_string(bytes) + " more bytes would exceed " + limit_what_ + " of " + std::to_string(limit_) +
+               " bytes (" + std::to_string(used) + " pinned or charged)";
+    }
+    const PinBudget *refused = nullptr;
+    if (!budget_.take(bytes, &refused)) {
+        last_refused_ = refused;
+        return std::to_string(bytes) + " more bytes would exceed " + refused->owner() + "'s limit of " +
+               std::to_string(refused->limit()) + " bytes (" + std::to_string(refused->used()) + " in use)";
+    }
+    return {};
+}
+
+rdma::Expected<void> PinMap::charge(uint64_t bytes) {
+    if (bytes == 0) return {};
+    if (std::string why = take(bytes); !why.empty()) return rdma::Error(RI_ENOSPC, "queue memory: " + why);
+    charged_ += bytes;
+    return {};
+}
+
+void PinMap::discharge(uint64_t bytes) noexcept {
+    bytes = std::min(bytes, charged_);
+    charged_ -= bytes;
+    budget_.give(bytes);
 }
 
 uint32_t PinMap::count_at(uint64_t addr) const noexcept {
@@ -84,14 +142,7 @@ rdma::Expected<PinResult> PinMap::pin(uint64_t addr, uint64_t length) {
     }
     uint64_t new_bytes = 0;
     for (const PageRange &g : r.newly_pinned) new_bytes += g.bytes();
-    if (new_bytes > limit_ - pinned_) {
-        return rdma::Error(RI_ENOSPC, "pinning " + std::to_string(new_bytes) + " more bytes would exceed this "
-                                          "process's limit of " + std::to_string(limit_) + " bytes");
-    }
-    if (!budget_.take(new_bytes)) {
-        return rdma::Error(RI_ENOSPC, "pinning " + std::to_string(new_bytes) + " more bytes would exceed the host's "
-                                          "limit of " + std::to_string(budget_.limit()) + " bytes");
-    }
+    if (std::string why = take(new_bytes); !why.empty()) return rdma::Error(RI_ENOSPC, "pinning " + why);
     // Now apply: count up what exists, fill the gaps with count 1.
     split_at(r.range.start);
     split_at(r.range.end);

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "rnicpi/cpp/status.hpp"
@@ -30,22 +31,34 @@ struct PageRange {
     friend bool operator==(const PageRange &, const PageRange &) = default;
 };
 
-/** @brief The host-wide pin budget shared by every address space. Thread-safe. */
+/**
+ * @brief A pin budget: the host's, or one user's charging the host's (its parent) as well. Thread-safe.
+ */
 class PinBudget {
 public:
-    /** @brief A budget of @p limit_bytes. */
-    explicit PinBudget(uint64_t limit_bytes) noexcept : limit_(limit_bytes) {}
-    /** @brief Takes @p bytes; false (and nothing taken) when that would exceed the limit. */
-    [[nodiscard]] bool take(uint64_t bytes) noexcept;
-    /** @brief Gives back @p bytes. */
+    /** @brief A budget of @p limit_bytes for @p owner ("the host", "uid 1000"), within @p parent if given. */
+    explicit PinBudget(uint64_t limit_bytes, PinBudget *parent = nullptr, std::string owner = "the host")
+        : parent_(parent), owner_(std::move(owner)), limit_(limit_bytes) {}
+    /**
+     * @brief Takes @p bytes here and in every parent; false (and nothing taken) when that would exceed a limit, and
+     *        then *@p refused (if given) names the budget that refused.
+     */
+    [[nodiscard]] bool take(uint64_t bytes, const PinBudget **refused = nullptr) noexcept;
+    /** @brief Gives back @p bytes here and in every parent. */
     void give(uint64_t bytes) noexcept;
-    /** @brief Bytes pinned host-wide. */
+    /** @brief Bytes taken from this budget. */
     [[nodiscard]] uint64_t used() const noexcept;
     /** @brief The limit. */
-    [[nodiscard]] uint64_t limit() const noexcept { return limit_; }
+    [[nodiscard]] uint64_t limit() const noexcept;
+    /** @brief Changes the limit (what is taken stays taken). */
+    void set_limit(uint64_t limit_bytes) noexcept;
+    /** @brief Whose budget this is, for messages ("the host", "uid 1000"). */
+    [[nodiscard]] const std::string &owner() const noexcept { return owner_; }
 
 private:
     mutable std::mutex mutex_;
+    PinBudget *parent_;
+    std::string owner_;
     uint64_t limit_;
     uint64_t used_ = 0;
 };
@@ -72,10 +85,31 @@ public:
      *        rounded up to whole pages), ::RI_ENOSPC over a limit.
      */
     [[nodiscard]] rdma::Expected<PinResult> pin(uint64_t addr, uint64_t length);
+    /**
+     * @brief Charges @p bytes of memory held for this address space that is not one of its pages (queue rings a
+     *        kVP allocates itself), against the same limits as pins: ::RI_ENOSPC over one, and nothing charged.
+     */
+    [[nodiscard]] rdma::Expected<void> charge(uint64_t bytes);
+    /** @brief Releases @p bytes charged by charge(). */
+    void discharge(uint64_t bytes) noexcept;
+    /**
+     * @brief Sets this address space's limit to @p limit_bytes; @p what names it in refusals ("its RLIMIT_MEMLOCK",
+     *        "the per-process limit"). Applies to later pins; what is pinned stays.
+     */
+    void set_limit(uint64_t limit_bytes, std::string what);
+    /** @brief This address space's limit. */
+    [[nodiscard]] uint64_t limit() const noexcept { return limit_; }
+    /**
+     * @brief Who refused the last refused pin or charge: the budget (a user's or the host's), or null when it was
+     *        this address space's own limit.
+     */
+    [[nodiscard]] const PinBudget *last_refused() const noexcept { return last_refused_; }
     /** @brief Releases a pin; returns the ranges no pin covers any more (the owner unlocks them). */
     [[nodiscard]] rdma::Expected<std::vector<PageRange>> unpin(uint64_t pin_id);
     /** @brief Bytes pinned in this address space (each page once, however often it is registered). */
     [[nodiscard]] uint64_t pinned_bytes() const noexcept { return pinned_; }
+    /** @brief Bytes charged by charge(). */
+    [[nodiscard]] uint64_t charged_bytes() const noexcept { return charged_; }
     /** @brief Live pins. */
     [[nodiscard]] size_t pins() const noexcept { return pins_.size(); }
     /** @brief The reference count of the page holding @p addr (0 when not pinned). */
@@ -90,9 +124,15 @@ private:
     void merge_around(uint64_t start, uint64_t end);
 
     PinBudget &budget_;
+    // Why a pin or charge of @p bytes is refused, or empty when the limits allow it (and then the budget is taken).
+    std::string take(uint64_t bytes);
+
     uint64_t limit_;
+    std::string limit_what_ = "this process's limit";
     uint64_t page_;
     uint64_t pinned_ = 0;
+    uint64_t charged_ = 0;
+    const PinBudget *last_refused_ = nullptr;
     uint64_t next_id_ = 1;
     std::map<uint64_t, Segment> segments_;  // start -> [start, end) with a reference count, non-overlapping
     std::map<uint64_t, PageRange> pins_;

@@ -21,6 +21,7 @@
 #include "mpa_session.hpp"
 #include "krdma/net_addr.hpp"
 #include "rnicpi/host/log.hpp"
+#include "rights.hpp"
 #include "route.hpp"
 #include "tcp_stats.hpp"
 
@@ -514,7 +515,7 @@ private:
         llp_.fd = -1;
         // Before the socket leaves: a dead peer or path must fail it in bounded time, not after TCP's minutes.
         if (auto r = llp::set_liveness(sock_.get(), m_->settings_); !r) {
-            RDMA_LOG_WARN(kComponent, "client %u: QP %#lx: %s: %s", client_, static_cast<unsigned long>(qp_handle_),
+            RDMA_LOG_CLIENT(warn, kComponent, "client %u: QP %#lx: %s: %s", client_, static_cast<unsigned long>(qp_handle_),
                           r.error().message().c_str(), std::strerror(r.error().code()));
         }
         const Driven d = drive(EndpointInput::established, {}, [this](krdma_cm_event &e) {
@@ -673,6 +674,19 @@ int ConnectionCommands::listen(Connection &c, const Request &req, Reply &rep) {
     auto open = object_of(ctx.table, q.rnic, ResourceType::rnic);
     if (!open) return rep.fail(open.error().code(), "listen: " + open.error().message());
     const ri_net_addr_t &addr = (*open)->ref.address();
+    if (privileged_port(q.port) && !VerbCommands::hosted(c.peer().client_id) &&
+        !rights_of(c.peer().pid, c.peer().start_time).has(Capability::net_bind_service)) {
+        // krdmad binds as root; the caller gets no port it could not bind itself.
+        verbs_.accounts().refusals().privileged_port.fetch_add(1, std::memory_order_relaxed);
+        RDMA_LOG_CLIENT(info, kComponent, "client %u (pid %d, uid %u): listen on privileged port %u refused",
+                        c.peer().client_id, static_cast<int>(c.peer().pid), static_cast<unsigned>(c.peer().uid),
+                        static_cast<unsigned>(q.port));
+        return rep.fail(RI_EACCES, "listen: port " + std::to_string(q.port) + " is privileged (below " +
+                                       "net.ipv4.ip_unprivileged_port_start, " +
+                                       std::to_string(unprivileged_port_start()) + "): binding it needs " +
+                                       "CAP_NET_BIND_SERVICE, which pid " + std::to_string(c.peer().pid) +
+                                       " does not hold");
+    }
     sockaddr_storage ss = krdma::to_sockaddr(addr, q.port);
     const socklen_t len = krdma::sockaddr_len(addr);
     if (len == 0) return rep.fail(RI_EAFNOSUPPORT, "listen: RNIC " + (*open)->ref.name() + " has no IP address");
@@ -736,7 +750,7 @@ void ConnectionCommands::accept_tcp(ListenPoint &lp) {
         if (!s) return;
         ++counters_.passive_opens;
         if (lp.requests_.size() >= settings_.max_pending) {
-            RDMA_LOG_WARN(kComponent, "listen point %#lx: %u requests pending, refusing one",
+            RDMA_LOG_CLIENT(warn, kComponent, "listen point %#lx: %u requests pending, refusing one",
                           static_cast<unsigned long>(lp.handle_), settings_.max_pending);
             ++counters_.rejected;
             continue;  // closing the socket refuses it
@@ -746,7 +760,7 @@ void ConnectionCommands::accept_tcp(ListenPoint &lp) {
         const uint64_t id = next_request_++;
         auto p = std::make_unique<PendingRequest>(id, lp, std::move(s));
         if (auto st = p->session.start_responder(lp.cfg_, Clock::now() + settings_.request_timeout); !st) {
-            RDMA_LOG_WARN(kComponent, "cannot start MPA: %s", st.error().message().c_str());
+            RDMA_LOG_CLIENT(warn, kComponent, "cannot start MPA: %s", st.error().message().c_str());
             continue;
         }
         const int fd = p->sock.get();

@@ -9,9 +9,11 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstring>
 #include <optional>
 
+#include "rights.hpp"
 #include "rnicpi/host/log.hpp"
 
 namespace kal {
@@ -143,13 +145,68 @@ std::optional<OpSpec> spec_of(uint32_t op) {
     }
 }
 
+// How often a process's rights (RLIMIT_MEMLOCK, CAP_IPC_LOCK) are read again for its pins: reading them costs four
+// /proc files, too much for every registration, and a limit raised meanwhile is seen at once anyway (a refusal
+// reads them again before it refuses).
+constexpr auto kRightsTtl = std::chrono::seconds(1);
+
+// Sets the process's pin limit from its rights, as Linux limits a process's pinned pages: its RLIMIT_MEMLOCK unless
+// it holds CAP_IPC_LOCK, and never beyond the kAL's per-process limit.
+void refresh_pin_limit(Context &ctx, bool force) {
+    ProcessAccount &a = *ctx.account;
+    const auto now = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
+    if (!force && a.rights_read_ns != 0 &&
+        now - a.rights_read_ns < static_cast<uint64_t>(std::chrono::nanoseconds(kRightsTtl).count())) {
+        return;
+    }
+    a.rights_read_ns = now;
+    const uint64_t configured = ctx.accounts->per_process();
+    const Rights r = rights_of(ctx.peer.pid, ctx.peer.start_time);
+    if (!r.known) {
+        a.pins.set_limit(0, "the limit of a process krdmad cannot identify (it has gone)");
+    } else if (!r.has(Capability::ipc_lock) && r.memlock_limit < configured) {
+        a.pins.set_limit(r.memlock_limit, "its RLIMIT_MEMLOCK (ulimit -l; CAP_IPC_LOCK lifts it)");
+    } else {
+        a.pins.set_limit(configured, "the per-process limit (limits.pin_bytes_per_process)");
+    }
+}
+
+// Counts a refusal of the limits by who refused.
+void count_refusal(Context &ctx) {
+    LimitRefusals &n = ctx.accounts->refusals();
+    const PinBudget *by = ctx.pins.last_refused();
+    if (by == nullptr) {
+        n.pin_process.fetch_add(1, std::memory_order_relaxed);
+    } else if (by == &ctx.accounts->host()) {
+        n.pin_host.fetch_add(1, std::memory_order_relaxed);
+    } else {
+        n.pin_user.fetch_add(1, std::memory_order_relaxed);
+    }
+}
+
 ri_status_t pin_range(void *host_ctx, uint64_t addr, uint64_t length, uint32_t, ri_pin_t *out) {
     if (host_ctx == nullptr || out == nullptr) return RI_EINVAL;
     auto *ctx = static_cast<Context *>(host_ctx);
     try {
+        // Only what the process has mapped: an account charged for pages that do not exist would be a way to take
+        // the budget without holding memory.
+        if (auto m = check_mapped(ctx->peer.pid, addr, length); !m) {
+            ctx->accounts->refusals().pin_unmapped.fetch_add(1, std::memory_order_relaxed);
+            ctx->pin_refusal = "pinning " + std::to_string(length) + " bytes: " + m.error().message();
+            RDMA_LOG_CLIENT(warn, kComponent, "client %u: %s", ctx->peer.client_id, ctx->pin_refusal.c_str());
+            return m.error().code();
+        }
+        refresh_pin_limit(*ctx, false);
         auto r = ctx->pins.pin(addr, length);
+        if (!r && r.error().code() == RI_ENOSPC && ctx->pins.last_refused() == nullptr) {
+            refresh_pin_limit(*ctx, true);  // the process may have raised its limit since it was read
+            r = ctx->pins.pin(addr, length);
+        }
         if (!r) {
-            RDMA_LOG_WARN(kComponent, "client %u: %s", ctx->peer.client_id, r.error().message().c_str());
+            if (r.error().code() == RI_ENOSPC) count_refusal(*ctx);
+            RDMA_LOG_CLIENT(warn, kComponent, "client %u: %s", ctx->peer.client_id, r.error().message().c_str());
             ctx->pin_refusal = r.error().message();  // the reason of the verb's refusal, if the kVP gives up
             return r.error().code();
         }
@@ -177,8 +234,31 @@ ri_status_t unpin_range(void *host_ctx, uint64_t pin_id) {
     }
 }
 
+ri_status_t charge_memory(void *host_ctx, uint64_t bytes) {
+    if (host_ctx == nullptr) return RI_EINVAL;
+    auto *ctx = static_cast<Context *>(host_ctx);
+    try {
+        refresh_pin_limit(*ctx, false);
+        auto r = ctx->pins.charge(bytes);
+        if (!r) {
+            count_refusal(*ctx);
+            RDMA_LOG_CLIENT(warn, kComponent, "client %u: %s", ctx->peer.client_id, r.error().message().c_str());
+            ctx->pin_refusal = r.error().message();
+            return r.error().code();
+        }
+        return RI_OK;
+    } catch (const std::bad_alloc &) {
+        return RI_ENOMEM;
+    }
+}
+
+void uncharge_memory(void *host_ctx, uint64_t bytes) {
+    if (host_ctx != nullptr) static_cast<Context *>(host_ctx)->pins.discharge(bytes);
+}
+
 const ri_host_ops_t kHostOps{sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log, &pin_range, &unpin_range,
-                             nullptr};
+                             nullptr,
+                             &charge_memory, &uncharge_memory};
 
 // The objects a request names, resolved and type-checked; every reference must belong to the RNIC open of the main
 // object, because the kVP of that open receives them as its own objects.
@@ -447,7 +527,21 @@ const ri_host_ops_t &kal_host_ops() noexcept { return kHostOps; }
 
 VerbCommands::VerbCommands(DeviceServer &server, AdapterManager &adapters, const Quotas &quotas, PinBudget &budget,
                            uint64_t pin_limit)
-    : server_(server), adapters_(adapters), quotas_(quotas), budget_(budget), pin_limit_(pin_limit) {
+    : server_(server),
+      adapters_(adapters),
+      quotas_(quotas),
+      own_accounts_(std::make_unique<Accounts>(budget, pin_limit, 0)),
+      accounts_(*own_accounts_) {
+    serve();
+}
+
+VerbCommands::VerbCommands(DeviceServer &server, AdapterManager &adapters, const Quotas &quotas, Accounts &accounts)
+    : server_(server), adapters_(adapters), quotas_(quotas), accounts_(accounts) {
+    serve();
+}
+
+void VerbCommands::serve() {
+    DeviceServer &server = server_;
     server.on(KRDMA_CMD_SYSCALL, [this](Connection &c, const Request &req, Reply &rep) { return handle(c, req, rep); });
     server.on(KRDMA_CMD_LIST_CLIENTS, [this](Connection &, const Request &req, Reply &rep) {
         krdma_list_clients q;
@@ -474,6 +568,29 @@ VerbCommands::VerbCommands(DeviceServer &server, AdapterManager &adapters, const
         std::memcpy(rep.payload.data(), &a, sizeof a);
         return RI_OK;
     });
+    server.on(KRDMA_CMD_LIMITS, [this](Connection &c, const Request &, Reply &rep) {
+        krdma_limits a{};
+        a.max_connections = server_.max_connections();
+        a.connections_per_user = server_.connections_per_user();
+        a.connections = server_.connections();
+        a.connections_of_caller = server_.connections_of(c.peer().uid);
+        a.pin_bytes_total = accounts_.host().limit();
+        a.pin_bytes_per_user = accounts_.per_user(1);  // any non-root uid
+        a.pin_bytes_per_process = accounts_.per_process();
+        a.pinned_total = accounts_.host().used();
+        a.pinned_by_caller = accounts_.used_by(c.peer().uid);
+        const DeviceServer::Refusals conns = server_.refusals();
+        a.refused_connections_host = conns.host;
+        a.refused_connections_user = conns.user;
+        LimitRefusals &n = accounts_.refusals();
+        a.refused_pins_process = n.pin_process.load(std::memory_order_relaxed);
+        a.refused_pins_user = n.pin_user.load(std::memory_order_relaxed);
+        a.refused_pins_host = n.pin_host.load(std::memory_order_relaxed);
+        a.refused_pins_unmapped = n.pin_unmapped.load(std::memory_order_relaxed);
+        a.refused_privileged_ports = n.privileged_port.load(std::memory_order_relaxed);
+        std::memcpy(rep.payload.data(), &a, sizeof a);
+        return RI_OK;
+    });
     server.on_disconnect([this](Connection &c) {
         std::unique_ptr<Context> gone;
         {
@@ -494,6 +611,7 @@ VerbCommands::VerbCommands(DeviceServer &server, AdapterManager &adapters, const
 VerbCommands::~VerbCommands() {
     server_.off(KRDMA_CMD_SYSCALL);
     server_.off(KRDMA_CMD_LIST_CLIENTS);
+    server_.off(KRDMA_CMD_LIMITS);
     server_.on_disconnect(nullptr);
 }
 
@@ -505,7 +623,10 @@ size_t VerbCommands::contexts() const {
 Context &VerbCommands::context_of(const Connection &c) {
     std::lock_guard lock(mutex_);
     auto &slot = contexts_[c.peer().client_id];
-    if (!slot) slot = std::make_unique<Context>(c.peer(), quotas_, budget_, pin_limit_);
+    if (!slot) {
+        slot = std::make_unique<Context>(c.peer(), quotas_, accounts_,
+                                         accounts_.process(c.peer().pid, c.peer().start_time, c.peer().uid));
+    }
     return *slot;
 }
 

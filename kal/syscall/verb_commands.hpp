@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "accounts.hpp"
 #include "adapter_manager.hpp"
 #include "pin_map.hpp"
 #include "resource_table.hpp"
@@ -39,14 +40,19 @@ struct EventRoute;
 
 /** @brief The kAL's state for one device connection. */
 struct Context {
-    /** @brief A context for @p who with @p quotas, pinning against @p budget up to @p pin_limit bytes. */
-    Context(const Peer &who, const Quotas &quotas, PinBudget &budget, uint64_t pin_limit)
-        : peer(who), pins(budget, pin_limit), table(quotas) {}
-    Peer peer;                              /**< Who the connection is. */
-    PinMap pins;                            /**< Memory pinned for it (before the table: its objects unpin into it). */
-    std::vector<krdma_pin_op> pin_ops;      /**< Lock/unlock instructions of the call being served, in order. */
-    std::string pin_refusal;                /**< Why a pin of the call being served was refused, or empty. */
-    ResourceTable table;                    /**< Everything this connection created. */
+    /**
+     * @brief A context for @p who with @p quotas, pinning into @p process_account (the account of @p who's process,
+     *        shared by all its connections) and counting refusals in @p all.
+     */
+    Context(const Peer &who, const Quotas &quotas, Accounts &all, std::shared_ptr<ProcessAccount> process_account)
+        : peer(who), accounts(&all), account(std::move(process_account)), pins(account->pins), table(quotas) {}
+    Peer peer;                               /**< Who the connection is. */
+    Accounts *accounts;                      /**< Every process's and user's account. */
+    std::shared_ptr<ProcessAccount> account; /**< The account of the connection's process. */
+    PinMap &pins;                            /**< Its pins (before the table: the table's objects unpin into it). */
+    std::vector<krdma_pin_op> pin_ops;       /**< Lock/unlock instructions of the call being served, in order. */
+    std::string pin_refusal;                 /**< Why a pin of the call being served was refused, or empty. */
+    ResourceTable table;                     /**< Everything this connection created. */
 };
 
 /**
@@ -73,6 +79,11 @@ public:
      */
     VerbCommands(DeviceServer &server, AdapterManager &adapters, const Quotas &quotas, PinBudget &budget,
                  uint64_t pin_limit);
+    /**
+     * @brief Serves SYSCALL on @p server with RNICs from @p adapters; each connection is limited by @p quotas, each
+     *        process and user by @p accounts (which must outlive this object).
+     */
+    VerbCommands(DeviceServer &server, AdapterManager &adapters, const Quotas &quotas, Accounts &accounts);
     VerbCommands(const VerbCommands &) = delete;
     VerbCommands &operator=(const VerbCommands &) = delete;
     /**
@@ -149,15 +160,18 @@ public:
      *        A refusal's reason goes to @p why when given.
      */
     [[nodiscard]] int execute(Connection &c, krdma_syscall &s, std::string *why = nullptr);
+    /** @brief Every process's and user's account. */
+    [[nodiscard]] Accounts &accounts() noexcept { return accounts_; }
 
 private:
+    void serve();  // registers the handlers (both constructors)
     int handle(Connection &c, const Request &req, Reply &rep);
 
     DeviceServer &server_;
     AdapterManager &adapters_;
     Quotas quotas_;
-    PinBudget &budget_;
-    uint64_t pin_limit_;
+    std::unique_ptr<Accounts> own_accounts_;  // when made with a budget and a per-process limit only
+    Accounts &accounts_;
     std::function<uint32_t(uint32_t)> endpoint_count_;
     QpEndedFn qp_ended_;  // serving thread
     mutable std::mutex mutex_;

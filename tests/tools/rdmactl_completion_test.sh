@@ -19,7 +19,8 @@ listed=$("$rdmactl" --help | sed -n '/^Subcommands:/,$p' | awk 'NR > 1 && NF { p
 for c in $listed; do
     [[ "$offered" == *" $c "* ]] || { echo "completion does not offer '$c' (offered:$offered)"; exit 1; }
 done
-[[ "$(complete_line rdmactl li)" == "list" ]] || { echo "'li' does not complete to list"; exit 1; }
+[[ "$(complete_line rdmactl lis)" == "list" ]] || { echo "'lis' does not complete to list"; exit 1; }
+[[ "$(complete_line rdmactl lim)" == "limits" ]] || { echo "'lim' does not complete to limits"; exit 1; }
 [[ "$(complete_line rdmactl --log-level d)" == "debug" ]] || { echo "log levels not completed"; exit 1; }
 [[ " $(complete_line rdmactl --json attach --pr) " == *" --provider "* ]] || { echo "attach options not completed"; exit 1; }
 echo "completion ok: $(echo $listed | wc -w) commands"

@@ -39,6 +39,8 @@ void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_cod
  */
 void add_admin_commands(CLI::App &app, const GlobalOptions &global, int &exit_code);
 
+/** @brief Registers `rdmactl limits`: krdmad's limits per user and process, their use and their refusals. */
+void add_limits_command(CLI::App &app, const GlobalOptions &global, int &exit_code);
 /** @brief Registers `rdmactl stats`: connection statistics merged with the host's TCP MIB. */
 void add_stats_command(CLI::App &app, const GlobalOptions &global, int &exit_code);
 /**

@@ -44,6 +44,7 @@ int main(int argc, char **argv) {
     rdmactl::add_rnic_commands(app, global, exit_code);
     rdmactl::add_admin_commands(app, global, exit_code);
     rdmactl::add_stats_command(app, global, exit_code);
+    rdmactl::add_limits_command(app, global, exit_code);
     rdmactl::add_dat_command(app, global, exit_code);
     // Global options anywhere on the line, as `rdma` takes them: `rdmactl list --json` as `rdmactl --json list`.
     for (CLI::App *sub : app.get_subcommands({})) sub->fallthrough();

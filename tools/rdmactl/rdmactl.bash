@@ -3,7 +3,7 @@ _rdmactl() {
     local cur prev words cword
     cur="${COMP_WORDS[COMP_CWORD]}"
     prev="${COMP_WORDS[COMP_CWORD-1]}"
-    local commands="modinfo list resources show attach detach control inject load unload modules consumers stats dat-conf"
+    local commands="modinfo list resources show attach detach control inject load unload modules consumers stats limits dat-conf"
     local globals="--json --device --log-level --help --version"
     case "$prev" in
         --device|--provider-dir|--check|--library)

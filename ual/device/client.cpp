@@ -83,9 +83,33 @@ rdma::Error refusal(int status, std::string_view reason) {
     return rdma::Error(status, reason.empty() ? std::string(std::strerror(status)) : std::string(reason));
 }
 
+void DeviceClient::read_refusal() {
+    // A kAL closing a connection that has a request of ours unread makes the first receive fail with ECONNRESET
+    // before the records it sent can be read: read on, without waiting, until nothing is left.
+    for (int i = 0; i < 8 && refused_ == 0; ++i) {
+        switch (krdma::receive(sock_.get(), message_, false)) {
+            case krdma::RecvResult::message:
+                (void)take_event(message_);
+                break;
+            case krdma::RecvResult::closed:
+            case krdma::RecvResult::invalid:
+                break;
+            case krdma::RecvResult::again:
+                return;
+        }
+    }
+}
+
 bool DeviceClient::take_event(krdma::Message &m) {
     if ((m.hdr.flags & KRDMA_MSG_EVENT) == 0) return false;
-    if (m.hdr.cmd == KRDMA_EVENT_CM && m.payload_len() == sizeof(krdma_cm_event)) {
+    if (m.hdr.cmd == KRDMA_EVENT_REFUSED) {
+        // The kAL will not serve this connection and closes it next: keep why, for the call that finds it closed.
+        std::array<char, KRDMA_MAX_REASON> why;
+        const auto text = m.payload();
+        refused_reason_.assign(why.data(), krdma::reason_text({reinterpret_cast<const char *>(text.data()),
+                                                               text.size()}, why));
+        refused_ = m.hdr.status > 0 ? m.hdr.status : RI_ENOSPC;
+    } else if (m.hdr.cmd == KRDMA_EVENT_CM && m.payload_len() == sizeof(krdma_cm_event)) {
         CmRecord r;
         std::memcpy(&r.event, m.body.data(), sizeof r.event);
         if (m.nfds > 0) r.fd = std::move(m.fds[0]);
@@ -132,6 +156,11 @@ rdma::Expected<uint32_t> DeviceClient::send_locked(uint32_t cmd, std::span<const
     hdr.cmd = cmd;
     hdr.seq = next_seq_++;
     if (rdma::Status s = krdma::send(sock_.get(), hdr, request, fds); !s.ok()) {
+        if (s.code() == EPIPE || s.code() == ECONNRESET) {
+            // A kAL that refused the connection said why before it closed: read that, if it is there.
+            read_refusal();
+            if (refused_ != 0) return rdma::Error(refused_, "krdmad refused the connection: " + refused_reason_);
+        }
         return rdma::Error(s.code() == EPIPE || s.code() == ECONNRESET ? RI_ENODEV : s.code(),
                            "sending to krdmad failed: " + s.describe());
     }
@@ -196,6 +225,8 @@ rdma::Expected<void> DeviceClient::exchange(uint32_t cmd, std::span<const uint8_
                 continue;
             case krdma::RecvResult::closed:
                 closed_ = true;
+                read_refusal();
+                if (refused_ != 0) return rdma::Error(refused_, "krdmad refused the connection: " + refused_reason_);
                 return rdma::Error(RI_ENODEV, "krdmad closed the device connection (stopped or restarted?)");
             case krdma::RecvResult::invalid:
                 return rdma::Error(RI_EPROTO, "malformed message from krdmad");

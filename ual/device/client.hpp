@@ -162,6 +162,9 @@ private:
     krdma::UniqueFd watch_;   // epoll set of the socket for the event poller; the socket is muted during a call
     krdma_hello hello_{};
     std::atomic<bool> closed_{false};
+    void read_refusal();          // reads a KRDMA_EVENT_REFUSED record left after the kAL closed the connection
+    int refused_ = 0;             // the status of a KRDMA_EVENT_REFUSED record (0: none)
+    std::string refused_reason_;  // and its reason
     uint32_t next_seq_ = 1;
     std::chrono::milliseconds rcvtimeo_{0};  // the socket's SO_RCVTIMEO (0: none set)
     std::mutex mutex_;  // one call at a time; events are read under it too

@@ -89,7 +89,7 @@ ri_status_t link_syscall(void *host_ctx, ri_syscall_t *call) noexcept {
 }
 
 const ri_host_ops_t kLinkHostOps{sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log, nullptr, nullptr,
-                                 &link_syscall};
+                                 &link_syscall, nullptr, nullptr};
 
 void on_async(void *ctx, ri_rnic_t, const ri_async_event_t *e) {
     auto *o = static_cast<Open *>(ctx);

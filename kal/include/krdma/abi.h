@@ -194,6 +194,31 @@ struct krdma_list_clients {
     struct krdma_client_info info;  /**< Reply: the entry (when index < count). */
 };
 
+/**
+ * @brief LIMITS (open to everyone): the kAL's limits on what it does for callers, what is in use (by the caller's
+ *        uid too), and how often each limit refused a request since start. Every field is a reply; the request is
+ *        all zero.
+ */
+struct krdma_limits {
+    uint64_t max_connections;           /**< Device connections host-wide (root may use 32 more). */
+    uint64_t connections_per_user;      /**< Device connections per non-root uid (0: no own limit). */
+    uint64_t connections;               /**< Device connections now. */
+    uint64_t connections_of_caller;     /**< Device connections of the caller's uid now. */
+    uint64_t pin_bytes_total;           /**< Pinned (and charged queue) memory host-wide. */
+    uint64_t pin_bytes_per_user;        /**< The same per non-root uid. */
+    uint64_t pin_bytes_per_process;     /**< The same per process (lowered to its RLIMIT_MEMLOCK without CAP_IPC_LOCK). */
+    uint64_t pinned_total;              /**< Pinned or charged host-wide now. */
+    uint64_t pinned_by_caller;          /**< Pinned or charged by the caller's uid now. */
+    uint64_t refused_connections_host;  /**< Connections refused over max_connections. */
+    uint64_t refused_connections_user;  /**< Connections refused over connections_per_user. */
+    uint64_t refused_pins_process;      /**< Pins or charges refused over a process's limit. */
+    uint64_t refused_pins_user;         /**< ... over a user's limit. */
+    uint64_t refused_pins_host;         /**< ... over the host's limit. */
+    uint64_t refused_pins_unmapped;     /**< Pins of memory the process has not mapped. */
+    uint64_t refused_privileged_ports;  /**< Listens on a privileged port without CAP_NET_BIND_SERVICE. */
+    uint64_t reserved[8];               /**< Zero. */
+};
+
 /** @brief HELLO command code. */
 #define KRDMA_CMD_HELLO _IOWR(KRDMA_IOC_MAGIC, 0x01, struct krdma_hello)
 /** @brief ECHO command code. */
@@ -202,6 +227,8 @@ struct krdma_list_clients {
 #define KRDMA_CMD_SYSCALL _IOWR(KRDMA_IOC_MAGIC, 0x20, struct krdma_syscall)
 /** @brief LIST_CLIENTS command code. */
 #define KRDMA_CMD_LIST_CLIENTS _IOWR(KRDMA_IOC_MAGIC, 0x11, struct krdma_list_clients)
+/** @brief LIMITS command code. */
+#define KRDMA_CMD_LIMITS _IOWR(KRDMA_IOC_MAGIC, 0x12, struct krdma_limits)
 /** @brief LIST_RNICS command code. */
 #define KRDMA_CMD_LIST_RNICS _IOWR(KRDMA_IOC_MAGIC, 0x10, struct krdma_list_rnics)
 /*
@@ -520,7 +547,12 @@ enum krdma_event_code {
     KRDMA_EVENT_SHUTDOWN = 1,   /**< krdmad is stopping: every resource of this connection is about to be destroyed. */
     KRDMA_EVENT_ASYNC = 2,      /**< A kVP's asynchronous event on a resource of an RNIC open (krdma_event::object). */
     KRDMA_EVENT_COMPLETION = 3, /**< A kVP's completion notification on the CQ krdma_event::object. */
-    KRDMA_EVENT_CM = 4          /**< A connection event: the record is a struct krdma_cm_event. */
+    KRDMA_EVENT_CM = 4,         /**< A connection event: the record is a struct krdma_cm_event. */
+    /**
+     * The kAL does not serve this connection (a limit of connections per host or per user): the record is the
+     * reason as text, the header's status the error (::RI_ENOSPC); the kAL closes the connection after it.
+     */
+    KRDMA_EVENT_REFUSED = 5
 };
 
 #ifdef __cplusplus

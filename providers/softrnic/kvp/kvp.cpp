@@ -37,6 +37,32 @@ void say(uint32_t level, const std::string &text) {
     if (host().log != nullptr) host().log(level, "softrnic", text.c_str());
 }
 
+// Memory this kVP allocates for an opener (the rings of a data path it runs for it), charged to the opener through
+// ri_host_ops_t::mem_charge so that the kAL's limits cover it as they cover pinned memory.
+class Charge {
+public:
+    Charge() = default;
+    Charge(const Charge &) = delete;
+    Charge &operator=(const Charge &) = delete;
+    ~Charge() { release(); }
+    // Charges @p bytes more to @p host_ctx (nothing when the host does not account).
+    ri_status_t add(void *host_ctx, uint64_t bytes) {
+        if (host_ctx == nullptr || bytes == 0 || !RI_HOST_HAS(&host(), mem_charge)) return RI_OK;
+        if (ri_status_t rc = host().mem_charge(host_ctx, bytes); rc != RI_OK) return rc;
+        host_ctx_ = host_ctx;
+        bytes_ += bytes;
+        return RI_OK;
+    }
+
+private:
+    void release() noexcept {
+        if (bytes_ != 0 && RI_HOST_HAS(&host(), mem_uncharge)) host().mem_uncharge(host_ctx_, bytes_);
+        bytes_ = 0;
+    }
+    void *host_ctx_ = nullptr;
+    uint64_t bytes_ = 0;
+};
+
 // A pinned range of an opener's memory, released when the last owner lets go (a region and the regions shared
 // from it hold one together).
 class Pin {
@@ -77,7 +103,7 @@ ri_status_t read_priv(const ri_syscall_t &call, T *out) {
     if (call.priv_in_len < sizeof(T)) return RI_EINVAL;
     std::memcpy(out, call.priv_in, sizeof(T));
     if ((out->hdr.version >> 16) != SOFTRNIC_ABI_MAJOR) {
-        say(RI_LOG_ERROR, "softrnic uVP private ABI " + std::to_string(out->hdr.version >> 16) +
+        say(RI_LOG_WARN, "softrnic uVP private ABI " + std::to_string(out->hdr.version >> 16) +
                               " does not match the kVP's " + std::to_string(SOFTRNIC_ABI_MAJOR) +
                               ": install matching softrnic_kvp.so and softrnic_uvp.so");
         return RI_EPROTO;
@@ -218,6 +244,7 @@ struct Kvp {
         ri_cq_attr_t attr{};
         std::shared_ptr<Pin> ring;
         // Local data path: the completion ring in this process and the CQ on it.
+        Charge memory_charge;
         datapath::Mapping memory;
         std::unique_ptr<datapath::CompletionQueue> dp;
         explicit Cq(Rnic *r) : rnic(r), charge(r->instance, Kind::cq) {}
@@ -279,6 +306,7 @@ struct Kvp {
             return RI_OK;
         }
         // Local data path: the receive ring in this process.
+        Charge memory_charge;
         datapath::Mapping memory;
         std::unique_ptr<datapath::ReceiveQueue> rq;
         // A uVP's SRQ is posted to in its process.
@@ -295,6 +323,7 @@ struct Kvp {
         std::shared_ptr<Pin> sq_ring;
         std::shared_ptr<Pin> rq_ring;
         // Local data path (a QP of a consumer hosted in the kAL): its rings here, its queue pair.
+        Charge memory_charge;
         datapath::Mapping sq_memory;
         datapath::Mapping rq_memory;
         datapath::ReceiveQueue rq;
@@ -456,7 +485,9 @@ ri_status_t Kvp::Rnic::make_cq(ri_cq_attr_t *attr, const softrnic_ring *ring, ri
     cq->attr = *attr;
     if (ring == nullptr && local_datapath) {
         // A consumer hosted in the kAL: the completion ring lives here.
-        cq->memory = datapath::Mapping(static_cast<size_t>(attr->cqe) * softrnic_cq_slot_size());
+        const size_t bytes = static_cast<size_t>(attr->cqe) * softrnic_cq_slot_size();
+        if (ri_status_t rc = cq->memory_charge.add(host_ctx, bytes); rc != RI_OK) return rc;
+        cq->memory = datapath::Mapping(bytes);
         if (!cq->memory.ok()) return RI_ENOMEM;
         cq->dp = std::make_unique<datapath::CompletionQueue>(cq->memory.data(), attr->cqe, &Cq::notify, cq.get());
     }
@@ -514,6 +545,8 @@ ri_status_t Kvp::Pd::make_qp(Cq *scq, Cq *rcq, Srq *srq, ri_qp_init_attr_t *a, c
     if (req == nullptr && rnic->local_datapath) {
         // A consumer hosted in the kAL: the rings and the queue pair live here.
         const size_t sq_slot = softrnic_sq_slot_size(a->sq_sge, a->max_inline);
+        const size_t rq_bytes = use_srq ? 0 : a->rq_depth * softrnic_rq_slot_size(a->rq_sge);
+        if (ri_status_t rc = qp->memory_charge.add(rnic->host_ctx, a->sq_depth * sq_slot + rq_bytes); rc != RI_OK) return rc;
         qp->sq_memory = datapath::Mapping(a->sq_depth * sq_slot);
         if (!qp->sq_memory.ok()) return RI_ENOMEM;
         if (!use_srq) {
@@ -662,7 +695,9 @@ ri_status_t Kvp::Pd::make_srq(ri_srq_attr_t *a, const softrnic_ring *ring, ri_sr
     a->reserved = 0;
     srq->attr = *a;
     if (ring == nullptr && rnic->local_datapath) {
-        srq->memory = datapath::Mapping(a->max_wr * softrnic_rq_slot_size(a->max_sge));
+        const size_t bytes = a->max_wr * softrnic_rq_slot_size(a->max_sge);
+        if (ri_status_t rc = srq->memory_charge.add(rnic->host_ctx, bytes); rc != RI_OK) return rc;
+        srq->memory = datapath::Mapping(bytes);
         if (!srq->memory.ok()) return RI_ENOMEM;
         srq->rq = std::make_unique<datapath::ReceiveQueue>();
         srq->rq->init(srq->memory.data(), a->max_wr, a->max_sge);

@@ -100,10 +100,57 @@ void write(Level l, std::string_view component, const char *format, ...) {
     }
 }
 
+bool RateLimit::admit(uint64_t &suppressed) noexcept {
+    const auto now = std::chrono::steady_clock::now();
+    std::lock_guard lock(mutex_);
+    suppressed = 0;
+    if (start_ == std::chrono::steady_clock::time_point{} || now - start_ >= interval_) {
+        start_ = now;
+        used_ = 0;
+        suppressed = held_;
+        held_ = 0;
+    }
+    if (used_ < burst_) {
+        ++used_;
+        return true;
+    }
+    ++held_;
+    ++total_;
+    return false;
+}
+
+uint64_t RateLimit::suppressed_total() const noexcept {
+    std::lock_guard lock(mutex_);
+    return total_;
+}
+
+void write_limited(RateLimit &limit, Level l, std::string_view component, const char *format, ...) {
+    if (!enabled(l)) return;
+    uint64_t held = 0;
+    if (!limit.admit(held)) return;
+    if (held > 0) {
+        write(l, component, "%llu similar message(s) suppressed (at most 10 per 5 s are logged)",
+              static_cast<unsigned long long>(held));
+    }
+    char buffer[1024];
+    va_list args;
+    va_start(args, format);
+    const int n = std::vsnprintf(buffer, sizeof buffer, format, args);
+    va_end(args);
+    if (n < 0) return;
+    write(l, component, "%s", buffer);
+}
+
 void host_log(uint32_t level, const char *module, const char *message) noexcept {
     // The level comes from a loaded module: clamp it instead of trusting it.
     Level l = level > RI_LOG_DEBUG ? Level::debug : static_cast<Level>(level);
     try {
+        if (l <= Level::warn) {
+            // What a provider reports as wrong is mostly a client's doing (malformed private data, a bad request).
+            static RateLimit limit(20);
+            write_limited(limit, l, module != nullptr ? module : "provider", "%s", message != nullptr ? message : "");
+            return;
+        }
         write(l, module != nullptr ? module : "provider", "%s", message != nullptr ? message : "");
     } catch (...) {
         // A failing sink must not unwind into provider code.

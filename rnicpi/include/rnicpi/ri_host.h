@@ -9,6 +9,8 @@
 #ifndef RNICPI_RI_HOST_H
 #define RNICPI_RI_HOST_H
 
+#include <stddef.h>
+
 #include "rnicpi/ri_syscall.h"
 #include "rnicpi/ri_types.h"
 
@@ -64,7 +66,22 @@ typedef struct ri_host_ops {
      *         ::RI_ENODEV when the kAL is gone).
      */
     ri_status_t (*syscall)(void *host_ctx, ri_syscall_t *call);
+    /**
+     * @brief ri_mem_charge (kPI): account @p bytes of memory the kVP allocates itself for the opener (the queue rings
+     *        of a data path it runs on the opener's behalf), against the same limits as its pinned memory, so that
+     *        no client makes the kAL hold memory charged to no one. ::RI_ENOSPC over a limit: allocate nothing.
+     *
+     * Added in ABI 1.5: a host built before has a smaller ri_host_ops_t::size, and a module must check the size
+     * (RI_HOST_HAS(host, mem_charge)) before it calls it; a NULL entry means the host does not account.
+     */
+    ri_status_t (*mem_charge)(void *host_ctx, uint64_t bytes);
+    /** @brief Releases @p bytes charged with ri_host_ops_t::mem_charge. */
+    void (*mem_uncharge)(void *host_ctx, uint64_t bytes);
 } ri_host_ops_t;
+
+/** @brief Whether host operations @p ops (a pointer) are new enough to have member @p field and it is set. */
+#define RI_HOST_HAS(ops, field)                                                                                   \
+    ((ops)->size >= offsetof(ri_host_ops_t, field) + sizeof((ops)->field) && (ops)->field != NULL)
 
 #ifdef __cplusplus
 }

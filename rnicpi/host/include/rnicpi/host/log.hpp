@@ -10,8 +10,10 @@
 #ifndef RNICPI_HOST_LOG_HPP
 #define RNICPI_HOST_LOG_HPP
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string_view>
 
 #include "rnicpi/cpp/status.hpp"
@@ -43,8 +45,44 @@ void set_level(Level level) noexcept;
 Sink set_sink(Sink sink);
 /** @brief Formats and writes a message if @p l is enabled. */
 void write(Level l, std::string_view component, const char *format, ...) __attribute__((format(printf, 3, 4)));
-/** @brief Implementation of ri_host_ops_t::log for hosts that load providers. */
+/**
+ * @brief Implementation of ri_host_ops_t::log for hosts that load providers. Warnings and errors are rate-limited
+ *        (one RateLimit for all modules): a provider reports what a client did wrong through it, and a client must
+ *        not be able to flood the host's log.
+ */
 void host_log(uint32_t level, const char *module, const char *message) noexcept;
+
+/**
+ * @brief At most @p burst messages per @p interval, as the kernel's printk_ratelimited(): the log of a daemon stays
+ *        readable (and its disk unfilled) whatever a client sends. Thread-safe; costs a lock only when a message
+ *        is about to be written.
+ */
+class RateLimit {
+public:
+    /** @brief Linux's defaults: 10 messages per 5 seconds. */
+    explicit RateLimit(unsigned burst = 10, std::chrono::milliseconds interval = std::chrono::seconds(5)) noexcept
+        : burst_(burst), interval_(interval) {}
+    /**
+     * @brief Whether a message may be written now. When a new interval starts after messages were held back,
+     *        @p suppressed receives their number (to be reported), else 0.
+     */
+    [[nodiscard]] bool admit(uint64_t &suppressed) noexcept;
+    /** @brief Messages held back since start. */
+    [[nodiscard]] uint64_t suppressed_total() const noexcept;
+
+private:
+    mutable std::mutex mutex_;
+    unsigned burst_;
+    std::chrono::milliseconds interval_;
+    std::chrono::steady_clock::time_point start_{};
+    unsigned used_ = 0;
+    uint64_t held_ = 0;   // in the current interval
+    uint64_t total_ = 0;  // since start
+};
+
+/** @brief write() through @p limit: reports held-back messages once the next one is admitted. */
+void write_limited(RateLimit &limit, Level l, std::string_view component, const char *format, ...)
+    __attribute__((format(printf, 4, 5)));
 
 }  // namespace rdma::log
 
@@ -67,6 +105,19 @@ void host_log(uint32_t level, const char *module, const char *message) noexcept;
     do {                                                                                                         \
         if (::rdma::log::enabled(::rdma::log::Level::debug))                                                     \
             ::rdma::log::write(::rdma::log::Level::debug, component, __VA_ARGS__);                               \
+    } while (0)
+
+/**
+ * @brief Logs a message a client caused (a malformed request, a refusal) at @p level (warn, info, ...), at most 10
+ *        per 5 seconds from this line of code, as printk_ratelimited() does: a misbehaving client cannot flood the
+ *        log, and the number held back is reported with the next message written.
+ */
+#define RDMA_LOG_CLIENT(level, component, ...)                                                                   \
+    do {                                                                                                         \
+        if (::rdma::log::enabled(::rdma::log::Level::level)) {                                                   \
+            static ::rdma::log::RateLimit rdma_log_limit_;                                                       \
+            ::rdma::log::write_limited(rdma_log_limit_, ::rdma::log::Level::level, component, __VA_ARGS__);      \
+        }                                                                                                        \
     } while (0)
 
 #endif  // RNICPI_HOST_LOG_HPP

@@ -1,0 +1,94 @@
+/**
+ * @file accounts.hpp
+ * @brief Memory accounting per process and per user: who may pin (or have the RNIC hold) how much.
+ *
+ * One account per consumer process, whatever number of device connections it opens: its pins and the queue memory
+ * kVPs hold for it share one PinMap (so one page registered over two connections is pinned once and unlocked last),
+ * limited by the per-process limit (krdmad.json limits.pin_bytes_per_process) and, unless the process holds
+ * CAP_IPC_LOCK, by its own RLIMIT_MEMLOCK, as Linux's ib_umem limits a process's pinned pages. Every account of one
+ * uid charges that user's budget (limits.pin_bytes_per_user; root's is the host's), and every user budget the host's
+ * (limits.pin_bytes_total): one user can exhaust neither the host nor another user.
+ */
+#ifndef KAL_MEMORY_ACCOUNTS_HPP
+#define KAL_MEMORY_ACCOUNTS_HPP
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "pin_map.hpp"
+
+namespace kal {
+
+/** @brief One process's account: its pins and charges, within its user's budget. */
+struct ProcessAccount {
+    /** @brief An account charging @p budget (its user's), limited to @p limit bytes. */
+    ProcessAccount(std::shared_ptr<PinBudget> budget, uint64_t limit) : user(std::move(budget)), pins(*user, limit) {}
+    std::shared_ptr<PinBudget> user;  /**< The budget of the process's uid (kept alive by its accounts). */
+    PinMap pins;                      /**< What the process has pinned and charged. */
+    uint64_t rights_read_ns = 0;      /**< When the limit was last taken from the process's rights (steady clock). */
+};
+
+/** @brief Refusals counted for `rdmactl limits` (any thread). */
+struct LimitRefusals {
+    std::atomic<uint64_t> pin_process{0};      /**< Over a process's limit (RLIMIT_MEMLOCK or the per-process one). */
+    std::atomic<uint64_t> pin_user{0};         /**< Over a user's budget. */
+    std::atomic<uint64_t> pin_host{0};         /**< Over the host's budget. */
+    std::atomic<uint64_t> pin_unmapped{0};     /**< Ranges the process has not mapped. */
+    std::atomic<uint64_t> privileged_port{0};  /**< Listens on a privileged port without CAP_NET_BIND_SERVICE. */
+};
+
+/** @brief The accounts of every process and user. Thread-safe. */
+class Accounts {
+public:
+    /**
+     * @brief Accounts charging @p host, each process limited to @p per_process bytes, each non-root user to
+     *        @p per_user bytes (0: the host's limit).
+     */
+    Accounts(PinBudget &host, uint64_t per_process, uint64_t per_user);
+    Accounts(const Accounts &) = delete;
+    Accounts &operator=(const Accounts &) = delete;
+
+    /**
+     * @brief The account of process @p pid (started at @p start_time) of user @p uid: the same one for every
+     *        connection of that process while any holds it.
+     */
+    [[nodiscard]] std::shared_ptr<ProcessAccount> process(pid_t pid, uint64_t start_time, uid_t uid);
+    /** @brief The per-process limit of the configuration. */
+    [[nodiscard]] uint64_t per_process() const noexcept { return per_process_; }
+    /** @brief The per-user limit of the configuration (the host's for root, and when 0). */
+    [[nodiscard]] uint64_t per_user(uid_t uid) const noexcept;
+    /** @brief The host's budget. */
+    [[nodiscard]] const PinBudget &host() const noexcept { return host_; }
+    /** @brief Bytes pinned or charged by user @p uid now. */
+    [[nodiscard]] uint64_t used_by(uid_t uid) const;
+    /** @brief Refusal counters. */
+    [[nodiscard]] LimitRefusals &refusals() noexcept { return refusals_; }
+
+private:
+    PinBudget &host_;
+    uint64_t per_process_;
+    uint64_t per_user_;
+    mutable std::mutex mutex_;
+    std::map<std::pair<pid_t, uint64_t>, std::weak_ptr<ProcessAccount>> processes_;
+    std::map<uid_t, std::weak_ptr<PinBudget>> users_;
+    LimitRefusals refusals_;
+};
+
+/**
+ * @brief Whether every page of [@p addr, @p addr + @p length) is mapped and readable in process @p pid: one byte of
+ *        each page is read with process_vm_readv(), as the kernel's pin would fault each page in. RI_EFAULT names the
+ *        first page that is not; where the kAL may not read the process (no ptrace access), the range is accepted
+ *        and the owner's own mlock() remains the check.
+ */
+[[nodiscard]] rdma::Expected<void> check_mapped(pid_t pid, uint64_t addr, uint64_t length);
+
+}  // namespace kal
+
+#endif  // KAL_MEMORY_ACCOUNTS_HPP
