@@ -1,6 +1,9 @@
 // it_rping between two consumer processes through one real krdmad, and between two hosts (network namespaces joined
 // by veth, a krdmad in each; root only): 20 validated iterations of the rping exchange (the client advertises its
 // buffer, the server RDMA-reads it, writes it back, both verify).
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <string>
 #include <vector>
 
@@ -42,6 +45,51 @@ TEST_F(RpingOneHost, TwoProcessesThroughKrdmad) {
     for (int i = 0; i < 6 && status == -1; ++i) status = wait_exit(client);
     EXPECT_EQ(status, 0) << read_text(cout) << read_text(sout);
     expect_pings(read_text(cout), 20);
+}
+
+// An IPv6 RNIC listed before the IPv4 one (names sort "a6" first): a client given no interface takes one that can
+// reach its IPv4 peer, and one told to use the IPv6 RNIC hears that the address family is wrong, not "EIO".
+class RpingTwoFamilies : public testutil::KrdmadFixture {
+protected:
+    void SetUp() override {
+        testutil::KrdmadFixture::SetUp();
+        device_ = dir_ / "krdma";
+        krdma::UniqueFd probe(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        sockaddr_in6 a{};
+        a.sin6_family = AF_INET6;
+        a.sin6_addr = in6addr_loopback;
+        if (!probe || ::bind(probe.get(), reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) {
+            GTEST_SKIP() << "this host has no ::1";
+        }
+        const std::string config = R"({"device": ")" + device_.string() + R"(", "provider_dir": ")" +
+                                   std::string(SOFTRNIC_PROVIDER_DIR) + R"(", "modules": ["softrnic_kvp.so"], )"
+                                   R"("rnics": [{"provider": "softrnic", "name": "a6", "address": "::1"}, )"
+                                   R"({"provider": "softrnic", "name": "sr0", "address": "127.0.0.1"}]})";
+        ASSERT_TRUE(wait_ready(start({"--config", write_config(config).string()}))) << stderr_text();
+        ::setenv("KRDMA_DEVICE", device_.c_str(), 1);
+        ::unsetenv("OPENRDMA_EMBEDDED_CONFIG");
+    }
+    std::filesystem::path device_;
+};
+
+TEST_F(RpingTwoFamilies, TheDefaultInterfaceHasThePeersAddressFamily) {
+    const auto sout = dir_ / "server.out";
+    spawn(IT_RPING_PATH, {"-s", "-d", "-a", "127.0.0.1", "-p", "17175", "-S", "4096"}, sout, sout);
+    ASSERT_TRUE(wait_listening(sout)) << read_text(sout) << stderr_text();
+    const auto cout = dir_ / "client.out";
+    const pid_t client =
+        spawn(IT_RPING_PATH, {"-c", "-a", "127.0.0.1", "-p", "17175", "-S", "4096", "-C", "5", "-v"}, cout, cout);
+    EXPECT_EQ(wait_exit(client), 0) << read_text(cout) << read_text(sout);
+    expect_pings(read_text(cout), 5);
+
+    const auto wrong = dir_ / "wrong.out";
+    const pid_t w = spawn(IT_RPING_PATH, {"-c", "--ia", "a6", "-a", "127.0.0.1", "-p", "17175", "-C", "1"}, wrong,
+                          wrong);
+    EXPECT_NE(wait_exit(w), 0);
+    const std::string text = read_text(wrong);
+    EXPECT_NE(text.find("IT_ERR_INVALID_NETADDR"), std::string::npos) << text;
+    EXPECT_NE(text.find("(EAFNOSUPPORT)"), std::string::npos) << text;
+    EXPECT_EQ(text.find("(EIO)"), std::string::npos) << text;
 }
 
 class RpingTwoHosts : public rdmatest::TwoHosts {};

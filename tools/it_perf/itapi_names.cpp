@@ -172,10 +172,46 @@ std::string failure_reason(const char *call) {
     return reason;
 }
 
+namespace {
+
+// The error the library's reason names at its end ("... (EAFNOSUPPORT)"), so that the tool's error is what happened
+// rather than a generic EIO; EIO when it names none.
+int code_of_reason(const std::string &why) {
+    const size_t open = why.rfind("(E");
+    if (open == std::string::npos || why.back() != ')') return EIO;
+    const std::string_view name(why.data() + open + 1, why.size() - open - 2);
+    for (int code = 1; code < 256; ++code) {
+        if (rdma::errno_name(code) == name) return code;
+    }
+    return EIO;
+}
+
+}  // namespace
+
 rdma::Error call_error(const char *call, const std::string &args, it_status_t status) {
     const std::string why = failure_reason(call);
-    return rdma::Error(EIO, std::string(call) + "(" + args + ") failed: " + status_name(status) + " (" +
+    return rdma::Error(code_of_reason(why), std::string(call) + "(" + args + ") failed: " + status_name(status) + " (" +
                                 std::to_string(static_cast<int>(status)) + ")" + (why.empty() ? "" : ": " + why));
+}
+
+std::string default_interface(const it_interface_t *list, size_t count, it_net_addr_type_t type) {
+    if (count == 0) return {};
+    for (size_t i = 0; i < count; ++i) {
+        it_ia_handle_t ia = nullptr;
+        if (it_ia_create(list[i].name, 2, 1, &ia) != IT_SUCCESS) continue;
+        it_ia_info_t *info = nullptr;
+        bool match = false;
+        if (it_ia_query(ia, &info) == IT_SUCCESS) {
+            for (size_t s = 0; s < info->num_spigots && !match; ++s) {
+                const it_spigot_info_t &sp = info->spigot_info[s];
+                for (size_t a = 0; a < sp.num_net_addr && !match; ++a) match = sp.net_addr[a].addr_type == type;
+            }
+            (void)it_ia_info_free(info);
+        }
+        (void)it_ia_free(ia);
+        if (match) return list[i].name;
+    }
+    return list[0].name;
 }
 
 }  // namespace it_tools

@@ -33,6 +33,13 @@ std::string failure_reason(const char *call);
  */
 rdma::Error call_error(const char *call, const std::string &args, it_status_t status);
 
+/**
+ * @brief The interface to use when none is named, to reach a peer of address type @p type (::IT_IPV4, ::IT_IPV6):
+ *        the first of the @p count interfaces in @p list with an address of that type, else the first listed (an
+ *        IPv6 RNIC listed before an IPv4 one must not take an IPv4 peer's connection, which it cannot make).
+ */
+std::string default_interface(const it_interface_t *list, size_t count, it_net_addr_type_t type);
+
 }  // namespace it_tools
 
 #endif  // IT_TOOLS_ITAPI_NAMES_HPP

@@ -154,7 +154,8 @@ rdma::Expected<std::unique_ptr<Interface>> Interface::open(const std::string &na
                                                                       "what it serves)")
                                                         : why));
         }
-        itf->name_ = list[0].name;
+        // it_perf's peers are IPv4 addresses: an IPv6 RNIC listed first could not reach them.
+        itf->name_ = it_tools::default_interface(list, count, IT_IPV4);
     }
     if (const it_status_t s = it_ia_create(itf->name_.c_str(), 2, 1, &itf->ia_); s != IT_SUCCESS) {
         rdma::Error e = call_error("it_ia_create", "\"" + itf->name_ + "\", 2, 1", s);

@@ -162,7 +162,8 @@ rdma::Expected<void> Rping::open(const std::string &ia_name) {
                                                                       "what it serves)")
                                                         : why));
         }
-        name = list[0].name;
+        // The client's peer is an IPv4 address (resolve()); a server listens on its -a, which names its IA.
+        name = it_tools::default_interface(list, n, IT_IPV4);
     }
     if (const it_status_t s = it_ia_create(name.c_str(), 2, 1, &ia_); s != IT_SUCCESS) {
         return call_error("it_ia_create", "\"" + name + "\", 2, 1", s);

@@ -21,6 +21,8 @@ it_status_t from_ri(int code, it_status_t fallback) noexcept {
         case RI_ETIMEDOUT: return IT_ERR_TIMEOUT_EXPIRED;
         case RI_EINTR: return IT_ERR_INTERRUPT;
         case RI_EIO: return IT_ERR_IA_CATASTROPHE;
+        case RI_EAFNOSUPPORT:    // an address of another family than the IA's
+        case RI_EADDRNOTAVAIL: return IT_ERR_INVALID_NETADDR;
         default: return fallback;
     }
 }
