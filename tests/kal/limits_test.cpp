@@ -299,4 +299,34 @@ TEST_F(Limits, PinsArePerProcessWithinItsMemlockAndPerUser) {
     EXPECT_EQ(wait_exit(first), 0) << read_text(log);
 }
 
+// Queue rings a kVP allocates itself (a consumer's plain create CQ runs softrnic's local data path inside krdmad)
+// are charged to the consumer's process like pinned memory: over its limit they are refused, and they count in use.
+TEST_F(Limits, QueueMemoryAKvpHoldsIsChargedToItsOwner) {
+    start({"--config", write_config(R"({"device": ")" + device_.string() + R"(", "provider_dir": ")" +
+                                    std::string(SOFTRNIC_PROVIDER_DIR) + R"(", "modules": ["softrnic_kvp.so"], )"
+                                    R"("rnics": [{"name": "sr0", "provider": "softrnic", "address": "127.0.0.1"}], )"
+                                    R"("limits": {"pin_bytes_per_process": 1048576}, "log_level": "warn"})")});
+    auto c = connect(device_);
+    ASSERT_NE(c, nullptr) << stderr_text();
+    uint64_t rnic = 0;
+    ASSERT_EQ(testutil::open_rnic(*c, "sr0", &rnic), RI_OK);
+    const auto create_cq = [&](uint32_t entries) {
+        ri_cq_attr_t a{};
+        a.cqe = entries;
+        uint64_t cq = 0;
+        return sys(*c, RI_CREATE_CQ, rnic, &a, sizeof a, &a, sizeof a, &cq);
+    };
+    EXPECT_EQ(create_cq(65536), RI_ENOSPC);  // 65536 completions of 64 bytes and more: over 1 MiB
+    ASSERT_EQ(create_cq(1024), RI_OK);
+    auto j = limits();
+    EXPECT_GE(j["pinned_bytes"]["in_use"].get<uint64_t>(), 1024u * sizeof(ri_wc_t)) << j.dump();
+    EXPECT_EQ(j["refused"]["pins_process"], 1) << j.dump();
+    // Gone with its owner.
+    c.reset();
+    for (int i = 0; i < 200 && limits()["pinned_bytes"]["in_use"] != 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(limits()["pinned_bytes"]["in_use"], 0);
+}
+
 }  // namespace

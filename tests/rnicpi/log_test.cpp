@@ -1,7 +1,9 @@
 // Logging: levels, parsing, the replaceable sink and the provider upcall.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "rnicpi/host/log.hpp"
@@ -70,6 +72,38 @@ TEST_F(LogTest, HostUpcallClampsForeignValues) {
     EXPECT_EQ(lines_[1].level, rdma::log::Level::debug);
     EXPECT_EQ(lines_[1].component, "provider");
     EXPECT_EQ(lines_[1].message, "");
+}
+
+
+// A client that sends a malformed request per millisecond must not fill the log: 10 lines per 5 s from one call
+// site, and the count of what was held back with the next line written.
+TEST_F(LogTest, ClientCausedMessagesAreRateLimitedAndTheSuppressedCounted) {
+    rdma::log::set_level(rdma::log::Level::warn);
+    for (int i = 0; i < 1000; ++i) RDMA_LOG_CLIENT(warn, "test", "malformed request %d", i);
+    ASSERT_EQ(lines_.size(), 10u);
+    EXPECT_EQ(lines_.back().message, "malformed request 9");
+    // A new interval reports the 990 held back before its first message.
+    rdma::log::RateLimit limit(2, std::chrono::milliseconds(50));
+    lines_.clear();
+    for (int i = 0; i < 5; ++i) rdma::log::write_limited(limit, rdma::log::Level::warn, "test", "burst %d", i);
+    EXPECT_EQ(lines_.size(), 2u);
+    EXPECT_EQ(limit.suppressed_total(), 3u);
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    rdma::log::write_limited(limit, rdma::log::Level::warn, "test", "after");
+    ASSERT_EQ(lines_.size(), 4u);
+    EXPECT_EQ(lines_[2].message, "3 similar message(s) suppressed (at most 10 per 5 s are logged)");
+    EXPECT_EQ(lines_[3].message, "after");
+}
+
+TEST_F(LogTest, ProvidersWarningsAreRateLimited) {
+    rdma::log::set_level(rdma::log::Level::debug);
+    for (int i = 0; i < 100; ++i) rdma::log::host_log(RI_LOG_WARN, "prov", "the client's private data is malformed");
+    // 20 per 5 s for all modules together (another test of this process may have used one).
+    EXPECT_LE(lines_.size(), 20u);
+    EXPECT_GE(lines_.size(), 18u);
+    const size_t warned = lines_.size();
+    for (int i = 0; i < 5; ++i) rdma::log::host_log(RI_LOG_DEBUG, "prov", "detail");
+    EXPECT_EQ(lines_.size(), warned + 5);  // what is not a warning is not limited (and is off by default)
 }
 
 }  // namespace
