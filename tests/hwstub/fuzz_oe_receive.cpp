@@ -14,6 +14,7 @@
 // replays saved inputs (the corpus in tests/fuzz/corpus/hwstub) given as files or directories.
 #include <sys/ioctl.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -152,6 +153,7 @@ int run_one(const uint8_t *data, size_t size) {
     size_t off = 0;
     while (off < size) {
         const ssize_t n = ::send(ours.get(), data + off, size - off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;  // libFuzzer's SIGALRM (-timeout)
         if (n <= 0) break;  // larger than the socket buffer: the rest is not sent (inputs are 4 KiB at most)
         off += static_cast<size_t>(n);
     }

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <array>
 #include <cstdarg>
 #include <cstdint>
@@ -454,6 +455,7 @@ int run_one(const uint8_t *data, size_t size) {
         uint8_t buf[1024];
         for (;;) {
             const ssize_t r = ::recv(peer.fd, buf, sizeof buf, MSG_DONTWAIT);
+            if (r < 0 && errno == EINTR) continue;  // libFuzzer's SIGALRM (-timeout)
             if (r <= 0) break;
             sent.insert(sent.end(), buf, buf + r);
         }
@@ -506,7 +508,11 @@ int run_one(const uint8_t *data, size_t size) {
             const short want = s.poll_events();
             if (want == 0) break;
             pollfd p{ours.fd, want, 0};
-            CHECK(::poll(&p, 1, 0) >= 0, "poll failed");
+            int ready;
+            while ((ready = ::poll(&p, 1, 0)) < 0 && errno == EINTR) {
+                // libFuzzer's SIGALRM (-timeout) interrupts even a poll that does not wait: ask again
+            }
+            CHECK(ready >= 0, "poll failed: %s", std::strerror(errno));
             if (p.revents == 0) break;
             s.on_events(p.revents);
             collect();
@@ -527,7 +533,9 @@ int run_one(const uint8_t *data, size_t size) {
         // Once the session is done it reads nothing more: the rest goes in one piece (a socket pair's buffer holds
         // a few hundred small pieces only).
         const size_t k = s.done() ? n - written : std::min(piece, n - written);
-        const ssize_t w = ::send(peer.fd, stream + written, k, MSG_NOSIGNAL);
+        ssize_t w;
+        while ((w = ::send(peer.fd, stream + written, k, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+        }
         CHECK(w == static_cast<ssize_t>(k), "the socket pair took %zd of %zu bytes: %s", w, k, std::strerror(errno));
         written += k;
         if (written == n) {

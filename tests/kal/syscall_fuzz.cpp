@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdarg>
 #include <cstdint>
@@ -500,8 +501,12 @@ private:
             c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
             std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
         }
-        CHECK(::sendmsg(sock_.get(), &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof hdr + len),
-              "client %d: sendmsg failed", index_);
+        ssize_t n;
+        while ((n = ::sendmsg(sock_.get(), &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+            // libFuzzer's SIGALRM (-timeout) while the socket was full: a datagram is sent whole or not at all
+        }
+        CHECK(n == static_cast<ssize_t>(sizeof hdr + len), "client %d: sendmsg failed: %s", index_,
+              n < 0 ? std::strerror(errno) : "short");
     }
 
     // ---- The model.
