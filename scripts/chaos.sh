@@ -11,34 +11,8 @@
 set -uo pipefail
 iterations=${1:-100}
 build=${2:-$(cd "$(dirname "$0")/.." && pwd)/build}
-krdmad=$build/kal/krdmad
-rdmactl=$build/tools/rdmactl/rdmactl
-rping=$build/tools/it_rping/it_rping
-for f in "$krdmad" "$rdmactl" "$rping"; do
-  [[ -x $f ]] || { echo "chaos.sh: $f is missing: build first (cmake --build build)" >&2; exit 2; }
-done
-dir=$(mktemp -d /tmp/krdma-chaos-XXXXXX)
-device=$dir/krdma
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 -- "-$p" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-cat > "$dir/krdmad.json" <<EOF
-{"device": "$device", "provider_dir": "$build/providers", "modules": ["softrnic_kvp.so"],
- "rnics": [{"provider": "softrnic", "name": "sr0", "address": "127.0.0.1"}], "log_level": "warn"}
-EOF
-setsid "$krdmad" --config "$dir/krdmad.json" > "$dir/krdmad.out" 2> "$dir/krdmad.err" &
-kpid=$!
-pids+=("$kpid")
-for _ in $(seq 100); do grep -q "ready on" "$dir/krdmad.out" 2>/dev/null && break; sleep 0.05; done
-grep -q "ready on" "$dir/krdmad.out" || { echo "chaos.sh: krdmad did not start:"; cat "$dir/krdmad.err"; exit 1; }
-export KRDMA_DEVICE=$device
-unset OPENRDMA_EMBEDDED_CONFIG
+source "$(dirname "$0")/private-krdmad.sh"
+private_krdmad chaos.sh "$build"
 
 fds() { ls "/proc/$kpid/fd" | wc -l; }
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$kpid/status"; }
@@ -67,11 +41,11 @@ for i in $(seq 1 "$iterations"); do
   [[ $phase == teardown ]] && count=$(rnd 5 40)
   setsid "$rping" -s -a 127.0.0.1 -p "$port" -S 65535 -C "$count" > "$dir/server.out" 2>&1 &
   spid=$!
-  pids+=("$spid")
+  groups+=("$spid")
   sleep 0.05
   setsid "$rping" -c -a 127.0.0.1 -p "$port" -S 65535 -C "$count" -V > "$dir/client.out" 2>&1 &
   cpid=$!
-  pids+=("$cpid")
+  groups+=("$cpid")
   case $phase in
     setup) wait_ms=$(rnd 0 30) ;;
     transfer) wait_ms=$(rnd 50 400) ;;
