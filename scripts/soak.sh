@@ -11,34 +11,8 @@ set -uo pipefail
 seconds=${1:-3600}
 pairs=${2:-32}
 build=${3:-$(cd "$(dirname "$0")/.." && pwd)/build}
-krdmad=$build/kal/krdmad
-rdmactl=$build/tools/rdmactl/rdmactl
-rping=$build/tools/it_rping/it_rping
-for f in "$krdmad" "$rdmactl" "$rping"; do
-  [[ -x $f ]] || { echo "soak.sh: $f is missing: build first" >&2; exit 2; }
-done
-dir=$(mktemp -d /tmp/krdma-soak-XXXXXX)
-device=$dir/krdma
-groups=()
-cleanup() {
-  for g in "${groups[@]}"; do kill -9 -- "-$g" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-cat > "$dir/krdmad.json" <<EOF
-{"device": "$device", "provider_dir": "$build/providers", "modules": ["softrnic_kvp.so"],
- "rnics": [{"provider": "softrnic", "name": "sr0", "address": "127.0.0.1"}], "log_level": "warn"}
-EOF
-setsid "$krdmad" --config "$dir/krdmad.json" > "$dir/krdmad.out" 2> "$dir/krdmad.err" &
-kpid=$!
-groups+=("$kpid")
-for _ in $(seq 100); do grep -q "ready on" "$dir/krdmad.out" 2>/dev/null && break; sleep 0.05; done
-grep -q "ready on" "$dir/krdmad.out" || { echo "soak.sh: krdmad did not start"; cat "$dir/krdmad.err"; exit 1; }
-export KRDMA_DEVICE=$device
-unset OPENRDMA_EMBEDDED_CONFIG
+source "$(dirname "$0")/private-krdmad.sh"
+private_krdmad soak.sh "$build"
 
 sizes=(1024 4096 16384 32768 65535)
 clients=()
