@@ -226,7 +226,8 @@ void DeviceServer::adopt(krdma::UniqueFd s) {
     // Root may go kRootReserve beyond the host's limit, and has no per-user limit: however many connections users
     // hold, the administrator can still look (rdmactl) and act.
     const bool root = cred.uid == 0;
-    const size_t mine = per_uid_[cred.uid];
+    const auto held = per_uid_.find(cred.uid);
+    const size_t mine = held == per_uid_.end() ? 0 : held->second;
     std::string why;
     if (clients_.size() >= max_connections_ + (root ? kRootReserve : 0)) {
         ++refusals_.host;
@@ -238,7 +239,6 @@ void DeviceServer::adopt(krdma::UniqueFd s) {
               "per-user limit (limits.connections_per_user)";
     }
     if (!why.empty()) {
-        if (mine == 0) per_uid_.erase(cred.uid);
         RDMA_LOG_CLIENT(warn, kComponent, "refusing a connection of pid %d: %s", static_cast<int>(cred.pid),
                         why.c_str());
         refuse(s.get(), RI_ENOSPC, why);

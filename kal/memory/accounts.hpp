@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -32,7 +33,8 @@ struct ProcessAccount {
     ProcessAccount(std::shared_ptr<PinBudget> budget, uint64_t limit) : user(std::move(budget)), pins(*user, limit) {}
     std::shared_ptr<PinBudget> user;  /**< The budget of the process's uid (kept alive by its accounts). */
     PinMap pins;                      /**< What the process has pinned and charged. */
-    uint64_t rights_read_ns = 0;      /**< When the limit was last taken from the process's rights (steady clock). */
+    /** When the limit was last taken from the process's rights (never: the epoch). */
+    std::chrono::steady_clock::time_point rights_read{};
 };
 
 /** @brief Refusals counted for `rdmactl limits` (any thread). */
@@ -64,6 +66,8 @@ public:
     [[nodiscard]] uint64_t per_process() const noexcept { return per_process_; }
     /** @brief The per-user limit of the configuration (the host's for root, and when 0). */
     [[nodiscard]] uint64_t per_user(uid_t uid) const noexcept;
+    /** @brief The per-user limit of any non-root user. */
+    [[nodiscard]] uint64_t per_user() const noexcept { return per_user(1); }
     /** @brief The host's budget. */
     [[nodiscard]] const PinBudget &host() const noexcept { return host_; }
     /** @brief Bytes pinned or charged by user @p uid now. */

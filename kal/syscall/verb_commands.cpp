@@ -154,14 +154,9 @@ constexpr auto kRightsTtl = std::chrono::seconds(1);
 // it holds CAP_IPC_LOCK, and never beyond the kAL's per-process limit.
 void refresh_pin_limit(Context &ctx, bool force) {
     ProcessAccount &a = *ctx.account;
-    const auto now = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-            .count());
-    if (!force && a.rights_read_ns != 0 &&
-        now - a.rights_read_ns < static_cast<uint64_t>(std::chrono::nanoseconds(kRightsTtl).count())) {
-        return;
-    }
-    a.rights_read_ns = now;
+    const auto now = std::chrono::steady_clock::now();
+    if (!force && a.rights_read != std::chrono::steady_clock::time_point{} && now - a.rights_read < kRightsTtl) return;
+    a.rights_read = now;
     const uint64_t configured = ctx.accounts->per_process();
     const Rights r = rights_of(ctx.peer.pid, ctx.peer.start_time);
     if (!r.known) {
@@ -575,7 +570,7 @@ void VerbCommands::serve() {
         a.connections = server_.connections();
         a.connections_of_caller = server_.connections_of(c.peer().uid);
         a.pin_bytes_total = accounts_.host().limit();
-        a.pin_bytes_per_user = accounts_.per_user(1);  // any non-root uid
+        a.pin_bytes_per_user = accounts_.per_user();
         a.pin_bytes_per_process = accounts_.per_process();
         a.pinned_total = accounts_.host().used();
         a.pinned_by_caller = accounts_.used_by(c.peer().uid);

@@ -29,21 +29,7 @@ std::optional<Credentials> user(const char *name) {
     return Credentials{pw->pw_uid, pw->pw_gid, {pw->pw_gid}};
 }
 
-// RI_ALLOC_PD and RI_REGISTER_MR as a uVP makes them (the uAL applies the kAL's pin instructions itself).
-ri_status_t sys(ual::DeviceClient &c, uint32_t op, uint64_t object, const void *param, uint32_t param_len,
-                void *result, uint32_t result_cap, uint64_t *handle_out) {
-    ri_syscall_t call{};
-    call.size = sizeof call;
-    call.op = op;
-    call.object = object;
-    call.param = param;
-    call.param_len = param_len;
-    call.result = result;
-    call.result_cap = result_cap;
-    const ri_status_t rc = ual::device_syscall(&c, &call);
-    if (handle_out != nullptr) *handle_out = call.handle_out;
-    return rc;
-}
+using testutil::sys;
 
 // A connection with cpp0 open and a PD on it.
 struct Consumer {

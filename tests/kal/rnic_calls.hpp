@@ -8,6 +8,25 @@
 
 namespace testutil {
 
+/**
+ * @brief One ri_syscall over @p c as a uVP makes it (the uAL applies the kAL's pin instructions): op @p op on
+ *        object @p object with @p param; the result into @p result, the new object's handle into @p handle_out.
+ */
+inline ri_status_t sys(ual::DeviceClient &c, uint32_t op, uint64_t object, const void *param, uint32_t param_len,
+                       void *result = nullptr, uint32_t result_cap = 0, uint64_t *handle_out = nullptr) {
+    ri_syscall_t call{};
+    call.size = sizeof call;
+    call.op = op;
+    call.object = object;
+    call.param = param;
+    call.param_len = param_len;
+    call.result = result;
+    call.result_cap = result_cap;
+    const ri_status_t rc = ual::device_syscall(&c, &call);
+    if (handle_out != nullptr) *handle_out = call.handle_out;
+    return rc;
+}
+
 /** @brief RI_OPEN_RNIC of RNIC @p name over @p c; the kAL's handle in @p handle (0 on failure). */
 inline ri_status_t open_rnic(ual::DeviceClient &c, const char *name, uint64_t *handle = nullptr) {
     ri_rnic_open_params_t p{};

@@ -10,12 +10,14 @@
 
 #include "adapter_manager.hpp"
 #include "rnicpi/host/log.hpp"
+#include "rnic_calls.hpp"
 #include "syscall.hpp"
 #include "verb_commands.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
+using testutil::sys;  // one ri_syscall as a uVP would make it
 
 // Whether mlock() really locks here: the sanitizers replace it with a no-op, so VmLck cannot be checked.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -62,21 +64,6 @@ protected:
         auto c = ual::DeviceClient::connect(dir_ / "krdma");
         EXPECT_TRUE(c);
         return c ? std::move(*c) : nullptr;
-    }
-    // One ri_syscall as a uVP would make it.
-    ri_status_t sys(ual::DeviceClient &c, uint32_t op, uint64_t object, const void *param, uint32_t param_len,
-                    void *result = nullptr, uint32_t result_cap = 0, uint64_t *handle_out = nullptr) {
-        ri_syscall_t call{};
-        call.size = sizeof call;
-        call.op = op;
-        call.object = object;
-        call.param = param;
-        call.param_len = param_len;
-        call.result = result;
-        call.result_cap = result_cap;
-        ri_status_t rc = ual::device_syscall(&c, &call);
-        if (handle_out != nullptr) *handle_out = call.handle_out;
-        return rc;
     }
     uint64_t open_rnic(ual::DeviceClient &c) {
         ri_rnic_open_params_t p{};

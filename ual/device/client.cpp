@@ -79,8 +79,24 @@ rdma::Expected<void> DeviceClient::handshake(const std::string &where) {
     return {};
 }
 
+namespace {
+
+// The kAL's reason carried after the header of an error reply or a refusal record, cut and cleaned.
+std::string reason_of(const krdma::Message &m) {
+    std::array<char, KRDMA_MAX_REASON> why;
+    const auto text = m.payload();
+    return std::string(why.data(),
+                       krdma::reason_text({reinterpret_cast<const char *>(text.data()), text.size()}, why));
+}
+
+}  // namespace
+
 rdma::Error refusal(int status, std::string_view reason) {
     return rdma::Error(status, reason.empty() ? std::string(std::strerror(status)) : std::string(reason));
+}
+
+rdma::Error DeviceClient::refused_error() const {
+    return rdma::Error(refused_, "krdmad refused the connection: " + refused_reason_);
 }
 
 void DeviceClient::read_refusal() {
@@ -104,10 +120,7 @@ bool DeviceClient::take_event(krdma::Message &m) {
     if ((m.hdr.flags & KRDMA_MSG_EVENT) == 0) return false;
     if (m.hdr.cmd == KRDMA_EVENT_REFUSED) {
         // The kAL will not serve this connection and closes it next: keep why, for the call that finds it closed.
-        std::array<char, KRDMA_MAX_REASON> why;
-        const auto text = m.payload();
-        refused_reason_.assign(why.data(), krdma::reason_text({reinterpret_cast<const char *>(text.data()),
-                                                               text.size()}, why));
+        refused_reason_ = reason_of(m);
         refused_ = m.hdr.status > 0 ? m.hdr.status : RI_ENOSPC;
     } else if (m.hdr.cmd == KRDMA_EVENT_CM && m.payload_len() == sizeof(krdma_cm_event)) {
         CmRecord r;
@@ -133,11 +146,8 @@ bool DeviceClient::take_posted_reply(krdma::Message &m) {
     for (auto &fd : m.fds) fd.reset();
     m.nfds = 0;
     if (m.hdr.status == 0) return true;
-    std::array<char, KRDMA_MAX_REASON> why;
-    const auto text = m.payload();
-    const size_t n = krdma::reason_text({reinterpret_cast<const char *>(text.data()), text.size()}, why);
-    RDMA_LOG_INFO(kComponent, "a request sent without waiting was refused (%s): %.*s", std::strerror(m.hdr.status),
-                  static_cast<int>(n), why.data());
+    RDMA_LOG_INFO(kComponent, "a request sent without waiting was refused (%s): %s", std::strerror(m.hdr.status),
+                  reason_of(m).c_str());
     CmRecord r;
     r.event.event = KRDMA_EVENT_CM;
     r.event.type = f.type;
@@ -159,7 +169,7 @@ rdma::Expected<uint32_t> DeviceClient::send_locked(uint32_t cmd, std::span<const
         if (s.code() == EPIPE || s.code() == ECONNRESET) {
             // A kAL that refused the connection said why before it closed: read that, if it is there.
             read_refusal();
-            if (refused_ != 0) return rdma::Error(refused_, "krdmad refused the connection: " + refused_reason_);
+            if (refused_ != 0) return refused_error();
         }
         return rdma::Error(s.code() == EPIPE || s.code() == ECONNRESET ? RI_ENODEV : s.code(),
                            "sending to krdmad failed: " + s.describe());
@@ -226,7 +236,7 @@ rdma::Expected<void> DeviceClient::exchange(uint32_t cmd, std::span<const uint8_
             case krdma::RecvResult::closed:
                 closed_ = true;
                 read_refusal();
-                if (refused_ != 0) return rdma::Error(refused_, "krdmad refused the connection: " + refused_reason_);
+                if (refused_ != 0) return refused_error();
                 return rdma::Error(RI_ENODEV, "krdmad closed the device connection (stopped or restarted?)");
             case krdma::RecvResult::invalid:
                 return rdma::Error(RI_EPROTO, "malformed message from krdmad");
@@ -252,10 +262,7 @@ rdma::Expected<CallReply> DeviceClient::call(uint32_t cmd, std::span<const uint8
     out.status = message_.hdr.status;
     if (out.status != 0) {
         // An error reply carries no struct: what follows the header is the kAL's reason (minor version 1).
-        std::array<char, KRDMA_MAX_REASON> why;
-        const auto text = message_.payload();
-        out.reason.assign(why.data(), krdma::reason_text({reinterpret_cast<const char *>(text.data()), text.size()},
-                                                         why));
+        out.reason = reason_of(message_);
         return out;
     }
     out.payload.assign(message_.payload().begin(), message_.payload().end());

@@ -163,6 +163,7 @@ private:
     krdma_hello hello_{};
     std::atomic<bool> closed_{false};
     void read_refusal();          // reads a KRDMA_EVENT_REFUSED record left after the kAL closed the connection
+    [[nodiscard]] rdma::Error refused_error() const;  // what that record said, as the call's error
     int refused_ = 0;             // the status of a KRDMA_EVENT_REFUSED record (0: none)
     std::string refused_reason_;  // and its reason
     uint32_t next_seq_ = 1;
