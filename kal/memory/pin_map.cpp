@@ -120,7 +120,7 @@ void PinMap::merge_around(uint64_t start, uint64_t end) {
     }
 }
 
-rdma::Expected<PinResult> PinMap::pin(uint64_t addr, uint64_t length) {
+rdma::Expected<PinResult> PinMap::pin(uint64_t addr, uint64_t length, const RangeCheck &check) {
     // The range's end, rounded up to a page, must not wrap either (a range in the last page of the address space).
     if (length == 0 || addr + length < addr || addr + length > UINT64_MAX - (page_ - 1)) {
         return rdma::Error(RI_EINVAL, "empty or wrapping memory range");
@@ -143,6 +143,12 @@ rdma::Expected<PinResult> PinMap::pin(uint64_t addr, uint64_t length) {
     uint64_t new_bytes = 0;
     for (const PageRange &g : r.newly_pinned) new_bytes += g.bytes();
     if (std::string why = take(new_bytes); !why.empty()) return rdma::Error(RI_ENOSPC, "pinning " + why);
+    if (check && !r.newly_pinned.empty()) {
+        if (auto ok = check(r.newly_pinned); !ok) {
+            budget_.give(new_bytes);
+            return ok.error();
+        }
+    }
     // Now apply: count up what exists, fill the gaps with count 1.
     split_at(r.range.start);
     split_at(r.range.end);

@@ -12,6 +12,7 @@
 #define KAL_MEMORY_PIN_MAP_HPP
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -80,11 +81,15 @@ public:
     /** @brief Releases everything still pinned back to the budget. */
     ~PinMap();
 
+    /** @brief Checks ranges about to be pinned; an error refuses the pin (see pin()). */
+    using RangeCheck = std::function<rdma::Expected<void>(const std::vector<PageRange> &)>;
     /**
      * @brief Pins [addr, addr + length). ::RI_EINVAL for an empty or wrapping range (also one that wraps once
-     *        rounded up to whole pages), ::RI_ENOSPC over a limit.
+     *        rounded up to whole pages), ::RI_ENOSPC over a limit. Within the limits, @p check (if given) sees the
+     *        ranges no pin covered yet, as Linux checks a pin's limit before it faults the pages in; its error
+     *        refuses the pin, which then changes nothing.
      */
-    [[nodiscard]] rdma::Expected<PinResult> pin(uint64_t addr, uint64_t length);
+    [[nodiscard]] rdma::Expected<PinResult> pin(uint64_t addr, uint64_t length, const RangeCheck &check = {});
     /**
      * @brief Charges @p bytes of memory held for this address space that is not one of its pages (queue rings a
      *        kVP allocates itself), against the same limits as pins: ::RI_ENOSPC over one, and nothing charged.

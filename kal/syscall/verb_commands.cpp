@@ -185,22 +185,29 @@ ri_status_t pin_range(void *host_ctx, uint64_t addr, uint64_t length, uint32_t, 
     if (host_ctx == nullptr || out == nullptr) return RI_EINVAL;
     auto *ctx = static_cast<Context *>(host_ctx);
     try {
-        // Only what the process has mapped: an account charged for pages that do not exist would be a way to take
-        // the budget without holding memory.
-        if (auto m = check_mapped(ctx->peer.pid, addr, length); !m) {
-            ctx->accounts->refusals().pin_unmapped.fetch_add(1, std::memory_order_relaxed);
-            ctx->pin_refusal = "pinning " + std::to_string(length) + " bytes: " + m.error().message();
-            RDMA_LOG_CLIENT(warn, kComponent, "client %u: %s", ctx->peer.client_id, ctx->pin_refusal.c_str());
-            return m.error().code();
-        }
+        // Only pages the process has mapped, checked for the pages this pin adds (after the limits, as Linux does):
+        // an account charged for pages that do not exist would be a way to take the budget without holding memory.
+        const pid_t pid = ctx->peer.pid;
+        const PinMap::RangeCheck mapped = [pid, length](const std::vector<PageRange> &fresh) -> rdma::Expected<void> {
+            for (const PageRange &g : fresh) {
+                if (auto m = check_mapped(pid, g.start, g.bytes()); !m) {
+                    return rdma::Error(m.error().code(), "pinning " + std::to_string(length) + " bytes: " +
+                                                             m.error().message());
+                }
+            }
+            return {};
+        };
         refresh_pin_limit(*ctx, false);
-        auto r = ctx->pins.pin(addr, length);
+        auto r = ctx->pins.pin(addr, length, mapped);
         if (!r && r.error().code() == RI_ENOSPC && ctx->pins.last_refused() == nullptr) {
             refresh_pin_limit(*ctx, true);  // the process may have raised its limit since it was read
-            r = ctx->pins.pin(addr, length);
+            r = ctx->pins.pin(addr, length, mapped);
         }
         if (!r) {
             if (r.error().code() == RI_ENOSPC) count_refusal(*ctx);
+            if (r.error().code() == RI_EFAULT) {
+                ctx->accounts->refusals().pin_unmapped.fetch_add(1, std::memory_order_relaxed);
+            }
             RDMA_LOG_CLIENT(warn, kComponent, "client %u: %s", ctx->peer.client_id, r.error().message().c_str());
             ctx->pin_refusal = r.error().message();  // the reason of the verb's refusal, if the kVP gives up
             return r.error().code();
