@@ -522,6 +522,11 @@ bool Engine::build_message(TxFrame &frame) noexcept {
         tx_.build(m.header, std::span<const uint8_t>(req, m.has_read ? kReadRequestLen : 0), {}, frame);
         return true;
     }
+    if (nudge_to_send_) {
+        nudge_to_send_ = false;
+        tx_.build(make_rtr(kRtrWrite, 0).header, {}, {}, frame);
+        return true;
+    }
     // Alternate between answering the peer's reads and our own requests so neither starves. A builder that hit an
     // unreadable foreign source has stopped the stream instead: then nothing else may be built.
     const bool response_first = prefer_response_;
@@ -529,6 +534,15 @@ bool Engine::build_message(TxFrame &frame) noexcept {
     if (response_first && build_read_response(frame)) return true;
     if (!rx_.failed() && build_request(frame)) return true;
     return !response_first && !rx_.failed() && build_read_response(frame);
+}
+
+bool Engine::nudge() noexcept {
+    // A zero-length Write between two segments of one Write would end that message early at the peer (DDP's Last
+    // flag); between segments of a Send or a Read Response it would be legal, but nothing gains from it.
+    const bool partial = sq_sent_ != 0 || (irq_count_ > 0 && irq_[irq_head_].sent != 0);
+    if (failed() || rtr_to_send_ || rtr_pending_ != 0 || partial) return false;
+    nudge_to_send_ = true;
+    return true;
 }
 
 bool Engine::next_frame(TxFrame &frame) noexcept {

@@ -7,6 +7,7 @@
 #include <linux/tcp.h>  // tcp_info with the segment counters (glibc's copy stops before them)
 #include <malloc.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -23,6 +24,8 @@
 #include <vector>
 
 #include "embedded_kal.hpp"
+#include "iwarp/framing.hpp"
+#include "iwarp/mpa.hpp"
 #include "rnicpi/host/loader.hpp"
 #include "rnicpi/host/log.hpp"
 #include "syscall.hpp"
@@ -830,6 +833,150 @@ TEST_F(Stream, TwoHundredFiftySixQpsTransferAtOnce) {
     EXPECT_TRUE(dst.bytes() == src.bytes());
     // A Write completes when sent; its placement at the peer follows.
     EXPECT_TRUE(eventually([&] { return wdst.bytes() == src.bytes(); }));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The nudge (docs/siw-interop.md): an initiator whose first FPDUs met silence sends a zero-length Write after 25 ms,
+// and a second 200 ms later, so that a peer which left those FPDUs unread in its socket (Linux siw, when they
+// arrive before it handed the socket to its QP) reads them. A peer that answers never sees one.
+
+// One FPDU read off a raw socket: when it was complete, and its bytes (length, ULPDU, pad, CRC; no markers).
+struct RawFrame {
+    Clock::time_point at;
+    std::vector<uint8_t> bytes;
+    uint8_t opcode() const { return bytes[3] & 0x0f; }
+    bool tagged() const { return (bytes[2] & 0x80) != 0; }
+    size_t ulpdu() const { return (size_t{bytes[0]} << 8) | bytes[1]; }
+};
+
+// Reads whole FPDUs from @p fd until @p quiet passed without a byte, or @p limit passed in all.
+std::vector<RawFrame> read_frames(int fd, std::chrono::milliseconds quiet, std::chrono::seconds limit) {
+    std::vector<RawFrame> out;
+    std::vector<uint8_t> buf;
+    const auto end = Clock::now() + limit;
+    auto last = Clock::now();
+    while (Clock::now() < end && Clock::now() - last < quiet) {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 5) <= 0) continue;
+        uint8_t chunk[4096];
+        const ssize_t n = ::recv(fd, chunk, sizeof chunk, MSG_DONTWAIT);
+        if (n <= 0) break;
+        last = Clock::now();
+        buf.insert(buf.end(), chunk, chunk + n);
+        for (;;) {
+            if (buf.size() < 2) break;
+            const size_t ulpdu = (size_t{buf[0]} << 8) | buf[1];
+            const size_t whole = (2 + ulpdu + 3) / 4 * 4 + 4;  // padded to 4, then the CRC
+            if (buf.size() < whole) break;
+            out.push_back(RawFrame{last, std::vector<uint8_t>(buf.begin(), buf.begin() + static_cast<long>(whole))});
+            buf.erase(buf.begin(), buf.begin() + static_cast<long>(whole));
+        }
+    }
+    return out;
+}
+
+// A nudge is a zero-length tagged RDMA Write with STag 1 and TO 0: the Write RTR's frame.
+void expect_nudge(const RawFrame &f) {
+    EXPECT_EQ(f.ulpdu(), 14u);  // the tagged DDP/RDMAP header only
+    EXPECT_TRUE(f.tagged());
+    EXPECT_NE(f.bytes[2] & 0x40, 0) << "Last flag";
+    EXPECT_EQ(f.opcode(), 0u) << "RDMA Write";
+    const std::vector<uint8_t> stag_to{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+    EXPECT_TRUE(std::equal(stag_to.begin(), stag_to.end(), f.bytes.begin() + 4));
+}
+
+class Nudge : public Fixture, public ::testing::WithParamInterface<Mode> {
+protected:
+    // An initiator QP on one end of a loopback connection whose other end the test reads and writes itself.
+    int attach_initiator(End &a, const Mode &m) {
+        auto [ca, cb] = tcp_pair();
+        ri_qp_attr_t x{};
+        x.state = RI_QPS_RTS;
+        x.llp = llp(m, true, ca);
+        EXPECT_EQ(v_->modify_qp(a.qp, &x, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP), RI_OK);
+        cleanup_.push_back([cb] { ::close(cb); });
+        return cb;
+    }
+};
+
+TEST_P(Nudge, ASilentPeerGetsTwoNudgesAfterTheInitiatorsFirstMessage) {
+    const Mode m = GetParam();
+    End a = end(ra_, pa_, &ev_a_);
+    const int peer = attach_initiator(a, m);
+    Region src = region(pa_, pattern(16, 40), 0);
+    ASSERT_EQ(send(a.qp, 1, RI_WR_SEND, {src.sge()}), RI_OK);
+    const auto sent = Clock::now();
+    // Two nudges come within 25 + 200 ms of the Send, then nothing: 600 ms of quiet ends the read.
+    auto frames = read_frames(peer, std::chrono::milliseconds(600), std::chrono::seconds(10));
+    const size_t first = m.rtr == RI_RTR_WRITE ? 1 : 0;  // peer-to-peer: the Write RTR comes first
+    ASSERT_EQ(frames.size(), first + 3) << "the RTR (peer-to-peer), the Send, two nudges and no more";
+    EXPECT_EQ(frames[first].opcode(), 3u) << "Send";
+    expect_nudge(frames[first + 1]);
+    expect_nudge(frames[first + 2]);
+    if (first == 1) {
+        EXPECT_TRUE(frames[0].bytes == frames[2].bytes) << "a nudge is the Write RTR's frame";
+    }
+    // Lower bounds only: a loaded host may be late, never early.
+    EXPECT_GE(frames[first + 1].at - sent, std::chrono::milliseconds(25));
+    EXPECT_GE(frames[first + 2].at - frames[first + 1].at, std::chrono::milliseconds(200));
+    // The nudges completed nothing and broke nothing: the Send completed once, the QP is still in RTS.
+    auto sw = wait(a.scq, 1);
+    ASSERT_EQ(sw.size(), 1u);
+    EXPECT_EQ(sw[0].status, RI_WC_SUCCESS);
+    ri_wc_t extra[4];
+    uint32_t got = 0;
+    EXPECT_EQ(v_->poll_cq(a.scq, 4, extra, &got), RI_OK);
+    EXPECT_EQ(got, 0u);
+    EXPECT_EQ(state_of(a.qp), RI_QPS_RTS);
+}
+
+TEST_P(Nudge, APeerThatAnswersGetsNone) {
+    const Mode m = GetParam();
+    End a = end(ra_, pa_, &ev_a_);
+    const int peer = attach_initiator(a, m);
+    Region src = region(pa_, pattern(16, 41), 0);
+    ASSERT_EQ(send(a.qp, 1, RI_WR_SEND, {src.sge()}), RI_OK);
+    // The peer answers what it got with a zero-length Write of its own (it names no memory: a discards it).
+    auto first = read_frames(peer, std::chrono::milliseconds(10), std::chrono::seconds(5));
+    ASSERT_FALSE(first.empty());
+    EXPECT_EQ(first.back().opcode(), 3u) << "Send";
+    RawFrame answer;
+    iwarp::FramingOptions opts;
+    opts.crc = m.crc;
+    iwarp::Transmitter tx(opts);
+    iwarp::TxFrame frame;
+    tx.build(iwarp::make_rtr(iwarp::kRtrWrite, 0).header, {}, {}, frame);
+    for (size_t i = 0; i < frame.iovcnt; ++i) {
+        const auto *b = static_cast<const uint8_t *>(frame.iov[i].iov_base);
+        answer.bytes.insert(answer.bytes.end(), b, b + frame.iov[i].iov_len);
+    }
+    ASSERT_EQ(::send(peer, answer.bytes.data(), answer.bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(answer.bytes.size()));
+    // Well past both nudges' times: nothing more comes.
+    auto later = read_frames(peer, std::chrono::milliseconds(600), std::chrono::seconds(5));
+    EXPECT_TRUE(later.empty()) << later.size() << " frames after the peer answered";
+    EXPECT_EQ(state_of(a.qp), RI_QPS_RTS) << "the peer's zero-length Write was taken";
+    EXPECT_EQ(wait(a.scq, 1).size(), 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, Nudge,
+                         ::testing::Values(Mode{2, true, false, RI_RTR_WRITE, 16384, false},
+                                           Mode{2, false, false, RI_RTR_NONE, 16384, false},
+                                           Mode{1, true, false, RI_RTR_NONE, 16384, false}),
+                         [](const ::testing::TestParamInfo<Mode> &p) { return p.param.name(); });
+
+// A peer that asked for a Read or Send RTR may not take a zero-length Write: no nudge, however silent it is.
+TEST_F(Nudge, NoneWhenThePeerChoseAReadOrSendRtr) {
+    for (uint32_t rtr : {uint32_t{RI_RTR_READ}, uint32_t{RI_RTR_SEND}}) {
+        End a = end(ra_, pa_, &ev_a_);
+        const int peer = attach_initiator(a, Mode{2, true, false, rtr, 16384, false});
+        Region src = region(pa_, pattern(16, 42), 0);
+        ASSERT_EQ(send(a.qp, 1, RI_WR_SEND, {src.sge()}), RI_OK);
+        auto frames = read_frames(peer, std::chrono::milliseconds(600), std::chrono::seconds(10));
+        ASSERT_EQ(frames.size(), 2u) << "the RTR and the Send only (RTR " << rtr << ")";
+        EXPECT_EQ(frames[0].opcode(), rtr == RI_RTR_READ ? 1u : 3u) << "the RTR";
+        EXPECT_EQ(frames[1].opcode(), 3u) << "the Send";
+    }
 }
 
 }  // namespace

@@ -40,7 +40,7 @@ nlohmann::json rdma_json(const ri_qp_stats_t &s) {
     return {{"bytes_sent", s.tx_bytes},       {"bytes_received", s.rx_bytes},
             {"fpdus_sent", s.tx_fpdus},       {"fpdus_received", s.rx_fpdus},
             {"crc_errors", s.crc_errors},     {"terminates_sent", s.terminates_sent},
-            {"terminates_received", s.terminates_received}};
+            {"terminates_received", s.terminates_received}, {"nudges", s.nudges}};
 }
 
 
@@ -209,16 +209,16 @@ void add_stats_command(CLI::App &app, const GlobalOptions &global, int &exit_cod
                         e["bytes_received"].get<unsigned long long>(), e["retransmissions"].get<unsigned long long>(),
                         e["rtt_us"].get<unsigned>());
         }
-        std::printf("\nRDMA data path (per QP)\n  %-6s %-7s %12s %12s %10s %10s %6s %8s %8s\n", "CLIENT", "QPN",
-                    "BYTES OUT", "BYTES IN", "FPDUS OUT", "FPDUS IN", "CRC", "TERM OUT", "TERM IN");
+        std::printf("\nRDMA data path (per QP)\n  %-6s %-7s %12s %12s %10s %10s %6s %8s %8s %6s\n", "CLIENT", "QPN",
+                    "BYTES OUT", "BYTES IN", "FPDUS OUT", "FPDUS IN", "CRC", "TERM OUT", "TERM IN", "NUDGES");
         for (const auto &e : eps) {
             const auto &d = e["rdma"];
-            std::printf("  %-6u %-7u %12llu %12llu %10llu %10llu %6llu %8llu %8llu\n", e["client"].get<unsigned>(),
+            std::printf("  %-6u %-7u %12llu %12llu %10llu %10llu %6llu %8llu %8llu %6llu\n", e["client"].get<unsigned>(),
                         e["qp_num"].get<unsigned>(), d["bytes_sent"].get<unsigned long long>(),
                         d["bytes_received"].get<unsigned long long>(), d["fpdus_sent"].get<unsigned long long>(),
                         d["fpdus_received"].get<unsigned long long>(), d["crc_errors"].get<unsigned long long>(),
                         d["terminates_sent"].get<unsigned long long>(),
-                        d["terminates_received"].get<unsigned long long>());
+                        d["terminates_received"].get<unsigned long long>(), d["nudges"].get<unsigned long long>());
         }
         std::printf("\nPer RNIC\n");
         for (const auto &j : rnics_json) {
@@ -228,11 +228,11 @@ void add_stats_command(CLI::App &app, const GlobalOptions &global, int &exit_cod
                         j["bytes_received"].get<unsigned long long>(), j["retransmissions"].get<unsigned long long>());
             const auto &d = j["rdma"];
             std::printf("  %-10s RDMA: FPDUs out %llu, in %llu, payload out %llu, in %llu, CRC errors %llu, "
-                        "Terminates out %llu, in %llu\n",
+                        "Terminates out %llu, in %llu, nudges %llu\n",
                         "", d["fpdus_sent"].get<unsigned long long>(), d["fpdus_received"].get<unsigned long long>(),
                         d["bytes_sent"].get<unsigned long long>(), d["bytes_received"].get<unsigned long long>(),
                         d["crc_errors"].get<unsigned long long>(), d["terminates_sent"].get<unsigned long long>(),
-                        d["terminates_received"].get<unsigned long long>());
+                        d["terminates_received"].get<unsigned long long>(), d["nudges"].get<unsigned long long>());
         }
         std::printf("\nHost TCP (RFC 4022 tcp group, TcpExt)\n");
         for (const auto &[k, v] : host.items()) std::printf("  %-20s %lld\n", k.c_str(), v.get<long long>());

@@ -226,6 +226,15 @@ public:
     [[nodiscard]] const ReceiveBuffer *active_receive() const noexcept { return recv_active_ ? &recv_ : nullptr; }
     /** @brief Work requests queued and not yet completed. */
     [[nodiscard]] size_t outstanding() const noexcept { return sq_count_ + ord_count_; }
+    /**
+     * @brief Queues a nudge: a zero-length RDMA Write (STag 1, TO 0, the frame of the Write RTR) that next_frame()
+     *        yields next. It names no memory, makes no completion on either side and changes no sequence number;
+     *        it only puts new in-sequence bytes on the stream, which makes a peer that left earlier bytes unread
+     *        in its socket read them (see docs/siw-interop.md). False, and nothing queued, when a frame could not
+     *        go now without breaking a message in two (a Send, Write or Read Response partly framed), while the
+     *        RTR is still to go, or after a failure.
+     */
+    [[nodiscard]] bool nudge() noexcept;
 
 private:
     // FpduSink
@@ -305,6 +314,7 @@ private:
     uint32_t tx_msn_[3] = {1, 1, 1};
     uint64_t frames_built_ = 0, frames_sent_ = 0;
     bool rtr_to_send_;
+    bool nudge_to_send_ = false;  // nudge(): a zero-length Write goes next
     bool terminate_built_ = false;
     bool prefer_response_ = false;  // alternate between read responses and new requests
 };

@@ -73,7 +73,7 @@ struct softrnic_qp_counters {
     uint64_t crc_errors;          /**< Inbound FPDUs with a bad MPA CRC. */
     uint64_t terminates_sent;     /**< Terminates sent. */
     uint64_t terminates_received; /**< Terminates received. */
-    uint64_t reserved;            /**< Zero. */
+    uint64_t nudges;              /**< Zero-length Writes sent to wake a silent peer (ri_qp_stats_t::nudges). */
 };
 
 /** @brief softrnic_create_qp_resp::counter_slot of a QP without a counter slot. */

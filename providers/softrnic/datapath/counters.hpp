@@ -36,6 +36,8 @@ public:
     void terminate_sent() noexcept { bump(&softrnic_qp_counters::terminates_sent); }
     /** @brief Counts one Terminate received. */
     void terminate_received() noexcept { bump(&softrnic_qp_counters::terminates_received); }
+    /** @brief Counts one nudge sent. */
+    void nudge() noexcept { bump(&softrnic_qp_counters::nudges); }
 
     /** @brief The reader's snapshot (each counter read atomically; the set is not one snapshot). */
     [[nodiscard]] static ri_qp_stats_t read(const softrnic_qp_counters &s) noexcept {
@@ -47,6 +49,7 @@ public:
         r.crc_errors = load(s.crc_errors);
         r.terminates_sent = load(s.terminates_sent);
         r.terminates_received = load(s.terminates_received);
+        r.nudges = load(s.nudges);
         return r;
     }
 

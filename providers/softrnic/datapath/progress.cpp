@@ -25,6 +25,12 @@ Progress *&instance_ptr() {
 
 void erase_all(std::vector<QueuePair *> &v, QueuePair *qp) { v.erase(std::remove(v.begin(), v.end(), qp), v.end()); }
 
+// std::push_heap and friends build a max-heap: the earliest deadline on top.
+bool later(const std::pair<std::chrono::steady_clock::time_point, QueuePair *> &a,
+           const std::pair<std::chrono::steady_clock::time_point, QueuePair *> &b) {
+    return a.first > b.first;
+}
+
 }  // namespace
 
 Progress &Progress::get() {
@@ -101,9 +107,13 @@ void Progress::remove_locked(QueuePair *qp, int fd) {
     watched_.erase(qp);
     erase_all(again_, qp);
     erase_all(parked_, qp);
+    if (std::erase_if(timers_, [qp](const Deadline &d) { return d.second == qp; }) > 0) {
+        std::make_heap(timers_.begin(), timers_.end(), later);
+    }
     {
         std::lock_guard k(kick_lock_);
         erase_all(kicked_, qp);
+        std::erase_if(asked_, [qp](const Deadline &d) { return d.second == qp; });
     }
     ++generation_;
 }
@@ -130,6 +140,57 @@ void Progress::kick(QueuePair *qp) {
     (void)!::write(wake_, &one, sizeof one);
 }
 
+void Progress::timer(QueuePair *qp, std::chrono::steady_clock::time_point when) {
+    if (on_thread()) {
+        timers_.emplace_back(when, qp);
+        std::push_heap(timers_.begin(), timers_.end(), later);
+        return;
+    }
+    {
+        std::lock_guard k(kick_lock_);
+        asked_.emplace_back(when, qp);
+    }
+    const uint64_t one = 1;
+    (void)!::write(wake_, &one, sizeof one);  // the thread may sleep with no timeout
+}
+
+void Progress::merge_timers() {
+    std::lock_guard k(kick_lock_);
+    for (const Deadline &d : asked_) {
+        timers_.push_back(d);
+        std::push_heap(timers_.begin(), timers_.end(), later);
+    }
+    asked_.clear();
+}
+
+void Progress::run_timers() {
+    const auto now = std::chrono::steady_clock::now();
+    while (!timers_.empty() && timers_.front().first <= now) {
+        std::pop_heap(timers_.begin(), timers_.end(), later);
+        QueuePair *qp = timers_.back().second;
+        timers_.pop_back();
+        if (watched_.count(qp) == 0) continue;
+        // nudge_due() may send, and a failure it meets may remove the QP (and its timers) right here.
+        if (auto next = qp->nudge_due(now); next && watched_.count(qp) != 0) {
+            timers_.emplace_back(*next, qp);
+            std::push_heap(timers_.begin(), timers_.end(), later);
+        }
+    }
+}
+
+int Progress::wait_ms(bool more) const {
+    if (more) return 0;
+    int ms = parked_.empty() ? -1 : 1;
+    if (!timers_.empty()) {
+        const auto left = timers_.front().first - std::chrono::steady_clock::now();
+        // Rounded up: a wait that ends before the deadline would only spin until it.
+        const auto up = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+        const int t = up <= 0 ? 0 : static_cast<int>(std::min<int64_t>(up, 60'000));
+        ms = ms < 0 ? t : std::min(ms, t);
+    }
+    return ms;
+}
+
 void Progress::run() {
     constexpr int kEvents = 64;
     epoll_event events[kEvents];
@@ -144,7 +205,8 @@ void Progress::run() {
     for (;;) {
         // While a consumer busy-polls a parked stream, the thread wakes every millisecond to see whether it still
         // does (a stream nobody moves must get its input edges back soon); otherwise it sleeps until an edge.
-        const int n = ::epoll_wait(epoll_, events, kEvents, more ? 0 : (parked_.empty() ? -1 : 1));
+        // Timers (the nudge) shorten the wait to the earliest deadline.
+        const int n = ::epoll_wait(epoll_, events, kEvents, wait_ms(more));
         std::lock_guard g(mutex_);
         if (stop_) return;
         if (!parked_.empty()) {
@@ -173,6 +235,8 @@ void Progress::run() {
             again_.insert(again_.end(), kicked_.begin(), kicked_.end());
             kicked_.clear();
         }
+        merge_timers();
+        if (!timers_.empty()) run_timers();
         // Served once per pass each, so one busy stream cannot starve the others; a service may queue it again.
         again.swap(again_);
         std::sort(again.begin(), again.end());

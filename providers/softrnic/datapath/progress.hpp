@@ -5,6 +5,7 @@
 #define SOFTRNIC_DATAPATH_PROGRESS_HPP
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <thread>
@@ -52,6 +53,11 @@ public:
     void remove(QueuePair *qp, int fd);
     /** @brief Serves @p qp soon, without waiting for a socket event (work left over by a budget). */
     void kick(QueuePair *qp);
+    /**
+     * @brief Calls QueuePair::nudge_due() for @p qp on the thread at @p when, and again at each time it answers
+     *        (the nudge timer: a few per connection, in its first second). Safe from any thread.
+     */
+    void timer(QueuePair *qp, std::chrono::steady_clock::time_point when);
     /** @brief True on the progress thread. */
     [[nodiscard]] bool on_thread() const noexcept { return std::this_thread::get_id() == thread_id_.load(); }
 
@@ -73,6 +79,12 @@ private:
     SpinLock kick_lock_;               // kicks from other threads, merged into again_ by the thread
     std::vector<QueuePair *> kicked_;
     std::vector<QueuePair *> parked_;  // the thread's: QPs whose input edges are off while their consumer polls
+    using Deadline = std::pair<std::chrono::steady_clock::time_point, QueuePair *>;
+    void merge_timers();
+    void run_timers();
+    [[nodiscard]] int wait_ms(bool more) const;
+    std::vector<Deadline> timers_;    // the thread's: a min-heap on the time
+    std::vector<Deadline> asked_;     // timers asked for from other threads (under kick_lock_)
 };
 
 }  // namespace softrnic::datapath

@@ -35,6 +35,15 @@ constexpr size_t kStageSize = 8192;
 // waits for completions polls two or three times a wait).
 constexpr uint32_t kBusyPolls = 8;
 
+// The nudge (docs/siw-interop.md): an initiator whose first FPDUs met only silence sends a zero-length Write after
+// kNudgeAfter without traffic, and a second kNudgeBackoff times later; only for FPDUs sent within kNudgeWindow of
+// the RDMA-mode transition.
+using Clock = std::chrono::steady_clock;
+constexpr auto kNudgeAfter = std::chrono::milliseconds(25);
+constexpr int kNudgeBackoff = 8;
+constexpr auto kNudgeWindow = std::chrono::seconds(1);
+constexpr uint8_t kMaxNudges = 2;
+
 using WrUnion = decltype(ri_send_wr_t::u);
 
 // A frame the socket took only part of: kept (with its own headers, markers and trailer) until the rest is written.
@@ -263,6 +272,14 @@ struct QueuePair::Stream {
     uint32_t fail_status = 0;
     bool bad_receive = false;  // a receive taken from the queue whose region went away
     uint64_t bad_receive_id = 0;
+    // The nudge: armed on an initiator's stream (unless the peer asked for a Read or Send RTR, so it may not take
+    // a zero-length Write) until the peer sends a byte, kMaxNudges went out, or the first send came after
+    // kNudgeWindow.
+    bool nudge_armed = false;
+    bool nudge_timer = false;  // the progress thread holds a deadline for this stream
+    uint8_t nudges = 0;
+    Clock::time_point rdma_mode{};  // the RDMA-mode transition
+    Clock::time_point last_send{};  // the last sendmsg that moved bytes, while armed
 };
 
 // What a locked operation leaves to do once the QP's lock is dropped: events, the kVP, the socket.
@@ -273,6 +290,7 @@ struct QueuePair::Outcome {
     int close_fd = -1;
     bool tell_kvp = false;
     bool kick = false;
+    std::optional<Clock::time_point> timer;  // the nudge's first deadline, for the progress thread
     uint32_t nevents = 0;
     ri_async_event_t events[6]{};
 };
@@ -796,7 +814,10 @@ void QueuePair::transmit(size_t budget) {
             n = 0;  // the frames built are parked below
         }
         moved += static_cast<size_t>(n);
-        if (n > 0) s.heard = false;
+        if (n > 0) {
+            s.heard = false;
+            if (s.nudge_armed) nudge_sent_bytes();
+        }
         // Hand the written bytes out in stream order: whole frames are sent, the rest waits.
         size_t left = static_cast<size_t>(n);
         size_t done = 0;
@@ -892,6 +913,7 @@ void QueuePair::receive(size_t budget, bool to_eagain) {
         }
         moved += static_cast<size_t>(n);
         s.heard = true;
+        s.nudge_armed = false;  // the peer reads and speaks: it needs no nudge
         if (moved >= budget) {
             out_->kick = true;
             return;
@@ -1079,6 +1101,53 @@ void QueuePair::finish(Outcome &o) {
     if (o.notify_s) scq_.notify();
     if (o.notify_r && !(&rcq_ == &scq_ && o.notify_s)) rcq_.notify();  // one call per CQ
     if (o.kick && !o.unwatch) Progress::get().kick(this);
+    if (o.timer && !o.unwatch) Progress::get().timer(this, *o.timer);
+}
+
+void QueuePair::nudge_sent_bytes() {
+    Stream &s = *stream_;
+    const auto now = Clock::now();
+    if (!s.nudge_timer) {
+        if (now - s.rdma_mode > kNudgeWindow) {
+            s.nudge_armed = false;  // a first send this late follows no handshake the peer may still be in
+            return;
+        }
+        s.nudge_timer = true;
+        out_->timer = now + kNudgeAfter;
+    }
+    s.last_send = now;
+}
+
+std::optional<Clock::time_point> QueuePair::nudge_due(Clock::time_point now) {
+    Outcome o;
+    std::optional<Clock::time_point> next;
+    {
+        std::lock_guard g(mutex_);
+        if (!stream_) return std::nullopt;
+        Stream &s = *stream_;
+        if (!s.nudge_armed || state_ != RI_QPS_RTS || s.fail != Stream::Fail::none) {
+            s.nudge_timer = false;
+            return std::nullopt;
+        }
+        const auto due = s.last_send + (s.nudges == 0 ? kNudgeAfter : kNudgeBackoff * kNudgeAfter);
+        if (now < due) return due;
+        // Still sending (the socket full, work the engine has not framed): the stream is not silent yet.
+        if (!s.tx_idle || !s.parked.empty() || !s.engine.nudge()) return now + kNudgeAfter;
+        out_ = &o;
+        ++s.nudges;
+        counters_.nudge();
+        transmit(kPosterBudget);  // moves last_send
+        settle();
+        out_ = nullptr;
+        if (stream_ && s.nudge_armed && s.nudges < kMaxNudges) {
+            next = s.last_send + kNudgeBackoff * kNudgeAfter;
+        } else if (stream_) {
+            s.nudge_armed = false;
+            s.nudge_timer = false;
+        }
+    }
+    finish(o);
+    return next;
 }
 
 ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
@@ -1110,6 +1179,10 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
             p.ord = setup_.init.ord;
         }
         stream_ = std::make_unique<Stream>(static_cast<iwarp::EngineOwner &>(*this), fd, p, iwarp::engine_config(p, setup_.pd, std::min(sq_.depth(), kEngineQueue)), sq_.depth());
+        // The initiator's first bytes may reach a peer that has not yet handed its socket to its QP (Linux siw):
+        // see docs/siw-interop.md.
+        stream_->nudge_armed = (p.mpa_flags & RI_MPA_INITIATOR) != 0 && (!p2p || p.rtr_type == RI_RTR_WRITE);
+        stream_->rdma_mode = Clock::now();
         registered_ = true;
         parked_.store(false, std::memory_order_relaxed);  // a reconnected QP starts with the thread's attention
         set_state(RI_QPS_RTS);

@@ -6,9 +6,11 @@
 #define SOFTRNIC_DATAPATH_QUEUE_PAIR_HPP
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "completion_queue.hpp"
@@ -131,6 +133,11 @@ public:
      *        last look; else the stream gets its input edges back and the answer is false.
      */
     bool recheck_park();
+    /**
+     * @brief Progress thread, at the time the QP asked for (its nudge timer, see docs/siw-interop.md): sends a nudge
+     *        when one is due and returns when to look again; std::nullopt when the nudge is over for this stream.
+     */
+    std::optional<std::chrono::steady_clock::time_point> nudge_due(std::chrono::steady_clock::time_point now);
     /** @brief Whether the progress thread left this QP's input to its busy-polling consumer (any thread). */
     [[nodiscard]] bool parked() const noexcept { return parked_.load(std::memory_order_relaxed); }
 
@@ -162,6 +169,8 @@ private:
     // short read ends the pass (inline progress: the progress thread still drains after every edge).
     void receive(size_t budget, bool to_eagain = true);
     void pump(size_t budget, bool to_eagain = true);
+    // transmit() moved bytes while the nudge is armed: the silence the nudge waits for starts now.
+    void nudge_sent_bytes();
     void settle();
     // Tells the progress thread's epoll set what the stream wants now (under mutex_, with a stream): input unless
     // parked, output while the socket has refused bytes.

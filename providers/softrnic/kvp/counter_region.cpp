@@ -44,7 +44,7 @@ std::optional<uint32_t> CounterRegion::allocate() {
     if (n) {
         softrnic_qp_counters *s = slot(*n);
         // Relaxed stores like the writer's: a reader may look at any time.
-        for (uint64_t *f = &s->tx_bytes; f <= &s->reserved; ++f) std::atomic_ref<uint64_t>(*f).store(0, std::memory_order_relaxed);
+        for (uint64_t *f = &s->tx_bytes; f <= &s->nudges; ++f) std::atomic_ref<uint64_t>(*f).store(0, std::memory_order_relaxed);
     }
     return n;
 }

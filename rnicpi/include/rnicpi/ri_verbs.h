@@ -249,7 +249,11 @@ typedef struct ri_qp_stats {
     uint64_t crc_errors;          /**< Inbound FPDUs whose MPA CRC did not match. */
     uint64_t terminates_sent;     /**< Terminate messages sent. */
     uint64_t terminates_received; /**< Terminate messages received. */
-    uint64_t reserved;            /**< Zero. */
+    /**
+     * Zero-length RDMA Writes the provider sent on its own to wake a peer that left our bytes unread in its socket
+     * (softrnic's nudge, docs/siw-interop.md). ABI 1.5; before, a reserved zero.
+     */
+    uint64_t nudges;
 } ri_qp_stats_t;
 
 /** @brief Shared receive queue attributes. */
