@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 
@@ -43,6 +44,15 @@ constexpr auto kNudgeAfter = std::chrono::milliseconds(25);
 constexpr int kNudgeBackoff = 8;
 constexpr auto kNudgeWindow = std::chrono::seconds(1);
 constexpr uint8_t kMaxNudges = 2;
+
+// SOFTRNIC_NUDGE=0 in a consumer's environment turns the nudge off, to compare against a peer without it.
+bool nudge_enabled() {
+    static const bool on = [] {
+        const char *v = std::getenv("SOFTRNIC_NUDGE");
+        return v == nullptr || (std::strcmp(v, "0") != 0 && std::strcmp(v, "off") != 0);
+    }();
+    return on;
+}
 
 using WrUnion = decltype(ri_send_wr_t::u);
 
@@ -1181,7 +1191,8 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
         stream_ = std::make_unique<Stream>(static_cast<iwarp::EngineOwner &>(*this), fd, p, iwarp::engine_config(p, setup_.pd, std::min(sq_.depth(), kEngineQueue)), sq_.depth());
         // The initiator's first bytes may reach a peer that has not yet handed its socket to its QP (Linux siw):
         // see docs/siw-interop.md.
-        stream_->nudge_armed = (p.mpa_flags & RI_MPA_INITIATOR) != 0 && (!p2p || p.rtr_type == RI_RTR_WRITE);
+        stream_->nudge_armed =
+            nudge_enabled() && (p.mpa_flags & RI_MPA_INITIATOR) != 0 && (!p2p || p.rtr_type == RI_RTR_WRITE);
         stream_->rdma_mode = Clock::now();
         registered_ = true;
         parked_.store(false, std::memory_order_relaxed);  // a reconnected QP starts with the thread's attention
