@@ -73,23 +73,13 @@ std::optional<T> request(const GlobalOptions &global, uint32_t cmd, const T &q, 
     return request(*client, cmd, q, what, busy_hint);
 }
 
-// Walks an indexed listing (LIST_MODULES, LIST_CONSUMERS: request index i until i reaches the reply's count) and
-// returns each reply's info; nothing (after saying why) when a request fails.
+// An indexed listing (LIST_MODULES, LIST_CONSUMERS) over a new connection; nothing (after saying why) on failure.
 template <typename T>
 auto list_all(const GlobalOptions &global, uint32_t cmd, const std::string &what)
     -> std::optional<std::vector<decltype(T::info)>> {
     auto client = connect(global);
     if (!client) return std::nullopt;
-    std::vector<decltype(T::info)> list;
-    for (uint32_t index = 0;; ++index) {
-        T q{};
-        q.index = index;
-        auto a = request(*client, cmd, q, what);
-        if (!a) return std::nullopt;
-        if (index >= a->count) break;
-        list.push_back(a->info);
-    }
-    return list;
+    return list_each<T>(*client, cmd, what.c_str());
 }
 
 // An RNIC argument may be its name or an address it serves (as everywhere in rdmactl): an address becomes the name

@@ -105,28 +105,17 @@ void add_dat_command(CLI::App &app, const GlobalOptions &global, int &exit_code)
             exit_code = bad == 0 ? 0 : 1;
             return;
         }
-        auto client = ual::DeviceClient::connect(global.device);
-        if (!client) {
-            std::fprintf(stderr, "rdmactl: %s\n", client.error().message().c_str());
+        auto rnics = fetch_rnics(global);
+        if (!rnics) {
             exit_code = 1;
             return;
         }
         nlohmann::json out = nlohmann::json::array();
-        for (uint32_t index = 0;; ++index) {
-            krdma_list_rnics q{};
-            q.index = index;
-            auto r = (*client)->call(KRDMA_CMD_LIST_RNICS, {reinterpret_cast<const uint8_t *>(&q), sizeof q});
-            if (!r || r->status != 0 || r->payload.size() != sizeof q) {
-                std::fprintf(stderr, "rdmactl: listing RNICs failed: %s\n", failure_text(r, sizeof q).c_str());
-                exit_code = 1;
-                return;
-            }
-            std::memcpy(&q, r->payload.data(), sizeof q);
-            if (index >= q.count) break;
-            const std::string selector = opts->by_address ? q.info.address : q.info.name;
+        for (const krdma_rnic_info &info : *rnics) {
+            const std::string selector = opts->by_address ? info.address : info.name;
             const std::string line = entry(selector, opts->library);
             if (global.json) {
-                out.push_back({{"rnic", q.info.name}, {"address", q.info.address}, {"ia_name", "openrdma-" + selector},
+                out.push_back({{"rnic", info.name}, {"address", info.address}, {"ia_name", "openrdma-" + selector},
                                {"entry", line}});
             } else {
                 std::printf("%s\n", line.c_str());

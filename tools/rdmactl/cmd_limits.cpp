@@ -20,13 +20,10 @@ void add_limits_command(CLI::App &app, const GlobalOptions &global, int &exit_co
             return;
         }
         krdma_limits l{};
-        auto r = (*client)->call(KRDMA_CMD_LIMITS, {reinterpret_cast<const uint8_t *>(&l), sizeof l});
-        if (!r || r->status != 0 || r->payload.size() != sizeof l) {
-            std::fprintf(stderr, "rdmactl: limits failed: %s\n", failure_text(r, sizeof l).c_str());
+        if (!ask(**client, KRDMA_CMD_LIMITS, l, "limits")) {
             exit_code = 1;
             return;
         }
-        std::memcpy(&l, r->payload.data(), sizeof l);
         const nlohmann::json j{
             {"connections",
              {{"limit", l.max_connections}, {"per_user", l.connections_per_user}, {"in_use", l.connections},

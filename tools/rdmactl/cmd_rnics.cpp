@@ -17,20 +17,7 @@ std::optional<std::vector<krdma_rnic_info>> fetch_rnics(const GlobalOptions &glo
         std::fprintf(stderr, "rdmactl: %s\n", client.error().message().c_str());
         return std::nullopt;
     }
-    std::vector<krdma_rnic_info> out;
-    for (uint32_t index = 0;; ++index) {
-        krdma_list_rnics q{};
-        q.index = index;
-        auto r = (*client)->call(KRDMA_CMD_LIST_RNICS, {reinterpret_cast<const uint8_t *>(&q), sizeof q});
-        if (!r || r->status != 0 || r->payload.size() != sizeof q) {
-            std::fprintf(stderr, "rdmactl: listing RNICs failed: %s\n", failure_text(r, sizeof q).c_str());
-            return std::nullopt;
-        }
-        std::memcpy(&q, r->payload.data(), sizeof q);
-        if (index >= q.count) break;
-        out.push_back(q.info);
-    }
-    return out;
+    return list_each<krdma_list_rnics>(**client, KRDMA_CMD_LIST_RNICS, "listing RNICs");
 }
 
 const krdma_rnic_info *find_rnic(const std::vector<krdma_rnic_info> &rnics, const std::string &name_or_address) {
@@ -236,22 +223,17 @@ void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_cod
             exit_code = 1;
             return;
         }
+        auto clients = list_each<krdma_list_clients>(**client, KRDMA_CMD_LIST_CLIENTS, "listing resources");
+        if (!clients) {
+            exit_code = 1;
+            return;
+        }
         nlohmann::json all = nlohmann::json::array();
-        for (uint32_t index = 0;; ++index) {
-            krdma_list_clients q{};
-            q.index = index;
-            auto r = (*client)->call(KRDMA_CMD_LIST_CLIENTS, {reinterpret_cast<const uint8_t *>(&q), sizeof q});
-            if (!r || r->status != 0 || r->payload.size() != sizeof q) {
-                std::fprintf(stderr, "rdmactl: listing resources failed: %s\n", failure_text(r, sizeof q).c_str());
-                exit_code = 1;
-                return;
-            }
-            std::memcpy(&q, r->payload.data(), sizeof q);
-            if (index >= q.count) break;
-            nlohmann::json j{{"client", q.info.client_id}, {"pid", q.info.pid},     {"uid", q.info.uid},
-                             {"total", q.info.total},      {"pinned_bytes", q.info.pinned_bytes}};
-            for (size_t t = 0; t < KRDMA_RESOURCE_TYPES; ++t) j["objects"][kResourceTypeNames[t]] = q.info.counts[t];
-            if (filter->pid != 0 && q.info.pid != filter->pid) continue;
+        for (const krdma_client_info &info : *clients) {
+            nlohmann::json j{{"client", info.client_id}, {"pid", info.pid},     {"uid", info.uid},
+                             {"total", info.total},      {"pinned_bytes", info.pinned_bytes}};
+            for (size_t t = 0; t < KRDMA_RESOURCE_TYPES; ++t) j["objects"][kResourceTypeNames[t]] = info.counts[t];
+            if (filter->pid != 0 && info.pid != filter->pid) continue;
             if (!filter->type.empty() && j["objects"][filter->type].get<uint32_t>() == 0) continue;
             all.push_back(j);
         }

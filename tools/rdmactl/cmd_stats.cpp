@@ -24,16 +24,6 @@ const char *ep_state_name(uint32_t s) {
     }
 }
 
-template <class T>
-bool ask(ual::DeviceClient &c, uint32_t cmd, T &io) {
-    auto r = c.call(cmd, {reinterpret_cast<const uint8_t *>(&io), sizeof io});
-    if (!r || r->status != 0 || r->payload.size() != sizeof io) {
-        std::fprintf(stderr, "rdmactl: krdmad did not answer: %s\n", failure_text(r, sizeof io).c_str());
-        return false;
-    }
-    std::memcpy(&io, r->payload.data(), sizeof io);
-    return true;
-}
 
 // The data path's counters of one QP (the kVP's query_qp_stats), by the names both views use.
 nlohmann::json rdma_json(const ri_qp_stats_t &s) {
@@ -64,12 +54,9 @@ std::optional<EndpointStats> collect_endpoints(ual::DeviceClient &client, const 
     }
     nlohmann::json eps = nlohmann::json::array();
     std::map<std::string, nlohmann::json> per_rnic;
-    for (uint32_t index = 0;; ++index) {
-        krdma_list_endpoints q{};
-        q.index = index;
-        if (!ask(client, KRDMA_CMD_LIST_ENDPOINTS, q)) return std::nullopt;
-        if (index >= q.count) break;
-        const krdma_endpoint_info &i = q.info;
+    auto listed = list_each<krdma_list_endpoints>(client, KRDMA_CMD_LIST_ENDPOINTS, "listing endpoints");
+    if (!listed) return std::nullopt;
+    for (const krdma_endpoint_info &i : *listed) {
         if (!only.empty() && only != i.rnic) continue;
         nlohmann::json e{{"client", i.client_id},
                          {"qp_num", i.qp_num},
@@ -152,7 +139,7 @@ void add_stats_command(CLI::App &app, const GlobalOptions &global, int &exit_cod
             return;
         }
         krdma_llp_counters c{};
-        if (!ask(**client, KRDMA_CMD_LLP_COUNTERS, c)) {
+        if (!ask(**client, KRDMA_CMD_LLP_COUNTERS, c, "LLP counters")) {
             exit_code = 1;
             return;
         }
@@ -168,17 +155,13 @@ void add_stats_command(CLI::App &app, const GlobalOptions &global, int &exit_cod
             return;
         }
         // Each endpoint's process, from the kAL's list of device connections.
-        std::map<uint32_t, uint32_t> pid_of;
-        for (uint32_t index = 0;; ++index) {
-            krdma_list_clients q{};
-            q.index = index;
-            if (!ask(**client, KRDMA_CMD_LIST_CLIENTS, q)) {
-                exit_code = 1;
-                return;
-            }
-            if (index >= q.count) break;
-            pid_of[q.info.client_id] = q.info.pid;
+        auto clients = list_each<krdma_list_clients>(**client, KRDMA_CMD_LIST_CLIENTS, "listing clients");
+        if (!clients) {
+            exit_code = 1;
+            return;
         }
+        std::map<uint32_t, uint32_t> pid_of;
+        for (const krdma_client_info &info : *clients) pid_of[info.client_id] = info.pid;
         nlohmann::json eps = nlohmann::json::array();
         for (auto &e : collected->endpoints) {
             auto it = pid_of.find(e["client"].get<uint32_t>());

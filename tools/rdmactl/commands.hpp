@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <cstdio>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +22,41 @@ namespace rdmactl {
  *        @p expected bytes long. Only for a reply that failed in one of these ways.
  */
 [[nodiscard]] std::string failure_text(const rdma::Expected<ual::CallReply> &reply, size_t expected);
+
+/**
+ * @brief Sends @p io (a fixed-size krdma request that krdmad answers in place) as command @p cmd and copies the
+ *        reply back into it; false, with "rdmactl: WHAT failed: WHY" on stderr (@p what), when krdmad refused or
+ *        the reply is not sizeof(T) bytes long.
+ */
+template <class T>
+[[nodiscard]] bool ask(ual::DeviceClient &client, uint32_t cmd, T &io, const char *what) {
+    auto r = client.call(cmd, {reinterpret_cast<const uint8_t *>(&io), sizeof io});
+    if (!r || r->status != 0 || r->payload.size() != sizeof io) {
+        std::fprintf(stderr, "rdmactl: %s failed: %s\n", what, failure_text(r, sizeof io).c_str());
+        return false;
+    }
+    std::memcpy(&io, r->payload.data(), sizeof io);
+    return true;
+}
+
+/**
+ * @brief Walks an indexed listing (LIST_RNICS, LIST_CLIENTS, LIST_ENDPOINTS, LIST_MODULES...: request index i until
+ *        i reaches the reply's count) and returns each reply's info; nothing, after saying why (@p what), when a
+ *        request fails.
+ */
+template <class T>
+[[nodiscard]] std::optional<std::vector<decltype(T::info)>> list_each(ual::DeviceClient &client, uint32_t cmd,
+                                                                      const char *what) {
+    std::vector<decltype(T::info)> out;
+    for (uint32_t index = 0;; ++index) {
+        T q{};
+        q.index = index;
+        if (!ask(client, cmd, q, what)) return std::nullopt;
+        if (index >= q.count) break;
+        out.push_back(q.info);
+    }
+    return out;
+}
 
 /** @brief Options every subcommand shares. */
 struct GlobalOptions {
