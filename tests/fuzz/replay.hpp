@@ -75,6 +75,17 @@ int run(int argc, char **argv, const char *driver, One &&one) {
     return 0;
 }
 
+/**
+ * @brief The replay's check that the corpus still gets deep into the code under test: false (with a message naming
+ *        @p what) when @p count is zero, e.g. when no input of the corpus completes a receive any more because the
+ *        code under test now refuses what it used to take, or because the corpus lost the inputs that did.
+ */
+inline bool reached(const char *driver, long count, const char *what) {
+    if (count > 0) return true;
+    std::fprintf(stderr, "%s: no input of the corpus reached %s\n", driver, what);
+    return false;
+}
+
 }  // namespace fuzz_replay
 
 #endif  // TESTS_FUZZ_REPLAY_HPP

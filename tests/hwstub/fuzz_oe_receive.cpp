@@ -245,6 +245,14 @@ int main(int argc, char **argv) {
             std::printf("fuzz_oe_receive: %ld FPDUs received, %ld payload bytes placed, %ld CQEs (%ld receives "
                         "filled), %ld QPs ended in ERROR; engine alive, no crash, nothing placed outside registered "
                         "memory\n", c.fpdus, c.bytes_placed, c.cqes, c.recv_ok, c.errors);
+            // The corpus must still get through the engine's checks to placement and completed receives, and to a
+            // QP ended by what it received.
+            int shallow = 0;
+            shallow += fuzz_replay::reached("fuzz_oe_receive", c.fpdus, "a received FPDU") ? 0 : 1;
+            shallow += fuzz_replay::reached("fuzz_oe_receive", c.bytes_placed, "a placed byte") ? 0 : 1;
+            shallow += fuzz_replay::reached("fuzz_oe_receive", c.recv_ok, "a filled receive") ? 0 : 1;
+            shallow += fuzz_replay::reached("fuzz_oe_receive", c.errors, "a QP in ERROR") ? 0 : 1;
+            if (shallow != 0) return 1;
         }
         return rc;
     }

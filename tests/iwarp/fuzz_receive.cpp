@@ -118,6 +118,13 @@ int main(int argc, char **argv) {
             std::printf("fuzz_receive: %ld FPDUs accepted, %ld completions, %ld streams terminated; no crash and "
                         "nothing placed outside registered memory\n",
                         g_coverage.fpdus, g_coverage.completions, g_coverage.terminated);
+            // The corpus must still reach both ends of the receive path: placement up to a completion, and a
+            // Terminate.
+            int shallow = 0;
+            shallow += fuzz_replay::reached("fuzz_receive", g_coverage.fpdus, "an accepted FPDU") ? 0 : 1;
+            shallow += fuzz_replay::reached("fuzz_receive", g_coverage.completions, "a completion") ? 0 : 1;
+            shallow += fuzz_replay::reached("fuzz_receive", g_coverage.terminated, "a Terminate") ? 0 : 1;
+            if (shallow != 0) return 1;
         }
         return rc;
     }

@@ -808,8 +808,17 @@ int main(int argc, char **argv) {
     };
     if (fuzz_replay::wanted(argc, argv)) {
         const int rc = fuzz_replay::run(argc, argv, "mpa_fuzz", run_one);
-        if (rc == 0) report("replay");
-        return rc;
+        if (rc != 0) return rc;
+        report("replay");
+        // The corpus must still reach every outcome of connection setup, not only the refusals of its first bytes.
+        const Coverage &c = g_cov;
+        int shallow = 0;
+        shallow += fuzz_replay::reached("mpa_fuzz", c.requests, "a request taken") ? 0 : 1;
+        shallow += fuzz_replay::reached("mpa_fuzz", c.established, "an established connection") ? 0 : 1;
+        shallow += fuzz_replay::reached("mpa_fuzz", c.rejected, "a rejection") ? 0 : 1;
+        shallow += fuzz_replay::reached("mpa_fuzz", c.refused, "a refused frame") ? 0 : 1;
+        shallow += fuzz_replay::reached("mpa_fuzz", c.terminates, "a Terminate") ? 0 : 1;
+        return shallow == 0 ? 0 : 1;
     }
     const long iterations = argc > 1 ? std::atol(argv[1]) : 100000;
     const unsigned seed = argc > 2 ? static_cast<unsigned>(std::atol(argv[2])) : 12345u;
