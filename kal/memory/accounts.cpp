@@ -1,13 +1,17 @@
 // Memory accounting per process and per user.
 #include "accounts.hpp"
 
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 namespace kal {
@@ -17,6 +21,10 @@ Accounts::Accounts(PinBudget &host, uint64_t per_process, uint64_t per_user)
 
 uint64_t Accounts::per_user(uid_t uid) const noexcept {
     return uid == 0 || per_user_ == 0 ? host_.limit() : per_user_;
+}
+
+ProcessAccount::~ProcessAccount() {
+    if (process >= 0) ::close(process);
 }
 
 std::shared_ptr<ProcessAccount> Accounts::process(pid_t pid, uint64_t start_time, uid_t uid) {
@@ -31,7 +39,13 @@ std::shared_ptr<ProcessAccount> Accounts::process(pid_t pid, uint64_t start_time
         user = std::make_shared<PinBudget>(per_user(uid), &host_, "uid " + std::to_string(uid));
         users_[uid] = user;
     }
-    auto account = std::make_shared<ProcessAccount>(std::move(user), per_process_);
+    // The caller holds a live connection of the process: the pidfd names that process (not a later one of the pid).
+#ifdef SYS_pidfd_open
+    const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+    const int pidfd = -1;
+#endif
+    auto account = std::make_shared<ProcessAccount>(std::move(user), per_process_, pidfd);
     slot = account;
     return account;
 }
@@ -44,9 +58,48 @@ uint64_t Accounts::used_by(uid_t uid) const {
     return user ? user->used() : 0;
 }
 
+namespace {
+
+// process_madvise(MADV_WILLNEED) over the whole range: the kernel walks the process's mappings and answers ENOMEM
+// when the range has a hole, without faulting a page in or pinning one (anonymous memory: a swap-in walk that finds
+// nothing to do; files: read-ahead of pages about to be pinned anyway). std::nullopt when the kernel cannot answer
+// (older than 5.10, no CAP_SYS_NICE, a seccomp filter): the caller then reads the pages.
+std::optional<bool> mapped_by_madvise(int pidfd, uint64_t addr, uint64_t length) {
+#ifdef SYS_process_madvise
+    iovec range{reinterpret_cast<void *>(static_cast<uintptr_t>(addr)), static_cast<size_t>(length)};
+    const long r = ::syscall(SYS_process_madvise, pidfd, &range, 1, MADV_WILLNEED, 0);
+    if (r == static_cast<long>(length)) return true;
+    if (r < 0 && errno == ENOMEM) return false;
+#else
+    (void)pidfd, (void)addr, (void)length;
+#endif
+    return std::nullopt;
+}
+
+}  // namespace
+
 rdma::Expected<void> check_mapped(pid_t pid, uint64_t addr, uint64_t length) {
+    // A few pages are read quicker than a pidfd is opened.
+    const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    constexpr uint64_t kReadUpTo = 8;
+#ifdef SYS_pidfd_open
+    if (length > kReadUpTo * page) {
+        const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+        auto r = check_mapped(fd, pid, addr, length);
+        if (fd >= 0) ::close(fd);
+        return r;
+    }
+#endif
+    return check_mapped(-1, pid, addr, length);
+}
+
+rdma::Expected<void> check_mapped(int pidfd, pid_t pid, uint64_t addr, uint64_t length) {
     if (length == 0 || addr + length < addr) return rdma::Error(RI_EINVAL, "empty or wrapping memory range");
     const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    // A hole madvise found is looked for page by page below, to name it.
+    if (pidfd >= 0 && length <= SSIZE_MAX) {
+        if (auto whole = mapped_by_madvise(pidfd, addr, length); whole && *whole) return {};
+    }
     const uint64_t first = addr & ~(page - 1);
     const uint64_t end = addr + length;
     // One byte of every page, a batch of pages per call (IOV_MAX is 1024).

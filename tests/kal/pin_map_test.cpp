@@ -1,11 +1,18 @@
 // Memory management: overlapping registrations pin once and unpin last, limits refuse whole pins without side
 // effects, and a random sequence of pins and unpins agrees with a page-by-page reference count model.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <map>
 #include <random>
 #include <vector>
 
+#include "accounts.hpp"
 #include "pin_map.hpp"
 
 namespace {
@@ -147,6 +154,53 @@ TEST(PinMap, AgreesWithAPageModel) {
         }
         ASSERT_EQ(map.pinned_bytes(), pinned);
     }
+}
+
+// The mapped check (kal::check_mapped) on this process's own memory: a range of untouched pages is mapped, a hole
+// in it is named, and checking a large range faults none of its pages in.
+TEST(MappedCheck, AMappedRangePassesAndAHoleIsNamed) {
+    constexpr size_t kPages = 64;
+    auto *base = static_cast<uint8_t *>(::mmap(nullptr, kPages * P, PROT_READ | PROT_WRITE,
+                                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    ASSERT_NE(base, MAP_FAILED);
+    const auto at = reinterpret_cast<uintptr_t>(base);
+    EXPECT_TRUE(kal::check_mapped(::getpid(), at, kPages * P));
+    EXPECT_TRUE(kal::check_mapped(::getpid(), at + 100, 2 * P));  // a short range, read page by page
+    ASSERT_EQ(::munmap(base + 40 * P, P), 0);
+    auto r = kal::check_mapped(::getpid(), at, kPages * P);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code(), RI_EFAULT);
+    char hole[32];
+    std::snprintf(hole, sizeof hole, "%#llx", static_cast<unsigned long long>(at + 40 * P));
+    EXPECT_NE(r.error().message().find(hole), std::string::npos) << r.error().message();
+    EXPECT_FALSE(kal::check_mapped(::getpid(), at + 39 * P, 2 * P));
+    EXPECT_TRUE(kal::check_mapped(::getpid(), at, 40 * P));  // up to the hole
+    EXPECT_TRUE(kal::check_mapped(::getpid(), at + 41 * P, (kPages - 41) * P));
+    (void)::munmap(base, kPages * P);
+}
+
+TEST(MappedCheck, ALargeRangeIsCheckedWithoutFaultingItIn) {
+    constexpr size_t kPages = 1024;
+    auto *base = static_cast<uint8_t *>(::mmap(nullptr, kPages * P, PROT_READ | PROT_WRITE,
+                                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    ASSERT_NE(base, MAP_FAILED);
+    const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
+    iovec one{base, P};
+    const long probe = pidfd < 0 ? -1 : ::syscall(SYS_process_madvise, pidfd, &one, 1, MADV_WILLNEED, 0);
+    const int err = errno;
+    if (pidfd >= 0) ::close(pidfd);
+    if (probe < 0) {
+        (void)::munmap(base, kPages * P);
+        GTEST_SKIP() << "process_madvise(MADV_WILLNEED) is not available here (errno " << err
+                     << "): the check reads each page instead";
+    }
+    EXPECT_TRUE(kal::check_mapped(::getpid(), reinterpret_cast<uintptr_t>(base), kPages * P));
+    std::vector<unsigned char> resident(kPages);
+    ASSERT_EQ(::mincore(base, kPages * P, resident.data()), 0);
+    size_t in = 0;
+    for (unsigned char v : resident) in += v & 1u;
+    EXPECT_EQ(in, 0u) << "pages faulted in by the check";
+    (void)::munmap(base, kPages * P);
 }
 
 }  // namespace
