@@ -897,14 +897,20 @@ protected:
         cleanup_.push_back([cb] { ::close(cb); });
         return cb;
     }
+    // attach_initiator(), then a 16-byte Send from the initiator; returns the raw peer's socket.
+    int initiator_sends(End &a, const Mode &m, uint32_t seed) {
+        a = end(ra_, pa_, &ev_a_);
+        const int peer = attach_initiator(a, m);
+        Region src = region(pa_, pattern(16, seed), 0);
+        EXPECT_EQ(send(a.qp, 1, RI_WR_SEND, {src.sge()}), RI_OK);
+        return peer;
+    }
 };
 
 TEST_P(Nudge, ASilentPeerGetsTwoNudgesAfterTheInitiatorsFirstMessage) {
     const Mode m = GetParam();
-    End a = end(ra_, pa_, &ev_a_);
-    const int peer = attach_initiator(a, m);
-    Region src = region(pa_, pattern(16, 40), 0);
-    ASSERT_EQ(send(a.qp, 1, RI_WR_SEND, {src.sge()}), RI_OK);
+    End a;
+    const int peer = initiator_sends(a, m, 40);
     const auto sent = Clock::now();
     // Two nudges come within 25 + 200 ms of the Send, then nothing: 600 ms of quiet ends the read.
     auto frames = read_frames(peer, std::chrono::milliseconds(600), std::chrono::seconds(10));
@@ -932,10 +938,8 @@ TEST_P(Nudge, ASilentPeerGetsTwoNudgesAfterTheInitiatorsFirstMessage) {
 
 TEST_P(Nudge, APeerThatAnswersGetsNone) {
     const Mode m = GetParam();
-    End a = end(ra_, pa_, &ev_a_);
-    const int peer = attach_initiator(a, m);
-    Region src = region(pa_, pattern(16, 41), 0);
-    ASSERT_EQ(send(a.qp, 1, RI_WR_SEND, {src.sge()}), RI_OK);
+    End a;
+    const int peer = initiator_sends(a, m, 41);
     // The peer answers what it got with a zero-length Write of its own (it names no memory: a discards it).
     auto first = read_frames(peer, std::chrono::milliseconds(10), std::chrono::seconds(5));
     ASSERT_FALSE(first.empty());
@@ -968,10 +972,8 @@ INSTANTIATE_TEST_SUITE_P(Modes, Nudge,
 // A peer that asked for a Read or Send RTR may not take a zero-length Write: no nudge, however silent it is.
 TEST_F(Nudge, NoneWhenThePeerChoseAReadOrSendRtr) {
     for (uint32_t rtr : {uint32_t{RI_RTR_READ}, uint32_t{RI_RTR_SEND}}) {
-        End a = end(ra_, pa_, &ev_a_);
-        const int peer = attach_initiator(a, Mode{2, true, false, rtr, 16384, false});
-        Region src = region(pa_, pattern(16, 42), 0);
-        ASSERT_EQ(send(a.qp, 1, RI_WR_SEND, {src.sge()}), RI_OK);
+        End a;
+        const int peer = initiator_sends(a, Mode{2, true, false, rtr, 16384, false}, 42);
         auto frames = read_frames(peer, std::chrono::milliseconds(600), std::chrono::seconds(10));
         ASSERT_EQ(frames.size(), 2u) << "the RTR and the Send only (RTR " << rtr << ")";
         EXPECT_EQ(frames[0].opcode(), rtr == RI_RTR_READ ? 1u : 3u) << "the RTR";
