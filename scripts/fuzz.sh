@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing with libFuzzer (needs clang: apt-get install clang). The test suite runs the same targets
 # as seeded drivers and replays the corpus kept in tests/fuzz/corpus/<target>/; this script explores further.
-#   bash scripts/fuzz.sh [SECONDS] [TARGET] [--merge] [--build-only] [-- LIBFUZZER_OPTION...]
+#   bash scripts/fuzz.sh [SECONDS] [TARGET] [--merge|--minimise] [--build-only] [-- LIBFUZZER_OPTION...]
 # (default 60 seconds, target iwarp). Targets:
 #   iwarp  the iWARP receive path (tests/iwarp/fuzz_receive.cpp)
 #   kal    krdmad's SYSCALL and administration commands through a real device server with test kVP modules
@@ -12,7 +12,10 @@
 #          written from the other end (tests/hwstub/fuzz_oe_receive.cpp)
 # The run starts from tests/fuzz/corpus/TARGET (read only) and build-fuzz/corpus-TARGET, where libFuzzer keeps what it
 # finds. --merge then adds to tests/fuzz/corpus/TARGET the inputs of that run that reach edges the kept corpus does not
-# (libFuzzer -merge=1 on edge coverage only, so the kept corpus stays small); review and commit them. Crash inputs go
+# (libFuzzer -merge=1 on edge coverage only, so the kept corpus stays small); review and commit them. --minimise
+# instead rebuilds the kept corpus from scratch: the fewest inputs of the kept corpus and the run that reach every edge
+# either reaches (the same merge into an empty directory), replacing tests/fuzz/corpus/TARGET. CTest replays each kept
+# corpus as fuzz.corpus.TARGET (the seeded driver given the directory; see tests/fuzz/replay.hpp). Crash inputs go
 # to build-fuzz/crashes-TARGET/; replay one with the seeded driver (e.g. build/tests/kal/kal_mpa_fuzz FILE) or with
 # the libFuzzer binary (build-fuzz/fuzz_mpa FILE). --build-only builds the libFuzzer binary and stops. Options after
 # -- go to libFuzzer (e.g. -runs=10000000 -print_final_stats=1).
@@ -28,9 +31,10 @@ extra=()
 while (($# > 0)); do
   case "$1" in
     --merge) merge=1 ;;
+    --minimise) merge=2 ;;
     --build-only) build_only=1 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option '$1'" >&2; exit 2 ;;
     *) positional+=("$1") ;;
   esac
@@ -155,7 +159,19 @@ mkdir -p "$kept" "$crashes"
 "$bin" "$work" "$kept" -max_total_time="$seconds" -max_len="$max_len" -timeout="$timeout" \
   -artifact_prefix="$crashes/" -print_final_stats=1 ${extra[@]+"${extra[@]}"}
 
-if ((merge)); then
+if ((merge == 2)); then
+  before=$(find "$kept" -type f | wc -l)
+  fresh=$(mktemp -d "$out/minimise-$target.XXXXXX")
+  "$bin" -merge=1 -use_counters=0 -use_value_profile=0 -max_len="$max_len" -timeout="$timeout" \
+    "$fresh" "$kept" "$work" 2>&1 | grep -E "MERGE-OUTER: [0-9]+ new files" || true
+  if [[ -n "$(find "$fresh" -type f -print -quit)" ]]; then
+    find "$kept" -type f -delete
+    mv "$fresh"/* "$kept"/
+  fi
+  rmdir "$fresh" 2>/dev/null || rm -rf "$fresh"
+  after=$(find "$kept" -type f | wc -l)
+  echo "fuzz.sh: $kept: $before inputs before, $after after minimising ($(du -sh --apparent-size "$kept" | cut -f1)B)"
+elif ((merge)); then
   before=$(find "$kept" -type f | wc -l)
   # Edge coverage only (no hit counts, no value profile): the kept corpus is the few inputs that reach some edge
   # nothing else reaches, not every input that ran a loop once more.
