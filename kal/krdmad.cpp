@@ -254,7 +254,8 @@ int main(int argc, char **argv) {
     ::chmod(config.device.c_str(), 0666);
     kal::register_admin_commands(server, adapters, *policy);
     kal::PinBudget pin_budget(config.pin_bytes_total);
-    kal::Accounts accounts(pin_budget, config.pin_bytes_per_process, config.pin_bytes_per_user);
+    kal::Accounts accounts(pin_budget, config.pin_bytes_per_process, config.pin_bytes_per_user, config.quotas,
+                           config.objects_per_user);
     // Destroyed first: every context (and its pins) goes before the RNICs and the budget. Access is decided per
     // command from SO_PEERCRED and the caller's own rights, not by the file mode.
     kal::VerbCommands verbs(server, adapters, config.quotas, accounts);

@@ -142,13 +142,14 @@ rdma::Expected<Config> parse_config(const std::string &text, const std::string &
             const json &l = root["limits"];
             only_keys(l, "config.limits",
                       {"max_connections", "connections_per_user", "pin_bytes_per_process", "pin_bytes_per_user",
-                       "pin_bytes_total", "objects_per_process", "per_type"});
+                       "pin_bytes_total", "objects_per_process", "objects_per_user", "per_type"});
             c.max_connections = num32(l, "max_connections", "config.limits", c.max_connections);
             c.pin_bytes_per_process = num(l, "pin_bytes_per_process", "config.limits", c.pin_bytes_per_process);
             c.pin_bytes_total = num(l, "pin_bytes_total", "config.limits", c.pin_bytes_total);
             c.connections_per_user = num32(l, "connections_per_user", "config.limits", c.connections_per_user);
             c.pin_bytes_per_user = num(l, "pin_bytes_per_user", "config.limits", c.pin_bytes_per_user);
             c.quotas.total = num32(l, "objects_per_process", "config.limits", c.quotas.total);
+            c.objects_per_user = num32(l, "objects_per_user", "config.limits", c.objects_per_user);
             if (l.contains("per_type")) {
                 const json &p = l["per_type"];
                 if (!p.is_object()) throw Bad{"config.limits.per_type must be an object"};

@@ -46,7 +46,8 @@ struct Config {
     uint64_t pin_bytes_per_process = 1ull << 30;          /**< Pinned memory per process (and its RLIMIT_MEMLOCK). */
     uint64_t pin_bytes_per_user = 4ull << 30;             /**< Pinned memory per non-root uid (0: the host's limit). */
     uint64_t pin_bytes_total = 8ull << 30;                /**< Pinned memory host-wide. */
-    Quotas quotas;                                        /**< Objects per consumer process. */
+    Quotas quotas;                                        /**< Objects per consumer process (all its connections). */
+    uint32_t objects_per_user = 65536;                    /**< Objects of all processes of one non-root uid (0: none). */
     LlpSettings llp;                                      /**< Connection setup and liveness ("llp"). */
     std::vector<ConsumerModuleSpec> consumers;            /**< Kernel consumer modules, in start order. */
 };

@@ -44,6 +44,7 @@ void restart_only(const Config &running, const Config &wanted, ReloadReport &r) 
     note(running.admin_group != wanted.admin_group, "admin_group");
     note(running.max_connections != wanted.max_connections || running.pin_bytes_per_process != wanted.pin_bytes_per_process ||
              running.pin_bytes_total != wanted.pin_bytes_total || !(running.quotas == wanted.quotas) ||
+             running.objects_per_user != wanted.objects_per_user ||
              running.connections_per_user != wanted.connections_per_user ||
              running.pin_bytes_per_user != wanted.pin_bytes_per_user,
          "limits");

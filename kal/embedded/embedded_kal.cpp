@@ -7,7 +7,7 @@ EmbeddedKal::EmbeddedKal(const Config &config, AdminPolicy policy)
     : loader_(kal_host_ops(), config.provider_dir.value_or(rdma::rnicpi::default_provider_dir())),
       adapters_(loader_),
       budget_(config.pin_bytes_total),
-      accounts_(budget_, config.pin_bytes_per_process, config.pin_bytes_per_user),
+      accounts_(budget_, config.pin_bytes_per_process, config.pin_bytes_per_user, config.quotas, config.objects_per_user),
       server_(config.device, config.max_connections, config.connections_per_user),
       verbs_(server_, adapters_, config.quotas, accounts_),
       connections_(verbs_, config.llp),

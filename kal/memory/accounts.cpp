@@ -19,6 +19,11 @@ namespace kal {
 Accounts::Accounts(PinBudget &host, uint64_t per_process, uint64_t per_user)
     : host_(host), per_process_(per_process), per_user_(per_user) {}
 
+Accounts::Accounts(PinBudget &host, uint64_t per_process, uint64_t per_user, const Quotas &objects,
+                   uint32_t objects_per_user)
+    : host_(host), per_process_(per_process), per_user_(per_user), objects_(objects),
+      objects_per_user_(objects_per_user) {}
+
 uint64_t Accounts::per_user(uid_t uid) const noexcept {
     return uid == 0 || per_user_ == 0 ? host_.limit() : per_user_;
 }
@@ -32,6 +37,7 @@ std::shared_ptr<ProcessAccount> Accounts::process(pid_t pid, uint64_t start_time
     // Forget what has gone (accounts are made once per connection, so this stays cheap).
     std::erase_if(processes_, [](const auto &p) { return p.second.expired(); });
     std::erase_if(users_, [](const auto &u) { return u.second.expired(); });
+    std::erase_if(user_objects_, [](const auto &u) { return u.second.expired(); });
     auto &slot = processes_[{pid, start_time}];
     if (auto live = slot.lock()) return live;
     std::shared_ptr<PinBudget> user = users_[uid].lock();
@@ -45,9 +51,32 @@ std::shared_ptr<ProcessAccount> Accounts::process(pid_t pid, uint64_t start_time
 #else
     const int pidfd = -1;
 #endif
-    auto account = std::make_shared<ProcessAccount>(std::move(user), per_process_, pidfd);
+    std::shared_ptr<ObjectBudget> objects;
+    if (objects_) {
+        // Every user has one, to count; root's and, with objects_per_user 0, everyone's limits nothing (total 0).
+        std::shared_ptr<ObjectBudget> of_user = user_objects_[uid].lock();
+        if (!of_user) {
+            Quotas q;
+            q.total = uid == 0 ? 0 : objects_per_user_;
+            of_user = std::make_shared<ObjectBudget>(q, nullptr, "uid " + std::to_string(uid) + " (limits.objects_per_user)",
+                                                     &refusals_.objects_user);
+            user_objects_[uid] = of_user;
+        }
+        objects = std::make_shared<ObjectBudget>(*objects_, std::move(of_user),
+                                                 "process " + std::to_string(pid) + " (limits.objects_per_process)",
+                                                 &refusals_.objects_process);
+    }
+    auto account = std::make_shared<ProcessAccount>(std::move(user), per_process_, pidfd, std::move(objects));
     slot = account;
     return account;
+}
+
+uint32_t Accounts::objects_of(uid_t uid) const {
+    std::lock_guard lock(mutex_);
+    if (auto it = user_objects_.find(uid); it != user_objects_.end()) {
+        if (auto user = it->second.lock()) return user->total();
+    }
+    return 0;
 }
 
 uint64_t Accounts::used_by(uid_t uid) const {

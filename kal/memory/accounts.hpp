@@ -20,10 +20,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "pin_map.hpp"
+#include "resource_table.hpp"
 
 namespace kal {
 
@@ -35,6 +37,10 @@ struct ProcessAccount {
      */
     ProcessAccount(std::shared_ptr<PinBudget> budget, uint64_t limit, int pidfd = -1)
         : user(std::move(budget)), pins(*user, limit), process(pidfd) {}
+    /** @brief The same, with the process's object budget @p object_budget (charging its user's). */
+    ProcessAccount(std::shared_ptr<PinBudget> budget, uint64_t limit, int pidfd,
+                   std::shared_ptr<ObjectBudget> object_budget)
+        : user(std::move(budget)), pins(*user, limit), process(pidfd), objects(std::move(object_budget)) {}
     ~ProcessAccount();
     ProcessAccount(const ProcessAccount &) = delete;
     ProcessAccount &operator=(const ProcessAccount &) = delete;
@@ -42,6 +48,8 @@ struct ProcessAccount {
     PinMap pins;                      /**< What the process has pinned and charged. */
     /** A pidfd of the process, for check_mapped() (opened once: a pin then costs one system call to check). */
     const int process;
+    /** The process's objects over all its device connections (null: each connection's table limits itself). */
+    std::shared_ptr<ObjectBudget> objects;
     /** When the limit was last taken from the process's rights (never: the epoch). */
     std::chrono::steady_clock::time_point rights_read{};
 };
@@ -53,6 +61,8 @@ struct LimitRefusals {
     std::atomic<uint64_t> pin_host{0};         /**< Over the host's budget. */
     std::atomic<uint64_t> pin_unmapped{0};     /**< Ranges the process has not mapped. */
     std::atomic<uint64_t> privileged_port{0};  /**< Listens on a privileged port without CAP_NET_BIND_SERVICE. */
+    std::atomic<uint64_t> objects_process{0};  /**< Objects over a process's quotas (limits.objects_per_process). */
+    std::atomic<uint64_t> objects_user{0};     /**< Objects over a user's (limits.objects_per_user). */
 };
 
 /** @brief The accounts of every process and user. Thread-safe. */
@@ -63,6 +73,12 @@ public:
      *        @p per_user bytes (0: the host's limit).
      */
     Accounts(PinBudget &host, uint64_t per_process, uint64_t per_user);
+    /**
+     * @brief The same, with objects limited per process by @p objects (over all its device connections) and per
+     *        non-root user by @p objects_per_user in all (0: no per-user limit).
+     */
+    Accounts(PinBudget &host, uint64_t per_process, uint64_t per_user, const Quotas &objects,
+             uint32_t objects_per_user);
     Accounts(const Accounts &) = delete;
     Accounts &operator=(const Accounts &) = delete;
 
@@ -81,6 +97,12 @@ public:
     [[nodiscard]] const PinBudget &host() const noexcept { return host_; }
     /** @brief Bytes pinned or charged by user @p uid now. */
     [[nodiscard]] uint64_t used_by(uid_t uid) const;
+    /** @brief The objects limit of each process (its total; null when objects are limited per connection). */
+    [[nodiscard]] const std::optional<Quotas> &object_quotas() const noexcept { return objects_; }
+    /** @brief The objects limit of each non-root user (0: none). */
+    [[nodiscard]] uint32_t objects_per_user() const noexcept { return objects_per_user_; }
+    /** @brief Objects user @p uid holds now over all its processes. */
+    [[nodiscard]] uint32_t objects_of(uid_t uid) const;
     /** @brief Refusal counters. */
     [[nodiscard]] LimitRefusals &refusals() noexcept { return refusals_; }
 
@@ -91,6 +113,9 @@ private:
     mutable std::mutex mutex_;
     std::map<std::pair<pid_t, uint64_t>, std::weak_ptr<ProcessAccount>> processes_;
     std::map<uid_t, std::weak_ptr<PinBudget>> users_;
+    std::optional<Quotas> objects_;
+    uint32_t objects_per_user_ = 0;
+    std::map<uid_t, std::weak_ptr<ObjectBudget>> user_objects_;
     LimitRefusals refusals_;
 };
 

@@ -50,7 +50,64 @@ std::string_view resource_name(ResourceType t) noexcept {
     return "?";
 }
 
-ResourceTable::ResourceTable(const Quotas &quotas) : quotas_(quotas) {}
+ObjectBudget::ObjectBudget(const Quotas &limits, std::shared_ptr<ObjectBudget> parent, std::string name,
+                           std::atomic<uint64_t> *refused)
+    : limits_(limits), parent_(std::move(parent)), name_(std::move(name)), refused_(refused) {}
+
+ObjectBudget::~ObjectBudget() {
+    // Whatever is still counted (a table outliving its budget cannot: it holds it) goes back to the parent.
+    if (parent_ == nullptr) return;
+    for (size_t t = 0; t < kResourceTypes; ++t) {
+        for (uint32_t n = counts_[t]; n > 0; --n) parent_->give(static_cast<ResourceType>(t));
+    }
+}
+
+rdma::Expected<void> ObjectBudget::take_here(ResourceType type) {
+    const size_t t = static_cast<size_t>(type);
+    std::lock_guard lock(mutex_);
+    const uint32_t limit = limits_.per_type[t] != 0 ? limits_.per_type[t] : limits_.total;
+    if (limits_.total != 0 && (counts_[t] >= limit || live_ >= limits_.total)) {
+        if (refused_ != nullptr) refused_->fetch_add(1, std::memory_order_relaxed);
+        return rdma::Error(RI_ENOSPC, "quota reached: " + name_ + " holds " + std::to_string(counts_[t]) + " " +
+                                          std::string(resource_name(type)) + " objects, " + std::to_string(live_) +
+                                          " in all; free some or raise the limit in the krdmad configuration");
+    }
+    ++counts_[t];
+    ++live_;
+    return {};
+}
+
+void ObjectBudget::give_here(ResourceType type) noexcept {
+    const size_t t = static_cast<size_t>(type);
+    std::lock_guard lock(mutex_);
+    if (counts_[t] == 0) return;
+    --counts_[t];
+    --live_;
+}
+
+rdma::Expected<void> ObjectBudget::take(ResourceType type) {
+    if (auto r = take_here(type); !r) return r;
+    if (parent_ != nullptr) {
+        if (auto r = parent_->take(type); !r) {
+            give_here(type);
+            return r;
+        }
+    }
+    return {};
+}
+
+void ObjectBudget::give(ResourceType type) noexcept {
+    give_here(type);
+    if (parent_ != nullptr) parent_->give(type);
+}
+
+uint32_t ObjectBudget::total() const {
+    std::lock_guard lock(mutex_);
+    return live_;
+}
+
+ResourceTable::ResourceTable(const Quotas &quotas, std::shared_ptr<ObjectBudget> shared)
+    : quotas_(quotas), shared_(std::move(shared)) {}
 
 ResourceTable::~ResourceTable() { clear(); }
 
@@ -79,11 +136,13 @@ rdma::Expected<Handle> ResourceTable::add(ResourceType type, Handle parent, std:
                                              " refers to an object that is not a live object of this process");
         }
     }
-    const uint32_t limit = quotas_.per_type[t] != 0 ? quotas_.per_type[t] : quotas_.total;
-    if (counts_[t] >= limit || live_ >= quotas_.total) {
-        return rdma::Error(RI_ENOSPC, "quota reached: " + std::to_string(counts_[t]) + " " +
-                                          std::string(resource_name(type)) + " objects, " + std::to_string(live_) +
-                                          " in all; free some or raise the limit in the krdmad configuration");
+    if (shared_ == nullptr) {
+        const uint32_t limit = quotas_.per_type[t] != 0 ? quotas_.per_type[t] : quotas_.total;
+        if (counts_[t] >= limit || live_ >= quotas_.total) {
+            return rdma::Error(RI_ENOSPC, "quota reached: " + std::to_string(counts_[t]) + " " +
+                                              std::string(resource_name(type)) + " objects, " + std::to_string(live_) +
+                                              " in all; free some or raise the limit in the krdmad configuration");
+        }
     }
     uint32_t index;
     if (!free_.empty()) {
@@ -92,6 +151,16 @@ rdma::Expected<Handle> ResourceTable::add(ResourceType type, Handle parent, std:
     } else {
         index = static_cast<uint32_t>(slots_.size());
         slots_.emplace_back();
+    }
+    // Taken once the slot exists and has room for its references, so that nothing below can fail with the object
+    // counted.
+    slots_[index].refs.clear();
+    slots_[index].refs.reserve(refs.size());
+    if (shared_ != nullptr) {
+        if (auto r = shared_->take(type); !r) {
+            free_.push_back(index);
+            return r.error();
+        }
     }
     Slot &s = slots_[index];
     s.used = true;
@@ -152,6 +221,7 @@ void ResourceTable::release(uint32_t index) {
     s.generation = s.generation == UINT32_MAX ? 1 : s.generation + 1;  // stale handles stay stale
     --counts_[static_cast<size_t>(s.type)];
     --live_;
+    if (shared_ != nullptr) shared_->give(s.type);
     free_.push_back(index);
 }
 

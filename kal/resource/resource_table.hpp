@@ -14,9 +14,12 @@
 #define KAL_RESOURCE_RESOURCE_TABLE_HPP
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -51,18 +54,58 @@ public:
     virtual ~Resource() = default;
 };
 
-/** @brief Limits of one table. */
+/** @brief Limits of a table or an ObjectBudget. */
 struct Quotas {
     std::array<uint32_t, kResourceTypes> per_type{};  /**< Most objects of each type (0 = use ::total). */
     uint32_t total = 4096;                              /**< Most objects of all types together. */
     bool operator==(const Quotas &) const = default;
 };
 
+/**
+ * @brief Objects counted across tables: one process's (every device connection of it) or one user's (every
+ *        process of the uid), each charging its parent too, as the memory accounts do. Thread-safe.
+ */
+class ObjectBudget {
+public:
+    /**
+     * @brief A budget of @p limits (Quotas::total 0: counts, limits nothing) named @p name in refusals ("process 1234", "uid 1000"), within @p parent (null:
+     *        none); @p refused (optional, outliving the budget) counts the refusals this budget makes.
+     */
+    ObjectBudget(const Quotas &limits, std::shared_ptr<ObjectBudget> parent, std::string name,
+                 std::atomic<uint64_t> *refused = nullptr);
+    ObjectBudget(const ObjectBudget &) = delete;
+    ObjectBudget &operator=(const ObjectBudget &) = delete;
+    ~ObjectBudget();
+    /** @brief Counts one more object of @p type here and in every parent; ::RI_ENOSPC, naming who refused, over a limit. */
+    [[nodiscard]] rdma::Expected<void> take(ResourceType type);
+    /** @brief Gives back one object of @p type taken with take(). */
+    void give(ResourceType type) noexcept;
+    /** @brief Live objects of all types counted here. */
+    [[nodiscard]] uint32_t total() const;
+    /** @brief The limits. */
+    [[nodiscard]] const Quotas &limits() const noexcept { return limits_; }
+
+private:
+    rdma::Expected<void> take_here(ResourceType type);
+    void give_here(ResourceType type) noexcept;
+
+    const Quotas limits_;
+    const std::shared_ptr<ObjectBudget> parent_;
+    const std::string name_;
+    std::atomic<uint64_t> *refused_;
+    mutable std::mutex mutex_;
+    std::array<uint32_t, kResourceTypes> counts_{};
+    uint32_t live_ = 0;
+};
+
 /** @brief One connection's handle table and ownership tree. */
 class ResourceTable {
 public:
-    /** @brief An empty table with @p quotas. */
-    explicit ResourceTable(const Quotas &quotas);
+    /**
+     * @brief An empty table with @p quotas; with @p shared (the process's budget), the shared budget limits instead,
+     *        so a process gets its quotas once whatever number of device connections it opens.
+     */
+    explicit ResourceTable(const Quotas &quotas, std::shared_ptr<ObjectBudget> shared = nullptr);
     ResourceTable(const ResourceTable &) = delete;
     ResourceTable &operator=(const ResourceTable &) = delete;
     /** @brief Tears everything down in dependency order. */
@@ -111,6 +154,7 @@ private:
     void teardown(Pred in_scope);
 
     Quotas quotas_;
+    std::shared_ptr<ObjectBudget> shared_;
     std::vector<Slot> slots_;
     std::vector<uint32_t> free_;
     std::array<uint32_t, kResourceTypes> counts_{};

@@ -591,6 +591,11 @@ void VerbCommands::serve() {
         a.refused_pins_host = n.pin_host.load(std::memory_order_relaxed);
         a.refused_pins_unmapped = n.pin_unmapped.load(std::memory_order_relaxed);
         a.refused_privileged_ports = n.privileged_port.load(std::memory_order_relaxed);
+        a.objects_per_process = accounts_.object_quotas() ? accounts_.object_quotas()->total : quotas_.total;
+        a.objects_per_user = accounts_.objects_per_user();
+        a.objects_of_caller = accounts_.objects_of(c.peer().uid);
+        a.refused_objects_process = n.objects_process.load(std::memory_order_relaxed);
+        a.refused_objects_user = n.objects_user.load(std::memory_order_relaxed);
         std::memcpy(rep.payload.data(), &a, sizeof a);
         return RI_OK;
     });

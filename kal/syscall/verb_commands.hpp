@@ -45,7 +45,7 @@ struct Context {
      *        shared by all its connections) and counting refusals in @p all.
      */
     Context(const Peer &who, const Quotas &quotas, Accounts &all, std::shared_ptr<ProcessAccount> process_account)
-        : peer(who), accounts(&all), account(std::move(process_account)), pins(account->pins), table(quotas) {}
+        : peer(who), accounts(&all), account(std::move(process_account)), pins(account->pins), table(quotas, account->objects) {}
     Peer peer;                               /**< Who the connection is. */
     Accounts *accounts;                      /**< Every process's and user's account. */
     std::shared_ptr<ProcessAccount> account; /**< The account of the connection's process. */

@@ -35,14 +35,19 @@ using testutil::sys;
 struct Consumer {
     std::unique_ptr<ual::DeviceClient> client;
     uint64_t pd = 0;
+    uint64_t rnic = 0;
     static std::optional<Consumer> open(const fs::path &device) {
         auto c = ual::DeviceClient::connect(device);
         if (!c) return std::nullopt;
         Consumer out{std::move(*c)};
-        uint64_t rnic = 0;
-        if (testutil::open_rnic(*out.client, "cpp0", &rnic) != RI_OK) return std::nullopt;
-        if (sys(*out.client, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &out.pd) != RI_OK) return std::nullopt;
+        if (testutil::open_rnic(*out.client, "cpp0", &out.rnic) != RI_OK) return std::nullopt;
+        if (sys(*out.client, RI_ALLOC_PD, out.rnic, nullptr, 0, nullptr, 0, &out.pd) != RI_OK) return std::nullopt;
         return out;
+    }
+    // One more PD on the connection's RNIC open.
+    ri_status_t another_pd() {
+        uint64_t h = 0;
+        return sys(*client, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &h);
     }
     ri_status_t reg(uint64_t addr, uint64_t length) {
         ri_mr_reg_t r{};
@@ -313,6 +318,52 @@ TEST_F(Limits, QueueMemoryAKvpHoldsIsChargedToItsOwner) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     EXPECT_EQ(limits()["pinned_bytes"]["in_use"], 0);
+}
+
+// Objects (RNIC opens, PDs...) are limited per process over all its device connections, and per user over all its
+// processes: another connection no longer brings a process a new quota, and another user keeps its own.
+TEST_F(Limits, ObjectsArePerProcessOverItsConnectionsAndPerUser) {
+    start_krdmad(R"({"objects_per_process": 6, "objects_per_user": 10})");
+    const fs::path log = dir_ / "first.out", ready = flags_ / "ready", done = flags_ / "done";
+    // Each Consumer is an RNIC open and a PD: two objects.
+    pid_t first = fork_child(log, log, nobody_, [&] {
+        auto a = Consumer::open(device_);
+        auto b = Consumer::open(device_);
+        if (!a || !b) return 10;
+        if (a->another_pd() != RI_OK || a->another_pd() != RI_OK) return 11;  // 6
+        if (b->another_pd() != RI_ENOSPC) return 12;                          // the process's 7th, on its 2nd connection
+        std::ofstream(ready.string()) << "ready";
+        hold_until(done);
+        return 0;
+    });
+    ASSERT_TRUE(wait_file(ready)) << read_text(log);
+    // A second nobody process has room of its own (2 + 2 of 6) until nobody's 10 are reached.
+    const fs::path log2 = dir_ / "second.out";
+    pid_t second = fork_child(log2, log2, nobody_, [&] {
+        auto c = Consumer::open(device_);
+        if (!c) return 10;
+        if (c->another_pd() != RI_OK || c->another_pd() != RI_OK) return 11;  // nobody: 10
+        return c->another_pd() == RI_ENOSPC ? 0 : 12;
+    });
+    EXPECT_EQ(wait_exit(second), 0) << read_text(log2);
+    // Another user is not affected.
+    const fs::path log3 = dir_ / "daemon.out";
+    pid_t other = fork_child(log3, log3, daemon_, [&] {
+        auto d = Consumer::open(device_);
+        if (!d) return 10;
+        for (int i = 0; i < 4; ++i) {
+            if (d->another_pd() != RI_OK) return 11 + i;
+        }
+        return 0;
+    });
+    EXPECT_EQ(wait_exit(other), 0) << read_text(log3);
+    auto j = limits();
+    EXPECT_EQ(j["objects"]["per_process"], 6) << j.dump();
+    EXPECT_EQ(j["objects"]["per_user"], 10) << j.dump();
+    EXPECT_EQ(j["refused"]["objects_process"], 1) << j.dump();
+    EXPECT_EQ(j["refused"]["objects_user"], 1) << j.dump();
+    std::ofstream(done.string()) << "done";
+    EXPECT_EQ(wait_exit(first), 0) << read_text(log);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // imply, quotas, and teardown in dependency order.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -142,6 +144,53 @@ TEST(ResourceQuotas, PerTypeAndTotal) {
     ASSERT_FALSE(over_total);
     EXPECT_EQ(over_total.error().code(), RI_ENOSPC);
     EXPECT_EQ(t.total(), 5u);
+}
+
+// Two tables (two device connections of one process) share their process's budget, and two processes their user's:
+// each limit refuses with its own name and counter, and what a table destroys (or tears down) is given back.
+TEST(ResourceQuotas, ProcessAndUserBudgetsSpanTables) {
+    std::atomic<uint64_t> refused_process{0}, refused_user{0};
+    Quotas of_user;
+    of_user.total = 7;
+    auto user = std::make_shared<kal::ObjectBudget>(of_user, nullptr, "uid 65534", &refused_user);
+    Quotas of_process;
+    of_process.total = 4;
+    of_process.per_type[static_cast<size_t>(ResourceType::pd)] = 3;
+    auto first = std::make_shared<kal::ObjectBudget>(of_process, user, "process 10", &refused_process);
+    auto second = std::make_shared<kal::ObjectBudget>(of_process, user, "process 11", &refused_process);
+    Quotas roomy;  // the tables' own quotas no longer apply
+    roomy.total = 1;
+    auto a = std::make_unique<ResourceTable>(roomy, first);
+    ResourceTable b(roomy, first);
+    auto ra = a->add(ResourceType::rnic, 0, {}, nullptr);
+    auto rb = b.add(ResourceType::rnic, 0, {}, nullptr);
+    ASSERT_TRUE(ra && rb);
+    ASSERT_TRUE(a->add(ResourceType::pd, *ra, {}, nullptr));
+    ASSERT_TRUE(b.add(ResourceType::pd, *rb, {}, nullptr));
+    auto over = b.add(ResourceType::pd, *rb, {}, nullptr);  // the process's 5th object
+    ASSERT_FALSE(over);
+    EXPECT_EQ(over.error().code(), RI_ENOSPC);
+    EXPECT_NE(over.error().message().find("process 10"), std::string::npos) << over.error().message();
+    EXPECT_EQ(refused_process.load(), 1u);
+    EXPECT_EQ(first->total(), 4u);
+    EXPECT_EQ(user->total(), 4u);
+    // The other process has room of its own, until the user's 7 are reached.
+    ResourceTable c(roomy, second);
+    auto rc = c.add(ResourceType::rnic, 0, {}, nullptr);
+    ASSERT_TRUE(rc);
+    ASSERT_TRUE(c.add(ResourceType::pd, *rc, {}, nullptr));
+    ASSERT_TRUE(c.add(ResourceType::pd, *rc, {}, nullptr));
+    auto user_full = c.add(ResourceType::pd, *rc, {}, nullptr);
+    ASSERT_FALSE(user_full);
+    EXPECT_NE(user_full.error().message().find("uid 65534"), std::string::npos) << user_full.error().message();
+    EXPECT_EQ(refused_user.load(), 1u);
+    EXPECT_EQ(second->total(), 3u) << "a refusal by the user leaves the process's count as it was";
+    // A connection that goes gives its objects back to its process and its user.
+    a.reset();
+    EXPECT_EQ(first->total(), 2u);
+    EXPECT_EQ(user->total(), 5u);
+    EXPECT_TRUE(c.add(ResourceType::pd, *rc, {}, nullptr));
+    EXPECT_EQ(user->total(), 6u);
 }
 
 }  // namespace

@@ -216,7 +216,12 @@ struct krdma_limits {
     uint64_t refused_pins_host;         /**< ... over the host's limit. */
     uint64_t refused_pins_unmapped;     /**< Pins of memory the process has not mapped. */
     uint64_t refused_privileged_ports;  /**< Listens on a privileged port without CAP_NET_BIND_SERVICE. */
-    uint64_t reserved[8];               /**< Zero. */
+    uint64_t objects_per_process;       /**< Objects of one process over all its connections (all types). */
+    uint64_t objects_per_user;          /**< Objects of all processes of one non-root uid (0: no own limit). */
+    uint64_t objects_of_caller;         /**< Objects the caller's uid holds now. */
+    uint64_t refused_objects_process;   /**< Objects refused over a process's quotas. */
+    uint64_t refused_objects_user;      /**< ... over a user's. */
+    uint64_t reserved[3];               /**< Zero. */
 };
 
 /** @brief HELLO command code. */
