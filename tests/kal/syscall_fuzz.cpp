@@ -425,7 +425,16 @@ private:
             }
             CHECK(reply_.hdr.status >= 0 && reply_.hdr.status < 4096, "client %d: status %d", index_, reply_.hdr.status);
             if (reply_.hdr.status != 0) {
-                CHECK(reply_.payload_len() == 0 && reply_.nfds == 0, "client %d: an error reply with a payload", index_);
+                // Never descriptors; a reason (text of at most KRDMA_MAX_REASON bytes, no C0 control character or
+                // DEL) only once the client has said HELLO with minor version 1 or later (abi.h, "Versions").
+                const size_t n = reply_.payload_len();
+                CHECK(reply_.nfds == 0 && (n == 0 || (minor_ >= 1 && n <= KRDMA_MAX_REASON)),
+                      "client %d: an error reply (status %d) with a payload of %zu bytes and %zu descriptors to cmd %#x "
+                      "(seq %u) at minor version %u", index_, reply_.hdr.status, n, static_cast<size_t>(reply_.nfds),
+                      reply_.hdr.cmd, reply_.hdr.seq, minor_);
+                const uint8_t *text = reply_.body.data();
+                CHECK(std::none_of(text, text + n, [](uint8_t b) { return b < 0x20 || b == 0x7f; }),
+                      "client %d: an error reason with a control character", index_);
             } else if (exact_seq) {
                 CHECK(reply_.hdr.cmd == cmd, "client %d: reply to cmd %#x for %#x", index_, reply_.hdr.cmd, cmd);
                 CHECK(reply_.payload_len() == krdma::command_size(cmd), "client %d: reply of %zu bytes to cmd %#x",
@@ -961,7 +970,16 @@ private:
             default: {
                 krdma_hello h{};
                 h.abi_version = in.chance(90) ? KRDMA_ABI_VERSION : in.u32();
-                (void)send_request(KRDMA_CMD_HELLO, &h, sizeof h, 0);
+                if (send_request(KRDMA_CMD_HELLO, &h, sizeof h, 0) == RI_OK) {
+                    // Major 1 taken, answered with the lower of the two minors, which this connection now speaks.
+                    krdma_hello a;
+                    std::memcpy(&a, reply_.body.data(), sizeof a);
+                    const uint32_t minor = std::min<uint32_t>(KRDMA_ABI_MINOR_OF(h.abi_version), KRDMA_ABI_MINOR);
+                    CHECK(KRDMA_ABI_MAJOR_OF(h.abi_version) == KRDMA_ABI_VERSION &&
+                              a.abi_version == KRDMA_ABI_WORD(KRDMA_ABI_VERSION, minor),
+                          "client %d: HELLO %#x answered with %#x", index_, h.abi_version, a.abi_version);
+                    minor_ = minor;
+                }
                 break;
             }
         }
@@ -991,6 +1009,7 @@ private:
     Stats &stats_;
     Rig &rig_;
     uint32_t seq_ = 0;
+    uint32_t minor_ = 0;  // the protocol minor version of the connection (0 until a HELLO says otherwise)
     krdma::Message reply_;
     krdma_syscall answer_{};
     krdma::UniqueFd spare_[3];
