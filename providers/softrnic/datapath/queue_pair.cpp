@@ -44,6 +44,9 @@ constexpr auto kNudgeAfter = std::chrono::milliseconds(25);
 constexpr int kNudgeBackoff = 8;
 constexpr auto kNudgeWindow = std::chrono::seconds(1);
 constexpr uint8_t kMaxNudges = 2;
+// A stream that has not gone quiet this long after the RDMA-mode transition (its socket stays full) is not the one
+// the nudge is for: the timer stops.
+constexpr auto kNudgeGiveUp = std::chrono::seconds(5);
 
 // SOFTRNIC_NUDGE=0 in a consumer's environment turns the nudge off, to compare against a peer without it.
 bool nudge_enabled() {
@@ -1135,7 +1138,9 @@ std::optional<Clock::time_point> QueuePair::nudge_due(Clock::time_point now) {
         std::lock_guard g(mutex_);
         if (!stream_) return std::nullopt;
         Stream &s = *stream_;
-        if (!s.nudge_armed || state_ != RI_QPS_RTS || s.fail != Stream::Fail::none) {
+        if (!s.nudge_armed || state_ != RI_QPS_RTS || s.fail != Stream::Fail::none ||
+            now - s.rdma_mode > kNudgeGiveUp) {
+            s.nudge_armed = false;
             s.nudge_timer = false;
             return std::nullopt;
         }
