@@ -87,6 +87,7 @@ end_rss=$(rss_kib)
 echo "krdmad: descriptors ${start_fds:-?} -> $end_fds, RSS ${start_rss:-?} -> $end_rss KiB; slowest reclaim ${worst_ms} ms"
 if [[ -n $start_fds ]] && (( end_fds > start_fds + 2 )); then
   echo "chaos.sh: krdmad's descriptors grew"; failures=$((failures + 1))
+  ls -l "/proc/$kpid/fd" | awk 'NR > 1 {print $NF}' | sed 's/[0-9][0-9]*/N/g' | sort | uniq -c
 fi
 if [[ -n $start_rss ]] && (( end_rss > start_rss + 16384 )); then
   echo "chaos.sh: krdmad's memory grew by more than 16 MiB"; failures=$((failures + 1))

@@ -29,7 +29,16 @@ uint64_t Accounts::per_user(uid_t uid) const noexcept {
 }
 
 ProcessAccount::~ProcessAccount() {
-    if (process >= 0) ::close(process);
+    if (pidfd_ >= 0) ::close(pidfd_);
+}
+
+int ProcessAccount::pidfd() {
+#ifdef SYS_pidfd_open
+    std::call_once(pidfd_once_, [this] {
+        if (pid_ > 0) pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
+    });
+#endif
+    return pidfd_;
 }
 
 std::shared_ptr<ProcessAccount> Accounts::process(pid_t pid, uint64_t start_time, uid_t uid) {
@@ -45,12 +54,6 @@ std::shared_ptr<ProcessAccount> Accounts::process(pid_t pid, uint64_t start_time
         user = std::make_shared<PinBudget>(per_user(uid), &host_, "uid " + std::to_string(uid));
         users_[uid] = user;
     }
-    // The caller holds a live connection of the process: the pidfd names that process (not a later one of the pid).
-#ifdef SYS_pidfd_open
-    const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-#else
-    const int pidfd = -1;
-#endif
     std::shared_ptr<ObjectBudget> objects;
     if (objects_) {
         // Every user has one, to count; root's and, with objects_per_user 0, everyone's limits nothing (total 0).
@@ -66,7 +69,7 @@ std::shared_ptr<ProcessAccount> Accounts::process(pid_t pid, uint64_t start_time
                                                  "process " + std::to_string(pid) + " (limits.objects_per_process)",
                                                  &refusals_.objects_process);
     }
-    auto account = std::make_shared<ProcessAccount>(std::move(user), per_process_, pidfd, std::move(objects));
+    auto account = std::make_shared<ProcessAccount>(std::move(user), per_process_, pid, std::move(objects));
     slot = account;
     return account;
 }

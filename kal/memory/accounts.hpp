@@ -32,26 +32,31 @@ namespace kal {
 /** @brief One process's account: its pins and charges, within its user's budget. */
 struct ProcessAccount {
     /**
-     * @brief An account charging @p budget (its user's), limited to @p limit bytes, of the process @p pidfd names
-     *        (a pidfd the account closes; -1 when none could be had).
+     * @brief An account charging @p budget (its user's), limited to @p limit bytes, of process @p pid, whose objects
+     *        @p object_budget counts (null: each connection's table limits itself).
      */
-    ProcessAccount(std::shared_ptr<PinBudget> budget, uint64_t limit, int pidfd = -1)
-        : user(std::move(budget)), pins(*user, limit), process(pidfd) {}
-    /** @brief The same, with the process's object budget @p object_budget (charging its user's). */
-    ProcessAccount(std::shared_ptr<PinBudget> budget, uint64_t limit, int pidfd,
-                   std::shared_ptr<ObjectBudget> object_budget)
-        : user(std::move(budget)), pins(*user, limit), process(pidfd), objects(std::move(object_budget)) {}
+    ProcessAccount(std::shared_ptr<PinBudget> budget, uint64_t limit, pid_t pid = 0,
+                   std::shared_ptr<ObjectBudget> object_budget = nullptr)
+        : user(std::move(budget)), pins(*user, limit), objects(std::move(object_budget)), pid_(pid) {}
     ~ProcessAccount();
     ProcessAccount(const ProcessAccount &) = delete;
     ProcessAccount &operator=(const ProcessAccount &) = delete;
+    /**
+     * @brief A pidfd of the process, for check_mapped(): opened at the first call, while a connection of the process
+     *        is live (a process that never pins holds none); -1 when none could be had.
+     */
+    [[nodiscard]] int pidfd();
     std::shared_ptr<PinBudget> user;  /**< The budget of the process's uid (kept alive by its accounts). */
     PinMap pins;                      /**< What the process has pinned and charged. */
-    /** A pidfd of the process, for check_mapped() (opened once: a pin then costs one system call to check). */
-    const int process;
     /** The process's objects over all its device connections (null: each connection's table limits itself). */
     std::shared_ptr<ObjectBudget> objects;
     /** When the limit was last taken from the process's rights (never: the epoch). */
     std::chrono::steady_clock::time_point rights_read{};
+
+private:
+    pid_t pid_;
+    std::once_flag pidfd_once_;
+    int pidfd_ = -1;
 };
 
 /** @brief Refusals counted for `rdmactl limits` (any thread). */

@@ -188,7 +188,7 @@ ri_status_t pin_range(void *host_ctx, uint64_t addr, uint64_t length, uint32_t, 
         // Only pages the process has mapped, checked for the pages this pin adds (after the limits, as Linux does):
         // an account charged for pages that do not exist would be a way to take the budget without holding memory.
         const pid_t pid = ctx->peer.pid;
-        const int pidfd = ctx->account->process;
+        const int pidfd = ctx->account->pidfd();
         const PinMap::RangeCheck mapped = [pidfd, pid, length](const std::vector<PageRange> &fresh) -> rdma::Expected<void> {
             for (const PageRange &g : fresh) {
                 if (auto m = check_mapped(pidfd, pid, g.start, g.bytes()); !m) {
