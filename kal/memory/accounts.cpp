@@ -56,11 +56,11 @@ std::shared_ptr<ProcessAccount> Accounts::process(pid_t pid, uint64_t start_time
     }
     std::shared_ptr<ObjectBudget> objects;
     if (objects_) {
-        // Every user has one, to count; root's and, with objects_per_user 0, everyone's limits nothing (total 0).
+        // Every user has one, to count; root's and, with objects_per_user 0, everyone's limits nothing.
         std::shared_ptr<ObjectBudget> of_user = user_objects_[uid].lock();
         if (!of_user) {
             Quotas q;
-            q.total = uid == 0 ? 0 : objects_per_user_;
+            q.total = uid == 0 || objects_per_user_ == 0 ? UINT32_MAX : objects_per_user_;
             of_user = std::make_shared<ObjectBudget>(q, nullptr, "uid " + std::to_string(uid) + " (limits.objects_per_user)",
                                                      &refusals_.objects_user);
             user_objects_[uid] = of_user;
@@ -109,21 +109,6 @@ std::optional<bool> mapped_by_madvise(int pidfd, uint64_t addr, uint64_t length)
 }
 
 }  // namespace
-
-rdma::Expected<void> check_mapped(pid_t pid, uint64_t addr, uint64_t length) {
-    // A few pages are read quicker than a pidfd is opened.
-    const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-    constexpr uint64_t kReadUpTo = 8;
-#ifdef SYS_pidfd_open
-    if (length > kReadUpTo * page) {
-        const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-        auto r = check_mapped(fd, pid, addr, length);
-        if (fd >= 0) ::close(fd);
-        return r;
-    }
-#endif
-    return check_mapped(-1, pid, addr, length);
-}
 
 rdma::Expected<void> check_mapped(int pidfd, pid_t pid, uint64_t addr, uint64_t length) {
     if (length == 0 || addr + length < addr) return rdma::Error(RI_EINVAL, "empty or wrapping memory range");

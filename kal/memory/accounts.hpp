@@ -125,16 +125,14 @@ private:
 };
 
 /**
- * @brief Whether every page of [@p addr, @p addr + @p length) is mapped in process @p pid. process_madvise
- *        (MADV_WILLNEED) over the range walks the process's mappings and faults nothing in (about 1.5 us with a pidfd
- *        at hand, whatever the length); a range with a hole (to name the page), a kernel that cannot answer and,
- *        without a pidfd, a short range have one byte of each page read with process_vm_readv() instead (0.3 us a
- *        page), which also needs the page readable. RI_EFAULT names the
- *        first page that is not mapped; where the kAL may not read the process (no ptrace access), the range is
- *        accepted and the owner's own mlock() remains the check.
+ * @brief Whether every page of [@p addr, @p addr + @p length) is mapped in process @p pid, whose pidfd is @p pidfd
+ *        (-1: none). With a pidfd, process_madvise(MADV_WILLNEED) over the range walks the process's mappings and
+ *        faults nothing in (about 1.5 us up to 1 MiB); a range with a hole (to name the page), a kernel that cannot
+ *        answer and a caller without a pidfd have one byte of each page read with process_vm_readv() instead (0.3 us
+ *        a page), which also needs the page readable. RI_EFAULT names the first page that is not mapped; where the kAL
+ *        may not read the process (no ptrace access), the range is accepted and the owner's own mlock() remains the
+ *        check.
  */
-[[nodiscard]] rdma::Expected<void> check_mapped(pid_t pid, uint64_t addr, uint64_t length);
-/** @brief check_mapped() with the process's pidfd @p pidfd (-1: none), which spares opening one. */
 [[nodiscard]] rdma::Expected<void> check_mapped(int pidfd, pid_t pid, uint64_t addr, uint64_t length);
 
 }  // namespace kal

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <map>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -156,26 +157,42 @@ TEST(PinMap, AgreesWithAPageModel) {
     }
 }
 
-// The mapped check (kal::check_mapped) on this process's own memory: a range of untouched pages is mapped, a hole
-// in it is named, and checking a large range faults none of its pages in.
+// The mapped check (kal::check_mapped) on this process's own memory, with a pidfd as the kAL has one (madvise; pages
+// read only to name a hole) and without (every page read): a range of untouched pages is mapped, a hole in it is
+// named, and checking a large range with a pidfd faults none of its pages in.
 TEST(MappedCheck, AMappedRangePassesAndAHoleIsNamed) {
     constexpr size_t kPages = 64;
     auto *base = static_cast<uint8_t *>(::mmap(nullptr, kPages * P, PROT_READ | PROT_WRITE,
                                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     ASSERT_NE(base, MAP_FAILED);
     const auto at = reinterpret_cast<uintptr_t>(base);
-    EXPECT_TRUE(kal::check_mapped(::getpid(), at, kPages * P));
-    EXPECT_TRUE(kal::check_mapped(::getpid(), at + 100, 2 * P));  // a short range, read page by page
-    ASSERT_EQ(::munmap(base + 40 * P, P), 0);
-    auto r = kal::check_mapped(::getpid(), at, kPages * P);
-    ASSERT_FALSE(r);
-    EXPECT_EQ(r.error().code(), RI_EFAULT);
+    const int self = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
     char hole[32];
     std::snprintf(hole, sizeof hole, "%#llx", static_cast<unsigned long long>(at + 40 * P));
-    EXPECT_NE(r.error().message().find(hole), std::string::npos) << r.error().message();
-    EXPECT_FALSE(kal::check_mapped(::getpid(), at + 39 * P, 2 * P));
-    EXPECT_TRUE(kal::check_mapped(::getpid(), at, 40 * P));  // up to the hole
-    EXPECT_TRUE(kal::check_mapped(::getpid(), at + 41 * P, (kPages - 41) * P));
+    for (const bool unmapped : {false, true}) {
+        if (unmapped) {
+            ASSERT_EQ(::munmap(base + 40 * P, P), 0);
+        }
+        for (const int fd : {self, -1}) {
+            SCOPED_TRACE(std::string(fd < 0 ? "without" : "with") + " a pidfd, page 40 " +
+                         (unmapped ? "unmapped" : "mapped"));
+            EXPECT_TRUE(kal::check_mapped(fd, ::getpid(), at + 100, 2 * P));  // a short range
+            EXPECT_TRUE(kal::check_mapped(fd, ::getpid(), at, 40 * P));        // up to the hole
+            EXPECT_TRUE(kal::check_mapped(fd, ::getpid(), at + 41 * P, (kPages - 41) * P));
+            auto whole = kal::check_mapped(fd, ::getpid(), at, kPages * P);
+            auto across = kal::check_mapped(fd, ::getpid(), at + 39 * P, 2 * P);
+            if (!unmapped) {
+                EXPECT_TRUE(whole);
+                EXPECT_TRUE(across);
+                continue;
+            }
+            ASSERT_FALSE(whole);
+            EXPECT_EQ(whole.error().code(), RI_EFAULT);
+            EXPECT_NE(whole.error().message().find(hole), std::string::npos) << whole.error().message();
+            EXPECT_FALSE(across);
+        }
+    }
+    if (self >= 0) ::close(self);
     (void)::munmap(base, kPages * P);
 }
 
@@ -188,13 +205,14 @@ TEST(MappedCheck, ALargeRangeIsCheckedWithoutFaultingItIn) {
     iovec one{base, P};
     const long probe = pidfd < 0 ? -1 : ::syscall(SYS_process_madvise, pidfd, &one, 1, MADV_WILLNEED, 0);
     const int err = errno;
-    if (pidfd >= 0) ::close(pidfd);
     if (probe < 0) {
+        if (pidfd >= 0) ::close(pidfd);
         (void)::munmap(base, kPages * P);
         GTEST_SKIP() << "process_madvise(MADV_WILLNEED) is not available here (errno " << err
                      << "): the check reads each page instead";
     }
-    EXPECT_TRUE(kal::check_mapped(::getpid(), reinterpret_cast<uintptr_t>(base), kPages * P));
+    EXPECT_TRUE(kal::check_mapped(pidfd, ::getpid(), reinterpret_cast<uintptr_t>(base), kPages * P));
+    ::close(pidfd);
     std::vector<unsigned char> resident(kPages);
     ASSERT_EQ(::mincore(base, kPages * P, resident.data()), 0);
     size_t in = 0;
