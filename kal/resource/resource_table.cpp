@@ -66,7 +66,7 @@ rdma::Expected<void> ObjectBudget::take_here(ResourceType type) {
     const size_t t = static_cast<size_t>(type);
     std::lock_guard lock(mutex_);
     const uint32_t limit = limits_.per_type[t] != 0 ? limits_.per_type[t] : limits_.total;
-    if (limits_.total != 0 && (counts_[t] >= limit || live_ >= limits_.total)) {
+    if (counts_[t] >= limit || live_ >= limits_.total) {
         if (refused_ != nullptr) refused_->fetch_add(1, std::memory_order_relaxed);
         return rdma::Error(RI_ENOSPC, "quota reached: " + name_ + " holds " + std::to_string(counts_[t]) + " " +
                                           std::string(resource_name(type)) + " objects, " + std::to_string(live_) +
@@ -107,7 +107,7 @@ uint32_t ObjectBudget::total() const {
 }
 
 ResourceTable::ResourceTable(const Quotas &quotas, std::shared_ptr<ObjectBudget> shared)
-    : quotas_(quotas), shared_(std::move(shared)) {}
+    : budget_(shared != nullptr ? std::move(shared) : std::make_shared<ObjectBudget>(quotas, nullptr, "this connection")) {}
 
 ResourceTable::~ResourceTable() { clear(); }
 
@@ -136,14 +136,6 @@ rdma::Expected<Handle> ResourceTable::add(ResourceType type, Handle parent, std:
                                              " refers to an object that is not a live object of this process");
         }
     }
-    if (shared_ == nullptr) {
-        const uint32_t limit = quotas_.per_type[t] != 0 ? quotas_.per_type[t] : quotas_.total;
-        if (counts_[t] >= limit || live_ >= quotas_.total) {
-            return rdma::Error(RI_ENOSPC, "quota reached: " + std::to_string(counts_[t]) + " " +
-                                              std::string(resource_name(type)) + " objects, " + std::to_string(live_) +
-                                              " in all; free some or raise the limit in the krdmad configuration");
-        }
-    }
     uint32_t index;
     if (!free_.empty()) {
         index = free_.back();
@@ -156,11 +148,9 @@ rdma::Expected<Handle> ResourceTable::add(ResourceType type, Handle parent, std:
     // counted.
     slots_[index].refs.clear();
     slots_[index].refs.reserve(refs.size());
-    if (shared_ != nullptr) {
-        if (auto r = shared_->take(type); !r) {
-            free_.push_back(index);
-            return r.error();
-        }
+    if (auto r = budget_->take(type); !r) {
+        free_.push_back(index);
+        return r.error();
     }
     Slot &s = slots_[index];
     s.used = true;
@@ -221,7 +211,7 @@ void ResourceTable::release(uint32_t index) {
     s.generation = s.generation == UINT32_MAX ? 1 : s.generation + 1;  // stale handles stay stale
     --counts_[static_cast<size_t>(s.type)];
     --live_;
-    if (shared_ != nullptr) shared_->give(s.type);
+    budget_->give(s.type);
     free_.push_back(index);
 }
 

@@ -68,7 +68,7 @@ struct Quotas {
 class ObjectBudget {
 public:
     /**
-     * @brief A budget of @p limits (Quotas::total 0: counts, limits nothing) named @p name in refusals ("process 1234", "uid 1000"), within @p parent (null:
+     * @brief A budget of @p limits named @p name in refusals ("process 1234", "uid 1000"), within @p parent (null:
      *        none); @p refused (optional, outliving the budget) counts the refusals this budget makes.
      */
     ObjectBudget(const Quotas &limits, std::shared_ptr<ObjectBudget> parent, std::string name,
@@ -102,8 +102,8 @@ private:
 class ResourceTable {
 public:
     /**
-     * @brief An empty table with @p quotas; with @p shared (the process's budget), the shared budget limits instead,
-     *        so a process gets its quotas once whatever number of device connections it opens.
+     * @brief An empty table with @p quotas of its own; with @p shared (the process's budget), the shared budget
+     *        limits instead, so a process gets its quotas once whatever number of device connections it opens.
      */
     explicit ResourceTable(const Quotas &quotas, std::shared_ptr<ObjectBudget> shared = nullptr);
     ResourceTable(const ResourceTable &) = delete;
@@ -153,8 +153,7 @@ private:
     template <class Pred>
     void teardown(Pred in_scope);
 
-    Quotas quotas_;
-    std::shared_ptr<ObjectBudget> shared_;
+    std::shared_ptr<ObjectBudget> budget_;  // the process's, or this table's own
     std::vector<Slot> slots_;
     std::vector<uint32_t> free_;
     std::array<uint32_t, kResourceTypes> counts_{};
