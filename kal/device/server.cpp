@@ -466,57 +466,80 @@ void DeviceServer::run() {
             s->loop_thread_.store(std::thread::id{});
         }
     } stopped{this};
+    while (turn(tick_ ? tick_() : -1)) {
+    }
+}
+
+bool DeviceServer::run_once(int timeout_ms) {
+    {
+        std::lock_guard lock(tasks_mutex_);
+        if (loop_state_ == LoopState::stopped) return false;
+        loop_state_ = LoopState::running;
+    }
+    loop_thread_.store(std::this_thread::get_id());
+    int timeout = tick_ ? tick_() : -1;
+    if (timeout < 0 || (timeout_ms >= 0 && timeout_ms < timeout)) timeout = timeout_ms;
+    if (turn(timeout)) return true;
+    // Stopped: as when run() returns, waiting callers get their tasks run and later calls run inline.
+    {
+        std::lock_guard lock(tasks_mutex_);
+        loop_state_ = LoopState::stopped;
+    }
+    run_tasks();
+    loop_thread_.store(std::thread::id{});
+    return false;
+}
+
+bool DeviceServer::turn(int timeout_ms) {
     // One epoll set, level-triggered (a readiness not consumed is reported again, as poll() would): an event costs
     // the same with ten endpoints watched or ten thousand.
     constexpr int kEvents = 64;
     epoll_event events[kEvents];
-    for (;;) {
-        const int timeout = tick_ ? tick_() : -1;
-        const int n = ::epoll_wait(epoll_.get(), events, kEvents, timeout);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            RDMA_LOG_ERROR(kComponent, "epoll_wait: %s", std::strerror(errno));
-            return;
-        }
-        for (int i = 0; i < n; ++i) {
-            const uint64_t data = events[i].data.u64;
-            const auto revents = static_cast<short>(events[i].events);
-            switch (static_cast<Kind>(data >> 56)) {
-                case kStop: return;
-                case kListener: accept_clients(); break;
-                case kWake: {
-                    uint64_t count;
-                    ssize_t r = ::read(wake_fd_.get(), &count, sizeof count);
-                    (void)r;
-                    break;
-                }
-                case kWatch: {
-                    const int fd = static_cast<int>(static_cast<uint32_t>(data));
-                    // A callback earlier in this batch may have removed or replaced this watch.
-                    auto w = watches_.find(fd);
-                    if (w == watches_.end() || (w->second.generation & 0xffffffu) != ((data >> 32) & 0xffffffu)) break;
-                    WatchFn fn = w->second.fn;  // a copy: the callback may unwatch itself
-                    fn(revents);
-                    break;
-                }
-                case kClient: {
-                    const auto id = static_cast<uint32_t>(data);
-                    Connection *c;
-                    {
-                        std::lock_guard lock(mutex_);
-                        auto it = clients_.find(id);
-                        if (it == clients_.end()) break;  // dropped earlier in this batch
-                        c = it->second.get();
-                    }
-                    const bool alive = c->held_ ? (revents & (POLLERR | POLLHUP)) == 0 && flush_held(*c) : serve(*c);
-                    if (!alive) drop(id);
-                    break;
-                }
-                default: break;
-            }
-        }
-        run_tasks();  // work other threads queued (call_on_loop), woken by the wake descriptor
+    const int n = ::epoll_wait(epoll_.get(), events, kEvents, timeout_ms);
+    if (n < 0) {
+        if (errno == EINTR) return true;
+        RDMA_LOG_ERROR(kComponent, "epoll_wait: %s", std::strerror(errno));
+        return false;
     }
+    for (int i = 0; i < n; ++i) {
+        const uint64_t data = events[i].data.u64;
+        const auto revents = static_cast<short>(events[i].events);
+        switch (static_cast<Kind>(data >> 56)) {
+            case kStop: return false;
+            case kListener: accept_clients(); break;
+            case kWake: {
+                uint64_t count;
+                ssize_t r = ::read(wake_fd_.get(), &count, sizeof count);
+                (void)r;
+                break;
+            }
+            case kWatch: {
+                const int fd = static_cast<int>(static_cast<uint32_t>(data));
+                // A callback earlier in this batch may have removed or replaced this watch.
+                auto w = watches_.find(fd);
+                if (w == watches_.end() || (w->second.generation & 0xffffffu) != ((data >> 32) & 0xffffffu)) break;
+                WatchFn fn = w->second.fn;  // a copy: the callback may unwatch itself
+                fn(revents);
+                break;
+            }
+            case kClient: {
+                const auto id = static_cast<uint32_t>(data);
+                Connection *c;
+                {
+                    std::lock_guard lock(mutex_);
+                    auto it = clients_.find(id);
+                    if (it == clients_.end()) break;  // dropped earlier in this batch
+                    c = it->second.get();
+                }
+                const bool alive = c->held_ ? (revents & (POLLERR | POLLHUP)) == 0 && flush_held(*c) : serve(*c);
+                if (!alive) drop(id);
+                break;
+            }
+            default: break;
+        }
+    }
+    run_tasks();  // work other threads queued (call_on_loop), woken by the wake descriptor
+    return true;
 }
 
 }  // namespace kal

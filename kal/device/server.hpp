@@ -147,6 +147,13 @@ public:
     [[nodiscard]] rdma::Expected<krdma::UniqueFd> connect_local();
     /** @brief Serves until stop(). */
     void run();
+    /**
+     * @brief Serves what is ready, waiting at most @p timeout_ms (negative: until something is) and less when an
+     *        on_tick() deadline comes first; false once stop() was called. For a caller that drives the server from
+     *        a loop of its own instead of a thread in run(): the calling thread is then the serving thread (handlers,
+     *        watches and call_on_loop() run on it), and work queued by other threads waits for its next call.
+     */
+    [[nodiscard]] bool run_once(int timeout_ms);
     /** @brief Makes run() return; callable from any thread or a signal handler. */
     void stop() noexcept;
     /** @brief Sends @p event to every client. */
@@ -213,6 +220,7 @@ public:
 private:
     void accept_clients();
     void adopt(krdma::UniqueFd sock);
+    bool turn(int timeout_ms);  // one wait and what it found; false when stopped
     bool serve(Connection &c);  // false when the connection is gone
     bool flush_held(Connection &c);  // false when the connection is gone
     void dispatch(Connection &c, krdma::Message &m);

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -546,6 +547,51 @@ TEST(Reason, CutsOnACodePointAndReplacesWhatIsNotPrintableUtf8) {
     EXPECT_EQ(text(std::string_view("a\0b", 3), 8), "a\xEF\xBF\xBD" "b");
     EXPECT_EQ(text("\xF0\x9F\x98\x80", 8), "\xF0\x9F\x98\x80");  // U+1F600
     EXPECT_EQ(text("\xF4\x90\x80\x80", 8).substr(0, 3), "\xEF\xBF\xBD");  // above U+10FFFF
+}
+
+// A server driven from its caller's own loop (run_once(), as the kal fuzz driver runs it): requests are served only
+// when the caller turns the loop, call_on_loop() from another thread waits for that turn, and after stop() the loop
+// says so and later calls run inline.
+TEST(DeviceRunOnce, ServesWhenTurnedAndStopsLikeRun) {
+    kal::DeviceServer server("/nonexistent/krdma-run-once");  // connect_local only
+    auto s = server.connect_local();
+    ASSERT_TRUE(s) << s.error().to_string();
+    krdma_msg_hdr h{};
+    h.cmd = KRDMA_CMD_ECHO;
+    h.seq = 3;
+    krdma_echo e{};
+    e.cookie = 42;
+    uint8_t pkt[sizeof h + sizeof e];
+    h.length = sizeof pkt;
+    std::memcpy(pkt, &h, sizeof h);
+    std::memcpy(pkt + sizeof h, &e, sizeof e);
+    ASSERT_EQ(::send(s->get(), pkt, sizeof pkt, 0), static_cast<ssize_t>(sizeof pkt));
+    pollfd p{s->get(), POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 50), 0) << "a reply before anyone turned the loop";
+    EXPECT_TRUE(server.run_once(1000));
+    ASSERT_EQ(::poll(&p, 1, 0), 1);
+    uint8_t back[sizeof pkt];
+    ASSERT_EQ(::recv(s->get(), back, sizeof back, 0), static_cast<ssize_t>(sizeof back));
+    krdma_msg_hdr rep;
+    std::memcpy(&rep, back, sizeof rep);
+    EXPECT_EQ(rep.seq, 3u);
+    EXPECT_EQ(rep.status, 0);
+    EXPECT_EQ(rep.flags, static_cast<uint32_t>(KRDMA_MSG_REPLY));
+    // Nothing to serve: the turn waits out its time and returns.
+    EXPECT_TRUE(server.run_once(0));
+    // Another thread's call runs on this thread, at the next turn.
+    const auto here = std::this_thread::get_id();
+    std::atomic<bool> ran_here{false};
+    std::thread other([&] { server.call_on_loop([&] { ran_here = std::this_thread::get_id() == here; return 0; }); });
+    for (int i = 0; i < 200 && !ran_here; ++i) EXPECT_TRUE(server.run_once(10));
+    other.join();
+    EXPECT_TRUE(ran_here);
+    // Stopped: the turn says so, and later calls from other threads run inline instead of waiting forever.
+    server.stop();
+    EXPECT_FALSE(server.run_once(1000));
+    EXPECT_FALSE(server.run_once(1000));
+    std::thread late([&] { EXPECT_EQ(server.call_on_loop([] { return 7; }), 7); });
+    late.join();
 }
 
 TEST_F(Device, PathInUseIsRefusedStaleSocketIsReplaced) {
