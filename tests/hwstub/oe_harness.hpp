@@ -42,12 +42,22 @@ using namespace std::chrono_literals;
 /** @brief The byte every guard area holds; a different byte there is a write outside registered memory. */
 inline constexpr uint8_t kCanary = 0xc5;
 
-/** @brief Polls @p done every 100 microseconds until it holds or @p limit passed; its last answer. */
+/**
+ * @brief Polls @p done until it holds or @p limit passed; its last answer. The first 200 microseconds between
+ *        yields (the engine thread usually answers within a few, and a sleep costs more than that), then every
+ *        100 microseconds.
+ */
 inline bool wait_until(const std::function<bool()> &done, std::chrono::milliseconds limit = 5000ms) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + limit;
     while (!done()) {
-        if (std::chrono::steady_clock::now() >= deadline) return done();
-        std::this_thread::sleep_for(100us);
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= deadline) return done();
+        if (now - start < 200us) {
+            std::this_thread::yield();
+        } else {
+            std::this_thread::sleep_for(100us);
+        }
     }
     return true;
 }

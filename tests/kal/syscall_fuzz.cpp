@@ -11,9 +11,11 @@
 // works, and closing the clients leaves no context, no pinned byte, no RNIC open and no extra descriptor.
 //
 // Built two ways: with libFuzzer (clang -fsanitize=fuzzer, see scripts/fuzz.sh kal) the input bytes drive one
-// thread that alternates between the two clients; otherwise main() runs the two clients in two threads from a seed
-// for a bounded number of requests (kal_syscall_fuzz REQUESTS [SEED]), under ASan/UBSan in the sanitizer build, or
-// replays saved inputs through the libFuzzer entry point (kal_syscall_fuzz PATH...: the corpus in tests/fuzz/corpus/kal).
+// thread that alternates between the two clients and serves the device between their requests (DeviceServer::
+// run_once(): no thread hand-off per request, which made the hand-offs most of an input's cost); otherwise main()
+// runs the two clients in two threads from a seed for a bounded number of requests (kal_syscall_fuzz REQUESTS
+// [SEED]) with the server on a thread of its own, under ASan/UBSan in the sanitizer build, or replays saved inputs
+// through the libFuzzer entry point (kal_syscall_fuzz PATH...: the corpus in tests/fuzz/corpus/kal).
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
@@ -133,6 +135,10 @@ std::vector<std::string> host_addresses() {
     return out;
 }
 
+// Whether the rig serves the device on a thread of its own (the seeded two-thread run) or from the one thread that
+// also runs the clients (libFuzzer inputs and replays); set before the rig is first used.
+bool g_server_thread = false;
+
 struct Rig {
     kal::PinBudget budget{1 << 30};
     rdma::rnicpi::ModuleLoader loader{kal::kal_host_ops(), TEST_PROVIDER_DIR};
@@ -143,6 +149,7 @@ struct Rig {
     std::vector<std::string> addresses = host_addresses();
     std::vector<Planned> plan;
     std::atomic<bool> serving{true};  // false once run() returned (it must not before the end)
+    const bool threaded = g_server_thread;
 
     Rig() {
         // One RNIC per address: cppkvp (ABI 1.1, pins memory, returns descriptors and events), then goodtest (a
@@ -163,14 +170,16 @@ struct Rig {
         verbs = std::make_unique<kal::VerbCommands>(*server, adapters, q, budget, kPinLimit);
         // The admin group is ours, so the administration commands are served whoever runs the test.
         kal::register_admin_commands(*server, adapters, kal::AdminPolicy{::getgid()});
-        thread = std::thread([this] {
-            server->run();
-            serving = false;
-        });
+        if (threaded) {
+            thread = std::thread([this] {
+                server->run();
+                serving = false;
+            });
+        }
     }
     ~Rig() {
         server->stop();
-        thread.join();
+        if (thread.joinable()) thread.join();
         verbs.reset();
         server.reset();
     }
@@ -194,12 +203,19 @@ struct Rig {
             CHECK(a, "cannot attach %s: %s", p.name.c_str(), a ? "" : a.error().to_string().c_str());
         }
     }
+    // Serves what is ready when this thread is the serving one, waiting at most @p timeout_ms for it (false when
+    // the server thread serves).
+    bool pump(int timeout_ms) {
+        if (threaded) return false;
+        if (!server->run_once(timeout_ms)) serving = false;
+        return true;
+    }
     // Waits (up to 2 s) until the server has seen every client go: in steps of 20 us, since the server thread
     // usually needs a few to do it, and every input of a libFuzzer run waits here once.
     void settle() {
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
         while ((server->connections() != 0 || verbs->contexts() != 0) && std::chrono::steady_clock::now() < until) {
-            std::this_thread::sleep_for(std::chrono::microseconds(20));
+            if (!pump(1)) std::this_thread::sleep_for(std::chrono::microseconds(20));
         }
     }
     void check_clean() {
@@ -404,8 +420,17 @@ public:
     [[nodiscard]] size_t live() const noexcept { return live_.size(); }
 
 private:
-    // Resumes after a signal (libFuzzer's SIGALRM) with the time that is left: see fuzz_wait.hpp.
-    bool wait_readable(int timeout_ms) { return fuzzwait::wait_readable(sock_.get(), timeout_ms); }
+    // Resumes after a signal (libFuzzer's SIGALRM) with the time that is left: see fuzz_wait.hpp. Without a server
+    // thread, serves the device meanwhile (what this client sent, and what the other one did).
+    bool wait_readable(int timeout_ms) {
+        if (!rig_.pump(0)) return fuzzwait::wait_readable(sock_.get(), timeout_ms);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+        for (;;) {
+            if (fuzzwait::wait_readable(sock_.get(), 0)) return true;
+            if (std::chrono::steady_clock::now() >= until) return false;
+            rig_.pump(1);
+        }
+    }
 
     // Receives until the reply to @p seq; events on the way are checked. Returns the reply in reply_.
     void await_reply(uint32_t seq, uint32_t cmd, bool exact_seq = true) {
@@ -1119,6 +1144,7 @@ int main(int argc, char **argv) {
     Stats stats;
     Input in(seed);
     const auto start = std::chrono::steady_clock::now();
+    g_server_thread = true;  // two client threads: the server gets a thread of its own
     run(in, requests, true, stats);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::printf("syscall_fuzz: %llu requests (seed %llu) in %.1f s: %llu syscalls succeeded (%llu objects created, %llu "
