@@ -28,6 +28,7 @@ merge=0
 build_only=0
 positional=()
 extra=()
+tuning=()  # libFuzzer options a target needs to run at its pace (set per target below; -- options come after)
 while (($# > 0)); do
   case "$1" in
     --merge) merge=1 ;;
@@ -108,6 +109,10 @@ case "$target" in
         -ldl -lpthread $(pkg-config --libs libnl-3.0 libnl-route-3.0) -o "$bin"
     fi
     mkdir -p "$work"
+    # Entropic scheduling keeps every feature seen fewer than 255 times as "rare" and looks each one up per input:
+    # with this target's ~28,000 features that bookkeeping cost more than the input itself (337 inputs/s against
+    # 578 with the threshold at 8, on the same corpus). At 8 the rarest features still steer the schedule.
+    tuning=(-entropic_feature_frequency_threshold=8)
     ;;
   mpa)
     bin="$out/fuzz_mpa"
@@ -157,7 +162,7 @@ esac
 
 mkdir -p "$kept" "$crashes"
 "$bin" "$work" "$kept" -max_total_time="$seconds" -max_len="$max_len" -timeout="$timeout" \
-  -artifact_prefix="$crashes/" -print_final_stats=1 ${extra[@]+"${extra[@]}"}
+  -artifact_prefix="$crashes/" -print_final_stats=1 ${tuning[@]+"${tuning[@]}"} ${extra[@]+"${extra[@]}"}
 
 if ((merge == 2)); then
   before=$(find "$kept" -type f | wc -l)
