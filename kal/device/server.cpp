@@ -458,13 +458,7 @@ void DeviceServer::run() {
     // However the loop ends, waiting callers get their tasks run (here, once more) and later calls run inline.
     struct Stopped {
         DeviceServer *s;
-        ~Stopped() {
-            std::unique_lock lock(s->tasks_mutex_);
-            s->loop_state_ = LoopState::stopped;
-            lock.unlock();
-            s->run_tasks();
-            s->loop_thread_.store(std::thread::id{});
-        }
+        ~Stopped() { s->end_loop(); }
     } stopped{this};
     while (turn(tick_ ? tick_() : -1)) {
     }
@@ -480,14 +474,17 @@ bool DeviceServer::run_once(int timeout_ms) {
     int timeout = tick_ ? tick_() : -1;
     if (timeout < 0 || (timeout_ms >= 0 && timeout_ms < timeout)) timeout = timeout_ms;
     if (turn(timeout)) return true;
-    // Stopped: as when run() returns, waiting callers get their tasks run and later calls run inline.
+    end_loop();
+    return false;
+}
+
+void DeviceServer::end_loop() {
     {
         std::lock_guard lock(tasks_mutex_);
         loop_state_ = LoopState::stopped;
     }
     run_tasks();
     loop_thread_.store(std::thread::id{});
-    return false;
 }
 
 bool DeviceServer::turn(int timeout_ms) {

@@ -221,6 +221,7 @@ private:
     void accept_clients();
     void adopt(krdma::UniqueFd sock);
     bool turn(int timeout_ms);  // one wait and what it found; false when stopped
+    void end_loop();  // the loop stopped: run waiting tasks; later call_on_loop() calls run inline
     bool serve(Connection &c);  // false when the connection is gone
     bool flush_held(Connection &c);  // false when the connection is gone
     void dispatch(Connection &c, krdma::Message &m);
