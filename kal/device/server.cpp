@@ -187,8 +187,18 @@ rdma::Status DeviceServer::send_record(uint32_t client_id, uint32_t code, std::s
 
 void DeviceServer::watch(int fd, short events, WatchFn fn) {
     const uint64_t generation = next_watch_++;
-    watches_[fd] = Watch{events, generation, std::move(fn)};
-    add(epoll_.get(), fd, static_cast<uint16_t>(events), watch_tag(fd, generation));
+    const bool fresh = watches_.insert_or_assign(fd, Watch{events, generation, std::move(fn)}).second;
+    epoll_event ev{};
+    ev.events = static_cast<uint16_t>(events);
+    ev.data.u64 = watch_tag(fd, generation);
+    // A descriptor watched already is modified, a new one added: one system call where trying ADD first cost two
+    // on every re-watch (MPA negotiation re-watches each socket twice). A watched number that its owner closed
+    // without unwatching is gone from the epoll set (MOD fails with ENOENT), and a number watched through
+    // another path is there already (ADD fails with EEXIST): each falls back to the other operation.
+    const int first = fresh ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
+    if (::epoll_ctl(epoll_.get(), first, fd, &ev) != 0 && (errno == EEXIST || errno == ENOENT)) {
+        (void)::epoll_ctl(epoll_.get(), fresh ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev);
+    }
 }
 
 void DeviceServer::unwatch(int fd) {
