@@ -1,6 +1,7 @@
 // The progress thread and its epoll set.
 #include "progress.hpp"
 
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -79,6 +80,7 @@ ri_status_t Progress::add(QueuePair *qp, int fd) {
     std::lock_guard g(mutex_);
     if (!thread_.joinable()) {
         thread_ = std::thread([this] { run(); });
+        ::pthread_setname_np(thread_.native_handle(), "softrnic-prog");  // for top -H, perf and gdb
         thread_id_.store(thread_.get_id());
     }
     epoll_event ev{};
@@ -146,16 +148,35 @@ void Progress::timer(QueuePair *qp, std::chrono::steady_clock::time_point when) 
         std::push_heap(timers_.begin(), timers_.end(), later);
         return;
     }
+    bool sooner = false;
     {
         std::lock_guard k(kick_lock_);
         asked_.emplace_back(when, qp);
+        sooner = when < wakes_at_;
     }
-    const uint64_t one = 1;
-    (void)!::write(wake_, &one, sizeof one);  // the thread may sleep with no timeout
+    // The thread wakes by itself no later than wakes_at_ and then takes the timers asked for: only an earlier
+    // deadline needs the eventfd (a connection setup used to wake the thread once for each nudge timer).
+    if (sooner) {
+        const uint64_t one = 1;
+        (void)!::write(wake_, &one, sizeof one);
+    }
+}
+
+int Progress::next_wait(bool more) {
+    std::lock_guard k(kick_lock_);
+    merge_timers_locked();
+    const int ms = wait_ms(more);
+    wakes_at_ = ms < 0 ? std::chrono::steady_clock::time_point::max()
+                       : std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    return ms;
 }
 
 void Progress::merge_timers() {
     std::lock_guard k(kick_lock_);
+    merge_timers_locked();
+}
+
+void Progress::merge_timers_locked() {
     for (const Deadline &d : asked_) {
         timers_.push_back(d);
         std::push_heap(timers_.begin(), timers_.end(), later);
@@ -197,16 +218,19 @@ void Progress::run() {
     std::vector<QueuePair *> again;
     uint64_t seen = 0;
     bool more = false;
+    // While a consumer busy-polls a parked stream, the thread wakes every millisecond to see whether it still does
+    // (a stream nobody moves must get its input edges back soon); otherwise it sleeps until an edge. Timers (the
+    // nudge) shorten the wait to the earliest deadline. The wait is worked out while the thread still holds mutex_
+    // (a removal from another thread edits timers_ under it).
+    int wait = -1;
     {
         std::lock_guard g(mutex_);
         seen = generation_;
+        wait = next_wait(false);
     }
     auto last_look = std::chrono::steady_clock::now();
     for (;;) {
-        // While a consumer busy-polls a parked stream, the thread wakes every millisecond to see whether it still
-        // does (a stream nobody moves must get its input edges back soon); otherwise it sleeps until an edge.
-        // Timers (the nudge) shorten the wait to the earliest deadline.
-        const int n = ::epoll_wait(epoll_, events, kEvents, wait_ms(more));
+        const int n = ::epoll_wait(epoll_, events, kEvents, wait);
         std::lock_guard g(mutex_);
         if (stop_) return;
         if (!parked_.empty()) {
@@ -248,6 +272,7 @@ void Progress::run() {
         again.clear();
         more = !again_.empty();
         seen = generation_;
+        wait = next_wait(more);
     }
 }
 

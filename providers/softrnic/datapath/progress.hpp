@@ -81,10 +81,17 @@ private:
     std::vector<QueuePair *> parked_;  // the thread's: QPs whose input edges are off while their consumer polls
     using Deadline = std::pair<std::chrono::steady_clock::time_point, QueuePair *>;
     void merge_timers();
+    void merge_timers_locked();  // with kick_lock_ held
     void run_timers();
     [[nodiscard]] int wait_ms(bool more) const;
+    // On the thread, under mutex_: takes the timers asked for, returns how long the next wait may last and
+    // publishes when it ends (wakes_at_).
+    [[nodiscard]] int next_wait(bool more);
     std::vector<Deadline> timers_;    // the thread's: a min-heap on the time
     std::vector<Deadline> asked_;     // timers asked for from other threads (under kick_lock_)
+    // When the thread's current wait ends at the latest (under kick_lock_): a timer asked for later needs no
+    // wake-up. The smallest time until the thread first says (every timer wakes it).
+    std::chrono::steady_clock::time_point wakes_at_ = std::chrono::steady_clock::time_point::min();
 };
 
 }  // namespace softrnic::datapath
