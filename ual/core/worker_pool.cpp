@@ -1,10 +1,15 @@
 // The uAL's worker pool.
 #include "worker_pool.hpp"
 
+#include <pthread.h>
+
 namespace ual {
 
 WorkerPool::WorkerPool(unsigned threads, size_t max_queued) : max_queued_(max_queued) {
-    for (unsigned i = 0; i < (threads == 0 ? 1 : threads); ++i) threads_.emplace_back([this] { run(); });
+    for (unsigned i = 0; i < (threads == 0 ? 1 : threads); ++i) {
+        threads_.emplace_back([this] { run(); });
+        ::pthread_setname_np(threads_.back().native_handle(), "ual-worker");  // for top -H, perf and gdb
+    }
 }
 
 WorkerPool::~WorkerPool() {
