@@ -45,7 +45,13 @@ bool mapped(uint64_t addr, uint64_t length) noexcept {
 
 int apply_pins(std::span<const krdma_pin_op> ops) noexcept {
     int failed = 0;
+    const krdma_pin_op *last = nullptr;
     for (const krdma_pin_op &p : ops) {
+        // A QP's send and receive rings often share a page, and the kAL lists a lock for each: locking (or
+        // unlocking) the same range again changes nothing, so it costs no second system call.
+        const bool again = last != nullptr && last->op == p.op && last->addr == p.addr && last->length == p.length;
+        last = &p;
+        if (again) continue;
         void *addr = reinterpret_cast<void *>(static_cast<uintptr_t>(p.addr));
         if (p.op == KRDMA_PIN_LOCK) {
             const int err = ::mlock(addr, p.length) != 0 ? errno : 0;
