@@ -343,8 +343,10 @@ void DeviceServer::dispatch(Connection &c, krdma::Message &m) {
     if (it == handlers_.end()) {
         // What ioctl() answers for a command the device does not know.
         hdr.status = rep.fail(RI_ENOTTY, "unknown command " + hex(m.hdr.cmd) + ": is this krdmad older than the uAL?");
-    } else if (m.hdr.flags != 0 || m.hdr.status != 0 || m.hdr.reserved != 0) {
-        hdr.status = rep.fail(RI_EINVAL, "a request's header must have zero flags, status and reserved word");
+    } else if ((m.hdr.flags != 0 && (m.hdr.flags != KRDMA_MSG_QUIET || c.abi_minor_ < 3)) || m.hdr.status != 0 ||
+               m.hdr.reserved != 0) {
+        hdr.status = rep.fail(RI_EINVAL, "a request's header must have zero status and reserved word, and no flag "
+                                         "but KRDMA_MSG_QUIET (protocol 1.3)");
     } else if (m.payload_len() != size) {
         hdr.status = rep.fail(RI_EINVAL, "command " + hex(m.hdr.cmd) + " takes " + std::to_string(size) +
                                              " bytes, the request has " + std::to_string(m.payload_len()));
@@ -371,6 +373,7 @@ void DeviceServer::dispatch(Connection &c, krdma::Message &m) {
     // Only a successful reply carries the reply struct and descriptors; a failed one its reason, if the client
     // speaks minor version 1.
     const bool ok = hdr.status == RI_OK;
+    if (ok && m.hdr.flags == KRDMA_MSG_QUIET) return;  // a quiet request's success is not answered
     const std::string_view why = rep.why();
     const std::span<const uint8_t> payload =
         ok ? std::span<const uint8_t>(rep.payload)

@@ -424,6 +424,52 @@ TEST_F(Device, HelloAgreesOnTheLowerMinorVersion) {
     EXPECT_EQ(hello(KRDMA_ABI_WORD(2, 0)).first, RI_EPROTO);
 }
 
+// Protocol 1.3: a quiet request is answered only when it fails; below 1.3 the flag is refused like any other.
+TEST_F(Device, QuietRequestsAreAnsweredOnlyWhenTheyFail) {
+    krdma::UniqueFd s = raw();
+    auto hello = [&s](uint32_t minor) {
+        krdma_msg_hdr hdr{};
+        hdr.cmd = KRDMA_CMD_HELLO;
+        hdr.seq = 1;
+        krdma_hello h{};
+        h.abi_version = KRDMA_ABI_WORD(KRDMA_ABI_VERSION, minor);
+        EXPECT_TRUE(krdma::send(s.get(), hdr, {reinterpret_cast<const uint8_t *>(&h), sizeof h}).ok());
+        krdma::Message m;
+        EXPECT_EQ(krdma::receive(s.get(), m, true), krdma::RecvResult::message);
+        EXPECT_EQ(m.hdr.status, 0);
+    };
+    auto send = [&s](uint32_t cmd, uint32_t seq, uint32_t flags) {
+        krdma_msg_hdr hdr{};
+        hdr.cmd = cmd;
+        hdr.seq = seq;
+        hdr.flags = flags;
+        krdma_echo e{};
+        EXPECT_TRUE(krdma::send(s.get(), hdr, {reinterpret_cast<const uint8_t *>(&e), sizeof e}).ok());
+    };
+    const uint32_t unknown = _IOWR(KRDMA_IOC_MAGIC, 0x7e, krdma_echo);
+    hello(2);
+    send(KRDMA_CMD_ECHO, 10, KRDMA_MSG_QUIET);
+    krdma_msg_hdr rep = raw_reply(s.get());
+    EXPECT_EQ(rep.seq, 10u);
+    EXPECT_EQ(rep.status, RI_EINVAL) << "a 1.2 connection takes no request flag";
+    hello(3);
+    send(KRDMA_CMD_ECHO, 11, KRDMA_MSG_QUIET);  // succeeds: no reply
+    send(unknown, 12, KRDMA_MSG_QUIET);          // fails: answered
+    send(KRDMA_CMD_ECHO, 13, 0);                 // an ordinary request: answered
+    send(KRDMA_CMD_ECHO, 14, KRDMA_MSG_QUIET | KRDMA_MSG_REPLY);  // other flags stay refused
+    rep = raw_reply(s.get());
+    EXPECT_EQ(rep.seq, 12u);
+    EXPECT_EQ(rep.status, RI_ENOTTY);
+    rep = raw_reply(s.get());
+    EXPECT_EQ(rep.seq, 13u);
+    EXPECT_EQ(rep.status, 0);
+    rep = raw_reply(s.get());
+    EXPECT_EQ(rep.seq, 14u);
+    EXPECT_EQ(rep.status, RI_EINVAL);
+    pollfd p{s.get(), POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 50), 0) << "a reply to the quiet request that succeeded";
+}
+
 // A 1.1 client and a 1.0 server: the server refuses the word of 1.1 as 1.0 did (EPROTO, no reason), the client
 // says HELLO again as 1.0 and works on; the server's refusals come without a reason, and request() falls back to
 // the C library's words for them.

@@ -434,4 +434,22 @@ TEST_F(TwoHosts, UnroutedPeerIsRefusedByTheRouteLookup) {
         << "the kAL's reason names the peer: " << st.error().message();
 }
 
+// The same refusal of a connect that does not wait for the kAL (quiet CONNECT, protocol 1.3): it arrives as the
+// endpoint's unreachable event with the route's error, and the endpoint connects again afterwards.
+TEST_F(TwoHosts, UnroutedPeerOfAnAsynchronousConnectIsAnUnreachableEvent) {
+    Side s;
+    ASSERT_EQ(s.open(dev_a_.string(), addr_a_, 4096), "");
+    auto ep = s.endpoint();
+    ASSERT_NE(ep, nullptr);
+    ASSERT_TRUE(ep->connect_async("192.0.2.1", 9).ok());
+    auto e = next_cm(s.cm);
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->id, static_cast<uint32_t>(CmEventId::unreachable));
+    EXPECT_TRUE(e->connection->status == EADDRNOTAVAIL || e->connection->status == ENETUNREACH)
+        << "status " << e->connection->status;
+    auto again = ep->connect("192.0.2.1", 9);
+    EXPECT_FALSE(again.ok()) << "the endpoint is still IDLE: the same refusal, at once";
+    EXPECT_TRUE(again.code() == EADDRNOTAVAIL || again.code() == ENETUNREACH) << again.error().to_string();
+}
+
 }  // namespace

@@ -568,6 +568,21 @@ rdma::Expected<void> Endpoint::connect(const std::string &address, uint16_t port
                                                static_cast<uint32_t>(timeout.count()));
 }
 
+rdma::Expected<void> Endpoint::connect_async(const std::string &address, uint16_t port,
+                                             std::span<const uint8_t> private_data, std::chrono::milliseconds timeout) {
+    if (auto ok = connectable(ref_, private_data, "Connect"); !ok) return ok;
+    auto remote = krdma::parse_net_addr(address);
+    if (!remote) return remote.error();
+    // The one refusal a caller can tell from its arguments alone stays a refusal here rather than an event.
+    const RnicDescription &rnic = pz_->adapter()->description();
+    if (auto own = krdma::parse_net_addr(rnic.address); own && own->family != remote->family) {
+        return rdma::Error(RI_EAFNOSUPPORT, "Connect: " + address + " is not of the address family of RNIC " +
+                                                rnic.name + " (" + rnic.address + ")");
+    }
+    return pz_->adapter()->al_->link_->connect_async(ref_, *remote, port, private_data, init_.context,
+                                                     static_cast<uint32_t>(timeout.count()), cookie_);
+}
+
 rdma::Expected<void> Endpoint::convert(int fd, std::span<const uint8_t> private_data, uint32_t role,
                                        std::chrono::milliseconds timeout) {
     if (auto ok = connectable(ref_, private_data, "Convert"); !ok) return ok;

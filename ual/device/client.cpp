@@ -126,6 +126,12 @@ bool DeviceClient::take_event(krdma::Message &m) {
         CmRecord r;
         std::memcpy(&r.event, m.body.data(), sizeof r.event);
         if (m.nfds > 0) r.fd = std::move(m.fds[0]);
+        // The kAL reports on a QP's connection only after it served the CONNECT or ACCEPT posted for it: a quiet
+        // one that succeeded is settled here too, for a consumer that makes no other call meanwhile.
+        if (!posted_.empty()) {
+            const uint64_t object = r.event.object;
+            std::erase_if(posted_, [object](const auto &p) { return p.second.object == object; });
+        }
         cm_events_.push_back(std::move(r));
     } else if (m.payload_len() == sizeof(krdma_event)) {
         krdma_event e;
@@ -161,10 +167,11 @@ bool DeviceClient::take_posted_reply(krdma::Message &m) {
 }
 
 rdma::Expected<uint32_t> DeviceClient::send_locked(uint32_t cmd, std::span<const uint8_t> request,
-                                                   std::span<const int> fds) {
+                                                   std::span<const int> fds, uint32_t flags) {
     krdma_msg_hdr hdr{};
     hdr.cmd = cmd;
     hdr.seq = next_seq_++;
+    hdr.flags = flags;
     if (rdma::Status s = krdma::send(sock_.get(), hdr, request, fds); !s.ok()) {
         if (s.code() == EPIPE || s.code() == ECONNRESET) {
             // A kAL that refused the connection said why before it closed: read that, if it is there.
@@ -179,10 +186,17 @@ rdma::Expected<uint32_t> DeviceClient::send_locked(uint32_t cmd, std::span<const
 
 rdma::Expected<void> DeviceClient::post(uint32_t cmd, std::span<const uint8_t> request, const PostedFailure &failure) {
     std::lock_guard lock(mutex_);
-    auto seq = send_locked(cmd, request, {});
+    // A 1.3 kAL answers a quiet request only when it fails: no reply to read (and no wake-up) per success.
+    auto seq = send_locked(cmd, request, {}, abi_minor() >= 3 ? uint32_t{KRDMA_MSG_QUIET} : 0u);
     if (!seq) return seq.error();
     posted_.emplace(*seq, failure);
     return {};
+}
+
+void DeviceClient::settle_posted_before(uint32_t seq) {
+    // The kAL answers one connection's requests in order: a quiet request sent before @p seq that has no failure
+    // reply by the time @p seq's reply arrives succeeded.
+    std::erase_if(posted_, [seq](const auto &p) { return static_cast<int32_t>(p.first - seq) < 0; });
 }
 
 void DeviceClient::watch_socket(bool on) noexcept {
@@ -202,7 +216,7 @@ rdma::Expected<void> DeviceClient::exchange(uint32_t cmd, std::span<const uint8_
         DeviceClient *self;
         ~Unmute() { self->watch_socket(true); }
     } unmute{this};
-    auto seq = send_locked(cmd, request, fds);
+    auto seq = send_locked(cmd, request, fds, 0);
     if (!seq) return seq.error();
     auto deadline = std::chrono::steady_clock::now() + timeout;
     // The first wait is a blocking recvmsg bounded by SO_RCVTIMEO (set when the timeout changes): the reply
@@ -250,6 +264,7 @@ rdma::Expected<void> DeviceClient::exchange(uint32_t cmd, std::span<const uint8_
             continue;
         }
         if ((message_.hdr.flags & KRDMA_MSG_REPLY) == 0 || message_.hdr.seq != *seq) continue;  // stale reply
+        if (!posted_.empty()) settle_posted_before(*seq);
         return {};
     }
 }

@@ -98,9 +98,10 @@ public:
     };
     /**
      * @brief Sends request @p cmd without waiting for its reply: the caller makes no round trip (a server accepting
-     *        many connections keeps going while the kAL works). Its success reply is dropped when it arrives; a
-     *        refusal becomes a connection event record as @p failure says, queued like the kAL's own records (its
-     *        reason is logged). An error here only when the request could not be sent.
+     *        many connections keeps going while the kAL works). A 1.3 kAL answers it only if it fails (a quiet
+     *        request, ::KRDMA_MSG_QUIET); an older one's success reply is dropped when it arrives. A refusal becomes
+     *        a connection event record as @p failure says, queued like the kAL's own records (its reason is
+     *        logged). An error here only when the request could not be sent.
      */
     [[nodiscard]] rdma::Expected<void> post(uint32_t cmd, std::span<const uint8_t> request, const PostedFailure &failure);
     /** @brief The next event record, received now or queued during a call; nothing when none is waiting. */
@@ -140,9 +141,12 @@ private:
     // Sends the request and waits for its reply, which is then in message_. Called with mutex_ held.
     [[nodiscard]] rdma::Expected<void> exchange(uint32_t cmd, std::span<const uint8_t> request,
                                                 std::span<const int> fds, std::chrono::milliseconds timeout);
-    // Sends request @p cmd with @p fds under a new sequence number, which it returns. mutex_ held.
+    // Sends request @p cmd with @p fds and header @p flags under a new sequence number, which it returns. mutex_
+    // held.
     [[nodiscard]] rdma::Expected<uint32_t> send_locked(uint32_t cmd, std::span<const uint8_t> request,
-                                                       std::span<const int> fds);
+                                                       std::span<const int> fds, uint32_t flags);
+    // Forgets the posted requests sent before @p seq, whose reply just came: they succeeded quietly. mutex_ held.
+    void settle_posted_before(uint32_t seq);
     bool take_event(krdma::Message &m);
     // A reply to a posted request (it is then consumed): a refusal is queued as a connection record. mutex_ held.
     bool take_posted_reply(krdma::Message &m);

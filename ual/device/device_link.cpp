@@ -393,14 +393,20 @@ public:
     rdma::Expected<void> connect(const ObjectRef &qp, const ri_net_addr_t &remote, uint16_t port,
                                  std::span<const uint8_t> private_data, uint64_t context,
                                  uint32_t timeout_ms) override {
-        krdma_connect q{};
-        q.qp = qp.kal;
-        q.context = context;
-        q.remote = remote;
-        q.port = port;
-        q.timeout_ms = timeout_ms;
-        krdma::set_private_data(q, private_data);
+        krdma_connect q = connect_request(qp, remote, port, private_data, context, timeout_ms);
         return command(KRDMA_CMD_CONNECT, q, "Connect");
+    }
+
+    rdma::Expected<void> connect_async(const ObjectRef &qp, const ri_net_addr_t &remote, uint16_t port,
+                                       std::span<const uint8_t> private_data, uint64_t context, uint32_t timeout_ms,
+                                       uint32_t cookie) override {
+        const krdma_connect q = connect_request(qp, remote, port, private_data, context, timeout_ms);
+        DeviceClient::PostedFailure f;
+        f.type = KRDMA_CM_UNREACHABLE;
+        f.object = qp.kal;
+        f.context = context;
+        f.cookie = cookie;
+        return core_->client->post(KRDMA_CMD_CONNECT, {reinterpret_cast<const uint8_t *>(&q), sizeof q}, f);
     }
 
     rdma::Expected<void> accept(uint64_t request, const ObjectRef &qp, std::span<const uint8_t> private_data,
@@ -469,6 +475,19 @@ public:
     }
 
 private:
+    static krdma_connect connect_request(const ObjectRef &qp, const ri_net_addr_t &remote, uint16_t port,
+                                         std::span<const uint8_t> private_data, uint64_t context,
+                                         uint32_t timeout_ms) {
+        krdma_connect q{};
+        q.qp = qp.kal;
+        q.context = context;
+        q.remote = remote;
+        q.port = port;
+        q.timeout_ms = timeout_ms;
+        krdma::set_private_data(q, private_data);
+        return q;
+    }
+
     static krdma_accept accept_request(uint64_t request, const ObjectRef &qp, std::span<const uint8_t> private_data,
                                        uint64_t context) {
         krdma_accept q{};

@@ -313,7 +313,9 @@ ITAPI_EXPORT it_status_t it_ep_connect(it_ep_handle_t ep_handle, const it_path_t
     }
     // The path's timeout is in microseconds; 0 takes the kAL's connect deadline.
     const auto timeout = std::chrono::milliseconds((path->timeout + 999) / 1000);
-    auto st = ep->ep->connect(address, port, bytes(private_data, private_data_length), timeout);
+    // Not waiting for the kAL (a client opening many connections makes no round trip each): a refusal (no route,
+    // a limit) ends in a non-peer reject on the EP's connection SEVD, as an unreachable peer does.
+    auto st = ep->ep->connect_async(address, port, bytes(private_data, private_data_length), timeout);
     if (!st) {
         ep->state->store(IT_EP_STATE_UNCONNECTED);
         const int c = st.code();

@@ -24,7 +24,7 @@ extern "C" {
 /** @brief Major protocol version; HELLO refuses a client with another major version. */
 #define KRDMA_ABI_VERSION 1u
 /** @brief Minor protocol version: what this header adds to major version 1 (see "Versions" below). */
-#define KRDMA_ABI_MINOR 2u
+#define KRDMA_ABI_MINOR 3u
 /** @brief The krdma_hello::abi_version word of version @p major.@p minor. */
 #define KRDMA_ABI_WORD(major, minor) ((uint32_t)(major) | ((uint32_t)(minor) << 16))
 /** @brief The major version in a krdma_hello::abi_version word. */
@@ -45,7 +45,8 @@ extern "C" {
 /** @brief Flags of krdma_msg_hdr::flags. */
 enum krdma_msg_flags {
     KRDMA_MSG_REPLY = 1u << 0, /**< A reply to the request with the same sequence number. */
-    KRDMA_MSG_EVENT = 1u << 1  /**< An unsolicited event record. */
+    KRDMA_MSG_EVENT = 1u << 1, /**< An unsolicited event record. */
+    KRDMA_MSG_QUIET = 1u << 2  /**< Request (minor version 3): answer only a failure; a success gets no reply. */
 };
 
 /** @brief Header of every message. */
@@ -55,7 +56,7 @@ struct krdma_msg_hdr {
     uint32_t length;   /**< Bytes of the whole message, header included. */
     int32_t status;    /**< Reply: 0 or a positive errno value (::ri_errno); a nonzero one may come with a reason
                             (minor version 1, see "Versions"). Request: 0. */
-    uint32_t flags;    /**< A set of ::krdma_msg_flags. */
+    uint32_t flags;    /**< A set of ::krdma_msg_flags; a request's is 0, or ::KRDMA_MSG_QUIET at minor 3. */
     uint32_t reserved; /**< Zero. */
 };
 
@@ -82,6 +83,12 @@ struct krdma_msg_hdr {
  * Minor 2 answers a create op with the new object's number: the reply's krdma_syscall::refs[0] is a QP's number
  * (ri_qp_attr_t::qp_num; 0 for every other object) and the other refs are zero, so a consumer learns its QP number
  * without a QUERY_QP round trip. A 1.1 kAL echoes the request's refs: a client reads refs[0] only at minor 2.
+ * Minor 3 adds quiet requests: a request whose header carries KRDMA_MSG_QUIET is served as any other, but only a
+ * failure is answered (the error reply, with its sequence number, as usual); a success sends nothing, and a reply
+ * struct or descriptors it would have carried are dropped. A client posts such requests without waiting (CONNECT,
+ * ACCEPT) and learns of their success from the connection's events; since the kAL serves one connection's requests
+ * in order and answers them in order, the reply to any later request means every earlier quiet one succeeded.
+ * Below minor 3 the flag is refused (EINVAL) as every nonzero request flag always was.
  */
 
 /** @brief HELLO: version handshake; the reply tells the client who the kAL thinks it is. */

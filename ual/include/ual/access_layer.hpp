@@ -309,6 +309,16 @@ public:
                                        std::span<const uint8_t> private_data = {},
                                        std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
     /**
+     * @brief connect() without waiting for the kAL: the call returns once the request is sent, and a refusal (no
+     *        route to @p address, a limit, the endpoint cannot connect) arrives as an unreachable connection event
+     *        with the refusal's code as its status, like a peer that cannot be reached. A client that opens many
+     *        connections makes no round trip each. A link that answers at once (a consumer hosted in the kAL)
+     *        returns the refusal instead, as connect() does.
+     */
+    [[nodiscard]] rdma::Expected<void> connect_async(const std::string &address, uint16_t port,
+                                             std::span<const uint8_t> private_data = {},
+                                             std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+    /**
      * @brief Turns @p fd, a TCP socket this process connected (or accepted) on this RNIC's address, into this
      *        endpoint's connection: MPA negotiates on it (this side's frame carries @p private_data; ::krdma_convert_role
      *        @p role says which side sends the request, AUTO lets the two ends agree by their addresses) and the

@@ -141,6 +141,16 @@ public:
     [[nodiscard]] virtual rdma::Expected<void> connect(const ObjectRef &qp, const ri_net_addr_t &remote, uint16_t port,
                                                        std::span<const uint8_t> private_data, uint64_t context,
                                                        uint32_t timeout_ms) = 0;
+    /**
+     * @brief connect() without waiting for the kAL's answer: a refusal arrives as an UNREACHABLE connection event
+     *        of @p qp (its status the refusal's code; @p cookie routes it). The default waits, as connect() does.
+     */
+    [[nodiscard]] virtual rdma::Expected<void> connect_async(const ObjectRef &qp, const ri_net_addr_t &remote,
+                                                             uint16_t port, std::span<const uint8_t> private_data,
+                                                             uint64_t context, uint32_t timeout_ms, uint32_t cookie) {
+        (void)cookie;
+        return connect(qp, remote, port, private_data, context, timeout_ms);
+    }
     /** @brief Accepts connection request @p request with the IDLE @p qp. */
     [[nodiscard]] virtual rdma::Expected<void> accept(uint64_t request, const ObjectRef &qp,
                                                       std::span<const uint8_t> private_data, uint64_t context) = 0;
