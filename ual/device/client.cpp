@@ -132,10 +132,12 @@ bool DeviceClient::take_event(krdma::Message &m) {
             const uint64_t object = r.event.object;
             std::erase_if(posted_, [object](const auto &p) { return p.second.object == object; });
         }
+        std::lock_guard q(queue_mutex_);
         cm_events_.push_back(std::move(r));
     } else if (m.payload_len() == sizeof(krdma_event)) {
         krdma_event e;
         std::memcpy(&e, m.body.data(), sizeof e);
+        std::lock_guard q(queue_mutex_);
         events_.push_back(e);
     }
     for (auto &f : m.fds) f.reset();  // descriptors of a record that takes none are not kept
@@ -162,6 +164,7 @@ bool DeviceClient::take_posted_reply(krdma::Message &m) {
     r.event.status = m.hdr.status;
     r.event.cookie = f.cookie;
     r.event.llp.fd = -1;
+    std::lock_guard q(queue_mutex_);
     cm_events_.push_back(std::move(r));
     return true;
 }
@@ -257,10 +260,10 @@ rdma::Expected<void> DeviceClient::exchange(uint32_t cmd, std::span<const uint8_
             case krdma::RecvResult::message:
                 break;
         }
-        const size_t queued = events_.size() + cm_events_.size();
+        const size_t queued = queued_records();
         if (take_event(message_) || take_posted_reply(message_)) {
             // A record for the event thread, which may be asleep in poll() (a posted request's success is none).
-            if (events_.size() + cm_events_.size() != queued) announce_locked();
+            if (queued_records() != queued) announce_locked();
             continue;
         }
         if ((message_.hdr.flags & KRDMA_MSG_REPLY) == 0 || message_.hdr.seq != *seq) continue;  // stale reply
@@ -310,19 +313,30 @@ rdma::Expected<CallStatus> DeviceClient::call_into(uint32_t cmd, std::span<const
     return out;
 }
 
+size_t DeviceClient::queued_records() {
+    std::lock_guard q(queue_mutex_);
+    return events_.size() + cm_events_.size();
+}
+
 void DeviceClient::announce_locked() {
+    std::lock_guard q(queue_mutex_);
     if (announced_) return;  // one unread announcement wakes the poller as well as several
     const uint64_t one = 1;
     (void)!::write(queued_.get(), &one, sizeof one);
     announced_ = true;
 }
 
-void DeviceClient::receive_all_locked() {
+void DeviceClient::take_announcement() {
+    std::lock_guard q(queue_mutex_);
     if (announced_) {
         uint64_t n;
         (void)!::read(queued_.get(), &n, sizeof n);
         announced_ = false;
     }
+}
+
+void DeviceClient::receive_all_locked() {
+    take_announcement();
     for (;;) {
         const krdma::RecvResult r = krdma::receive(sock_.get(), message_);
         if (r == krdma::RecvResult::closed) closed_ = true;
@@ -334,14 +348,26 @@ void DeviceClient::receive_all_locked() {
 template <class Record, class Other>
 std::optional<Record> DeviceClient::next_of(std::deque<Record> &queue, const std::deque<Other> &other) {
     std::lock_guard lock(mutex_);
-    if (queue.empty()) {
-        const size_t other_before = other.size();
+    size_t other_before = 0;
+    bool empty = false;
+    {
+        std::lock_guard q(queue_mutex_);
+        empty = queue.empty();
+        other_before = other.size();
+    }
+    if (empty) {
         receive_all_locked();
         // Records of the other kind read on the way wait in their queue, and the socket no longer says so:
         // announce them as exchange() does, or the event thread sleeps on them (an asynchronous event right behind
         // a connection event was lost this way).
-        if (other.size() > other_before) announce_locked();
+        bool grew = false;
+        {
+            std::lock_guard q(queue_mutex_);
+            grew = other.size() > other_before;
+        }
+        if (grew) announce_locked();
     }
+    std::lock_guard q(queue_mutex_);
     if (queue.empty()) return std::nullopt;
     Record r = std::move(queue.front());
     queue.pop_front();
@@ -353,8 +379,16 @@ std::optional<krdma_event> DeviceClient::next_event() { return next_of(events_, 
 std::optional<CmRecord> DeviceClient::next_cm_event() { return next_of(cm_events_, events_); }
 
 void DeviceClient::take_events(std::vector<krdma_event> &events, std::vector<CmRecord> &cm_events) {
-    std::lock_guard lock(mutex_);
-    receive_all_locked();
+    // A call in progress holds mutex_ for its round trip and reads the socket itself: it queues the records it
+    // meets and announces them on queued_. The event thread then takes what is queued instead of waiting for the
+    // call to end (a server's event thread waited out every endpoint creation of its accepting thread).
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    if (lock.owns_lock()) {
+        receive_all_locked();
+    } else {
+        take_announcement();
+    }
+    std::lock_guard q(queue_mutex_);
     events.insert(events.end(), events_.begin(), events_.end());
     events_.clear();
     for (CmRecord &r : cm_events_) cm_events.push_back(std::move(r));

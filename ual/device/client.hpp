@@ -154,6 +154,10 @@ private:
     void receive_all_locked();
     // Announces records a call read (they are no longer on the socket) on queued_. mutex_ held.
     void announce_locked();
+    // Reads the queued_ announcement, if one was made (takes queue_mutex_).
+    void take_announcement();
+    // Records queued now (takes queue_mutex_).
+    [[nodiscard]] size_t queued_records();
     // The next record of @p queue, receiving what waits on the socket when it is empty (records of @p other's
     // kind read on the way are announced). Takes mutex_.
     template <class Record, class Other>
@@ -162,7 +166,7 @@ private:
 
     krdma::UniqueFd sock_;
     krdma::UniqueFd queued_;  // eventfd raised when call() queues an event
-    bool announced_ = false;  // queued_ was raised and not read since (under mutex_)
+    bool announced_ = false;  // queued_ was raised and not read since (under queue_mutex_)
     krdma::UniqueFd watch_;   // epoll set of the socket for the event poller; the socket is muted during a call
     krdma_hello hello_{};
     std::atomic<bool> closed_{false};
@@ -172,7 +176,10 @@ private:
     std::string refused_reason_;  // and its reason
     uint32_t next_seq_ = 1;
     std::chrono::milliseconds rcvtimeo_{0};  // the socket's SO_RCVTIMEO (0: none set)
-    std::mutex mutex_;  // one call at a time; events are read under it too
+    std::mutex mutex_;  // the socket's: one call at a time, and whoever reads records from it
+    // The queues of records read and their announcement, apart from mutex_ so that the event thread can take
+    // what a call queued while the call still waits for its reply. Taken after mutex_, never before.
+    std::mutex queue_mutex_;
     std::deque<krdma_event> events_;
     std::deque<CmRecord> cm_events_;
     std::unordered_map<uint32_t, PostedFailure> posted_;  // requests sent by post(), by sequence number
