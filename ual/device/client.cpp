@@ -382,11 +382,19 @@ void DeviceClient::take_events(std::vector<krdma_event> &events, std::vector<CmR
     // A call in progress holds mutex_ for its round trip and reads the socket itself: it queues the records it
     // meets and announces them on queued_. The event thread then takes what is queued instead of waiting for the
     // call to end (a server's event thread waited out every endpoint creation of its accepting thread).
+    // Woken by the socket itself (between the call's taking the lock and muting the socket, or a post), it waits
+    // for the lock as before: taking nothing and polling again would spin until then.
     std::unique_lock lock(mutex_, std::try_to_lock);
-    if (lock.owns_lock()) {
-        receive_all_locked();
-    } else {
+    bool announced = false;
+    if (!lock.owns_lock()) {
+        std::lock_guard q(queue_mutex_);
+        announced = announced_;
+    }
+    if (announced) {
         take_announcement();
+    } else {
+        if (!lock.owns_lock()) lock.lock();
+        receive_all_locked();
     }
     std::lock_guard q(queue_mutex_);
     events.insert(events.end(), events_.begin(), events_.end());
