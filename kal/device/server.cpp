@@ -182,7 +182,29 @@ rdma::Status DeviceServer::send_record(uint32_t client_id, uint32_t code, std::s
     std::lock_guard lock(mutex_);
     auto it = clients_.find(client_id);
     if (it == clients_.end()) return rdma::Status(RI_ENOENT);
-    return krdma::send(it->second->fd(), hdr, record, fds);
+    return send_or_hold(*it->second, hdr, record, fds);
+}
+
+rdma::Status DeviceServer::send_or_hold(Connection &c, const krdma_msg_hdr &hdr, std::span<const uint8_t> payload,
+                                        std::span<const int> fds) {
+    if (c.held_.empty()) {
+        rdma::Status sent = krdma::send(c.fd(), hdr, payload, fds);
+        if (sent.code() != EAGAIN) return sent;
+    } else if (c.held_.size() >= kMaxHeld && (hdr.flags & KRDMA_MSG_REPLY) == 0) {
+        // A reply is always held (a caller waits for it); records beyond the bound are refused.
+        return rdma::Status(EAGAIN);
+    }
+    // Its queue is full of unread records: hold this one behind them, with copies of its descriptors, until the
+    // client reads. The only allocation on these paths, and only for a client that does not keep up.
+    Connection::Held held;
+    held.hdr = hdr;
+    held.payload.assign(payload.begin(), payload.end());
+    for (int fd : fds) held.fds.emplace_back(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+    const bool first = c.held_.empty();
+    c.held_.push_back(std::move(held));
+    // Its requests wait in its socket: only writability matters until the held messages are out.
+    if (first) modify(epoll_.get(), c.fd(), EPOLLOUT, tag(kClient, c.peer().client_id));
+    return rdma::Status();
 }
 
 void DeviceServer::watch(int fd, short events, WatchFn fn) {
@@ -288,24 +310,30 @@ void DeviceServer::drop(uint32_t client_id) {
 }
 
 bool DeviceServer::flush_held(Connection &c) {
-    Connection::HeldReply &h = *c.held_;
-    int fds[KRDMA_MAX_FDS];
-    for (size_t i = 0; i < h.fds.size(); ++i) fds[i] = h.fds[i].get();
-    rdma::Status sent = krdma::send(c.fd(), h.hdr, h.payload, std::span<const int>(fds, h.fds.size()));
-    if (sent.code() == EAGAIN) return true;  // still full: poll for writability again
-    if (!sent.ok()) {
-        RDMA_LOG_WARN(kComponent, "held reply to client %u failed: %s", c.peer().client_id, sent.describe().c_str());
-        return false;
+    {
+        std::lock_guard lock(mutex_);
+        while (!c.held_.empty()) {
+            Connection::Held &h = c.held_.front();
+            int fds[KRDMA_MAX_FDS];
+            for (size_t i = 0; i < h.fds.size(); ++i) fds[i] = h.fds[i].get();
+            rdma::Status sent = krdma::send(c.fd(), h.hdr, h.payload, std::span<const int>(fds, h.fds.size()));
+            if (sent.code() == EAGAIN) return true;  // still full: poll for writability again
+            if (!sent.ok()) {
+                RDMA_LOG_WARN(kComponent, "held message to client %u failed: %s", c.peer().client_id,
+                              sent.describe().c_str());
+                return false;
+            }
+            c.held_.pop_front();
+        }
+        modify(epoll_.get(), c.fd(), EPOLLIN, tag(kClient, c.peer().client_id));
     }
-    c.held_.reset();
-    modify(epoll_.get(), c.fd(), EPOLLIN, tag(kClient, c.peer().client_id));
-    return serve(c);  // requests that waited behind the reply
+    return serve(c);  // requests that waited behind the held messages
 }
 
 bool DeviceServer::serve(Connection &c) {
     // One message per readiness: a client waits for each reply, so reading on until EAGAIN would cost every request
     // a second recvmsg that finds nothing. A client with more queued is polled readable again at once.
-    if (c.held_) return true;  // nothing more is read until the held reply is out
+    if (has_held(c)) return true;  // nothing more is read until the held messages are out
     switch (krdma::receive(c.fd(), message_)) {
         case krdma::RecvResult::again:
             return true;
@@ -380,18 +408,13 @@ void DeviceServer::dispatch(Connection &c, krdma::Message &m) {
            : c.abi_minor_ >= 1 ? std::span<const uint8_t>(reinterpret_cast<const uint8_t *>(why.data()), why.size())
                                : std::span<const uint8_t>();
     const std::span<const int> fds(rep.fds, ok ? rep.nfds : 0);
-    rdma::Status sent = krdma::send(c.fd(), hdr, payload, fds);
-    if (sent.code() == EAGAIN) {
-        // The client's queue is full of unread events: hold the reply (with copies of its descriptors) until it
-        // reads. This is the only allocation on the request path, and only for a client that does not keep up.
-        Connection::HeldReply held;
-        held.hdr = hdr;
-        held.payload.assign(payload.begin(), payload.end());
-        for (int fd : fds) held.fds.emplace_back(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
-        c.held_ = std::move(held);
-        // Its requests wait in its socket: only writability matters until the reply is out.
-        modify(epoll_.get(), c.fd(), EPOLLOUT, tag(kClient, c.peer().client_id));
-    } else if (!sent.ok()) {
+    rdma::Status sent;
+    {
+        std::lock_guard lock(mutex_);
+        // A reply is held like a record, behind the records the client has not read.
+        sent = send_or_hold(c, hdr, payload, fds);
+    }
+    if (!sent.ok()) {
         RDMA_LOG_WARN(kComponent, "reply to client %u failed: %s", c.peer().client_id, sent.describe().c_str());
     }
     for (auto &f : m.fds) f.reset();  // descriptors a handler did not take are closed here
@@ -541,7 +564,7 @@ bool DeviceServer::turn(int timeout_ms) {
                     if (it == clients_.end()) break;  // dropped earlier in this batch
                     c = it->second.get();
                 }
-                const bool alive = c->held_ ? (revents & (POLLERR | POLLHUP)) == 0 && flush_held(*c) : serve(*c);
+                const bool alive = has_held(*c) ? (revents & (POLLERR | POLLHUP)) == 0 && flush_held(*c) : serve(*c);
                 if (!alive) drop(id);
                 break;
             }

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -62,9 +63,11 @@ public:
 
 private:
     friend class DeviceServer;
-    // A reply the client's full receive queue could not take yet (it has not read its events): kept until the
-    // socket is writable, and no further request of this client is read meanwhile, so no reply is ever dropped.
-    struct HeldReply {
+    // Replies and records the client's full receive queue could not take yet (it has not read its events), in
+    // order: kept until the socket is writable, and no further request of this client is read meanwhile, so a
+    // client that falls behind a burst of connection events loses neither them nor a reply. Bounded by
+    // DeviceServer::kMaxHeld (under DeviceServer::mutex_: records come from any thread).
+    struct Held {
         krdma_msg_hdr hdr{};
         std::vector<uint8_t> payload;
         std::vector<krdma::UniqueFd> fds;
@@ -72,7 +75,7 @@ private:
     krdma::UniqueFd sock_;
     Peer peer_;
     uint32_t abi_minor_ = 0;
-    std::optional<HeldReply> held_;
+    std::deque<Held> held_;
 };
 
 /** @brief A request as a handler sees it: already checked for size and form. */
@@ -117,6 +120,11 @@ class DeviceServer {
 public:
     /** @brief Root may go this many connections beyond the limit, so the administrator's rdmactl always gets in. */
     static constexpr size_t kRootReserve = 32;
+    /**
+     * @brief Most messages held for one client whose receive queue is full (a burst of connection events it has
+     *        not read yet): beyond this, a record is dropped (the caller hears EAGAIN) rather than held.
+     */
+    static constexpr size_t kMaxHeld = 8192;
     /**
      * @brief A server for device path @p path, accepting at most @p max_connections clients (root: ::kRootReserve
      *        more) and at most @p per_user of one non-root uid (0: no limit of its own).
@@ -224,6 +232,14 @@ private:
     void end_loop();  // the loop stopped: run waiting tasks; later call_on_loop() calls run inline
     bool serve(Connection &c);  // false when the connection is gone
     bool flush_held(Connection &c);  // false when the connection is gone
+    bool has_held(const Connection &c) const {
+        std::lock_guard lock(mutex_);
+        return !c.held_.empty();
+    }
+    // Sends to @p c, or holds the message behind what is held already (with copies of @p fds) when the client's
+    // queue is full: EAGAIN only for a record beyond kMaxHeld. mutex_ held.
+    rdma::Status send_or_hold(Connection &c, const krdma_msg_hdr &hdr, std::span<const uint8_t> payload,
+                              std::span<const int> fds);
     void dispatch(Connection &c, krdma::Message &m);
     void drop(uint32_t client_id);
 

@@ -332,6 +332,41 @@ TEST_F(Device, ReplyWaitsBehindUnreadEventsInsteadOfBeingLost) {
     EXPECT_EQ(again->status, 0);
 }
 
+// Records for one client (its connection events in a burst of setups) beyond what its receive queue holds are
+// held in order until it reads, up to DeviceServer::kMaxHeld; only records beyond that are refused, and a reply
+// comes behind the held records.
+TEST_F(Device, RecordsBeyondTheQueueAreHeldInOrderUpToTheBound) {
+    auto c = client();
+    const uint32_t id = c->hello().client_id;
+    size_t sent = 0;
+    size_t refused = 0;
+    for (uint32_t i = 0; i < kal::DeviceServer::kMaxHeld + 4000; ++i) {
+        krdma_event ev{};
+        ev.event = KRDMA_EVENT_ASYNC;
+        ev.detail = sent;
+        if (server_->send_event(id, ev).ok()) {
+            ++sent;
+        } else {
+            ++refused;
+        }
+    }
+    EXPECT_GE(sent, kal::DeviceServer::kMaxHeld) << "the queue and the bound hold at least kMaxHeld";
+    EXPECT_GT(refused, 0u) << "records beyond the bound are refused, not held without end";
+    krdma_echo e{};
+    e.cookie = 0x5eed;
+    auto r = c->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e}, {}, std::chrono::seconds(10));
+    ASSERT_TRUE(r) << r.error().to_string();
+    EXPECT_EQ(r->status, 0);
+    size_t got = 0;
+    bool in_order = true;
+    while (auto ev = c->next_event()) {
+        in_order = in_order && ev->detail == got;
+        ++got;
+    }
+    EXPECT_EQ(got, sent) << "every record that was accepted arrives";
+    EXPECT_TRUE(in_order);
+}
+
 // fd() is what an event poller waits on: replies never leave it readable, event records do, and a hang-up too.
 TEST_F(Device, PollDescriptorSignalsEventsNotReplies) {
     auto c = client();
