@@ -57,6 +57,20 @@ protected:
         EXPECT_EQ(::connect(s.get(), reinterpret_cast<sockaddr *>(&addr), sizeof addr), 0);
         return s;
     }
+    // HELLO with version word @p word on a raw socket: the reply's status and the version word it agreed on.
+    static std::pair<int, uint32_t> raw_hello(int fd, uint32_t word) {
+        krdma_msg_hdr hdr{};
+        hdr.cmd = KRDMA_CMD_HELLO;
+        hdr.seq = 7;
+        krdma_hello h{};
+        h.abi_version = word;
+        EXPECT_TRUE(krdma::send(fd, hdr, {reinterpret_cast<const uint8_t *>(&h), sizeof h}).ok());
+        krdma::Message m;
+        EXPECT_EQ(krdma::receive(fd, m, true), krdma::RecvResult::message);
+        if (m.hdr.status != 0 || m.payload_len() != sizeof h) return {m.hdr.status, 0};
+        std::memcpy(&h, m.body.data(), sizeof h);
+        return {0, h.abi_version};
+    }
     // Reads one reply from a raw socket.
     krdma_msg_hdr raw_reply(int fd) {
         krdma_msg_hdr hdr{};
@@ -427,19 +441,7 @@ TEST_F(Device, StoppedServerMeansENODEV) {
 // replies without a reason among them; a client of a later minor gets this server's; another major is refused.
 TEST_F(Device, HelloAgreesOnTheLowerMinorVersion) {
     krdma::UniqueFd s = raw();
-    auto hello = [&s](uint32_t word) {
-        krdma_msg_hdr hdr{};
-        hdr.cmd = KRDMA_CMD_HELLO;
-        hdr.seq = 7;
-        krdma_hello h{};
-        h.abi_version = word;
-        EXPECT_TRUE(krdma::send(s.get(), hdr, {reinterpret_cast<const uint8_t *>(&h), sizeof h}).ok());
-        krdma::Message m;
-        EXPECT_EQ(krdma::receive(s.get(), m, true), krdma::RecvResult::message);
-        if (m.hdr.status != 0 || m.payload_len() != sizeof h) return std::pair<int, uint32_t>{m.hdr.status, 0};
-        std::memcpy(&h, m.body.data(), sizeof h);
-        return std::pair<int, uint32_t>{0, h.abi_version};
-    };
+    auto hello = [&s](uint32_t word) { return raw_hello(s.get(), word); };
     // The length of the reply to an unknown command: the header alone, or the header and the reason.
     auto refusal_length = [&s] {
         krdma_msg_hdr hdr{};
@@ -463,15 +465,8 @@ TEST_F(Device, HelloAgreesOnTheLowerMinorVersion) {
 TEST_F(Device, QuietRequestsAreAnsweredOnlyWhenTheyFail) {
     krdma::UniqueFd s = raw();
     auto hello = [&s](uint32_t minor) {
-        krdma_msg_hdr hdr{};
-        hdr.cmd = KRDMA_CMD_HELLO;
-        hdr.seq = 1;
-        krdma_hello h{};
-        h.abi_version = KRDMA_ABI_WORD(KRDMA_ABI_VERSION, minor);
-        EXPECT_TRUE(krdma::send(s.get(), hdr, {reinterpret_cast<const uint8_t *>(&h), sizeof h}).ok());
-        krdma::Message m;
-        EXPECT_EQ(krdma::receive(s.get(), m, true), krdma::RecvResult::message);
-        EXPECT_EQ(m.hdr.status, 0);
+        EXPECT_EQ(raw_hello(s.get(), KRDMA_ABI_WORD(KRDMA_ABI_VERSION, minor)),
+                  std::make_pair(0, KRDMA_ABI_WORD(KRDMA_ABI_VERSION, minor)));
     };
     auto send = [&s](uint32_t cmd, uint32_t seq, uint32_t flags) {
         krdma_msg_hdr hdr{};

@@ -401,12 +401,7 @@ public:
                                        std::span<const uint8_t> private_data, uint64_t context, uint32_t timeout_ms,
                                        uint32_t cookie) override {
         const krdma_connect q = connect_request(qp, remote, port, private_data, context, timeout_ms);
-        DeviceClient::PostedFailure f;
-        f.type = KRDMA_CM_UNREACHABLE;
-        f.object = qp.kal;
-        f.context = context;
-        f.cookie = cookie;
-        return core_->client->post(KRDMA_CMD_CONNECT, {reinterpret_cast<const uint8_t *>(&q), sizeof q}, f);
+        return post(KRDMA_CMD_CONNECT, q, {KRDMA_CM_UNREACHABLE, qp.kal, context, cookie});
     }
 
     rdma::Expected<void> accept(uint64_t request, const ObjectRef &qp, std::span<const uint8_t> private_data,
@@ -418,12 +413,7 @@ public:
     rdma::Expected<void> accept_async(uint64_t request, const ObjectRef &qp, std::span<const uint8_t> private_data,
                                       uint64_t context, uint32_t cookie) override {
         const krdma_accept q = accept_request(request, qp, private_data, context);
-        DeviceClient::PostedFailure f;
-        f.type = KRDMA_CM_BROKEN;
-        f.object = qp.kal;
-        f.context = context;
-        f.cookie = cookie;
-        return core_->client->post(KRDMA_CMD_ACCEPT, {reinterpret_cast<const uint8_t *>(&q), sizeof q}, f);
+        return post(KRDMA_CMD_ACCEPT, q, {KRDMA_CM_BROKEN, qp.kal, context, cookie});
     }
 
     rdma::Expected<void> reject(uint64_t request, std::span<const uint8_t> private_data) override {
@@ -496,6 +486,12 @@ private:
         q.context = context;
         krdma::set_private_data(q, private_data);
         return q;
+    }
+
+    // A connection command sent without waiting: a refusal becomes the connection record @p failure describes.
+    template <class T>
+    rdma::Expected<void> post(uint32_t cmd, const T &request, const DeviceClient::PostedFailure &failure) {
+        return core_->client->post(cmd, {reinterpret_cast<const uint8_t *>(&request), sizeof request}, failure);
     }
 
     // A connection command: its reply struct is copied back into @p io.
