@@ -261,7 +261,7 @@ void uncharge_memory(void *host_ctx, uint64_t bytes) {
 
 const ri_host_ops_t kHostOps{sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log, &pin_range, &unpin_range,
                              nullptr,
-                             &charge_memory, &uncharge_memory};
+                             &charge_memory, &uncharge_memory, nullptr};
 
 // The objects a request names, resolved and type-checked; every reference must belong to the RNIC open of the main
 // object, because the kVP of that open receives them as its own objects.

@@ -7,7 +7,7 @@
 
 namespace {
 
-const ri_host_ops_t kHost{sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log, nullptr, nullptr, nullptr, nullptr, nullptr};
+const ri_host_ops_t kHost{sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
 
 class Adapters : public ::testing::Test {
 protected:

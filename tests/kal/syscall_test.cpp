@@ -173,6 +173,85 @@ TEST_F(Syscall, QueuePairsHoldTheirCompletionQueues) {
     EXPECT_EQ(sys(*c, RI_DESTROY_CQ, cq, nullptr, 0), RI_OK);
 }
 
+// ri_syscall_post (ABI 1.6): a modify sent without waiting takes effect before the caller's next request, a refusal
+// of one is only logged (no event, no reply left over), and only a modify that asks for nothing back may be posted.
+TEST_F(Syscall, PostedModifyIsNotWaitedForAndTakesEffectInOrder) {
+    auto c = client();
+    uint64_t rnic = open_rnic(*c);
+    uint64_t pd = 0, cq = 0;
+    ASSERT_EQ(sys(*c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &pd), RI_OK);
+    ri_cq_attr_t cqa{};
+    cqa.cqe = 16;
+    ri_cq_attr_t cq_out{};
+    ASSERT_EQ(sys(*c, RI_CREATE_CQ, rnic, &cqa, sizeof cqa, &cq_out, sizeof cq_out, &cq), RI_OK);
+    ri_qp_init_attr_t qa{};
+    qa.type = RI_QPT_RC;
+    qa.sq_depth = qa.rq_depth = 8;
+    ri_qp_init_attr_t qa_out{};
+    ri_syscall_t create = create_qp_call(pd, cq, cq, qa, qa_out);
+    ASSERT_EQ(ual::device_syscall(c.get(), &create), RI_OK);
+    const uint64_t qp = create.handle_out;
+    ASSERT_NE(qp, 0u);
+
+    ModifyQp mod = to_state(RI_QPS_ERROR);
+    ri_syscall_t post{};
+    post.size = sizeof post;
+    post.op = RI_MODIFY_QP;
+    post.object = qp;
+    post.param = &mod;
+    post.param_len = sizeof mod;
+    ASSERT_EQ(ual::device_syscall_post(c.get(), &post), RI_OK);
+    ri_qp_attr_t q{};
+    ASSERT_EQ(sys(*c, RI_QUERY_QP, qp, nullptr, 0, &q, sizeof q), RI_OK);
+    EXPECT_EQ(q.state, static_cast<uint32_t>(RI_QPS_ERROR));
+    // This test kVP raises a fatal event for a QP entering ERROR, as an RNIC would: it came from the posted modify.
+    bool fatal = false;
+    while (auto e = c->next_event()) fatal |= e->event == KRDMA_EVENT_ASYNC && e->event_id == RI_AE_QP_FATAL;
+    EXPECT_TRUE(fatal);
+
+    // The kVP refuses this one (the RDMA-mode transition is the kAL's): sent all the same, and the refusal reply is
+    // taken by the next call without confusing it or becoming an event.
+    ModifyQp llp = to_state(RI_QPS_RTS);
+    llp.m.mask = RI_QP_ATTR_LLP;
+    post.param = &llp;
+    EXPECT_EQ(ual::device_syscall_post(c.get(), &post), RI_OK);
+    post.object = qp + 1000;  // no such object of this caller: the kAL refuses
+    EXPECT_EQ(ual::device_syscall_post(c.get(), &post), RI_OK);
+    q = {};
+    ASSERT_EQ(sys(*c, RI_QUERY_QP, qp, nullptr, 0, &q, sizeof q), RI_OK);
+    EXPECT_EQ(q.state, static_cast<uint32_t>(RI_QPS_ERROR));
+    EXPECT_FALSE(c->next_cm_event().has_value());
+    EXPECT_FALSE(c->next_event().has_value());
+
+    // What cannot be posted: anything but a modify, a call that asks for a result back, one that passes a descriptor.
+    post.object = qp;
+    post.param = &mod;
+    post.op = RI_DESTROY_QP;
+    post.param = nullptr;
+    post.param_len = 0;
+    EXPECT_EQ(ual::device_syscall_post(c.get(), &post), RI_EINVAL);
+    post.op = RI_MODIFY_QP;
+    post.param = &mod;
+    post.param_len = sizeof mod;
+    ri_qp_attr_t out{};
+    post.result = &out;
+    post.result_cap = sizeof out;
+    EXPECT_EQ(ual::device_syscall_post(c.get(), &post), RI_EINVAL);
+    post.result = nullptr;
+    post.result_cap = 0;
+    const int32_t fd = 0;
+    post.fds_in = &fd;
+    post.nfds_in = 1;
+    EXPECT_EQ(ual::device_syscall_post(c.get(), &post), RI_EINVAL);
+    post.nfds_in = 0;
+    post.size = sizeof post - 8;
+    EXPECT_EQ(ual::device_syscall_post(c.get(), &post), RI_EINVAL);
+    EXPECT_EQ(ual::device_syscall_post(nullptr, &post), RI_EINVAL);
+    // The QP was left as it was by every refused post; it is destroyed in order after them.
+    EXPECT_EQ(sys(*c, RI_DESTROY_QP, qp, nullptr, 0), RI_OK);
+    EXPECT_EQ(sys(*c, RI_DESTROY_CQ, cq, nullptr, 0), RI_OK);
+}
+
 // OpenRDMA Figure 4 through the kAL: the uVP's private data reaches the kVP's whole-request op (ABI 1.1), the kVP
 // pins the queue memory it names, and its private reply and a descriptor come back to the uVP.
 TEST_F(Syscall, PrivateDataAndDescriptorsPassThroughBothWays) {

@@ -20,7 +20,7 @@
     _Static_assert(offsetof(type, field) == (off), "ABI: offset of " #type "." #field " changed")
 
 _Static_assert(sizeof(void *) == 8 && sizeof(long) == 8, "the RNIC-PI layout below is for LP64 targets");
-_Static_assert(RI_ABI_VERSION == 0x00010005u, "ABI version changed: update the layout below in the same commit");
+_Static_assert(RI_ABI_VERSION == 0x00010006u, "ABI version changed: update the layout below in the same commit");
 
 RDMA_SIZE(ri_rnic_attr_t, 192, 8);
 RDMA_OFF(ri_rnic_attr_t, name, 0);
@@ -276,7 +276,7 @@ RDMA_OFF(ri_pin_t, addr, 8);
 RDMA_OFF(ri_pin_t, length, 16);
 RDMA_OFF(ri_pin_t, page_size, 24);
 RDMA_OFF(ri_pin_t, reserved, 28);
-RDMA_SIZE(ri_host_ops_t, 56, 8);
+RDMA_SIZE(ri_host_ops_t, 64, 8);
 RDMA_OFF(ri_host_ops_t, size, 0);
 RDMA_OFF(ri_host_ops_t, abi_version, 4);
 RDMA_OFF(ri_host_ops_t, log, 8);
@@ -285,6 +285,7 @@ RDMA_OFF(ri_host_ops_t, vm_unpin_range, 24);
 RDMA_OFF(ri_host_ops_t, syscall, 32);
 RDMA_OFF(ri_host_ops_t, mem_charge, 40);
 RDMA_OFF(ri_host_ops_t, mem_uncharge, 48);
+RDMA_OFF(ri_host_ops_t, syscall_post, 56);
 RDMA_SIZE(ri_module_t, 88, 8);
 RDMA_OFF(ri_module_t, size, 0);
 RDMA_OFF(ri_module_t, abi_version, 4);

@@ -122,7 +122,7 @@ TEST(ProviderAdapter, ModuleDescription) {
 
     const ri_module_t *out = nullptr;
     EXPECT_EQ(rdma::provider::Module<Toy>::entry(nullptr, &out), RI_EINVAL);
-    ri_host_ops_t host{sizeof(ri_host_ops_t), RI_ABI_VERSION, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+    ri_host_ops_t host{sizeof(ri_host_ops_t), RI_ABI_VERSION, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
     ASSERT_EQ(rdma::provider::Module<Toy>::entry(&host, &out), RI_OK);
     EXPECT_EQ(out, &m);
     EXPECT_EQ(&rdma::provider::Module<Toy>::host(), &host);

@@ -25,7 +25,7 @@ void test_log(uint32_t, const char *module, const char *message) {
     std::lock_guard lock(g_log_mutex);
     g_log.push_back(std::string(module) + ":" + message);
 }
-const ri_host_ops_t kHost{sizeof(ri_host_ops_t), RI_ABI_VERSION, &test_log, nullptr, nullptr, nullptr, nullptr, nullptr};
+const ri_host_ops_t kHost{sizeof(ri_host_ops_t), RI_ABI_VERSION, &test_log, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
 
 bool logged(const std::string &line) {
     std::lock_guard lock(g_log_mutex);

@@ -20,7 +20,7 @@
 namespace {
 
 const ri_host_ops_t kUalHost{sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log, nullptr, nullptr,
-                             &ual::device_syscall, nullptr, nullptr};
+                             &ual::device_syscall, nullptr, nullptr, &ual::device_syscall_post};
 
 kal::Config config(const std::string &options = "") {
     kal::Config c;

@@ -35,7 +35,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 const ri_host_ops_t kUalHost{sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log, nullptr, nullptr,
-                             &ual::device_syscall, nullptr, nullptr};
+                             &ual::device_syscall, nullptr, nullptr, &ual::device_syscall_post};
 
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kSanitized = true;

@@ -13,7 +13,7 @@
 namespace {
 
 // The kAL's upcalls without page pinning (the kVP pins nothing it is not given a context for).
-const ri_host_ops_t kKalHost{sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log, nullptr, nullptr, nullptr, nullptr, nullptr};
+const ri_host_ops_t kKalHost{sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
 
 class KvpTransition : public ::testing::Test {
 protected:

@@ -23,7 +23,7 @@ struct ModinfoOptions {
 
 // A host with logging only: describing a module must not pin memory or reach a kAL.
 const ri_host_ops_t kInspectHost = {sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log, nullptr, nullptr,
-                                    nullptr, nullptr, nullptr};
+                                    nullptr, nullptr, nullptr, nullptr};
 
 std::vector<std::string> implemented_ops(const rdma::rnicpi::LoadedModule &m, bool want_implemented) {
     std::vector<std::string> ops;

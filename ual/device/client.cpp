@@ -156,6 +156,7 @@ bool DeviceClient::take_posted_reply(krdma::Message &m) {
     if (m.hdr.status == 0) return true;
     RDMA_LOG_INFO(kComponent, "a request sent without waiting was refused (%s): %s", std::strerror(m.hdr.status),
                   reason_of(m).c_str());
+    if (f.type == kLogRefusal) return true;
     CmRecord r;
     r.event.event = KRDMA_EVENT_CM;
     r.event.type = f.type;

@@ -89,9 +89,12 @@ public:
     [[nodiscard]] rdma::Expected<CallStatus> call_into(uint32_t cmd, std::span<const uint8_t> request,
                                                        std::span<uint8_t> reply, std::span<const int> fds = {},
                                                        std::chrono::milliseconds timeout = std::chrono::seconds(30));
-    /** @brief What a posted request's refusal becomes: a connection event record about one object. */
+    /** @brief PostedFailure::type of a request whose refusal is only logged (a posted ri_syscall_post). */
+    static constexpr uint32_t kLogRefusal = 0;
+    /** @brief What a posted request's refusal becomes: a connection event record about one object, or a log line. */
     struct PostedFailure {
-        uint32_t type = KRDMA_CM_BROKEN; /**< The record's ::krdma_cm_event_type; its status is the refusal's. */
+        uint32_t type = KRDMA_CM_BROKEN; /**< The record's ::krdma_cm_event_type (its status is the refusal's), or
+                                              kLogRefusal for none. */
         uint64_t object = 0;             /**< kAL handle of the object (the QP). */
         uint64_t context = 0;            /**< Its consumer context. */
         uint32_t cookie = 0;             /**< Its cookie, which routes the record. */

@@ -89,8 +89,14 @@ ri_status_t link_syscall(void *host_ctx, ri_syscall_t *call) noexcept {
     return rc;
 }
 
+ri_status_t link_syscall_post(void *host_ctx, const ri_syscall_t *call) noexcept {
+    if (host_ctx == nullptr || call == nullptr) return RI_EINVAL;
+    RDMA_LOG_DEBUG(kComponent, "ri_syscall_post op %u: to the kAL, not waited for", call->op);
+    return forward_syscall_post(*static_cast<Open *>(host_ctx)->core->client, *call);
+}
+
 const ri_host_ops_t kLinkHostOps{sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log, nullptr, nullptr,
-                                 &link_syscall, nullptr, nullptr};
+                                 &link_syscall, nullptr, nullptr, &link_syscall_post};
 
 void on_async(void *ctx, ri_rnic_t, const ri_async_event_t *e) {
     auto *o = static_cast<Open *>(ctx);

@@ -33,11 +33,54 @@ int apply_reply_pins(const krdma_syscall &s) {
     return krdma::apply_pins({s.pins, std::min<size_t>(s.npins, KRDMA_SYSCALL_MAX_PINS)});
 }
 
+// The device request of @p call: RI_OK, or RI_EMSGSIZE for parameters beyond the device's limits.
+ri_status_t build_request(const ri_syscall_t &call, krdma_syscall &s) noexcept {
+    if (call.param_len > sizeof s.param || call.priv_in_len > sizeof s.priv || call.nfds_in > KRDMA_MAX_FDS) {
+        return RI_EMSGSIZE;
+    }
+    s.op = call.op;
+    s.object = call.object;
+    for (size_t i = 0; i < RI_SYSCALL_MAX_REFS; ++i) s.refs[i] = call.refs[i];
+    s.param_len = call.param_len;
+    if (call.param_len > 0) std::memcpy(s.param, call.param, call.param_len);
+    s.priv_len = call.priv_in_len;
+    if (call.priv_in_len > 0) std::memcpy(s.priv, call.priv_in, call.priv_in_len);
+    return RI_OK;
+}
+
 }  // namespace
 
 ri_status_t device_syscall(void *host_ctx, ri_syscall_t *call) noexcept {
     if (host_ctx == nullptr || call == nullptr) return RI_EINVAL;
     return forward_syscall(*static_cast<DeviceClient *>(host_ctx), *call, 0);
+}
+
+ri_status_t device_syscall_post(void *host_ctx, const ri_syscall_t *call) noexcept {
+    if (host_ctx == nullptr || call == nullptr) return RI_EINVAL;
+    return forward_syscall_post(*static_cast<DeviceClient *>(host_ctx), *call);
+}
+
+ri_status_t forward_syscall_post(DeviceClient &client, const ri_syscall_t &call) noexcept {
+    if (call.size < sizeof(ri_syscall_t)) return RI_EINVAL;
+    // Nothing can come back: only a QP modify (a create, destroy, resize or reregistration may answer with memory
+    // to lock or unlock), no result, private reply or descriptor asked for, and no descriptor sent.
+    if (call.op != RI_MODIFY_QP || call.result_cap != 0 || call.priv_out_cap != 0 || call.nfds_out_cap != 0 ||
+        call.nfds_in != 0) {
+        return RI_EINVAL;
+    }
+    krdma_syscall s{};
+    if (ri_status_t rc = build_request(call, s); rc != RI_OK) return rc;
+    try {
+        DeviceClient::PostedFailure log_only;
+        log_only.type = DeviceClient::kLogRefusal;
+        auto sent = client.post(KRDMA_CMD_SYSCALL, {reinterpret_cast<const uint8_t *>(&s), sizeof s}, log_only);
+        if (!sent) return sent.error().code();
+        return RI_OK;
+    } catch (const std::bad_alloc &) {
+        return RI_ENOMEM;  // nothing C++ crosses the upcall
+    } catch (...) {
+        return RI_EIO;
+    }
 }
 
 ri_status_t forward_syscall(DeviceClient &client_ref, ri_syscall_t &call_ref, uint32_t cookie,
@@ -47,16 +90,7 @@ ri_status_t forward_syscall(DeviceClient &client_ref, ri_syscall_t &call_ref, ui
     if (call->size < sizeof(ri_syscall_t)) return RI_EINVAL;
     krdma_syscall s{};
     if (undo_op(call->op) != 0) s.cookie = cookie;  // only a create names a new object
-    if (call->param_len > sizeof s.param || call->priv_in_len > sizeof s.priv || call->nfds_in > KRDMA_MAX_FDS) {
-        return RI_EMSGSIZE;
-    }
-    s.op = call->op;
-    s.object = call->object;
-    for (size_t i = 0; i < RI_SYSCALL_MAX_REFS; ++i) s.refs[i] = call->refs[i];
-    s.param_len = call->param_len;
-    if (call->param_len > 0) std::memcpy(s.param, call->param, call->param_len);
-    s.priv_len = call->priv_in_len;
-    if (call->priv_in_len > 0) std::memcpy(s.priv, call->priv_in, call->priv_in_len);
+    if (ri_status_t rc = build_request(*call, s); rc != RI_OK) return rc;
     call->result_len = call->priv_out_len = call->nfds_out = 0;
     call->handle_out = 0;
     try {

@@ -27,6 +27,16 @@ ri_status_t device_syscall(void *host_ctx, ri_syscall_t *call) noexcept;
 ri_status_t forward_syscall(DeviceClient &client, ri_syscall_t &call, uint32_t cookie,
                             std::string *reason = nullptr, uint32_t *number = nullptr) noexcept;
 
+/**
+ * @brief ri_syscall_post over the device (ri_host_ops_t::syscall_post): @p call is sent as a quiet request and not
+ *        waited for; a refusal is logged. ::RI_EINVAL for an op but ::RI_MODIFY_QP or a call that asks for anything back,
+ *        ::RI_EMSGSIZE as device_syscall(), ::RI_ENODEV when krdmad is gone.
+ */
+ri_status_t device_syscall_post(void *host_ctx, const ri_syscall_t *call) noexcept;
+
+/** @brief What device_syscall_post() does, over @p client. */
+ri_status_t forward_syscall_post(DeviceClient &client, const ri_syscall_t &call) noexcept;
+
 }  // namespace ual
 
 #endif  // UAL_DEVICE_SYSCALL_HPP

@@ -192,7 +192,8 @@ struct Uvp {
         void async_event(const ri_async_event_t &event) noexcept override;
         void entered_error() noexcept override;
         ri_status_t check_memory_op(const ri_send_wr_t &wr, softrnic_bind_op *bind) noexcept override;
-        ri_status_t kvp_modify(const ri_qp_attr_t &in, uint32_t mask);
+        // The kVP's modify; @p wait false posts it (ri_syscall_post) and answers only whether it was sent.
+        ri_status_t kvp_modify(const ri_qp_attr_t &in, uint32_t mask, bool wait = true);
     };
 
     struct Pd {
@@ -426,7 +427,7 @@ ri_status_t Uvp::Qp::query(ri_qp_attr_t *out) {
     return RI_OK;
 }
 
-ri_status_t Uvp::Qp::kvp_modify(const ri_qp_attr_t &in, uint32_t mask) {
+ri_status_t Uvp::Qp::kvp_modify(const ri_qp_attr_t &in, uint32_t mask, bool wait) {
     struct {
         ri_syscall_modify_t m;
         ri_qp_attr_t a;
@@ -434,7 +435,7 @@ ri_status_t Uvp::Qp::kvp_modify(const ri_qp_attr_t &in, uint32_t mask) {
     static_assert(sizeof param == sizeof(ri_syscall_modify_t) + sizeof(ri_qp_attr_t));
     Call c(RI_MODIFY_QP, handle);
     c.param(&param, sizeof param);
-    return c.run(pd->rnic->host_ctx);
+    return wait ? c.run(pd->rnic->host_ctx) : c.post(pd->rnic->host_ctx);
 }
 
 ri_status_t Uvp::Qp::modify(const ri_qp_attr_t *in, uint32_t mask) {
@@ -476,11 +477,14 @@ ri_status_t Uvp::Qp::modify(const ri_qp_attr_t *in, uint32_t mask) {
 void Uvp::Qp::async_event(const ri_async_event_t &event) noexcept { pd->rnic->raise(event); }
 
 void Uvp::Qp::entered_error() noexcept {
-    // The stream failed here: the kVP's QP follows. RI_ENODEV (the kAL is gone) and a refusal change nothing.
+    // The stream failed here: the kVP's QP follows. RI_ENODEV (the kAL is gone) and a refusal change nothing, so
+    // the report is posted, not waited for: the progress thread (which meets the peer's FIN at every connection's
+    // end) would otherwise sleep out a round trip through krdmad with the stream's work behind it. The kAL runs
+    // this process's requests in order, so a later query or destroy sees the QP in ERROR.
     ri_qp_attr_t a{};
     a.state = RI_QPS_ERROR;
     std::lock_guard g(report_mutex);
-    if (!destroying) (void)kvp_modify(a, RI_QP_ATTR_STATE);
+    if (!destroying) (void)kvp_modify(a, RI_QP_ATTR_STATE, false);
 }
 
 ri_status_t Uvp::Qp::check_memory_op(const ri_send_wr_t &w, softrnic_bind_op *bind) noexcept {

@@ -77,6 +77,21 @@ typedef struct ri_host_ops {
     ri_status_t (*mem_charge)(void *host_ctx, uint64_t bytes);
     /** @brief Releases @p bytes charged with ri_host_ops_t::mem_charge. */
     void (*mem_uncharge)(void *host_ctx, uint64_t bytes);
+    /**
+     * @brief ri_syscall without waiting (uPI): send a privileged request whose answer the uVP does not need, and
+     *        return once it is on its way.
+     *
+     * For reports the data path makes from any thread, such as "this stream failed: move the kVP's QP to ERROR"
+     * from a progress thread that must not sleep for a round trip. The kAL executes one host context's requests
+     * in order, so a later ri_host_ops_t::syscall sees its effect. A refusal is logged by the host and changes
+     * nothing else. Only ::RI_MODIFY_QP may be posted (the answer to a create, destroy, resize or reregistration
+     * can carry memory for the process to lock or unlock), and it must ask for nothing back and pass no
+     * descriptor: ri_syscall_t::result_cap, ri_syscall_t::priv_out_cap, ri_syscall_t::nfds_out_cap and
+     * ri_syscall_t::nfds_in zero; ::RI_EINVAL otherwise. ::RI_ENODEV when the kAL is gone.
+     *
+     * Added in ABI 1.6: check RI_HOST_HAS(host, syscall_post) and use ri_host_ops_t::syscall without it.
+     */
+    ri_status_t (*syscall_post)(void *host_ctx, const ri_syscall_t *call);
 } ri_host_ops_t;
 
 /** @brief Whether host operations @p ops (a pointer) are new enough to have member @p field and it is set. */

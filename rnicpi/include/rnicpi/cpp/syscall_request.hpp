@@ -72,6 +72,15 @@ public:
         if (h.syscall == nullptr) return RI_EOPNOTSUPP;
         return h.syscall(host_ctx, &c_);
     }
+    /**
+     * @brief Sends the request without waiting for its answer (ri_host_ops_t::syscall_post, ABI 1.6), for a
+     *        report whose result the caller does not use; a host without it runs the request as run() does.
+     */
+    ri_status_t post(void *host_ctx) {
+        const ri_host_ops_t &h = Module<P>::host();
+        if (RI_HOST_HAS(&h, syscall_post)) return h.syscall_post(host_ctx, &c_);
+        return run(host_ctx);
+    }
     /** @brief The kAL's handle of the object a create verb made. */
     [[nodiscard]] uint64_t handle() const noexcept { return c_.handle_out; }
     /** @brief Descriptors the kVP passed back. */
