@@ -118,4 +118,42 @@ TEST(LlpSettings, LivenessOptionsLandOnTheSocket) {
     EXPECT_FALSE(kal::llp::set_liveness(-1, s));
 }
 
+// krdmad sets TCP_NODELAY and the liveness options once on a listening socket and relies on the kernel copying them
+// to every connection it accepts: check that it does.
+TEST(LlpSettings, AcceptedSocketsInheritTheListenersOptions) {
+    const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(listener, 0);
+    kal::LlpSettings s;
+    s.user_timeout = 2500ms;
+    s.keepalive_idle = 3s;
+    s.keepalive_interval = 2s;
+    s.keepalive_count = 4;
+    int one = 1;
+    ASSERT_EQ(::setsockopt(listener, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one), 0);
+    ASSERT_TRUE(kal::llp::set_liveness(listener, s));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+    ASSERT_EQ(::listen(listener, 1), 0);
+    ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr *>(&a), &len), 0);
+    const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_EQ(::connect(client, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+    const int server = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    ASSERT_GE(server, 0);
+    EXPECT_EQ(option(server, IPPROTO_TCP, TCP_NODELAY), 1);
+    EXPECT_EQ(option(server, IPPROTO_TCP, TCP_USER_TIMEOUT), 2500);
+    EXPECT_EQ(option(server, SOL_SOCKET, SO_KEEPALIVE), 1);
+    EXPECT_EQ(option(server, IPPROTO_TCP, TCP_KEEPIDLE), 3);
+    EXPECT_EQ(option(server, IPPROTO_TCP, TCP_KEEPINTVL), 2);
+    EXPECT_EQ(option(server, IPPROTO_TCP, TCP_KEEPCNT), 4);
+    // The connecting end has none of them: the kAL sets them on an active connection itself.
+    EXPECT_EQ(option(client, IPPROTO_TCP, TCP_USER_TIMEOUT), 0);
+    EXPECT_EQ(option(client, SOL_SOCKET, SO_KEEPALIVE), 0);
+    ::close(server);
+    ::close(client);
+    ::close(listener);
+}
+
 }  // namespace
