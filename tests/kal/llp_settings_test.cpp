@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <functional>
+
 #include <gtest/gtest.h>
 
 #include "config.hpp"
@@ -22,12 +24,14 @@ int option(int fd, int level, int name) {
     return v;
 }
 
-// A connected loopback TCP socket (the listener and the accepted end close with it).
+// A connected loopback TCP socket (the listener and the accepted end close with it). @p configure gets the listening
+// socket before it listens.
 struct Loopback {
     int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int server = -1;
-    Loopback() {
+    explicit Loopback(const std::function<void(int)> &configure = {}) {
+        if (configure) configure(listener);
         sockaddr_in a{};
         a.sin_family = AF_INET;
         a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -121,26 +125,17 @@ TEST(LlpSettings, LivenessOptionsLandOnTheSocket) {
 // krdmad sets TCP_NODELAY and the liveness options once on a listening socket and relies on the kernel copying them
 // to every connection it accepts: check that it does.
 TEST(LlpSettings, AcceptedSocketsInheritTheListenersOptions) {
-    const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ASSERT_GE(listener, 0);
     kal::LlpSettings s;
     s.user_timeout = 2500ms;
     s.keepalive_idle = 3s;
     s.keepalive_interval = 2s;
     s.keepalive_count = 4;
-    int one = 1;
-    ASSERT_EQ(::setsockopt(listener, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one), 0);
-    ASSERT_TRUE(kal::llp::set_liveness(listener, s));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
-    ASSERT_EQ(::listen(listener, 1), 0);
-    ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr *>(&a), &len), 0);
-    const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ASSERT_EQ(::connect(client, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
-    const int server = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    Loopback l([&s](int listener) {
+        int one = 1;
+        EXPECT_EQ(::setsockopt(listener, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one), 0);
+        EXPECT_TRUE(kal::llp::set_liveness(listener, s));
+    });
+    const int server = l.server, client = l.client;
     ASSERT_GE(server, 0);
     EXPECT_EQ(option(server, IPPROTO_TCP, TCP_NODELAY), 1);
     EXPECT_EQ(option(server, IPPROTO_TCP, TCP_USER_TIMEOUT), 2500);
@@ -151,9 +146,6 @@ TEST(LlpSettings, AcceptedSocketsInheritTheListenersOptions) {
     // The connecting end has none of them: the kAL sets them on an active connection itself.
     EXPECT_EQ(option(client, IPPROTO_TCP, TCP_USER_TIMEOUT), 0);
     EXPECT_EQ(option(client, SOL_SOCKET, SO_KEEPALIVE), 0);
-    ::close(server);
-    ::close(client);
-    ::close(listener);
 }
 
 }  // namespace

@@ -89,6 +89,26 @@ protected:
         call.result_cap = sizeof qa_out;
         return call;
     }
+    // A PD and a CQ of 16 entries on RNIC open @p rnic, and a QP of depth 8 on them (0s when one fails).
+    struct QpSet {
+        uint64_t pd = 0, cq = 0, qp = 0;
+        ri_qp_init_attr_t attr{};  // what the QP was asked for
+    };
+    static QpSet make_qp(ual::DeviceClient &c, uint64_t rnic) {
+        QpSet q;
+        EXPECT_EQ(sys(c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &q.pd), RI_OK);
+        ri_cq_attr_t cqa{};
+        cqa.cqe = 16;
+        ri_cq_attr_t cq_out{};
+        EXPECT_EQ(sys(c, RI_CREATE_CQ, rnic, &cqa, sizeof cqa, &cq_out, sizeof cq_out, &q.cq), RI_OK);
+        q.attr.type = RI_QPT_RC;
+        q.attr.sq_depth = q.attr.rq_depth = 8;
+        ri_qp_init_attr_t qa_out{};
+        ri_syscall_t call = create_qp_call(q.pd, q.cq, q.cq, q.attr, qa_out);
+        EXPECT_EQ(ual::device_syscall(&c, &call), RI_OK);
+        q.qp = call.handle_out;
+        return q;
+    }
     // The parameter block of a Modify QP that changes only the state.
     struct ModifyQp {
         ri_syscall_modify_t m;
@@ -142,20 +162,7 @@ TEST_F(Syscall, ControlPathThroughTheKvp) {
 
 TEST_F(Syscall, QueuePairsHoldTheirCompletionQueues) {
     auto c = client();
-    uint64_t rnic = open_rnic(*c);
-    uint64_t pd = 0, cq = 0, qp = 0;
-    ASSERT_EQ(sys(*c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &pd), RI_OK);
-    ri_cq_attr_t cqa{};
-    cqa.cqe = 16;
-    ri_cq_attr_t cq_out{};
-    ASSERT_EQ(sys(*c, RI_CREATE_CQ, rnic, &cqa, sizeof cqa, &cq_out, sizeof cq_out, &cq), RI_OK);
-    ri_qp_init_attr_t qa{};
-    qa.type = RI_QPT_RC;
-    qa.sq_depth = qa.rq_depth = 8;
-    ri_qp_init_attr_t qa_out{};
-    ri_syscall_t call = create_qp_call(pd, cq, cq, qa, qa_out);
-    ASSERT_EQ(ual::device_syscall(c.get(), &call), RI_OK);
-    qp = call.handle_out;
+    const auto [pd, cq, qp, qa] = make_qp(*c, open_rnic(*c));
     ASSERT_NE(qp, 0u);
     EXPECT_EQ(sys(*c, RI_DESTROY_CQ, cq, nullptr, 0), RI_EBUSY);  // the QP still uses it
     // Modify to ERROR and read it back through the kVP.
@@ -167,7 +174,8 @@ TEST_F(Syscall, QueuePairsHoldTheirCompletionQueues) {
     mod.m.mask = RI_QP_ATTR_LLP;
     EXPECT_EQ(sys(*c, RI_MODIFY_QP, qp, &mod, sizeof mod), RI_EOPNOTSUPP);
     // A QP needs CQs of its own caller, of the right type.
-    call.refs[0] = pd;
+    ri_qp_init_attr_t qa_out{};
+    ri_syscall_t call = create_qp_call(pd, pd, cq, qa, qa_out);
     EXPECT_EQ(ual::device_syscall(c.get(), &call), RI_EINVAL);
     EXPECT_EQ(sys(*c, RI_DESTROY_QP, qp, nullptr, 0), RI_OK);
     EXPECT_EQ(sys(*c, RI_DESTROY_CQ, cq, nullptr, 0), RI_OK);
@@ -177,20 +185,8 @@ TEST_F(Syscall, QueuePairsHoldTheirCompletionQueues) {
 // of one is only logged (no event, no reply left over), and only a modify that asks for nothing back may be posted.
 TEST_F(Syscall, PostedModifyIsNotWaitedForAndTakesEffectInOrder) {
     auto c = client();
-    uint64_t rnic = open_rnic(*c);
-    uint64_t pd = 0, cq = 0;
-    ASSERT_EQ(sys(*c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &pd), RI_OK);
-    ri_cq_attr_t cqa{};
-    cqa.cqe = 16;
-    ri_cq_attr_t cq_out{};
-    ASSERT_EQ(sys(*c, RI_CREATE_CQ, rnic, &cqa, sizeof cqa, &cq_out, sizeof cq_out, &cq), RI_OK);
-    ri_qp_init_attr_t qa{};
-    qa.type = RI_QPT_RC;
-    qa.sq_depth = qa.rq_depth = 8;
-    ri_qp_init_attr_t qa_out{};
-    ri_syscall_t create = create_qp_call(pd, cq, cq, qa, qa_out);
-    ASSERT_EQ(ual::device_syscall(c.get(), &create), RI_OK);
-    const uint64_t qp = create.handle_out;
+    const QpSet set = make_qp(*c, open_rnic(*c));
+    const uint64_t qp = set.qp, cq = set.cq;
     ASSERT_NE(qp, 0u);
 
     ModifyQp mod = to_state(RI_QPS_ERROR);
