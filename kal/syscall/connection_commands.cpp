@@ -199,7 +199,7 @@ public:
         cfg_ = cfg;
         pd_.assign(pd.begin(), pd.end());
         deadline_ = deadline;
-        m_->timed_.insert(this);
+        arm_timer(deadline_);
         (void)drive(how);
         rewatch(POLLOUT);
     }
@@ -215,7 +215,7 @@ public:
         ord_ = ord;
         pd_.assign(pd.begin(), pd.end());
         deadline_ = deadline;
-        m_->timed_.insert(this);
+        arm_timer(deadline_);
         (void)drive(EndpointInput::convert_started);
         session_ = std::make_unique<llp::MpaSession>(sock_.get());
         if (auto st = session_->start_responder(cfg, deadline); !st) {
@@ -233,7 +233,7 @@ public:
         session_ = std::make_unique<llp::MpaSession>(std::move(session));
         initiator_ = false;
         deadline_ = session_->deadline();
-        m_->timed_.insert(this);
+        arm_timer(deadline_);
         (void)drive(EndpointInput::accept_started);
         negotiate(session_->on_writable());
     }
@@ -293,8 +293,14 @@ public:
         // nothing more: after a grace period the kAL ends the connection from what its reference shows.
         if (kvp_stream()) {
             end_by_ = Clock::now() + kKvpEndGrace;
-            m_->timed_.insert(this);
+            arm_timer(end_by_);
         }
+    }
+
+    // Puts this endpoint among those tick() visits, with its next deadline @p when.
+    void arm_timer(Clock::time_point when) {
+        m_->timed_.insert(this);
+        m_->arm(when);
     }
 
     // Returns the milliseconds to this endpoint's deadline, or -1; times the setup out when it has passed.
@@ -774,6 +780,7 @@ void ConnectionCommands::accept_tcp(ListenPoint &lp) {
             RDMA_LOG_CLIENT(warn, kComponent, "cannot start MPA: %s", st.error().message().c_str());
             continue;
         }
+        arm(p->session.deadline());
         const int fd = p->sock.get();
         lp.requests_.insert(id);
         pending_.emplace(id, std::move(p));
@@ -812,6 +819,7 @@ void ConnectionCommands::pending_events(uint64_t id, short revents) {
             }
             krdma::set_private_data(e, p.session.peer_private_data());
             p.session.set_deadline(Clock::now() + settings_.accept_timeout);
+            arm(p.session.deadline());
             if (!verbs_.deliver_record(p.lp->client_, KRDMA_EVENT_CM, {reinterpret_cast<const uint8_t *>(&e), sizeof e})) {
                 drop_pending(id);
                 return;
@@ -1085,6 +1093,14 @@ int ConnectionCommands::tick() {
     auto earlier = [&wait](int ms) {
         if (ms >= 0 && (wait < 0 || ms < wait)) wait = ms;
     };
+    earlier(linger_.poll(now));
+    if (now < next_due_) {
+        // No deadline is due: nothing to visit (a loop turn per device message would otherwise walk every
+        // connection in setup).
+        if (next_due_ != Clock::time_point::max()) earlier(ms_until(next_due_, now));
+        return wait;
+    }
+    next_due_ = Clock::time_point::max();
     // Endpoints with a deadline armed (a setup, a kVP's grace period): only those, so that a wake-up costs the same
     // with ten thousand idle connections. One whose deadline is gone (or just fired) leaves the set until it arms
     // another. fail() never destroys an endpoint, so the snapshot stays valid.
@@ -1095,14 +1111,15 @@ int ConnectionCommands::tick() {
             timed_.erase(e);
         } else {
             earlier(ms);
+            arm(now + std::chrono::milliseconds(ms));
         }
     }
-    earlier(linger_.poll(now));
     std::vector<uint64_t> expired;
     for (auto &[id, p] : pending_) {
         if (p->session.expired(now)) {
             expired.push_back(id);
         } else if (!p->session.done()) {
+            arm(p->session.deadline());
             earlier(p->session.poll_timeout_ms(now));
         }
     }

@@ -132,6 +132,14 @@ private:
     std::set<Endpoint *> endpoints_;
     std::set<Endpoint *> timed_;             // endpoints with a deadline armed, visited by tick()
     std::vector<Endpoint *> timed_snapshot_;  // tick()'s copy of timed_ (kept for its storage)
+    // The earliest deadline among timed_ and pending_: until then tick() visits neither (it runs at every turn of
+    // the device loop, and walking every connection in setup each time cost 6% of krdmad's CPU at 256 in flight).
+    // Every deadline armed lowers it (arm()); each visit recomputes it; a deadline dropped meanwhile only makes
+    // one visit early.
+    std::chrono::steady_clock::time_point next_due_ = std::chrono::steady_clock::time_point::max();
+    void arm(std::chrono::steady_clock::time_point deadline) noexcept {
+        if (deadline < next_due_) next_due_ = deadline;
+    }
     std::set<ListenPoint *> listens_;
     uint64_t next_request_ = 1;
     std::optional<llp::LinkMonitor> links_;  // the host's links, for RI_AE_RNIC_LINK_DOWN/UP

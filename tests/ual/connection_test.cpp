@@ -271,6 +271,29 @@ TEST_F(Connections, SilentPeerTimesOut) {
     EXPECT_GE(std::chrono::steady_clock::now() - t0, 300ms);
 }
 
+// The kAL visits its setups only when the earliest deadline is due: a setup armed later with an earlier deadline
+// than one already waiting still times out on its own time.
+TEST_F(Connections, ALaterSetupWithAnEarlierDeadlineTimesOutFirst) {
+    sockaddr_in a{};
+    krdma::UniqueFd l = raw_listener(a);
+    ASSERT_TRUE(l);
+    Side s;
+    ASSERT_EQ(s.open(device_.string(), "sr0", 4096), "");
+    auto slow = s.endpoint();
+    ASSERT_TRUE(slow->connect("127.0.0.1", ntohs(a.sin_port), {}, 20s).ok());
+    auto e = next_cm(s.cm, 200ms);
+    EXPECT_FALSE(e.has_value());  // the first setup just waits
+    auto quick = s.endpoint();
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(quick->connect("127.0.0.1", ntohs(a.sin_port), {}, 300ms).ok());
+    e = next_cm(s.cm, 10s);
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->id, static_cast<uint32_t>(CmEventId::timeout));
+    const auto took = std::chrono::steady_clock::now() - t0;
+    EXPECT_GE(took, 300ms);
+    EXPECT_LT(took, 5s) << "the 300 ms setup waited for the 20 s one's deadline";
+}
+
 // RFC 6581: a valid reply whose IRD/ORD this side cannot serve. The responder is already in full operation, so the
 // kAL sends it a Terminate FPDU with the reason, then closes in order; the consumer sees the connection broken.
 TEST_F(Connections, UnservableReplyGetsATerminateThenAnOrderlyClose) {
