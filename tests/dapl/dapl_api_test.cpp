@@ -275,6 +275,31 @@ TEST(DaplApi, BadArgumentsAndStatesGetTheirErrors) {
         << std::hex << e.event_number;
 }
 
+// dat_ep_connect does not wait for the kAL: its refusal of a peer no route leads to (TEST-NET-1, from an RNIC on
+// the loopback device) comes as DAT_CONNECTION_EVENT_UNREACHABLE; an address of another family than the IA's is
+// still refused by the call.
+TEST(DaplApi, AConnectTheKalRefusesIsAnUnreachableEvent) {
+    Side s;
+    ASSERT_NO_FATAL_FAILURE(s.make());
+    sockaddr_in6 v6{};
+    v6.sin6_family = AF_INET6;
+    v6.sin6_addr = in6addr_loopback;
+    EXPECT_EQ(type_of(dat_ep_connect(s.ep, reinterpret_cast<DAT_IA_ADDRESS_PTR>(&v6), 4791, 5 * 1000 * 1000, 0,
+                                     nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG)),
+              DAT_INVALID_ADDRESS);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    ::inet_pton(AF_INET, "192.0.2.1", &to.sin_addr);
+    ASSERT_EQ(dat_ep_connect(s.ep, reinterpret_cast<DAT_IA_ADDRESS_PTR>(&to), 4791, 5 * 1000 * 1000, 0, nullptr,
+                             DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+              DAT_SUCCESS);
+    DAT_EVENT e{};
+    DAT_COUNT more;
+    ASSERT_EQ(dat_evd_wait(s.conn, 10 * 1000 * 1000, 1, &e, &more), DAT_SUCCESS);
+    EXPECT_EQ(e.event_number, DAT_CONNECTION_EVENT_UNREACHABLE) << std::hex << e.event_number;
+    EXPECT_EQ(e.event_data.connect_event_data.ep_handle, s.ep);
+}
+
 TEST(DaplApi, SoftwareEventsThresholdsTimeoutsAndUnwaitable) {
     Side s;
     ASSERT_NO_FATAL_FAILURE(s.make());

@@ -603,7 +603,10 @@ DAT_RETURN connect_to(Ep *ep, const sockaddr *remote, uint16_t port, DAT_TIMEOUT
     ep->remote_port = port;
     const auto ms = timeout == DAT_TIMEOUT_INFINITE ? std::chrono::milliseconds(0)
                                                     : std::chrono::milliseconds((uint64_t{timeout} + 999) / 1000);
-    auto st = ep->ep->connect(address, port, bytes(pdata, size), ms);
+    // Not waiting for the kAL (a client opening many connections makes no round trip each): a refusal there (no
+    // route, a limit) ends in DAT_CONNECTION_EVENT_UNREACHABLE on the EP's connect EVD, as an unreachable peer does.
+    // An address of another family than the IA's is still refused here.
+    auto st = ep->ep->connect_async(address, port, bytes(pdata, size), ms);
     if (!st) {
         ep->state->store(DAT_EP_STATE_UNCONNECTED);
         const int c = st.code();
@@ -772,7 +775,9 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE cr_handle, DAT_EP_HANDLE ep_handle, DAT_COUNT
     if (!ep->ep || !ep->state->compare_exchange_strong(expected, DAT_EP_STATE_PASSIVE_CONNECTION_PENDING)) {
         return state_error(ep->state->load());
     }
-    auto st = ep->ep->accept(cr->request, bytes(pdata, size));
+    // Not waiting for the kAL either (a server accepting many connections keeps going): a refusal there (the
+    // request timed out meanwhile, a limit) arrives as DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR.
+    auto st = ep->ep->accept_async(cr->request, bytes(pdata, size));
     if (!st) {
         ep->state->store(want);
         return failed("dat_cr_accept", st.error(),
