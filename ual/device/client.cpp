@@ -116,7 +116,7 @@ void DeviceClient::read_refusal() {
     }
 }
 
-bool DeviceClient::take_event(krdma::Message &m) {
+bool DeviceClient::take_event(krdma::Message &m, bool *queued) {
     if ((m.hdr.flags & KRDMA_MSG_EVENT) == 0) return false;
     if (m.hdr.cmd == KRDMA_EVENT_REFUSED) {
         // The kAL will not serve this connection and closes it next: keep why, for the call that finds it closed.
@@ -134,18 +134,20 @@ bool DeviceClient::take_event(krdma::Message &m) {
         }
         std::lock_guard q(queue_mutex_);
         cm_events_.push_back(std::move(r));
+        if (queued != nullptr) *queued = true;
     } else if (m.payload_len() == sizeof(krdma_event)) {
         krdma_event e;
         std::memcpy(&e, m.body.data(), sizeof e);
         std::lock_guard q(queue_mutex_);
         events_.push_back(e);
+        if (queued != nullptr) *queued = true;
     }
     for (auto &f : m.fds) f.reset();  // descriptors of a record that takes none are not kept
     m.nfds = 0;
     return true;
 }
 
-bool DeviceClient::take_posted_reply(krdma::Message &m) {
+bool DeviceClient::take_posted_reply(krdma::Message &m, bool *queued) {
     if ((m.hdr.flags & KRDMA_MSG_REPLY) == 0) return false;
     auto it = posted_.find(m.hdr.seq);
     if (it == posted_.end()) return false;
@@ -167,6 +169,7 @@ bool DeviceClient::take_posted_reply(krdma::Message &m) {
     r.event.llp.fd = -1;
     std::lock_guard q(queue_mutex_);
     cm_events_.push_back(std::move(r));
+    if (queued != nullptr) *queued = true;
     return true;
 }
 
@@ -261,10 +264,10 @@ rdma::Expected<void> DeviceClient::exchange(uint32_t cmd, std::span<const uint8_
             case krdma::RecvResult::message:
                 break;
         }
-        const size_t queued = queued_records();
-        if (take_event(message_) || take_posted_reply(message_)) {
+        bool queued = false;
+        if (take_event(message_, &queued) || take_posted_reply(message_, &queued)) {
             // A record for the event thread, which may be asleep in poll() (a posted request's success is none).
-            if (queued_records() != queued) announce_locked();
+            if (queued) announce_locked();
             continue;
         }
         if ((message_.hdr.flags & KRDMA_MSG_REPLY) == 0 || message_.hdr.seq != *seq) continue;  // stale reply
@@ -312,11 +315,6 @@ rdma::Expected<CallStatus> DeviceClient::call_into(uint32_t cmd, std::span<const
     if (const size_t n = std::min(out.payload_len, reply.size()); n > 0) std::memcpy(reply.data(), message_.body.data(), n);
     for (size_t i = 0; i < message_.nfds; ++i) out.fds[out.nfds++] = std::move(message_.fds[i]);
     return out;
-}
-
-size_t DeviceClient::queued_records() {
-    std::lock_guard q(queue_mutex_);
-    return events_.size() + cm_events_.size();
 }
 
 void DeviceClient::announce_locked() {

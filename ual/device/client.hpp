@@ -150,17 +150,17 @@ private:
                                                        std::span<const int> fds, uint32_t flags);
     // Forgets the posted requests sent before @p seq, whose reply just came: they succeeded quietly. mutex_ held.
     void settle_posted_before(uint32_t seq);
-    bool take_event(krdma::Message &m);
-    // A reply to a posted request (it is then consumed): a refusal is queued as a connection record. mutex_ held.
-    bool take_posted_reply(krdma::Message &m);
+    // An event record (true): queued (*queued set when given), or kept as the kAL's refusal. mutex_ held.
+    bool take_event(krdma::Message &m, bool *queued = nullptr);
+    // A reply to a posted request (it is then consumed): a refusal is queued as a connection record (*queued set)
+    // or only logged. mutex_ held.
+    bool take_posted_reply(krdma::Message &m, bool *queued = nullptr);
     // Reads every record on the socket into the queues, and the queued_ announcement if one was made. mutex_ held.
     void receive_all_locked();
     // Announces records a call read (they are no longer on the socket) on queued_. mutex_ held.
     void announce_locked();
     // Reads the queued_ announcement, if one was made (takes queue_mutex_).
     void take_announcement();
-    // Records queued now (takes queue_mutex_).
-    [[nodiscard]] size_t queued_records();
     // The next record of @p queue, receiving what waits on the socket when it is empty (records of @p other's
     // kind read on the way are announced). Takes mutex_.
     template <class Record, class Other>
