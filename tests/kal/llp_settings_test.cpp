@@ -92,14 +92,21 @@ TEST(LlpSettings, BadValuesNameTheKey) {
     }
 }
 
-TEST(LlpSettings, LivenessOptionsLandOnTheSocket) {
-    Loopback l;
-    ASSERT_GE(l.server, 0);
+// Liveness settings unlike the defaults (a 2.5 s user timeout, keepalive after 3 s, every 2 s, 4 probes), so that
+// the options read back prove they were set.
+kal::LlpSettings short_liveness() {
     kal::LlpSettings s;
     s.user_timeout = 2500ms;
     s.keepalive_idle = 3s;
     s.keepalive_interval = 2s;
     s.keepalive_count = 4;
+    return s;
+}
+
+TEST(LlpSettings, LivenessOptionsLandOnTheSocket) {
+    Loopback l;
+    ASSERT_GE(l.server, 0);
+    const kal::LlpSettings s = short_liveness();
     ASSERT_TRUE(kal::llp::set_liveness(l.client, s));
     EXPECT_EQ(option(l.client, IPPROTO_TCP, TCP_USER_TIMEOUT), 2500);
     EXPECT_EQ(option(l.client, SOL_SOCKET, SO_KEEPALIVE), 1);
@@ -125,11 +132,7 @@ TEST(LlpSettings, LivenessOptionsLandOnTheSocket) {
 // krdmad sets TCP_NODELAY and the liveness options once on a listening socket and relies on the kernel copying them
 // to every connection it accepts: check that it does.
 TEST(LlpSettings, AcceptedSocketsInheritTheListenersOptions) {
-    kal::LlpSettings s;
-    s.user_timeout = 2500ms;
-    s.keepalive_idle = 3s;
-    s.keepalive_interval = 2s;
-    s.keepalive_count = 4;
+    const kal::LlpSettings s = short_liveness();
     Loopback l([&s](int listener) {
         int one = 1;
         EXPECT_EQ(::setsockopt(listener, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one), 0);

@@ -221,7 +221,6 @@ TEST_F(Syscall, PostedModifyIsNotWaitedForAndTakesEffectInOrder) {
 
     // What cannot be posted: anything but a modify, a call that asks for a result back, one that passes a descriptor.
     post.object = qp;
-    post.param = &mod;
     post.op = RI_DESTROY_QP;
     post.param = nullptr;
     post.param_len = 0;
