@@ -130,6 +130,11 @@ Engine::Engine(EngineOwner &owner, const EngineConfig &config)
     if (cfg_.foreign_memory) bounce_ = std::make_unique_for_overwrite<uint8_t[]>(kMaxUlpduLen);
 }
 
+void Engine::set_emss(size_t emss) noexcept {
+    const bool markers = cfg_.tx.markers;
+    cfg_.mulpdu = std::clamp<size_t>(iwarp::mulpdu(emss, markers), kUntaggedHeaderLen + 4, max_ulpdu(markers));
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Receive side
 

@@ -100,6 +100,70 @@ TEST_F(EnginePair, WriteThenReadBackMultiSegment) {
     EXPECT_EQ(oa.completions[1].byte_len, 300000u);
 }
 
+// The sender follows a growing MSS in the middle of a message: the FPDUs after set_emss() are larger, the receiver
+// places every byte, and a Send and a Read Response framed afterwards use the new size too.
+TEST_F(EnginePair, FpdusFollowTheEmssMidMessage) {
+    EXPECT_EQ(a->mulpdu(), 1454u);
+    auto src = pattern(200000, 5);
+    std::vector<uint8_t> target(200000, 0);
+    ob.add_region(0x77, target, RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_READ | RI_ACCESS_LOCAL_WRITE);
+    WorkRequest w = wr_over(1, WorkType::write, src);
+    w.remote_stag = 0x77;
+    static TxFrame frame;
+    std::vector<size_t> sizes;
+    auto move_one = [&] {
+        if (!a->next_frame(frame)) return false;
+        auto bytes = harness::bytes_of(frame);
+        sizes.push_back(bytes.size());
+        b->receiver().feed(bytes);
+        a->frame_sent();
+        return true;
+    };
+    ASSERT_TRUE(a->post(w).ok());
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(move_one());
+    a->set_emss(32768);
+    EXPECT_EQ(a->mulpdu(), mulpdu(32768, false));
+    while (move_one()) {
+    }
+    ASSERT_FALSE(b->failed()) << term_name(b->failure());
+    EXPECT_EQ(target, src);
+    ASSERT_GE(sizes.size(), 5u);
+    EXPECT_EQ(sizes[0], 1460u);  // length field, 1454 octets of ULPDU, CRC (no pad)
+    EXPECT_EQ(sizes[3], kMpaLengthLen + a->mulpdu() + pad_len(a->mulpdu()) + kMpaCrcLen);
+    EXPECT_EQ(sizes.size(), 3 + (200000 - 3 * (1454 - kTaggedHeaderLen) + a->mulpdu() - kTaggedHeaderLen - 1) /
+                                    (a->mulpdu() - kTaggedHeaderLen));
+
+    // Both limits hold whatever the MSS says: at least one payload octet, at most what the length field carries.
+    a->set_emss(1);
+    EXPECT_EQ(a->mulpdu(), kUntaggedHeaderLen + 4);
+    a->set_emss(1u << 20);
+    EXPECT_EQ(a->mulpdu(), kMaxUlpduLen);
+
+    // b answers a Read in FPDUs for its own MSS; a's Send goes in the largest.
+    b->set_emss(9000);
+    std::vector<uint8_t> back(200000, 0);
+    oa.add_region(0x88, back, RI_ACCESS_LOCAL_WRITE);
+    WorkRequest r;
+    r.wr_id = 2;
+    r.type = WorkType::read;
+    r.remote_stag = 0x77;
+    r.local_stag = 0x88;
+    r.length = 200000;
+    ASSERT_TRUE(a->post(r).ok());
+    std::vector<uint8_t> dst(200000, 0);
+    ob.post_receive(3, dst);
+    ASSERT_TRUE(a->post(wr_over(4, WorkType::send, src)).ok());
+    const uint64_t b_frames = b->stats().tx_fpdus, a_frames = a->stats().tx_fpdus;
+    settle(*a, *b);
+    ASSERT_FALSE(a->failed()) << term_name(a->failure());
+    ASSERT_FALSE(b->failed()) << term_name(b->failure());
+    EXPECT_EQ(back, src);
+    EXPECT_EQ(dst, src);
+    EXPECT_EQ(b->stats().tx_fpdus - b_frames, (200000 + mulpdu(9000, false) - kTaggedHeaderLen - 1) /
+                                                  (mulpdu(9000, false) - kTaggedHeaderLen));
+    EXPECT_EQ(a->stats().tx_fpdus - a_frames, 1 + 4u);  // the Read Request, then 200000 octets in 4 Send FPDUs
+}
+
 TEST_F(EnginePair, OrdLimitsOutstandingReadsAndAllComplete) {
     std::vector<uint8_t> remote = pattern(4096, 1);
     ob.add_region(7, remote, RI_ACCESS_REMOTE_READ);

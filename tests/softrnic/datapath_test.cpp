@@ -590,6 +590,79 @@ TEST_F(Stream, OrderlyCloseSendsFinAfterOutstandingWork) {
     EXPECT_EQ(state_of(a.qp), RI_QPS_IDLE);
 }
 
+// The stream starts with the FPDU size the transition gave and then follows the socket's MSS, which Linux raises as
+// the peer's window opens (README, "FPDU size follows the MSS"). The peer here is a raw socket: the test reads the
+// FPDUs off the wire.
+TEST_F(Stream, FpdusGrowWithTheConnectionsMss) {
+    End a = end(ra_, pa_, &ev_a_);
+    auto [ca, cb] = tcp_pair();
+    const int probe = ::dup(ca);  // a's socket, to read its MSS once the QP owns it
+    ASSERT_GE(probe, 0);
+    cleanup_.push_back([probe, cb] {
+        ::close(probe);
+        ::close(cb);
+    });
+    Mode m;
+    m.rtr = RI_RTR_NONE;  // no RTR: every frame is a Write (or a zero-length nudge)
+    ri_qp_attr_t x{};
+    x.state = RI_QPS_RTS;
+    x.llp = llp(m, true, ca);
+    ASSERT_EQ(v_->modify_qp(a.qp, &x, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP), RI_OK);
+    constexpr size_t kMessage = 1u << 20;
+    constexpr int kMessages = 4;
+    Region src = region(pa_, pattern(kMessage, 11), RI_ACCESS_LOCAL_WRITE);
+    for (int i = 0; i < kMessages; ++i) {
+        ASSERT_EQ(send(a.qp, static_cast<uint64_t>(i), RI_WR_RDMA_WRITE, {src.sge()}, RI_SEND_SIGNALED,
+                       static_cast<uint64_t>(i) * kMessage, 0x1234),
+                  RI_OK);
+    }
+    // Walk the FPDUs by their ULPDU_Length fields; keep each Write's payload length in stream order.
+    std::vector<size_t> payloads;
+    size_t received = 0;
+    std::vector<uint8_t> buf;
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    while (received < kMessage * kMessages && Clock::now() < deadline) {
+        pollfd p{cb, POLLIN, 0};
+        if (::poll(&p, 1, 100) <= 0) continue;
+        uint8_t chunk[65536];
+        const ssize_t n = ::recv(cb, chunk, sizeof chunk, 0);
+        ASSERT_GT(n, 0);
+        buf.insert(buf.end(), chunk, chunk + n);
+        size_t off = 0;
+        while (buf.size() - off >= 2) {
+            const size_t ulpdu = (size_t{buf[off]} << 8) | buf[off + 1];
+            const size_t whole = iwarp::kMpaLengthLen + ulpdu + iwarp::pad_len(ulpdu) + iwarp::kMpaCrcLen;
+            if (buf.size() - off < whole) break;
+            ASSERT_NE(buf[off + 2] & 0x80, 0) << "an untagged frame";
+            ASSERT_GE(ulpdu, iwarp::kTaggedHeaderLen);
+            if (ulpdu > iwarp::kTaggedHeaderLen) payloads.push_back(ulpdu - iwarp::kTaggedHeaderLen);
+            received += ulpdu - iwarp::kTaggedHeaderLen;
+            off += whole;
+        }
+        buf.erase(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(off));
+    }
+    ASSERT_EQ(received, kMessage * kMessages);
+    EXPECT_EQ(wait(a.scq, kMessages).size(), size_t{kMessages});
+    int mss = 0;
+    socklen_t len = sizeof mss;
+    ASSERT_EQ(::getsockopt(probe, IPPROTO_TCP, TCP_MAXSEG, &mss, &len), 0);
+    // On loopback the MSS starts at 32 KiB at least, twice the 16 KiB this stream starts with.
+    if (static_cast<size_t>(mss) < 2 * size_t{m.fpdu_max}) GTEST_SKIP() << "this loopback's MSS is " << mss;
+
+    const size_t first = size_t{m.fpdu_max} - iwarp::kMpaCrcLen - iwarp::kMpaLengthLen - iwarp::kTaggedHeaderLen;
+    const size_t largest = *std::max_element(payloads.begin(), payloads.end());
+    EXPECT_EQ(payloads.front(), first);  // 16384: CRC, length field and header leave 16364 octets
+    size_t sent = 0, i = 0;
+    for (; sent < kMessage / 2; ++i) {  // the first look is after 1 MiB on the wire
+        EXPECT_LE(payloads[i], first) << "FPDU " << i;
+        sent += payloads[i];
+    }
+    EXPECT_GT(largest, first) << "the FPDUs never grew";
+    EXPECT_LE(largest, iwarp::mulpdu(static_cast<size_t>(mss), false) - iwarp::kTaggedHeaderLen);
+    // Fewer frames than at the first size, in the same bytes.
+    EXPECT_LT(payloads.size(), (kMessage * kMessages + first - 1) / first);
+}
+
 TEST_F(Stream, ConsumerTerminateReachesThePeer) {
     End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
     connect(a, b, mode());

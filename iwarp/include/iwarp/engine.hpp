@@ -219,6 +219,14 @@ public:
     [[nodiscard]] bool terminate_sent() const noexcept { return terminate_built_; }
     /** @brief Counters. */
     [[nodiscard]] const EngineStats &stats() const noexcept { return stats_; }
+    /** @brief The largest outbound ULPDU now (EngineConfig::mulpdu, clamped, or as set_emss() left it). */
+    [[nodiscard]] size_t mulpdu() const noexcept { return cfg_.mulpdu; }
+    /**
+     * @brief The stream's effective MSS is now @p emss: FPDUs built from now on carry up to mulpdu(emss) octets of
+     *        ULPDU (RFC 5044 section 4.2 derives MULPDU from the current EMSS). A message partly framed goes on in
+     *        FPDUs of the new size; each FPDU names its own offset, so the peer sees no difference.
+     */
+    void set_emss(size_t emss) noexcept;
     /**
      * @brief The receive buffer a partly received Send is being placed into, if any: after a failure the owner
      *        flushes it with the rest of its receive queue.
