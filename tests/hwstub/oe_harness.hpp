@@ -485,6 +485,11 @@ public:
         std::lock_guard g(m_);
         return completed_;
     }
+    /** @brief This side's engine counters (what it received from the QP: rx_fpdus, rx_bytes). */
+    iwarp::EngineStats stats() {
+        std::lock_guard g(m_);
+        return engine_.stats();
+    }
     /** @brief True when this side's engine found the QP's stream invalid (and answered with a Terminate). */
     bool failed() {
         std::lock_guard g(m_);

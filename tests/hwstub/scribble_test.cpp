@@ -444,6 +444,35 @@ TEST(HwstubScribble, AnInvalidInboundSegmentGetsATerminateAndLeavesTheConsumersM
     }
 }
 
+// Not a scribble, but this file's rig: an offload RNIC sizes its FPDUs by the connection's MSS as it is now, not as
+// the kAL read it at the transition (here 1460, the rig's LLP parameters; the loopback's MSS is 32 KiB and up). The
+// first MiB goes in 1454-octet ULPDUs, the rest in far fewer, larger ones; every byte arrives.
+TEST(HwstubStream, FpdusFollowTheConnectionsMss) {
+    Rig r;
+    ASSERT_NO_FATAL_FAILURE(r.start());
+    constexpr size_t kBig = 4u << 20;
+    constexpr uint32_t kBigStag = 0x4300, kPeerBig = 0x902;
+    std::vector<uint8_t> src(kBig);
+    for (size_t i = 0; i < kBig; ++i) src[i] = static_cast<uint8_t>(i * 7 + (i >> 12));
+    r.a.oe->stags().set(kBigStag, {va(src.data()), kBig, va(src.data()), RI_ACCESS_LOCAL_READ, 1, true});
+    r.peer->add_region(kPeerBig, kBig, RI_ACCESS_REMOTE_WRITE);
+    const iwarp::EngineStats before = r.peer->stats();
+    hwstub_send_wqe w = wqe(9, HWSTUB_OP_WRITE);
+    w.num_sge = 1;
+    w.remote_stag = kPeerBig;
+    w.remote_to = 0;
+    r.post(w, {hwstub_sge{va(src.data()), static_cast<uint32_t>(kBig), kBigStag}});
+    const auto got = r.cqes(1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].status, RI_WC_SUCCESS);
+    ASSERT_TRUE(wait_until([&] { return r.peer->stats().rx_bytes - before.rx_bytes >= kBig; }));
+    EXPECT_TRUE(r.peer->region_bytes(kPeerBig) == src) << "the Write arrived whole";
+    const uint64_t fpdus = r.peer->stats().rx_fpdus - before.rx_fpdus;
+    constexpr uint64_t kSmall = 1454 - iwarp::kTaggedHeaderLen;  // payload of an FPDU for an MSS of 1460
+    EXPECT_LT(fpdus, (kBig / 2) / kSmall) << "the FPDUs never grew past the transition's MSS";
+    EXPECT_GT(fpdus, (1u << 20) / kSmall - 64) << "the first MiB keeps the transition's size";
+}
+
 // A region deregistered while an RDMA Write from it is still on its way: the adapter checks every DMA against the
 // STag table (as a chip's translation table does), so not one byte is read from the memory after the
 // deregistration returned (here it is overwritten at once, as freed memory may be). The Write cannot finish: the
