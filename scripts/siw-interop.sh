@@ -4,8 +4,10 @@
 # (siw's rping client against it_rping -s). Not part of CI: it needs qemu (installed by the siw-vm script) and about
 # a minute per 20 attempts. See docs/siw-interop.md.
 #
-#   scripts/siw-interop.sh [-n ATTEMPTS] [-r REVERSE_ATTEMPTS] [-k "siw knobs"] [-S SIZE] [-f]
+#   scripts/siw-interop.sh [-n ATTEMPTS] [-r REVERSE_ATTEMPTS] [-k "siw knobs"] [-S SIZE] [-C COUNT] [-f]
 #
+# -C sets the pings per exchange (default 3): with -S 65535 -C 40, each stream sends several MiB, past the point
+# where softrnic re-reads the socket's MSS and frames larger FPDUs (providers/softrnic/README.md).
 # -f boots a fresh guest for every initiator attempt (about 10 s each): the first connection to a freshly booted
 # siw is the one that stalls most often (qemu has not yet translated siw's code, so siw's window between its MPA
 # Reply and taking over the socket is long); a persistent server's later connections rarely hit the window.
@@ -20,15 +22,17 @@ attempts=20
 reverse=3
 knobs=""
 size=64
+count=3
 fresh=0
-while getopts "n:r:k:S:fh" o; do
+while getopts "n:r:k:S:C:fh" o; do
     case $o in
         n) attempts=$OPTARG ;;
         r) reverse=$OPTARG ;;
         k) knobs=$OPTARG ;;
         S) size=$OPTARG ;;
+        C) count=$OPTARG ;;
         f) fresh=1 ;;
-        *) sed -n '2,14p' "$0"; exit 2 ;;
+        *) sed -n '2,17p' "$0"; exit 2 ;;
     esac
 done
 [[ -x $vm/run-siw-guest.sh ]] || { echo "siw-interop: no siw-vm tools at $vm (set SIWVM_TOOLS)" >&2; exit 2; }
@@ -66,7 +70,7 @@ echo "siw-interop: siw knobs '${knobs:-default}', SOFTRNIC_NUDGE=${SOFTRNIC_NUDG
 start_server() {  # NAME PORT RPING-OPTIONS
     guests+=("$1")
     "$vm/run-siw-guest.sh" --name "$1" --wait-ready --timeout 600 "${knob_args[@]}" -f "tcp:127.0.0.1:$2-:7174" -- \
-        "rping -s $3 -a 10.0.2.15 -p 7174 -V -C 3 -S $size" > "$work/$1.log" 2>&1 || { cat "$work/$1.log" >&2; exit 2; }
+        "rping -s $3 -a 10.0.2.15 -p 7174 -V -C $count -S $size" > "$work/$1.log" 2>&1 || { cat "$work/$1.log" >&2; exit 2; }
 }
 stop_server() {
     local pidf=/tmp/siwvm/run/$1/qemu.pid
@@ -84,7 +88,7 @@ for i in $(seq "$attempts"); do
     for _ in $(seq 20); do
         start=$(date +%s%N)
         rc=0
-        timeout -k 2 12 "$build/tools/it_rping/it_rping" -c -a 127.0.0.1 -p "$port" -C 3 -S "$size" -V --timeout 8 \
+        timeout -k 2 12 "$build/tools/it_rping/it_rping" -c -a 127.0.0.1 -p "$port" -C $count -S "$size" -V --timeout 8 \
             > "$work/c$i.log" 2>&1 || rc=$?
         grep -q ECONNREFUSED "$work/c$i.log" || break
         sleep 0.5
@@ -108,13 +112,13 @@ done
 rfailed=0
 for i in $(seq "$reverse"); do
     rport=$((port + 100 + i))
-    setsid "$build/tools/it_rping/it_rping" -s -a 127.0.0.1 -p "$rport" -C 3 -S "$size" -V --timeout 60 \
+    setsid "$build/tools/it_rping/it_rping" -s -a 127.0.0.1 -p "$rport" -C $count -S "$size" -V --timeout 60 \
         > "$work/s$i.log" 2>&1 &
     server_pid=$!
     sleep 0.5
     guests+=("$name-cli$i")
     if "$vm/run-siw-guest.sh" --name "$name-cli$i" --wait --timeout 120 "${knob_args[@]}" -f none -- \
-        "rping -c -a 10.0.2.2 -p $rport -V -C 3 -S $size" > "$work/g$i.log" 2>&1 &&
+        "rping -c -a 10.0.2.2 -p $rport -V -C $count -S $size" > "$work/g$i.log" 2>&1 &&
         grep -q "CMD-EXIT rc=0" "/tmp/siwvm/run/$name-cli$i/serial.log" && wait "$server_pid"; then
         echo "  responder $i: ok"
     else
