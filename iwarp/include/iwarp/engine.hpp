@@ -327,6 +327,44 @@ private:
     bool prefer_response_ = false;  // alternate between read responses and new requests
 };
 
+/**
+ * @brief When a stream's sender looks at its TCP MSS again, for Engine::set_emss(): once per kRecheckBytes sent.
+ *
+ * The MSS the kAL reads at the RDMA-mode transition is often half the path's: Linux bounds a new connection's MSS by
+ * half the largest window the peer has offered yet (on loopback, 32 KiB of 64 KiB) and raises it as the window
+ * opens. Linux siw sizes every work request by the socket's current MSS; a sender outside the kernel cannot read it
+ * for free, so it looks now and then. The provider reads the MSS (iwarp makes no socket calls): sent() says when,
+ * looked() applies what it read.
+ */
+class EmssWatch {
+public:
+    /** @brief Bytes sent between two looks: one getsockopt per MiB is well under 0.1% of the time the MiB takes. */
+    static constexpr uint64_t kRecheckBytes = uint64_t{1} << 20;
+    /** @brief @p bytes went on the stream; true when the MSS is due to be read now (then call looked()). */
+    [[nodiscard]] bool sent(uint64_t bytes) noexcept {
+        if (bytes < due_) {
+            due_ -= bytes;
+            return false;
+        }
+        return true;
+    }
+    /**
+     * @brief The MSS read: @p mss > 0 sizes @p engine's next FPDUs for it and starts the count again; 0 (the socket
+     *        has none: not TCP, a test's socket pair) keeps the size the stream has and stops looking.
+     */
+    void looked(Engine &engine, size_t mss) noexcept {
+        if (mss == 0) {
+            due_ = UINT64_MAX;
+            return;
+        }
+        engine.set_emss(mss);
+        due_ = kRecheckBytes;
+    }
+
+private:
+    uint64_t due_ = kRecheckBytes;
+};
+
 }  // namespace iwarp
 
 #endif  // IWARP_ENGINE_HPP

@@ -93,9 +93,6 @@ constexpr size_t kStreamBudget = 128 * 1024;
 constexpr size_t kTxFrames = 4;
 // The gather list of one sendmsg (IOV_MAX): frames with markers have many pieces, and at least one always fits.
 constexpr size_t kSendIov = 1024;
-// Bytes a stream sends between two looks at its socket's TCP MSS (written()): an offload RNIC sizes its FPDUs by the
-// connection's current MSS, which Linux raises after the RDMA-mode transition (see providers/softrnic/README.md).
-constexpr uint64_t kMssRecheckBytes = 1u << 20;
 static_assert(iwarp::kMaxFpduIov <= kSendIov);
 // Inbound bytes below this go through a staging buffer (headers, small payloads); above, straight to the target.
 constexpr size_t kStageBelow = 512;
@@ -191,7 +188,8 @@ struct OffloadEngine::Stream {
     bool closing = false;  // the QP is in CLOSING: FIN once the send side drained
     uint32_t close_at = 0; // the send queue's producer index at the move to CLOSING: what must still go
     bool fin_sent = false;
-    uint64_t mss_due = kMssRecheckBytes;  // bytes to send before the next look at the socket's MSS
+    // An offload RNIC sizes its FPDUs by the connection's current MSS, which Linux raises after the transition.
+    iwarp::EmssWatch emss;
 };
 
 struct OffloadEngine::Qp final : iwarp::EngineOwner {
@@ -886,17 +884,11 @@ ssize_t OffloadEngine::send_iov(int fd, iovec *iov, size_t iovcnt) noexcept {
 
 // The socket took @p n bytes from the head of the frame ring: frames wholly written leave it.
 void OffloadEngine::written(Stream &s, size_t n) {
-    if (n >= s.mss_due) {
+    if (s.emss.sent(n)) {
         int mss = 0;
         socklen_t len = sizeof mss;
-        if (::getsockopt(s.fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) == 0 && mss > 0) {
-            s.engine.set_emss(static_cast<size_t>(mss));
-            s.mss_due = kMssRecheckBytes;
-        } else {
-            s.mss_due = UINT64_MAX;  // not TCP: keep the size the transition gave
-        }
-    } else {
-        s.mss_due -= n;
+        const bool tcp = ::getsockopt(s.fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) == 0 && mss > 0;
+        s.emss.looked(s.engine, tcp ? static_cast<size_t>(mss) : 0);
     }
     while (n > 0 && s.count > 0) {
         iwarp::TxFrame &f = s.frames[s.head];

@@ -188,6 +188,13 @@ ssize_t send_iov(int fd, iovec *iov, size_t n) {
     return ::sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
+// The socket's current TCP MSS, or 0 when it has none (not TCP): what iwarp::EmssWatch::looked() takes.
+size_t tcp_mss(int fd) {
+    int mss = 0;
+    socklen_t len = sizeof mss;
+    return ::getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) == 0 && mss > 0 ? static_cast<size_t>(mss) : 0;
+}
+
 uint32_t wc_opcode_of(uint32_t wr_opcode) {
     switch (wr_opcode) {
         case RI_WR_RDMA_WRITE: return RI_WC_RDMA_WRITE;
@@ -226,10 +233,6 @@ constexpr uint32_t kCorkPosts = kBatchFrames < kEngineQueue ? kBatchFrames : kEn
 // Held payload stays below this: a larger message amortizes its own sendmsg, and holding it back would only leave
 // the socket idle meanwhile.
 constexpr uint64_t kCorkBytes = 32u << 10;
-
-// How many bytes a stream sends between two looks at its TCP MSS (follow_mss()). One getsockopt per MiB costs
-// well under 0.1% of the time the MiB takes, even in 8 B messages.
-constexpr uint64_t kMssRecheckBytes = 1u << 20;
 
 // Payload bytes request @p w puts on the wire (an RDMA Read Request carries none of its own).
 uint64_t wire_payload(const ri_send_wr_t &w) {
@@ -298,7 +301,7 @@ struct QueuePair::Stream {
     uint8_t nudges = 0;
     Clock::time_point rdma_mode{};  // the RDMA-mode transition
     Clock::time_point last_send{};  // the last sendmsg that moved bytes, while armed
-    uint64_t mss_due = kMssRecheckBytes;  // bytes to send before follow_mss() looks at the MSS again
+    iwarp::EmssWatch emss;  // when the socket's MSS is read again, to size the FPDUs for it
 };
 
 // What a locked operation leaves to do once the QP's lock is dropped: events, the kVP, the socket.
@@ -836,11 +839,7 @@ void QueuePair::transmit(size_t budget) {
         if (n > 0) {
             s.heard = false;
             if (s.nudge_armed) nudge_sent_bytes();
-            if (static_cast<uint64_t>(n) >= s.mss_due) {
-                follow_mss();
-            } else {
-                s.mss_due -= static_cast<uint64_t>(n);
-            }
+            if (s.emss.sent(static_cast<uint64_t>(n))) s.emss.looked(s.engine, tcp_mss(s.fd));
         }
         // Hand the written bytes out in stream order: whole frames are sent, the rest waits.
         size_t left = static_cast<size_t>(n);
@@ -889,22 +888,6 @@ void QueuePair::transmit(size_t budget) {
             return;
         }
     }
-}
-
-// The MSS the kAL read at the RDMA-mode transition is often half the path's: Linux bounds a new connection's MSS by
-// half the largest window the peer has offered yet (on loopback, 32 KiB of 64 KiB) and raises it as the window
-// opens. Linux siw sizes every work request's FPDUs by the socket's current MSS; a user-space sender cannot read
-// it for free, so it looks once per kMssRecheckBytes. Bigger FPDUs halve the receiver's per-FPDU work at large sizes.
-void QueuePair::follow_mss() {
-    Stream &s = *stream_;
-    int mss = 0;
-    socklen_t len = sizeof mss;
-    if (::getsockopt(s.fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) != 0 || mss <= 0) {
-        s.mss_due = UINT64_MAX;  // not TCP (a test's socket pair): keep the size the transition gave
-        return;
-    }
-    s.engine.set_emss(static_cast<size_t>(mss));
-    s.mss_due = kMssRecheckBytes;
 }
 
 void QueuePair::receive(size_t budget, bool to_eagain) {

@@ -163,8 +163,6 @@ private:
     void release_done();
     void local_failure(uint32_t slot, uint32_t status);
     void transmit(size_t budget);
-    // Sizes the stream's next FPDUs for the socket's current TCP MSS.
-    void follow_mss();
     // Hands the engine requests that waited for its room; true when it took any.
     bool refill();
     // @p to_eagain: read until the socket says EAGAIN (or ends), as the progress thread must after an edge; else a
