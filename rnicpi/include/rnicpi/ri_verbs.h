@@ -201,7 +201,7 @@ typedef struct ri_llp_params {
     uint32_t ird;            /**< Negotiated inbound RDMA Read depth. */
     uint32_t ord;            /**< Negotiated outbound RDMA Read depth. */
     uint32_t mss;            /**< Path MSS of the stream. */
-    uint32_t fpdu_max;       /**< Largest FPDU this side sends at first (MULPDU plus framing); a software provider may follow the stream's MSS later. */
+    uint32_t fpdu_max;       /**< Largest FPDU this side sends at first (MULPDU plus framing); a provider may follow the stream's MSS later (softrnic and hwstub do). */
     uint32_t tcp_snd_nxt;    /**< TCP send sequence state at the transition (offload RNICs). */
     uint32_t tcp_rcv_nxt;    /**< TCP receive sequence state at the transition (offload RNICs). */
     ri_net_addr_t local;     /**< Local address of the stream. */
