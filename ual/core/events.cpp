@@ -76,10 +76,10 @@ int SimpleDispatcher::fd() const noexcept {
     return efd_.want();
 }
 
-void SimpleDispatcher::signal_locked() {
+std::shared_ptr<AggregateDispatcher> SimpleDispatcher::signal_fd_locked(bool &wake_waiters) {
     efd_.signal();
-    if (count_ >= threshold_) cv_.notify_all();
-    if (auto agg = aggregate_.lock()) agg->wake();
+    wake_waiters = count_ >= threshold_;
+    return aggregate_.lock();
 }
 
 bool SimpleDispatcher::post(const Event &e) noexcept {
@@ -95,11 +95,17 @@ bool SimpleDispatcher::post(const Event &e) noexcept {
             }
             ring_[(head_ + count_) % ring_.size()] = e;
             ++count_;
-            signal_locked();
-            if (!notifier_) return true;
+            // The waiters are woken after the lock is let go: woken under it, a waiter would find the mutex
+            // still held and sleep again on it, and its wake-up would cost the poster one more futex call.
+            // The caller holds a reference to this dispatcher, so it outlives the notification.
+            bool wake_waiters = false;
+            auto agg = signal_fd_locked(wake_waiters);
             auto fn = notifier_;
             auto nrun = notifier_run_;
             lock.unlock();
+            if (wake_waiters) cv_.notify_all();
+            if (agg) agg->wake();
+            if (!fn) return true;
             try {
                 if (nrun) {
                     nrun(std::move(fn));

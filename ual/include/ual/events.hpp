@@ -170,7 +170,9 @@ private:
     friend class Adapter;
     SimpleDispatcher(EventStream stream, uint32_t capacity, uint32_t threshold, krdma::UniqueFd efd);
     std::optional<Event> take_locked();
-    void signal_locked();
+    // Raises the eventfd for a queued event; @p wake_waiters says whether cv_ must be notified, and the aggregate
+    // (if any) is returned to be woken: both after mutex_ is let go.
+    std::shared_ptr<AggregateDispatcher> signal_fd_locked(bool &wake_waiters);
     // DTO dispatchers: the CQ's notification fired (from the uVP's CEH or the kAL's completion event).
     void notify_completion() noexcept;
     // DTO dispatchers: ask the CQ to notify the next completion.
