@@ -4,7 +4,6 @@
 // flushed.
 #include "queue_pair.hpp"
 
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -1186,15 +1185,19 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
         (p2p && (llp.mpa_revision != 2 || llp.rtr_type == RI_RTR_NONE))) {
         return refuse(RI_EINVAL);
     }
-    int type = 0;
-    socklen_t len = sizeof type;
-    if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) return refuse(RI_EBADF);
-    const int fl = ::fcntl(fd, F_GETFL);
-    // The kAL's sockets are non-blocking already (the flag belongs to the open file, which the passed descriptor
-    // shares): set it only when missing, one system call fewer per connection.
-    if (fl < 0 || ((fl & O_NONBLOCK) == 0 && ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0)) return refuse(RI_EBADF);
+    // RDMA messages go when posted: no Nagle. The option also checks the descriptor in the same system call: it
+    // succeeds only on a TCP socket. A stream socket of another family (a test's socket pair) refuses it and is
+    // then checked by its type. The socket's blocking mode is left as it is: every send and receive of the stream
+    // says MSG_DONTWAIT, so two more system calls per connection (read the flags, maybe set them) buy nothing.
     const int one = 1;
-    (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // RDMA messages go when posted
+    if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) {
+        int type = 0;
+        socklen_t len = sizeof type;
+        if (errno == EBADF || errno == ENOTSOCK ||
+            ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) {
+            return refuse(RI_EBADF);
+        }
+    }
     {
         std::lock_guard g(mutex_);
         if (state_ != RI_QPS_IDLE || stream_) return refuse(RI_EINVAL);
