@@ -412,7 +412,8 @@ std::optional<iwarp::TermCode> MpaSession::term() const noexcept {
     return t;
 }
 
-rdma::Expected<ri_llp_params_t> to_llp_params(const iwarp::MpaResult &result, bool initiator, int fd) {
+rdma::Expected<ri_llp_params_t> to_llp_params(const iwarp::MpaResult &result, bool initiator, int fd,
+                                              const ri_llp_params_t *ends) {
     ri_llp_params_t p{};
     p.fd = fd;
     p.mpa_revision = result.revision;
@@ -437,6 +438,13 @@ rdma::Expected<ri_llp_params_t> to_llp_params(const iwarp::MpaResult &result, bo
     if (result.markers_tx) fpdu += iwarp::kMarkerLen * ((emss + iwarp::kMarkerInterval - 1) / iwarp::kMarkerInterval);
     p.fpdu_max = static_cast<uint32_t>(fpdu);
 
+    if (ends != nullptr) {
+        p.local = ends->local;
+        p.local_port = ends->local_port;
+        p.remote = ends->remote;
+        p.remote_port = ends->remote_port;
+        return p;
+    }
     sockaddr_storage ss{};
     len = sizeof(ss);
     if (::getsockname(fd, reinterpret_cast<sockaddr *>(&ss), &len) != 0) {

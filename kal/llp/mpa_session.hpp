@@ -207,13 +207,15 @@ private:
  * - rtr_type: the RtrBits type in use mapped to ::ri_rtr_type (::RI_RTR_NONE without peer-to-peer).
  * - mss from TCP_MAXSEG; fpdu_max is the largest FPDU that fits one segment: RFC 5044's MULPDU for that MSS plus
  *   the length field, pad, CRC field and the markers it may carry when this side sends markers.
- * - local/remote addresses and ports from getsockname()/getpeername().
+ * - local/remote addresses and ports: from @p ends when given (the caller learned them at accept or connect, which
+ *   saves two system calls per connection), else from getsockname()/getpeername().
  * - tcp_snd_nxt/tcp_rcv_nxt stay 0: reading them needs TCP_REPAIR, which needs CAP_NET_ADMIN and stops the
  *   connection; only an offload RNIC migrating the connection needs them, and it gets them its own way.
  *
  * ::RI_EBADF or another errno when the socket cannot be queried, ::RI_EINVAL for a non-IP socket.
  */
-[[nodiscard]] rdma::Expected<ri_llp_params_t> to_llp_params(const iwarp::MpaResult &result, bool initiator, int fd);
+[[nodiscard]] rdma::Expected<ri_llp_params_t> to_llp_params(const iwarp::MpaResult &result, bool initiator, int fd,
+                                                            const ri_llp_params_t *ends = nullptr);
 
 }  // namespace kal::llp
 

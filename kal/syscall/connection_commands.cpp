@@ -139,6 +139,9 @@ public:
     iwarp::MpaConfig cfg_;
     std::string rnic_;
     std::set<uint64_t> requests_;
+    // The bound address and port: every socket accepted here has them as its local end (no getsockname()).
+    ri_net_addr_t local_{};
+    uint16_t port_ = 0;
     // TCP_NODELAY and the liveness options are set on the listening socket, and Linux copies them to every socket
     // it accepts: six system calls fewer per passive connection.
     bool inherits_options_ = false;
@@ -151,6 +154,7 @@ struct PendingRequest {
     ListenPoint *lp;
     krdma::UniqueFd sock;
     llp::MpaSession session;
+    ri_llp_params_t ends{};  // local and remote address and port, learned at accept (fd -1)
     bool announced = false;  // the consumer has the CONNECT_REQUEST event
 };
 
@@ -189,6 +193,15 @@ public:
     [[nodiscard]] Handle qp_handle() const noexcept { return qp_handle_; }
     [[nodiscard]] uint32_t qp_num() const noexcept { return qp_num_; }
 
+    // Active side, before start_active(): the peer's address and port, as CONNECT named them (the transition then
+    // asks the socket only for its own end).
+    void know_remote(const ri_net_addr_t &addr, uint16_t port) {
+        ends_.remote = addr;
+        ends_.remote_port = port;
+        ends_.fd = -1;
+        remote_known_ = true;
+    }
+
     // Active side (CONNECT, or CONVERT's initiator as @p how): TCP connect from @p local to @p remote has been
     // started on @p sock (or a connected socket's first writable event starts MPA).
     void start_active(krdma::UniqueFd sock, const iwarp::MpaConfig &cfg, std::span<const uint8_t> pd,
@@ -226,10 +239,12 @@ public:
     }
 
     // Passive side: the consumer accepted; the session is writing (or wrote) the reply. @p liveness_set: the socket
-    // has the liveness options already (from its listener).
-    void start_passive(krdma::UniqueFd sock, llp::MpaSession session, bool liveness_set) {
+    // has the liveness options already (from its listener); @p ends: its addresses and ports.
+    void start_passive(krdma::UniqueFd sock, llp::MpaSession session, bool liveness_set, const ri_llp_params_t &ends) {
         sock_ = std::move(sock);
         liveness_set_ = liveness_set;
+        ends_ = ends;
+        ends_known_ = true;
         session_ = std::make_unique<llp::MpaSession>(std::move(session));
         initiator_ = false;
         deadline_ = session_->deadline();
@@ -504,7 +519,18 @@ private:
 
     // The RDMA-mode transition: the kVP's QP to RTS with the negotiated parameters, the socket to the owner.
     void transition() {
-        auto llp = llp::to_llp_params(session_->result(), initiator_, sock_.get());
+        if (!ends_known_ && remote_known_) {
+            // The active side knows where it connected to; its own port it learns once, here.
+            sockaddr_storage ss{};
+            socklen_t len = sizeof ss;
+            if (::getsockname(sock_.get(), reinterpret_cast<sockaddr *>(&ss), &len) == 0) {
+                if (auto a = krdma::net_addr_from_sockaddr(ss, &ends_.local_port)) {
+                    ends_.local = *a;
+                    ends_known_ = true;
+                }
+            }
+        }
+        auto llp = llp::to_llp_params(session_->result(), initiator_, sock_.get(), ends_known_ ? &ends_ : nullptr);
         if (!llp) {
             (void)drive(EndpointInput::setup_failed, failure(llp.error().code()));
             return;
@@ -563,6 +589,11 @@ private:
     Clock::time_point deadline_{};
     Clock::time_point end_by_{};  // a kVP stream's peer ended it: the kVP reports by then, or the kAL decides
     ri_llp_params_t llp_{};
+    // The stream's addresses and ports when known without asking the socket: from accept (passive), or the
+    // remote end from CONNECT (active, ends_known_ once the local end is read at the transition).
+    ri_llp_params_t ends_{};
+    bool ends_known_ = false;
+    bool remote_known_ = false;
     // CONVERT's responder: answers the peer's request itself with these.
     bool auto_accept_ = false;
     uint16_t ird_ = 0, ord_ = 0;
@@ -727,6 +758,8 @@ int ConnectionCommands::listen(Connection &c, const Request &req, Reply &rep) {
                                             mpa_config(a, a.max_ird, a.max_ord), (*open)->ref.name());
     ListenPoint *raw = lp.get();
     raw->inherits_options_ = inherits;
+    raw->local_ = addr;
+    raw->port_ = port;
     listens_.insert(raw);
     auto h = ctx.table.add(ResourceType::listener, q.rnic, {}, std::move(lp));
     if (!h) return rep.fail(h.error().code(), "listen: " + h.error().message());  // its destructor closes the socket
@@ -761,7 +794,10 @@ void ConnectionCommands::link_events() {
 
 void ConnectionCommands::accept_tcp(ListenPoint &lp) {
     for (;;) {
-        krdma::UniqueFd s(::accept4(lp.sock_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+        sockaddr_storage peer{};
+        socklen_t peer_len = sizeof peer;
+        krdma::UniqueFd s(::accept4(lp.sock_.get(), reinterpret_cast<sockaddr *>(&peer), &peer_len,
+                                    SOCK_NONBLOCK | SOCK_CLOEXEC));
         if (!s) return;
         ++counters_.passive_opens;
         if (lp.requests_.size() >= settings_.max_pending) {
@@ -776,6 +812,16 @@ void ConnectionCommands::accept_tcp(ListenPoint &lp) {
         }
         const uint64_t id = next_request_++;
         auto p = std::make_unique<PendingRequest>(id, lp, std::move(s));
+        // The ends as accept4() and the listen point know them: the request's record and the transition need no
+        // getsockname()/getpeername() (four system calls per passive connection).
+        if (auto remote = krdma::net_addr_from_sockaddr(peer, &p->ends.remote_port)) {
+            p->ends.remote = *remote;
+            p->ends.local = lp.local_;
+            p->ends.local_port = lp.port_;
+            p->ends.fd = -1;
+        } else {
+            p->ends = addresses_of(p->sock.get());
+        }
         if (auto st = p->session.start_responder(lp.cfg_, Clock::now() + settings_.request_timeout); !st) {
             RDMA_LOG_CLIENT(warn, kComponent, "cannot start MPA: %s", st.error().message().c_str());
             continue;
@@ -808,7 +854,7 @@ void ConnectionCommands::pending_events(uint64_t id, short revents) {
             krdma_cm_event e = cm_event(KRDMA_CM_CONNECT_REQUEST, p.lp->handle_, p.lp->context_);
             e.cookie = p.lp->cookie_;
             e.request = id;
-            e.llp = addresses_of(p.sock.get());
+            e.llp = p.ends;
             if (auto f = p.session.peer_frame()) {
                 e.llp.mpa_revision = f->revision;
                 e.llp.ird = f->ird;
@@ -940,6 +986,7 @@ int ConnectionCommands::connect(Connection &c, const Request &req, Reply &rep) {
                                        open->ref.name());
     Endpoint *raw = ep.get();
     qp->link = std::move(ep);
+    raw->know_remote(q.remote, q.port);
     raw->start_active(std::move(s), mpa_config(*open, qa.ird, qa.ord),
                       std::span<const uint8_t>(q.private_data, q.private_data_len), Clock::now() + timeout);
     return RI_OK;
@@ -972,18 +1019,20 @@ int ConnectionCommands::accept(Connection &c, const Request &req, Reply &rep) {
         !st) {
         return rep.fail(rdma::from_errno(st.error().code()), "accept: " + st.error().message());
     }
-    // The request becomes the QP's endpoint: the socket and the session move over.
-    server_.unwatch(p.sock.get());
+    // The request becomes the QP's endpoint: the socket and the session move over. The socket stays in the epoll
+    // set: the endpoint's first watch replaces the request's (one epoll_ctl where removing and adding again took
+    // two), and a stale event of the request finds no request under its id.
     krdma::UniqueFd sock = std::move(p.sock);
     llp::MpaSession session = std::move(p.session);
     const bool inherited = p.lp->inherits_options_;
+    const ri_llp_params_t ends = p.ends;
     p.lp->requests_.erase(q.request);
     pending_.erase(it);
     auto ep = std::make_unique<Endpoint>(*this, c.peer().client_id, q.qp, *qp, qa.qp_num, q.context,
                                        open->ref.name());
     Endpoint *raw = ep.get();
     qp->link = std::move(ep);
-    raw->start_passive(std::move(sock), std::move(session), inherited);
+    raw->start_passive(std::move(sock), std::move(session), inherited, ends);
     return RI_OK;
 }
 

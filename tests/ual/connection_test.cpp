@@ -7,6 +7,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
+#include <map>
+
 #include <gtest/gtest.h>
 
 
@@ -391,6 +394,52 @@ TEST_F(Connections, GarbageOnAListenPointIsRefusedAndTheListenerServesOn) {
     ASSERT_TRUE(req.has_value());
     EXPECT_EQ(req->context, 3u);
     EXPECT_EQ(text(req->connection->private_data), "again");
+}
+
+// The addresses and ports each record carries are the sockets' own. The kAL takes them from accept4() and the
+// listen point (passive side) and from CONNECT's target and one getsockname() (active side) instead of asking
+// each socket twice: the two ends' views must mirror each other, and the passive side's remote port must be the
+// port the active side's socket really has.
+TEST_F(Connections, EveryRecordCarriesTheSocketsOwnAddressesAndPorts) {
+    Side s;
+    ASSERT_EQ(s.open(device_.string(), "sr0", 4096), "");
+    auto lp = s.adapter->listen(0, s.requests, 3);
+    ASSERT_TRUE(lp) << lp.error().to_string();
+    const uint16_t port = (*lp)->port();
+    auto server = s.endpoint(21);
+    auto client = s.endpoint(22);
+    ASSERT_TRUE(client->connect("127.0.0.1", port).ok());
+    auto req = next_cm(s.requests);
+    ASSERT_TRUE(req.has_value() && req->connection);
+    const ri_llp_params_t asked = req->connection->llp;
+    const uint8_t loopback[4] = {127, 0, 0, 1};
+    const auto is_loopback = [&](const ri_net_addr_t &a) {
+        return a.family == RI_AF_INET && std::memcmp(a.addr, loopback, 4) == 0;
+    };
+    EXPECT_TRUE(is_loopback(asked.local));
+    EXPECT_TRUE(is_loopback(asked.remote));
+    EXPECT_EQ(asked.local_port, port);
+    EXPECT_NE(asked.remote_port, 0u);
+    EXPECT_NE(asked.remote_port, port);
+    ASSERT_TRUE(server->accept(req->connection->request).ok());
+    std::map<uint64_t, ri_llp_params_t> est;
+    for (int i = 0; i < 2; ++i) {
+        auto e = next_cm(s.cm);
+        ASSERT_TRUE(e.has_value() && e->connection);
+        ASSERT_EQ(e->id, static_cast<uint32_t>(CmEventId::established)) << "status " << e->detail;
+        est[e->context] = e->connection->llp;
+    }
+    ASSERT_EQ(est.count(21), 1u);
+    ASSERT_EQ(est.count(22), 1u);
+    const ri_llp_params_t &passive = est[21], &active = est[22];
+    EXPECT_TRUE(is_loopback(passive.local) && is_loopback(passive.remote));
+    EXPECT_TRUE(is_loopback(active.local) && is_loopback(active.remote));
+    EXPECT_EQ(passive.local_port, port);
+    EXPECT_EQ(passive.remote_port, asked.remote_port);
+    EXPECT_EQ(active.remote_port, port);
+    EXPECT_EQ(active.local_port, asked.remote_port) << "the active socket's port, as its peer saw it at accept";
+    EXPECT_NE(active.mpa_flags & RI_MPA_INITIATOR, 0u);
+    EXPECT_EQ(passive.mpa_flags & RI_MPA_INITIATOR, 0u);
 }
 
 // A connected peer process killed: the survivor's endpoint learns that the connection ended.
