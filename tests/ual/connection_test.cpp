@@ -4,11 +4,16 @@
 // garbage on a listen point, a peer process killed while connected.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -440,6 +445,77 @@ TEST_F(Connections, EveryRecordCarriesTheSocketsOwnAddressesAndPorts) {
     EXPECT_EQ(active.local_port, asked.remote_port) << "the active socket's port, as its peer saw it at accept";
     EXPECT_NE(active.mpa_flags & RI_MPA_INITIATOR, 0u);
     EXPECT_EQ(passive.mpa_flags & RI_MPA_INITIATOR, 0u);
+}
+
+// Moving a QP to ERROR (here by an abortive disconnect; the uAL does the same when the kAL reports that a
+// connection ended) makes no round trip through krdmad: the request is posted. The call returns while krdmad is
+// stopped, the local queues flush at once, and once krdmad runs again it carries the request out in order: the
+// connection is torn down and the peer hears of it.
+TEST_F(Connections, AMoveToErrorIsPostedAndCarriedOutInOrder) {
+    Side s;
+    ASSERT_EQ(s.open(device_.string(), "sr0", 4096), "");
+    auto lp = s.adapter->listen(0, s.requests, 3);
+    ASSERT_TRUE(lp) << lp.error().to_string();
+    auto server = s.endpoint(31);
+    auto client = s.endpoint(32);
+    ASSERT_TRUE(post_recv(s, *client, 0, 256, 7).ok());
+    ASSERT_TRUE(client->connect("127.0.0.1", (*lp)->port()).ok());
+    auto req = next_cm(s.requests);
+    ASSERT_TRUE(req.has_value() && req->connection);
+    ASSERT_TRUE(server->accept(req->connection->request).ok());
+    for (int i = 0; i < 2; ++i) {
+        auto e = next_cm(s.cm);
+        ASSERT_TRUE(e.has_value());
+        ASSERT_EQ(e->id, static_cast<uint32_t>(CmEventId::established)) << "status " << e->detail;
+    }
+
+    // krdmad stopped; a watchdog resumes it after 5 s (so a call that waits for it cannot hang the test), or when
+    // told, and the guard resumes it however the test ends.
+    struct Resume {
+        pid_t pid;
+        ~Resume() { ::kill(pid, SIGCONT); }
+    } resume{krdmad_};
+    ASSERT_EQ(::kill(krdmad_, SIGSTOP), 0);
+    std::mutex m;
+    std::condition_variable cv;
+    bool go = false;
+    std::atomic<bool> resumed{false};
+    std::thread watchdog([&] {
+        std::unique_lock lock(m);
+        cv.wait_for(lock, 5s, [&] { return go; });
+        resumed = true;
+        ::kill(krdmad_, SIGCONT);
+    });
+    const rdma::Status st = client->disconnect(true);
+    const bool returned_first = !resumed.load();
+    auto flushed = s.completion(3s);  // the data path's own flush needs no kAL
+    {
+        std::lock_guard lock(m);
+        go = true;
+    }
+    cv.notify_all();
+    watchdog.join();
+    EXPECT_TRUE(st.ok()) << st.describe();
+    EXPECT_TRUE(returned_first) << "the move to ERROR waited for krdmad";
+    ASSERT_TRUE(flushed.has_value());
+    EXPECT_EQ(flushed->wr_id, 7u);
+    EXPECT_EQ(flushed->status, static_cast<uint32_t>(RI_WC_WR_FLUSH_ERR));
+
+    // krdmad runs again and carries the request out: the server's end of the connection ends.
+    bool server_ended = false;
+    for (int i = 0; i < 4 && !server_ended; ++i) {
+        auto e = next_cm(s.cm);
+        if (!e) break;
+        if (e->context != 31) continue;
+        EXPECT_TRUE(e->id == static_cast<uint32_t>(CmEventId::broken) ||
+                    e->id == static_cast<uint32_t>(CmEventId::peer_disconnect))
+            << e->id;
+        server_ended = true;
+    }
+    EXPECT_TRUE(server_ended) << "the server's endpoint never heard that the connection ended";
+    auto qa = client->query();
+    ASSERT_TRUE(qa) << qa.error().to_string();
+    EXPECT_EQ(qa->state, static_cast<uint32_t>(RI_QPS_ERROR));
 }
 
 // A connected peer process killed: the survivor's endpoint learns that the connection ended.

@@ -450,8 +450,13 @@ ri_status_t Uvp::Qp::modify(const ri_qp_attr_t *in, uint32_t mask) {
         }
         return dp->attach(in->llp.fd, in->llp);
     }
-    // Every other change goes to the kVP's state machine first; the data path follows what it accepted.
-    ri_status_t rc = kvp_modify(*in, mask);
+    // Every other change goes to the kVP's state machine first; the data path follows what it accepted. A move
+    // to ERROR alone is posted, not waited for: every state may move to ERROR, so the kVP's answer could only be
+    // that the kAL is gone (which post() reports too), and the kAL runs this process's requests in order, so a
+    // later query, destroy or reconnect sees the QP in ERROR. It is the uAL's step when the kAL reports that a
+    // connection ended (once on every connection), and an abortive disconnect's: neither waits a round trip now.
+    const bool posted = mask == RI_QP_ATTR_STATE && in->state == RI_QPS_ERROR;
+    ri_status_t rc = kvp_modify(*in, mask, !posted);
     if ((mask & RI_QP_ATTR_STATE) == 0) return rc;
     if (rc == RI_EINVAL && (in->state == RI_QPS_CLOSING || in->state == RI_QPS_TERMINATE) && dp->attached()) {
         // A stream the kVP never saw attached (it says IDLE: the RDMA-mode transition was made here alone, as a
