@@ -173,6 +173,9 @@ struct Uvp {
         // kAL may have given the number to a new object by then).
         std::mutex report_mutex;
         bool destroying = false;
+        // The kVP was told to move this QP to ERROR and nothing moved it since: a second report (the data path's
+        // and the uAL's at the same connection's end) would be a message to krdmad that changes nothing.
+        bool kvp_told_error = false;
         std::unique_ptr<datapath::QueuePair> dp;  // goes first: it uses everything above
 
         ~Qp() override { dp.reset(); }
@@ -455,8 +458,19 @@ ri_status_t Uvp::Qp::modify(const ri_qp_attr_t *in, uint32_t mask) {
     // that the kAL is gone (which post() reports too), and the kAL runs this process's requests in order, so a
     // later query, destroy or reconnect sees the QP in ERROR. It is the uAL's step when the kAL reports that a
     // connection ended (once on every connection), and an abortive disconnect's: neither waits a round trip now.
-    const bool posted = mask == RI_QP_ATTR_STATE && in->state == RI_QPS_ERROR;
-    ri_status_t rc = kvp_modify(*in, mask, !posted);
+    const bool to_error = mask == RI_QP_ATTR_STATE && in->state == RI_QPS_ERROR;
+    ri_status_t rc = RI_OK;
+    if (to_error) {
+        std::lock_guard g(report_mutex);
+        if (!kvp_told_error) rc = kvp_modify(*in, mask, false);
+        kvp_told_error = rc == RI_OK;
+    } else {
+        rc = kvp_modify(*in, mask);
+        if (rc == RI_OK && (mask & RI_QP_ATTR_STATE) != 0) {
+            std::lock_guard g(report_mutex);
+            kvp_told_error = false;  // the kVP's QP is in the state asked for now, not ERROR
+        }
+    }
     if ((mask & RI_QP_ATTR_STATE) == 0) return rc;
     if (rc == RI_EINVAL && (in->state == RI_QPS_CLOSING || in->state == RI_QPS_TERMINATE) && dp->attached()) {
         // A stream the kVP never saw attached (it says IDLE: the RDMA-mode transition was made here alone, as a
@@ -489,7 +503,7 @@ void Uvp::Qp::entered_error() noexcept {
     ri_qp_attr_t a{};
     a.state = RI_QPS_ERROR;
     std::lock_guard g(report_mutex);
-    if (!destroying) (void)kvp_modify(a, RI_QP_ATTR_STATE, false);
+    if (!destroying && !kvp_told_error) kvp_told_error = kvp_modify(a, RI_QP_ATTR_STATE, false) == RI_OK;
 }
 
 ri_status_t Uvp::Qp::check_memory_op(const ri_send_wr_t &w, softrnic_bind_op *bind) noexcept {
