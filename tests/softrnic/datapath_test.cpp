@@ -34,8 +34,34 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Requests to move a QP to ERROR that the uVP sends to the kAL, waited for or posted: each is a message krdmad
+// reads, so a test can count them.
+std::atomic<int> g_error_requests{0};
+
+bool asks_for_error(const ri_syscall_t *c) {
+    if (c->op != RI_MODIFY_QP || c->param == nullptr ||
+        c->param_len < sizeof(ri_syscall_modify_t) + sizeof(uint32_t)) {
+        return false;
+    }
+    ri_syscall_modify_t m{};
+    uint32_t state = 0;
+    std::memcpy(&m, c->param, sizeof m);
+    std::memcpy(&state, static_cast<const uint8_t *>(c->param) + sizeof m, sizeof state);
+    return (m.mask & RI_QP_ATTR_STATE) != 0 && state == RI_QPS_ERROR;
+}
+
+ri_status_t counting_syscall(void *ctx, ri_syscall_t *c) noexcept {
+    if (asks_for_error(c)) g_error_requests.fetch_add(1);
+    return ual::device_syscall(ctx, c);
+}
+
+ri_status_t counting_syscall_post(void *ctx, const ri_syscall_t *c) noexcept {
+    if (asks_for_error(c)) g_error_requests.fetch_add(1);
+    return ual::device_syscall_post(ctx, c);
+}
+
 const ri_host_ops_t kUalHost{sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log, nullptr, nullptr,
-                             &ual::device_syscall, nullptr, nullptr, &ual::device_syscall_post};
+                             &counting_syscall, nullptr, nullptr, &counting_syscall_post};
 
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kSanitized = true;
@@ -546,6 +572,29 @@ TEST_F(Stream, PeerSocketClosedMidTransferFlushesWithoutHanging) {
     }));
     EXPECT_EQ(state_of(a.qp), RI_QPS_ERROR);
     EXPECT_TRUE(eventually([&] { return state_of(b.qp) == RI_QPS_ERROR; }));
+}
+
+// The kVP hears of a QP's move to ERROR once. A broken stream makes each end's data path report it; the uAL's
+// Modify QP to ERROR when the kAL's record of the end arrives (called here as the uAL calls it) then sends nothing
+// more. A QP moved out of ERROR and back is reported again.
+TEST_F(Stream, TheKvpHearsOfAMoveToErrorOnce) {
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
+    int kept = connect(a, b, mode(), true);
+    ASSERT_GE(kept, 0);
+    const int before = g_error_requests.load();
+    ASSERT_EQ(::shutdown(kept, SHUT_RDWR), 0);
+    ::close(kept);
+    ASSERT_TRUE(eventually([&] { return g_error_requests.load() - before == 2; }))
+        << g_error_requests.load() - before << " reports of the broken stream";
+    EXPECT_EQ(state_of(a.qp), RI_QPS_ERROR);
+    EXPECT_EQ(state_of(b.qp), RI_QPS_ERROR);
+    EXPECT_EQ(modify_state(a.qp, RI_QPS_ERROR), RI_OK);
+    EXPECT_EQ(modify_state(b.qp, RI_QPS_ERROR), RI_OK);
+    EXPECT_EQ(g_error_requests.load() - before, 2);
+    EXPECT_EQ(modify_state(a.qp, RI_QPS_IDLE), RI_OK);
+    EXPECT_EQ(modify_state(a.qp, RI_QPS_ERROR), RI_OK);
+    EXPECT_EQ(g_error_requests.load() - before, 3);
+    EXPECT_EQ(state_of(a.qp), RI_QPS_ERROR);
 }
 
 TEST_F(Stream, OrderlyCloseSendsFinAfterOutstandingWork) {
