@@ -5,7 +5,8 @@
 //    peer host's consumer has);
 //  - 8-byte RDMA Write ping-pong half round trip vs a raw TCP 8-byte ping-pong, both ends spinning on their CQs;
 //  - connection setup (connect + MPA + RDMA-mode transition, both ends, 16 in flight; endpoints made and destroyed
-//    outside the clock) per second vs TCP connect + accept likewise;
+//    outside the clock) per second vs TCP connect + accept likewise, and for reference the design's floor (the
+//    system calls such a setup cannot avoid, made by one thread: see floor_setup_rate());
 //  - memory per idle connected QP (RSS growth over 256 connected pairs, excluding socket buffers, which are
 //    kernel memory).
 // Except for the bandwidth target, one process with an embedded kAL: the two ends of each connection are two
