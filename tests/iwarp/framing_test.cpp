@@ -186,6 +186,60 @@ TEST(Framing, SnapshotKeepsTheCrcTrueWhenTheSourceChanges) {
     }
 }
 
+// A small FPDU (payload up to kCompactPayloadMax, no markers) is one gather entry in the frame's own memory, with
+// the bytes a gather list over the payload would send: the receiver reads the same header and payload and its CRC
+// checks. Its payload is a copy, so the source may change once it is framed. A larger one, or one with markers,
+// keeps the gather list over the payload.
+TEST(Framing, SmallFpdusAreFramedWholeInOnePiece) {
+    for (bool crc : {true, false}) {
+        for (bool markers : {false, true}) {
+            for (size_t len : {size_t{0}, size_t{1}, size_t{8}, size_t{511}, kCompactPayloadMax,
+                               kCompactPayloadMax + 1, size_t{4096}}) {
+                SCOPED_TRACE("crc " + std::to_string(crc) + " markers " + std::to_string(markers) + " payload " +
+                             std::to_string(len));
+                std::vector<uint8_t> src(len);
+                for (size_t i = 0; i < len; ++i) src[i] = static_cast<uint8_t>(i * 7 + 3);
+                const std::vector<uint8_t> original = src;
+                Header h;  // a Send, in three pieces when it has three bytes
+                h.opcode = static_cast<uint8_t>(Opcode::send);
+                h.qn = 0;
+                h.msn = 5;
+                std::vector<iovec> pieces;
+                const size_t a = len / 3, b = len / 3;
+                if (a > 0) pieces.push_back(iovec{src.data(), a});
+                if (b > 0) pieces.push_back(iovec{src.data() + a, b});
+                if (len - a - b > 0) pieces.push_back(iovec{src.data() + a + b, len - a - b});
+                Transmitter tx(FramingOptions{crc, markers});
+                auto frame = std::make_unique<TxFrame>();
+                tx.build(h, {}, pieces, *frame);
+                const bool whole = !markers && len <= kCompactPayloadMax;
+                if (whole) {
+                    ASSERT_EQ(frame->iovcnt, 1u);
+                    EXPECT_EQ(frame->iov[0].iov_base, static_cast<void *>(frame->compact));
+                    std::fill(src.begin(), src.end(), 0xee);  // the source changes after framing
+                } else {
+                    EXPECT_GT(frame->iovcnt, 1u);
+                }
+                std::vector<uint8_t> wire;
+                for (size_t i = 0; i < frame->iovcnt; ++i) {
+                    auto *p = static_cast<const uint8_t *>(frame->iov[i].iov_base);
+                    wire.insert(wire.end(), p, p + frame->iov[i].iov_len);
+                }
+                EXPECT_EQ(wire.size(), frame->bytes);
+                EXPECT_EQ(wire.size() % 4, 0u);
+                EXPECT_EQ(tx.position(), frame->bytes);
+                RecordingSink sink;
+                Receiver rx(sink, FramingOptions{crc, markers});
+                EXPECT_EQ(rx.feed(wire), wire.size());
+                ASSERT_FALSE(rx.failed()) << term_name(rx.failure());
+                ASSERT_EQ(sink.segments.size(), 1u);
+                EXPECT_EQ(sink.segments[0].header, h);
+                EXPECT_EQ(sink.segments[0].payload, original);
+            }
+        }
+    }
+}
+
 TEST(Framing, UlpduShorterThanItsHeaderFails) {
     std::vector<uint8_t> bad = {0x00, 0x08, 0x41, 0x43, 0, 0, 0, 0, 0, 0, 0, 0};
     RecordingSink sink;

@@ -139,6 +139,12 @@ private:
 /** @brief Most iovec entries one FPDU's gather list can need (payload pieces, markers and their splits). */
 inline constexpr size_t kMaxFpduIov = 2 * (kMaxUlpduLen / kMarkerInterval + 2) + 40;
 
+/**
+ * @brief Payloads up to this many bytes are framed whole in TxFrame::snapshot, as one gather entry, when markers are
+ *        off: copying them costs less than the system call's handling of two more entries.
+ */
+inline constexpr size_t kCompactPayloadMax = 512;
+
 /** @brief A built FPDU: a gather list over the caller's payload buffers and the frame's own small buffers. */
 struct TxFrame {
     iovec iov[kMaxFpduIov];  /**< The gather list, in stream order. */
@@ -152,6 +158,11 @@ struct TxFrame {
      * sent, even if the memory they came from changes before the socket takes them.
      */
     uint8_t snapshot[kMaxUlpduLen];
+    /**
+     * A small FPDU without markers (payload up to kCompactPayloadMax), whole: length, header, control, payload, pad
+     * and CRC. It is then the only gather entry.
+     */
+    uint8_t compact[sizeof head + kCompactPayloadMax + 3 + kMpaCrcLen];
 };
 
 /** @brief The transmit side of one MPA stream in full operation. */

@@ -949,11 +949,12 @@ void OffloadEngine::outbound_faults(Qp &qp, size_t slot) {
     } else if (FaultPlan::take(faults_.tx_corrupt)) {
         iwarp::TxFrame &f = s.frames[slot];
         const iovec &last = f.iov[f.iovcnt - 1];
-        if (s.crc && last.iov_base >= static_cast<void *>(f.tail) &&
-            last.iov_base < static_cast<void *>(f.tail + sizeof f.tail)) {
+        const bool whole = last.iov_base == static_cast<void *>(f.compact);  // a small FPDU, framed in one piece
+        if (s.crc && (whole || (last.iov_base >= static_cast<void *>(f.tail) &&
+                                last.iov_base < static_cast<void *>(f.tail + sizeof f.tail)))) {
             static_cast<uint8_t *>(last.iov_base)[last.iov_len - 1] ^= 0x10;  // the CRC's last byte
         } else {
-            f.head[iwarp::kMpaLengthLen] ^= 0x01;  // the DDP version
+            (whole ? f.compact : f.head)[iwarp::kMpaLengthLen] ^= 0x01;  // the DDP version
         }
         stats_.faults.fetch_add(1, std::memory_order_relaxed);
     }
