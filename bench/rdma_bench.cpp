@@ -29,6 +29,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <thread>
 #include <vector>
@@ -39,6 +40,7 @@
 #include "tcp_baseline.hpp"
 #include "embedded_link.hpp"
 #include "krdma/abi.h"
+#include "krdma/message.hpp"
 #include "ual/access_layer.hpp"
 
 namespace {
@@ -124,48 +126,36 @@ double tcp_setup_rate(double seconds, double *switches_per_setup) {
     return static_cast<double>(n) / timed.count();
 }
 
-// Sends @p len bytes on @p from and reads them on @p to (a socket pair's two ends, or a connection's): one message.
+// Sends @p len bytes on connection @p from and reads them on @p to: one MPA frame or FPDU.
 bool hop(int from, int to, uint8_t *buf, size_t len) {
     return ::send(from, buf, len, MSG_NOSIGNAL) == static_cast<ssize_t>(len) &&
            ::recv(to, buf, len, MSG_WAITALL) == static_cast<ssize_t>(len);
 }
 
-// Passes @p fd over the socket pair (from @p from to @p to) with a record of @p len bytes, as an ESTABLISHED record
-// brings its socket, and closes the received duplicate.
-bool pass_fd(int from, int to, int fd, uint8_t *buf, size_t len) {
-    iovec io{buf, len};
-    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-    msghdr m{};
-    m.msg_iov = &io;
-    m.msg_iovlen = 1;
-    m.msg_control = ctl;
-    m.msg_controllen = sizeof ctl;
-    cmsghdr *c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    if (::sendmsg(from, &m, MSG_NOSIGNAL) != static_cast<ssize_t>(len)) return false;
-    msghdr r{};
-    r.msg_iov = &io;
-    r.msg_iovlen = 1;
-    r.msg_control = ctl;
-    r.msg_controllen = sizeof ctl;
-    if (::recvmsg(to, &r, MSG_CMSG_CLOEXEC) != static_cast<ssize_t>(len)) return false;
-    cmsghdr *got = CMSG_FIRSTHDR(&r);
-    if (got == nullptr || got->cmsg_type != SCM_RIGHTS) return false;
-    int dup = -1;
-    std::memcpy(&dup, CMSG_DATA(got), sizeof dup);
-    ::close(dup);
-    return true;
+// One device message from @p from to @p to (a socket pair's ends), framed and read by the device's own code as a
+// request or record is: @p len bytes of payload, and @p fd (closed again on arrival) when it is not -1, as an
+// ESTABLISHED record brings its socket.
+bool device_hop(int from, int to, krdma::Message &m, size_t len, int fd = -1) {
+    krdma_msg_hdr h{};
+    h.flags = KRDMA_MSG_EVENT;
+    const int fds[1] = {fd};
+    if (!krdma::send(from, h, std::span<const uint8_t>(m.body.data(), len),
+                     std::span<const int>(fds, fd >= 0 ? 1 : 0)).ok()) {
+        return false;
+    }
+    const bool got = krdma::receive(to, m, true) == krdma::RecvResult::message && m.nfds == (fd >= 0 ? 1u : 0u);
+    for (size_t i = 0; i < m.nfds; ++i) m.fds[i].reset();
+    m.nfds = 0;
+    return got;
 }
 
 // The floor of this design's setup: the system calls an RDMA connection setup cannot do without when a kAL process
 // sets it up for its consumers, made back to back by one thread that never sleeps, kSetupBatch at a time as
 // tcp_setup_rate() does. Per connection: TCP connect and accept; an MPA request, reply (RFC 5044, with RFC 6581's
 // IRD/ORD private data) and the RTR FPDU, each sent and read; and on a socket pair, as between a consumer and the
-// kAL: the CONNECT request, the CONNECT_REQUEST record, the ACCEPT request, and the two ESTABLISHED records, each of
-// which passes a socket. No MPA parsing, no QP, no threads: what is left of a setup when every cost of ours is gone.
+// kAL, framed and read by the device's own code (krdma::send and receive): the CONNECT request, the CONNECT_REQUEST
+// record, the ACCEPT request, and the two ESTABLISHED records, each of which passes a socket. No MPA parsing, no QP,
+// no threads: what is left of a setup when every cost of ours is gone.
 // Connections per second; 0 on failure.
 double floor_setup_rate(double seconds) {
     sockaddr_in a{};
@@ -175,9 +165,8 @@ double floor_setup_rate(double seconds) {
     Fd kal_end(pair[0]), consumer_end(pair[1]);
     constexpr size_t kMpaFrame = 20 + 4;  // MPA request or reply header and IRD/ORD private data
     constexpr size_t kRtr = 20;           // a zero-length RDMA Write: MPA length, DDP/RDMAP header, CRC
-    constexpr size_t kRecord = sizeof(krdma_msg_hdr) + sizeof(krdma_cm_event);
-    std::vector<uint8_t> buf(std::max({kRecord, sizeof(krdma_msg_hdr) + sizeof(krdma_connect),
-                                       sizeof(krdma_msg_hdr) + sizeof(krdma_accept)}));
+    auto m = std::make_unique<krdma::Message>();
+    uint8_t frame[kMpaFrame];
     size_t n = 0;
     std::chrono::duration<double> timed{0};
     const auto end = clock_type::now() + std::chrono::duration<double>(seconds);
@@ -186,19 +175,19 @@ double floor_setup_rate(double seconds) {
         for (size_t i = 0; i < kSetupBatch; ++i) clients.emplace_back(::socket(AF_INET, SOCK_STREAM, 0));
         const auto t0 = clock_type::now();
         for (Fd &c : clients) {
-            if (!hop(consumer_end.fd, kal_end.fd, buf.data(), sizeof(krdma_msg_hdr) + sizeof(krdma_connect))) return 0;
+            if (!device_hop(consumer_end.fd, kal_end.fd, *m, sizeof(krdma_connect))) return 0;  // CONNECT
             if (::connect(c.fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) return 0;
         }
         for (size_t i = 0; i < kSetupBatch; ++i) {
             servers.emplace_back(::accept(l.fd, nullptr, nullptr));
             const int c = clients[i].fd, s = servers.back().fd;
-            if (!hop(c, s, buf.data(), kMpaFrame)) return 0;
-            if (!hop(kal_end.fd, consumer_end.fd, buf.data(), kRecord)) return 0;  // CONNECT_REQUEST
-            if (!hop(consumer_end.fd, kal_end.fd, buf.data(), sizeof(krdma_msg_hdr) + sizeof(krdma_accept))) return 0;
-            if (!hop(s, c, buf.data(), kMpaFrame)) return 0;
-            if (!pass_fd(kal_end.fd, consumer_end.fd, s, buf.data(), kRecord)) return 0;
-            if (!pass_fd(kal_end.fd, consumer_end.fd, c, buf.data(), kRecord)) return 0;
-            if (!hop(c, s, buf.data(), kRtr)) return 0;
+            if (!hop(c, s, frame, kMpaFrame)) return 0;                                            // MPA request
+            if (!device_hop(kal_end.fd, consumer_end.fd, *m, sizeof(krdma_cm_event))) return 0;  // CONNECT_REQUEST
+            if (!device_hop(consumer_end.fd, kal_end.fd, *m, sizeof(krdma_accept))) return 0;    // ACCEPT
+            if (!hop(s, c, frame, kMpaFrame)) return 0;                                            // MPA reply
+            if (!device_hop(kal_end.fd, consumer_end.fd, *m, sizeof(krdma_cm_event), s)) return 0;  // ESTABLISHED
+            if (!device_hop(kal_end.fd, consumer_end.fd, *m, sizeof(krdma_cm_event), c)) return 0;  // ESTABLISHED
+            if (!hop(c, s, frame, kRtr)) return 0;                                                  // RTR
         }
         timed += clock_type::now() - t0;
         n += kSetupBatch;
