@@ -957,6 +957,52 @@ TEST_F(Stream, TwoHundredFiftySixQpsTransferAtOnce) {
     EXPECT_TRUE(eventually([&] { return wdst.bytes() == src.bytes(); }));
 }
 
+// More QPs on a CQ than one empty poll drives: the consumer's poll serves the QP that moved bytes last first, then
+// the others in turn. That QP may be destroyed while others go on (the CQ forgets it), and the others' transfers
+// complete with every byte.
+TEST_F(Stream, ManyQpsOnACqTheBusiestFirstAndItMayGo) {
+    constexpr size_t kQps = 8;
+    constexpr size_t kMsg = 4096;
+    ri_cq_t acq = cq(ra_, 1024), bcq = cq(rb_, 1024);
+    std::vector<End> as(kQps), bs(kQps);
+    ri_qp_init_attr_t qa = qp_attr(8);
+    for (size_t i = 0; i < kQps; ++i) {
+        for (auto [e, r, p, c] : {std::tuple{&as[i], ra_, pa_, acq}, std::tuple{&bs[i], rb_, pb_, bcq}}) {
+            e->rnic = r;
+            e->scq = e->rcq = c;
+            ri_qp_init_attr_t x = qa;
+            ASSERT_EQ(v_->create_qp(p, c, c, nullptr, &x, &e->qp), RI_OK);
+            // Pair 0 is destroyed by the test itself.
+            if (i != 0) cleanup_.push_back([this, q = e->qp] { EXPECT_EQ(v_->destroy_qp(q), RI_OK); });
+        }
+        connect(as[i], bs[i], mode());
+    }
+    Region src = region(pa_, pattern(kQps * kMsg, 21), RI_ACCESS_LOCAL_WRITE);
+    Region dst = region(pb_, pattern(kQps * kMsg, 22), kRemote);
+    // Pair 0 moves bytes: Reads, each waited for by polling the shared CQ (the poll drives the streams).
+    for (uint64_t i = 0; i < 16; ++i) {
+        ASSERT_EQ(send(as[0].qp, i, RI_WR_RDMA_READ, {src.sge(0, kMsg)}, RI_SEND_SIGNALED, dst.addr(),
+                       dst.keys.rkey),
+                  RI_OK);
+        auto w = wait(acq, 1);
+        ASSERT_EQ(w.size(), 1u);
+        EXPECT_EQ(w[0].status, static_cast<uint32_t>(RI_WC_SUCCESS));
+    }
+    EXPECT_TRUE(std::equal(dst.bytes().begin(), dst.bytes().begin() + kMsg, src.bytes().begin()));
+    // The busiest pair goes; the CQ must not serve it again.
+    EXPECT_EQ(v_->destroy_qp(as[0].qp), RI_OK);
+    EXPECT_EQ(v_->destroy_qp(bs[0].qp), RI_OK);
+    for (size_t i = 1; i < kQps; ++i) {
+        ASSERT_EQ(send(as[i].qp, i, RI_WR_RDMA_READ, {src.sge(i * kMsg, kMsg)}, RI_SEND_SIGNALED,
+                       dst.addr() + i * kMsg, dst.keys.rkey),
+                  RI_OK);
+    }
+    auto w = wait(acq, kQps - 1);
+    ASSERT_EQ(w.size(), kQps - 1);
+    for (const ri_wc_t &c : w) EXPECT_EQ(c.status, static_cast<uint32_t>(RI_WC_SUCCESS));
+    EXPECT_TRUE(std::equal(dst.bytes().begin() + kMsg, dst.bytes().end(), src.bytes().begin() + kMsg));
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // The nudge (docs/siw-interop.md): an initiator whose first FPDUs met silence sends a zero-length Write after 25 ms,
 // and a second 200 ms later, so that a peer which left those FPDUs unread in its socket (Linux siw, when they

@@ -51,10 +51,22 @@ ri_status_t CompletionQueue::poll(uint32_t max, ri_wc_t *wc, uint32_t *polled) {
         std::unique_lock g(qps_mutex_, std::try_to_lock);
         if (g.owns_lock() && !qps_.empty()) {
             const size_t count = std::min(qps_.size(), kInlinePerPoll);
+            const bool many = qps_.size() > count;
+            const uint64_t poll = ++polls_;
             size_t busy = 0;
-            for (size_t i = 0; i < count; ++i) {
+            size_t served = 0;
+            if (many && recent_ != nullptr) {
+                bool moved = false;
+                if (!recent_->try_service(*this, poll, &moved)) ++busy;
+                ++served;
+            }
+            for (; served < count; ++served) {
                 next_ = next_ % qps_.size();
-                if (!qps_[next_++]->try_service()) ++busy;
+                QueuePair *qp = qps_[next_++];
+                if (many && qp == recent_) continue;  // served first (its turn still counts)
+                bool moved = false;
+                if (!qp->try_service(*this, poll, &moved)) ++busy;
+                if (moved) recent_ = qp;
             }
             // Every stream served by another thread (the progress thread, usually): that thread may have lost its
             // CPU while holding the QP, and spinning only keeps it off (with more spinning pollers than cores, for
@@ -99,6 +111,7 @@ void CompletionQueue::attach(QueuePair *qp) {
 void CompletionQueue::detach(QueuePair *qp) {
     std::lock_guard g(qps_mutex_);
     qps_.erase(std::remove(qps_.begin(), qps_.end(), qp), qps_.end());
+    if (recent_ == qp) recent_ = nullptr;
 }
 
 }  // namespace softrnic::datapath

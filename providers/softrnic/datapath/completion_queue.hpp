@@ -59,7 +59,12 @@ private:
     void *ctx_;
     std::mutex qps_mutex_;  // the attached QPs; a poll only tries it, so it never waits for a destroy
     std::vector<QueuePair *> qps_;
-    size_t next_ = 0;  // round robin over qps_
+    size_t next_ = 0;     // round robin over qps_
+    uint64_t polls_ = 0;  // empty polls that drove queue pairs (under qps_mutex_)
+    // The queue pair whose socket moved bytes in the last inline pass that moved any: with more queue pairs than
+    // one poll drives, it is served by every empty poll, so the stream a consumer waits on is not one turn in a
+    // round robin over many idle ones (under qps_mutex_).
+    QueuePair *recent_ = nullptr;
 };
 
 }  // namespace softrnic::datapath

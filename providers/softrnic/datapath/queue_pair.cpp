@@ -265,6 +265,7 @@ struct QueuePair::Stream {
     }
 
     enum class Fail : uint8_t { none, local, llp_closed, llp_reset };
+    uint64_t io_bytes = 0;  // bytes the socket took or gave so far: an inline pass that moves some did work
 
     int fd;
     ri_llp_params_t llp;
@@ -836,6 +837,7 @@ void QueuePair::transmit(size_t budget) {
         }
         moved += static_cast<size_t>(n);
         if (n > 0) {
+            s.io_bytes += static_cast<uint64_t>(n);
             s.heard = false;
             if (s.nudge_armed) nudge_sent_bytes();
             if (s.emss.sent(static_cast<uint64_t>(n))) s.emss.looked(s.engine, tcp_mss(s.fd));
@@ -934,6 +936,7 @@ void QueuePair::receive(size_t budget, bool to_eagain) {
             return;
         }
         moved += static_cast<size_t>(n);
+        s.io_bytes += static_cast<uint64_t>(n);
         s.heard = true;
         s.nudge_armed = false;  // the peer reads and speaks: it needs no nudge
         if (moved >= budget) {
@@ -1332,12 +1335,19 @@ void QueuePair::service() {
     finish(o);
 }
 
-bool QueuePair::try_service() {
+bool QueuePair::try_service(const CompletionQueue &cq, uint64_t poll, bool *moved) {
     Outcome o;
     {
         std::unique_lock g(mutex_, std::try_to_lock);
         if (!g.owns_lock()) return false;
         if (!stream_) return true;
+        const uint64_t before = stream_->io_bytes;
+        // Busy polling is polls of this QP close together. A QP among many on its CQ is reached by one empty poll
+        // in many (round robin): however hard the consumer polls the CQ, that QP's input is not what it waits
+        // for, and parking it would only make the progress thread unpark and park it again every millisecond.
+        uint64_t &last = &cq == &scq_ ? last_poll_send_cq_ : last_poll_recv_cq_;  // each CQ counts its own polls
+        const bool close = poll - last <= kAdjacentPolls;
+        last = poll;
         // The socket was full and the progress thread moves the backlog when EPOLLOUT comes. A consumer that keeps
         // posting while it polls (a stream of messages) moves the backlog itself once the socket has room again:
         // poll() takes no socket lock, so it does not fight the stack's ACK processing as a refused sendmsg would.
@@ -1349,7 +1359,7 @@ bool QueuePair::try_service() {
             if (::poll(&p, 1, 0) != 1 || (p.revents & POLLOUT) == 0) return false;
             stream_->tx_blocked = false;
         }
-        ++inline_polls_;
+        if (close) ++inline_polls_;
         posts_since_poll_ = 0;
         // A consumer polling this hard is parked at the thread's next service; a stream whose socket never raises
         // an edge (a pure sender's) would never get one: one kick per service brings the thread to look.
@@ -1360,6 +1370,7 @@ bool QueuePair::try_service() {
         out_ = &o;
         pump(kServiceBudget, false);
         out_ = nullptr;
+        if (moved != nullptr && stream_ && stream_->io_bytes != before) *moved = true;
     }
     finish(o);
     return true;

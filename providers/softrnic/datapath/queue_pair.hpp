@@ -126,8 +126,12 @@ public:
 
     /** @brief Progress thread: serve the socket (events from epoll). */
     void service();
-    /** @brief Inline progress: serve the socket if nobody else is (try-lock); false if it was busy. */
-    bool try_service();
+    /**
+     * @brief Inline progress from empty poll number @p poll of @p cq (one of this QP's CQs): serve the socket if
+     *        nobody else is (try-lock); false if it was busy. @p moved (when given) is set when the socket took or
+     *        gave bytes in this pass.
+     */
+    bool try_service(const CompletionQueue &cq, uint64_t poll, bool *moved = nullptr);
     /**
      * @brief Progress thread, for a parked QP (its consumer busy-polls): true while the consumer polled since the
      *        last look; else the stream gets its input edges back and the answer is false.
@@ -202,6 +206,11 @@ private:
     // service; parked_ is written under mutex_ and read anywhere (a CQ being armed unparks its QPs).
     uint32_t inline_polls_ = 0;
     uint32_t polls_seen_ = 0;
+    // The empty-poll number of the last inline pass from each of its CQs (under mutex_): passes more than
+    // kAdjacentPolls of that CQ's polls apart are not busy polling of this QP.
+    uint64_t last_poll_send_cq_ = 0;
+    uint64_t last_poll_recv_cq_ = 0;
+    static constexpr uint64_t kAdjacentPolls = 256;
     std::atomic<bool> parked_{false};
     // A kick asked the progress thread to look at a busy-polling consumer's QP that nothing else brings it to (a
     // pure sender's socket raises no input edges); cleared by the thread's next service.
