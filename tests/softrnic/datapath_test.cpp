@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -259,6 +260,20 @@ protected:
             e.qp_num = qa.qp_num;
         }
         return e;
+    }
+    // Queue pairs (a, b) in IDLE, as many as @p as holds, with send queues of @p depth: every a end uses CQ @p acq,
+    // every b end CQ @p bcq. Each is destroyed at teardown, except pair @p own, which the test destroys itself.
+    void shared_cq_pairs(std::vector<End> &as, std::vector<End> &bs, ri_cq_t acq, ri_cq_t bcq, uint32_t depth,
+                         size_t own = SIZE_MAX) {
+        for (size_t i = 0; i < as.size(); ++i) {
+            for (auto [e, r, p, c] : {std::tuple{&as[i], ra_, pa_, acq}, std::tuple{&bs[i], rb_, pb_, bcq}}) {
+                e->rnic = r;
+                e->scq = e->rcq = c;
+                ri_qp_init_attr_t x = qp_attr(depth);
+                ASSERT_EQ(v_->create_qp(p, c, c, nullptr, &x, &e->qp), RI_OK);
+                if (i != own) cleanup_.push_back([this, q = e->qp] { EXPECT_EQ(v_->destroy_qp(q), RI_OK); });
+            }
+        }
     }
     Region region(ri_pd_t p, std::vector<uint8_t> data, uint32_t access, ri_status_t expect = RI_OK) {
         Region g;
@@ -919,16 +934,8 @@ TEST_F(Stream, TwoHundredFiftySixQpsTransferAtOnce) {
     constexpr size_t kMsg = 8192;
     ri_cq_t acq = cq(ra_, 4096), bcq = cq(rb_, 4096);
     std::vector<End> as(kQps), bs(kQps);
-    ri_qp_init_attr_t qa = qp_attr(4);
-    for (size_t i = 0; i < kQps; ++i) {
-        for (auto [e, r, p, c] : {std::tuple{&as[i], ra_, pa_, acq}, std::tuple{&bs[i], rb_, pb_, bcq}}) {
-            e->rnic = r;
-            e->scq = e->rcq = c;
-            ri_qp_init_attr_t x = qa;
-            ASSERT_EQ(v_->create_qp(p, c, c, nullptr, &x, &e->qp), RI_OK);
-            cleanup_.push_back([this, q = e->qp] { EXPECT_EQ(v_->destroy_qp(q), RI_OK); });
-        }
-    }
+    shared_cq_pairs(as, bs, acq, bcq, 4);
+    if (HasFatalFailure()) return;
     Region src = region(pa_, pattern(kQps * kMsg, 13), 0);
     Region dst = region(pb_, std::vector<uint8_t>(kQps * kMsg), kRemote);
     Region wdst = region(pb_, std::vector<uint8_t>(kQps * kMsg), kRemote);
@@ -965,18 +972,9 @@ TEST_F(Stream, ManyQpsOnACqTheBusiestFirstAndItMayGo) {
     constexpr size_t kMsg = 4096;
     ri_cq_t acq = cq(ra_, 1024), bcq = cq(rb_, 1024);
     std::vector<End> as(kQps), bs(kQps);
-    ri_qp_init_attr_t qa = qp_attr(8);
-    for (size_t i = 0; i < kQps; ++i) {
-        for (auto [e, r, p, c] : {std::tuple{&as[i], ra_, pa_, acq}, std::tuple{&bs[i], rb_, pb_, bcq}}) {
-            e->rnic = r;
-            e->scq = e->rcq = c;
-            ri_qp_init_attr_t x = qa;
-            ASSERT_EQ(v_->create_qp(p, c, c, nullptr, &x, &e->qp), RI_OK);
-            // Pair 0 is destroyed by the test itself.
-            if (i != 0) cleanup_.push_back([this, q = e->qp] { EXPECT_EQ(v_->destroy_qp(q), RI_OK); });
-        }
-        connect(as[i], bs[i], mode());
-    }
+    shared_cq_pairs(as, bs, acq, bcq, 8, 0);  // pair 0 is destroyed by the test itself
+    if (HasFatalFailure()) return;
+    for (size_t i = 0; i < kQps; ++i) connect(as[i], bs[i], mode());
     Region src = region(pa_, pattern(kQps * kMsg, 21), RI_ACCESS_LOCAL_WRITE);
     Region dst = region(pb_, pattern(kQps * kMsg, 22), kRemote);
     // Pair 0 moves bytes: Reads, each waited for by polling the shared CQ (the poll drives the streams).
