@@ -40,16 +40,22 @@ std::string text_of(const ri_net_addr_t &a, uint16_t port) {
     return a.family == RI_AF_INET6 ? "[" + t + "]:" + std::to_string(port) : t + ":" + std::to_string(port);
 }
 
-// The addresses of a connected socket, for a connection request (the negotiated parameters come later).
-ri_llp_params_t addresses_of(int fd) {
-    ri_llp_params_t p{};
-    p.fd = -1;
+// Socket @p fd's own address and port into @p p (left as they are when the socket cannot say).
+void local_end_of(int fd, ri_llp_params_t &p) {
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
     if (::getsockname(fd, reinterpret_cast<sockaddr *>(&ss), &len) == 0) {
         if (auto a = krdma::net_addr_from_sockaddr(ss, &p.local_port)) p.local = *a;
     }
-    len = sizeof ss;
+}
+
+// The addresses of a connected socket, for a connection request (the negotiated parameters come later).
+ri_llp_params_t addresses_of(int fd) {
+    ri_llp_params_t p{};
+    p.fd = -1;
+    local_end_of(fd, p);
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
     if (::getpeername(fd, reinterpret_cast<sockaddr *>(&ss), &len) == 0) {
         if (auto a = krdma::net_addr_from_sockaddr(ss, &p.remote_port)) p.remote = *a;
     }
@@ -199,7 +205,6 @@ public:
         ends_.remote = addr;
         ends_.remote_port = port;
         ends_.fd = -1;
-        remote_known_ = true;
     }
 
     // Active side (CONNECT, or CONVERT's initiator as @p how): TCP connect from @p local to @p remote has been
@@ -244,7 +249,6 @@ public:
         sock_ = std::move(sock);
         liveness_set_ = liveness_set;
         ends_ = ends;
-        ends_known_ = true;
         session_ = std::make_unique<llp::MpaSession>(std::move(session));
         initiator_ = false;
         deadline_ = session_->deadline();
@@ -519,18 +523,10 @@ private:
 
     // The RDMA-mode transition: the kVP's QP to RTS with the negotiated parameters, the socket to the owner.
     void transition() {
-        if (!ends_known_ && remote_known_) {
-            // The active side knows where it connected to; its own port it learns once, here.
-            sockaddr_storage ss{};
-            socklen_t len = sizeof ss;
-            if (::getsockname(sock_.get(), reinterpret_cast<sockaddr *>(&ss), &len) == 0) {
-                if (auto a = krdma::net_addr_from_sockaddr(ss, &ends_.local_port)) {
-                    ends_.local = *a;
-                    ends_known_ = true;
-                }
-            }
-        }
-        auto llp = llp::to_llp_params(session_->result(), initiator_, sock_.get(), ends_known_ ? &ends_ : nullptr);
+        // The active side knows where it connected to; its own port it learns once, here.
+        if (ends_.remote.family != RI_AF_NONE && ends_.local.family == RI_AF_NONE) local_end_of(sock_.get(), ends_);
+        const bool known = ends_.local.family != RI_AF_NONE && ends_.remote.family != RI_AF_NONE;
+        auto llp = llp::to_llp_params(session_->result(), initiator_, sock_.get(), known ? &ends_ : nullptr);
         if (!llp) {
             (void)drive(EndpointInput::setup_failed, failure(llp.error().code()));
             return;
@@ -589,11 +585,10 @@ private:
     Clock::time_point deadline_{};
     Clock::time_point end_by_{};  // a kVP stream's peer ended it: the kVP reports by then, or the kAL decides
     ri_llp_params_t llp_{};
-    // The stream's addresses and ports when known without asking the socket: from accept (passive), or the
-    // remote end from CONNECT (active, ends_known_ once the local end is read at the transition).
+    // The stream's addresses and ports as far as known without asking the socket (an end not known has family
+    // RI_AF_NONE): from accept (passive), or the remote end from CONNECT (active; its own end is read at the
+    // transition).
     ri_llp_params_t ends_{};
-    bool ends_known_ = false;
-    bool remote_known_ = false;
     // CONVERT's responder: answers the peer's request itself with these.
     bool auto_accept_ = false;
     uint16_t ird_ = 0, ord_ = 0;

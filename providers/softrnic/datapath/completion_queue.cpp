@@ -56,8 +56,7 @@ ri_status_t CompletionQueue::poll(uint32_t max, ri_wc_t *wc, uint32_t *polled) {
             size_t busy = 0;
             size_t served = 0;
             if (many && recent_ != nullptr) {
-                bool moved = false;
-                if (!recent_->try_service(*this, poll, &moved)) ++busy;
+                if (!recent_->try_service(*this, poll)) ++busy;
                 ++served;
             }
             for (; served < count; ++served) {
