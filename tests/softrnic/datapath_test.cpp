@@ -3,6 +3,7 @@
 // connection the test makes itself. The kAL refuses the RDMA-mode transition from clients (its connection
 // management owns it), so the kVP's QPs stay IDLE here and only the uVP's local half of the transition runs.
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <linux/tcp.h>  // tcp_info with the segment counters (glibc's copy stops before them)
 #include <malloc.h>
@@ -60,6 +61,27 @@ ri_status_t counting_syscall_post(void *ctx, const ri_syscall_t *c) noexcept {
     if (asks_for_error(c)) g_error_requests.fetch_add(1);
     return ual::device_syscall_post(ctx, c);
 }
+
+// Receive calls the calling thread made while t_count_receives was set. The uVP's ::recv and ::recvmsg come here
+// (the executable's definitions come first in symbol lookup), which count them and go on to the C library's.
+thread_local bool t_count_receives = false;
+thread_local int t_receives = 0;
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) ssize_t recv(int fd, void *buf, size_t n, int flags) {
+    static const auto next = reinterpret_cast<ssize_t (*)(int, void *, size_t, int)>(::dlsym(RTLD_NEXT, "recv"));
+    if (t_count_receives) ++t_receives;
+    return next(fd, buf, n, flags);
+}
+
+extern "C" __attribute__((visibility("default"))) ssize_t recvmsg(int fd, msghdr *m, int flags) {
+    static const auto next = reinterpret_cast<ssize_t (*)(int, msghdr *, int)>(::dlsym(RTLD_NEXT, "recvmsg"));
+    if (t_count_receives) ++t_receives;
+    return next(fd, m, flags);
+}
+
+namespace {
 
 const ri_host_ops_t kUalHost{sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log, nullptr, nullptr,
                              &counting_syscall, nullptr, nullptr, &counting_syscall_post};
@@ -999,6 +1021,37 @@ TEST_F(Stream, ManyQpsOnACqTheBusiestFirstAndItMayGo) {
     ASSERT_EQ(w.size(), kQps - 1);
     for (const ri_wc_t &c : w) EXPECT_EQ(c.status, static_cast<uint32_t>(RI_WC_SUCCESS));
     EXPECT_TRUE(std::equal(dst.bytes().begin() + kMsg, dst.bytes().end(), src.bytes().begin() + kMsg));
+}
+
+TEST_F(Stream, APollReadsOnlyStreamsThatHaveWorkOrAreItsOwn) {
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
+    connect(a, b, mode());
+    // Connected and quiet, and not yet busy-polled (the progress thread parks a stream after 8 close polls): its
+    // input is the thread's, which an arriving byte wakes. An empty poll has nothing to read for it.
+    t_receives = 0;
+    t_count_receives = true;
+    for (int i = 0; i < 6; ++i) {
+        ri_wc_t wc[4];
+        uint32_t got = 0;
+        EXPECT_EQ(v_->poll_cq(a.scq, 4, wc, &got), RI_OK);
+        EXPECT_EQ(got, 0u);
+    }
+    t_count_receives = false;
+    EXPECT_EQ(t_receives, 0) << "empty polls read a quiet stream the progress thread serves";
+    // With a Read in flight, polls move the stream themselves (the counter sees them).
+    Region src = region(pa_, pattern(64, 23), RI_ACCESS_LOCAL_WRITE);
+    Region dst = region(pb_, pattern(64, 24), kRemote);
+    t_receives = 0;
+    t_count_receives = true;
+    for (uint64_t i = 0; i < 16; ++i) {
+        ASSERT_EQ(send(a.qp, i, RI_WR_RDMA_READ, {src.sge(0, 64)}, RI_SEND_SIGNALED, dst.addr(), dst.keys.rkey), RI_OK);
+        auto w = wait(a.scq, 1);
+        ASSERT_EQ(w.size(), 1u);
+        EXPECT_EQ(w[0].status, static_cast<uint32_t>(RI_WC_SUCCESS));
+    }
+    t_count_receives = false;
+    EXPECT_GT(t_receives, 0) << "no poll read the stream while its Reads were in flight";
+    EXPECT_EQ(src.bytes(), dst.bytes());
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -1367,10 +1367,15 @@ bool QueuePair::try_service(const CompletionQueue &cq, uint64_t poll, bool *move
             park_asked_ = true;
             o.kick = true;
         }
-        out_ = &o;
-        pump(kServiceBudget, false);
-        out_ = nullptr;
-        if (moved != nullptr && stream_ && stream_->io_bytes != before) *moved = true;
+        // The progress thread serves this stream's input (it is not parked), and it has nothing of its own to send
+        // or to wait for: an arriving byte raises the edge that wakes the thread, so a read here would only hear
+        // EAGAIN. On a CQ shared by thousands of idle QPs, those reads were most of a busy poller's spin.
+        if (parked_.load(std::memory_order_relaxed) || !quiet(*stream_)) {
+            out_ = &o;
+            pump(kServiceBudget, false);
+            out_ = nullptr;
+            if (moved != nullptr && stream_ && stream_->io_bytes != before) *moved = true;
+        }
     }
     finish(o);
     return true;
@@ -1392,6 +1397,11 @@ bool QueuePair::recheck_park() {
     // Requests held for a poll that did not come go now (the thread serves it later in this pass).
     if (stream_->corked > 0) Progress::get().kick(this);
     return false;
+}
+
+bool QueuePair::quiet(const Stream &s) const noexcept {
+    return s.fail == Stream::Fail::none && s.tx_idle && !s.tx_blocked && s.parked.empty() && s.inflight == 0 &&
+           s.corked == 0 && sq_.count() == s.issued;
 }
 
 void QueuePair::update_interest() {

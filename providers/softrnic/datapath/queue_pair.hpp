@@ -179,6 +179,9 @@ private:
     // Tells the progress thread's epoll set what the stream wants now (under mutex_, with a stream): input unless
     // parked, output while the socket has refused bytes.
     void update_interest();
+    // Under mutex_: the stream has nothing to send, nothing in flight and nothing waiting for room, and has not
+    // failed; only its peer can give it work.
+    [[nodiscard]] bool quiet(const Stream &s) const noexcept;
     void enter_error(int failing, uint32_t status, uint32_t vendor_err, uint32_t recv_status, bool tell_kvp);
     void flush_rings(int failing, uint32_t status, uint32_t vendor_err, uint32_t recv_status);
     int oldest_inflight() const;
