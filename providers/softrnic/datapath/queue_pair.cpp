@@ -954,9 +954,18 @@ void QueuePair::receive(size_t budget, bool to_eagain) {
 }
 
 void QueuePair::pump(size_t budget, bool to_eagain) {
-    transmit(budget);
+    Stream &s = *stream_;
+    const uint64_t before = s.io_bytes;
+    // Nothing held, waiting or left to send: no transmit pass (a busy poller's empty polls are most passes).
+    const bool idle = s.tx_idle && s.corked == 0 && s.parked.empty() && sq_.count() == s.issued;
+    if (!idle) transmit(budget);
     if (!stream_) return;
     receive(budget, to_eagain);
+    // Not a byte either way and nothing failed: no request can have been answered, freed room or failed, so there
+    // is nothing to issue, send or settle.
+    if (idle && s.io_bytes == before && s.fail == Stream::Fail::none && !s.engine.failed() && !s.peer_terminate) {
+        return;
+    }
     // Inbound responses and completions free engine room: more work goes, and read responses are owed.
     issue();
     transmit(budget);
