@@ -129,16 +129,6 @@ rdma::Expected<ControlMessage> ControlMessage::read(const uint8_t *in, size_t le
     return m;
 }
 
-Buffer Buffer::allocate(size_t bytes) {
-    Buffer b;
-    void *p = nullptr;
-    if (::posix_memalign(&p, 4096, bytes) != 0) return b;
-    std::memset(p, 0, bytes);
-    b.p_.reset(static_cast<uint8_t *>(p));
-    b.size_ = bytes;
-    return b;
-}
-
 rdma::Expected<std::unique_ptr<Interface>> Interface::open(const std::string &name) {
     std::unique_ptr<Interface> itf(new Interface());
     itf->name_ = name;

@@ -18,6 +18,7 @@
 
 #include "it_api.h"
 #include "itapi_names.hpp"
+#include "page_buffer.hpp"
 #include "rnicpi/cpp/status.hpp"
 #include "test_case.hpp"
 
@@ -99,22 +100,8 @@ inline uint32_t cookie_qp(it_dto_cookie_t c) { return static_cast<uint32_t>(c); 
 // ---------------------------------------------------------------------------------------------------------------
 // Objects
 
-/** @brief Page-aligned zeroed memory, freed with the object. */
-class Buffer {
-public:
-    Buffer() = default;
-    /** @brief @p bytes of zeroed memory aligned to 4096; empty on failure. */
-    static Buffer allocate(size_t bytes);
-    [[nodiscard]] uint8_t *data() const { return p_.get(); }
-    [[nodiscard]] size_t size() const { return size_; }
-
-private:
-    struct Free {
-        void operator()(uint8_t *p) const { std::free(p); }
-    };
-    std::unique_ptr<uint8_t, Free> p_;
-    size_t size_ = 0;
-};
+/** @brief The registered buffer's memory: page-aligned, as the TCP baseline's (page_buffer.hpp). */
+using Buffer = PageBuffer;
 
 /**
  * @brief An IA with its protection zone and event dispatchers; frees everything it made, endpoints first, when

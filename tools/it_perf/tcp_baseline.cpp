@@ -17,6 +17,8 @@
 #include <optional>
 #include <vector>
 
+#include "page_buffer.hpp"
+
 namespace it_perf {
 
 namespace {
@@ -185,7 +187,8 @@ void serve_streams(int listener, Socket first, const TcpHeader &h) {
     std::vector<pollfd> watch(streams.size());
     std::vector<uint64_t> total(streams.size(), 0);
     for (size_t i = 0; i < streams.size(); ++i) watch[i] = pollfd{streams[i].fd, POLLIN, 0};
-    std::vector<uint8_t> buf(std::max<size_t>(h.size, size_t{1} << 20));
+    PageBuffer buf = PageBuffer::allocate(std::max<size_t>(h.size, size_t{1} << 20));
+    if (buf.data() == nullptr) return;
     for (size_t open = streams.size(); open > 0;) {
         if (::poll(watch.data(), watch.size(), -1) < 0 && errno != EINTR) return;
         for (size_t i = 0; i < watch.size(); ++i) {
@@ -260,7 +263,8 @@ bool serve_connection(int listener, Socket conn) {
     switch (header->shape) {
         case TcpShape::stream: {
             // Read everything to end of stream in large reads, then say how many bytes arrived.
-            std::vector<uint8_t> buf(std::max<size_t>(size, size_t{1} << 20));
+            PageBuffer buf = PageBuffer::allocate(std::max<size_t>(size, size_t{1} << 20));
+            if (buf.data() == nullptr) return true;  // the client hears the connection close
             uint64_t total = 0;
             for (;;) {
                 const ssize_t r = ::read(fd, buf.data(), buf.size());
@@ -274,13 +278,15 @@ bool serve_connection(int listener, Socket conn) {
             break;
         }
         case TcpShape::pingpong: {
-            std::vector<uint8_t> buf(size);
+            PageBuffer buf = PageBuffer::allocate(size);
+            if (buf.data() == nullptr) return true;  // the client hears the connection close
             while (spin_read_all(fd, buf.data(), size) && write_all(fd, buf.data(), size)) {
             }
             break;
         }
         case TcpShape::request_response: {
-            std::vector<uint8_t> buf(size);
+            PageBuffer buf = PageBuffer::allocate(size);
+            if (buf.data() == nullptr) return true;  // the client hears the connection close
             uint8_t req[8];
             while (spin_read_all(fd, req, sizeof req) && write_all(fd, buf.data(), size)) {
             }
@@ -387,6 +393,16 @@ void TcpServer::serve(const std::atomic<bool> &stop) {
 
 namespace {
 
+// A message of @p size bytes (0x5a) to send, page-aligned like the RDMA side's registered buffer.
+rdma::Expected<PageBuffer> message_buffer(size_t size) {
+    PageBuffer b = PageBuffer::allocate(size);
+    if (b.data() == nullptr) {
+        return rdma::Error(ENOMEM, "TCP baseline: no memory for a " + std::to_string(size) + "-byte message");
+    }
+    std::memset(b.data(), 0x5a, size);
+    return b;
+}
+
 // Bandwidth over @p test.qps streams: each connection gets its header, then the messages go round-robin to whichever
 // socket can take bytes (non-blocking, so one full socket never holds the others up), as the RDMA side posts to
 // whichever QP has room in its window; timed until the server has counted every stream's bytes.
@@ -405,7 +421,9 @@ rdma::Expected<Measurement> run_tcp_streams(const std::string &host, uint16_t po
         socks.push_back(std::move(*s));
     }
     const size_t size = test.size;
-    std::vector<uint8_t> buf(size, 0x5a);
+    auto message = message_buffer(size);
+    if (!message) return message.error();
+    PageBuffer buf = std::move(*message);
     std::vector<size_t> offset(socks.size(), 0);  // bytes of the current message already written, per stream
     std::vector<pollfd> watch(socks.size());
     for (size_t i = 0; i < socks.size(); ++i) watch[i] = pollfd{socks[i].fd, POLLOUT, 0};
@@ -468,7 +486,9 @@ rdma::Expected<Measurement> run_tcp_test(const std::string &host, uint16_t port,
     h.write(hb);
     if (!write_all(fd, hb, sizeof hb)) return io_error("sending the header");
     const size_t size = test.size;
-    std::vector<uint8_t> buf(size, 0x5a);
+    auto message = message_buffer(size);
+    if (!message) return message.error();
+    PageBuffer buf = std::move(*message);
     Measurement m;
     if (h.shape == TcpShape::stream) {
         uint64_t sent = 0;
