@@ -68,20 +68,29 @@ ri_status_t counting_syscall_post(void *ctx, const ri_syscall_t *c) noexcept {
 // C library's.
 thread_local bool t_count_calls = false;
 thread_local int t_receives = 0;
+thread_local int t_receives_with_data = 0;  // of t_receives, those that returned bytes
 thread_local int t_sends = 0;
 
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) ssize_t recv(int fd, void *buf, size_t n, int flags) {
     static const auto next = reinterpret_cast<ssize_t (*)(int, void *, size_t, int)>(::dlsym(RTLD_NEXT, "recv"));
-    if (t_count_calls) ++t_receives;
-    return next(fd, buf, n, flags);
+    const ssize_t r = next(fd, buf, n, flags);
+    if (t_count_calls) {
+        ++t_receives;
+        if (r > 0) ++t_receives_with_data;
+    }
+    return r;
 }
 
 extern "C" __attribute__((visibility("default"))) ssize_t recvmsg(int fd, msghdr *m, int flags) {
     static const auto next = reinterpret_cast<ssize_t (*)(int, msghdr *, int)>(::dlsym(RTLD_NEXT, "recvmsg"));
-    if (t_count_calls) ++t_receives;
-    return next(fd, m, flags);
+    const ssize_t r = next(fd, m, flags);
+    if (t_count_calls) {
+        ++t_receives;
+        if (r > 0) ++t_receives_with_data;
+    }
+    return r;
 }
 
 extern "C" __attribute__((visibility("default"))) ssize_t sendmsg(int fd, const msghdr *m, int flags) {
@@ -1103,6 +1112,42 @@ TEST_F(Stream, APollReadsOnlyStreamsThatHaveWorkOrAreItsOwn) {
     t_count_calls = false;
     EXPECT_GT(t_receives, 0) << "no poll read the stream while its Reads were in flight";
     EXPECT_EQ(src.bytes(), dst.bytes());
+}
+
+// A stream of mid-size messages reads each FPDU (header, payload, CRC) in one call: an 8 KiB read took all but the
+// last bytes of an 8 KiB Send and a second recv the rest.
+TEST_F(Stream, AMidSizeFpduIsReadInOneCall) {
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
+    connect(a, b, mode());
+    constexpr size_t kSize = 8192;
+    constexpr int kRounds = 20;  // a message the progress thread read (b's stream not yet parked) is tried again
+    Region src = region(pa_, pattern(kSize, 26), 0);
+    Region dst = region(pb_, std::vector<uint8_t>(kSize), RI_ACCESS_LOCAL_WRITE);
+    int best = INT_MAX;
+    for (int round = 0; round < kRounds && best > 1; ++round) {
+        ASSERT_EQ(recv(b.qp, static_cast<uint64_t>(round), {dst.sge()}), RI_OK);
+        const auto until = Clock::now() + std::chrono::milliseconds(5);  // long enough for the thread to park it
+        while (Clock::now() < until) {
+            ri_wc_t wc[4];
+            uint32_t got = 0;
+            ASSERT_EQ(v_->poll_cq(b.rcq, 4, wc, &got), RI_OK);
+            ASSERT_EQ(got, 0u);
+        }
+        t_receives_with_data = 0;
+        t_count_calls = true;
+        ASSERT_EQ(send(a.qp, static_cast<uint64_t>(round), RI_WR_SEND, {src.sge()}), RI_OK);
+        const auto got = wait(b.rcq, 1);
+        t_count_calls = false;
+        ASSERT_EQ(got.size(), 1u);
+        EXPECT_EQ(got[0].status, static_cast<uint32_t>(RI_WC_SUCCESS));
+        EXPECT_EQ(got[0].byte_len, kSize);
+        EXPECT_EQ(dst.bytes(), src.bytes());
+        EXPECT_EQ(wait(a.scq, 1).size(), 1u);
+        // The first message sets the stream's size; from the second on each must come in one call.
+        if (round > 0 && t_receives_with_data > 0) best = std::min(best, t_receives_with_data);
+        std::fill(dst.bytes().begin(), dst.bytes().end(), 0);
+    }
+    EXPECT_EQ(best, 1) << "an 8 KiB Send never arrived in fewer than " << best << " receive calls";
 }
 
 // ---------------------------------------------------------------------------------------------------------------

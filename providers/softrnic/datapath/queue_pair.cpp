@@ -32,6 +32,12 @@ constexpr size_t kServiceBudget = 1u << 20;
 // stream of small messages costs one recv per batch instead of several per message.
 constexpr size_t kStageBelow = 512;
 constexpr size_t kStageSize = 8192;
+// A stream whose last segment carried a payload from about kStageSize to 32 KiB reads up to this much through the
+// staging buffer, so the next such FPDU (header, payload, CRC) comes in one recv and is copied to its target: the
+// 8 KiB read took the header and all but the last few bytes of an 8 KiB payload, and a second recv the rest, which
+// cost a ping-pong of 8 KiB Writes about 0.8 us per message (7.6 us against 6.9). A larger payload is placed by the
+// kernel's own copy instead (the two-part read below): copying it once more would cost more than the call it saves.
+constexpr size_t kStageMid = 32768 + 1024;
 // Empty inline passes between two of the progress thread's services that mark a busy-polling consumer (one that
 // waits for completions polls two or three times a wait).
 constexpr uint32_t kBusyPolls = 8;
@@ -906,9 +912,10 @@ void QueuePair::receive(size_t budget, bool to_eagain) {
         if (dst.size() < kStageBelow) {
             // Page-aligned, as the kernel's socket page a message starts in usually is (see realign()): its copy
             // of the next bytes then never takes the slow `rep movsb` case.
-            alignas(4096) uint8_t stage[kStageSize];
-            asked = sizeof stage;
-            n = ::recv(s.fd, stage, sizeof stage, MSG_DONTWAIT);
+            alignas(4096) uint8_t stage[kStageMid];
+            const size_t last = rx.current_payload_len();
+            asked = last + kStageBelow >= kStageSize && last + kStageBelow <= kStageMid ? kStageMid : kStageSize;
+            n = ::recv(s.fd, stage, asked, MSG_DONTWAIT);
             if (n > 0) (void)rx.feed(std::span<const uint8_t>(stage, static_cast<size_t>(n)));
         } else {
             // Payload goes straight to its placement target (no copy); what follows it (the trailer, the next
