@@ -9,6 +9,7 @@
 #include <malloc.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -1148,6 +1149,58 @@ TEST_F(Stream, AMidSizeFpduIsReadInOneCall) {
         std::fill(dst.bytes().begin(), dst.bytes().end(), 0);
     }
     EXPECT_EQ(best, 1) << "an 8 KiB Send never arrived in fewer than " << best << " receive calls";
+}
+
+// Runs @p body on a thread whose stack holds @p bytes; false when no such thread could be made.
+bool run_with_stack(size_t bytes, std::function<void()> body) {
+    pthread_attr_t attr;
+    if (::pthread_attr_init(&attr) != 0) return false;
+    const bool sized = ::pthread_attr_setstacksize(&attr, bytes) == 0;
+    pthread_t t;
+    auto run = [](void *f) -> void * {
+        (*static_cast<std::function<void()> *>(f))();
+        return nullptr;
+    };
+    const bool made = sized && ::pthread_create(&t, &attr, run, &body) == 0;
+    ::pthread_attr_destroy(&attr);
+    if (made) ::pthread_join(t, nullptr);
+    return made;
+}
+
+// A consumer's thread may have a small stack (dapltest's do): polling on one, with the mid-size FPDUs read through
+// the staging buffer, must not run out of it.
+TEST_F(Stream, APollOnASmallStackReadsMidSizeFpdus) {
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
+    connect(a, b, mode());
+    constexpr size_t kSize = 16384;
+    Region src = region(pa_, pattern(kSize, 27), 0);
+    Region dst = region(pb_, std::vector<uint8_t>(kSize), RI_ACCESS_LOCAL_WRITE);
+    size_t received = 0;
+    const bool ran = run_with_stack(40u << 10, [&] {
+        for (uint64_t i = 0; i < 4; ++i) {
+            if (recv(b.qp, i, {dst.sge()}) != RI_OK) return;
+            // Busy-polled first, so the stream is this thread's to read (parked), not the progress thread's.
+            const auto until = Clock::now() + std::chrono::milliseconds(5);
+            while (Clock::now() < until) {
+                ri_wc_t wc[4];
+                uint32_t got = 0;
+                if (v_->poll_cq(b.rcq, 4, wc, &got) != RI_OK || got != 0) return;
+            }
+            if (send(a.qp, i, RI_WR_SEND, {src.sge()}) != RI_OK) return;
+            const auto give_up = Clock::now() + std::chrono::seconds(10);
+            uint32_t got = 0;
+            ri_wc_t wc[4];
+            while (got == 0 && Clock::now() < give_up) {
+                if (v_->poll_cq(b.rcq, 4, wc, &got) != RI_OK) return;
+            }
+            if (got != 1 || wc[0].status != RI_WC_SUCCESS || wc[0].byte_len != kSize) return;
+            ++received;
+        }
+    });
+    ASSERT_TRUE(ran);
+    EXPECT_EQ(received, 4u);
+    EXPECT_EQ(dst.bytes(), src.bytes());
+    EXPECT_EQ(wait(a.scq, 4).size(), 4u);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

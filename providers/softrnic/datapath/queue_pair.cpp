@@ -155,6 +155,27 @@ struct RealignBuffer {
 };
 thread_local RealignBuffer t_realign;
 
+// The thread's page-aligned staging buffer for reads that start at a header (kStageMid bytes); allocated on first
+// use, then reused. Not on the stack: a consumer's threads may have small stacks (dapltest's overflowed under ASan).
+struct StageBuffer {
+    struct Free {
+        void operator()(uint8_t *p) const noexcept { std::free(p); }
+    };
+    std::unique_ptr<uint8_t, Free> data;
+};
+thread_local StageBuffer t_stage;
+
+// The thread's staging buffer, or null when it could not be allocated.
+uint8_t *stage_buffer() noexcept {
+    StageBuffer &b = t_stage;
+    if (!b.data) {
+        void *p = nullptr;
+        if (::posix_memalign(&p, 4096, kStageMid) != 0) return nullptr;
+        b.data.reset(static_cast<uint8_t *>(p));
+    }
+    return b.data.get();
+}
+
 // Before a sendmsg that most likely starts at the beginning of a socket page, moves the payload pieces the kernel
 // would copy with the slow `rep movsb` (see iwarp/copy.hpp) to addresses at the same page offset as their place in
 // that page. The kernel copies the gather list into its socket page from offset 0 when the page is free again (every
@@ -912,9 +933,14 @@ void QueuePair::receive(size_t budget, bool to_eagain) {
         if (dst.size() < kStageBelow) {
             // Page-aligned, as the kernel's socket page a message starts in usually is (see realign()): its copy
             // of the next bytes then never takes the slow `rep movsb` case.
-            alignas(4096) uint8_t stage[kStageMid];
+            uint8_t small[kStageBelow];  // only when the thread's buffer could not be allocated
+            uint8_t *stage = stage_buffer();
             const size_t last = rx.current_payload_len();
             asked = last + kStageBelow >= kStageSize && last + kStageBelow <= kStageMid ? kStageMid : kStageSize;
+            if (stage == nullptr) {
+                stage = small;
+                asked = sizeof small;
+            }
             n = ::recv(s.fd, stage, asked, MSG_DONTWAIT);
             if (n > 0) (void)rx.feed(std::span<const uint8_t>(stage, static_cast<size_t>(n)));
         } else {
