@@ -990,7 +990,7 @@ void QueuePair::pump(size_t budget, bool to_eagain) {
     Stream &s = *stream_;
     const uint64_t before = s.io_bytes;
     // Nothing held, waiting or left to send: no transmit pass (a busy poller's empty polls are most passes).
-    const bool idle = s.tx_idle && s.corked == 0 && s.parked.empty() && sq_.count() == s.issued;
+    const bool idle = !sending(s);
     if (!idle) transmit(budget);
     if (!stream_) return;
     receive(budget, to_eagain);
@@ -1443,9 +1443,12 @@ bool QueuePair::recheck_park() {
     return false;
 }
 
+bool QueuePair::sending(const Stream &s) const noexcept {
+    return !s.tx_idle || s.tx_blocked || !s.parked.empty() || s.corked != 0 || sq_.count() != s.issued;
+}
+
 bool QueuePair::quiet(const Stream &s) const noexcept {
-    return s.fail == Stream::Fail::none && s.tx_idle && !s.tx_blocked && s.parked.empty() && s.inflight == 0 &&
-           s.corked == 0 && sq_.count() == s.issued;
+    return s.fail == Stream::Fail::none && !sending(s) && s.inflight == 0;
 }
 
 void QueuePair::update_interest() {

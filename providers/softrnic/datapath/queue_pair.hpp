@@ -179,8 +179,11 @@ private:
     // Tells the progress thread's epoll set what the stream wants now (under mutex_, with a stream): input unless
     // parked, output while the socket has refused bytes.
     void update_interest();
-    // Under mutex_: the stream has nothing to send, nothing in flight and nothing waiting for room, and has not
-    // failed; only its peer can give it work.
+    // Under mutex_: the stream has something to send (the engine had more, the socket refused bytes, frames or
+    // corked requests wait, or requests wait in the send queue for the engine's room).
+    [[nodiscard]] bool sending(const Stream &s) const noexcept;
+    // Under mutex_: the stream sends nothing, has nothing in flight and has not failed; only its peer can give it
+    // work.
     [[nodiscard]] bool quiet(const Stream &s) const noexcept;
     void enter_error(int failing, uint32_t status, uint32_t vendor_err, uint32_t recv_status, bool tell_kvp);
     void flush_rings(int failing, uint32_t status, uint32_t vendor_err, uint32_t recv_status);
