@@ -72,11 +72,8 @@ thread_local int t_receives = 0;
 thread_local int t_receives_with_data = 0;  // of t_receives, those that returned bytes
 thread_local int t_sends = 0;
 
-}  // namespace
-
-extern "C" __attribute__((visibility("default"))) ssize_t recv(int fd, void *buf, size_t n, int flags) {
-    static const auto next = reinterpret_cast<ssize_t (*)(int, void *, size_t, int)>(::dlsym(RTLD_NEXT, "recv"));
-    const ssize_t r = next(fd, buf, n, flags);
+// Counts receive call @p r (its result) when counting is on; returns @p r.
+ssize_t counted_receive(ssize_t r) {
     if (t_count_calls) {
         ++t_receives;
         if (r > 0) ++t_receives_with_data;
@@ -84,14 +81,16 @@ extern "C" __attribute__((visibility("default"))) ssize_t recv(int fd, void *buf
     return r;
 }
 
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) ssize_t recv(int fd, void *buf, size_t n, int flags) {
+    static const auto next = reinterpret_cast<ssize_t (*)(int, void *, size_t, int)>(::dlsym(RTLD_NEXT, "recv"));
+    return counted_receive(next(fd, buf, n, flags));
+}
+
 extern "C" __attribute__((visibility("default"))) ssize_t recvmsg(int fd, msghdr *m, int flags) {
     static const auto next = reinterpret_cast<ssize_t (*)(int, msghdr *, int)>(::dlsym(RTLD_NEXT, "recvmsg"));
-    const ssize_t r = next(fd, m, flags);
-    if (t_count_calls) {
-        ++t_receives;
-        if (r > 0) ++t_receives_with_data;
-    }
-    return r;
+    return counted_receive(next(fd, m, flags));
 }
 
 extern "C" __attribute__((visibility("default"))) ssize_t sendmsg(int fd, const msghdr *m, int flags) {
@@ -393,6 +392,18 @@ protected:
         return v_->post_recv(q, &w, 1, &posted);
     }
     // Polls @p c until @p n completions arrived (or the deadline passes: a failure, never a hang).
+    // Polls @p c without a pause (empty polls, each an inline pass) long enough for the progress thread to park the
+    // streams it drives. False when a poll failed; @p taken (when given) counts the completions the polls took.
+    bool busy_poll(ri_cq_t c, uint32_t *taken = nullptr) {
+        const auto until = Clock::now() + std::chrono::milliseconds(5);
+        while (Clock::now() < until) {
+            ri_wc_t wc[16];
+            uint32_t got = 0;
+            if (v_->poll_cq(c, 16, wc, &got) != RI_OK) return false;
+            if (taken != nullptr) *taken += got;
+        }
+        return true;
+    }
     std::vector<ri_wc_t> wait(ri_cq_t c, size_t n, int seconds = 20) {
         std::vector<ri_wc_t> out;
         const auto deadline = Clock::now() + std::chrono::seconds(seconds);
@@ -874,13 +885,7 @@ TEST_F(Stream, ABusyPollingSendersSmallWritesLeaveInBatchesAndNoneIsHeld) {
     uint32_t best = UINT32_MAX;
     size_t next = 0;
     for (int round = 0; round < kRounds && best > 2; ++round) {
-        // Busy-poll b's CQ (empty polls, each an inline pass) long enough for the thread to park the stream.
-        const auto until = Clock::now() + std::chrono::milliseconds(5);
-        while (Clock::now() < until) {
-            ri_wc_t wc[16];
-            uint32_t got = 0;
-            ASSERT_EQ(v_->poll_cq(b.scq, 16, wc, &got), RI_OK);
-        }
+        ASSERT_TRUE(busy_poll(b.scq));  // long enough for the thread to park b's stream
         const uint32_t before = data_segments();
         for (int k = 0; k < kBatch; ++k) ASSERT_EQ(write(next + static_cast<size_t>(k)), RI_OK);
         ASSERT_TRUE(eventually([&] { return arrived(kSize * next, kSize * (next + kBatch)); }, 5)) << "round " << round;
@@ -913,12 +918,7 @@ TEST_F(Stream, ABusyPollingSendersMidSizeWritesLeaveTogether) {
     int best = INT_MAX;
     size_t next = 0;
     for (int round = 0; round < kRounds && best > 2; ++round) {
-        const auto until = Clock::now() + std::chrono::milliseconds(5);  // long enough for the thread to park it
-        while (Clock::now() < until) {
-            ri_wc_t wc[16];
-            uint32_t got = 0;
-            ASSERT_EQ(v_->poll_cq(b.scq, 16, wc, &got), RI_OK);
-        }
+        ASSERT_TRUE(busy_poll(b.scq));  // long enough for the thread to park b's stream
         t_sends = 0;
         t_count_calls = true;
         for (int k = 0; k < kBatch; ++k) {
@@ -1127,13 +1127,9 @@ TEST_F(Stream, AMidSizeFpduIsReadInOneCall) {
     int best = INT_MAX;
     for (int round = 0; round < kRounds && best > 1; ++round) {
         ASSERT_EQ(recv(b.qp, static_cast<uint64_t>(round), {dst.sge()}), RI_OK);
-        const auto until = Clock::now() + std::chrono::milliseconds(5);  // long enough for the thread to park it
-        while (Clock::now() < until) {
-            ri_wc_t wc[4];
-            uint32_t got = 0;
-            ASSERT_EQ(v_->poll_cq(b.rcq, 4, wc, &got), RI_OK);
-            ASSERT_EQ(got, 0u);
-        }
+        uint32_t early = 0;
+        ASSERT_TRUE(busy_poll(b.rcq, &early));  // long enough for the thread to park b's stream
+        ASSERT_EQ(early, 0u);
         t_receives_with_data = 0;
         t_count_calls = true;
         ASSERT_EQ(send(a.qp, static_cast<uint64_t>(round), RI_WR_SEND, {src.sge()}), RI_OK);
@@ -1180,12 +1176,8 @@ TEST_F(Stream, APollOnASmallStackReadsMidSizeFpdus) {
         for (uint64_t i = 0; i < 4; ++i) {
             if (recv(b.qp, i, {dst.sge()}) != RI_OK) return;
             // Busy-polled first, so the stream is this thread's to read (parked), not the progress thread's.
-            const auto until = Clock::now() + std::chrono::milliseconds(5);
-            while (Clock::now() < until) {
-                ri_wc_t wc[4];
-                uint32_t got = 0;
-                if (v_->poll_cq(b.rcq, 4, wc, &got) != RI_OK || got != 0) return;
-            }
+            uint32_t early = 0;
+            if (!busy_poll(b.rcq, &early) || early != 0) return;
             if (send(a.qp, i, RI_WR_SEND, {src.sge()}) != RI_OK) return;
             const auto give_up = Clock::now() + std::chrono::seconds(10);
             uint32_t got = 0;
