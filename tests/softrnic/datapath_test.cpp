@@ -941,6 +941,98 @@ TEST_F(Stream, ABusyPollingSendersMidSizeWritesLeaveTogether) {
         [&] { return std::equal(src.bytes().begin(), src.bytes().begin() + sent, dst.bytes().begin()); }, 5));
 }
 
+// Streams whose sockets are full share a budget of unsent bytes (4 MiB unless SOFTRNIC_UNSENT_BUDGET says
+// otherwise): the k-th to fill may leave the largest power of two up to 4 MiB / k unsent in its socket
+// (TCP_NOTSENT_LOWAT); a stream full alone is not limited. A stream leaves the count when its socket took
+// everything or the stream ends: later streams get the larger share again.
+TEST_F(Stream, FullStreamsShareABudgetOfUnsentBytes) {
+    constexpr size_t kQps = 16;
+    constexpr size_t kMsg = 1 << 20;
+    constexpr uint64_t kPosts = 6;  // 6 MiB per QP: a socket whose peer does not read takes about 2
+    ri_cq_t c = cq(ra_, 1024);
+    Region src = region(pa_, pattern(kMsg, 26), 0);
+    // The QPs, each on a loopback connection whose far end is a plain socket the test reads (or not) itself.
+    auto qps = std::make_shared<std::vector<ri_qp_t>>();
+    cleanup_.push_back([this, qps] {
+        for (ri_qp_t q : *qps) {
+            if (q != nullptr) {
+                EXPECT_EQ(v_->destroy_qp(q), RI_OK);
+            }
+        }
+    });
+    std::vector<int> fds, peers;
+    auto attach = [&]() {
+        ri_qp_init_attr_t x = qp_attr(8);
+        ri_qp_t q = nullptr;
+        EXPECT_EQ(v_->create_qp(pa_, c, c, nullptr, &x, &q), RI_OK);
+        qps->push_back(q);
+        auto [ca, cb] = tcp_pair();
+        cleanup_.push_back([cb] { ::close(cb); });
+        ri_qp_attr_t a{};
+        a.state = RI_QPS_RTS;
+        a.llp = llp(mode(), true, ca);
+        EXPECT_EQ(v_->modify_qp(q, &a, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP), RI_OK);
+        fds.push_back(ca);
+        peers.push_back(cb);
+    };
+    auto post = [&](size_t i) {
+        for (uint64_t k = 0; k < kPosts; ++k) {
+            ASSERT_EQ(send((*qps)[i], i * kPosts + k, RI_WR_RDMA_WRITE, {src.sge()}, RI_SEND_SIGNALED, 0x10000, 0x99), RI_OK);
+        }
+    };
+    auto limit = [&](size_t i) {
+        int v = -1;
+        socklen_t len = sizeof v;
+        EXPECT_EQ(::getsockopt(fds[i], IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, &len), 0);
+        return v;
+    };
+    // The smallest limit set on sockets [from, to) (INT_MAX: none set).
+    auto smallest = [&](size_t from, size_t to) {
+        int m = INT_MAX;
+        for (size_t i = from; i < to; ++i) {
+            if (const int v = limit(i); v > 0) m = std::min(m, v);
+        }
+        return m;
+    };
+    for (size_t i = 0; i < kQps; ++i) attach();
+    if (HasFailure()) return;
+    for (size_t i = 0; i < kQps; ++i) post(i);
+    if (HasFatalFailure()) return;
+    // The last of the 16 to fill gets 4 MiB / 16; none gets less.
+    EXPECT_TRUE(eventually([&] { return smallest(0, kQps) == 256 << 10; }, 10)) << "smallest limit " << smallest(0, kQps);
+    EXPECT_GE(smallest(0, kQps), 256 << 10);
+
+    // The first half's peers read everything: their Writes complete and the streams leave the count. The second
+    // half's QPs are destroyed while full.
+    std::vector<uint8_t> sink(1 << 20);
+    size_t done = 0;
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    while (done < kQps / 2 * kPosts && Clock::now() < deadline) {
+        for (size_t i = 0; i < kQps / 2; ++i) (void)::recv(peers[i], sink.data(), sink.size(), MSG_DONTWAIT);
+        ri_wc_t wc[16];
+        uint32_t got = 0;
+        ASSERT_EQ(v_->poll_cq(c, 16, wc, &got), RI_OK);
+        for (uint32_t k = 0; k < got; ++k) {
+            EXPECT_EQ(wc[k].status, static_cast<uint32_t>(RI_WC_SUCCESS));
+            if (wc[k].wr_id < kQps / 2 * kPosts) ++done;  // (the others' first Writes fit in their sockets)
+        }
+    }
+    ASSERT_EQ(done, kQps / 2 * kPosts) << "the drained QPs' Writes did not all complete";
+    for (size_t i = kQps / 2; i < kQps; ++i) {
+        EXPECT_EQ(v_->destroy_qp((*qps)[i]), RI_OK);
+        (*qps)[i] = nullptr;
+    }
+    // Two new full streams: shares of two (4 MiB / 2 = 2 MiB for the second, none for the first). Had either way
+    // of leaving the count been missed, they would count 10 or more and get 256 KiB at most.
+    attach();
+    attach();
+    post(kQps);
+    post(kQps + 1);
+    if (HasFatalFailure()) return;
+    EXPECT_TRUE(eventually([&] { return smallest(kQps, kQps + 2) == 2 << 20; }, 10))
+        << "smallest limit of the two new streams " << smallest(kQps, kQps + 2);
+}
+
 // The engine queues a few requests at a time (fewer than a send queue holds): requests posted beyond its room wait
 // in the send queue and are handed to it as the earlier ones leave. A consumer that posts more than that and then
 // neither polls nor posts again (it waits on something else) still gets every one sent.
