@@ -943,10 +943,10 @@ TEST_F(Stream, ABusyPollingSendersMidSizeWritesLeaveTogether) {
 
 // Streams whose sockets are full share a budget of unsent bytes (4 MiB unless SOFTRNIC_UNSENT_BUDGET says
 // otherwise): the k-th to fill may leave the largest power of two up to 4 MiB / k unsent in its socket
-// (TCP_NOTSENT_LOWAT); a stream full alone is not limited. A stream leaves the count when its socket took
-// everything or the stream ends: later streams get the larger share again.
+// (TCP_NOTSENT_LOWAT); a stream full alone is not limited. A new stream starts at 256 KiB. A stream leaves the count
+// when its socket took everything or the stream ends: later streams get the larger share again.
 TEST_F(Stream, FullStreamsShareABudgetOfUnsentBytes) {
-    constexpr size_t kQps = 16;
+    constexpr size_t kQps = 32;
     constexpr size_t kMsg = 1 << 20;
     constexpr uint64_t kPosts = 6;  // 6 MiB per QP: a socket whose peer does not read takes about 2
     ri_cq_t c = cq(ra_, 1024);
@@ -996,11 +996,12 @@ TEST_F(Stream, FullStreamsShareABudgetOfUnsentBytes) {
     };
     for (size_t i = 0; i < kQps; ++i) attach();
     if (HasFailure()) return;
+    EXPECT_EQ(limit(0), 256 << 10) << "a new stream's first limit";
     for (size_t i = 0; i < kQps; ++i) post(i);
     if (HasFatalFailure()) return;
-    // The last of the 16 to fill gets 4 MiB / 16; none gets less.
-    EXPECT_TRUE(eventually([&] { return smallest(0, kQps) == 256 << 10; }, 10)) << "smallest limit " << smallest(0, kQps);
-    EXPECT_GE(smallest(0, kQps), 256 << 10);
+    // The last of the 32 to fill gets 4 MiB / 32; none gets less.
+    EXPECT_TRUE(eventually([&] { return smallest(0, kQps) == 128 << 10; }, 10)) << "smallest limit " << smallest(0, kQps);
+    EXPECT_GE(smallest(0, kQps), 128 << 10);
 
     // The first half's peers read everything: their Writes complete and the streams leave the count. The second
     // half's QPs are destroyed while full.
@@ -1023,7 +1024,7 @@ TEST_F(Stream, FullStreamsShareABudgetOfUnsentBytes) {
         (*qps)[i] = nullptr;
     }
     // Two new full streams: shares of two (4 MiB / 2 = 2 MiB for the second, none for the first). Had either way
-    // of leaving the count been missed, they would count 10 or more and get 256 KiB at most.
+    // of leaving the count been missed, they would count 18 or more and get 128 KiB at most.
     attach();
     attach();
     post(kQps);

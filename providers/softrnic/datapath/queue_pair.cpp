@@ -62,6 +62,11 @@ uint64_t unsent_budget() {
     return budget;
 }
 constexpr int kMinUnsent = 64 << 10;
+// A new stream's socket starts with this limit, so that its first fill queues no more than that: a burst posted to
+// many QPs at once would otherwise fill every socket to its whole buffer (1.4 MB and more each) before the first
+// of them counted as full, and those bytes then went out from the receiver's reads as described above. At the first
+// refusal the stream takes its share (a stream full alone: none).
+constexpr int kFirstUnsent = 256 << 10;
 constexpr int kMaxUnsent = 4 << 20;  // the system's largest send buffer (tcp_wmem): a larger limit limits nothing
 // Streams of this process whose socket refused bytes and that wait for room.
 std::atomic<uint32_t> g_full_streams{0};
@@ -1301,6 +1306,9 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
             return refuse(RI_EBADF);
         }
     }
+    const int first_limit = unsent_budget() == 0 ? 0 : kFirstUnsent;
+    const bool limited =
+        first_limit != 0 && ::setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &first_limit, sizeof first_limit) == 0;
     {
         std::lock_guard g(mutex_);
         if (state_ != RI_QPS_IDLE || stream_) return refuse(RI_EINVAL);
@@ -1317,6 +1325,7 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
         stream_->nudge_armed =
             nudge_enabled() && (p.mpa_flags & RI_MPA_INITIATOR) != 0 && (!p2p || p.rtr_type == RI_RTR_WRITE);
         stream_->rdma_mode = Clock::now();
+        if (limited) stream_->unsent_limit = first_limit;
         registered_ = true;
         parked_.store(false, std::memory_order_relaxed);  // a reconnected QP starts with the thread's attention
         set_state(RI_QPS_RTS);
