@@ -72,11 +72,15 @@ Op parse_op(const std::string &s) {
 }
 
 // A default run length that keeps a sweep's large sizes from taking minutes: perftest's counts (5000 for bandwidth,
-// 1000 for latency), fewer for large messages.
-Budget default_budget(Kind kind, uint64_t size) {
+// 1000 for latency), fewer for large messages. Bandwidth over many QPs runs at least eight windows of every QP (up
+// to 4 GiB): 5000 64 KiB Writes over 64 QPs with windows of 64 are barely more than the first window, so such a run
+// timed the first fill of 64 sockets and the last drain, not the rate (perftest counts its iterations per QP).
+Budget default_budget(Kind kind, uint64_t size, uint32_t qps, uint32_t window) {
     Budget b;
     if (kind == Kind::bw) {
         b.iterations = std::clamp<uint64_t>((uint64_t{1} << 30) / size, 64, 5000);
+        const uint64_t windows = uint64_t{8} * qps * window;
+        b.iterations = std::max(b.iterations, std::min(windows, (uint64_t{4} << 30) / size));
     } else {
         b.iterations = std::clamp<uint64_t>((uint64_t{256} << 20) / size, 16, 1000);
     }
@@ -96,7 +100,7 @@ std::vector<TestCase> build_cases(const Args &a, Headline headline) {
         t.size = size;
         t.qps = a.qps;
         t.window = a.window;
-        t.budget = default_budget(kind, size);
+        t.budget = default_budget(kind, size, a.qps, a.window);
         if (a.iters > 0) t.budget = Budget{a.iters, 0};
         if (a.seconds > 0) t.budget = Budget{0, a.seconds};
         cases.push_back(t);
@@ -406,7 +410,7 @@ int main(int argc, char **argv) {
         ->delimiter(',')
         ->check(CLI::Range(1u, 1024u));
     app.add_option("-n,--iters", a.iters,
-                   "Timed operations per run (default 5000 for bw, 1000 for lat, fewer for large sizes)")
+                   "Timed operations per run (default 5000 for bw, at least 8 windows of every QP, 1000 for lat, fewer for large sizes)")
         ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
     app.add_option("-D,--seconds", a.seconds, "Time each run for S seconds instead of a count")
         ->check(CLI::Range(0.001, 3600.0));
