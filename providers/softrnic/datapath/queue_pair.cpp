@@ -72,7 +72,7 @@ constexpr int kMaxUnsent = 4 << 20;  // the system's largest send buffer (tcp_wm
 std::atomic<uint32_t> g_full_streams{0};
 
 // The TCP_NOTSENT_LOWAT for a socket while @p full streams wait for room: a power of two, 0 for no limit.
-int unsent_limit(uint32_t full) {
+int unsent_share(uint32_t full) {
     const uint64_t b = unsent_budget();
     if (b == 0) return 0;
     const uint64_t share = b / std::max<uint32_t>(full, 1);
@@ -361,7 +361,7 @@ struct QueuePair::Stream {
     // consumer's sendmsg on a full socket only fights the stack's ACK processing for the socket lock).
     bool tx_blocked = false;
     bool out_watched = false;  // the progress thread's epoll set has EPOLLOUT for the socket (only while blocked)
-    int unsent_limit = 0;      // the socket's TCP_NOTSENT_LOWAT (unsent_limit()); 0: none set
+    int unsent_limit = 0;      // the socket's TCP_NOTSENT_LOWAT (unsent_share()); 0: none set
     bool fin_sent = false;
     bool consumer_terminate = false;
     bool peer_terminate = false;
@@ -971,7 +971,7 @@ void QueuePair::transmit(size_t budget) {
 }
 
 void QueuePair::limit_unsent(Stream &s, uint32_t full) {
-    const int want = unsent_limit(full);
+    const int want = unsent_share(full);
     // Lowered at once; raised only for a limit four times the old one, so a count of full streams that moves
     // around a boundary does not cost a system call per refusal.
     const auto as_bytes = [](int limit) { return limit == 0 ? int64_t{2} * kMaxUnsent : int64_t{limit}; };
