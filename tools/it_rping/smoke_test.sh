@@ -19,12 +19,24 @@ cat >"$work/embedded.json" <<JSON
  "rnics": [{"provider": "softrnic", "name": "sr0", "address": "127.0.0.1"}]}
 JSON
 export OPENRDMA_EMBEDDED_CONFIG="$work/embedded.json"
-port=$((20000 + RANDOM % 20000))
 
-timeout -s KILL 90 "$rping" -s -d -a 127.0.0.1 -p "$port" -S 128 >"$work/server.out" 2>&1 &
-server=$!
-for _ in $(seq 200); do grep -q "listening on port" "$work/server.out" 2>/dev/null && break; sleep 0.05; done
-if ! grep -q "listening on port" "$work/server.out"; then
+# A random port may be taken (by another test run in parallel, or as a connection's ephemeral port): a server that
+# says so is started again on another one, up to five times; any other failure to start is reported as it is.
+for _ in 1 2 3 4 5; do
+  port=$((20000 + RANDOM % 20000))
+  timeout -s KILL 90 "$rping" -s -d -a 127.0.0.1 -p "$port" -S 128 >"$work/server.out" 2>&1 &
+  server=$!
+  for _ in $(seq 200); do
+    grep -q "listening on port" "$work/server.out" 2>/dev/null && break
+    kill -0 "$server" 2>/dev/null || break
+    sleep 0.05
+  done
+  grep -q "listening on port" "$work/server.out" && break
+  wait "$server" 2>/dev/null || true
+  server=
+  grep -q "EADDRINUSE" "$work/server.out" || break
+done
+if [ -z "$server" ] || ! grep -q "listening on port" "$work/server.out"; then
   echo "it_rping server did not start:"; cat "$work/server.out"; exit 1
 fi
 
