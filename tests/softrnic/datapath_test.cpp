@@ -356,6 +356,18 @@ protected:
         l.fpdu_max = m.fpdu_max;
         return l;
     }
+    // An initiator QP @p q on one end of a loopback connection whose other end the test reads and writes itself:
+    // returns that end's socket (closed at teardown); @p own (when given) gets the QP's.
+    int attach_initiator(ri_qp_t q, const Mode &m, int *own = nullptr) {
+        auto [ca, cb] = tcp_pair();
+        ri_qp_attr_t x{};
+        x.state = RI_QPS_RTS;
+        x.llp = llp(m, true, ca);
+        EXPECT_EQ(v_->modify_qp(q, &x, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP), RI_OK);
+        cleanup_.push_back([cb] { ::close(cb); });
+        if (own != nullptr) *own = ca;
+        return cb;
+    }
     // Puts @p a (initiator) and @p b on the two ends of a new loopback connection. Returns the dup of b's socket
     // when @p keep_b is set (the caller closes it).
     int connect(End &a, End &b, const Mode &m, bool keep_b = false) {
@@ -391,7 +403,6 @@ protected:
         uint32_t posted = 0;
         return v_->post_recv(q, &w, 1, &posted);
     }
-    // Polls @p c until @p n completions arrived (or the deadline passes: a failure, never a hang).
     // Polls @p c without a pause (empty polls, each an inline pass) long enough for the progress thread to park the
     // streams it drives. False when a poll failed; @p taken (when given) counts the completions the polls took.
     bool busy_poll(ri_cq_t c, uint32_t *taken = nullptr) {
@@ -404,6 +415,7 @@ protected:
         }
         return true;
     }
+    // Polls @p c until @p n completions arrived (or the deadline passes: a failure, never a hang).
     std::vector<ri_wc_t> wait(ri_cq_t c, size_t n, int seconds = 20) {
         std::vector<ri_wc_t> out;
         const auto deadline = Clock::now() + std::chrono::seconds(seconds);
@@ -966,14 +978,9 @@ TEST_F(Stream, FullStreamsShareABudgetOfUnsentBytes) {
         ri_qp_t q = nullptr;
         EXPECT_EQ(v_->create_qp(pa_, c, c, nullptr, &x, &q), RI_OK);
         qps->push_back(q);
-        auto [ca, cb] = tcp_pair();
-        cleanup_.push_back([cb] { ::close(cb); });
-        ri_qp_attr_t a{};
-        a.state = RI_QPS_RTS;
-        a.llp = llp(mode(), true, ca);
-        EXPECT_EQ(v_->modify_qp(q, &a, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP), RI_OK);
-        fds.push_back(ca);
-        peers.push_back(cb);
+        int own = -1;
+        peers.push_back(attach_initiator(q, mode(), &own));
+        fds.push_back(own);
     };
     auto post = [&](size_t i) {
         for (uint64_t k = 0; k < kPosts; ++k) {
@@ -1340,20 +1347,10 @@ void expect_nudge(const RawFrame &f) {
 
 class Nudge : public Fixture, public ::testing::WithParamInterface<Mode> {
 protected:
-    // An initiator QP on one end of a loopback connection whose other end the test reads and writes itself.
-    int attach_initiator(End &a, const Mode &m) {
-        auto [ca, cb] = tcp_pair();
-        ri_qp_attr_t x{};
-        x.state = RI_QPS_RTS;
-        x.llp = llp(m, true, ca);
-        EXPECT_EQ(v_->modify_qp(a.qp, &x, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP), RI_OK);
-        cleanup_.push_back([cb] { ::close(cb); });
-        return cb;
-    }
     // attach_initiator(), then a 16-byte Send from the initiator; returns the raw peer's socket.
     int initiator_sends(End &a, const Mode &m, uint32_t seed) {
         a = end(ra_, pa_, &ev_a_);
-        const int peer = attach_initiator(a, m);
+        const int peer = attach_initiator(a.qp, m);
         Region src = region(pa_, pattern(16, seed), 0);
         EXPECT_EQ(send(a.qp, 1, RI_WR_SEND, {src.sge()}), RI_OK);
         return peer;
