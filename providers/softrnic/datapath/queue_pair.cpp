@@ -71,6 +71,12 @@ constexpr int kMaxUnsent = 4 << 20;  // the system's largest send buffer (tcp_wm
 // Streams of this process whose socket refused bytes and that wait for room.
 std::atomic<uint32_t> g_full_streams{0};
 
+// Sets socket @p fd's TCP_NOTSENT_LOWAT to @p bytes (0: the system's default back, none unless
+// net.ipv4.tcp_notsent_lowat says otherwise); false when the socket refused it (not TCP).
+bool set_unsent_limit(int fd, int bytes) {
+    return ::setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &bytes, sizeof bytes) == 0;
+}
+
 // The TCP_NOTSENT_LOWAT for a socket while @p full streams wait for room: a power of two, 0 for no limit.
 int unsent_share(uint32_t full) {
     const uint64_t b = unsent_budget();
@@ -977,8 +983,7 @@ void QueuePair::limit_unsent(Stream &s, uint32_t full) {
     const auto as_bytes = [](int limit) { return limit == 0 ? int64_t{2} * kMaxUnsent : int64_t{limit}; };
     const int64_t now = as_bytes(s.unsent_limit), next = as_bytes(want);
     if (next == now || (next > now && next < 4 * now)) return;
-    // 0 puts the system's default back (none, unless net.ipv4.tcp_notsent_lowat says otherwise).
-    if (::setsockopt(s.fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &want, sizeof want) == 0) s.unsent_limit = want;
+    if (set_unsent_limit(s.fd, want)) s.unsent_limit = want;
 }
 
 void QueuePair::receive(size_t budget, bool to_eagain) {
@@ -1307,8 +1312,7 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
         }
     }
     const int first_limit = unsent_budget() == 0 ? 0 : kFirstUnsent;
-    const bool limited =
-        first_limit != 0 && ::setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &first_limit, sizeof first_limit) == 0;
+    const bool limited = first_limit != 0 && set_unsent_limit(fd, first_limit);
     {
         std::lock_guard g(mutex_);
         if (state_ != RI_QPS_IDLE || stream_) return refuse(RI_EINVAL);
