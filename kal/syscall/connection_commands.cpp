@@ -563,7 +563,16 @@ private:
         RDMA_LOG_DEBUG(kComponent, "client %u: QP %#lx in RDMA mode, %s -> %s", client_,
                        static_cast<unsigned long>(qp_handle_), text_of(llp_.local, llp_.local_port).c_str(),
                        text_of(llp_.remote, llp_.remote_port).c_str());
-        rewatch(POLLRDHUP);  // only the end of the stream: the data is the uVP's to read
+        // A kVP's stream: the kAL watches for its end (only that: the data is the kVP's to read), in case the kVP
+        // no longer reads it (see on_events). A uVP's stream is not watched at all: its owner meets the end and
+        // reports it (on_events would only unwatch it), and a socket with an epoll entry on its wait queue pays a
+        // wake-up call for every segment in and every ACK that frees room: about a twentieth of a small
+        // ping-pong's round trip on loopback (bench/README, "An epoll entry costs every segment").
+        if (kvp_stream()) {
+            rewatch(POLLRDHUP);
+        } else {
+            m_->server_.unwatch(sock_.get());
+        }
     }
 
     ConnectionCommands *m_;

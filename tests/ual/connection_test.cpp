@@ -25,6 +25,7 @@
 #include "iwarp/wire.hpp"
 #include "exchange.hpp"
 #include "rdma_util.hpp"
+#include "test_util.hpp"
 
 namespace {
 
@@ -451,6 +452,44 @@ TEST_F(Connections, EveryRecordCarriesTheSocketsOwnAddressesAndPorts) {
 // connection ended) makes no round trip through krdmad: the request is posted. The call returns while krdmad is
 // stopped, the local queues flush at once, and once krdmad runs again it carries the request out in order: the
 // connection is torn down and the peer hears of it.
+// Once a connection's socket is the uVP's, krdmad keeps no epoll entry on it: the uVP meets the stream's end and
+// reports it, and an entry on a socket's wait queue costs a wake-up call at every segment in and every ACK (both ends
+// of a small ping-pong pay it, bench/README). The two streams of a connection inside this process must not be among
+// what krdmad's epoll sets watch.
+TEST_F(Connections, KrdmadWatchesNoSocketItHandedToAConsumer) {
+    Side s;
+    ASSERT_EQ(s.open(device_.string(), "sr0", 4096), "");
+    auto lp = s.adapter->listen(0, s.requests, 3);
+    ASSERT_TRUE(lp) << lp.error().to_string();
+    auto server = s.endpoint(41);
+    auto client = s.endpoint(42);
+    ASSERT_TRUE(client->connect("127.0.0.1", (*lp)->port()).ok());
+    auto req = next_cm(s.requests);
+    ASSERT_TRUE(req.has_value() && req->connection);
+    ASSERT_TRUE(server->accept(req->connection->request).ok());
+    for (int i = 0; i < 2; ++i) {
+        auto e = next_cm(s.cm);
+        ASSERT_TRUE(e.has_value());
+        ASSERT_EQ(e->id, static_cast<uint32_t>(CmEventId::established)) << "status " << e->detail;
+    }
+    const std::set<unsigned long> mine = testutil::tcp_socket_inodes();
+    ASSERT_GE(mine.size(), 2u) << "both ends' sockets were handed to this process";
+    const std::set<unsigned long> watched = testutil::epoll_watched_inodes(krdmad_);
+    ASSERT_FALSE(watched.empty()) << "krdmad's epoll sets could not be read";  // its device socket at least
+    for (unsigned long ino : mine) EXPECT_EQ(watched.count(ino), 0u) << "krdmad watches socket inode " << ino;
+    // The streams work: the client's Send reaches the server's receive.
+    ASSERT_TRUE(post_recv(s, *server, 0, 64, 5).ok());
+    ASSERT_TRUE(post(s, *client, RI_WR_SEND, 64, 16, 6).ok());
+    bool got_recv = false;
+    for (int i = 0; i < 2; ++i) {
+        auto c = s.completion(5s);
+        ASSERT_TRUE(c.has_value());
+        EXPECT_EQ(c->status, static_cast<uint32_t>(RI_WC_SUCCESS));
+        if (c->wr_id == 5) got_recv = true;
+    }
+    EXPECT_TRUE(got_recv);
+}
+
 TEST_F(Connections, AMoveToErrorIsPostedAndCarriedOutInOrder) {
     Side s;
     ASSERT_EQ(s.open(device_.string(), "sr0", 4096), "");
