@@ -33,6 +33,7 @@
 #include "rnicpi/host/loader.hpp"
 #include "rnicpi/host/log.hpp"
 #include "syscall.hpp"
+#include "test_util.hpp"
 
 namespace {
 
@@ -618,6 +619,41 @@ TEST_F(Stream, HandlerArmsItsCqFromInsideABusyPoll) {
         ASSERT_TRUE(eventually([&] { return g_rearm_calls.load() == i + 1; })) << "round " << i;
     }
     EXPECT_EQ(g_rearm_calls.load(), kRounds);
+}
+
+// A stream its consumer busy-polls leaves the progress thread's epoll set: an entry on a socket's wait queue costs a
+// wake-up call at every segment that arrives and every ACK that frees room, even an entry that wants no edge. What
+// arrives while it is out is not lost: once the consumer stops polling, the thread's millisecond look puts the socket
+// back, and the bytes waiting in it raise the edge the thread needs to place them.
+TEST_F(Stream, ABusyPolledStreamLeavesTheEpollSetAndComesBackWhenPollsStop) {
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
+    const int kept = connect(a, b, mode(), true);
+    ASSERT_GE(kept, 0);
+    cleanup_.push_back([kept] { ::close(kept); });
+    const unsigned long ino = testutil::inode_of(kept);  // b's socket (the dup shares its inode)
+    ASSERT_NE(ino, 0u);
+    EXPECT_EQ(testutil::epoll_watched_inodes().count(ino), 1u) << "a new stream is watched for input";
+    Region src = region(pa_, pattern(16, 7), 0);
+    Region dst = region(pb_, std::vector<uint8_t>(16), RI_ACCESS_LOCAL_WRITE);
+    ASSERT_EQ(recv(b.qp, 1, {dst.sge()}), RI_OK);
+    // Polled without a pause until the thread has parked it (checked between polls: a pause of a millisecond would
+    // let the thread's look take it back).
+    bool left = false;
+    const auto until = Clock::now() + std::chrono::seconds(10);
+    while (!left && Clock::now() < until) {
+        ASSERT_TRUE(busy_poll(b.rcq));
+        left = testutil::epoll_watched_inodes().count(ino) == 0;
+    }
+    ASSERT_TRUE(left) << "b's socket stayed in the epoll set while its CQ was busy-polled";
+    // b stops polling; a's Send reaches b's socket while it may still be out of the set.
+    ASSERT_EQ(send(a.qp, 1, RI_WR_SEND, {src.sge()}), RI_OK);
+    ASSERT_TRUE(eventually([&] { return dst.bytes() == src.bytes(); })) << "the thread never placed the Send";
+    EXPECT_EQ(testutil::epoll_watched_inodes().count(ino), 1u) << "the stream came back to the thread";
+    auto rw = wait(b.rcq, 1);
+    ASSERT_EQ(rw.size(), 1u);
+    EXPECT_EQ(rw[0].status, RI_WC_SUCCESS);
+    EXPECT_EQ(rw[0].byte_len, 16u);
+    EXPECT_EQ(wait(a.scq, 1).size(), 1u);
 }
 
 TEST_F(Stream, PeerSocketClosedMidTransferFlushesWithoutHanging) {

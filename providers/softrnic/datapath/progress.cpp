@@ -92,12 +92,18 @@ ri_status_t Progress::add(QueuePair *qp, int fd) {
     return RI_OK;
 }
 
-void Progress::interest(QueuePair *qp, int fd, bool input, bool output) {
+bool Progress::interest(QueuePair *qp, int fd, bool input, bool output, bool in_set) {
+    if (!input && !output) {
+        if (in_set) (void)::epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+        return false;
+    }
     epoll_event ev{};
     ev.events = EPOLLRDHUP | EPOLLET | (input ? static_cast<uint32_t>(EPOLLIN) : 0u) |
                 (output ? static_cast<uint32_t>(EPOLLOUT) : 0u);
     ev.data.ptr = qp;
-    (void)::epoll_ctl(epoll_, EPOLL_CTL_MOD, fd, &ev);  // the QP holds fd open and registered while it asks
+    // The QP holds fd open while it asks. A failed add (no memory for the entry) leaves the stream to its
+    // consumer's polls and the thread's millisecond look, which asks again.
+    return ::epoll_ctl(epoll_, in_set ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev) == 0 || in_set;
 }
 
 void Progress::parked(QueuePair *qp) {

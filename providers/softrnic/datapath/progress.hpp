@@ -34,12 +34,16 @@ public:
     [[nodiscard]] ri_status_t add(QueuePair *qp, int fd);
     /**
      * @brief Sets which edges of @p fd wake the thread: input (@p input) and output (@p output); the end of the
-     *        stream and errors always do. Output interest is taken only while the socket has refused bytes (a
-     *        writable socket raises an output edge at every ACK), input is dropped while the consumer busy-polls
-     *        the QP's CQ (park). Safe from any thread; epoll re-checks readiness on a change, so an edge that came
-     *        before the call is reported by it.
+     *        stream and errors do while either is wanted. Output interest is taken only while the socket has
+     *        refused bytes (a writable socket raises an output edge at every ACK), input is dropped while the
+     *        consumer busy-polls the QP's CQ (park). With neither, @p fd leaves the epoll set: a socket with an
+     *        entry on its wait queue pays a wake-up call for every segment that arrives and every ACK that frees
+     *        room, even when the entry wants neither (bench/README, "An epoll entry costs every segment").
+     *        @p in_set says whether @p fd is in the set now; returns whether it is after the call. Safe from any
+     *        thread; epoll checks readiness when a descriptor is added or changed, so an edge that came before
+     *        the call is reported by it.
      */
-    void interest(QueuePair *qp, int fd, bool input, bool output);
+    [[nodiscard]] bool interest(QueuePair *qp, int fd, bool input, bool output, bool in_set);
     /**
      * @brief On the thread: @p qp's consumer is busy-polling and moves the stream itself, so its input no longer
      *        wakes the thread; the thread looks every millisecond whether the consumer still polls, and gives

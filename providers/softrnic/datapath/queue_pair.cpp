@@ -367,6 +367,8 @@ struct QueuePair::Stream {
     // consumer's sendmsg on a full socket only fights the stack's ACK processing for the socket lock).
     bool tx_blocked = false;
     bool out_watched = false;  // the progress thread's epoll set has EPOLLOUT for the socket (only while blocked)
+    bool watchable = false;    // Progress::add put the socket in the thread's epoll set: interest may change now
+    bool in_set = false;       // the socket is in that set (not while a busy-polled stream wants no edges)
     int unsent_limit = 0;      // the socket's TCP_NOTSENT_LOWAT (unsent_share()); 0: none set
     bool fin_sent = false;
     bool consumer_terminate = false;
@@ -961,7 +963,7 @@ void QueuePair::transmit(size_t budget) {
                 s.out_watched = true;
                 limit_unsent(s, g_full_streams.fetch_add(1, std::memory_order_relaxed) + 1);
                 parked_.store(false, std::memory_order_relaxed);
-                update_interest();
+                if (!update_interest()) out_->kick = true;  // the thread asks again
             }
             return;
         }
@@ -1345,7 +1347,10 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
     {
         // A post from another thread may have filled the socket before the set knew it: ask for output now.
         std::lock_guard g(mutex_);
-        if (stream_ && stream_->out_watched) update_interest();
+        if (stream_) {
+            stream_->watchable = stream_->in_set = true;
+            if (stream_->out_watched) (void)update_interest();
+        }
     }
     // Requests posted in IDLE go now, and a peer-to-peer initiator's RTR.
     Outcome o;
@@ -1443,7 +1448,13 @@ void QueuePair::service() {
                 change = true;
             }
             polls_seen_ = inline_polls_;
-            if (change) update_interest();
+            const bool wanted = !parked_.load(std::memory_order_relaxed) || s.out_watched;
+            if ((change || (wanted && !s.in_set)) && !update_interest()) {
+                // The set could not take the socket (no memory for its entry): the consumer's polls move the
+                // stream, and the thread's millisecond look at parked streams asks again.
+                parked_.store(true, std::memory_order_relaxed);
+                Progress::get().parked(this);
+            }
         }
     }
     finish(o);
@@ -1507,7 +1518,10 @@ bool QueuePair::recheck_park() {
         return true;  // still polled: stays the consumer's
     }
     parked_.store(false, std::memory_order_relaxed);
-    update_interest();
+    if (!update_interest()) {
+        parked_.store(true, std::memory_order_relaxed);  // not in the set: looked at again in a millisecond
+        return true;
+    }
     // Requests held for a poll that did not come go now (the thread serves it later in this pass).
     if (stream_->corked > 0) Progress::get().kick(this);
     return false;
@@ -1521,8 +1535,12 @@ bool QueuePair::quiet(const Stream &s) const noexcept {
     return s.fail == Stream::Fail::none && !sending(s) && s.inflight == 0;
 }
 
-void QueuePair::update_interest() {
-    Progress::get().interest(this, stream_->fd, !parked_.load(std::memory_order_relaxed), stream_->out_watched);
+bool QueuePair::update_interest() {
+    Stream &s = *stream_;
+    const bool input = !parked_.load(std::memory_order_relaxed);
+    if (!s.watchable) return true;  // attach() sets the interest once the socket is in the set
+    s.in_set = Progress::get().interest(this, s.fd, input, s.out_watched, s.in_set);
+    return s.in_set || (!input && !s.out_watched);
 }
 
 }  // namespace softrnic::datapath

@@ -180,8 +180,9 @@ private:
     void nudge_sent_bytes();
     void settle();
     // Tells the progress thread's epoll set what the stream wants now (under mutex_, with a stream): input unless
-    // parked, output while the socket has refused bytes.
-    void update_interest();
+    // parked, output while the socket has refused bytes; wanting neither takes the socket out of the set. False
+    // when the set could not take a socket that wants edges (no memory): the caller arranges another try.
+    bool update_interest();
     // Under mutex_: the stream has something to send (the engine had more, the socket refused bytes, frames or
     // corked requests wait, or requests wait in the send queue for the engine's room).
     [[nodiscard]] bool sending(const Stream &s) const noexcept;
