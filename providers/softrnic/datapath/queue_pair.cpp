@@ -491,7 +491,9 @@ ri_status_t QueuePair::check_send(const ri_send_wr_t &w, uint64_t &inline_len) c
         const ri_sge_t &g = w.sgl[s];
         if (g.length == 0) continue;
         StagEntry e;
-        if (!stags_.find(g.lkey, e) || !e.valid || e.pd != setup_.pd || !e.map(g.addr, g.length)) return RI_EINVAL;
+        if (!stags_.find(g.lkey, e, posted_stag_) || !e.valid || e.pd != setup_.pd || !e.map(g.addr, g.length)) {
+            return RI_EINVAL;
+        }
         if ((e.access & need) != need) return RI_EACCES;
     }
     return RI_OK;
@@ -646,7 +648,7 @@ bool QueuePair::resolve_gather(const softrnic_sq_wqe &h, const uint8_t *slot, iw
         std::memcpy(&g, p + i * sizeof g, sizeof g);
         if (g.length == 0) continue;
         StagEntry e;
-        if (!stags_.find(g.lkey, e) || !e.valid || e.pd != setup_.pd) return false;
+        if (!stags_.find(g.lkey, e, posted_stag_) || !e.valid || e.pd != setup_.pd) return false;
         auto a = e.map(g.addr, g.length);
         if (!a) return false;
         wr.sge[wr.num_sge++] = iwarp::LocalSpan{*a, g.length};
@@ -707,7 +709,7 @@ void QueuePair::issue() {
                         // The sink is resolved again by the engine when the response arrives; checked here too so
                         // that a region gone since the post fails this request, not the stream.
                         StagEntry e;
-                        if (!stags_.find(g.lkey, e) || !e.valid || e.pd != setup_.pd ||
+                        if (!stags_.find(g.lkey, e, posted_stag_) || !e.valid || e.pd != setup_.pd ||
                             (e.access & RI_ACCESS_LOCAL_WRITE) == 0 || !e.map(g.addr, g.length)) {
                             if (s.issued_parts == 0) return local_failure(idx, RI_WC_LOC_PROT_ERR);
                             // Parts are out already: the rest of the request cannot go; fail it with them.
@@ -798,7 +800,7 @@ bool QueuePair::bind_window(const softrnic_bind_op &b) {
 
 bool QueuePair::resolve_stag(uint32_t stag, iwarp::Region &out) {
     StagEntry e;
-    if (!stags_.find(stag, e) || !e.valid) return false;
+    if (!stags_.find(stag, e, inbound_stag_) || !e.valid) return false;
     if (e.qp != 0 && e.qp != setup_.qp_num) return false;  // a type 2 window serves the QP it was bound on
     out.base = reinterpret_cast<uint8_t *>(static_cast<uintptr_t>(e.addr));
     out.to_base = e.to_base;
@@ -810,7 +812,7 @@ bool QueuePair::resolve_stag(uint32_t stag, iwarp::Region &out) {
 
 bool QueuePair::take_receive(iwarp::ReceiveBuffer &out) {
     bool limit = false;
-    const ReceiveQueue::Take t = rq_.take(out, stags_, setup_.pd, limit);
+    const ReceiveQueue::Take t = rq_.take(out, stags_, setup_.pd, limit, inbound_stag_);
     if (limit) {
         Outcome &o = *out_;
         if (o.nevents < std::size(o.events)) {

@@ -207,6 +207,10 @@ private:
     CompletionQueue &rcq_;
     StagTable &stags_;
     QpOwner &owner_;
+    // The STags this QP resolved last (under mutex_): its own buffers of posted work, and what its input names (the
+    // receive buffer a Send lands in, the region an inbound Write or Read names).
+    mutable StagCache posted_stag_;
+    StagCache inbound_stag_;
 
     mutable std::mutex mutex_;  // the send ring, the stream and the state; order: mutex_, rq_.lock(), a CQ's lock
     uint32_t state_ = RI_QPS_IDLE;  // changed under mutex_ and rq_.lock()

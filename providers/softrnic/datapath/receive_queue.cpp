@@ -62,7 +62,7 @@ bool ReceiveQueue::pop(uint64_t &wr_id) noexcept {
 }
 
 ReceiveQueue::Take ReceiveQueue::take(iwarp::ReceiveBuffer &out, const StagTable &stags, uint32_t pd,
-                                      bool &limit_reached) {
+                                      bool &limit_reached, StagCache &cache) {
     softrnic_rq_wqe h;
     ri_sge_t sge[iwarp::kMaxSge];
     {
@@ -84,7 +84,7 @@ ReceiveQueue::Take ReceiveQueue::take(iwarp::ReceiveBuffer &out, const StagTable
     for (uint32_t i = 0; i < h.num_sge; ++i) {
         if (sge[i].length == 0) continue;
         StagEntry e;
-        if (!stags.find(sge[i].lkey, e) || !e.valid || e.pd != pd || (e.access & RI_ACCESS_LOCAL_WRITE) == 0) {
+        if (!stags.find(sge[i].lkey, e, cache) || !e.valid || e.pd != pd || (e.access & RI_ACCESS_LOCAL_WRITE) == 0) {
             return Take::invalid;
         }
         auto p = e.map(sge[i].addr, sge[i].length);

@@ -61,9 +61,10 @@ public:
     /**
      * @brief Takes the oldest request, resolved through @p stags for protection domain @p pd into @p out (wr_id is
      *        set in every case but empty). @p limit_reached becomes true when this take made the queue fall below
-     *        its armed limit, which disarms it.
+     *        its armed limit, which disarms it. @p cache is the taking queue pair's (StagTable::find).
      */
-    [[nodiscard]] Take take(iwarp::ReceiveBuffer &out, const StagTable &stags, uint32_t pd, bool &limit_reached);
+    [[nodiscard]] Take take(iwarp::ReceiveBuffer &out, const StagTable &stags, uint32_t pd, bool &limit_reached,
+                            StagCache &cache);
     /** @brief Arms the limit (0 disarms): take() reports the queue falling below it once. */
     void set_limit(uint32_t limit) noexcept {
         std::lock_guard g(lock_);
