@@ -40,10 +40,14 @@ namespace iwarp {
 /** @brief Most scatter/gather elements per work request. */
 inline constexpr uint32_t kMaxSge = 8;
 
-/** @brief A local buffer the owner has already resolved from an lkey to an address. */
+/**
+ * @brief A local buffer the owner has already resolved from an lkey to an address. No default member values: the
+ *        lists of them in WorkRequest and ReceiveBuffer are read only up to their count, and a request made for
+ *        every message should not zero 128 bytes of entries it never uses (`LocalSpan{}` still zeroes one).
+ */
 struct LocalSpan {
-    uint8_t *addr = nullptr; /**< First byte. */
-    size_t len = 0;          /**< Length. */
+    uint8_t *addr; /**< First byte. */
+    size_t len;    /**< Length. */
 };
 
 /** @brief What an STag names, as the owner's memory management resolves it. */
