@@ -280,6 +280,81 @@ TEST_F(EnginePair, PeerToPeerReadRtrIsAnswered) {
     EXPECT_EQ(dst, src);
 }
 
+// has_frame() is the owner's check before a transmit pass: false must mean next_frame() builds nothing, and every
+// kind of frame that may be due (a request, a Read Response, the RTR, a nudge, a Terminate) makes it true.
+TEST_F(EnginePair, HasFrameIsFalseOnlyWhenThereIsNothingToBuild) {
+    static TxFrame f;  // large: keep it off the stack
+    const auto nothing = [](Engine &e) { return !e.has_frame() && !e.next_frame(f); };
+    EXPECT_TRUE(nothing(*a));
+    EXPECT_TRUE(nothing(*b));
+
+    // A Send: due at the sender; the receiver has nothing to answer.
+    auto src = pattern(3000, 4);
+    std::vector<uint8_t> dst(3000);
+    ob.post_receive(1, dst);
+    ASSERT_TRUE(a->post(wr_over(1, WorkType::send, src)).ok());
+    EXPECT_TRUE(a->has_frame());
+    ASSERT_GT(harness::pump(*a, *b), 1u);  // several segments
+    EXPECT_TRUE(nothing(*a));
+    EXPECT_TRUE(nothing(*b));
+    ASSERT_EQ(ob.completions.size(), 1u);
+
+    // A Read: the request at the reader, then the response at the responder.
+    std::vector<uint8_t> theirs = pattern(5000, 6), mine(5000);
+    ob.add_region(0x55, theirs, RI_ACCESS_REMOTE_READ);
+    oa.add_region(0x66, mine, RI_ACCESS_LOCAL_WRITE);
+    WorkRequest r;
+    r.wr_id = 2;
+    r.type = WorkType::read;
+    r.remote_stag = 0x55;
+    r.local_stag = 0x66;
+    r.length = 5000;
+    ASSERT_TRUE(a->post(r).ok());
+    EXPECT_TRUE(a->has_frame());
+    ASSERT_EQ(harness::pump(*a, *b), 1u);
+    EXPECT_TRUE(nothing(*a));
+    EXPECT_TRUE(b->has_frame()) << "a Read Response is due";
+    ASSERT_GT(harness::pump(*b, *a), 1u);
+    EXPECT_TRUE(nothing(*b));
+    EXPECT_EQ(mine, theirs);
+
+    // A nudge.
+    ASSERT_TRUE(a->nudge());
+    EXPECT_TRUE(a->has_frame());
+    ASSERT_EQ(harness::pump(*a, *b), 1u);
+    EXPECT_TRUE(nothing(*a));
+
+    // A Send with no receive posted: the receiver fails, and its Terminate is due until it is built.
+    ASSERT_TRUE(a->post(wr_over(3, WorkType::send, src)).ok());
+    (void)harness::pump(*a, *b);
+    ASSERT_TRUE(b->failed());
+    EXPECT_TRUE(b->has_frame()) << "the Terminate is due";
+    ASSERT_EQ(harness::pump(*b, *a), 1u);
+    EXPECT_TRUE(b->terminate_sent());
+    EXPECT_TRUE(nothing(*b));
+}
+
+// The RTR: due at the initiator from the start; the responder sends nothing before it arrives, even with work queued.
+TEST_F(EnginePair, HasFrameFollowsTheRtr) {
+    EngineConfig ini = config(), res = config();
+    ini.rtr_send = kRtrWrite;
+    res.rtr_expect = kRtrWrite;
+    make(ini, res);
+    static TxFrame f;
+    EXPECT_TRUE(a->has_frame()) << "the RTR is due";
+    auto src = pattern(100, 2);
+    std::vector<uint8_t> dst(100);
+    oa.post_receive(1, dst);
+    ASSERT_TRUE(b->post(wr_over(1, WorkType::send, src)).ok());
+    EXPECT_FALSE(b->has_frame()) << "the responder waits for the RTR";
+    EXPECT_FALSE(b->next_frame(f));
+    ASSERT_EQ(harness::pump(*a, *b), 1u);
+    EXPECT_FALSE(a->has_frame());
+    EXPECT_TRUE(b->has_frame()) << "the RTR came: the queued Send goes";
+    ASSERT_EQ(harness::pump(*b, *a), 1u);
+    EXPECT_EQ(dst, src);
+}
+
 TEST_F(EnginePair, WrongRtrIsATerminateNotAHang) {
     EngineConfig ini = config(), res = config();
     ini.rtr_send = kRtrRead;   // the initiator sends a zero-length Read...

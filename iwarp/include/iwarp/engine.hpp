@@ -207,6 +207,16 @@ public:
     [[nodiscard]] rdma::Status post(const WorkRequest &wr) noexcept;
     /** @brief Builds the next outbound FPDU; false when there is nothing to send now. */
     [[nodiscard]] bool next_frame(TxFrame &frame) noexcept;
+    /**
+     * @brief False only when next_frame() would build nothing now: no queued request, Read Response, RTR, nudge or
+     *        Terminate due. A check before a transmit pass that would only find that out (after every inbound
+     *        Send or Write, say).
+     */
+    [[nodiscard]] bool has_frame() const noexcept {
+        if (rx_.failed()) return !peer_terminated_ && !terminate_built_;
+        if (rtr_pending_ != 0) return false;
+        return rtr_to_send_ || nudge_to_send_ || irq_count_ > 0 || sq_count_ > 0;
+    }
     /** @brief The oldest frame from next_frame() is now completely written to the stream. */
     void frame_sent() noexcept;
     /**
