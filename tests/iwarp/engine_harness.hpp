@@ -182,6 +182,17 @@ inline WorkRequest wr_over(uint64_t id, WorkType type, std::vector<uint8_t> &buf
     return wr;
 }
 
+/** @brief An RDMA Read of @p length bytes from the peer's @p remote_stag (offset 0) into local @p local_stag (offset 0). */
+inline WorkRequest read_of(uint64_t id, uint32_t remote_stag, uint32_t local_stag, uint32_t length) {
+    WorkRequest wr;
+    wr.wr_id = id;
+    wr.type = WorkType::read;
+    wr.remote_stag = remote_stag;
+    wr.local_stag = local_stag;
+    wr.length = length;
+    return wr;
+}
+
 }  // namespace harness
 
 #endif  // TESTS_IWARP_ENGINE_HARNESS_HPP

@@ -49,6 +49,27 @@ krdma::UniqueFd raw_listener(sockaddr_in &a) {
     return l;
 }
 
+// Connects @p client to @p server, two endpoints of side @p s, through a listen point of its own (kept in @p lp for
+// the connection's life), and waits until both ends are established. Empty when every step worked, else what failed.
+std::string connect_within(Side &s, ual::Endpoint &client, ual::Endpoint &server,
+                           std::shared_ptr<ual::ListenPoint> &lp) {
+    auto l = s.adapter->listen(0, s.requests, 3);
+    if (!l) return "listen: " + l.error().to_string();
+    lp = *l;
+    if (!client.connect("127.0.0.1", lp->port()).ok()) return "connect failed";
+    auto req = next_cm(s.requests);
+    if (!req || !req->connection) return "no connection request";
+    if (!server.accept(req->connection->request).ok()) return "accept failed";
+    for (int i = 0; i < 2; ++i) {
+        auto e = next_cm(s.cm);
+        if (!e) return "no connection event";
+        if (e->id != static_cast<uint32_t>(CmEventId::established)) {
+            return "event " + std::to_string(e->id) + " status " + std::to_string(e->detail) + " instead of ESTABLISHED";
+        }
+    }
+    return "";
+}
+
 TEST_F(Connections, TwoProcessesConnectWithPrivateDataAndMoveEveryByte) {
     const size_t kBytes = 64u << 20;
     auto [pid, port] = start_peer("accept", kBytes);
@@ -459,19 +480,10 @@ TEST_F(Connections, EveryRecordCarriesTheSocketsOwnAddressesAndPorts) {
 TEST_F(Connections, KrdmadWatchesNoSocketItHandedToAConsumer) {
     Side s;
     ASSERT_EQ(s.open(device_.string(), "sr0", 4096), "");
-    auto lp = s.adapter->listen(0, s.requests, 3);
-    ASSERT_TRUE(lp) << lp.error().to_string();
     auto server = s.endpoint(41);
     auto client = s.endpoint(42);
-    ASSERT_TRUE(client->connect("127.0.0.1", (*lp)->port()).ok());
-    auto req = next_cm(s.requests);
-    ASSERT_TRUE(req.has_value() && req->connection);
-    ASSERT_TRUE(server->accept(req->connection->request).ok());
-    for (int i = 0; i < 2; ++i) {
-        auto e = next_cm(s.cm);
-        ASSERT_TRUE(e.has_value());
-        ASSERT_EQ(e->id, static_cast<uint32_t>(CmEventId::established)) << "status " << e->detail;
-    }
+    std::shared_ptr<ual::ListenPoint> lp;
+    ASSERT_EQ(connect_within(s, *client, *server, lp), "");
     const std::set<unsigned long> mine = testutil::tcp_socket_inodes();
     ASSERT_GE(mine.size(), 2u) << "both ends' sockets were handed to this process";
     const std::set<unsigned long> watched = testutil::epoll_watched_inodes(krdmad_);
@@ -493,20 +505,11 @@ TEST_F(Connections, KrdmadWatchesNoSocketItHandedToAConsumer) {
 TEST_F(Connections, AMoveToErrorIsPostedAndCarriedOutInOrder) {
     Side s;
     ASSERT_EQ(s.open(device_.string(), "sr0", 4096), "");
-    auto lp = s.adapter->listen(0, s.requests, 3);
-    ASSERT_TRUE(lp) << lp.error().to_string();
     auto server = s.endpoint(31);
     auto client = s.endpoint(32);
     ASSERT_TRUE(post_recv(s, *client, 0, 256, 7).ok());
-    ASSERT_TRUE(client->connect("127.0.0.1", (*lp)->port()).ok());
-    auto req = next_cm(s.requests);
-    ASSERT_TRUE(req.has_value() && req->connection);
-    ASSERT_TRUE(server->accept(req->connection->request).ok());
-    for (int i = 0; i < 2; ++i) {
-        auto e = next_cm(s.cm);
-        ASSERT_TRUE(e.has_value());
-        ASSERT_EQ(e->id, static_cast<uint32_t>(CmEventId::established)) << "status " << e->detail;
-    }
+    std::shared_ptr<ual::ListenPoint> lp;
+    ASSERT_EQ(connect_within(s, *client, *server, lp), "");
 
     // krdmad stopped; a watchdog resumes it after 5 s (so a call that waits for it cannot hang the test), or when
     // told, and the guard resumes it however the test ends.
