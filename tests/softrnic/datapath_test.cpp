@@ -656,6 +656,27 @@ TEST_F(Stream, ABusyPolledStreamLeavesTheEpollSetAndComesBackWhenPollsStop) {
     EXPECT_EQ(wait(a.scq, 1).size(), 1u);
 }
 
+// The peer's FIN reaches a stream while it is parked, its socket in no epoll set: once the consumer stops polling,
+// the progress thread takes the stream back and meets the end itself (the QP to ERROR, LLP_CLOSED), nobody polling.
+TEST_F(Stream, AParkedStreamMeetsThePeersEndOnceItsConsumerStopsPolling) {
+    End b = end(rb_, pb_, &ev_b_);
+    int own = -1;
+    const int peer = attach_initiator(b.qp, mode(), &own);  // a plain socket at the far end, closed at teardown
+    const unsigned long ino = testutil::inode_of(own);
+    ASSERT_NE(ino, 0u);
+    bool left = false;
+    const auto until = Clock::now() + std::chrono::seconds(10);
+    while (!left && Clock::now() < until) {
+        ASSERT_TRUE(busy_poll(b.rcq));
+        left = testutil::epoll_watched_inodes().count(ino) == 0;
+    }
+    ASSERT_TRUE(left) << "b's socket stayed in the epoll set while its CQ was busy-polled";
+    ASSERT_EQ(::shutdown(peer, SHUT_WR), 0);  // FIN, while b's socket is out of the set
+    EXPECT_TRUE(eventually([&] { return ev_b_.has(b.qp_num, RI_AE_QP_LLP_CLOSED); }))
+        << "nobody met the end of a stream whose consumer stopped polling";
+    EXPECT_EQ(state_of(b.qp), RI_QPS_ERROR);
+}
+
 TEST_F(Stream, PeerSocketClosedMidTransferFlushesWithoutHanging) {
     End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
     int kept = connect(a, b, mode(), true);
