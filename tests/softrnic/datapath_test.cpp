@@ -12,9 +12,11 @@
 #include <pthread.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdarg>
 #include <climits>
 #include <atomic>
 #include <chrono>
@@ -65,39 +67,35 @@ ri_status_t counting_syscall_post(void *ctx, const ri_syscall_t *c) noexcept {
     return ual::device_syscall_post(ctx, c);
 }
 
-// Receive and send calls the calling thread made while t_count_calls was set. The uVP's ::recv, ::recvmsg and
-// ::sendmsg come here (the executable's definitions come first in symbol lookup), which count them and go on to the
-// C library's.
+// Receive and send calls the calling thread made while t_count_calls was set. The uVP makes them through syscall(2)
+// (its stream reads and writes are no cancellation points), and its ::syscall comes here (the executable's definition
+// comes first in symbol lookup), which counts them and goes on to the C library's.
 thread_local bool t_count_calls = false;
 thread_local int t_receives = 0;
 thread_local int t_receives_with_data = 0;  // of t_receives, those that returned bytes
 thread_local int t_sends = 0;
 
-// Counts receive call @p r (its result) when counting is on; returns @p r.
-ssize_t counted_receive(ssize_t r) {
-    if (t_count_calls) {
-        ++t_receives;
-        if (r > 0) ++t_receives_with_data;
-    }
-    return r;
-}
-
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) ssize_t recv(int fd, void *buf, size_t n, int flags) {
-    static const auto next = reinterpret_cast<ssize_t (*)(int, void *, size_t, int)>(::dlsym(RTLD_NEXT, "recv"));
-    return counted_receive(next(fd, buf, n, flags));
-}
-
-extern "C" __attribute__((visibility("default"))) ssize_t recvmsg(int fd, msghdr *m, int flags) {
-    static const auto next = reinterpret_cast<ssize_t (*)(int, msghdr *, int)>(::dlsym(RTLD_NEXT, "recvmsg"));
-    return counted_receive(next(fd, m, flags));
-}
-
-extern "C" __attribute__((visibility("default"))) ssize_t sendmsg(int fd, const msghdr *m, int flags) {
-    static const auto next = reinterpret_cast<ssize_t (*)(int, const msghdr *, int)>(::dlsym(RTLD_NEXT, "sendmsg"));
-    if (t_count_calls) ++t_sends;
-    return next(fd, m, flags);
+extern "C" __attribute__((visibility("default"))) long syscall(long number, ...) noexcept {
+    using Syscall = long (*)(long, ...);
+    static const auto next = reinterpret_cast<Syscall>(::dlsym(RTLD_NEXT, "syscall"));
+    // Six arguments, as many as any system call takes: the ones the caller did not pass are ignored by the kernel.
+    va_list ap;
+    va_start(ap, number);
+    long a[6];
+    for (long &x : a) x = va_arg(ap, long);
+    va_end(ap);
+    const long r = next(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+    if (t_count_calls) {
+        if (number == SYS_recvfrom || number == SYS_recvmsg) {
+            ++t_receives;
+            if (r > 0) ++t_receives_with_data;
+        } else if (number == SYS_sendmsg) {
+            ++t_sends;
+        }
+    }
+    return r;
 }
 
 namespace {
