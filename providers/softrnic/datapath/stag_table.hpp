@@ -60,8 +60,9 @@ struct StagCache {
  * @brief STag to region map of one RNIC open. Thread-safe: lookups share a reader lock, so posting threads and the
  *        progress thread resolve concurrently; changes (register, deregister, invalidate) take it exclusively.
  *        Every change also moves the table's generation on, so a lookup with a StagCache that still holds the
- *        STag takes no lock at all (a queue pair resolves the same few STags for every message it moves; the
- *        shared lock's two atomic operations and the hash were a tenth of a small message's path).
+ *        STag takes no lock at all: a queue pair resolves the same few STags for every message it moves (four per
+ *        message on each end of a Send ping-pong), and each locked lookup cost the shared lock's two atomic
+ *        operations and a hash.
  */
 class StagTable {
 public:
