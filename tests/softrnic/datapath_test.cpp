@@ -414,6 +414,17 @@ protected:
         }
         return true;
     }
+    // Busy-polls @p c until no epoll set of this process has the socket with inode @p ino (its stream parked and out
+    // of the progress thread's set), checking between polls: a pause of a millisecond would let the thread's look
+    // take the stream back. False when a poll failed or 10 s passed.
+    bool poll_until_unwatched(ri_cq_t c, unsigned long ino) {
+        const auto until = Clock::now() + std::chrono::seconds(10);
+        while (Clock::now() < until) {
+            if (!busy_poll(c)) return false;
+            if (testutil::epoll_watched_inodes().count(ino) == 0) return true;
+        }
+        return false;
+    }
     // Polls @p c until @p n completions arrived (or the deadline passes: a failure, never a hang).
     std::vector<ri_wc_t> wait(ri_cq_t c, size_t n, int seconds = 20) {
         std::vector<ri_wc_t> out;
@@ -634,15 +645,7 @@ TEST_F(Stream, ABusyPolledStreamLeavesTheEpollSetAndComesBackWhenPollsStop) {
     Region src = region(pa_, pattern(16, 7), 0);
     Region dst = region(pb_, std::vector<uint8_t>(16), RI_ACCESS_LOCAL_WRITE);
     ASSERT_EQ(recv(b.qp, 1, {dst.sge()}), RI_OK);
-    // Polled without a pause until the thread has parked it (checked between polls: a pause of a millisecond would
-    // let the thread's look take it back).
-    bool left = false;
-    const auto until = Clock::now() + std::chrono::seconds(10);
-    while (!left && Clock::now() < until) {
-        ASSERT_TRUE(busy_poll(b.rcq));
-        left = testutil::epoll_watched_inodes().count(ino) == 0;
-    }
-    ASSERT_TRUE(left) << "b's socket stayed in the epoll set while its CQ was busy-polled";
+    ASSERT_TRUE(poll_until_unwatched(b.rcq, ino)) << "b's socket stayed in the epoll set while its CQ was busy-polled";
     // b stops polling; a's Send reaches b's socket while it may still be out of the set.
     ASSERT_EQ(send(a.qp, 1, RI_WR_SEND, {src.sge()}), RI_OK);
     ASSERT_TRUE(eventually([&] { return dst.bytes() == src.bytes(); })) << "the thread never placed the Send";
@@ -662,13 +665,7 @@ TEST_F(Stream, AParkedStreamMeetsThePeersEndOnceItsConsumerStopsPolling) {
     const int peer = attach_initiator(b.qp, mode(), &own);  // a plain socket at the far end, closed at teardown
     const unsigned long ino = testutil::inode_of(own);
     ASSERT_NE(ino, 0u);
-    bool left = false;
-    const auto until = Clock::now() + std::chrono::seconds(10);
-    while (!left && Clock::now() < until) {
-        ASSERT_TRUE(busy_poll(b.rcq));
-        left = testutil::epoll_watched_inodes().count(ino) == 0;
-    }
-    ASSERT_TRUE(left) << "b's socket stayed in the epoll set while its CQ was busy-polled";
+    ASSERT_TRUE(poll_until_unwatched(b.rcq, ino)) << "b's socket stayed in the epoll set while its CQ was busy-polled";
     ASSERT_EQ(::shutdown(peer, SHUT_WR), 0);  // FIN, while b's socket is out of the set
     EXPECT_TRUE(eventually([&] { return ev_b_.has(b.qp_num, RI_AE_QP_LLP_CLOSED); }))
         << "nobody met the end of a stream whose consumer stopped polling";
