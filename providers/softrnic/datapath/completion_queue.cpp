@@ -26,6 +26,7 @@ bool CompletionQueue::add(const ri_wc_t &wc) noexcept {
     }
     std::memcpy(ring_.next(), &wc, sizeof wc);
     ring_.push();
+    idle_.store(false, std::memory_order_release);
     const bool fire = armed_ == RI_CQ_NOTIFY_NEXT ||
                       (armed_ == RI_CQ_NOTIFY_SOLICITED &&
                        ((wc.flags & RI_WC_SOLICITED) != 0 || wc.status != RI_WC_SUCCESS));
@@ -39,13 +40,14 @@ bool CompletionQueue::take(uint32_t max, ri_wc_t *wc, uint32_t &n) noexcept {
         std::memcpy(&wc[n++], ring_.front(), sizeof(ri_wc_t));
         ring_.pop();
     }
+    if (ring_.empty() && !overflow_) idle_.store(true, std::memory_order_relaxed);
     return n == 0 && overflow_;
 }
 
 ri_status_t CompletionQueue::poll(uint32_t max, ri_wc_t *wc, uint32_t *polled) {
     if (polled == nullptr || (wc == nullptr && max > 0)) return RI_EINVAL;
     uint32_t n = 0;
-    bool lost = take(max, wc, n);
+    bool lost = !idle_.load(std::memory_order_acquire) && take(max, wc, n);
     if (n == 0 && max > 0) {
         // Nothing yet: move the streams of this CQ along right here instead of waiting for the progress thread.
         std::unique_lock g(qps_mutex_, std::try_to_lock);
@@ -73,7 +75,7 @@ ri_status_t CompletionQueue::poll(uint32_t max, ri_wc_t *wc, uint32_t *polled) {
             // even 64 such polls let a preempted progress thread hold a QP for milliseconds.
             const bool yield = busy == count;
             g.unlock();
-            lost = take(max, wc, n);
+            lost = !idle_.load(std::memory_order_acquire) && take(max, wc, n);
             if (yield && n == 0) sched_yield();
         }
     }

@@ -3,6 +3,7 @@
 #ifndef SOFTRNIC_DATAPATH_COMPLETION_QUEUE_HPP
 #define SOFTRNIC_DATAPATH_COMPLETION_QUEUE_HPP
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <vector>
@@ -55,6 +56,10 @@ private:
     SlotRing ring_;
     uint32_t armed_ = 0;     // 0 or the ::ri_cq_notify type requested
     bool overflow_ = false;  // a completion was lost: the CQ is in error
+    // Nothing in the ring and no loss to report (set under lock_, read without it): an empty poll, most of a busy
+    // poller's polls, looks at this instead of taking the lock twice. A completion added while a poll looks is
+    // seen by the next poll, as one added just after it would be.
+    std::atomic<bool> idle_{true};
     NotifyFn notify_;
     void *ctx_;
     std::mutex qps_mutex_;  // the attached QPs; a poll only tries it, so it never waits for a destroy
