@@ -377,8 +377,10 @@ struct QueuePair::Stream {
     // consumer's sendmsg on a full socket only fights the stack's ACK processing for the socket lock).
     bool tx_blocked = false;
     bool out_watched = false;  // the progress thread's epoll set has EPOLLOUT for the socket (only while blocked)
-    bool watchable = false;    // Progress::add put the socket in the thread's epoll set: interest may change now
-    bool in_set = false;       // the socket is in that set (not while a busy-polled stream wants no edges)
+    // The socket is in the progress thread's epoll set (not while a busy-polled stream wants no edges). True from the
+    // start: attach() makes the stream just before Progress::add puts the socket there, and a change asked for in
+    // between only fails to modify an entry not yet made (attach asks again once it is).
+    bool in_set = true;
     int unsent_limit = 0;      // the socket's TCP_NOTSENT_LOWAT (unsent_share()); 0: none set
     bool fin_sent = false;
     bool consumer_terminate = false;
@@ -1362,10 +1364,7 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
     {
         // A post from another thread may have filled the socket before the set knew it: ask for output now.
         std::lock_guard g(mutex_);
-        if (stream_) {
-            stream_->watchable = stream_->in_set = true;
-            if (stream_->out_watched) (void)update_interest();
-        }
+        if (stream_ && stream_->out_watched) (void)update_interest();
     }
     // Requests posted in IDLE go now, and a peer-to-peer initiator's RTR.
     Outcome o;
@@ -1553,7 +1552,6 @@ bool QueuePair::quiet(const Stream &s) const noexcept {
 bool QueuePair::update_interest() {
     Stream &s = *stream_;
     const bool input = !parked_.load(std::memory_order_relaxed);
-    if (!s.watchable) return true;  // attach() sets the interest once the socket is in the set
     s.in_set = Progress::get().interest(this, s.fd, input, s.out_watched, s.in_set);
     return s.in_set || (!input && !s.out_watched);
 }
