@@ -3,12 +3,17 @@
  * @brief Payload copies that stay fast where `rep movsb` is not.
  *
  * On AMD Zen 3 and Zen 4 (and VMs on them), `rep movsb`, which glibc 2.36's memcpy uses from 4 KiB up and the
- * kernel's copy_from_user/copy_to_user use for every size when the CPU reports FSRM, moves about 2 GB/s instead of
- * 40 when the destination lies 1 to 31 bytes after the source modulo 4 KiB (measured on the project's VMs: 64 KiB
- * take 26 us instead of 1.5). An iWARP payload sits 16 (tagged) or 20 (untagged) bytes after its FPDU's start, so
- * this is exactly where page-aligned buffers land: a staging buffer's payload copied to a page-aligned target, and
- * the kernel copying a page-aligned source into a socket page right after the 16-byte header it has just copied.
- * A plain TCP stream of page-aligned buffers never meets it, which is why a 64 KiB Write ping-pong cost 2-3x TCP's.
+ * kernel's copy_from_user/copy_to_user use for every size when the CPU reports FSRM, is many times slower when the
+ * destination lies a few bytes after the source modulo 4 KiB. An iWARP payload sits 16 (tagged) or 20 (untagged)
+ * bytes after its FPDU's start, so this is exactly where page-aligned buffers land: a staging buffer's payload copied
+ * to a page-aligned target, and the kernel copying a page-aligned source into a socket page right after the 16-byte
+ * header it has just copied. A plain TCP stream of page-aligned buffers never meets it, which is why a 64 KiB Write
+ * ping-pong cost 2-3x TCP's.
+ *
+ * Which offsets are slow depends on the CPU. On the project's first VMs every offset from 1 to 31 was (about 2 GB/s
+ * instead of 40: 64 KiB in 26 us instead of 1.5); on a later Zen 4 (family 25, model 17) offsets 1 to 15 take 16
+ * times as long, 17 to 31 about 1.4 times, and 16 no longer than 0. So the slow set is measured once per process
+ * (slow_copy_offsets()), and a copy is worked around only where it is slow here.
  */
 #ifndef IWARP_COPY_HPP
 #define IWARP_COPY_HPP
@@ -22,10 +27,29 @@ namespace iwarp {
 /** @brief Copies at least this long are worth checking (below it the slow path costs well under a microsecond). */
 inline constexpr size_t kAliasCheckMin = 1024;
 
-/** @brief True when `rep movsb` from @p src to @p dst is the slow case: dst 1..31 bytes after src, modulo 4 KiB. */
+/**
+ * @brief The offsets at which `rep movsb` is slow on this CPU: bit d (1 to 31) is set when a copy to a destination d
+ *        bytes after its source, modulo 4 KiB, took more than 1.25 times as long as one at the fastest offset (the
+ *        best of four interleaved runs of 32 KiB each, classify_copy_times()). Measured once per process, on first use,
+ *        in under a millisecond; the providers ask at a stream's start so that no data path pays it. Where there
+ *        is no `rep movsb` to measure (not x86-64) or no memory to measure with, every offset from 1 to 31 is named.
+ */
+[[nodiscard]] uint32_t slow_copy_offsets() noexcept;
+
+/**
+ * @brief The rule behind slow_copy_offsets(): bit d of the result (1 to 31) is set when @p best_us[d], the time of a
+ *        copy to a destination d bytes after its source, exceeds 1.25 times the smallest of @p best_us. Bit 0 is
+ *        never set.
+ */
+[[nodiscard]] uint32_t classify_copy_times(const double (&best_us)[32]) noexcept;
+
+/**
+ * @brief True when `rep movsb` from @p src to @p dst is slow on this CPU: dst 1 to 31 bytes after src, modulo 4 KiB,
+ *        at an offset slow_copy_offsets() names.
+ */
 [[nodiscard]] inline bool aliased_copy(const void *dst, const void *src) noexcept {
     const uintptr_t d = (reinterpret_cast<uintptr_t>(dst) - reinterpret_cast<uintptr_t>(src)) & 4095u;
-    return d != 0 && d < 32;
+    return d < 32 && ((slow_copy_offsets() >> d) & 1u) != 0;
 }
 
 /**

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "dma.hpp"
+#include "iwarp/copy.hpp"
 #include "iwarp/engine.hpp"
 #include "iwarp/framing.hpp"
 #include "iwarp/mpa.hpp"
@@ -316,6 +317,7 @@ OffloadEngine::OffloadEngine(hwstub_engine_page *page, EngineHooks hooks, StagTa
     : page_(page), hooks_(std::move(hooks)), name_(std::move(name)), stags_(stags != nullptr ? *stags : own_stags_),
       faults_(faults != nullptr ? *faults : own_faults_) {
     pages_.push_back(page_);
+    (void)iwarp::slow_copy_offsets();  // measured now, once per process, not by the engine's first large payload
 }
 
 OffloadEngine::~OffloadEngine() {

@@ -1317,6 +1317,7 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
         (p2p && (llp.mpa_revision != 2 || llp.rtr_type == RI_RTR_NONE))) {
         return refuse(RI_EINVAL);
     }
+    (void)iwarp::slow_copy_offsets();  // measured here, once per process, rather than by the first large message
     // RDMA messages go when posted: no Nagle. The option also checks the descriptor in the same system call: it
     // succeeds only on a TCP socket. A stream socket of another family (a test's socket pair) refuses it and is
     // then checked by its type. The socket's blocking mode is left as it is: every send and receive of the stream
