@@ -55,7 +55,7 @@ uint32_t classify_copy_times(const double (&best_us)[32]) noexcept {
     const double fastest = *std::min_element(std::begin(best_us), std::end(best_us));
     uint32_t slow = 0;
     for (uint32_t d = 1; d < 32; ++d) {
-        if (best_us[d] > 1.25 * fastest) slow |= 1u << d;
+        if (best_us[d] > 2.0 * fastest) slow |= 1u << d;
     }
     return slow;
 }

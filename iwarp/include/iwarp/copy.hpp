@@ -13,7 +13,7 @@
  * Which offsets are slow depends on the CPU. On the project's first VMs every offset from 1 to 31 was (about 2 GB/s
  * instead of 40: 64 KiB in 26 us instead of 1.5); on a later Zen 4 (family 25, model 17) offsets 1 to 15 take 16
  * times as long, 17 to 31 about 1.4 times, and 16 no longer than 0. So the slow set is measured once per process
- * (slow_copy_offsets()), and a copy is worked around only where it is slow here.
+ * (slow_copy_offsets()), and a copy is worked around only where that pays here.
  */
 #ifndef IWARP_COPY_HPP
 #define IWARP_COPY_HPP
@@ -29,17 +29,20 @@ inline constexpr size_t kAliasCheckMin = 1024;
 
 /**
  * @brief The offsets at which `rep movsb` is slow on this CPU: bit d (1 to 31) is set when a copy to a destination d
- *        bytes after its source, modulo 4 KiB, took more than 1.25 times as long as one at the fastest offset (the
- *        best of four interleaved runs of 32 KiB each, classify_copy_times()). Measured once per process, on first use,
- *        in under a millisecond; the providers ask at a stream's start so that no data path pays it. Where there
- *        is no `rep movsb` to measure (not x86-64) or no memory to measure with, every offset from 1 to 31 is named.
+ *        bytes after its source, modulo 4 KiB, took more than twice as long as one at the fastest offset (the best
+ *        of four interleaved runs of 32 KiB each, classify_copy_times()). Twice, because working around a slow copy
+ *        costs one copy at full speed (a staged piece, or softrnic's realigned source): below that it does not pay,
+ *        and a nearer line would follow the machine's noise (offset 16 on the Zen 4 above measures 1.0x alone and up
+ *        to 1.7x beside a busy neighbour). Measured once per process, on first use, in under a millisecond; the
+ *        providers ask at a stream's start so that no data path pays it. Where there is no `rep movsb` to measure
+ *        (not x86-64) or no memory to measure with, every offset from 1 to 31 is named.
  */
 [[nodiscard]] uint32_t slow_copy_offsets() noexcept;
 
 /**
  * @brief The rule behind slow_copy_offsets(): bit d of the result (1 to 31) is set when @p best_us[d], the time of a
- *        copy to a destination d bytes after its source, exceeds 1.25 times the smallest of @p best_us. Bit 0 is
- *        never set.
+ *        copy to a destination d bytes after its source, exceeds twice the smallest of @p best_us. Bit 0 is never
+ *        set.
  */
 [[nodiscard]] uint32_t classify_copy_times(const double (&best_us)[32]) noexcept;
 
