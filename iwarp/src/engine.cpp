@@ -494,7 +494,7 @@ bool Engine::build_request(TxFrame &frame) noexcept {
         } else {
             n = gather(wr.sge, wr.num_sge, sq_sent_, chunk, iov);
         }
-        tx_.build(h, {}, std::span<const iovec>(iov, n), frame);
+        tx_.build(h, {}, std::span<const iovec>(iov, n), frame, false, defer_crc_ && !wr.foreign);
         sq_sent_ += static_cast<uint32_t>(chunk);
         stats_.tx_bytes += chunk;
         if (!h.last) return true;
@@ -548,6 +548,13 @@ bool Engine::nudge() noexcept {
     if (failed() || rtr_to_send_ || rtr_pending_ != 0 || partial) return false;
     nudge_to_send_ = true;
     return true;
+}
+
+bool Engine::next_frame(TxFrame &frame, bool defer_crc) noexcept {
+    defer_crc_ = defer_crc;
+    const bool built = next_frame(frame);
+    defer_crc_ = false;
+    return built;
 }
 
 bool Engine::next_frame(TxFrame &frame) noexcept {

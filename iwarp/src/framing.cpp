@@ -236,8 +236,17 @@ struct Emitter {
 
 }  // namespace
 
+void finish_crc(TxFrame &frame) noexcept {
+    if (!frame.crc_pending) return;
+    uint32_t crc = 0;
+    for (size_t i = 0; i + 1 < frame.iovcnt; ++i) crc = crc32c_extend(crc, frame.iov[i].iov_base, frame.iov[i].iov_len);
+    put_crc32c(static_cast<uint8_t *>(frame.iov[frame.iovcnt - 1].iov_base), crc);
+    frame.crc_pending = false;
+}
+
 void Transmitter::build(const Header &header, std::span<const uint8_t> control, std::span<const iovec> payload,
-                        TxFrame &out, bool snapshot) noexcept {
+                        TxFrame &out, bool snapshot, bool defer_crc) noexcept {
+    out.crc_pending = false;
     size_t payload_len = 0;
     for (const iovec &v : payload) payload_len += v.iov_len;
     size_t hsize = header.size();
@@ -275,7 +284,9 @@ void Transmitter::build(const Header &header, std::span<const uint8_t> control, 
         return;
     }
     uint64_t first_marker = (pos_ + kMarkerInterval - 1) / kMarkerInterval * kMarkerInterval;
-    Emitter e{out, opts_.crc, opts_.markers, pos_, pos_, first_marker};
+    // Deferred: the gather list ends in the CRC field (no marker can follow it), which finish_crc() fills.
+    const bool defer = defer_crc && opts_.crc && !opts_.markers && !snapshot && payload_len >= kDeferCrcMin;
+    Emitter e{out, opts_.crc && !defer, opts_.markers, pos_, pos_, first_marker};
     e.add(out.head, head_len, true);
     if (snapshot && opts_.crc && payload_len <= sizeof out.snapshot) {
         // The CRC is computed over the copy that is sent, not over memory that may change before sendmsg reads it.
@@ -291,7 +302,11 @@ void Transmitter::build(const Header &header, std::span<const uint8_t> control, 
     e.add(out.tail, pad, true);
     // The CRC field is 4-aligned like every marker position, so a marker never splits it.
     e.add(out.tail + pad, kMpaCrcLen, false);
-    if (opts_.crc) put_crc32c(out.tail + pad, e.crc);
+    if (defer) {
+        out.crc_pending = true;
+    } else if (opts_.crc) {
+        put_crc32c(out.tail + pad, e.crc);
+    }
     pos_ = e.pos;
 }
 

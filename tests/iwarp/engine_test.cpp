@@ -322,6 +322,55 @@ TEST_F(EnginePair, HasFrameIsFalseOnlyWhenThereIsNothingToBuild) {
     EXPECT_TRUE(nothing(*b));
 }
 
+// next_frame(frame, true) leaves the CRC of a Send or Write segment of kDeferCrcMin bytes or more to finish_crc(),
+// and of nothing else (a short tail segment, a Read Request or Response): with every CRC finished, the peer takes
+// each message whole.
+TEST_F(EnginePair, ADeferredCrcIsLeftOnlyOnLargeSendAndWriteSegments) {
+    EngineConfig big = config();
+    big.mulpdu = 65535;
+    make(big, big);
+    auto src = pattern(70000, 8);
+    std::vector<uint8_t> target(70000), dst(70000), back(70000);
+    ob.add_region(0x91, target, RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_READ);
+    oa.add_region(0x92, back, RI_ACCESS_LOCAL_WRITE);
+    ob.post_receive(7, dst);
+    WorkRequest w = wr_over(1, WorkType::write, src);
+    w.remote_stag = 0x91;
+    ASSERT_TRUE(a->post(w).ok());
+    ASSERT_TRUE(a->post(wr_over(2, WorkType::send, src)).ok());
+    ASSERT_TRUE(a->post(harness::read_of(3, 0x91, 0x92, 70000)).ok());
+    static TxFrame f;  // large: keep it off the stack
+    std::vector<std::pair<size_t, bool>> seen;  // payload-carrying frames: bytes, CRC left pending
+    const auto move = [&](Engine &from, Engine &to, bool defer) {
+        while (from.next_frame(f, defer)) {
+            seen.emplace_back(f.bytes, f.crc_pending);
+            finish_crc(f);
+            to.receiver().feed(harness::bytes_of(f));
+            from.frame_sent();
+        }
+    };
+    move(*a, *b, true);
+    ASSERT_FALSE(b->failed()) << term_name(b->failure());
+    // The Write and the Send: a large first segment each (pending), a short second (not); then the Read Request.
+    ASSERT_EQ(seen.size(), 5u);
+    EXPECT_TRUE(seen[0].second);
+    EXPECT_FALSE(seen[1].second);
+    EXPECT_TRUE(seen[2].second);
+    EXPECT_FALSE(seen[3].second);
+    EXPECT_FALSE(seen[4].second);
+    seen.clear();
+    move(*b, *a, true);  // the Read Response is a copy whose CRC is taken as it is made: never left pending
+    ASSERT_FALSE(a->failed()) << term_name(a->failure());
+    ASSERT_EQ(seen.size(), 2u);
+    EXPECT_FALSE(seen[0].second);
+    EXPECT_EQ(target, src);
+    EXPECT_EQ(dst, src);
+    EXPECT_EQ(back, src);
+    ASSERT_EQ(ob.completions.size(), 1u);
+    EXPECT_EQ(ob.completions[0].wr_id, 7u);
+    ASSERT_EQ(oa.completions.size(), 3u);
+}
+
 // The RTR: due at the initiator from the start; the responder sends nothing before it arrives, even with work queued.
 TEST_F(EnginePair, HasFrameFollowsTheRtr) {
     EngineConfig ini = config(), res = config();

@@ -240,6 +240,62 @@ TEST(Framing, SmallFpdusAreFramedWholeInOnePiece) {
     }
 }
 
+// A frame built with its CRC deferred is the same frame once finish_crc() has run: byte for byte what build()
+// without the deferral gives, and the receiver checks its CRC. Only a payload of kDeferCrcMin bytes or more, with
+// CRC on and no markers, and not a snapshot, is deferred; for the rest the flag changes nothing.
+TEST(Framing, ADeferredCrcIsTheCrcBuildWouldHaveWritten) {
+    const auto wire_of = [](const TxFrame &f) {
+        std::vector<uint8_t> w;
+        for (size_t i = 0; i < f.iovcnt; ++i) {
+            auto *p = static_cast<const uint8_t *>(f.iov[i].iov_base);
+            w.insert(w.end(), p, p + f.iov[i].iov_len);
+        }
+        return w;
+    };
+    for (bool crc : {true, false}) {
+        for (bool markers : {false, true}) {
+            for (bool snapshot : {false, true}) {
+                for (size_t len : {size_t{600}, kDeferCrcMin - 1, kDeferCrcMin, size_t{65000}}) {
+                    SCOPED_TRACE("crc " + std::to_string(crc) + " markers " + std::to_string(markers) + " snapshot " +
+                                 std::to_string(snapshot) + " payload " + std::to_string(len));
+                    if (markers && len > max_ulpdu(true) - kTaggedHeaderLen) continue;
+                    std::vector<uint8_t> src(len);
+                    for (size_t i = 0; i < len; ++i) src[i] = static_cast<uint8_t>(i * 13 + (i >> 9));
+                    Header h;
+                    h.tagged = true;
+                    h.opcode = static_cast<uint8_t>(Opcode::rdma_write);
+                    h.stag = 0x77;
+                    h.to = 0x1000;
+                    iovec v{src.data(), len};
+                    Transmitter now(FramingOptions{crc, markers}), later(FramingOptions{crc, markers});
+                    auto plain = std::make_unique<TxFrame>(), deferred = std::make_unique<TxFrame>();
+                    now.build(h, {}, std::span<const iovec>(&v, 1), *plain, snapshot);
+                    later.build(h, {}, std::span<const iovec>(&v, 1), *deferred, snapshot, true);
+                    EXPECT_FALSE(plain->crc_pending);
+                    const bool deferrable = crc && !markers && !snapshot && len >= kDeferCrcMin;
+                    EXPECT_EQ(deferred->crc_pending, deferrable);
+                    if (deferrable) {
+                        // The CRC field is the last gather entry, and it is not written yet.
+                        EXPECT_EQ(deferred->iov[deferred->iovcnt - 1].iov_len, kMpaCrcLen);
+                        EXPECT_NE(wire_of(*deferred), wire_of(*plain));
+                    }
+                    finish_crc(*deferred);
+                    EXPECT_FALSE(deferred->crc_pending);
+                    const std::vector<uint8_t> wire = wire_of(*deferred);
+                    EXPECT_EQ(wire, wire_of(*plain));
+                    EXPECT_EQ(later.position(), now.position());
+                    RecordingSink sink;
+                    Receiver rx(sink, FramingOptions{crc, markers});
+                    EXPECT_EQ(rx.feed(wire), wire.size());
+                    ASSERT_FALSE(rx.failed()) << term_name(rx.failure());
+                    ASSERT_EQ(sink.segments.size(), 1u);
+                    EXPECT_EQ(sink.segments[0].payload, src);
+                }
+            }
+        }
+    }
+}
+
 TEST(Framing, UlpduShorterThanItsHeaderFails) {
     std::vector<uint8_t> bad = {0x00, 0x08, 0x41, 0x43, 0, 0, 0, 0, 0, 0, 0, 0};
     RecordingSink sink;

@@ -881,6 +881,53 @@ TEST_F(Stream, IncomingReadsAndWritesProgressWhileTheConsumerDoesNotPoll) {
     }));
 }
 
+// An answer's large segment with more of its batch behind it (a 64 KiB Write's first FPDU and its tail) leaves its
+// CRC for a second sendmsg, worked out once the payload is in the socket. The peer checks that CRC like any other:
+// every Write arrives whole, and neither end hears of a Terminate.
+TEST_F(Stream, AnAnswersLargeSegmentSendsItsCrcAfterItsPayload) {
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
+    Mode m = mode();
+    m.fpdu_max = 65535;  // FPDUs as large as loopback's MSS makes them
+    connect(a, b, m);
+    constexpr size_t kSize = 65536;
+    constexpr int kRounds = 8;
+    Region src = region(pa_, pattern(kSize, 33), 0);
+    Region dst = region(pb_, std::vector<uint8_t>(kSize), kRemote);
+    Region ping = region(pb_, std::vector<uint8_t>(8), 0);
+    Region pinged = region(pa_, std::vector<uint8_t>(8), kRemote);
+    uint64_t id = 0;
+    int split = 0;  // answers that went in two sendmsg calls
+    for (uint8_t round = 1; round <= kRounds; ++round) {
+        ping.bytes()[0] = round;
+        ASSERT_EQ(send(b.qp, ++id, RI_WR_RDMA_WRITE, {ping.sge()}, RI_SEND_SIGNALED, pinged.addr(), pinged.keys.rkey),
+                  RI_OK);
+        ASSERT_EQ(wait(b.scq, 1).size(), 1u);
+        ASSERT_TRUE(eventually([&] { return pinged.bytes()[0] == round; }, 5)) << "a never heard from b";
+        for (size_t i = 0; i < kSize; i += 61) src.bytes()[i] ^= round;  // every round's payload and CRC differ
+        t_sends = 0;
+        t_count_calls = true;
+        ASSERT_EQ(send(a.qp, ++id, RI_WR_RDMA_WRITE, {src.sge(0, kSize)}, RI_SEND_SIGNALED, dst.addr(), dst.keys.rkey),
+                  RI_OK);
+        auto wc = wait(a.scq, 1);
+        t_count_calls = false;
+        ASSERT_EQ(wc.size(), 1u);
+        EXPECT_EQ(wc[0].status, RI_WC_SUCCESS);
+        if (t_sends == 2) ++split;
+        EXPECT_TRUE(eventually([&] { return std::equal(src.bytes().begin(), src.bytes().end(), dst.bytes().begin()); }, 5))
+            << "round " << int{round};
+    }
+    EXPECT_GT(split, 0) << "no answer sent its CRC after its payload";
+    // One more exchange each way: a Terminate over a CRC would have ended both QPs.
+    ASSERT_EQ(send(b.qp, ++id, RI_WR_RDMA_WRITE, {ping.sge()}, RI_SEND_SIGNALED, pinged.addr(), pinged.keys.rkey), RI_OK);
+    auto last = wait(b.scq, 1);
+    ASSERT_EQ(last.size(), 1u);
+    EXPECT_EQ(last[0].status, RI_WC_SUCCESS);
+    for (Events *e : {&ev_a_, &ev_b_}) {
+        std::lock_guard g(e->mutex);
+        EXPECT_TRUE(e->list.empty()) << "an asynchronous event (" << e->list.front().event_id << ") on a healthy stream";
+    }
+}
+
 // A request/response exchange: each of a's Writes follows bytes from b, so a's transmit stages the payload the
 // kernel would copy with the slow `rep movsb` at a page offset of its own (realign()). Every byte must still arrive,
 // from sources at every page offset that matters (the aliased ones behind a 16-byte header, and the others), and

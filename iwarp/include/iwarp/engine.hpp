@@ -208,6 +208,12 @@ public:
     /** @brief Builds the next outbound FPDU; false when there is nothing to send now. */
     [[nodiscard]] bool next_frame(TxFrame &frame) noexcept;
     /**
+     * @brief next_frame(), and with @p defer_crc a Send or RDMA Write segment of at least kDeferCrcMin payload
+     *        bytes from the owner's own memory leaves its CRC to finish_crc() (TxFrame::crc_pending): its sender
+     *        can write the payload to the stream first and the CRC after it.
+     */
+    [[nodiscard]] bool next_frame(TxFrame &frame, bool defer_crc) noexcept;
+    /**
      * @brief False only when next_frame() would build nothing now: no queued request, Read Response, RTR, nudge or
      *        Terminate due. A check before a transmit pass that would only find that out (after every inbound
      *        Send or Write, say).
@@ -339,6 +345,7 @@ private:
     bool nudge_to_send_ = false;  // nudge(): a zero-length Write goes next
     bool terminate_built_ = false;
     bool prefer_response_ = false;  // alternate between read responses and new requests
+    bool defer_crc_ = false;        // next_frame(frame, true) is building
 };
 
 /**

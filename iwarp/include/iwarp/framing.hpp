@@ -145,11 +145,22 @@ inline constexpr size_t kMaxFpduIov = 2 * (kMaxUlpduLen / kMarkerInterval + 2) +
  */
 inline constexpr size_t kCompactPayloadMax = 512;
 
+/**
+ * @brief Payloads from this many bytes may have their CRC left for later (Transmitter::build() with defer_crc): its
+ *        sender can hand the payload to the socket first and work out the CRC while the peer reads it.
+ */
+inline constexpr size_t kDeferCrcMin = 16384;
+
 /** @brief A built FPDU: a gather list over the caller's payload buffers and the frame's own small buffers. */
 struct TxFrame {
     iovec iov[kMaxFpduIov];  /**< The gather list, in stream order. */
     size_t iovcnt = 0;       /**< Entries used. */
     size_t bytes = 0;        /**< Total bytes. */
+    /**
+     * The CRC is not written yet (Transmitter::build() with defer_crc): the last gather entry is the CRC field, and
+     * finish_crc() must fill it before that entry is written to the stream.
+     */
+    bool crc_pending = false;
     uint8_t head[kMpaLengthLen + kUntaggedHeaderLen + kTerminateMaxLen]{}; /**< Length, header, control payload. */
     uint8_t tail[3 + kMpaCrcLen]{};  /**< Pad and CRC. */
     uint8_t markers[kMaxUlpduLen / kMarkerInterval + 2][kMarkerLen]{}; /**< Markers of this FPDU. */
@@ -165,6 +176,12 @@ struct TxFrame {
     uint8_t compact[sizeof head + kCompactPayloadMax + 3 + kMpaCrcLen];
 };
 
+/**
+ * @brief Writes the CRC of a frame built with its CRC deferred (TxFrame::crc_pending) into its last gather entry;
+ *        nothing for any other frame. The payload must still hold what the gather list was built over.
+ */
+void finish_crc(TxFrame &frame) noexcept;
+
 /** @brief The transmit side of one MPA stream in full operation. */
 class Transmitter {
 public:
@@ -175,10 +192,12 @@ public:
      *        Terminate payload, copied), then the payload pieces @p payload (not copied; they must stay unchanged
      *        until sent, unless @p snapshot: with CRC on, the payload is then copied into the frame first, for
      *        memory its owner may write meanwhile, as a Read Response's source). The ULPDU must not exceed
-     *        max_ulpdu(). Advances the stream position by out.bytes.
+     *        max_ulpdu(). Advances the stream position by out.bytes. With @p defer_crc, a payload of at least
+     *        kDeferCrcMin bytes framed with CRC on and without markers (and not as a snapshot) leaves the CRC to
+     *        finish_crc() (TxFrame::crc_pending); otherwise the flag changes nothing.
      */
     void build(const Header &header, std::span<const uint8_t> control, std::span<const iovec> payload,
-               TxFrame &out, bool snapshot = false) noexcept;
+               TxFrame &out, bool snapshot = false, bool defer_crc = false) noexcept;
     /** @brief Bytes of the stream produced so far. */
     [[nodiscard]] uint64_t position() const noexcept { return pos_; }
 
