@@ -441,7 +441,7 @@ bool Engine::build_read_response(TxFrame &frame) noexcept {
     }
     // The source is the responder's memory, which its owner may write while the peer reads it (a race of data,
     // not of protocol): the frame carries a copy, so the CRC matches what is sent. A foreign chunk already is one.
-    tx_.build(h, {}, std::span<const iovec>(&v, chunk > 0 ? 1 : 0), frame, !job.foreign);
+    tx_.build(h, {}, std::span<const iovec>(&v, chunk > 0 ? 1 : 0), frame, !job.foreign, defer_crc_);
     job.sent += static_cast<uint32_t>(chunk);
     stats_.tx_bytes += chunk;
     if (h.last) {

@@ -285,7 +285,7 @@ void Transmitter::build(const Header &header, std::span<const uint8_t> control, 
     }
     uint64_t first_marker = (pos_ + kMarkerInterval - 1) / kMarkerInterval * kMarkerInterval;
     // Deferred: the gather list ends in the CRC field (no marker can follow it), which finish_crc() fills.
-    const bool defer = defer_crc && opts_.crc && !opts_.markers && !snapshot && payload_len >= kDeferCrcMin;
+    const bool defer = defer_crc && opts_.crc && !opts_.markers && payload_len >= kDeferCrcMin;
     Emitter e{out, opts_.crc && !defer, opts_.markers, pos_, pos_, first_marker};
     e.add(out.head, head_len, true);
     if (snapshot && opts_.crc && payload_len <= sizeof out.snapshot) {

@@ -881,9 +881,9 @@ TEST_F(Stream, IncomingReadsAndWritesProgressWhileTheConsumerDoesNotPoll) {
     }));
 }
 
-// An answer's large segment with more of its batch behind it (a 64 KiB Write's first FPDU and its tail) leaves its
-// CRC for a second sendmsg, worked out once the payload is in the socket. The peer checks that CRC like any other:
-// every Write arrives whole, and neither end hears of a Terminate.
+// An answer's large segment with more of its batch behind it (a 64 KiB Write's or Read Response's first FPDU and its
+// tail) leaves its CRC for a second sendmsg, worked out once the payload is in the socket. The peer checks that CRC
+// like any other: every Write and Read arrives whole, and neither end hears of a Terminate.
 TEST_F(Stream, AnAnswersLargeSegmentSendsItsCrcAfterItsPayload) {
     End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
     Mode m = mode();
@@ -891,8 +891,9 @@ TEST_F(Stream, AnAnswersLargeSegmentSendsItsCrcAfterItsPayload) {
     connect(a, b, m);
     constexpr size_t kSize = 65536;
     constexpr int kRounds = 8;
-    Region src = region(pa_, pattern(kSize, 33), 0);
+    Region src = region(pa_, pattern(kSize, 33), kRemote);
     Region dst = region(pb_, std::vector<uint8_t>(kSize), kRemote);
+    Region back = region(pb_, std::vector<uint8_t>(kSize), RI_ACCESS_LOCAL_WRITE);
     Region ping = region(pb_, std::vector<uint8_t>(8), 0);
     Region pinged = region(pa_, std::vector<uint8_t>(8), kRemote);
     uint64_t id = 0;
@@ -915,6 +916,13 @@ TEST_F(Stream, AnAnswersLargeSegmentSendsItsCrcAfterItsPayload) {
         if (t_sends == 2) ++split;
         EXPECT_TRUE(eventually([&] { return std::equal(src.bytes().begin(), src.bytes().end(), dst.bytes().begin()); }, 5))
             << "round " << int{round};
+        // b reads the same bytes back: a's Read Response answers b's request, with its CRC after its payload too.
+        std::fill(back.bytes().begin(), back.bytes().end(), 0);
+        ASSERT_EQ(send(b.qp, ++id, RI_WR_RDMA_READ, {back.sge()}, RI_SEND_SIGNALED, src.addr(), src.keys.rkey), RI_OK);
+        auto read = wait(b.scq, 1);
+        ASSERT_EQ(read.size(), 1u);
+        EXPECT_EQ(read[0].status, RI_WC_SUCCESS);
+        EXPECT_EQ(back.bytes(), src.bytes()) << "round " << int{round};
     }
     EXPECT_GT(split, 0) << "no answer sent its CRC after its payload";
     // One more exchange each way: a Terminate over a CRC would have ended both QPs.

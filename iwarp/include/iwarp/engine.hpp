@@ -208,9 +208,9 @@ public:
     /** @brief Builds the next outbound FPDU; false when there is nothing to send now. */
     [[nodiscard]] bool next_frame(TxFrame &frame) noexcept;
     /**
-     * @brief next_frame(), and with @p defer_crc a Send or RDMA Write segment of at least kDeferCrcMin payload
-     *        bytes from the owner's own memory leaves its CRC to finish_crc() (TxFrame::crc_pending): its sender
-     *        can write the payload to the stream first and the CRC after it.
+     * @brief next_frame(), and with @p defer_crc a Send, RDMA Write or Read Response segment of at least
+     *        kDeferCrcMin payload bytes (a Send or Write from the owner's own memory) leaves its CRC to finish_crc()
+     *        (TxFrame::crc_pending): its sender can write the payload to the stream first and the CRC after it.
      */
     [[nodiscard]] bool next_frame(TxFrame &frame, bool defer_crc) noexcept;
     /**

@@ -193,8 +193,9 @@ public:
      *        until sent, unless @p snapshot: with CRC on, the payload is then copied into the frame first, for
      *        memory its owner may write meanwhile, as a Read Response's source). The ULPDU must not exceed
      *        max_ulpdu(). Advances the stream position by out.bytes. With @p defer_crc, a payload of at least
-     *        kDeferCrcMin bytes framed with CRC on and without markers (and not as a snapshot) leaves the CRC to
-     *        finish_crc() (TxFrame::crc_pending); otherwise the flag changes nothing.
+     *        kDeferCrcMin bytes framed with CRC on and without markers leaves the CRC to finish_crc()
+     *        (TxFrame::crc_pending; a snapshot is taken now, and the CRC later covers the copy); otherwise the flag
+     *        changes nothing.
      */
     void build(const Header &header, std::span<const uint8_t> control, std::span<const iovec> payload,
                TxFrame &out, bool snapshot = false, bool defer_crc = false) noexcept;
