@@ -82,6 +82,26 @@ std::vector<uint8_t> reencode(const std::vector<RecordingSink::Segment> &segment
     return out;
 }
 
+// The bytes a frame's gather list sends.
+std::vector<uint8_t> wire_of(const TxFrame &f) {
+    std::vector<uint8_t> w;
+    for (size_t i = 0; i < f.iovcnt; ++i) {
+        auto *p = static_cast<const uint8_t *>(f.iov[i].iov_base);
+        w.insert(w.end(), p, p + f.iov[i].iov_len);
+    }
+    return w;
+}
+
+// The one segment a receiver with @p opts takes from @p wire, which must be one whole, valid FPDU.
+RecordingSink::Segment one_segment(const std::vector<uint8_t> &wire, FramingOptions opts) {
+    RecordingSink sink;
+    Receiver rx(sink, opts);
+    EXPECT_EQ(rx.feed(wire), wire.size());
+    EXPECT_FALSE(rx.failed()) << term_name(rx.failure());
+    EXPECT_EQ(sink.segments.size(), 1u);
+    return sink.segments.empty() ? RecordingSink::Segment{} : sink.segments[0];
+}
+
 TEST(Framing, SiwCapturesDecodeCheckAndReencode) {
     for (const auto &c : kCaptures) {
         SCOPED_TRACE(c.name);
@@ -170,11 +190,7 @@ TEST(Framing, SnapshotKeepsTheCrcTrueWhenTheSourceChanges) {
         iovec v{src.data(), src.size()};
         tx.build(h, {}, std::span<const iovec>(&v, 1), *frame, snapshot);
         std::fill(src.begin(), src.end(), 0xa5);  // the owner writes the buffer before the socket takes the frame
-        std::vector<uint8_t> wire;
-        for (size_t i = 0; i < frame->iovcnt; ++i) {
-            auto *p = static_cast<const uint8_t *>(frame->iov[i].iov_base);
-            wire.insert(wire.end(), p, p + frame->iov[i].iov_len);
-        }
+        const std::vector<uint8_t> wire = wire_of(*frame);
         RecordingSink sink;
         Receiver rx(sink, FramingOptions{true, false});
         rx.feed(wire);
@@ -220,21 +236,13 @@ TEST(Framing, SmallFpdusAreFramedWholeInOnePiece) {
                 } else {
                     EXPECT_GT(frame->iovcnt, 1u);
                 }
-                std::vector<uint8_t> wire;
-                for (size_t i = 0; i < frame->iovcnt; ++i) {
-                    auto *p = static_cast<const uint8_t *>(frame->iov[i].iov_base);
-                    wire.insert(wire.end(), p, p + frame->iov[i].iov_len);
-                }
+                const std::vector<uint8_t> wire = wire_of(*frame);
                 EXPECT_EQ(wire.size(), frame->bytes);
                 EXPECT_EQ(wire.size() % 4, 0u);
                 EXPECT_EQ(tx.position(), frame->bytes);
-                RecordingSink sink;
-                Receiver rx(sink, FramingOptions{crc, markers});
-                EXPECT_EQ(rx.feed(wire), wire.size());
-                ASSERT_FALSE(rx.failed()) << term_name(rx.failure());
-                ASSERT_EQ(sink.segments.size(), 1u);
-                EXPECT_EQ(sink.segments[0].header, h);
-                EXPECT_EQ(sink.segments[0].payload, original);
+                const RecordingSink::Segment got = one_segment(wire, FramingOptions{crc, markers});
+                EXPECT_EQ(got.header, h);
+                EXPECT_EQ(got.payload, original);
             }
         }
     }
@@ -244,14 +252,6 @@ TEST(Framing, SmallFpdusAreFramedWholeInOnePiece) {
 // without the deferral gives, and the receiver checks its CRC. Only a payload of kDeferCrcMin bytes or more, with
 // CRC on and no markers, is deferred (a snapshot's CRC then covers the copy); for the rest the flag changes nothing.
 TEST(Framing, ADeferredCrcIsTheCrcBuildWouldHaveWritten) {
-    const auto wire_of = [](const TxFrame &f) {
-        std::vector<uint8_t> w;
-        for (size_t i = 0; i < f.iovcnt; ++i) {
-            auto *p = static_cast<const uint8_t *>(f.iov[i].iov_base);
-            w.insert(w.end(), p, p + f.iov[i].iov_len);
-        }
-        return w;
-    };
     for (bool crc : {true, false}) {
         for (bool markers : {false, true}) {
             for (bool snapshot : {false, true}) {
@@ -284,12 +284,7 @@ TEST(Framing, ADeferredCrcIsTheCrcBuildWouldHaveWritten) {
                     const std::vector<uint8_t> wire = wire_of(*deferred);
                     EXPECT_EQ(wire, wire_of(*plain));
                     EXPECT_EQ(later.position(), now.position());
-                    RecordingSink sink;
-                    Receiver rx(sink, FramingOptions{crc, markers});
-                    EXPECT_EQ(rx.feed(wire), wire.size());
-                    ASSERT_FALSE(rx.failed()) << term_name(rx.failure());
-                    ASSERT_EQ(sink.segments.size(), 1u);
-                    EXPECT_EQ(sink.segments[0].payload, src);
+                    EXPECT_EQ(one_segment(wire, FramingOptions{crc, markers}).payload, src);
                 }
             }
         }
