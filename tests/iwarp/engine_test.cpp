@@ -325,7 +325,7 @@ TEST_F(EnginePair, HasFrameIsFalseOnlyWhenThereIsNothingToBuild) {
 // next_frame(frame, true) leaves the CRC of a Send, Write or Read Response segment of kDeferCrcMin bytes or more to
 // finish_crc(), and of nothing else (a short tail segment, a Read Request): with every CRC finished, the peer takes
 // each message whole.
-TEST_F(EnginePair, ADeferredCrcIsLeftOnlyOnLargeSendAndWriteSegments) {
+TEST_F(EnginePair, ADeferredCrcIsLeftOnlyOnLargeSendWriteAndReadResponseSegments) {
     EngineConfig big = config();
     big.mulpdu = 65535;
     make(big, big);

@@ -910,6 +910,7 @@ void QueuePair::transmit(size_t budget) {
         const bool answering = s.heard && parked == 0;
         iwarp::TxFrame *deferred = nullptr;  // the segment whose CRC waits
         size_t split = 0;                    // gather entries before its CRC field
+        size_t head = 0;                     // bytes before its CRC field (only built frames: nothing is held)
         size_t large = 0;                    // segments built with their CRC left for later
         if (parked == s.parked.size()) {
             size_t bytes = 0;
@@ -923,6 +924,7 @@ void QueuePair::transmit(size_t budget) {
                     if (deferred != nullptr) iwarp::finish_crc(*deferred);  // only the last one waits
                     deferred = &f;
                     split = iovcnt + f.iovcnt - 1;
+                    head = bytes + f.bytes - iwarp::kMpaCrcLen;
                     ++large;
                 }
                 std::memcpy(b.iov + iovcnt, f.iov, f.iovcnt * sizeof(iovec));
@@ -955,8 +957,6 @@ void QueuePair::transmit(size_t budget) {
         } else {
             n = send_iov(s.fd, b.iov, split);
             iwarp::finish_crc(*deferred);  // before the CRC field can be sent or its frame parked
-            size_t head = 0;
-            for (size_t i = 0; i < split; ++i) head += b.iov[i].iov_len;
             if (n >= 0 && static_cast<size_t>(n) == head) {
                 const ssize_t rest = send_iov(s.fd, b.iov + split, iovcnt - split);
                 if (rest > 0) {
