@@ -145,6 +145,29 @@ TEST_F(Mends, RdmactlGivesUpOnADeviceNobodyAnswersInItsTimeout) {
     EXPECT_NE(out.find("stopped"), std::string::npos) << out;
 }
 
+TEST_F(Mends, RdmactlGivesUpOnADeviceWhoseBacklogIsFull) {
+    // A listener that accepts nothing and whose backlog is full: connect() itself blocks (the send timeout bounds it).
+    krdma::UniqueFd l(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, device_.c_str(), sizeof a.sun_path - 1);
+    ASSERT_EQ(::bind(l.get(), reinterpret_cast<sockaddr *>(&a), sizeof a), 0) << std::strerror(errno);
+    ASSERT_EQ(::listen(l.get(), 0), 0);
+    std::vector<krdma::UniqueFd> queued;
+    for (int i = 0; i < 64; ++i) {
+        krdma::UniqueFd c(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+        if (::connect(c.get(), reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) break;
+        queued.push_back(std::move(c));
+    }
+    ASSERT_LT(queued.size(), 64u) << "the backlog never filled";
+    std::string out;
+    const auto t0 = Clock::now();
+    EXPECT_EQ(ctl_at(device_, {"--timeout", "1", "list"}, out), 1) << out;
+    EXPECT_LT(Clock::now() - t0, std::chrono::seconds(8));
+    EXPECT_NE(out.find("krdmad at " + device_ + " took no connection within 1 s: is it stopped"), std::string::npos)
+        << out;
+}
+
 TEST_F(Mends, RdmactlGivesUpOnAStoppedKrdmad) {
     const pid_t k = start_krdmad();
     ASSERT_EQ(::kill(k, SIGSTOP), 0);
