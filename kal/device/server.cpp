@@ -153,7 +153,7 @@ rdma::Expected<void> DeviceServer::listen() {
         // bind() would say only "Address already in use": say what is there, and that krdmad leaves it alone.
         return rdma::Error(RI_EEXIST, "device path " + path_.string() + " is " + file_kind(status.type()) +
                                           ", not a stale krdmad socket: krdmad removes only a socket there; remove "
-                                          "it yourself or choose another path (\"device\" in krdmad.json)");
+                                          "it yourself or choose another path (\"device\" in krdmad.json, or --device)");
     }
     krdma::UniqueFd s(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!s) return rdma::Error(errno, std::string("socket: ") + std::strerror(errno));

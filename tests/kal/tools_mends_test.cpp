@@ -195,9 +195,9 @@ bool wait_for_text(const fs::path &file, const std::string &text) {
     return false;
 }
 
-// Whether a TCP connection to 127.0.0.1 : @p port is established (/proc/net/tcp; 20 s at most): the client's
-// output says nothing until it ends.
-bool established(const std::string &port) {
+// Whether a TCP socket on @p port is in @p state (/proc/net/tcp: "01" established, "0A" listening; 20 s at most):
+// neither side's output says so without -d, which prints every iteration.
+bool tcp_state(const std::string &port, const std::string &wanted) {
     char hex[8];
     std::snprintf(hex, sizeof hex, ":%04X", static_cast<unsigned>(std::stoul(port)));
     for (int i = 0; i < 1000; ++i) {
@@ -208,7 +208,7 @@ bool established(const std::string &port) {
             std::istringstream f(line);
             std::string slot, local, remote, state;
             f >> slot >> local >> remote >> state;
-            if (state == "01" && (local.ends_with(hex) || remote.ends_with(hex))) return true;
+            if (state == wanted && (local.ends_with(hex) || remote.ends_with(hex))) return true;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -223,10 +223,10 @@ TEST_F(Mends, RpingKilledKrdmadMidRunFailsBothSides) {
     const auto cout = dir_ / "client.out";
     const std::string port = std::to_string(21000 + ::getpid() % 20000);
     // Many more iterations than fit in the time before the kill.
-    const pid_t server = spawn(IT_RPING_PATH, {"-s", "-d", "-a", "127.0.0.1", "-p", port, "-C", "100000000"}, sout, sout);
-    ASSERT_TRUE(wait_for_text(sout, "listening on port")) << read_text(sout) << stderr_text();
+    const pid_t server = spawn(IT_RPING_PATH, {"-s", "-a", "127.0.0.1", "-p", port, "-C", "100000000"}, sout, sout);
+    ASSERT_TRUE(tcp_state(port, "0A")) << read_text(sout) << stderr_text();
     const pid_t client = spawn(IT_RPING_PATH, {"-c", "-a", "127.0.0.1", "-p", port, "-C", "100000000"}, cout, cout);
-    ASSERT_TRUE(established(port)) << read_text(cout) << read_text(sout);
+    ASSERT_TRUE(tcp_state(port, "01")) << read_text(cout) << read_text(sout);
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // mid-run
     ASSERT_EQ(::kill(k, SIGKILL), 0);
     const int client_status = wait_exit_within(client, std::chrono::seconds(60));

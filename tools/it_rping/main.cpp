@@ -282,13 +282,17 @@ rdma::Expected<it_event_t> Rping::next_completion(const char *what) {
             if (ev.dto_cmpl.dto_status == IT_DTO_SUCCESS) return ev;
             const rdma::Error e(EIO, std::string("cq completion failed while waiting for ") + what + ": " +
                                          it_tools::dto_status_name(ev.dto_cmpl.dto_status));
-            if (ev.dto_cmpl.dto_status != IT_DTO_ERR_FLUSHED) return e;
-            // A flush follows the end of the connection: whether that was the peer's orderly disconnect or a
-            // break (krdmad gone, the peer killed) is the connection event's to say, which comes next.
-            disconnected_ = true;
+            // A failed completion (a flush, or a transport error when the peer's side failed first) comes with
+            // the end of the connection: whether that was the peer's orderly disconnect or a break (krdmad gone,
+            // the peer killed) is the connection event's to say, which comes next.
             size_t more = 0;
             it_event_t cm{};
-            if (it_evd_wait(cm_, 2000000, &cm, &more) == IT_SUCCESS) take_cm_end(cm);
+            const bool cm_event = it_evd_wait(cm_, 2000000, &cm, &more) == IT_SUCCESS &&
+                                  (cm.event_number == IT_CM_MSG_CONN_DISCONNECT_EVENT ||
+                                   cm.event_number == IT_CM_MSG_CONN_BROKEN_EVENT);
+            if (cm_event) take_cm_end(cm);
+            if (!cm_event && ev.dto_cmpl.dto_status != IT_DTO_ERR_FLUSHED) return e;
+            disconnected_ = true;
             return ended(e, what);
         }
         if (s != IT_ERR_QUEUE_EMPTY) return call_error("it_evd_dequeue", "DTO SEVD", s);
