@@ -242,6 +242,30 @@ TEST_F(Mends, RpingKilledKrdmadMidRunFailsBothSides) {
     }
 }
 
+TEST_F(Mends, ItPerfKilledKrdmadMidRunFailsAndSaysWhy) {
+    const pid_t k = start_krdmad();
+    ::setenv("KRDMA_DEVICE", device_.c_str(), 1);
+    ::unsetenv("OPENRDMA_EMBEDDED_CONFIG");
+    const auto out = dir_ / "it_perf.out";
+    const pid_t perf =
+        spawn(IT_PERF_PATH, {"--loopback", "-t", "write", "--bw", "--size", "65536", "-D", "2", "--rounds", "2"}, out,
+              out);
+    // The session is up once krdmad serves its endpoints: wait for the data to flow, then kill krdmad.
+    std::string stats;
+    for (int i = 0; i < 500 && stats.find("connected") == std::string::npos; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        (void)ctl_at(device_, {"stats"}, stats);
+    }
+    ASSERT_NE(stats.find("connected"), std::string::npos) << stats << read_text(out);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    ASSERT_EQ(::kill(k, SIGKILL), 0);
+    const int status = wait_exit_within(perf, std::chrono::seconds(90));
+    const std::string text = read_text(out);
+    EXPECT_EQ(status, 1) << text;
+    EXPECT_NE(text.find("it_perf: write bw 64KiB: the RNIC went offline (krdmad stopped or died"), std::string::npos)
+        << text;
+}
+
 // The client ends an unbounded run between iterations: the server's normal end, exit 0; a server told to expect
 // more iterations than the client made fails and says how many it made.
 TEST_F(Mends, RpingServerCountsTheIterationsItWasAskedFor) {
