@@ -136,10 +136,6 @@ private:
     bool disconnected_ = false;  // the connection ended: flushed, or a disconnect or broken event arrived
     bool orderly_ = false;       // it ended with the peer's orderly disconnect (not broken, not krdmad gone)
     uint64_t iterations_ = 0;    // iterations completed on this connection
-
-public:
-    /** @brief Iterations completed on the current (or last) connection. */
-    [[nodiscard]] uint64_t iterations() const { return iterations_; }
 };
 
 void Rping::teardown() {
