@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "harness.hpp"
+#include "tcp_baseline.hpp"
 #include "iwarp/framing.hpp"
 
 namespace {
@@ -76,45 +77,30 @@ struct TcpResult {
     double cpu_per_byte;       // sender and receiver CPU time per byte (both threads of this process)
 };
 
-// A TCP stream over 127.0.0.1: one thread writes 64 KiB buffers, this one reads them.
+// A TCP stream over 127.0.0.1, measured as every tool measures one (bench/tcp_baseline.hpp): one thread sends
+// 64 KiB messages, this one reads them whole, timed per message here.
 TcpResult tcp_stream(double seconds) {
-    int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(listener, reinterpret_cast<sockaddr *>(&addr), sizeof addr);
-    ::listen(listener, 1);
-    socklen_t len = sizeof addr;
-    ::getsockname(listener, reinterpret_cast<sockaddr *>(&addr), &len);
+    bench::Fd c, s;
+    if (!bench::tcp_pair(c, s)) return TcpResult{0, 0};
     std::atomic<bool> stop{false};
-    std::thread writer([&] {
-        int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-        ::connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr);
+    std::thread writer([&, fd = c.fd] {
         std::vector<uint8_t> buf(kMessage, 0x5a);
-        while (!stop.load(std::memory_order_relaxed)) {
-            if (::write(fd, buf.data(), buf.size()) <= 0) break;
-        }
-        ::close(fd);
+        (void)bench::stream_send(fd, buf.data(), kMessage,
+                                 [&](uint64_t) { return !stop.load(std::memory_order_relaxed); });
+        ::shutdown(fd, SHUT_WR);
     });
-    int fd = ::accept(listener, nullptr, nullptr);
     std::vector<uint8_t> buf(kMessage);
     uint64_t bytes = 0;
     double cpu0 = process_cpu_seconds();
     double bps = bench::bytes_per_second(seconds, kMessage, [&] {
         bytes += kMessage;
-        size_t got = 0;
-        while (got < kMessage) {
-            ssize_t r = ::read(fd, buf.data() + got, kMessage - got);
-            if (r <= 0) break;
-            got += static_cast<size_t>(r);
-        }
+        (void)bench::io_all(false, s.fd, buf.data(), kMessage);
     });
     double cpu = process_cpu_seconds() - cpu0;
     stop = true;
-    ::shutdown(fd, SHUT_RDWR);
-    ::close(fd);
+    // The writer may be blocked in a send: read to the end of its stream so it sees the stop and finishes.
+    (void)bench::stream_receive(s.fd, buf.data(), kMessage);
     writer.join();
-    ::close(listener);
     return TcpResult{bps, cpu / static_cast<double>(bytes)};
 }
 

@@ -517,20 +517,15 @@ Sample tcp_stream(size_t size, clock_type::time_point end, const std::array<pid_
     Fd c, s;
     if (!tcp_pair(c, s)) return Sample{-1};
     std::vector<uint8_t> src(size, 1), dst(size);
-    double read = 0;
-    std::thread reader([&, fd = s.fd] {
-        while (io_all(false, fd, dst.data(), size)) read += static_cast<double>(size);
-    });
-    double sent = 0;
+    uint64_t read = 0;
+    std::thread reader([&, fd = s.fd] { read = bench::stream_receive(fd, dst.data(), size); });
     Meter m(daemons);
-    while (clock_type::now() < end) {
-        if (!io_all(true, c.fd, src.data(), size)) break;
-        sent += static_cast<double>(size);
-    }
+    const int64_t messages = bench::stream_send(c.fd, src.data(), size, [&](uint64_t) { return clock_type::now() < end; });
     ::shutdown(c.fd, SHUT_WR);
     reader.join();
+    const double sent = messages > 0 ? static_cast<double>(messages) * static_cast<double>(size) : 0;
     Sample out = m.stop(sent);
-    if (read != sent) out.bytes = -1;
+    if (messages < 0 || static_cast<double>(read) != sent) out.bytes = -1;
     return out;
 }
 

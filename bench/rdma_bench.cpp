@@ -72,27 +72,6 @@ Fd loopback_listener(int backlog, sockaddr_in &a) {
     return l;
 }
 
-// Raw TCP: one sender streams messages of @p size; the receiver reads them whole. Bytes per second.
-double tcp_stream(size_t size, double seconds) {
-    Fd c, s;
-    if (!bench::tcp_pair(c, s)) return 0;
-    std::vector<uint8_t> src(size, 1), dst(size);
-    std::thread reader([&, fd = s.fd] {
-        while (io_all(false, fd, dst.data(), size)) {
-        }
-    });
-    size_t sent = 0;
-    const auto t0 = clock_type::now();
-    const auto end = t0 + std::chrono::duration<double>(seconds);
-    while (clock_type::now() < end) {
-        if (!io_all(true, c.fd, src.data(), size)) break;
-        sent += size;
-    }
-    ::shutdown(c.fd, SHUT_WR);
-    reader.join();  // every byte is read before the clock stops
-    return static_cast<double>(sent) / std::chrono::duration<double>(clock_type::now() - t0).count();
-}
-
 // Rounds each bandwidth and latency figure alternates with its baseline, keeping the best of each: on a shared
 // virtual machine wakeups vary several-fold from one moment to the next (as bench_verbs does).
 constexpr int kRounds = 5;
@@ -523,7 +502,7 @@ int main(int argc, char **argv) {
                     for (size_t size : {size_t{64} << 10, size_t{1} << 20}) {
                         double base = 0, bw = 0;
                         for (int round = 0; round < kRounds; ++round) {
-                            base = std::max(base, tcp_stream(size, seconds / kRounds));
+                            base = std::max(base, bench::tcp_stream(size, seconds / kRounds));
                             const double got = remote_write_bw(r, *tx, ca, raddr, rkey, ctl[0], size, seconds / kRounds);
                             if (got <= 0) rc = 1;  // a failed completion (the smoke test's check)
                             bw = std::max(bw, got);

@@ -1,5 +1,8 @@
-// The raw TCP baselines the benchmarks print their ratios against: a connected pair over 127.0.0.1, whole-message
-// reads and writes, and an 8-byte ping-pong that waits the way the RDMA side it is compared with waits.
+// The raw TCP baselines every tool prints its ratios against (bench_rdma, bench_offload, bench_verbs, it_perf): one
+// implementation, so that two tools measuring TCP in one sitting measure it the same way. A stream is messages of
+// the test's size, each written whole by one send loop and read whole into a buffer of that size (as an RDMA
+// receiver places each message in a buffer of its size; iperf3 -l does the same); a ping-pong spins on a
+// non-blocking receive or blocks, as the RDMA side it is compared with waits. TCP_NODELAY on both ends.
 #ifndef BENCH_TCP_BASELINE_HPP
 #define BENCH_TCP_BASELINE_HPP
 
@@ -15,6 +18,7 @@
 #include <cstdint>
 #include <thread>
 #include <utility>
+#include <vector>
 
 namespace bench {
 
@@ -55,18 +59,71 @@ inline bool tcp_pair(Fd &c, Fd &s) {
 }
 
 /**
- * @brief Writes or reads all @p n bytes; false at the end of the stream or on an error. With MSG_DONTWAIT in
- *        @p flags a receive spins on an empty socket instead of sleeping.
+ * @brief Writes or reads all @p n bytes; false at the end of the stream (errno 0) or on an error (errno says which).
+ *        With MSG_DONTWAIT in @p flags a receive spins on an empty socket instead of sleeping.
  */
 inline bool io_all(bool write, int fd, uint8_t *p, size_t n, int flags = 0) {
     while (n > 0) {
         const ssize_t r = write ? ::send(fd, p, n, flags | MSG_NOSIGNAL) : ::recv(fd, p, n, flags);
         if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+        if (r == 0) errno = 0;
         if (r <= 0) return false;
         p += r;
         n -= static_cast<size_t>(r);
     }
     return true;
+}
+
+/**
+ * @brief The sending end of a stream: whole messages of @p size from @p message (blocking sends) while
+ *        @p more(messages sent so far) says so. The messages sent, or -1 when the stream broke.
+ */
+template <class More>
+inline int64_t stream_send(int fd, const uint8_t *message, size_t size, More &&more) {
+    int64_t sent = 0;
+    while (more(static_cast<uint64_t>(sent))) {
+        if (!io_all(true, fd, const_cast<uint8_t *>(message), size)) return -1;
+        ++sent;
+    }
+    return sent;
+}
+
+/**
+ * @brief The receiving end of a stream: reads into @p buffer (@p size bytes, one message) until the end of the
+ *        stream, each receive asking for the rest of the current message (blocking). The bytes read.
+ */
+inline uint64_t stream_receive(int fd, uint8_t *buffer, size_t size) {
+    uint64_t total = 0;
+    size_t at = 0;
+    for (;;) {
+        const ssize_t r = ::recv(fd, buffer + at, size - at, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return total;
+        total += static_cast<uint64_t>(r);
+        at = (at + static_cast<size_t>(r)) % size;
+    }
+}
+
+/**
+ * @brief Raw TCP stream bandwidth over a connected pair in this process: one thread sends messages of @p size for
+ *        @p seconds, another reads them (stream_send(), stream_receive()); the clock stops when every byte is read.
+ *        Bytes per second; 0 on failure.
+ */
+inline double tcp_stream(size_t size, double seconds) {
+    using clock = std::chrono::steady_clock;
+    Fd c, s;
+    if (!tcp_pair(c, s)) return 0;
+    std::vector<uint8_t> src(size, 1), dst(size);
+    uint64_t read = 0;
+    std::thread reader([&, fd = s.fd] { read = stream_receive(fd, dst.data(), size); });
+    const auto t0 = clock::now();
+    const auto end = t0 + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(seconds));
+    const int64_t sent = stream_send(c.fd, src.data(), size, [&](uint64_t) { return clock::now() < end; });
+    ::shutdown(c.fd, SHUT_WR);
+    reader.join();  // every byte is read before the clock stops
+    const double el = std::chrono::duration<double>(clock::now() - t0).count();
+    if (sent <= 0 || read != static_cast<uint64_t>(sent) * size) return 0;
+    return static_cast<double>(read) / el;
 }
 
 /** @brief How a ping-pong's ends wait for the other's message. */

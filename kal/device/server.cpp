@@ -119,6 +119,23 @@ void DeviceServer::off(uint32_t cmd) { handlers_.erase(cmd); }
 
 void DeviceServer::on_disconnect(std::function<void(Connection &)> callback) { on_disconnect_ = std::move(callback); }
 
+namespace {
+
+// What a path that is not a socket is, for an error message ("a regular file").
+std::string file_kind(std::filesystem::file_type t) {
+    switch (t) {
+        case std::filesystem::file_type::regular: return "a regular file";
+        case std::filesystem::file_type::directory: return "a directory";
+        case std::filesystem::file_type::symlink: return "a symbolic link";
+        case std::filesystem::file_type::fifo: return "a FIFO";
+        case std::filesystem::file_type::block: return "a block device";
+        case std::filesystem::file_type::character: return "a character device";
+        default: return "a file that is not a socket";
+    }
+}
+
+}  // namespace
+
 rdma::Expected<void> DeviceServer::listen() {
     sockaddr_un addr;
     if (!krdma::unix_address(path_, addr)) return rdma::Error(RI_ENAMETOOLONG, "device path " + path_.string() + " is too long");
@@ -129,7 +146,15 @@ rdma::Expected<void> DeviceServer::listen() {
                                           " is in use by a running krdmad; stop it or choose another path");
     }
     std::error_code ec;
-    if (std::filesystem::is_socket(path_, ec)) std::filesystem::remove(path_, ec);
+    const auto status = std::filesystem::symlink_status(path_, ec);
+    if (std::filesystem::is_socket(path_, ec)) {
+        std::filesystem::remove(path_, ec);
+    } else if (std::filesystem::exists(status)) {
+        // bind() would say only "Address already in use": say what is there, and that krdmad leaves it alone.
+        return rdma::Error(RI_EEXIST, "device path " + path_.string() + " is " + file_kind(status.type()) +
+                                          ", not a stale krdmad socket: krdmad removes only a socket there; remove "
+                                          "it yourself or choose another path (\"device\" in krdmad.json, or --device)");
+    }
     krdma::UniqueFd s(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!s) return rdma::Error(errno, std::string("socket: ") + std::strerror(errno));
     if (::bind(s.get(), reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0) {

@@ -736,6 +736,15 @@ rdma::Expected<std::unique_ptr<ItapiClient>> ItapiClient::connect(const ItapiCli
 std::string ItapiClient::ia_name() const { return impl_->itf ? impl_->itf->name() : std::string(); }
 
 rdma::Expected<Measurement> ItapiClient::run(const TestCase &t) {
+    auto m = run_test(t);
+    if (m || impl_->closed) return m;
+    // A run cut short by the RNIC going away says so, not only which completion or message failed.
+    const std::string offline = impl_->itf->offline_reason();
+    if (offline.empty()) return m;
+    return rdma::Error(m.error().code(), offline + ": " + m.error().message());
+}
+
+rdma::Expected<Measurement> ItapiClient::run_test(const TestCase &t) {
     Impl &s = *impl_;
     if (s.closed) return rdma::Error(ENOTCONN, "the IT-API session is closed");
     if (t.size == 0 || t.size > s.layout.max || t.qps != s.config.qps || t.window != s.config.window) {
@@ -1326,7 +1335,9 @@ rdma::Expected<void> ItapiServer::serve(const std::atomic<bool> &stop) {
         auto e = session.establish(r, *cd);
         if (e) e = session.run(stop);
         if (!e && e.error().code() != ECANCELED) {
-            std::fprintf(stderr, "it_perf server: session ended: %s\n", e.error().to_string().c_str());
+            const std::string offline = s.itf->offline_reason();
+            std::fprintf(stderr, "it_perf server: session ended: %s%s\n", offline.empty() ? "" : (offline + ": ").c_str(),
+                         e.error().to_string().c_str());
         }
     }
     return {};

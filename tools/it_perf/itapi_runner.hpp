@@ -94,7 +94,10 @@ public:
     /** @brief The interface's name. */
     [[nodiscard]] std::string ia_name() const;
 
-    /** @brief Runs @p test (its qps and window must be the session's) and returns what it measured. */
+    /**
+     * @brief Runs @p test (its qps and window must be the session's) and returns what it measured; an error that
+     *        says the RNIC went offline (krdmad stopped or died) when that cut the run short.
+     */
     rdma::Expected<Measurement> run(const TestCase &test);
 
     /** @brief Tells the server the session is over and disconnects every endpoint. */
@@ -103,6 +106,7 @@ public:
     struct Impl;
 
 private:
+    rdma::Expected<Measurement> run_test(const TestCase &test);
     explicit ItapiClient(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
 };

@@ -154,7 +154,23 @@ rdma::Expected<std::unique_ptr<Interface>> Interface::open(const std::string &na
     if (const it_status_t s = it_pz_create(itf->ia_, &itf->pz_); s != IT_SUCCESS) {
         return call_error("it_pz_create", itf->name_, s);
     }
+    auto async = itf->create_evd(IT_ASYNC_UNAFF_EVENT_STREAM, 16);
+    if (!async) return async.error();
+    itf->async_ = *async;
     return itf;
+}
+
+std::string Interface::offline_reason(std::chrono::milliseconds wait) {
+    // The RNIC's notice comes before its connections end, but through another stream: give it a moment.
+    for (;;) {
+        it_event_t ev{};
+        size_t more = 0;
+        const auto us = static_cast<uint64_t>(wait.count()) * 1000;
+        if (async_ == nullptr || it_evd_wait(async_, us, &ev, &more) != IT_SUCCESS) return {};
+        if (ev.event_number == IT_ASYNC_UNAFF_SPIGOT_OFFLINE) {
+            return "the RNIC went offline (krdmad stopped or died, or the link went down)";
+        }
+    }
 }
 
 Interface::~Interface() {

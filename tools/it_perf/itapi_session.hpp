@@ -129,6 +129,13 @@ public:
     /** @brief Frees @p evd. */
     void free_evd(it_evd_handle_t evd);
 
+    /**
+     * @brief Why the RNIC stopped serving, when it said so on the IA's unaffiliated event stream (krdmad stopped or
+     *        died, the link went down), waiting up to @p wait for the notice; empty when it did not. For the
+     *        message of a run cut short.
+     */
+    [[nodiscard]] std::string offline_reason(std::chrono::milliseconds wait = std::chrono::milliseconds(500));
+
     [[nodiscard]] it_ia_handle_t ia() const { return ia_; }
     [[nodiscard]] it_pz_handle_t pz() const { return pz_; }
     [[nodiscard]] const std::string &name() const { return name_; }
@@ -137,6 +144,7 @@ private:
     Interface() = default;
     it_ia_handle_t ia_ = nullptr;
     it_pz_handle_t pz_ = nullptr;
+    it_evd_handle_t async_ = nullptr;  // the unaffiliated stream: the RNIC going offline
     std::string name_;
     std::vector<it_evd_handle_t> evds_;
     std::vector<it_ep_handle_t> eps_;

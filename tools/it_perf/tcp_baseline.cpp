@@ -17,6 +17,7 @@
 #include <optional>
 #include <vector>
 
+#include "bench/tcp_baseline.hpp"
 #include "page_buffer.hpp"
 
 namespace it_perf {
@@ -53,20 +54,6 @@ bool read_all(int fd, uint8_t *p, size_t n) {
     while (n > 0) {
         const ssize_t r = ::read(fd, p, n);
         if (r < 0 && errno == EINTR) continue;
-        if (r == 0) errno = 0;
-        if (r <= 0) return false;
-        p += r;
-        n -= static_cast<size_t>(r);
-    }
-    return true;
-}
-
-// read_all for the latency shapes: spins on a non-blocking receive as the RDMA side spins on its buffer or CQ, so
-// the baseline is TCP at its best (no sleep and wake-up per message) rather than a blocking read.
-bool spin_read_all(int fd, uint8_t *p, size_t n) {
-    while (n > 0) {
-        const ssize_t r = ::recv(fd, p, n, MSG_DONTWAIT);
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
         if (r == 0) errno = 0;
         if (r <= 0) return false;
         p += r;
@@ -187,7 +174,8 @@ void serve_streams(int listener, Socket first, const TcpHeader &h) {
     std::vector<pollfd> watch(streams.size());
     std::vector<uint64_t> total(streams.size(), 0);
     for (size_t i = 0; i < streams.size(); ++i) watch[i] = pollfd{streams[i].fd, POLLIN, 0};
-    PageBuffer buf = PageBuffer::allocate(std::max<size_t>(h.size, size_t{1} << 20));
+    // One message's buffer, as bench::stream_receive() reads a single stream (and an RDMA receiver places a message).
+    PageBuffer buf = PageBuffer::allocate(h.size);
     if (buf.data() == nullptr) return;
     for (size_t open = streams.size(); open > 0;) {
         if (::poll(watch.data(), watch.size(), -1) < 0 && errno != EINTR) return;
@@ -262,16 +250,11 @@ bool serve_connection(int listener, Socket conn) {
     const size_t size = header->size;
     switch (header->shape) {
         case TcpShape::stream: {
-            // Read everything to end of stream in large reads, then say how many bytes arrived.
-            PageBuffer buf = PageBuffer::allocate(std::max<size_t>(size, size_t{1} << 20));
+            // Every message read whole into a buffer of its size (the one stream baseline all tools share), then
+            // say how many bytes arrived.
+            PageBuffer buf = PageBuffer::allocate(size);
             if (buf.data() == nullptr) return true;  // the client hears the connection close
-            uint64_t total = 0;
-            for (;;) {
-                const ssize_t r = ::read(fd, buf.data(), buf.size());
-                if (r < 0 && errno == EINTR) continue;
-                if (r <= 0) break;
-                total += static_cast<uint64_t>(r);
-            }
+            const uint64_t total = bench::stream_receive(fd, buf.data(), size);
             uint8_t ack[8];
             put64(ack, total);
             (void)write_all(fd, ack, sizeof ack);
@@ -280,7 +263,7 @@ bool serve_connection(int listener, Socket conn) {
         case TcpShape::pingpong: {
             PageBuffer buf = PageBuffer::allocate(size);
             if (buf.data() == nullptr) return true;  // the client hears the connection close
-            while (spin_read_all(fd, buf.data(), size) && write_all(fd, buf.data(), size)) {
+            while (bench::io_all(false, fd, buf.data(), size, MSG_DONTWAIT) && bench::io_all(true, fd, buf.data(), size)) {
             }
             break;
         }
@@ -288,7 +271,7 @@ bool serve_connection(int listener, Socket conn) {
             PageBuffer buf = PageBuffer::allocate(size);
             if (buf.data() == nullptr) return true;  // the client hears the connection close
             uint8_t req[8];
-            while (spin_read_all(fd, req, sizeof req) && write_all(fd, buf.data(), size)) {
+            while (bench::io_all(false, fd, req, sizeof req, MSG_DONTWAIT) && bench::io_all(true, fd, buf.data(), size)) {
             }
             break;
         }
@@ -491,13 +474,12 @@ rdma::Expected<Measurement> run_tcp_test(const std::string &host, uint16_t port,
     PageBuffer buf = std::move(*message);
     Measurement m;
     if (h.shape == TcpShape::stream) {
-        uint64_t sent = 0;
         const auto t0 = Clock::now();
         const auto end = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(test.budget.seconds));
-        while (more(test.budget, sent, end)) {
-            if (!write_all(fd, buf.data(), size)) return io_error("streaming");
-            ++sent;
-        }
+        const int64_t messages =
+            bench::stream_send(fd, buf.data(), size, [&](uint64_t sent) { return more(test.budget, sent, end); });
+        if (messages < 0) return io_error("streaming");
+        const auto sent = static_cast<uint64_t>(messages);
         ::shutdown(fd, SHUT_WR);
         uint8_t ack[8];
         if (!read_all(fd, ack, sizeof ack)) return io_error("waiting for the server's count");
@@ -516,8 +498,10 @@ rdma::Expected<Measurement> run_tcp_test(const std::string &host, uint16_t port,
     const bool pingpong = h.shape == TcpShape::pingpong;
     uint8_t req[8] = {};
     auto round_trip = [&]() {
-        if (pingpong) return write_all(fd, buf.data(), size) && spin_read_all(fd, buf.data(), size);
-        return write_all(fd, req, sizeof req) && spin_read_all(fd, buf.data(), size);
+        if (pingpong) {
+            return bench::io_all(true, fd, buf.data(), size) && bench::io_all(false, fd, buf.data(), size, MSG_DONTWAIT);
+        }
+        return bench::io_all(true, fd, req, sizeof req) && bench::io_all(false, fd, buf.data(), size, MSG_DONTWAIT);
     };
     for (uint64_t i = 0; i < kWarmupIterations; ++i) {
         if (!round_trip()) return io_error("warm-up round trip");

@@ -17,7 +17,9 @@
  * it directly; otherwise the first interface it_interface_list reports. -q and -t are accepted for rping's command
  * lines and change nothing: IT-API always creates and moves the endpoint's QP itself.
  * Exit status: 0 when every iteration completed and its data matched (client) or the client ended the connection
- * after a clean run (server); 1 otherwise; 2 for a usage error.
+ * with an orderly disconnect after a clean run, of -C iterations when -C is given (server); 1 otherwise, with a
+ * message saying what ended the run and after how many iterations (a connection broken, krdmad gone); 2 for a
+ * usage error.
  */
 #include <CLI/CLI.hpp>
 
@@ -33,6 +35,7 @@
 
 #include "it_api.h"
 #include "itapi_names.hpp"
+#include "rnicpi/host/printable.hpp"
 #include "rping_wire.hpp"
 
 namespace {
@@ -110,6 +113,9 @@ private:
     rdma::Expected<it_event_t> next_completion(const char *what);
     rdma::Expected<RdmaInfo> wait_recv(const char *what);
     rdma::Expected<void> wait_rdma(const char *what);
+    rdma::Error ended(const rdma::Error &e, const char *what);
+    void take_cm_end(const it_event_t &cm);
+    std::string offline_reason();
     void teardown();
 
     uint8_t *recv_buf() { return buf_; }
@@ -120,21 +126,23 @@ private:
     const Options &o_;
     it_ia_handle_t ia_ = nullptr;
     it_pz_handle_t pz_ = nullptr;
-    it_evd_handle_t dto_ = nullptr, cm_ = nullptr, req_ = nullptr;
+    it_evd_handle_t dto_ = nullptr, cm_ = nullptr, req_ = nullptr, async_ = nullptr;
     it_listen_handle_t listen_ = nullptr;
     it_ep_handle_t ep_ = nullptr;
     it_lmr_handle_t lmr_ = nullptr;
     it_rmr_context_t rkey_ = 0;
     uint8_t *buf_ = nullptr;
     size_t buf_size_ = 0;
-    bool disconnected_ = false;  // the peer's disconnect arrived
+    bool disconnected_ = false;  // the connection ended: flushed, or a disconnect or broken event arrived
+    bool orderly_ = false;       // it ended with the peer's orderly disconnect (not broken, not krdmad gone)
+    uint64_t iterations_ = 0;    // iterations completed on this connection
 };
 
 void Rping::teardown() {
     free_endpoint();
     if (listen_ != nullptr) (void)it_listen_free(listen_);
     if (lmr_ != nullptr) (void)it_lmr_free(lmr_);
-    for (it_evd_handle_t e : {dto_, cm_, req_}) {
+    for (it_evd_handle_t e : {dto_, cm_, req_, async_}) {
         if (e != nullptr) (void)it_evd_free(e);
     }
     if (pz_ != nullptr) (void)it_pz_free(pz_);
@@ -142,7 +150,7 @@ void Rping::teardown() {
     std::free(buf_);
     listen_ = nullptr;
     lmr_ = nullptr;
-    dto_ = cm_ = req_ = nullptr;
+    dto_ = cm_ = req_ = async_ = nullptr;
     pz_ = nullptr;
     ia_ = nullptr;
     buf_ = nullptr;
@@ -179,6 +187,11 @@ rdma::Expected<void> Rping::open(const std::string &ia_name) {
     if (const it_status_t s = it_evd_create(ia_, IT_CM_MSG_EVENT_STREAM, flags, 16, 1, nullptr, &cm_, nullptr);
         s != IT_SUCCESS) {
         return call_error("it_evd_create", "IT_CM_MSG_EVENT_STREAM", s);
+    }
+    // The unaffiliated stream says why a connection broke when the RNIC itself went away (krdmad gone, link down).
+    if (const it_status_t s = it_evd_create(ia_, IT_ASYNC_UNAFF_EVENT_STREAM, flags, 16, 1, nullptr, &async_, nullptr);
+        s != IT_SUCCESS) {
+        return call_error("it_evd_create", "IT_ASYNC_UNAFF_EVENT_STREAM", s);
     }
     // recv_buf (16) | send_buf (16) | pad to 64 | rdma_buf (size) | start_buf (size, client)
     buf_size_ = 64 + 2 * static_cast<size_t>(o_.size);
@@ -220,6 +233,8 @@ rdma::Expected<void> Rping::create_endpoint() {
         return call_error("it_ep_rc_create", "send depth 16, receive depth 2, IRD/ORD 1", s);
     }
     disconnected_ = false;
+    orderly_ = false;
+    iterations_ = 0;
     DEBUG_LOG("created endpoint\n");
     return post_recv();
 }
@@ -261,9 +276,20 @@ rdma::Expected<it_event_t> Rping::next_completion(const char *what) {
         const it_status_t s = it_evd_dequeue(dto_, &ev);
         if (s == IT_SUCCESS) {
             if (ev.dto_cmpl.dto_status == IT_DTO_SUCCESS) return ev;
-            if (ev.dto_cmpl.dto_status == IT_DTO_ERR_FLUSHED) disconnected_ = true;
-            return rdma::Error(EIO, std::string("cq completion failed while waiting for ") + what + ": " +
-                                        it_tools::dto_status_name(ev.dto_cmpl.dto_status));
+            const rdma::Error e(EIO, std::string("cq completion failed while waiting for ") + what + ": " +
+                                         it_tools::dto_status_name(ev.dto_cmpl.dto_status));
+            // A failed completion (a flush, or a transport error when the peer's side failed first) comes with
+            // the end of the connection: whether that was the peer's orderly disconnect or a break (krdmad gone,
+            // the peer killed) is the connection event's to say, which comes next.
+            size_t more = 0;
+            it_event_t cm{};
+            const bool cm_event = it_evd_wait(cm_, 2000000, &cm, &more) == IT_SUCCESS &&
+                                  (cm.event_number == IT_CM_MSG_CONN_DISCONNECT_EVENT ||
+                                   cm.event_number == IT_CM_MSG_CONN_BROKEN_EVENT);
+            if (cm_event) take_cm_end(cm);
+            if (!cm_event && ev.dto_cmpl.dto_status != IT_DTO_ERR_FLUSHED) return e;
+            disconnected_ = true;
+            return ended(e, what);
         }
         if (s != IT_ERR_QUEUE_EMPTY) return call_error("it_evd_dequeue", "DTO SEVD", s);
         // The peer's disconnect ends the wait (the server's normal end).
@@ -271,7 +297,9 @@ rdma::Expected<it_event_t> Rping::next_completion(const char *what) {
         if (it_evd_dequeue(cm_, &cm) == IT_SUCCESS &&
             (cm.event_number == IT_CM_MSG_CONN_DISCONNECT_EVENT || cm.event_number == IT_CM_MSG_CONN_BROKEN_EVENT)) {
             disconnected_ = true;
-            return rdma::Error(ENOTCONN, std::string(it_tools::event_name(cm.event_number)) + " while waiting for " + what);
+            take_cm_end(cm);
+            return ended(rdma::Error(ENOTCONN, it_tools::event_name(cm.event_number) + " while waiting for " + what),
+                         what);
         }
         if (Clock::now() > give_up) {
             return rdma::Error(ETIMEDOUT, std::string("no completion within ") + std::to_string(o_.timeout_s) +
@@ -280,6 +308,32 @@ rdma::Expected<it_event_t> Rping::next_completion(const char *what) {
         std::this_thread::sleep_for(nap);
         nap = std::min<std::chrono::microseconds>(nap * 2, std::chrono::microseconds(500));
     }
+}
+
+void Rping::take_cm_end(const it_event_t &cm) {
+    if (cm.event_number == IT_CM_MSG_CONN_DISCONNECT_EVENT) orderly_ = true;
+}
+
+std::string Rping::offline_reason() {
+    // The RNIC's own notice comes before the connection's end, but through another stream: give it a moment.
+    for (;;) {
+        it_event_t ev{};
+        size_t more = 0;
+        if (async_ == nullptr || it_evd_wait(async_, 500000, &ev, &more) != IT_SUCCESS) return {};
+        if (ev.event_number == IT_ASYNC_UNAFF_SPIGOT_OFFLINE) {
+            return "the RNIC went offline (krdmad stopped or died, or the link went down)";
+        }
+    }
+}
+
+rdma::Error Rping::ended(const rdma::Error &e, const char *what) {
+    if (orderly_) {
+        return rdma::Error(ENOTCONN, "the peer disconnected after " + std::to_string(iterations_) +
+                                         " iteration(s) while waiting for " + what);
+    }
+    const std::string offline = offline_reason();
+    return rdma::Error(ECONNRESET, "the connection broke after " + std::to_string(iterations_) + " iteration(s)" +
+                                       (offline.empty() ? "" : ": " + offline) + " (" + e.message() + ")");
 }
 
 rdma::Expected<RdmaInfo> Rping::wait_recv(const char *what) {
@@ -400,7 +454,12 @@ rdma::Expected<void> Rping::run_server() {
         // Wait for the client's source buffer.
         auto src = wait_recv("the client's source buffer (RDMA_READ_ADV)");
         if (!src) {
-            if (disconnected_) return {};  // the client is done: rping's normal end
+            // The client's orderly disconnect between iterations is rping's normal end, once -C's count is done.
+            if (orderly_ && (o_.count == 0 || iterations_ >= static_cast<uint64_t>(o_.count))) return {};
+            if (orderly_) {
+                return rdma::Error(ENOTCONN, "the client disconnected after " + std::to_string(iterations_) +
+                                                 " of " + std::to_string(o_.count) + " iterations (-C)");
+            }
             return src.error();
         }
         DEBUG_LOG("Received rkey %x addr %llx len %u from peer\n", src->rkey, static_cast<unsigned long long>(src->buf),
@@ -421,7 +480,8 @@ rdma::Expected<void> Rping::run_server() {
         if (auto r = wait_rdma("RDMA_READ_COMPLETE"); !r) return r;
         DEBUG_LOG("server received read complete\n");
         rdma_buf()[o_.size - 1] = 0;  // the client's data may lack its NUL; printing and strlen stay inside
-        if (o_.verbose) std::printf("server ping data: %s\n", rdma_buf());
+        // The peer's bytes, shown as text: escaped, so a peer cannot drive this terminal.
+        if (o_.verbose) std::printf("server ping data: %s\n", rdma::printable(rdma_buf()).c_str());
         if (auto r = post_send_info(nullptr); !r) return r;
         DEBUG_LOG("server posted go ahead\n");
 
@@ -443,6 +503,7 @@ rdma::Expected<void> Rping::run_server() {
         DEBUG_LOG("server rdma write complete \n");
         if (auto r = post_send_info(nullptr); !r) return r;
         DEBUG_LOG("server posted go ahead\n");
+        ++iterations_;
     }
 }
 
@@ -459,8 +520,9 @@ rdma::Expected<void> Rping::run_client() {
         if (std::memcmp(start_buf(), rdma_buf(), o_.size) != 0) {
             return rdma::Error(EIO, "data mismatch! (iteration " + std::to_string(ping) + ")");
         }
-        if (o_.verbose) std::printf("ping data: %s\n", rdma_buf());
+        if (o_.verbose) std::printf("ping data: %s\n", rdma::printable(rdma_buf()).c_str());
         std::memset(rdma_buf(), 0, o_.size);  // the next iteration's match must come from the next write
+        ++iterations_;
     }
     return {};
 }

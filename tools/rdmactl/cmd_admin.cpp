@@ -39,9 +39,9 @@ std::string explain(int status, const std::string &busy_hint) {
 
 // Connects to krdmad; on failure prints why (krdmad not running at that path...) and returns nothing.
 std::unique_ptr<ual::DeviceClient> connect(const GlobalOptions &global) {
-    auto client = ual::DeviceClient::connect(global.device);
+    auto client = ual::DeviceClient::connect(global.device, global.timeout);
     if (!client) {
-        std::fprintf(stderr, "rdmactl: %s\n", client.error().message().c_str());
+        std::fprintf(stderr, "rdmactl: %s\n", shown(client.error().message()).c_str());
         return nullptr;
     }
     return std::move(*client);
@@ -55,8 +55,8 @@ std::optional<T> request(ual::DeviceClient &client, uint32_t cmd, const T &q, co
     if (!r || r->status != 0 || r->payload.size() != sizeof(T)) {
         // krdmad's own reason when it gave one: it knows what was wrong.
         const bool unexplained = r && r->status != 0 && r->reason.empty();
-        std::fprintf(stderr, "rdmactl: %s failed: %s\n", what.c_str(),
-                     (unexplained ? explain(r->status, busy_hint) : failure_text(r, sizeof(T))).c_str());
+        std::fprintf(stderr, "rdmactl: %s failed: %s\n", shown(what).c_str(),
+                     shown(unexplained ? explain(r->status, busy_hint) : failure_text(r, sizeof(T))).c_str());
         return std::nullopt;
     }
     T a;
@@ -147,8 +147,8 @@ void add_attach(CLI::App &app, const GlobalOptions &global, int &exit_code) {
         if (global.json) {
             std::cout << rnic_json(a->info).dump(2) << "\n";
         } else {
-            std::printf("attached %s (%s) to %s on %s\n", a->info.name, a->info.provider, a->info.address,
-                        a->info.netdev);
+            std::printf("attached %s (%s) to %s on %s\n", shown(a->info.name).c_str(), shown(a->info.provider).c_str(),
+                        shown(a->info.address).c_str(), shown(a->info.netdev).c_str());
         }
     });
 }
@@ -170,7 +170,7 @@ void add_detach(CLI::App &app, const GlobalOptions &global, int &exit_code) {
         if (global.json) {
             std::cout << nlohmann::json{{"detached", *name}}.dump(2) << "\n";
         } else {
-            std::printf("detached %s\n", name->c_str());
+            std::printf("detached %s\n", shown(*name).c_str());
         }
     });
 }
@@ -192,8 +192,8 @@ void add_load(CLI::App &app, const GlobalOptions &global, int &exit_code) {
         if (global.json) {
             std::cout << module_json(a->info).dump(2) << "\n";
         } else {
-            std::printf("loaded %s %s (%s) from %s\n", a->info.provider, a->info.version, a->info.vendor,
-                        a->info.path);
+            std::printf("loaded %s %s (%s) from %s\n", shown(a->info.provider).c_str(), shown(a->info.version).c_str(),
+                        shown(a->info.vendor).c_str(), shown(a->info.path).c_str());
         }
     });
 }
@@ -214,7 +214,7 @@ void add_unload(CLI::App &app, const GlobalOptions &global, int &exit_code) {
         if (global.json) {
             std::cout << nlohmann::json{{"unloaded", *provider}}.dump(2) << "\n";
         } else {
-            std::printf("unloaded %s\n", provider->c_str());
+            std::printf("unloaded %s\n", shown(*provider).c_str());
         }
     });
 }
@@ -237,9 +237,9 @@ void add_modules(CLI::App &app, const GlobalOptions &global, int &exit_code) {
         std::printf("%-12s %-20s %-10s %-5s %5s %-40s %s\n", "PROVIDER", "VENDOR", "VERSION", "ABI", "RNICS", "FILE",
                     "UVP LIBRARY");
         for (const auto &m : list) {
-            std::printf("%-12s %-20s %-10s %-5s %5u %-40s %s\n", m.provider, m.vendor, m.version,
-                        rdma::rnicpi::abi_version_text(m.abi_version).c_str(), m.rnics, m.path,
-                        m.uvp_library[0] != '\0' ? m.uvp_library : "-");
+            std::printf("%-12s %-20s %-10s %-5s %5u %-40s %s\n", shown(m.provider).c_str(), shown(m.vendor).c_str(),
+                        shown(m.version).c_str(), rdma::rnicpi::abi_version_text(m.abi_version).c_str(), m.rnics,
+                        shown(m.path).c_str(), m.uvp_library[0] != '\0' ? shown(m.uvp_library).c_str() : "-");
         }
     });
 }
@@ -279,8 +279,9 @@ void add_consumers(CLI::App &app, const GlobalOptions &global, int &exit_code) {
         }
         std::printf("%-20s %-9s %-8s %-40s %s\n", "NAME", "STATE", "REQUIRED", "FILE", "DESCRIPTION / ERROR");
         for (const auto &m : list) {
-            std::printf("%-20s %-9s %-8s %-40s %s\n", m.name[0] != '\0' ? m.name : "-", consumer_state_name(m.state),
-                        m.required != 0 ? "yes" : "no", m.path, m.error[0] != '\0' ? m.error : m.description);
+            std::printf("%-20s %-9s %-8s %-40s %s\n", m.name[0] != '\0' ? shown(m.name).c_str() : "-",
+                        consumer_state_name(m.state), m.required != 0 ? "yes" : "no", shown(m.path).c_str(),
+                        shown(m.error[0] != '\0' ? m.error : m.description).c_str());
         }
     });
 }
@@ -351,7 +352,7 @@ void add_inject(CLI::App &app, const GlobalOptions &global, int &exit_code) {
             const std::string key = f.substr(0, eq);
             if (key.empty()) {
                 exit_code = 1;
-                std::fprintf(stderr, "rdmactl: inject: '%s' names no fault (FAULT[=VALUE])\n", f.c_str());
+                std::fprintf(stderr, "rdmactl: inject: '%s' names no fault (FAULT[=VALUE])\n", shown(f).c_str());
                 return;
             }
             set[key] = fault_value(eq == std::string::npos ? "" : f.substr(eq + 1));

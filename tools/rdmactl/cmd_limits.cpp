@@ -13,9 +13,9 @@ void add_limits_command(CLI::App &app, const GlobalOptions &global, int &exit_co
     CLI::App *cmd = app.add_subcommand(
         "limits", "Show krdmad's limits per user and per process, what is in use, and what each limit refused");
     cmd->callback([&global, &exit_code] {
-        auto client = ual::DeviceClient::connect(global.device);
+        auto client = ual::DeviceClient::connect(global.device, global.timeout);
         if (!client) {
-            std::fprintf(stderr, "rdmactl: %s\n", client.error().message().c_str());
+            std::fprintf(stderr, "rdmactl: %s\n", shown(client.error().message()).c_str());
             exit_code = 1;
             return;
         }

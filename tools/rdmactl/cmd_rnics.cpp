@@ -12,9 +12,9 @@
 namespace rdmactl {
 
 std::optional<std::vector<krdma_rnic_info>> fetch_rnics(const GlobalOptions &global) {
-    auto client = ual::DeviceClient::connect(global.device);
+    auto client = ual::DeviceClient::connect(global.device, global.timeout);
     if (!client) {
-        std::fprintf(stderr, "rdmactl: %s\n", client.error().message().c_str());
+        std::fprintf(stderr, "rdmactl: %s\n", shown(client.error().message()).c_str());
         return std::nullopt;
     }
     return list_each<krdma_list_rnics>(**client, KRDMA_CMD_LIST_RNICS, "listing RNICs");
@@ -127,7 +127,7 @@ nlohmann::json show_json(const GlobalOptions &global, const krdma_rnic_info &r) 
         j["limits"] = nullptr;
         j["limits_error"] = attr.error().message();
     }
-    if (auto client = ual::DeviceClient::connect(global.device)) {
+    if (auto client = ual::DeviceClient::connect(global.device, global.timeout)) {
         std::vector<krdma_rnic_info> one{r};
         if (auto stats = collect_endpoints(**client, one, r.name); stats && !stats->rnics.empty()) {
             j["counters"] = stats->rnics[0];
@@ -138,11 +138,11 @@ nlohmann::json show_json(const GlobalOptions &global, const krdma_rnic_info &r) 
 }
 
 void print_show(const nlohmann::json &j) {
-    auto text = [&j](const char *k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : "-"; };
+    auto text = [&j](const char *k) { return j.contains(k) && j[k].is_string() ? shown(j[k].get<std::string>()) : "-"; };
     std::printf("%s\n", text("name").c_str());
     std::printf("  provider:      %s (%s)", text("provider").c_str(), text("vendor").c_str());
     if (j.contains("module")) {
-        std::printf(", version %s, RNIC-PI ABI %s", j["module"]["version"].get<std::string>().c_str(),
+        std::printf(", version %s, RNIC-PI ABI %s", shown(j["module"]["version"].get<std::string>()).c_str(),
                     j["module"]["abi_version"].get<std::string>().c_str());
     }
     std::printf("\n  address:       %s\n  netdev:        %s", text("address").c_str(), text("netdev").c_str());
@@ -200,8 +200,9 @@ void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_cod
         std::printf("%-16s %-12s %-20s %-8s %-24s %-9s %s\n", "NAME", "PROVIDER", "VENDOR", "NETDEV", "ADDRESS",
                     "STATE", "UVP LIBRARY");
         for (const auto &r : *rnics) {
-            std::printf("%-16s %-12s %-20s %-8s %-24s %-9s %s\n", r.name, r.provider, r.vendor, r.netdev, r.address,
-                        "attached", r.uvp_library[0] != '\0' ? r.uvp_library : "-");
+            std::printf("%-16s %-12s %-20s %-8s %-24s %-9s %s\n", shown(r.name).c_str(), shown(r.provider).c_str(),
+                        shown(r.vendor).c_str(), shown(r.netdev).c_str(), shown(r.address).c_str(), "attached",
+                        r.uvp_library[0] != '\0' ? shown(r.uvp_library).c_str() : "-");
         }
     });
 
@@ -217,9 +218,9 @@ void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_cod
     res->add_option("--type", filter->type, "Only processes holding objects of this type")
         ->check(CLI::IsMember({"endpoint", "listener", "mw", "qp", "srq", "mr", "cq", "pd", "rnic"}));
     res->callback([&global, &exit_code, filter] {
-        auto client = ual::DeviceClient::connect(global.device);
+        auto client = ual::DeviceClient::connect(global.device, global.timeout);
         if (!client) {
-            std::fprintf(stderr, "rdmactl: %s\n", client.error().message().c_str());
+            std::fprintf(stderr, "rdmactl: %s\n", shown(client.error().message()).c_str());
             exit_code = 1;
             return;
         }
@@ -246,7 +247,7 @@ void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_cod
         if (!filter->rnic.empty()) {
             const krdma_rnic_info *r = find_rnic(*listed, filter->rnic);
             if (r == nullptr) {
-                std::fprintf(stderr, "rdmactl: no RNIC named or serving %s\n", filter->rnic.c_str());
+                std::fprintf(stderr, "rdmactl: no RNIC named or serving %s\n", shown(filter->rnic).c_str());
                 exit_code = 1;
                 return;
             }
@@ -276,7 +277,7 @@ void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_cod
                     "MW", "EP", "LSN");
         for (const auto &r : *rnics) {
             const uint32_t *o = r.objects;  // kAL order: endpoint, listener, mw, qp, srq, mr, cq, pd, rnic
-            std::printf("%-16s %5u %4u %4u %4u %4u %4u %4u %4u %4u\n", r.name, r.opens, o[7], o[6], o[3], o[4], o[5],
+            std::printf("%-16s %5u %4u %4u %4u %4u %4u %4u %4u %4u\n", shown(r.name).c_str(), r.opens, o[7], o[6], o[3], o[4], o[5],
                         o[2], o[0], o[1]);
         }
     });
@@ -293,7 +294,7 @@ void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_cod
         }
         const krdma_rnic_info *r = find_rnic(*rnics, *which);
         if (r == nullptr) {
-            std::fprintf(stderr, "rdmactl: no RNIC named or serving %s\n", which->c_str());
+            std::fprintf(stderr, "rdmactl: no RNIC named or serving %s\n", shown(*which).c_str());
             exit_code = 1;
             return;
         }

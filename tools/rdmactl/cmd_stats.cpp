@@ -128,13 +128,13 @@ void add_stats_command(CLI::App &app, const GlobalOptions &global, int &exit_cod
             return;
         }
         if (!rnic->empty() && !find_rnic(*rnics, *rnic)) {
-            std::fprintf(stderr, "rdmactl: no RNIC named or serving %s\n", rnic->c_str());
+            std::fprintf(stderr, "rdmactl: no RNIC named or serving %s\n", shown(*rnic).c_str());
             exit_code = 1;
             return;
         }
-        auto client = ual::DeviceClient::connect(global.device);
+        auto client = ual::DeviceClient::connect(global.device, global.timeout);
         if (!client) {
-            std::fprintf(stderr, "rdmactl: %s\n", client.error().message().c_str());
+            std::fprintf(stderr, "rdmactl: %s\n", shown(client.error().message()).c_str());
             exit_code = 1;
             return;
         }
@@ -186,7 +186,7 @@ void add_stats_command(CLI::App &app, const GlobalOptions &global, int &exit_cod
                     "STATE", "LOCAL", "REMOTE", "BYTES OUT", "BYTES IN", "RETRANS", "RTT us");
         for (const auto &e : eps) {
             std::printf("  %-6u %-7u %-10s %-13s %-22s %-22s %12llu %12llu %7llu %7u\n", e["client"].get<unsigned>(),
-                        e["qp_num"].get<unsigned>(), e["rnic"].get<std::string>().c_str(),
+                        e["qp_num"].get<unsigned>(), shown(e["rnic"].get<std::string>()).c_str(),
                         e["state"].get<std::string>().c_str(), e["local"].get<std::string>().c_str(),
                         e["remote"].get<std::string>().c_str(), e["bytes_sent"].get<unsigned long long>(),
                         e["bytes_received"].get<unsigned long long>(), e["retransmissions"].get<unsigned long long>(),
@@ -206,7 +206,7 @@ void add_stats_command(CLI::App &app, const GlobalOptions &global, int &exit_cod
         std::printf("\nPer RNIC\n");
         for (const auto &j : rnics_json) {
             const std::string name = j["name"].get<std::string>();
-            std::printf("  %-10s endpoints %llu, bytes out %llu, bytes in %llu, retransmissions %llu\n", name.c_str(),
+            std::printf("  %-10s endpoints %llu, bytes out %llu, bytes in %llu, retransmissions %llu\n", shown(name).c_str(),
                         j["endpoints"].get<unsigned long long>(), j["bytes_sent"].get<unsigned long long>(),
                         j["bytes_received"].get<unsigned long long>(), j["retransmissions"].get<unsigned long long>());
             const auto &d = j["rdma"];

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -12,8 +13,16 @@
 
 #include "client.hpp"
 #include "krdma/abi.h"
+#include "rnicpi/host/printable.hpp"
 
 namespace rdmactl {
+
+/**
+ * @brief @p text as the terminal may show it: what krdmad reports (names, paths, reasons) and what the command
+ *        line holds came from someone else, so control sequences and invalid UTF-8 are escaped (rdma::printable()).
+ *        Use it in a printf argument list (the temporary lives until the call returns): `shown(name).c_str()`.
+ */
+inline std::string shown(std::string_view text) { return rdma::printable(text); }
 
 /**
  * @brief Why a request to krdmad failed, for "rdmactl: WHAT failed: WHY": the call's own error (krdmad gone, no
@@ -62,6 +71,8 @@ template <class T>
 struct GlobalOptions {
     bool json = false;  /**< Print JSON instead of text. */
     std::string device; /**< krdmad's device path. */
+    /** @brief How long to wait for krdmad to take the connection and answer (--timeout). */
+    std::chrono::milliseconds timeout = std::chrono::seconds(10);
 };
 
 /** @brief Registers `rdmactl modinfo`: describe provider module files without a running krdmad. */

@@ -33,6 +33,12 @@ int main(int argc, char **argv) {
     const char *env_device = std::getenv("KRDMA_DEVICE");
     global.device = env_device != nullptr ? env_device : KRDMA_DEFAULT_DEVICE;
     app.add_option("--device", global.device, "krdmad's device path (default: $KRDMA_DEVICE or " KRDMA_DEFAULT_DEVICE ")");
+    // A krdmad that never answers (stopped, hung) must not hold an administrator for long: 10 s by default.
+    app.add_option_function<double>(
+           "--timeout",
+           [&global](double s) { global.timeout = std::chrono::milliseconds(static_cast<long long>(s * 1000)); },
+           "Seconds to wait for krdmad to take the connection and answer (default 10)")
+        ->check(CLI::Range(0.001, 3600.0));
     std::string level;
     app.add_option("--log-level", level, "Log level: error, warn, info, debug (default: $OPENRDMA_LOG or warn)")
         ->check(CLI::IsMember({"error", "warn", "info", "debug"}))
@@ -52,7 +58,7 @@ int main(int argc, char **argv) {
     // such, with the commands there are, rather than CLI11's "A subcommand is required".
     for (int i = 1; i < argc; ++i) {
         const std::string word = argv[i];
-        if (word == "--device" || word == "--log-level") {
+        if (word == "--device" || word == "--log-level" || word == "--timeout") {
             ++i;
             continue;
         }
@@ -64,7 +70,8 @@ int main(int argc, char **argv) {
             known = known || sub->check_name(word);
         }
         if (!known) {
-            std::fprintf(stderr, "rdmactl: unknown command '%s' (commands: %s; rdmactl --help)\n", word.c_str(),
+            std::fprintf(stderr, "rdmactl: unknown command '%s' (commands: %s; rdmactl --help)\n",
+                         rdmactl::shown(word).c_str(),
                          names.c_str());
             return 2;
         }

@@ -4,7 +4,7 @@ _rdmactl() {
     cur="${COMP_WORDS[COMP_CWORD]}"
     prev="${COMP_WORDS[COMP_CWORD-1]}"
     local commands="modinfo list resources show attach detach control inject load unload modules consumers stats limits dat-conf"
-    local globals="--json --device --log-level --help --version"
+    local globals="--json --device --timeout --log-level --help --version"
     case "$prev" in
         --device|--provider-dir|--check|--library)
             COMPREPLY=($(compgen -f -- "$cur")); return ;;
@@ -15,7 +15,7 @@ _rdmactl() {
     local i command=""
     for ((i = 1; i < COMP_CWORD; i++)); do
         case "${COMP_WORDS[i]}" in
-            --device|--log-level) ((i++)) ;;
+            --device|--log-level|--timeout) ((i++)) ;;
             -*) ;;
             *) command="${COMP_WORDS[i]}"; break ;;
         esac

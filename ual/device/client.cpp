@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <unistd.h>
 
@@ -22,7 +23,40 @@ namespace {
 constexpr const char *kComponent = "ual";
 }  // namespace
 
-rdma::Expected<std::unique_ptr<DeviceClient>> DeviceClient::connect(const std::filesystem::path &path) {
+namespace {
+
+// What is at @p path when it is not a socket ("a directory"), or empty when it is one or nothing is there.
+std::string not_a_socket(const std::filesystem::path &path) {
+    std::error_code ec;
+    const auto st = std::filesystem::status(path, ec);
+    switch (st.type()) {
+        case std::filesystem::file_type::regular: return "a regular file";
+        case std::filesystem::file_type::directory: return "a directory";
+        case std::filesystem::file_type::socket:
+        case std::filesystem::file_type::not_found:
+        case std::filesystem::file_type::none: return "";
+        default: return "not a socket";
+    }
+}
+
+timeval timeval_of(std::chrono::milliseconds t) {
+    timeval tv{};
+    tv.tv_sec = static_cast<time_t>(t.count() / 1000);
+    tv.tv_usec = static_cast<suseconds_t>((t.count() % 1000) * 1000);
+    return tv;
+}
+
+// "2.5 s" for a message.
+std::string seconds_text(std::chrono::milliseconds t) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g s", static_cast<double>(t.count()) / 1000);
+    return b;
+}
+
+}  // namespace
+
+rdma::Expected<std::unique_ptr<DeviceClient>> DeviceClient::connect(const std::filesystem::path &path,
+                                                                    std::chrono::milliseconds wait) {
     sockaddr_un addr;
     if (!krdma::unix_address(path, addr)) {
         return rdma::Error(RI_ENAMETOOLONG, "device path " + path.string() + " is too long");
@@ -30,13 +64,36 @@ rdma::Expected<std::unique_ptr<DeviceClient>> DeviceClient::connect(const std::f
     std::unique_ptr<DeviceClient> c(new DeviceClient());
     c->sock_.reset(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
     if (!c->sock_) return rdma::Error(errno, std::string("socket: ") + std::strerror(errno));
+    // A krdmad that accepts nothing (stopped, hung) leaves connect() blocked once its backlog is full: the send
+    // timeout bounds that wait (a Unix socket's connect() honours it), and is cleared again for the requests.
+    const timeval bounded = timeval_of(wait), unbounded{};
+    (void)::setsockopt(c->sock_.get(), SOL_SOCKET, SO_SNDTIMEO, &bounded, sizeof bounded);
     if (::connect(c->sock_.get(), reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0) {
         int e = errno;
+        if (const std::string kind = not_a_socket(path); !kind.empty()) {
+            // connect() says only "Connection refused" for a file or a directory.
+            return rdma::Error(ENOTSOCK, "not a krdmad device: " + path.string() + " is " + kind +
+                                             " (krdmad's device is a socket; is the path right?)");
+        }
+        if (e == EAGAIN || e == EWOULDBLOCK) {
+            return rdma::Error(RI_ETIMEDOUT, "krdmad at " + path.string() + " took no connection within " +
+                                                 seconds_text(wait) + ": is it stopped (state T in ps) or hung? "
+                                                 "check the process and its log");
+        }
         return rdma::Error(e, "cannot open " + path.string() + ": " + std::strerror(e) +
                                   (e == ENOENT || e == ECONNREFUSED ? " (is krdmad running with this device path?)"
                                                                     : ""));
     }
-    if (auto ok = c->handshake("krdmad at " + path.string()); !ok) return ok.error();
+    (void)::setsockopt(c->sock_.get(), SOL_SOCKET, SO_SNDTIMEO, &unbounded, sizeof unbounded);
+    if (auto ok = c->handshake("krdmad at " + path.string(), wait); !ok) {
+        if (ok.error().code() == RI_ETIMEDOUT) {
+            return rdma::Error(RI_ETIMEDOUT, "krdmad at " + path.string() + " did not answer within " +
+                                                 seconds_text(wait) + ": is it stopped (state T in ps), hung or "
+                                                 "overloaded, or is another program listening there? check the "
+                                                 "process and its log");
+        }
+        return ok.error();
+    }
     return c;
 }
 
@@ -47,7 +104,7 @@ rdma::Expected<std::unique_ptr<DeviceClient>> DeviceClient::adopt(krdma::UniqueF
     return c;
 }
 
-rdma::Expected<void> DeviceClient::handshake(const std::string &where) {
+rdma::Expected<void> DeviceClient::handshake(const std::string &where, std::chrono::milliseconds wait) {
     queued_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!queued_) return rdma::Error(errno, std::string("eventfd: ") + std::strerror(errno));
     watch_.reset(::epoll_create1(EPOLL_CLOEXEC));
@@ -59,11 +116,11 @@ rdma::Expected<void> DeviceClient::handshake(const std::string &where) {
     }
     krdma_hello h{};
     h.abi_version = KRDMA_ABI_WORD(KRDMA_ABI_VERSION, KRDMA_ABI_MINOR);
-    auto reply = call(KRDMA_CMD_HELLO, {reinterpret_cast<const uint8_t *>(&h), sizeof h});
+    auto reply = call(KRDMA_CMD_HELLO, {reinterpret_cast<const uint8_t *>(&h), sizeof h}, {}, wait);
     if (reply && reply->status == RI_EPROTO && reply->reason.empty()) {
         // A 1.0 krdmad accepts only the word 1 (and explains nothing): speak 1.0 with it (see krdma/abi.h).
         h.abi_version = KRDMA_ABI_VERSION;
-        reply = call(KRDMA_CMD_HELLO, {reinterpret_cast<const uint8_t *>(&h), sizeof h});
+        reply = call(KRDMA_CMD_HELLO, {reinterpret_cast<const uint8_t *>(&h), sizeof h}, {}, wait);
     }
     if (!reply) return reply.error();
     if (reply->status != 0) {

@@ -58,11 +58,17 @@ struct CmRecord {
 /** @brief A connection to a kAL's device. */
 class DeviceClient {
 public:
+    /** @brief How long connect() waits for a krdmad to take the connection and answer HELLO, unless told. */
+    static constexpr std::chrono::milliseconds kOpenWait = std::chrono::seconds(30);
+
     /**
-     * @brief Connects to the device at @p path and performs HELLO. ::RI_ENOENT / ::RI_ECONNREFUSED with a message
-     *        that says krdmad is not running there.
+     * @brief Connects to the device at @p path and performs HELLO, waiting @p wait at most for each. ::RI_ENOENT /
+     *        ::RI_ECONNREFUSED with a message that says krdmad is not running there; ENOTSOCK when @p path is
+     *        not a socket ("not a krdmad device: PATH is a directory"); ::RI_ETIMEDOUT, naming the device and what
+     *        to check, when nothing takes the connection or answers HELLO in time (a stopped or hung krdmad).
      */
-    [[nodiscard]] static rdma::Expected<std::unique_ptr<DeviceClient>> connect(const std::filesystem::path &path);
+    [[nodiscard]] static rdma::Expected<std::unique_ptr<DeviceClient>> connect(const std::filesystem::path &path,
+                                                                               std::chrono::milliseconds wait = kOpenWait);
     /** @brief Uses an already connected device socket (an embedded kAL's) and performs HELLO. */
     [[nodiscard]] static rdma::Expected<std::unique_ptr<DeviceClient>> adopt(krdma::UniqueFd socket);
 
@@ -140,7 +146,7 @@ public:
 
 private:
     DeviceClient() = default;
-    [[nodiscard]] rdma::Expected<void> handshake(const std::string &where);
+    [[nodiscard]] rdma::Expected<void> handshake(const std::string &where, std::chrono::milliseconds wait = kOpenWait);
     // Sends the request and waits for its reply, which is then in message_. Called with mutex_ held.
     [[nodiscard]] rdma::Expected<void> exchange(uint32_t cmd, std::span<const uint8_t> request,
                                                 std::span<const int> fds, std::chrono::milliseconds timeout);

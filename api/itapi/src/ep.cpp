@@ -199,6 +199,9 @@ ITAPI_EXPORT it_status_t it_ep_free(it_ep_handle_t ep_handle) {
     const int s = ep->state->load();
     if (s != IT_EP_STATE_UNCONNECTED && s != IT_EP_STATE_NONOPERATIONAL) (void)ep->ep->disconnect(true);
     ep->ep->set_connection_dispatcher(nullptr);
+    // The QP goes now, not when the last reference does: the uAL's event thread may hold one (krdmad going away),
+    // and the consumer may free the EP's CQs next.
+    (void)ep->ep->close();
     release_ep(ep);
     destroy_child(ia, ep);
     return IT_SUCCESS;

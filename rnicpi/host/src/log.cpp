@@ -1,6 +1,8 @@
 // Logging: leveled messages to a replaceable sink (stderr by default).
 #include "rnicpi/host/log.hpp"
 
+#include "rnicpi/host/printable.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -91,6 +93,11 @@ void write(Level l, std::string_view component, const char *format, ...) {
     va_end(args);
     if (n < 0) return;
     std::string_view message(buffer, std::min<size_t>(static_cast<size_t>(n), sizeof buffer - 1));
+    // Names and reasons in a message may come from a client, a peer or a module: escaped here, once for every
+    // caller, no message can split a log line or send the terminal that shows it a control sequence.
+    std::string escaped_message, escaped_component;
+    if (!is_printable(message)) message = escaped_message = printable(message);
+    if (!is_printable(component)) component = escaped_component = printable(component);
     State &s = state();
     std::lock_guard lock(s.mutex);
     if (s.sink) {

@@ -28,7 +28,10 @@ enum class Level : int {
     debug = RI_LOG_DEBUG  /**< Detail for troubleshooting. */
 };
 
-/** @brief Receives every enabled message: level, component and the formatted text (no newline). */
+/**
+ * @brief Receives every enabled message: level, component and the formatted text, both escaped by
+ *        rdma::printable() (one line, no control character).
+ */
 using Sink = std::function<void(Level, std::string_view component, std::string_view message)>;
 
 /** @brief Sets the most verbose level that is written. */
@@ -43,7 +46,7 @@ void set_level(Level level) noexcept;
 [[nodiscard]] std::string_view level_name(Level l) noexcept;
 /** @brief Replaces the sink; an empty function restores the stderr sink. Returns the previous sink. */
 Sink set_sink(Sink sink);
-/** @brief Formats and writes a message if @p l is enabled. */
+/** @brief Formats and writes a message if @p l is enabled, escaped by rdma::printable(). */
 void write(Level l, std::string_view component, const char *format, ...) __attribute__((format(printf, 3, 4)));
 /**
  * @brief Implementation of ri_host_ops_t::log for hosts that load providers. Warnings and errors are rate-limited
