@@ -31,6 +31,8 @@ passed() { did+=("$1"); }
 work=$(mktemp -d /tmp/openrdma-demo-XXXXXX)
 pids=()
 cleanup() {
+  # The shell reports each job killed here ("Killed"): not news after the summary.
+  exec 2>/dev/null
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$work"
