@@ -53,6 +53,7 @@ run bench_rdma 240 "$b/bench_rdma" --seconds 1
 run bench_offload 240 "$b/bench_offload" --seconds 1
 run bench_itapi 120 "$b/bench_itapi" --seconds 0.5
 [ -x "$b/bench_dapl" ] && run bench_dapl 120 "$b/bench_dapl" --seconds 0.5
+run bench_scale 240 "$b/bench_scale" --seconds 1
 OPENRDMA_EMBEDDED_CONFIG="$PWD/$out/embedded.json" run it_perf 180 "$build/tools/it_perf/it_perf" --loopback
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
@@ -76,6 +77,8 @@ about = {
     "bench_device": "/dev/krdma round trips next to a bare SOCK_SEQPACKET ping-pong.",
     "bench_itapi": "what IT-API adds over the uAL beneath it: the same QPs driven through both, alternating.",
     "bench_dapl": "what uDAPL adds over the uAL beneath it: the same QPs driven through both, alternating.",
+    "bench_scale": "10,000 connected QPs through krdmad (two consumer processes): setup rate, memory per idle QP, and "
+                   "one active QP's figures among the idle ones next to the same QP alone.",
     "bench_crc32c": "CRC32c on 64 KiB buffers next to memcpy of page-aligned buffers.",
     "bench_framing": "MPA encode+decode of 64 KiB messages, one thread, next to memcpy and a loopback TCP stream.",
 }
