@@ -332,8 +332,8 @@ struct Workload {
 };
 
 // Sleeping waits on a CQ run in slices of this length (--wait-slice MS), re-polling the CQ at each slice's end: a
-// completion whose notification never comes (hwstub loses one now and then, see bench/README.md) then costs at most
-// a slice instead of stalling the figure until the 10 s deadline. A receiver with no Send in flight waits in
+// completion whose notification never came (a provider's bug; a large --wait-slice shows whether one does) would
+// cost at most a slice instead of stalling the figure until the 10 s deadline. A receiver with no Send in flight waits in
 // kIdleSlice slices, so an idle receiver thread wakes rarely and adds nothing measurable to the CPU figures.
 std::chrono::milliseconds g_wait_slice{10};
 constexpr std::chrono::milliseconds kIdleSlice{100};
