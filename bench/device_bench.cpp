@@ -2,7 +2,7 @@
 // through the uAL client and the kAL device server (request checks, dispatch, reply with sequence matching), and a
 // privileged verb (a query through ri_syscall, the kAL and the kVP). Issue 4's target for the privileged round
 // trip: <= 1.5x the bare round trip.
-// Run: build/bench/bench_device [--seconds S]
+// Run: build/bench/bench_device [--seconds S] [--json FILE]
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -29,6 +29,7 @@ double seconds_per_call(double seconds, const std::function<void()> &body) {
 
 int main(int argc, char **argv) {
     const double seconds = bench::budget_from_args(argc, argv);
+    bench::Figures figures("bench_device", argc, argv);
 
     // Baseline: the same message size bounced between two threads over a bare seqpacket pair.
     int sv[2];
@@ -100,7 +101,10 @@ int main(int argc, char **argv) {
     std::printf("round trip, %zu-byte request and reply\n", sizeof msg);
     std::printf("%-40s %8.2f us\n", "bare SOCK_SEQPACKET ping-pong", bare * 1e6);
     std::printf("%-40s %8.2f us   ratio %5.2f\n", "/dev/krdma ECHO (uAL client -> kAL)", device * 1e6, device / bare);
+    figures.add("/dev/krdma ECHO round trip", device * 1e6, "us", "bare SOCK_SEQPACKET ping-pong", bare * 1e6);
     if (privileged > 0) {
+        figures.add("privileged query round trip (ri_syscall -> kAL -> kVP)", privileged * 1e6, "us",
+                    "bare SOCK_SEQPACKET ping-pong", bare * 1e6, privileged / bare, "<= 1.5x", privileged / bare <= 1.5);
         std::printf("%-40s %8.2f us   ratio %5.2f   (target <= 1.5)\n", "privileged query (ri_syscall -> kAL -> kVP)",
                     privileged * 1e6, privileged / bare);
     } else {

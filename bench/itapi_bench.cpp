@@ -3,7 +3,7 @@
 // same queue pairs: through the IT-API calls (it_post_rdma_write, it_evd_dequeue), and through the uAL objects
 // underneath them (ual::Endpoint::post_send, ual::CompletionQueue::poll). The difference is the API layer alone:
 // handle checks, triplet translation, completion conversion.
-//   bench_itapi [--seconds S]
+//   bench_itapi [--seconds S] [--json FILE]
 #include <arpa/inet.h>
 #include <unistd.h>
 
@@ -179,6 +179,7 @@ double bandwidth(const Api &api, Side &a, Side &b, size_t size, double seconds) 
 
 int main(int argc, char **argv) {
     const double seconds = bench::budget_from_args(argc, argv);
+    bench::Figures figures("bench_itapi", argc, argv);
     char dir[] = "/tmp/bench-itapi-XXXXXX";
     if (::mkdtemp(dir) == nullptr) return 1;
     const std::string config = std::string(dir) + "/embedded.json";
@@ -215,6 +216,9 @@ int main(int argc, char **argv) {
                 std::printf("RDMA Write %4zu KiB bandwidth   IT-API %6.2f GB/s   uAL %6.2f GB/s   ratio %.3f "
                             "(target >= 0.95)\n",
                             size >> 10, best_it / 1e9, best_ul / 1e9, best_ul > 0 ? best_it / best_ul : 0);
+                const double ratio = best_ul > 0 ? best_it / best_ul : 0;
+                figures.add("IT-API RDMA Write " + std::to_string(size >> 10) + " KiB", best_it / 1e9, "GB/s", "uAL",
+                            best_ul / 1e9, ratio, ">= 0.95x", ratio >= 0.95);
             }
             double best_it = 1e9, best_ul = 1e9;
             for (int round = 0; round < 5; ++round) {
@@ -224,6 +228,8 @@ int main(int argc, char **argv) {
             std::printf("8 B RDMA Write half round trip  IT-API %6.2f us     uAL %6.2f us     ratio %.3f "
                         "(target <= 1.05)\n",
                         best_it * 1e6, best_ul * 1e6, best_it / best_ul);
+            figures.add("IT-API 8 B RDMA Write half round trip", best_it * 1e6, "us", "uAL", best_ul * 1e6, best_it / best_ul,
+                        "<= 1.05x", best_it / best_ul <= 1.05);
             rc = 0;
         } else {
             std::fprintf(stderr, "bench_itapi: could not set up the connected pair\n");

@@ -12,7 +12,7 @@
 // Except for the bandwidth target, one process with an embedded kAL: the two ends of each connection are two
 // endpoints of it, served by the process's progress thread as any consumer's are. Bandwidth and latency alternate
 // with their baselines in rounds and keep the best of each.
-//   bench_rdma [--seconds S] [--qps N] [--only bw|latency|setup|memory]
+//   bench_rdma [--seconds S] [--qps N] [--only bw|latency|setup|memory] [--json FILE]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -425,6 +425,7 @@ int main(int argc, char **argv) {
     // Line by line, so a run killed by a timeout has printed every figure it finished.
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
     const double seconds = bench::budget_from_args(argc, argv);
+    bench::Figures figures("bench_rdma", argc, argv);
     int qps = 256;
     std::string only;  // one figure alone (for profiling), or all
     for (int i = 1; i + 1 < argc; ++i) {
@@ -508,6 +509,8 @@ int main(int argc, char **argv) {
                             bw = std::max(bw, got);
                         }
                         bench::row("RDMA Write " + std::to_string(size >> 10) + " KiB", bw, "TCP stream", base);
+                        figures.add("RDMA Write " + std::to_string(size >> 10) + " KiB", bw / 1e9, "GB/s",
+                                    "TCP stream", base / 1e9, -1, ">= 0.95x", bw / base >= 0.95);
                     }
                 }
             }
@@ -527,6 +530,10 @@ int main(int argc, char **argv) {
                             lat / spin_lat);
                 std::printf("%-34s %9.2f us     %-12s %9.2f us     ratio %6.3f (reference: sleeping ends)\n", "",
                             lat * 1e6, "TCP 8 B block", block_lat * 1e6, lat / block_lat);
+                figures.add("8 B RDMA Write half round trip", lat * 1e6, "us", "TCP 8 B ping-pong, spinning ends",
+                            spin_lat * 1e6, -1, "<= 1.10x", lat / spin_lat <= 1.10);
+                figures.add("8 B RDMA Write half round trip (reference)", lat * 1e6, "us",
+                            "TCP 8 B ping-pong, sleeping ends", block_lat * 1e6);
             }
             // Connection setup: connect + MPA + transition at both ends, then both endpoints destroyed.
             size_t n = 0;
@@ -548,6 +555,8 @@ int main(int argc, char **argv) {
                 const double base_setup = tcp_setup_rate(seconds, &base_switches);
                 std::printf("%-34s %9.0f /s     %-12s %9.0f /s     ratio %6.3f (target >= 0.5)\n",
                             "connection setup", setup, "TCP connect", base_setup, setup / base_setup);
+                figures.add("connection setup, 16 in flight", setup, "/s", "TCP connect+accept", base_setup, -1,
+                            ">= 0.5x", setup / base_setup >= 0.5);
                 std::printf("%-34s %9.1f          %-12s %9.1f\n", "  context switches per connection",
                             static_cast<double>(r.setup_switches) / static_cast<double>(n), "TCP connect",
                             base_switches);
@@ -576,6 +585,8 @@ int main(int argc, char **argv) {
                 std::printf("%-34s %9.2f KiB    (%zu QPs of depth 16, RSS growth; target <= 8 KiB)\n",
                             "memory per idle connected QP", static_cast<double>(after - before) / keep.size(),
                             keep.size());
+                const double per_qp = static_cast<double>(after - before) / static_cast<double>(keep.size());
+                figures.add("memory per idle connected QP", per_qp, "KiB", "<= 8 KiB", per_qp <= 8);
             }
         }
     }

@@ -9,7 +9,7 @@
 //    the batch (the QP alone) and after it, and their ratio (target: the same figures, ratio about 1).
 //
 //   bench_scale [--connections N (default 5000: 10,000 QPs)] [--in-flight N (default 256)] [--seconds S]
-//              [--krdmad PATH]
+//              [--krdmad PATH] [--json FILE]
 //
 // Exit status non-zero only when something failed. Every process it starts goes with it: krdmad and the passive
 // process are killed (their process groups, PR_SET_PDEATHSIG) on every way out.
@@ -269,6 +269,7 @@ bool await_established(ual::SimpleDispatcher &cm, std::set<uint64_t> want) {
 int main(int argc, char **argv) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
     const double seconds = bench::budget_from_args(argc, argv);
+    bench::Figures figures("bench_scale", argc, argv);  // the passive child leaves by _exit: only this one writes
     size_t connections = 5000;
     size_t in_flight = 256;
     std::string krdmad = BENCH_KRDMAD;
@@ -378,6 +379,11 @@ int main(int argc, char **argv) {
                 std::printf("%-34s %9.2f KiB    (RSS growth of both consumers and krdmad per QP, %.0f QPs; target "
                             "<= 8 KiB)\n",
                             "memory per idle connected QP", static_cast<double>(after - before) / qps, qps);
+                figures.add("connection setup, " + std::to_string(in_flight) + " in flight",
+                            static_cast<double>(connections - 1) / took, "/s");
+                const double per_qp = static_cast<double>(after - before) / qps;
+                figures.add("memory per idle connected QP, " + std::to_string(static_cast<long>(qps)) + " QPs", per_qp,
+                            "KiB", "<= 8 KiB", per_qp <= 8);
                 among = measure(c, *eps.front(), peer, seconds);
                 if (among.write_bps <= 0) {
                     std::fprintf(stderr, "bench_scale: the active QP's transfers failed among the idle ones\n");
@@ -392,6 +398,10 @@ int main(int argc, char **argv) {
             std::printf("%-34s %9.2f GB/s   alone %9.2f GB/s   ratio %6.3f (target about 1)\n",
                         "active QP: 64 KiB Write", among.write_bps / 1e9, alone.write_bps / 1e9,
                         among.write_bps / alone.write_bps);
+            figures.add("active QP among the idle: 8 B Read round trip", among.read_rtt * 1e6, "us", "the QP alone",
+                        alone.read_rtt * 1e6, -1, "about 1x");
+            figures.add("active QP among the idle: 64 KiB Write", among.write_bps / 1e9, "GB/s", "the QP alone",
+                        alone.write_bps / 1e9, -1, "about 1x");
         }
         eps.clear();
     }

@@ -10,7 +10,7 @@
 //
 // Hostings: the embedded kAL (a server thread in this process) always; with --krdmad PATH also a real krdmad
 // process, started here on a private device path in /tmp, in its own process group, killed when the bench ends.
-// Run: build/bench/bench_verbs [--seconds S] [--krdmad build/kal/krdmad]
+// Run: build/bench/bench_verbs [--seconds S] [--krdmad build/kal/krdmad] [--json FILE]
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -47,8 +47,10 @@ double seconds_per_call(double seconds, Body &&body) {
     return 1.0 / bench::bytes_per_second(seconds, 1, body);  // 1 "byte" per call: calls per second
 }
 
-void print_row(const char *hosting, const std::string &name, double t, const std::string &base_name, double base,
-               const char *note = "") {
+void print_row(bench::Figures &figures, const char *hosting, const std::string &name, double t,
+               const std::string &base_name, double base, const char *note = "", const char *target = "") {
+    figures.add(std::string(hosting) + ": " + name, t * 1e6, "us", base_name, base * 1e6, t / base, target,
+                *target == '\0' ? -1 : (t / base <= 1.5));
     std::printf("%-9s %-34s %10.2f us %10.0f/s   %-32s %9.2f us %10.0f/s   ratio %6.2f%s\n", hosting, name.c_str(),
                 t * 1e6, 1.0 / t, base_name.c_str(), base * 1e6, 1.0 / base, t / base, note);
 }
@@ -127,7 +129,7 @@ std::string config_json(const std::filesystem::path &device) {
 }
 
 // The figures of one hosting of the kAL, through the access layer @p al.
-bool measure(const char *hosting, const std::shared_ptr<ual::AccessLayer> &al, double seconds) {
+bool measure(bench::Figures &figures, const char *hosting, const std::shared_ptr<ual::AccessLayer> &al, double seconds) {
     auto adapter = al->open_adapter("sr0");
     if (!adapter) {
         std::fprintf(stderr, "%s: open_adapter(sr0): %s\n", hosting, adapter.error().to_string().c_str());
@@ -149,8 +151,8 @@ bool measure(const char *hosting, const std::shared_ptr<ual::AccessLayer> &al, d
         return false;
     }
     const double query = rt.figure;
-    print_row(hosting, "privileged round trip (query)", query,
-              "bare SEQPACKET ping-pong " + std::to_string(kSyscallMessage) + " B", rt.baseline, "   (target <= 1.5)");
+    print_row(figures, hosting, "privileged round trip (query)", query,
+              "bare SEQPACKET ping-pong " + std::to_string(kSyscallMessage) + " B", rt.baseline, "   (target <= 1.5)", "<= 1.5x");
 
     // Memory registration: the region is touched first so no page fault is measured on either side.
     auto pz = a->create_pz();
@@ -181,7 +183,7 @@ bool measure(const char *hosting, const std::shared_ptr<ual::AccessLayer> &al, d
             std::fprintf(stderr, "%s: registering %s (or locking it) failed\n", hosting, label.c_str());
             return false;
         }
-        print_row(hosting, "MR register+deregister " + label, reg.figure, "mlock+munlock " + label, reg.baseline);
+        print_row(figures, hosting, "MR register+deregister " + label, reg.figure, "mlock+munlock " + label, reg.baseline);
     }
 
     // QP create + destroy on one CQ made once, next to the round trip measured above.
@@ -205,7 +207,7 @@ bool measure(const char *hosting, const std::shared_ptr<ual::AccessLayer> &al, d
         std::fprintf(stderr, "%s: creating or destroying a QP failed\n", hosting);
         return false;
     }
-    print_row(hosting, "QP create+destroy (CQ made once)", qp.figure, "privileged round trip (query)", qp.baseline,
+    print_row(figures, hosting, "QP create+destroy (CQ made once)", qp.figure, "privileged round trip (query)", qp.baseline,
               "   (round trips' worth)");
     return true;
 }
@@ -214,6 +216,7 @@ bool measure(const char *hosting, const std::shared_ptr<ual::AccessLayer> &al, d
 
 int main(int argc, char **argv) {
     const double seconds = bench::budget_from_args(argc, argv);
+    bench::Figures figures("bench_verbs", argc, argv);
     std::string krdmad;
     for (int i = 1; i + 1 < argc; ++i) {
         if (std::strcmp(argv[i], "--krdmad") == 0) krdmad = argv[i + 1];
@@ -242,7 +245,7 @@ int main(int argc, char **argv) {
             std::fprintf(stderr, "embedded kAL: %s\n", al.error().to_string().c_str());
             return 1;
         }
-        if (!measure("embedded", *al, seconds)) rc = 1;
+        if (!measure(figures, "embedded", *al, seconds)) rc = 1;
     }
     if (!krdmad.empty()) {
         const std::filesystem::path log = dir.path() / "krdmad.log";
@@ -263,7 +266,7 @@ int main(int argc, char **argv) {
                          read_text(log).c_str());
             return 1;
         }
-        if (!measure("krdmad", al, seconds)) {
+        if (!measure(figures, "krdmad", al, seconds)) {
             std::fprintf(stderr, "krdmad's log:\n%s\n", read_text(log).c_str());
             rc = 1;
         }
