@@ -560,10 +560,8 @@ struct Kvp {
         [[nodiscard]] hwstub_engine_page *engine_page() const {
             return reinterpret_cast<hwstub_engine_page *>(page.data());
         }
-        ri_status_t close() {
-            delete this;
-            return RI_OK;
-        }
+        // Cannot fail; the destructor releases what the object holds once the adapter deletes it.
+        ri_status_t close() { return RI_OK; }
         ri_status_t query(ri_rnic_attr_t *a) {
             *a = ri_rnic_attr_t{};
             std::snprintf(a->name, sizeof a->name, "%s", inst->name.c_str());
@@ -603,10 +601,8 @@ struct Kvp {
         Rnic *rnic = nullptr;
         uint32_t id = 0;
         ~Pd() { rnic->inst->uncharge(kPd); }
-        ri_status_t dealloc() {
-            delete this;
-            return RI_OK;
-        }
+        // Cannot fail; the destructor releases what the object holds once the adapter deletes it.
+        ri_status_t dealloc() { return RI_OK; }
         ri_status_t create_qp(ri_cq_t scq, ri_cq_t rcq, ri_srq_t srq, ri_qp_init_attr_t *attr, ri_qp_t *qp);
         ri_status_t register_mr(const ri_mr_reg_t *reg, ri_mr_t *mr, ri_mr_keys_t *keys);
     };
@@ -627,10 +623,8 @@ struct Kvp {
             }
             rnic->inst->uncharge(kCq);
         }
-        ri_status_t destroy() {
-            delete this;
-            return RI_OK;
-        }
+        // Cannot fail; the destructor releases what the object holds once the adapter deletes it.
+        ri_status_t destroy() { return RI_OK; }
         ri_status_t query(ri_cq_attr_t *out) {
             *out = attr;
             return RI_OK;
@@ -658,10 +652,8 @@ struct Kvp {
             }
             pd->rnic->inst->uncharge(kQp);
         }
-        ri_status_t destroy() {
-            delete this;
-            return RI_OK;
-        }
+        // Cannot fail; the destructor releases what the object holds once the adapter deletes it.
+        ri_status_t destroy() { return RI_OK; }
         ri_status_t query(ri_qp_attr_t *out) {
             std::lock_guard g(mutex);
             *out = attr;
@@ -699,10 +691,8 @@ struct Kvp {
             if (pin_id != 0) (void)host().vm_unpin_range(pd->rnic->host_ctx, pin_id);
             pd->rnic->inst->uncharge(kMr);
         }
-        ri_status_t deregister() {
-            delete this;
-            return RI_OK;
-        }
+        // Cannot fail; the destructor releases what the object holds once the adapter deletes it.
+        ri_status_t deregister() { return RI_OK; }
         ri_status_t query(ri_mr_attr_t *out) {
             *out = attr;
             StagEntry e;

@@ -197,10 +197,8 @@ struct Kvp {
             if (h.fn != nullptr) h.fn(h.ctx, to_handle<ri_rnic_t>(this), &e);
         }
 
-        ri_status_t close() {
-            delete this;
-            return RI_OK;
-        }
+        // Cannot fail; the destructor releases what the object holds once the adapter deletes it.
+        ri_status_t close() { return RI_OK; }
         ri_status_t query(ri_rnic_attr_t *attr) {
             instance->fill_attr(*attr);
             return RI_OK;
@@ -220,10 +218,8 @@ struct Kvp {
         explicit Pd(Rnic *r) : rnic(r), charge(r->instance, Kind::pd), dp_id(r->next_pd.fetch_add(1)) {}
         Instance &instance() const { return *rnic->instance; }
 
-        ri_status_t dealloc() {
-            delete this;
-            return RI_OK;
-        }
+        // Cannot fail; the destructor releases what the object holds once the adapter deletes it.
+        ri_status_t dealloc() { return RI_OK; }
         ri_status_t create_qp(ri_cq_t scq, ri_cq_t rcq, ri_srq_t srq, ri_qp_init_attr_t *attr, ri_qp_t *qp) {
             return make_qp(from_handle<Cq>(scq), from_handle<Cq>(rcq), from_handle<Srq>(srq), attr, nullptr, qp,
                            nullptr);
@@ -248,10 +244,8 @@ struct Kvp {
         datapath::Mapping memory;
         std::unique_ptr<datapath::CompletionQueue> dp;
         explicit Cq(Rnic *r) : rnic(r), charge(r->instance, Kind::cq) {}
-        ri_status_t destroy() {
-            delete this;
-            return RI_OK;
-        }
+        // Cannot fail; the destructor releases what the object holds once the adapter deletes it.
+        ri_status_t destroy() { return RI_OK; }
         ri_status_t query(ri_cq_attr_t *out) {
             *out = attr;
             return RI_OK;
@@ -284,10 +278,8 @@ struct Kvp {
         ri_srq_attr_t attr{};
         std::shared_ptr<Pin> ring;
         explicit Srq(Pd *p) : pd(p), charge(&p->instance(), Kind::srq) {}
-        ri_status_t destroy() {
-            delete this;
-            return RI_OK;
-        }
+        // Cannot fail; the destructor releases what the object holds once the adapter deletes it.
+        ri_status_t destroy() { return RI_OK; }
         ri_status_t query(ri_srq_attr_t *out) {
             std::lock_guard lock(mutex);
             *out = attr;
@@ -334,10 +326,8 @@ struct Kvp {
             if (counter_slot != SOFTRNIC_NO_COUNTER_SLOT) pd->rnic->counters->release(counter_slot);
             if (qp_num != 0) pd->instance().free_qp_num(qp_num);
         }
-        ri_status_t destroy() {
-            delete this;
-            return RI_OK;
-        }
+        // Cannot fail; the destructor releases what the object holds once the adapter deletes it.
+        ri_status_t destroy() { return RI_OK; }
         ri_status_t query(ri_qp_attr_t *out) {
             std::lock_guard lock(mutex);
             *out = attr;
@@ -396,7 +386,6 @@ struct Kvp {
         }
         ri_status_t deregister() {
             if (pd->rnic->local_datapath) pd->rnic->stags.remove(stag);
-            delete this;
             return RI_OK;
         }
         ri_status_t query(ri_mr_attr_t *out) {
@@ -426,7 +415,6 @@ struct Kvp {
         }
         ri_status_t dealloc() {
             if (type == RI_MW_TYPE_2 && pd->rnic->local_datapath) pd->rnic->stags.remove(stag);
-            delete this;
             return RI_OK;
         }
     };
