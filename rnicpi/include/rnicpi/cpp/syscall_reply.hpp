@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -74,7 +75,9 @@ public:
     }
 
     /** @brief Room for @p n more descriptors. */
-    [[nodiscard]] bool fd_room(uint32_t n) const noexcept { return c_.nfds_out_cap - c_.nfds_out >= n; }
+    [[nodiscard]] bool fd_room(uint32_t n) const noexcept {
+        return c_.nfds_out <= c_.nfds_out_cap && c_.nfds_out_cap - c_.nfds_out >= n;
+    }
 
     /** @brief Writes @p reply as the private reply, stamped with our version and size; ::RI_EOVERFLOW if no room. */
     template <class T>
