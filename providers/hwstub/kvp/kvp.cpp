@@ -28,6 +28,7 @@
 #include "offload_engine.hpp"
 #include "rnicpi/cpp/event_handlers.hpp"
 #include "rnicpi/cpp/provider.hpp"
+#include "rnicpi/cpp/syscall_reply.hpp"
 #include "rnicpi/cpp/status.hpp"
 
 namespace hwstub::kvp {
@@ -42,6 +43,8 @@ const ri_host_ops_t &host() { return rdma::provider::Module<Kvp>::host(); }
 void say(uint32_t level, const std::string &text) {
     if (host().log != nullptr) host().log(level, HWSTUB_PROVIDER_NAME, text.c_str());
 }
+
+using Reply = rdma::provider::SyscallReply<Kvp>;
 
 uint32_t pow2_at_least(uint32_t n) {
     uint32_t p = 1;
@@ -412,45 +415,6 @@ struct Instance {
 
 enum Kind : size_t { kPd = 0, kCq = 1, kQp = 2, kMr = 3, kOpen = 4 };
 
-template <class T>
-ri_status_t read_priv(const ri_syscall_t &call, T *out) {
-    if (call.priv_in_len < sizeof(T)) return RI_EINVAL;
-    std::memcpy(out, call.priv_in, sizeof(T));
-    if ((out->hdr.version >> 16) != HWSTUB_HW_MAJOR) {
-        say(RI_LOG_ERROR, "hwstub uVP private ABI " + std::to_string(out->hdr.version >> 16) +
-                              " does not match the kVP's " + std::to_string(HWSTUB_HW_MAJOR) +
-                              ": install matching hwstub_kvp.so and hwstub_uvp.so");
-        return RI_EPROTO;
-    }
-    return RI_OK;
-}
-
-template <class T>
-ri_status_t write_priv(ri_syscall_t &call, T reply) {
-    if (call.priv_out_cap < sizeof(T)) return RI_EOVERFLOW;
-    reply.hdr.version = HWSTUB_ABI_VERSION;
-    reply.hdr.size = sizeof(T);
-    std::memcpy(call.priv_out, &reply, sizeof(T));
-    call.priv_out_len = sizeof(T);
-    return RI_OK;
-}
-
-template <class T>
-void write_result(ri_syscall_t &call, const T &value) {
-    if (call.result_cap < sizeof(T)) return;
-    std::memcpy(call.result, &value, sizeof(T));
-    call.result_len = sizeof(T);
-}
-
-// Hands a descriptor of ours to the kAL (which sends it to the uVP and closes it): a duplicate.
-bool give_fd(ri_syscall_t &call, int fd) {
-    if (call.nfds_out >= call.nfds_out_cap) return false;
-    const int d = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (d < 0) return false;
-    call.fds_out[call.nfds_out++] = d;
-    return true;
-}
-
 constexpr uint32_t kAccessKnown = RI_ACCESS_LOCAL_READ | RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_READ |
                                   RI_ACCESS_REMOTE_WRITE | RI_ACCESS_MW_BIND | RI_ACCESS_ZERO_BASED |
                                   RI_ACCESS_REMOTE_ATOMIC;
@@ -459,6 +423,7 @@ struct Kvp {
     static constexpr ri_mode_t mode = RI_MODE_PRIVILEGED;
     static constexpr uint32_t flags = RI_MODULE_OFFLOAD;
     static constexpr const char *name = HWSTUB_PROVIDER_NAME;
+    static constexpr uint32_t private_abi_version = HWSTUB_ABI_VERSION;  // of hwstub_abi.h's blocks
     static constexpr const char *vendor = HWSTUB_VENDOR;
     static constexpr const char *version = "1.0";
     static constexpr const char *uvp_library = "hwstub_uvp.so";
@@ -560,10 +525,8 @@ struct Kvp {
         [[nodiscard]] hwstub_engine_page *engine_page() const {
             return reinterpret_cast<hwstub_engine_page *>(page.data());
         }
-        ri_status_t close() {
-            delete this;
-            return RI_OK;
-        }
+        // Cannot fail; the destructor releases what the object holds once the adapter deletes it.
+        ri_status_t close() { return RI_OK; }
         ri_status_t query(ri_rnic_attr_t *a) {
             *a = ri_rnic_attr_t{};
             std::snprintf(a->name, sizeof a->name, "%s", inst->name.c_str());
@@ -603,10 +566,8 @@ struct Kvp {
         Rnic *rnic = nullptr;
         uint32_t id = 0;
         ~Pd() { rnic->inst->uncharge(kPd); }
-        ri_status_t dealloc() {
-            delete this;
-            return RI_OK;
-        }
+        // Cannot fail; the destructor releases what the object holds once the adapter deletes it.
+        ri_status_t dealloc() { return RI_OK; }
         ri_status_t create_qp(ri_cq_t scq, ri_cq_t rcq, ri_srq_t srq, ri_qp_init_attr_t *attr, ri_qp_t *qp);
         ri_status_t register_mr(const ri_mr_reg_t *reg, ri_mr_t *mr, ri_mr_keys_t *keys);
     };
@@ -627,10 +588,8 @@ struct Kvp {
             }
             rnic->inst->uncharge(kCq);
         }
-        ri_status_t destroy() {
-            delete this;
-            return RI_OK;
-        }
+        // Cannot fail; the destructor releases what the object holds once the adapter deletes it.
+        ri_status_t destroy() { return RI_OK; }
         ri_status_t query(ri_cq_attr_t *out) {
             *out = attr;
             return RI_OK;
@@ -658,10 +617,8 @@ struct Kvp {
             }
             pd->rnic->inst->uncharge(kQp);
         }
-        ri_status_t destroy() {
-            delete this;
-            return RI_OK;
-        }
+        // Cannot fail; the destructor releases what the object holds once the adapter deletes it.
+        ri_status_t destroy() { return RI_OK; }
         ri_status_t query(ri_qp_attr_t *out) {
             std::lock_guard g(mutex);
             *out = attr;
@@ -699,10 +656,8 @@ struct Kvp {
             if (pin_id != 0) (void)host().vm_unpin_range(pd->rnic->host_ctx, pin_id);
             pd->rnic->inst->uncharge(kMr);
         }
-        ri_status_t deregister() {
-            delete this;
-            return RI_OK;
-        }
+        // Cannot fail; the destructor releases what the object holds once the adapter deletes it.
+        ri_status_t deregister() { return RI_OK; }
         ri_status_t query(ri_mr_attr_t *out) {
             *out = attr;
             StagEntry e;
@@ -977,20 +932,21 @@ ri_status_t Kvp::Pd::register_mr(const ri_mr_reg_t *reg, ri_mr_t *out, ri_mr_key
 
 ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
     ri_syscall_t &call = *k->call;
+    Reply reply(call);
     switch (call.op) {
         case RI_OPEN_RNIC: {
-            if (call.priv_in_len == 0) return RI_ENOSYS;
+            if (!reply.has_priv()) return RI_ENOSYS;
             hwstub_open_req req;
-            if (ri_status_t rc = read_priv(call, &req); rc != RI_OK) return rc;
-            if (call.nfds_out_cap < 2 || call.priv_out_cap < sizeof(hwstub_open_resp)) return RI_EOVERFLOW;
+            if (ri_status_t rc = reply.read_priv(&req); rc != RI_OK) return rc;
+            if (ri_status_t rc = reply.check_room(sizeof(hwstub_open_resp), 0, 2); rc != RI_OK) return rc;
             ri_rnic_open_params_t p;
-            std::memcpy(&p, call.param, sizeof p);
+            if (ri_status_t rc = reply.read_param(&p); rc != RI_OK) return rc;
             ri_rnic_t r = nullptr;
             if (ri_status_t rc = open_rnic(&p, &r); rc != RI_OK) return rc;
             Rnic *open = from_handle<Rnic>(r);
-            if (!give_fd(call, open->page.fd()) || !give_fd(call, open->engine->doorbell_fd())) {
-                for (uint32_t i = 0; i < call.nfds_out; ++i) ::close(call.fds_out[i]);
-                call.nfds_out = 0;
+            // Duplicates: the page and the doorbell stay the kVP's too.
+            if (reply.pass_dup(open->page.fd()) != RI_OK || reply.pass_dup(open->engine->doorbell_fd()) != RI_OK) {
+                reply.drop_fds();
                 delete open;
                 return RI_ENOSPC;
             }
@@ -998,19 +954,21 @@ ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
             hwstub_open_resp resp{};
             resp.page_size = static_cast<uint32_t>(open->page.size());
             resp.max_qp = open->inst->limits.max_qp;
-            return write_priv(call, resp);
+            return reply.write_priv(resp);
         }
         case RI_CREATE_CQ: {
-            if (call.priv_in_len == 0) return RI_ENOSYS;
+            if (!reply.has_priv()) return RI_ENOSYS;
             hwstub_create_cq_req req;
-            if (ri_status_t rc = read_priv(call, &req); rc != RI_OK) return rc;
-            if (call.nfds_out_cap < 1 || call.priv_out_cap < sizeof(hwstub_create_cq_resp)) return RI_EOVERFLOW;
+            if (ri_status_t rc = reply.read_priv(&req); rc != RI_OK) return rc;
             ri_cq_attr_t attr;
-            std::memcpy(&attr, call.param, sizeof attr);
+            if (ri_status_t rc = reply.check_room(sizeof(hwstub_create_cq_resp), sizeof attr, 1); rc != RI_OK) {
+                return rc;
+            }
+            if (ri_status_t rc = reply.read_param(&attr); rc != RI_OK) return rc;
             ri_cq_t cq = nullptr;
             if (ri_status_t rc = from_handle<Rnic>(k->object)->create_cq(&attr, &cq); rc != RI_OK) return rc;
             Cq *c = from_handle<Cq>(cq);
-            if (!give_fd(call, c->memory.fd())) {
+            if (reply.pass_dup(c->memory.fd()) != RI_OK) {
                 delete c;
                 return RI_ENOSPC;
             }
@@ -1020,16 +978,18 @@ ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
             resp.depth = attr.cqe;
             resp.ring_offset = sizeof(hwstub_cq_ctrl);
             resp.map_size = static_cast<uint32_t>(c->memory.size());
-            write_result(call, attr);
-            return write_priv(call, resp);
+            (void)reply.write_result(attr);  // cannot fail: check_room held
+            return reply.write_priv(resp);
         }
         case RI_CREATE_QP: {
-            if (call.priv_in_len == 0) return RI_ENOSYS;
+            if (!reply.has_priv()) return RI_ENOSYS;
             hwstub_create_qp_req req;
-            if (ri_status_t rc = read_priv(call, &req); rc != RI_OK) return rc;
-            if (call.nfds_out_cap < 1 || call.priv_out_cap < sizeof(hwstub_create_qp_resp)) return RI_EOVERFLOW;
+            if (ri_status_t rc = reply.read_priv(&req); rc != RI_OK) return rc;
             ri_qp_init_attr_t attr;
-            std::memcpy(&attr, call.param, sizeof attr);
+            if (ri_status_t rc = reply.check_room(sizeof(hwstub_create_qp_resp), sizeof attr, 1); rc != RI_OK) {
+                return rc;
+            }
+            if (ri_status_t rc = reply.read_param(&attr); rc != RI_OK) return rc;
             ri_qp_t qp = nullptr;
             auto *pd = from_handle<Pd>(k->object);
             if (ri_status_t rc = pd->create_qp(static_cast<ri_cq_t>(k->refs[0]), static_cast<ri_cq_t>(k->refs[1]),
@@ -1038,7 +998,7 @@ ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
                 return rc;
             }
             Qp *q = from_handle<Qp>(qp);
-            if (!give_fd(call, q->memory.fd())) {
+            if (reply.pass_dup(q->memory.fd()) != RI_OK) {
                 delete q;
                 return RI_ENOSPC;
             }
@@ -1053,8 +1013,8 @@ ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
             resp.sq_offset = 2 * sizeof(hwstub_wq_ctrl);
             resp.rq_offset = resp.sq_offset + resp.sq_depth * resp.sq_slot;
             resp.map_size = static_cast<uint32_t>(q->memory.size());
-            write_result(call, attr);
-            return write_priv(call, resp);
+            (void)reply.write_result(attr);  // cannot fail: check_room held
+            return reply.write_priv(resp);
         }
         default: return RI_ENOSYS;
     }

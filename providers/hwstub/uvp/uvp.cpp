@@ -25,7 +25,7 @@ using rdma::provider::to_handle;
 struct Uvp;
 
 using Call = rdma::provider::SyscallRequest<Uvp>;
-using rdma::provider::released;
+using Forwarded = rdma::provider::Forwarded<Uvp>;
 
 template <class T>
 T hdr_init() {
@@ -81,9 +81,7 @@ struct Uvp {
     struct Qp;
     struct Mr;
 
-    struct Rnic {
-        void *host_ctx = nullptr;
-        uint64_t handle = 0;
+    struct Rnic : Forwarded {
         ri_rnic_attr_t attr{};
         Mapping page;
         int doorbell = -1;
@@ -94,16 +92,8 @@ struct Uvp {
         [[nodiscard]] Doorbell bell() const {
             return Doorbell(reinterpret_cast<hwstub_engine_page *>(page.data()), doorbell);
         }
-        ri_status_t close() {
-            if (ri_status_t rc = Call(RI_CLOSE_RNIC, handle).run(host_ctx); !released(rc)) return rc;
-            delete this;
-            return RI_OK;
-        }
-        ri_status_t query(ri_rnic_attr_t *out) {
-            Call c(RI_QUERY_RNIC, handle);
-            c.result(out);
-            return c.run(host_ctx);
-        }
+        ri_status_t close() { return forward_destroy(RI_CLOSE_RNIC); }
+        ri_status_t query(ri_rnic_attr_t *out) { return forward_query(RI_QUERY_RNIC, out); }
         // Events are the adapter's interrupts, which reach the consumer through the kAL: the identifiers are the
         // kAL's handlers on the kVP.
         ri_status_t set_aeh(ri_aeh_fn, void *, uint32_t *id) {
@@ -121,53 +111,30 @@ struct Uvp {
         ri_status_t create_cq(ri_cq_attr_t *attr, ri_cq_t *cq);
     };
 
-    struct Pd {
+    struct Pd : Forwarded {
         Rnic *rnic = nullptr;
-        uint64_t handle = 0;
-        ri_status_t dealloc() {
-            if (ri_status_t rc = Call(RI_DEALLOC_PD, handle).run(rnic->host_ctx); !released(rc)) return rc;
-            delete this;
-            return RI_OK;
-        }
+        ri_status_t dealloc() { return forward_destroy(RI_DEALLOC_PD); }
         ri_status_t create_qp(ri_cq_t scq, ri_cq_t rcq, ri_srq_t srq, ri_qp_init_attr_t *attr, ri_qp_t *qp);
         ri_status_t register_mr(const ri_mr_reg_t *reg, ri_mr_t *mr, ri_mr_keys_t *keys);
     };
 
-    struct Cq {
+    struct Cq : Forwarded {
         Rnic *rnic = nullptr;
-        uint64_t handle = 0;
         Mapping memory;
         std::unique_ptr<HostCq> queue;
-        ri_status_t destroy() {
-            if (ri_status_t rc = Call(RI_DESTROY_CQ, handle).run(rnic->host_ctx); !released(rc)) return rc;
-            delete this;
-            return RI_OK;
-        }
-        ri_status_t query(ri_cq_attr_t *out) {
-            Call c(RI_QUERY_CQ, handle);
-            c.result(out);
-            return c.run(rnic->host_ctx);
-        }
+        ri_status_t destroy() { return forward_destroy(RI_DESTROY_CQ); }
+        ri_status_t query(ri_cq_attr_t *out) { return forward_query(RI_QUERY_CQ, out); }
         ri_status_t poll(uint32_t max, ri_wc_t *wc, uint32_t *polled) { return queue->poll(max, wc, polled); }
         ri_status_t request_notify(uint32_t type) { return queue->request_notify(type); }
     };
 
-    struct Qp {
+    struct Qp : Forwarded {
         Pd *pd = nullptr;
-        uint64_t handle = 0;
         uint32_t qp_num = 0;
         Mapping memory;
         std::unique_ptr<HostQp> queues;
-        ri_status_t destroy() {
-            if (ri_status_t rc = Call(RI_DESTROY_QP, handle).run(pd->rnic->host_ctx); !released(rc)) return rc;
-            delete this;
-            return RI_OK;
-        }
-        ri_status_t query(ri_qp_attr_t *out) {
-            Call c(RI_QUERY_QP, handle);
-            c.result(out);
-            return c.run(pd->rnic->host_ctx);
-        }
+        ri_status_t destroy() { return forward_destroy(RI_DESTROY_QP); }
+        ri_status_t query(ri_qp_attr_t *out) { return forward_query(RI_QUERY_QP, out); }
         ri_status_t modify(const ri_qp_attr_t *in, uint32_t mask) {
             if (in == nullptr) return RI_EINVAL;
             constexpr uint32_t kTransition = RI_QP_ATTR_STATE | RI_QP_ATTR_LLP;
@@ -183,7 +150,7 @@ struct Uvp {
             } param{{mask, 0}, *in};
             Call c(RI_MODIFY_QP, handle);
             c.param(&param, sizeof param);
-            return c.run(pd->rnic->host_ctx);
+            return c.run(host_ctx);
         }
         ri_status_t post_send(const ri_send_wr_t *wr, uint32_t count, uint32_t *posted) {
             return queues->post_send(wr, count, posted);
@@ -193,19 +160,10 @@ struct Uvp {
         }
     };
 
-    struct Mr {
+    struct Mr : Forwarded {
         Pd *pd = nullptr;
-        uint64_t handle = 0;
-        ri_status_t deregister() {
-            if (ri_status_t rc = Call(RI_DEREGISTER_MR, handle).run(pd->rnic->host_ctx); !released(rc)) return rc;
-            delete this;
-            return RI_OK;
-        }
-        ri_status_t query(ri_mr_attr_t *out) {
-            Call c(RI_QUERY_MR, handle);
-            c.result(out);
-            return c.run(pd->rnic->host_ctx);
-        }
+        ri_status_t deregister() { return forward_destroy(RI_DEREGISTER_MR); }
+        ri_status_t query(ri_mr_attr_t *out) { return forward_query(RI_QUERY_MR, out); }
     };
 
     static ri_status_t open_rnic(const ri_rnic_open_params_t *params, ri_rnic_t *out);
@@ -225,7 +183,7 @@ ri_status_t Uvp::open_rnic(const ri_rnic_open_params_t *params, ri_rnic_t *out) 
     Call c(RI_OPEN_RNIC, 0);
     c.param(p).priv(req, &resp).fds_out(fds, RI_SYSCALL_MAX_FDS);
     if (ri_status_t rc = c.run(r->host_ctx); rc != RI_OK) return rc;
-    r->handle = c.handle();
+    r->bind(r->host_ctx, c.handle());
     ri_status_t rc = RI_OK;
     if (!priv_ok(c, resp) || c.nfds_out() < 2 || resp.page_size < sizeof(hwstub_engine_page)) {
         close_all(fds, c.nfds_out());
@@ -250,7 +208,7 @@ ri_status_t Uvp::Rnic::alloc_pd(ri_pd_t *out) {
     if (ri_status_t rc = c.run(host_ctx); rc != RI_OK) return rc;
     auto *pd = new Pd;
     pd->rnic = this;
-    pd->handle = c.handle();
+    pd->bind(host_ctx, c.handle());
     *out = to_handle<ri_pd_t>(pd);
     return RI_OK;
 }
@@ -266,7 +224,7 @@ ri_status_t Uvp::Rnic::create_cq(ri_cq_attr_t *want, ri_cq_t *out) {
     Call c(RI_CREATE_CQ, handle);
     c.param(*want).result(&provided).priv(req, &resp).fds_out(fds, RI_SYSCALL_MAX_FDS);
     if (ri_status_t rc = c.run(host_ctx); rc != RI_OK) return rc;
-    cq->handle = c.handle();
+    cq->bind(host_ctx, c.handle());
     const bool ok = priv_ok(c, resp) && c.nfds_out() >= 1 && resp.depth >= want->cqe &&
                     (resp.depth & (resp.depth - 1)) == 0 && resp.ring_offset >= sizeof(hwstub_cq_ctrl) &&
                     static_cast<uint64_t>(resp.ring_offset) + uint64_t{resp.depth} * sizeof(hwstub_cqe) <=
@@ -300,7 +258,7 @@ ri_status_t Uvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq, ri_qp
     c.param(*attr).result(&provided).priv(req, &resp).fds_out(fds, RI_SYSCALL_MAX_FDS);
     c.ref(0, scq->handle).ref(1, rcq->handle);
     if (ri_status_t rc = c.run(rnic->host_ctx); rc != RI_OK) return rc;
-    qp->handle = c.handle();
+    qp->bind(rnic->host_ctx, c.handle());
     auto ring_ok = [&](uint32_t off, uint32_t depth, uint32_t slot) {
         return depth != 0 && (depth & (depth - 1)) == 0 && slot >= 16 && (slot & (slot - 1)) == 0 &&
                static_cast<uint64_t>(off) + uint64_t{depth} * slot <= resp.map_size;
@@ -335,7 +293,7 @@ ri_status_t Uvp::Pd::register_mr(const ri_mr_reg_t *reg, ri_mr_t *out, ri_mr_key
     Call c(RI_REGISTER_MR, handle);
     c.param(*reg).result(keys);
     if (ri_status_t rc = c.run(rnic->host_ctx); rc != RI_OK) return rc;
-    mr->handle = c.handle();
+    mr->bind(rnic->host_ctx, c.handle());
     *out = to_handle<ri_mr_t>(mr.release());
     return RI_OK;
 }

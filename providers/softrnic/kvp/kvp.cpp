@@ -22,6 +22,7 @@
 #include "stag_table.hpp"
 #include "rnicpi/cpp/event_handlers.hpp"
 #include "rnicpi/cpp/provider.hpp"
+#include "rnicpi/cpp/syscall_reply.hpp"
 #include "softrnic_abi.h"
 
 namespace softrnic::kvp {
@@ -97,46 +98,15 @@ private:
     uint64_t pin_id_ = 0;
 };
 
-// Reads a private block of type T that starts with softrnic_priv_hdr; RI_EPROTO for another major version.
-template <class T>
-ri_status_t read_priv(const ri_syscall_t &call, T *out) {
-    if (call.priv_in_len < sizeof(T)) return RI_EINVAL;
-    std::memcpy(out, call.priv_in, sizeof(T));
-    if ((out->hdr.version >> 16) != SOFTRNIC_ABI_MAJOR) {
-        say(RI_LOG_WARN, "softrnic uVP private ABI " + std::to_string(out->hdr.version >> 16) +
-                              " does not match the kVP's " + std::to_string(SOFTRNIC_ABI_MAJOR) +
-                              ": install matching softrnic_kvp.so and softrnic_uvp.so");
-        return RI_EPROTO;
-    }
-    return RI_OK;
-}
+using Reply = rdma::provider::SyscallReply<Kvp>;
 
 // A create request: its private data and its attribute parameter, once the reply buffers are known to hold the
 // private reply @p Resp and the attributes in effect.
 template <class Resp, class Req, class Attr>
-ri_status_t read_create(const ri_syscall_t &call, Req *req, Attr *attr) {
-    if (ri_status_t rc = read_priv(call, req); rc != RI_OK) return rc;
-    if (call.priv_out_cap < sizeof(Resp) || call.result_cap < sizeof(Attr)) return RI_EOVERFLOW;
-    std::memcpy(attr, call.param, sizeof *attr);
-    return RI_OK;
-}
-
-template <class T>
-ri_status_t write_priv(ri_syscall_t &call, T reply) {
-    if (call.priv_out_cap < sizeof(T)) return RI_EOVERFLOW;
-    reply.hdr.version = SOFTRNIC_ABI_VERSION;
-    reply.hdr.size = sizeof(T);
-    std::memcpy(call.priv_out, &reply, sizeof(T));
-    call.priv_out_len = sizeof(T);
-    return RI_OK;
-}
-
-template <class T>
-ri_status_t write_result(ri_syscall_t &call, const T &value) {
-    if (call.result_cap < sizeof(T)) return RI_EOVERFLOW;
-    std::memcpy(call.result, &value, sizeof(T));
-    call.result_len = sizeof(T);
-    return RI_OK;
+ri_status_t read_create(const Reply &reply, Req *req, Attr *attr) {
+    if (ri_status_t rc = reply.read_priv(req); rc != RI_OK) return rc;
+    if (ri_status_t rc = reply.check_room(sizeof(Resp), sizeof(Attr), 0); rc != RI_OK) return rc;
+    return reply.read_param(attr);
 }
 
 constexpr uint32_t kAccessKnown = RI_ACCESS_LOCAL_READ | RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_READ |
@@ -160,6 +130,7 @@ struct Kvp {
     static constexpr const char *vendor = SOFTRNIC_VENDOR;
     static constexpr const char *version = SOFTRNIC_VERSION;
     static constexpr const char *uvp_library = "softrnic_uvp.so";
+    static constexpr uint32_t private_abi_version = SOFTRNIC_ABI_VERSION;  // of softrnic_abi.h's blocks
 
     // The progress thread of the kAL-hosted consumers' data path goes with the module.
     static void fini() { datapath::Progress::shutdown(); }
@@ -197,10 +168,8 @@ struct Kvp {
             if (h.fn != nullptr) h.fn(h.ctx, to_handle<ri_rnic_t>(this), &e);
         }
 
-        ri_status_t close() {
-            delete this;
-            return RI_OK;
-        }
+        // Cannot fail; the destructor releases what the object holds once the adapter deletes it.
+        ri_status_t close() { return RI_OK; }
         ri_status_t query(ri_rnic_attr_t *attr) {
             instance->fill_attr(*attr);
             return RI_OK;
@@ -220,10 +189,8 @@ struct Kvp {
         explicit Pd(Rnic *r) : rnic(r), charge(r->instance, Kind::pd), dp_id(r->next_pd.fetch_add(1)) {}
         Instance &instance() const { return *rnic->instance; }
 
-        ri_status_t dealloc() {
-            delete this;
-            return RI_OK;
-        }
+        // Cannot fail; the destructor releases what the object holds once the adapter deletes it.
+        ri_status_t dealloc() { return RI_OK; }
         ri_status_t create_qp(ri_cq_t scq, ri_cq_t rcq, ri_srq_t srq, ri_qp_init_attr_t *attr, ri_qp_t *qp) {
             return make_qp(from_handle<Cq>(scq), from_handle<Cq>(rcq), from_handle<Srq>(srq), attr, nullptr, qp,
                            nullptr);
@@ -248,10 +215,8 @@ struct Kvp {
         datapath::Mapping memory;
         std::unique_ptr<datapath::CompletionQueue> dp;
         explicit Cq(Rnic *r) : rnic(r), charge(r->instance, Kind::cq) {}
-        ri_status_t destroy() {
-            delete this;
-            return RI_OK;
-        }
+        // Cannot fail; the destructor releases what the object holds once the adapter deletes it.
+        ri_status_t destroy() { return RI_OK; }
         ri_status_t query(ri_cq_attr_t *out) {
             *out = attr;
             return RI_OK;
@@ -284,10 +249,8 @@ struct Kvp {
         ri_srq_attr_t attr{};
         std::shared_ptr<Pin> ring;
         explicit Srq(Pd *p) : pd(p), charge(&p->instance(), Kind::srq) {}
-        ri_status_t destroy() {
-            delete this;
-            return RI_OK;
-        }
+        // Cannot fail; the destructor releases what the object holds once the adapter deletes it.
+        ri_status_t destroy() { return RI_OK; }
         ri_status_t query(ri_srq_attr_t *out) {
             std::lock_guard lock(mutex);
             *out = attr;
@@ -334,10 +297,8 @@ struct Kvp {
             if (counter_slot != SOFTRNIC_NO_COUNTER_SLOT) pd->rnic->counters->release(counter_slot);
             if (qp_num != 0) pd->instance().free_qp_num(qp_num);
         }
-        ri_status_t destroy() {
-            delete this;
-            return RI_OK;
-        }
+        // Cannot fail; the destructor releases what the object holds once the adapter deletes it.
+        ri_status_t destroy() { return RI_OK; }
         ri_status_t query(ri_qp_attr_t *out) {
             std::lock_guard lock(mutex);
             *out = attr;
@@ -396,7 +357,6 @@ struct Kvp {
         }
         ri_status_t deregister() {
             if (pd->rnic->local_datapath) pd->rnic->stags.remove(stag);
-            delete this;
             return RI_OK;
         }
         ri_status_t query(ri_mr_attr_t *out) {
@@ -426,7 +386,6 @@ struct Kvp {
         }
         ri_status_t dealloc() {
             if (type == RI_MW_TYPE_2 && pd->rnic->local_datapath) pd->rnic->stags.remove(stag);
-            delete this;
             return RI_OK;
         }
     };
@@ -859,20 +818,21 @@ ri_status_t Kvp::Mr::reregister(uint32_t mask, ri_pd_t, const ri_mr_reg_t *reg, 
 
 ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
     ri_syscall_t &call = *k->call;
+    Reply reply(call);
     switch (call.op) {
         case RI_OPEN_RNIC: {
-            if (call.priv_in_len == 0) return RI_ENOSYS;  // a caller without the softrnic uVP
+            if (!reply.has_priv()) return RI_ENOSYS;  // a caller without the softrnic uVP
             softrnic_open_req req;
-            if (ri_status_t rc = read_priv(call, &req); rc != RI_OK) return rc;
+            if (ri_status_t rc = reply.read_priv(&req); rc != RI_OK) return rc;
             ri_rnic_open_params_t p;
-            std::memcpy(&p, call.param, sizeof p);
+            if (ri_status_t rc = reply.read_param(&p); rc != RI_OK) return rc;
             softrnic_open_resp resp{};
             resp.max_ceh = rdma::provider::EventHandlers::kMaxCeh;
-            if (call.priv_out_cap < sizeof resp) return RI_EOVERFLOW;
+            if (ri_status_t rc = reply.check_room(sizeof resp, 0, 0); rc != RI_OK) return rc;
             ri_rnic_t r = nullptr;
             int fd = -1;
             // A caller with no room for a descriptor gets no counters region (its QPs count nothing).
-            if (ri_status_t rc = make_rnic(&p, call.nfds_out_cap >= 1 ? &fd : nullptr, &r); rc != RI_OK) return rc;
+            if (ri_status_t rc = make_rnic(&p, reply.fd_room(1) ? &fd : nullptr, &r); rc != RI_OK) return rc;
             Rnic *open = from_handle<Rnic>(r);
             open->local_datapath = false;  // the uVP runs this open's data path
             k->created = r;
@@ -880,30 +840,29 @@ ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
                 // The counters region goes to the uVP like a doorbell page: it maps it and writes its QPs' slots.
                 resp.counter_slots = open->counters->slots();
                 resp.counter_slot_size = sizeof(softrnic_qp_counters);
-                call.fds_out[0] = fd;
-                call.nfds_out = 1;
+                (void)reply.pass_fd(fd);  // cannot fail: fd_room(1) held
             }
-            return write_priv(call, resp);
+            return reply.write_priv(resp);
         }
         case RI_CREATE_CQ: {
-            if (call.priv_in_len == 0) return RI_ENOSYS;
+            if (!reply.has_priv()) return RI_ENOSYS;
             softrnic_create_cq_req req;
             ri_cq_attr_t attr;
-            if (ri_status_t rc = read_create<softrnic_create_cq_resp>(call, &req, &attr); rc != RI_OK) return rc;
+            if (ri_status_t rc = read_create<softrnic_create_cq_resp>(reply, &req, &attr); rc != RI_OK) return rc;
             ri_cq_t cq = nullptr;
             if (ri_status_t rc = from_handle<Rnic>(k->object)->make_cq(&attr, &req.ring, &cq); rc != RI_OK) return rc;
             k->created = cq;
             softrnic_create_cq_resp resp{};
             resp.cq_id = from_handle<Cq>(cq)->id;
             resp.cqe = attr.cqe;
-            (void)write_result(call, attr);
-            return write_priv(call, resp);
+            (void)reply.write_result(attr);  // cannot fail: read_create checked the room
+            return reply.write_priv(resp);
         }
         case RI_CREATE_QP: {
-            if (call.priv_in_len == 0) return RI_ENOSYS;
+            if (!reply.has_priv()) return RI_ENOSYS;
             softrnic_create_qp_req req;
             ri_qp_init_attr_t attr;
-            if (ri_status_t rc = read_create<softrnic_create_qp_resp>(call, &req, &attr); rc != RI_OK) return rc;
+            if (ri_status_t rc = read_create<softrnic_create_qp_resp>(reply, &req, &attr); rc != RI_OK) return rc;
             ri_qp_t qp = nullptr;
             softrnic_create_qp_resp resp{};
             auto *pd = from_handle<Pd>(k->object);
@@ -914,21 +873,21 @@ ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
             }
             k->created = qp;
             resp.counter_slot = from_handle<Qp>(qp)->counter_slot;
-            (void)write_result(call, attr);
-            return write_priv(call, resp);
+            (void)reply.write_result(attr);  // cannot fail: read_create checked the room
+            return reply.write_priv(resp);
         }
         case RI_CREATE_SRQ: {
-            if (call.priv_in_len == 0) return RI_ENOSYS;
+            if (!reply.has_priv()) return RI_ENOSYS;
             softrnic_create_srq_req req;
             ri_srq_attr_t attr;
-            if (ri_status_t rc = read_create<softrnic_create_srq_resp>(call, &req, &attr); rc != RI_OK) return rc;
+            if (ri_status_t rc = read_create<softrnic_create_srq_resp>(reply, &req, &attr); rc != RI_OK) return rc;
             ri_srq_t srq = nullptr;
             if (ri_status_t rc = from_handle<Pd>(k->object)->make_srq(&attr, &req.ring, &srq); rc != RI_OK) return rc;
             k->created = srq;
             softrnic_create_srq_resp resp{};
             resp.srq_id = from_handle<Srq>(srq)->id;
-            (void)write_result(call, attr);
-            return write_priv(call, resp);
+            (void)reply.write_result(attr);  // cannot fail: read_create checked the room
+            return reply.write_priv(resp);
         }
         default: return RI_ENOSYS;
     }

@@ -36,7 +36,7 @@ const ri_host_ops_t &host() { return rdma::provider::Module<Uvp>::host(); }
 static_assert(sizeof(ri_send_wr_t::u) == sizeof(softrnic_sq_wqe::op), "the send ring slot holds the WR's union");
 
 using Call = rdma::provider::SyscallRequest<Uvp>;
-using rdma::provider::released;
+using Forwarded = rdma::provider::Forwarded<Uvp>;
 
 template <class T>
 T hdr_init() {
@@ -66,9 +66,7 @@ struct Uvp {
     struct Cq;
     struct Mr;
 
-    struct Rnic {
-        void *host_ctx = nullptr;
-        uint64_t handle = 0;
+    struct Rnic : Forwarded {
         ri_rnic_attr_t attr{};  // limits, cached at open for the fast path's checks
         std::mutex mutex;
         rdma::provider::EventHandlers handlers;
@@ -93,16 +91,8 @@ struct Uvp {
                 reinterpret_cast<softrnic_qp_counters *>(counters + static_cast<size_t>(slot) * counter_slot_size));
         }
 
-        ri_status_t close() {
-            if (ri_status_t rc = Call(RI_CLOSE_RNIC, handle).run(host_ctx); !released(rc)) return rc;
-            delete this;
-            return RI_OK;
-        }
-        ri_status_t query(ri_rnic_attr_t *out) {
-            Call c(RI_QUERY_RNIC, handle);
-            c.result(out);
-            return c.run(host_ctx);
-        }
+        ri_status_t close() { return forward_destroy(RI_CLOSE_RNIC); }
+        ri_status_t query(ri_rnic_attr_t *out) { return forward_query(RI_QUERY_RNIC, out); }
         // Event handlers live in this process: completions of this process's rings are noticed here.
         ri_status_t set_aeh(ri_aeh_fn fn, void *ctx, uint32_t *id) { return handlers.set_aeh(fn, ctx, id); }
         ri_status_t set_ceh(ri_ceh_fn fn, void *ctx, uint32_t *id) { return handlers.set_ceh(fn, ctx, id); }
@@ -115,9 +105,8 @@ struct Uvp {
         ri_status_t create_cq(ri_cq_attr_t *attr, ri_cq_t *cq);
     };
 
-    struct Cq {
+    struct Cq : Forwarded {
         Rnic *rnic = nullptr;
-        uint64_t handle = 0;
         ri_cq_attr_t attr{};
         Mapping memory;
         std::unique_ptr<datapath::CompletionQueue> dp;  // on `memory`
@@ -128,24 +117,15 @@ struct Uvp {
             if (h.fn != nullptr) h.fn(h.ctx, to_handle<ri_rnic_t>(cq->rnic), to_handle<ri_cq_t>(cq));
         }
 
-        ri_status_t destroy() {
-            if (ri_status_t rc = Call(RI_DESTROY_CQ, handle).run(rnic->host_ctx); !released(rc)) return rc;
-            delete this;
-            return RI_OK;
-        }
-        ri_status_t query(ri_cq_attr_t *out) {
-            Call c(RI_QUERY_CQ, handle);
-            c.result(out);
-            return c.run(rnic->host_ctx);
-        }
+        ri_status_t destroy() { return forward_destroy(RI_DESTROY_CQ); }
+        ri_status_t query(ri_cq_attr_t *out) { return forward_query(RI_QUERY_CQ, out); }
         // No resize: the ring is mapped once at create (no RESIZE_CQ capability; the loader's stub answers).
         ri_status_t poll(uint32_t max, ri_wc_t *wc, uint32_t *polled) { return dp->poll(max, wc, polled); }
         ri_status_t request_notify(uint32_t type) { return dp->request_notify(type); }
     };
 
-    struct Srq {
+    struct Srq : Forwarded {
         Pd *pd = nullptr;
-        uint64_t handle = 0;
         uint32_t id = 0;
         Mapping memory;
         datapath::ReceiveQueue rq;  // on `memory`
@@ -157,9 +137,8 @@ struct Uvp {
         ri_status_t post_recv(const ri_recv_wr_t *wr, uint32_t count, uint32_t *posted);
     };
 
-    struct Qp final : datapath::QpOwner {
+    struct Qp final : datapath::QpOwner, Forwarded {
         Pd *pd = nullptr;
-        uint64_t handle = 0;
         uint32_t qp_num = 0;
         Srq *srq = nullptr;
         ri_qp_init_attr_t init{};
@@ -199,16 +178,11 @@ struct Uvp {
         ri_status_t kvp_modify(const ri_qp_attr_t &in, uint32_t mask, bool wait = true);
     };
 
-    struct Pd {
+    struct Pd : Forwarded {
         Rnic *rnic = nullptr;
-        uint64_t handle = 0;
         uint32_t id = 0;  // the data path's protection domain identifier
 
-        ri_status_t dealloc() {
-            if (ri_status_t rc = Call(RI_DEALLOC_PD, handle).run(rnic->host_ctx); !released(rc)) return rc;
-            delete this;
-            return RI_OK;
-        }
+        ri_status_t dealloc() { return forward_destroy(RI_DEALLOC_PD); }
         ri_status_t create_qp(ri_cq_t scq, ri_cq_t rcq, ri_srq_t srq, ri_qp_init_attr_t *attr, ri_qp_t *qp);
         ri_status_t create_srq(ri_srq_attr_t *attr, ri_srq_t *srq);
         ri_status_t register_mr(const ri_mr_reg_t *reg, ri_mr_t *mr, ri_mr_keys_t *keys);
@@ -216,9 +190,8 @@ struct Uvp {
         ri_status_t alloc_mw(uint32_t type, ri_mw_t *mw, ri_stag_t *rkey);
     };
 
-    struct Mr {
+    struct Mr : Forwarded {
         Pd *pd = nullptr;
-        uint64_t handle = 0;
         ri_mr_keys_t keys{};
         uint64_t addr = 0;
         uint64_t length = 0;
@@ -232,29 +205,22 @@ struct Uvp {
             pd->rnic->stags.add(keys.lkey, datapath::StagEntry::region(addr, length, iova, access, pd->id));
         }
         ri_status_t deregister() {
-            if (ri_status_t rc = Call(RI_DEREGISTER_MR, handle).run(pd->rnic->host_ctx); !released(rc)) return rc;
+            if (ri_status_t rc = forward_destroy(RI_DEREGISTER_MR); rc != RI_OK) return rc;
             pd->rnic->stags.remove(keys.lkey);
-            delete this;
             return RI_OK;
         }
-        ri_status_t query(ri_mr_attr_t *out) {
-            Call c(RI_QUERY_MR, handle);
-            c.result(out);
-            return c.run(pd->rnic->host_ctx);
-        }
+        ri_status_t query(ri_mr_attr_t *out) { return forward_query(RI_QUERY_MR, out); }
         ri_status_t register_shared(ri_pd_t pd, uint64_t iova, uint32_t access, ri_mr_t *mr, ri_mr_keys_t *keys);
         ri_status_t reregister(uint32_t mask, ri_pd_t pd, const ri_mr_reg_t *reg, ri_mr_keys_t *keys);
     };
 
-    struct Mw {
+    struct Mw : Forwarded {
         Pd *pd = nullptr;
-        uint64_t handle = 0;
         uint32_t type = RI_MW_TYPE_1;
         ri_stag_t stag = 0;
         ri_status_t dealloc() {
-            if (ri_status_t rc = Call(RI_DEALLOC_MW, handle).run(pd->rnic->host_ctx); !released(rc)) return rc;
+            if (ri_status_t rc = forward_destroy(RI_DEALLOC_MW); rc != RI_OK) return rc;
             if (type == RI_MW_TYPE_2) pd->rnic->stags.remove(stag);  // bound by this process's data path
-            delete this;
             return RI_OK;
         }
     };
@@ -275,7 +241,7 @@ ri_status_t Uvp::open_rnic(const ri_rnic_open_params_t *params, ri_rnic_t *out) 
     Call c(RI_OPEN_RNIC, 0);
     c.param(p).priv(req, &resp).fds_out(fds, RI_SYSCALL_MAX_FDS);
     if (ri_status_t rc = c.run(r->host_ctx); rc != RI_OK) return rc;
-    r->handle = c.handle();
+    r->bind(r->host_ctx, c.handle());
     ri_status_t rc = priv_ok(c, resp) ? RI_OK : RI_EPROTO;  // a kVP of another softrnic release
     if (rc == RI_OK && c.nfds_out() >= 1 && resp.counter_slots > 0 &&
         resp.counter_slot_size >= sizeof(softrnic_qp_counters) && resp.counter_slot_size % 8 == 0) {
@@ -304,7 +270,7 @@ ri_status_t Uvp::Rnic::alloc_pd(ri_pd_t *out) {
     if (ri_status_t rc = c.run(host_ctx); rc != RI_OK) return rc;
     auto *pd = new Pd;
     pd->rnic = this;
-    pd->handle = c.handle();
+    pd->bind(host_ctx, c.handle());
     pd->id = next_pd.fetch_add(1);
     *out = to_handle<ri_pd_t>(pd);
     return RI_OK;
@@ -325,7 +291,7 @@ ri_status_t Uvp::Rnic::create_cq(ri_cq_attr_t *want, ri_cq_t *out) {
     Call c(RI_CREATE_CQ, handle);
     c.param(*want).result(&provided).priv(req, &resp);
     if (ri_status_t rc = c.run(host_ctx); rc != RI_OK) return rc;
-    cq->handle = c.handle();
+    cq->bind(host_ctx, c.handle());
     if (!priv_ok(c, resp) || resp.cqe < want->cqe) {
         (void)Call(RI_DESTROY_CQ, cq->handle).run(host_ctx);
         return RI_EPROTO;
@@ -379,7 +345,7 @@ ri_status_t Uvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq_h, ri_
     c.param(*attr).result(&provided).priv(req, &resp).ref(0, scq->handle).ref(1, rcq->handle);
     if (srq != nullptr) c.ref(2, srq->handle);
     if (ri_status_t rc = c.run(rnic->host_ctx); rc != RI_OK) return rc;
-    qp->handle = c.handle();
+    qp->bind(rnic->host_ctx, c.handle());
     if (!priv_ok(c, resp) || c.result_len() < sizeof provided || provided.sq_depth != attr->sq_depth ||
         provided.rq_depth != attr->rq_depth) {
         (void)Call(RI_DESTROY_QP, qp->handle).run(rnic->host_ctx);
@@ -403,12 +369,12 @@ ri_status_t Uvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq_h, ri_
 ri_status_t Uvp::Qp::destroy() {
     std::unique_lock g(report_mutex);
     destroying = true;
-    if (ri_status_t rc = Call(RI_DESTROY_QP, handle).run(pd->rnic->host_ctx); !released(rc)) {
+    if (ri_status_t rc = forward_destroy(RI_DESTROY_QP); rc != RI_OK) {
         destroying = false;
         return rc;
     }
-    g.unlock();
-    delete this;  // stops the stream: no report is made after this
+    // The adapter deletes the QP once this returns (and `g` has unlocked), which stops the stream: no report is
+    // made after that.
     return RI_OK;
 }
 
@@ -534,7 +500,7 @@ ri_status_t Uvp::Pd::create_srq(ri_srq_attr_t *attr, ri_srq_t *out) {
     Call c(RI_CREATE_SRQ, handle);
     c.param(*attr).result(&provided).priv(req, &resp);
     if (ri_status_t rc = c.run(rnic->host_ctx); rc != RI_OK) return rc;
-    srq->handle = c.handle();
+    srq->bind(rnic->host_ctx, c.handle());
     if (!priv_ok(c, resp) || provided.max_wr != attr->max_wr) {
         (void)Call(RI_DESTROY_SRQ, srq->handle).run(rnic->host_ctx);
         return RI_EPROTO;
@@ -550,11 +516,7 @@ ri_status_t Uvp::Pd::create_srq(ri_srq_attr_t *attr, ri_srq_t *out) {
     return RI_OK;
 }
 
-ri_status_t Uvp::Srq::destroy() {
-    if (ri_status_t rc = Call(RI_DESTROY_SRQ, handle).run(pd->rnic->host_ctx); !released(rc)) return rc;
-    delete this;
-    return RI_OK;
-}
+ri_status_t Uvp::Srq::destroy() { return forward_destroy(RI_DESTROY_SRQ); }
 
 ri_status_t Uvp::Srq::query(ri_srq_attr_t *out) {
     Call c(RI_QUERY_SRQ, handle);
@@ -589,7 +551,7 @@ ri_status_t Uvp::Pd::register_mr(const ri_mr_reg_t *reg, ri_mr_t *out, ri_mr_key
     Call c(RI_REGISTER_MR, handle);
     c.param(*reg).result(&mr->keys);
     if (ri_status_t rc = c.run(rnic->host_ctx); rc != RI_OK) return rc;
-    mr->handle = c.handle();
+    mr->bind(rnic->host_ctx, c.handle());
     mr->addr = reg->addr;
     mr->length = reg->length;
     mr->iova = reg->iova;
@@ -607,7 +569,7 @@ ri_status_t Uvp::Pd::alloc_stag(uint32_t max_pages, ri_mr_t *out, ri_mr_keys_t *
     Call c(RI_ALLOC_STAG, handle);
     c.param(max_pages).result(&mr->keys);
     if (ri_status_t rc = c.run(rnic->host_ctx); rc != RI_OK) return rc;
-    mr->handle = c.handle();
+    mr->bind(rnic->host_ctx, c.handle());
     mr->max_pages = max_pages;
     *keys = mr->keys;
     *out = to_handle<ri_mr_t>(mr.release());
@@ -622,7 +584,7 @@ ri_status_t Uvp::Pd::alloc_mw(uint32_t type, ri_mw_t *out, ri_stag_t *rkey) {
     Call c(RI_ALLOC_MW, handle);
     c.param(type).result(&mw->stag);
     if (ri_status_t rc = c.run(rnic->host_ctx); rc != RI_OK) return rc;
-    mw->handle = c.handle();
+    mw->bind(rnic->host_ctx, c.handle());
     *rkey = mw->stag;
     *out = to_handle<ri_mw_t>(mw.release());
     return RI_OK;
@@ -638,7 +600,7 @@ ri_status_t Uvp::Mr::register_shared(ri_pd_t pd_h, uint64_t new_iova, uint32_t n
     Call c(RI_REGISTER_SHARED_MR, handle);
     c.param(reg).result(&mr->keys).ref(0, to->handle);
     if (ri_status_t rc = c.run(pd->rnic->host_ctx); rc != RI_OK) return rc;
-    mr->handle = c.handle();
+    mr->bind(pd->rnic->host_ctx, c.handle());
     mr->addr = addr;
     mr->length = length;
     mr->iova = new_iova;

@@ -30,16 +30,12 @@ struct CppKvp {
         uint64_t pin_id = 0;
         ri_status_t deregister() {
             if (pin_id != 0) (void)host().vm_unpin_range(host_ctx, pin_id);
-            delete this;
             return RI_OK;
         }
     };
     struct Cq {
         uint32_t depth = 0;
-        ri_status_t destroy() {
-            delete this;
-            return RI_OK;
-        }
+        ri_status_t destroy() { return RI_OK; }
         ri_status_t poll(uint32_t, ri_wc_t *, uint32_t *polled) {
             *polled = 0;
             return RI_OK;
@@ -62,7 +58,6 @@ struct CppKvp {
         uint64_t queue_pin = 0;  // queue memory pinned at create (ABI 1.1 path)
         ri_status_t destroy() {
             if (queue_pin != 0) (void)host().vm_unpin_range(host_ctx, queue_pin);
-            delete this;
             return RI_OK;
         }
         ri_status_t query(ri_qp_attr_t *attr) {
@@ -86,10 +81,7 @@ struct CppKvp {
     struct Pd {
         void *host_ctx = nullptr;
         Rnic *rnic = nullptr;
-        ri_status_t dealloc() {
-            delete this;
-            return RI_OK;
-        }
+        ri_status_t dealloc() { return RI_OK; }
         ri_status_t create_qp(ri_cq_t scq, ri_cq_t, ri_srq_t, ri_qp_init_attr_t *attr, ri_qp_t *qp) {
             *qp = to_handle<ri_qp_t>(make_qp(scq, attr));
             return RI_OK;
@@ -128,10 +120,7 @@ struct CppKvp {
         void *aeh_ctx = nullptr;
         ri_ceh_fn ceh = nullptr;
         void *ceh_ctx = nullptr;
-        ri_status_t close() {
-            delete this;
-            return RI_OK;
-        }
+        ri_status_t close() { return RI_OK; }
         ri_status_t query(ri_rnic_attr_t *attr) {
             std::memset(attr, 0, sizeof *attr);
             std::strcpy(attr->name, "cppkvp0");
@@ -207,6 +196,7 @@ struct CppKvp {
         int fd = ::eventfd(0, EFD_CLOEXEC);
         if (fd < 0) {
             (void)q->destroy();
+            delete q;  // not yet handed to the kAL: the adapter never saw it
             return RI_ENOMEM;
         }
         QpReply reply{q->qp_num, kReplyMagic};

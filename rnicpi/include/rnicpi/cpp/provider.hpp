@@ -14,6 +14,12 @@
  *   `Cq::poll`, `Qp::post_send`, `Pd::register_mr`...; see make_verbs()). Each takes the C arguments that follow
  *   the object handle in ri_verbs_ops_t and returns ::ri_status_t.
  *
+ * Objects are made with `new` by the provider and freed by the adapter: when a destroy method (`Rnic::close`,
+ * `Pd::dealloc`, `Cq::destroy`, `Qp::destroy`, `Srq::destroy`, `Mr::deregister`, `Mw::dealloc`) returns ::RI_OK,
+ * the adapter deletes the object after the method has returned; on any other status the object stays alive and
+ * usable, and the consumer may try again. A destroy method releases what the object holds outside itself (the
+ * kVP's object, a pin, a charge) and reports whether it did; it never deletes the object itself.
+ *
  * A method that is absent leaves its table entry NULL, and the host's loader answers ::RI_EOPNOTSUPP for it. Every
  * call goes through a `noexcept` thunk that turns an escaping exception into an errno value (std::bad_alloc into
  * ::RI_ENOMEM, anything else into ::RI_EIO): nothing C++ crosses the ABI. Then `RI_PROVIDER_MODULE(P)` in one
@@ -87,6 +93,31 @@ struct MethodThunk<M, ri_status_t (*)(H, A...)> {
     }
 };
 
+/**
+ * @brief C thunk of a destroy method: calls it, then frees the object when it reports ::RI_OK. The adapter owns
+ *        the deletion so that a destroy that fails leaves the object untouched and one that succeeds frees it once.
+ */
+template <auto M, class Fn>
+struct DestroyThunk;
+/** @brief DestroyThunk for a C function type whose only argument is the object's handle. */
+template <auto M, class H>
+struct DestroyThunk<M, ri_status_t (*)(H)> {
+    /** @brief The C entry point stored in the table. */
+    static ri_status_t call(H handle) noexcept {
+        using C = typename ClassOf<decltype(M)>::type;
+        if (handle == nullptr) return RI_EINVAL;
+        C *object = from_handle<C>(handle);
+        ri_status_t rc;
+        try {
+            rc = std::invoke(M, *object);
+        } catch (...) {
+            return status_of_current_exception();
+        }
+        if (rc == RI_OK) delete object;
+        return rc;
+    }
+};
+
 /** @brief C thunk of a static function. */
 template <auto F, class Fn>
 struct StaticThunk;
@@ -116,6 +147,10 @@ struct StaticThunk<F, R (*)(A...)> {
     if constexpr (requires { &Type::method; }) {                                                                  \
         table.field = &::rdma::provider::detail::MethodThunk<&Type::method, decltype(table.field)>::call;        \
     }
+#define RDMA_RI_DESTROY(table, field, Type, method)                                                               \
+    if constexpr (requires { &Type::method; }) {                                                                  \
+        table.field = &::rdma::provider::detail::DestroyThunk<&Type::method, decltype(table.field)>::call;       \
+    }
 #define RDMA_RI_STATIC(table, field, Type, function)                                                              \
     if constexpr (requires { &Type::function; }) {                                                                \
         table.field = &::rdma::provider::detail::StaticThunk<&Type::function, decltype(table.field)>::call;      \
@@ -136,14 +171,14 @@ constexpr ri_verbs_ops_t make_verbs() {
     t.size = sizeof(ri_verbs_ops_t);
     t.abi_version = RI_ABI_VERSION;
     RDMA_RI_STATIC(t, open_rnic, P, open_rnic)
-    RDMA_RI_METHOD(t, close_rnic, Rnic, close)
+    RDMA_RI_DESTROY(t, close_rnic, Rnic, close)
     RDMA_RI_METHOD(t, query_rnic, Rnic, query)
     RDMA_RI_METHOD(t, set_aeh, Rnic, set_aeh)
     RDMA_RI_METHOD(t, set_ceh, Rnic, set_ceh)
     RDMA_RI_METHOD(t, clear_handler, Rnic, clear_handler)
     RDMA_RI_METHOD(t, alloc_pd, Rnic, alloc_pd)
     RDMA_RI_METHOD(t, create_cq, Rnic, create_cq)
-    RDMA_RI_METHOD(t, dealloc_pd, Pd, dealloc)
+    RDMA_RI_DESTROY(t, dealloc_pd, Pd, dealloc)
     RDMA_RI_METHOD(t, create_qp, Pd, create_qp)
     RDMA_RI_METHOD(t, create_srq, Pd, create_srq)
     RDMA_RI_METHOD(t, register_mr, Pd, register_mr)
@@ -152,25 +187,25 @@ constexpr ri_verbs_ops_t make_verbs() {
     RDMA_RI_METHOD(t, alloc_mw, Pd, alloc_mw)
     RDMA_RI_METHOD(t, query_cq, Cq, query)
     RDMA_RI_METHOD(t, resize_cq, Cq, resize)
-    RDMA_RI_METHOD(t, destroy_cq, Cq, destroy)
+    RDMA_RI_DESTROY(t, destroy_cq, Cq, destroy)
     RDMA_RI_METHOD(t, poll_cq, Cq, poll)
     RDMA_RI_METHOD(t, request_cq_notify, Cq, request_notify)
     RDMA_RI_METHOD(t, query_qp, Qp, query)
     RDMA_RI_METHOD(t, modify_qp, Qp, modify)
-    RDMA_RI_METHOD(t, destroy_qp, Qp, destroy)
+    RDMA_RI_DESTROY(t, destroy_qp, Qp, destroy)
     RDMA_RI_METHOD(t, post_send, Qp, post_send)
     RDMA_RI_METHOD(t, post_recv, Qp, post_recv)
     RDMA_RI_METHOD(t, bind_mw, Qp, bind_mw)
     RDMA_RI_METHOD(t, query_qp_stats, Qp, query_stats)
     RDMA_RI_METHOD(t, query_srq, Srq, query)
     RDMA_RI_METHOD(t, modify_srq, Srq, modify)
-    RDMA_RI_METHOD(t, destroy_srq, Srq, destroy)
+    RDMA_RI_DESTROY(t, destroy_srq, Srq, destroy)
     RDMA_RI_METHOD(t, post_srq_recv, Srq, post_recv)
     RDMA_RI_METHOD(t, register_shared_mr, Mr, register_shared)
     RDMA_RI_METHOD(t, reregister_mr, Mr, reregister)
     RDMA_RI_METHOD(t, query_mr, Mr, query)
-    RDMA_RI_METHOD(t, deregister_mr, Mr, deregister)
-    RDMA_RI_METHOD(t, dealloc_mw, Mw, dealloc)
+    RDMA_RI_DESTROY(t, deregister_mr, Mr, deregister)
+    RDMA_RI_DESTROY(t, dealloc_mw, Mw, dealloc)
     RDMA_RI_STATIC(t, syscall, P, syscall)
     return t;
 }
@@ -229,6 +264,7 @@ private:
 
 /// @cond INTERNAL
 #undef RDMA_RI_METHOD
+#undef RDMA_RI_DESTROY
 #undef RDMA_RI_STATIC
 /// @endcond
 

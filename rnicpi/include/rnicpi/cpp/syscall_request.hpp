@@ -1,7 +1,8 @@
 /**
  * @file syscall_request.hpp
- * @brief A uVP's privileged request (ri_syscall_t) built field by field and run through the host's syscall upcall.
- *        Header only, for uVPs written with provider.hpp; nothing of it crosses the ABI.
+ * @brief A uVP's privileged request (ri_syscall_t) built field by field and run through the host's syscall upcall,
+ *        and the base of uVP objects that forward their destroy and query to the kVP. Header only, for uVPs
+ *        written with provider.hpp; nothing of it crosses the ABI. The kVP's side is syscall_reply.hpp.
  */
 #ifndef RNICPI_CPP_SYSCALL_REQUEST_HPP
 #define RNICPI_CPP_SYSCALL_REQUEST_HPP
@@ -99,6 +100,42 @@ private:
  *        with it (as a verbs library lets a consumer destroy what a removed device held).
  */
 [[nodiscard]] inline bool released(ri_status_t rc) noexcept { return rc == RI_OK || rc == RI_ENODEV; }
+
+/**
+ * @brief Base of an object of the uVP implemented by class @p P that the kAL holds too (made by a create request):
+ *        its kAL handle, the host context of the RNIC open its requests go through, and the destroy and query that
+ *        only forward. A destroy method returns forward_destroy()'s status (after its own clean-up on ::RI_OK) and
+ *        the adapter (provider.hpp) frees the object when it is ::RI_OK.
+ */
+template <class P>
+class Forwarded {
+public:
+    void *host_ctx = nullptr; /**< Host context of the RNIC open (ri_rnic_open_params_t::host_ctx). */
+    uint64_t handle = 0;      /**< The kAL's handle of the object. */
+
+    /** @brief Binds the object to the kAL object with handle @p h that a create request under @p ctx made. */
+    void bind(void *ctx, uint64_t h) noexcept {
+        host_ctx = ctx;
+        handle = h;
+    }
+
+    /**
+     * @brief Asks the kVP to destroy its object with destroy verb @p op (::ri_syscall_op). ::RI_OK when the kAL's
+     *        object is gone (see released()); any other status leaves both objects alive, and the caller's too.
+     */
+    [[nodiscard]] ri_status_t forward_destroy(uint32_t op) {
+        const ri_status_t rc = SyscallRequest<P>(op, handle).run(host_ctx);
+        return released(rc) ? RI_OK : rc;
+    }
+
+    /** @brief Asks the kVP for the attributes of its object with query verb @p op, written to @p out. */
+    template <class Attr>
+    [[nodiscard]] ri_status_t forward_query(uint32_t op, Attr *out) {
+        SyscallRequest<P> c(op, handle);
+        c.result(out);
+        return c.run(host_ctx);
+    }
+};
 
 }  // namespace rdma::provider
 
