@@ -23,50 +23,6 @@
 
 namespace hwstub {
 
-// ---------------------------------------------------------------------------------------------------------------
-// The STag table
-
-void StagTable::set(uint32_t stag, const StagEntry &e) {
-    std::lock_guard g(mutex_);
-    map_[stag] = e;
-}
-
-void StagTable::remove(uint32_t stag) {
-    std::lock_guard g(mutex_);
-    map_.erase(stag);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
-}
-
-bool StagTable::find(uint32_t stag, StagEntry &out) const {
-    std::lock_guard g(mutex_);
-    auto it = map_.find(stag);
-    if (it == map_.end() || !it->second.valid) return false;
-    out = it->second;
-    return true;
-}
-
-bool StagTable::invalidate(uint32_t stag, uint32_t pd) {
-    std::lock_guard g(mutex_);
-    auto it = map_.find(stag);
-    if (it == map_.end() || !it->second.valid || it->second.pd != pd) return false;
-    it->second.valid = false;
-    generation_.fetch_add(1, std::memory_order_acq_rel);
-    return true;
-}
-
-bool StagTable::covering(uint64_t addr, uint64_t len, uint32_t pd, uint64_t &lo, uint64_t &hi) const {
-    std::lock_guard g(mutex_);
-    for (const auto &[stag, e] : map_) {
-        if (!e.valid || e.pd != pd || addr < e.addr || addr - e.addr > e.length || len > e.length - (addr - e.addr)) {
-            continue;
-        }
-        lo = e.addr;
-        hi = e.addr + e.length;
-        return true;
-    }
-    return false;
-}
-
 // Events found while the table lock is held, delivered after it is dropped (a hook may call back into the engine).
 struct OffloadEngine::Pending {
     std::vector<uint32_t> interrupts;
@@ -242,9 +198,11 @@ struct OffloadEngine::Qp final : iwarp::EngineOwner {
     // An SGE named by the consumer, checked and translated: false for a bad lkey, PD, range or right.
     bool translate(const hwstub_sge &g, uint32_t need, iwarp::LocalSpan &out_span) const {
         StagEntry e;
-        if (!oe->stags_.find(g.lkey, e) || e.pd != setup.pd || (e.access & need) != need) return false;
-        if (g.addr < e.iova || g.addr - e.iova > e.length || g.length > e.length - (g.addr - e.iova)) return false;
-        const uint64_t at = e.addr + (g.addr - e.iova);
+        if (!oe->stags_.find(g.lkey, e) || !e.valid || e.pd != setup.pd || (e.access & need) != need) return false;
+        if (g.addr < e.to_base || g.addr - e.to_base > e.length || g.length > e.length - (g.addr - e.to_base)) {
+            return false;
+        }
+        const uint64_t at = e.addr + (g.addr - e.to_base);
         out_span.addr = reinterpret_cast<uint8_t *>(static_cast<uintptr_t>(at));
         out_span.len = g.length;
         return true;
@@ -253,9 +211,9 @@ struct OffloadEngine::Qp final : iwarp::EngineOwner {
     // iwarp::EngineOwner
     bool resolve_stag(uint32_t stag, iwarp::Region &r) override {
         StagEntry e;
-        if (!oe->stags_.find(stag, e)) return false;
+        if (!oe->stags_.find(stag, e) || !e.valid) return false;
         r.base = reinterpret_cast<uint8_t *>(static_cast<uintptr_t>(e.addr));
-        r.to_base = e.iova;
+        r.to_base = e.to_base;
         r.length = e.length;
         r.access = e.access;
         r.pd = e.pd;
