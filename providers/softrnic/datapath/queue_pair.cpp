@@ -49,19 +49,7 @@ constexpr size_t kStageMid = 32768 + 1024;
 // a stream full alone may queue all its buffer holds (the system's default). 64 QPs of 64 KiB
 // Writes, six alternating pairs: 2.75-2.87 GB/s without the limit (0.59x of TCP, median), 2.9-4.4 GB/s with it
 // (median 4.05, 0.92x). Across hosts it only bounds how long a posted message waits in a queue.
-// SOFTRNIC_UNSENT_BUDGET=BYTES in a consumer's environment sets the budget; 0 turns the limit off.
-constexpr uint64_t kUnsentBudget = 4u << 20;
-uint64_t unsent_budget() {
-    static const uint64_t budget = [] {
-        const char *v = std::getenv("SOFTRNIC_UNSENT_BUDGET");
-        if (v == nullptr || *v == '\0') return kUnsentBudget;
-        char *end = nullptr;
-        errno = 0;
-        const unsigned long long b = std::strtoull(v, &end, 10);
-        return errno == 0 && *end == '\0' ? static_cast<uint64_t>(b) : kUnsentBudget;
-    }();
-    return budget;
-}
+// The budget is the RNIC's `unsent_budget` option (QpSetup::tunables); 0 turns the limit off.
 constexpr int kMinUnsent = 64 << 10;
 // A new stream's socket starts with this limit, so that its first fill queues no more than that: a burst posted to
 // many QPs at once would otherwise fill every socket to its whole buffer (1.4 MB and more each) before the first
@@ -69,8 +57,6 @@ constexpr int kMinUnsent = 64 << 10;
 // refusal the stream takes its share (a stream full alone: none).
 constexpr int kFirstUnsent = 256 << 10;
 constexpr int kMaxUnsent = 4 << 20;  // the system's largest send buffer (tcp_wmem): a larger limit limits nothing
-// Streams of this process whose socket refused bytes and that wait for room.
-std::atomic<uint32_t> g_full_streams{0};
 
 // Sets socket @p fd's TCP_NOTSENT_LOWAT to @p bytes (0: the system's default back, none unless
 // net.ipv4.tcp_notsent_lowat says otherwise); false when the socket refused it (not TCP).
@@ -78,9 +64,9 @@ bool set_unsent_limit(int fd, int bytes) {
     return ::setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &bytes, sizeof bytes) == 0;
 }
 
-// The TCP_NOTSENT_LOWAT for a socket while @p full streams wait for room: a power of two, 0 for no limit.
-int unsent_share(uint32_t full) {
-    const uint64_t b = unsent_budget();
+// The TCP_NOTSENT_LOWAT for a socket while @p full streams wait for room and share budget @p b: a power of two, 0
+// for no limit.
+int unsent_share(uint64_t b, uint32_t full) {
     if (b == 0) return 0;
     const uint64_t share = b / std::max<uint32_t>(full, 1);
     if (share >= static_cast<uint64_t>(kMaxUnsent)) return 0;
@@ -103,15 +89,6 @@ constexpr uint8_t kMaxNudges = 2;
 // A stream that has not gone quiet this long after the RDMA-mode transition (its socket stays full) is not the one
 // the nudge is for: the timer stops.
 constexpr auto kNudgeGiveUp = std::chrono::seconds(5);
-
-// SOFTRNIC_NUDGE=0 in a consumer's environment turns the nudge off, to compare against a peer without it.
-bool nudge_enabled() {
-    static const bool on = [] {
-        const char *v = std::getenv("SOFTRNIC_NUDGE");
-        return v == nullptr || (std::strcmp(v, "0") != 0 && std::strcmp(v, "off") != 0);
-    }();
-    return on;
-}
 
 using WrUnion = decltype(ri_send_wr_t::u);
 
@@ -342,12 +319,12 @@ struct QueuePair::SlotState {
 // The RDMA-mode part of a queue pair, from the RDMA-mode transition to ERROR.
 struct QueuePair::Stream {
     Stream(iwarp::EngineOwner &owner, int socket, const ri_llp_params_t &params, const iwarp::EngineConfig &cfg,
-           uint32_t depth)
-        : fd(socket), llp(params), engine(owner, cfg), slots(depth) {
+           uint32_t depth, std::atomic<uint32_t> &full)
+        : fd(socket), llp(params), engine(owner, cfg), slots(depth), full_streams(full) {
         parked.reserve(kBatchFrames);
     }
     ~Stream() {
-        if (out_watched) g_full_streams.fetch_sub(1, std::memory_order_relaxed);
+        if (out_watched) full_streams.fetch_sub(1, std::memory_order_relaxed);
     }
     Stream(const Stream &) = delete;
     Stream &operator=(const Stream &) = delete;
@@ -400,6 +377,7 @@ struct QueuePair::Stream {
     Clock::time_point rdma_mode{};  // the RDMA-mode transition
     Clock::time_point last_send{};  // the last sendmsg that moved bytes, while armed
     iwarp::EmssWatch emss;  // when the socket's MSS is read again, to size the FPDUs for it
+    std::atomic<uint32_t> &full_streams;  // the process's count of streams waiting for room (Progress)
 };
 
 // What a locked operation leaves to do once the QP's lock is dropped: events, the kVP, the socket.
@@ -427,7 +405,8 @@ QueuePair::QueuePair(const QpSetup &setup, uint8_t *sq_ring, ReceiveQueue &rq, b
       scq_(scq),
       rcq_(rcq),
       stags_(stags),
-      owner_(owner) {
+      owner_(owner),
+      full_streams_(Progress::get().full_streams()) {
     scq_.attach(this);
     if (&rcq_ != &scq_) rcq_.attach(this);
 }
@@ -1018,7 +997,7 @@ void QueuePair::transmit(size_t budget) {
             if (!s.out_watched) {
                 // The progress thread moves the backlog; a parked stream is the thread's again.
                 s.out_watched = true;
-                limit_unsent(s, g_full_streams.fetch_add(1, std::memory_order_relaxed) + 1);
+                limit_unsent(s, setup_.tunables.unsent_budget, s.full_streams.fetch_add(1, std::memory_order_relaxed) + 1);
                 parked_.store(false, std::memory_order_relaxed);
                 if (!update_interest()) out_->kick = true;  // the thread asks again
             }
@@ -1035,8 +1014,8 @@ void QueuePair::transmit(size_t budget) {
     }
 }
 
-void QueuePair::limit_unsent(Stream &s, uint32_t full) {
-    const int want = unsent_share(full);
+void QueuePair::limit_unsent(Stream &s, uint64_t budget, uint32_t full) {
+    const int want = unsent_share(budget, full);
     // Lowered at once; raised only for a limit four times the old one, so a count of full streams that moves
     // around a boundary does not cost a system call per refusal.
     const auto as_bytes = [](int limit) { return limit == 0 ? int64_t{2} * kMaxUnsent : int64_t{limit}; };
@@ -1372,7 +1351,7 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
             return refuse(RI_EBADF);
         }
     }
-    const int first_limit = unsent_budget() == 0 ? 0 : kFirstUnsent;
+    const int first_limit = setup_.tunables.unsent_budget == 0 ? 0 : kFirstUnsent;
     const bool limited = first_limit != 0 && set_unsent_limit(fd, first_limit);
     {
         std::lock_guard g(mutex_);
@@ -1384,11 +1363,11 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
             p.ird = setup_.init.ird;
             p.ord = setup_.init.ord;
         }
-        stream_ = std::make_unique<Stream>(static_cast<iwarp::EngineOwner &>(*this), fd, p, iwarp::engine_config(p, setup_.pd, std::min(sq_.depth(), kEngineQueue)), sq_.depth());
+        stream_ = std::make_unique<Stream>(static_cast<iwarp::EngineOwner &>(*this), fd, p, iwarp::engine_config(p, setup_.pd, std::min(sq_.depth(), kEngineQueue)), sq_.depth(), full_streams_);
         // The initiator's first bytes may reach a peer that has not yet handed its socket to its QP (Linux siw):
         // see docs/siw-interop.md.
         stream_->nudge_armed =
-            nudge_enabled() && (p.mpa_flags & RI_MPA_INITIATOR) != 0 && (!p2p || p.rtr_type == RI_RTR_WRITE);
+            setup_.tunables.nudge && (p.mpa_flags & RI_MPA_INITIATOR) != 0 && (!p2p || p.rtr_type == RI_RTR_WRITE);
         stream_->rdma_mode = Clock::now();
         if (limited) stream_->unsent_limit = first_limit;
         registered_ = true;
@@ -1492,7 +1471,7 @@ void QueuePair::service() {
             Stream &s = *stream_;
             if (s.out_watched && !s.tx_blocked) {
                 s.out_watched = false;  // the socket took everything: no more output edges wanted
-                g_full_streams.fetch_sub(1, std::memory_order_relaxed);
+                s.full_streams.fetch_sub(1, std::memory_order_relaxed);
                 change = true;
             }
             // The consumer polled its CQ (with nothing there) again and again since the thread's last service: it
