@@ -20,6 +20,7 @@
 #include "iwarp/framing.hpp"
 #include "iwarp/mpa.hpp"
 #include "iwarp/verbs_errors.hpp"
+#include "common/stream_pump.hpp"
 
 namespace hwstub {
 
@@ -34,6 +35,9 @@ struct OffloadEngine::Pending {
 };
 
 namespace {
+
+using providers::common::send_iov;
+using providers::common::stream_recv;
 
 int64_t steady_ns() noexcept {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -51,8 +55,9 @@ constexpr size_t kTxFrames = 4;
 // The gather list of one sendmsg (IOV_MAX): frames with markers have many pieces, and at least one always fits.
 constexpr size_t kSendIov = 1024;
 static_assert(iwarp::kMaxFpduIov <= kSendIov);
-// Inbound bytes below this go through a staging buffer (headers, small payloads); above, straight to the target.
-constexpr size_t kStageBelow = 512;
+// Inbound bytes below providers::common::kStageBelow go through a staging buffer of this size (headers, small
+// payloads); above, straight to the target.
+using providers::common::kStageBelow;
 constexpr size_t kStageSize = 16384;
 
 constexpr uint8_t kKnownFlags = HWSTUB_WQE_SIGNALED | HWSTUB_WQE_SOLICITED | HWSTUB_WQE_FENCE |
@@ -834,37 +839,17 @@ bool OffloadEngine::add_frame(const Stream &s, size_t i, iovec *iov, size_t &iov
     return true;
 }
 
-// One non-blocking sendmsg of @p iovcnt pieces.
-ssize_t OffloadEngine::send_iov(int fd, iovec *iov, size_t iovcnt) noexcept {
-    msghdr m{};
-    m.msg_iov = iov;
-    m.msg_iovlen = iovcnt;
-    return ::sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
-}
-
 // The socket took @p n bytes from the head of the frame ring: frames wholly written leave it.
 void OffloadEngine::written(Stream &s, size_t n) {
-    if (s.emss.sent(n)) {
-        int mss = 0;
-        socklen_t len = sizeof mss;
-        const bool tcp = ::getsockopt(s.fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) == 0 && mss > 0;
-        s.emss.looked(s.engine, tcp ? static_cast<size_t>(mss) : 0);
-    }
+    providers::common::sent_on(s.emss, s.engine, s.fd, n);
     while (n > 0 && s.count > 0) {
         iwarp::TxFrame &f = s.frames[s.head];
-        iovec &v = f.iov[s.head_iov];
-        if (n < v.iov_len) {
-            v.iov_base = static_cast<uint8_t *>(v.iov_base) + n;
-            v.iov_len -= n;
-            return;
-        }
-        n -= v.iov_len;
-        if (++s.head_iov == f.iovcnt) {
-            s.head_iov = 0;
-            s.head = (s.head + 1) % s.frames.size();
-            --s.count;
-            s.engine.frame_sent();
-        }
+        n = providers::common::consume(f.iov, f.iovcnt, s.head_iov, n);
+        if (s.head_iov < f.iovcnt) return;  // the head frame is written in part
+        s.head_iov = 0;
+        s.head = (s.head + 1) % s.frames.size();
+        --s.count;
+        s.engine.frame_sent();
     }
 }
 
@@ -945,13 +930,13 @@ bool OffloadEngine::receive(Qp &qp) {
         ssize_t n;
         if (dst.size() < kStageBelow) {
             uint8_t stage[kStageSize];
-            n = ::recv(s.fd, stage, sizeof stage, MSG_DONTWAIT);
+            n = stream_recv(s.fd, stage, sizeof stage);
             if (n > 0) {
                 corrupt_inbound(qp, stage[n - 1]);
                 (void)rx.feed(std::span<const uint8_t>(stage, static_cast<size_t>(n)));
             }
         } else {
-            n = ::recv(s.fd, dst.data(), dst.size(), MSG_DONTWAIT);
+            n = stream_recv(s.fd, dst.data(), dst.size());
             if (n > 0) {
                 corrupt_inbound(qp, dst[static_cast<size_t>(n) - 1]);
                 rx.advance(static_cast<size_t>(n));

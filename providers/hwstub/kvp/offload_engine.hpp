@@ -249,7 +249,6 @@ private:
     void corrupt_inbound(const Qp &qp, uint8_t &last);
     static void written(Stream &s, size_t n);
     static bool add_frame(const Stream &s, size_t i, iovec *iov, size_t &iovcnt) noexcept;
-    static ssize_t send_iov(int fd, iovec *iov, size_t iovcnt) noexcept;
     static bool closed_queue(const Qp &qp) noexcept;
     static void send_terminate(Stream &s);
     bool pass(Pending &out);  // one pass over every queue and stream; true if it did anything

@@ -20,6 +20,7 @@
 
 #include "iwarp/copy.hpp"
 #include "iwarp/verbs_errors.hpp"
+#include "common/stream_pump.hpp"
 #include "progress.hpp"
 
 namespace softrnic::datapath {
@@ -29,9 +30,8 @@ namespace {
 constexpr size_t kPosterBudget = 1u << 20;
 // One service moves up to this much each way before another stream's turn.
 constexpr size_t kServiceBudget = 1u << 20;
-// A receive target smaller than this (a header, a trailer, a short payload) is read through a staging buffer, so a
-// stream of small messages costs one recv per batch instead of several per message.
-constexpr size_t kStageBelow = 512;
+using providers::common::kStageBelow;
+using providers::common::UnsentBudget;
 constexpr size_t kStageSize = 8192;
 // A stream whose last segment carried a payload from about kStageSize to 32 KiB reads up to this much through the
 // staging buffer, so the next such FPDU (header, payload, CRC) comes in one recv and is copied to its target: the
@@ -39,41 +39,6 @@ constexpr size_t kStageSize = 8192;
 // cost a ping-pong of 8 KiB Writes about 0.8 us per message (7.6 us against 6.9). A larger payload is placed by the
 // kernel's own copy instead (the two-part read below): copying it once more would cost more than the call it saves.
 constexpr size_t kStageMid = 32768 + 1024;
-// Unsent bytes this process lets wait in its sockets' send queues, shared by the streams whose sockets are full
-// (TCP_NOTSENT_LOWAT). A socket's queued bytes go out from whatever context opens its window: on loopback or a veth
-// that is the receiver's recvmsg, whose window update is delivered at once and drives the sender's transmit and the
-// data's delivery on the receiver's CPU. One full stream loses nothing by it (the receiver has time to spare), but
-// 64 full streams made the one receiving thread do their senders' work too: 64 QPs of 64 KiB Writes moved at
-// 0.6x of 64 TCP streams. With the queue of each limited, the sender's thread, woken when its socket drains, pushes
-// the next bytes itself. The budget is split among the full streams and never goes below kMinUnsent per socket;
-// a stream full alone may queue all its buffer holds (the system's default). 64 QPs of 64 KiB
-// Writes, six alternating pairs: 2.75-2.87 GB/s without the limit (0.59x of TCP, median), 2.9-4.4 GB/s with it
-// (median 4.05, 0.92x). Across hosts it only bounds how long a posted message waits in a queue.
-// The budget is the RNIC's `unsent_budget` option (QpSetup::tunables); 0 turns the limit off.
-constexpr int kMinUnsent = 64 << 10;
-// A new stream's socket starts with this limit, so that its first fill queues no more than that: a burst posted to
-// many QPs at once would otherwise fill every socket to its whole buffer (1.4 MB and more each) before the first
-// of them counted as full, and those bytes then went out from the receiver's reads as described above. At the first
-// refusal the stream takes its share (a stream full alone: none).
-constexpr int kFirstUnsent = 256 << 10;
-constexpr int kMaxUnsent = 4 << 20;  // the system's largest send buffer (tcp_wmem): a larger limit limits nothing
-
-// Sets socket @p fd's TCP_NOTSENT_LOWAT to @p bytes (0: the system's default back, none unless
-// net.ipv4.tcp_notsent_lowat says otherwise); false when the socket refused it (not TCP).
-bool set_unsent_limit(int fd, int bytes) {
-    return ::setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &bytes, sizeof bytes) == 0;
-}
-
-// The TCP_NOTSENT_LOWAT for a socket while @p full streams wait for room and share budget @p b: a power of two, 0
-// for no limit.
-int unsent_share(uint64_t b, uint32_t full) {
-    if (b == 0) return 0;
-    const uint64_t share = b / std::max<uint32_t>(full, 1);
-    if (share >= static_cast<uint64_t>(kMaxUnsent)) return 0;
-    if (share <= static_cast<uint64_t>(kMinUnsent)) return kMinUnsent;
-    return static_cast<int>(uint64_t{1} << (63 - __builtin_clzll(share)));
-}
-
 // Empty inline passes between two of the progress thread's services that mark a busy-polling consumer (one that
 // waits for completions polls two or three times a wait).
 constexpr uint32_t kBusyPolls = 8;
@@ -142,19 +107,8 @@ struct TxBatch {
 };
 thread_local TxBatch t_batch;
 
-void advance(Parked &p, size_t n) {
-    while (n > 0 && p.first < p.frame.iovcnt) {
-        iovec &v = p.frame.iov[p.first];
-        if (n >= v.iov_len) {
-            n -= v.iov_len;
-            ++p.first;
-        } else {
-            v.iov_base = static_cast<uint8_t *>(v.iov_base) + n;
-            v.iov_len -= n;
-            n = 0;
-        }
-    }
-}
+// The socket took @p n more bytes of parked frame @p p.
+void advance(Parked &p, size_t n) { (void)providers::common::consume(p.frame.iov, p.frame.iovcnt, p.first, n); }
 
 // Copies a partly written frame out of the thread's buffer; pieces pointing into the frame itself move with it.
 std::unique_ptr<Parked> park(const iwarp::TxFrame &f, size_t written) {
@@ -234,28 +188,9 @@ void realign(iovec *iov, size_t n) {
     }
 }
 
-// The stream's reads and writes go to the kernel through syscall(2), not the C library's recv, recvmsg and sendmsg:
-// those are cancellation points, and each call turned its thread's asynchronous cancellation on and off around the
-// system call (two atomic operations: 5% of a busy poller's user time, 0.1 us of an 8-byte ping-pong's half round trip,
-// five alternating pairs). Every call here is non-blocking, so there is nothing a cancellation could interrupt.
-ssize_t stream_recv(int fd, void *buf, size_t len) {
-    return ::syscall(SYS_recvfrom, fd, buf, len, MSG_DONTWAIT, nullptr, nullptr);
-}
-ssize_t stream_recvmsg(int fd, msghdr *m) { return ::syscall(SYS_recvmsg, fd, m, MSG_DONTWAIT); }
-
-ssize_t send_iov(int fd, iovec *iov, size_t n) {
-    msghdr m{};
-    m.msg_iov = iov;
-    m.msg_iovlen = n;
-    return ::syscall(SYS_sendmsg, fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
-}
-
-// The socket's current TCP MSS, or 0 when it has none (not TCP): what iwarp::EmssWatch::looked() takes.
-size_t tcp_mss(int fd) {
-    int mss = 0;
-    socklen_t len = sizeof mss;
-    return ::getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) == 0 && mss > 0 ? static_cast<size_t>(mss) : 0;
-}
+using providers::common::send_iov;
+using providers::common::stream_recv;
+using providers::common::stream_recvmsg;
 
 uint32_t wc_opcode_of(uint32_t wr_opcode) {
     switch (wr_opcode) {
@@ -358,7 +293,7 @@ struct QueuePair::Stream {
     // start: attach() makes the stream just before Progress::add puts the socket there, and a change asked for in
     // between only fails to modify an entry not yet made (attach asks again once it is).
     bool in_set = true;
-    int unsent_limit = 0;      // the socket's TCP_NOTSENT_LOWAT (unsent_share()); 0: none set
+    int unsent_limit = 0;      // the socket's TCP_NOTSENT_LOWAT (UnsentBudget); 0: none set
     bool fin_sent = false;
     bool consumer_terminate = false;
     bool peer_terminate = false;
@@ -962,7 +897,7 @@ void QueuePair::transmit(size_t budget) {
             s.io_bytes += static_cast<uint64_t>(n);
             s.heard = false;
             if (s.nudge_armed) nudge_sent_bytes();
-            if (s.emss.sent(static_cast<uint64_t>(n))) s.emss.looked(s.engine, tcp_mss(s.fd));
+            providers::common::sent_on(s.emss, s.engine, s.fd, static_cast<size_t>(n));
         }
         // Hand the written bytes out in stream order: whole frames are sent, the rest waits.
         size_t left = static_cast<size_t>(n);
@@ -1015,13 +950,10 @@ void QueuePair::transmit(size_t budget) {
 }
 
 void QueuePair::limit_unsent(Stream &s, uint64_t budget, uint32_t full) {
-    const int want = unsent_share(budget, full);
-    // Lowered at once; raised only for a limit four times the old one, so a count of full streams that moves
-    // around a boundary does not cost a system call per refusal.
-    const auto as_bytes = [](int limit) { return limit == 0 ? int64_t{2} * kMaxUnsent : int64_t{limit}; };
-    const int64_t now = as_bytes(s.unsent_limit), next = as_bytes(want);
-    if (next == now || (next > now && next < 4 * now)) return;
-    if (set_unsent_limit(s.fd, want)) s.unsent_limit = want;
+    const int want = UnsentBudget::share(budget, full);
+    if (UnsentBudget::worth_changing(s.unsent_limit, want) && UnsentBudget::set_limit(s.fd, want)) {
+        s.unsent_limit = want;
+    }
 }
 
 void QueuePair::receive(size_t budget, bool to_eagain) {
@@ -1351,8 +1283,8 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
             return refuse(RI_EBADF);
         }
     }
-    const int first_limit = setup_.tunables.unsent_budget == 0 ? 0 : kFirstUnsent;
-    const bool limited = first_limit != 0 && set_unsent_limit(fd, first_limit);
+    const int first_limit = setup_.tunables.unsent_budget == 0 ? 0 : UnsentBudget::kFirstLimit;
+    const bool limited = first_limit != 0 && UnsentBudget::set_limit(fd, first_limit);
     {
         std::lock_guard g(mutex_);
         if (state_ != RI_QPS_IDLE || stream_) return refuse(RI_EINVAL);

@@ -172,7 +172,7 @@ private:
     // Hands the engine requests that waited for its room; true when it took any.
     bool refill();
     // The socket of @p s refused bytes and @p full streams of the process now wait for room: limits what its send
-    // queue may hold unsent to their share of @p budget (unsent_share() in queue_pair.cpp).
+    // queue may hold unsent to their share of @p budget (providers::common::UnsentBudget).
     static void limit_unsent(Stream &s, uint64_t budget, uint32_t full);
     // @p to_eagain: read until the socket says EAGAIN (or ends), as the progress thread must after an edge; else a
     // short read ends the pass (inline progress: the progress thread still drains after every edge).
