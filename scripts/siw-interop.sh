@@ -12,7 +12,7 @@
 # siw is the one that stalls most often (qemu has not yet translated siw's code, so siw's window between its MPA
 # Reply and taking over the socket is long); a persistent server's later connections rarely hit the window.
 # -k builds a siw variant (e.g. "peer_to_peer=true mpa_crc_required=true", "mpa_version=1"). SOFTRNIC_NUDGE=0 in the
-# environment turns softrnic's nudge off, to see the stall it prevents. Exit status: 0 when every exchange passed.
+# environment attaches softrnic with its siw_nudge option off, to see the stall the nudge prevents. Exit status: 0 when every exchange passed.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -53,9 +53,11 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
+nudge_option=
+[[ ${SOFTRNIC_NUDGE:-on} == 0 || ${SOFTRNIC_NUDGE:-on} == off ]] && nudge_option=', "options": {"siw_nudge": false}'
 cat > "$work/embedded.json" <<J
 {"provider_dir": "$build/providers", "modules": ["softrnic_kvp.so"],
- "rnics": [{"provider": "softrnic", "name": "sr0", "address": "127.0.0.1"}]}
+ "rnics": [{"provider": "softrnic", "name": "sr0", "address": "127.0.0.1"$nudge_option}]}
 J
 export OPENRDMA_EMBEDDED_CONFIG=$work/embedded.json
 knob_args=()

@@ -111,8 +111,8 @@ int run_one(const uint8_t *data, size_t size) {
                                                    {0x72c63b00u, 0x55b1a8ce4450},
                                                    {0x2e58d200u, 0x55c86211e130}};
     hwstub::StagTable &table = w.adapter.oe->stags();
-    for (auto [stag, to_base] : stags) table.set(stag, {reinterpret_cast<uintptr_t>(w.window), kWindow, to_base, all, 1, true});
-    table.set(kRecvStag, {reinterpret_cast<uintptr_t>(w.receive), kReceive, 0, RI_ACCESS_LOCAL_WRITE, 1, true});
+    for (auto [stag, to_base] : stags) table.add(stag, {reinterpret_cast<uintptr_t>(w.window), kWindow, to_base, all, 1, true});
+    table.add(kRecvStag, {reinterpret_cast<uintptr_t>(w.receive), kReceive, 0, RI_ACCESS_LOCAL_WRITE, 1, true});
 
     HostCq cq(kCq, 64);
     HostQp qp(kQp, 16, 128, kCq);

@@ -97,10 +97,10 @@ public:
     void register_regions() {
         constexpr uint32_t all = RI_ACCESS_LOCAL_READ | RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_READ |
                                  RI_ACCESS_REMOTE_WRITE;
-        a.oe->stags().set(kRw, {va(rw), kRwLen, va(rw), all, 1, true});
-        a.oe->stags().set(kZero, {va(zero), kSmallLen, 0, all, 1, true});
-        a.oe->stags().set(kRo, {va(ro), kSmallLen, va(ro), RI_ACCESS_LOCAL_READ | RI_ACCESS_REMOTE_READ, 1, true});
-        a.oe->stags().set(kOtherPd, {va(other), kSmallLen, va(other), all, 2, true});
+        a.oe->stags().add(kRw, {va(rw), kRwLen, va(rw), all, 1, true});
+        a.oe->stags().add(kZero, {va(zero), kSmallLen, 0, all, 1, true});
+        a.oe->stags().add(kRo, {va(ro), kSmallLen, va(ro), RI_ACCESS_LOCAL_READ | RI_ACCESS_REMOTE_READ, 1, true});
+        a.oe->stags().add(kOtherPd, {va(other), kSmallLen, va(other), all, 2, true});
     }
     /** @brief Gives QP @p qp_num a TCP stream whose far end @p out runs. */
     void connect(uint32_t qp_num, std::unique_ptr<Peer> &out) {
@@ -418,7 +418,7 @@ TEST(HwstubScribble, AnInvalidInboundSegmentGetsATerminateAndLeavesTheConsumersM
         ASSERT_NO_FATAL_FAILURE(r.start());
         // Zero-based at 0 so that the tagged offsets above are relative to the region's start.
         const uint32_t access = RI_ACCESS_LOCAL_READ | RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE;
-        r.a.oe->stags().set(kRw, {va(r.rw), kRwLen, 0, access, 1, true});
+        r.a.oe->stags().add(kRw, {va(r.rw), kRwLen, 0, access, 1, true});
         ASSERT_TRUE(r.victim->put_recv(10, 1, {hwstub_sge{0, 100, kRw}}));
         r.publish();
         std::vector<uint8_t> data(64, 0xab);
@@ -454,7 +454,7 @@ TEST(HwstubStream, FpdusFollowTheConnectionsMss) {
     constexpr uint32_t kBigStag = 0x4300, kPeerBig = 0x902;
     std::vector<uint8_t> src(kBig);
     for (size_t i = 0; i < kBig; ++i) src[i] = static_cast<uint8_t>(i * 7 + (i >> 12));
-    r.a.oe->stags().set(kBigStag, {va(src.data()), kBig, va(src.data()), RI_ACCESS_LOCAL_READ, 1, true});
+    r.a.oe->stags().add(kBigStag, {va(src.data()), kBig, va(src.data()), RI_ACCESS_LOCAL_READ, 1, true});
     r.peer->add_region(kPeerBig, kBig, RI_ACCESS_REMOTE_WRITE);
     const iwarp::EngineStats before = r.peer->stats();
     hwstub_send_wqe w = wqe(9, HWSTUB_OP_WRITE);
@@ -483,7 +483,7 @@ TEST(HwstubScribble, ARegionDeregisteredWithAWriteInFlightIsNeverReadAgain) {
     constexpr size_t kBig = 16u << 20;  // more than the socket buffers hold while the peer is paused
     constexpr uint32_t kBigStag = 0x4200, kPeerBig = 0x901;
     std::vector<uint8_t> src(kBig, 0x5a);
-    r.a.oe->stags().set(kBigStag, {va(src.data()), kBig, va(src.data()), RI_ACCESS_LOCAL_READ, 1, true});
+    r.a.oe->stags().add(kBigStag, {va(src.data()), kBig, va(src.data()), RI_ACCESS_LOCAL_READ, 1, true});
     r.peer->add_region(kPeerBig, kBig, RI_ACCESS_REMOTE_WRITE);
     r.peer->pause(true);
     hwstub_send_wqe w = wqe(9, HWSTUB_OP_WRITE);

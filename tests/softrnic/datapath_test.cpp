@@ -207,6 +207,9 @@ struct Region {
 
 class Fixture : public ::testing::Test {
 protected:
+    // The RNIC's attach options (its tunables among them).
+    virtual std::string attach_options() const { return ""; }
+
     void SetUp() override {
         // Large regions are locked in memory: lift the limit where this process may.
         rlimit unlimited{RLIM_INFINITY, RLIM_INFINITY};
@@ -214,7 +217,7 @@ protected:
         kal::Config c;
         c.provider_dir = SOFTRNIC_PROVIDER_DIR;
         c.modules = {"softrnic_kvp.so"};
-        c.rnics = {kal::AttachRequest{"softrnic", "sr0", "", "127.0.0.1", ""}};
+        c.rnics = {kal::AttachRequest{"softrnic", "sr0", "", "127.0.0.1", attach_options()}};
         auto k = kal::EmbeddedKal::start(c);
         ASSERT_TRUE(k) << k.error().to_string();
         kal_ = std::move(*k);
@@ -1060,9 +1063,30 @@ TEST_F(Stream, ABusyPollingSendersMidSizeWritesLeaveTogether) {
         [&] { return std::equal(src.bytes().begin(), src.bytes().begin() + sent, dst.bytes().begin()); }, 5));
 }
 
-// Streams whose sockets are full share a budget of unsent bytes (4 MiB unless SOFTRNIC_UNSENT_BUDGET says
+// Streams whose sockets are full share a budget of unsent bytes (4 MiB unless the RNIC's unsent_budget option says
 // otherwise): the k-th to fill may leave the largest power of two up to 4 MiB / k unsent in its socket
 // (TCP_NOTSENT_LOWAT); a stream full alone is not limited. A new stream starts at 256 KiB. A stream leaves the count
+// The uVP learns the RNIC's tunables from the Open RNIC reply: with the unsent budget off, a new stream's socket
+// keeps the system's TCP_NOTSENT_LOWAT instead of starting at 256 KiB.
+class UnlimitedStream : public Stream {
+protected:
+    std::string attach_options() const override { return R"({"unsent_budget": 0})"; }
+};
+
+TEST_F(UnlimitedStream, TheRnicsUnsentBudgetReachesTheUvp) {
+    ri_cq_t c = cq(ra_, 16);
+    ri_qp_init_attr_t x = qp_attr(8);
+    ri_qp_t q = nullptr;
+    ASSERT_EQ(v_->create_qp(pa_, c, c, nullptr, &x, &q), RI_OK);
+    cleanup_.push_back([this, q] { EXPECT_EQ(v_->destroy_qp(q), RI_OK); });
+    int own = -1;
+    (void)attach_initiator(q, mode(), &own);
+    int v = -1;
+    socklen_t len = sizeof v;
+    ASSERT_EQ(::getsockopt(own, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, &len), 0);
+    EXPECT_NE(v, 256 << 10) << "the first limit was set although the RNIC's unsent_budget is 0";
+}
+
 // when its socket took everything or the stream ends: later streams get the larger share again.
 TEST_F(Stream, FullStreamsShareABudgetOfUnsentBytes) {
     constexpr size_t kQps = 32;
@@ -1538,6 +1562,21 @@ TEST_F(Nudge, NoneWhenThePeerChoseAReadOrSendRtr) {
         EXPECT_EQ(frames[0].opcode(), rtr == RI_RTR_READ ? 1u : 3u) << "the RTR";
         EXPECT_EQ(frames[1].opcode(), 3u) << "the Send";
     }
+}
+
+
+// The RNIC's siw_nudge option off: a silent peer gets the Send and nothing more.
+class NudgeOff : public Nudge {
+protected:
+    std::string attach_options() const override { return R"({"siw_nudge": false})"; }
+};
+
+TEST_F(NudgeOff, ASilentPeerGetsNoNudge) {
+    End a;
+    const int peer = initiator_sends(a, Mode{2, true, false, RI_RTR_NONE, 16384, false}, 43);
+    auto frames = read_frames(peer, std::chrono::milliseconds(600), std::chrono::seconds(10));
+    ASSERT_EQ(frames.size(), 1u) << "the Send only";
+    EXPECT_EQ(frames[0].opcode(), 3u) << "the Send";
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
 
 #include "rnicpi/host/loader.hpp"
 #include "rnicpi/host/log.hpp"
@@ -143,6 +144,48 @@ TEST_F(KvpTransition, StateMachineOnAStream) {
     EXPECT_EQ(to(RI_QPS_CLOSING), RI_EINVAL);
     ASSERT_EQ(to(RI_QPS_ERROR), RI_OK);
     EXPECT_EQ(query().state, RI_QPS_ERROR);
+}
+
+// The data path's tunables are the instance's options: attach sets them, `rdmactl control` reads them with their
+// help and changes them (whole or not at all) for what is made from now on.
+TEST(KvpTunables, AttachOptionsAndControlSetThem) {
+    rdma::rnicpi::ModuleLoader loader(kKalHost, SOFTRNIC_PROVIDER_DIR);
+    auto m = loader.load("softrnic_kvp.so", RI_MODE_PRIVILEGED);
+    ASSERT_TRUE(m) << m.error().to_string();
+    const ri_module_t &d = (*m)->descriptor();
+    ASSERT_NE(d.control, nullptr);
+    ri_attach_params_t ap{};
+    std::strcpy(ap.name, "sr8");
+    for (const char *bad : {R"({"unsent_budget": -1})", R"({"unsent_budget": "4M"})", R"({"siw_nudge": 0})"}) {
+        ri_instance_t i = nullptr;
+        ap.options = bad;
+        EXPECT_EQ(d.attach(&ap, &i), RI_EINVAL) << bad;
+    }
+    ri_instance_t inst = nullptr;
+    ap.options = R"({"unsent_budget": 1048576, "siw_nudge": false})";
+    ASSERT_EQ(d.attach(&ap, &inst), RI_OK);
+    char reply[2048];
+    auto control = [&](const char *request) {
+        reply[0] = '\0';
+        return d.control(inst, request, reply, sizeof reply);
+    };
+    ASSERT_EQ(control("{}"), RI_OK) << reply;
+    std::string text = reply;
+    EXPECT_NE(text.find("\"unsent_budget\":1048576"), std::string::npos) << text;
+    EXPECT_NE(text.find("\"siw_nudge\":false"), std::string::npos) << text;
+    EXPECT_NE(text.find("TCP_NOTSENT_LOWAT"), std::string::npos) << "no help text: " << text;
+    ASSERT_EQ(control(R"({"unsent_budget": 0, "siw_nudge": true})"), RI_OK) << reply;
+    text = reply;
+    EXPECT_NE(text.find("\"unsent_budget\":0"), std::string::npos) << text;
+    EXPECT_NE(text.find("\"siw_nudge\":true"), std::string::npos) << text;
+    // A request with one bad part changes nothing.
+    EXPECT_EQ(control(R"({"unsent_budget": 5, "siw_nudge": "yes"})"), RI_EINVAL);
+    EXPECT_NE(std::string(reply).find("siw_nudge"), std::string::npos) << reply;
+    EXPECT_EQ(control(R"({"speed": 1})"), RI_EINVAL);
+    EXPECT_NE(std::string(reply).find("'speed'"), std::string::npos) << reply;
+    ASSERT_EQ(control("{}"), RI_OK) << reply;
+    EXPECT_NE(std::string(reply).find("\"unsent_budget\":0"), std::string::npos) << reply;
+    EXPECT_EQ(d.detach(inst), RI_OK);
 }
 
 }  // namespace

@@ -83,5 +83,29 @@ TEST(StagTable, ACachedLookupSeesAnotherThreadsChange) {
     reader.join();
 }
 
+// hwstub's DMA check: the region of the PD that covers a range, never an invalid one or another PD's, and a
+// generation that moves with every change so a cached check goes stale.
+TEST(StagTable, CoveringFindsTheValidRegionOfThePdAndTheGenerationMovesOnEveryChange) {
+    StagTable t;
+    t.add(0x100, StagEntry::region(0x10000, 4096, 0, RI_ACCESS_LOCAL_WRITE, kPd));
+    t.add(0x200, StagEntry::region(0x20000, 4096, 0x20000, RI_ACCESS_LOCAL_WRITE, kPd + 1));
+    uint64_t lo = 0, hi = 0;
+    ASSERT_TRUE(t.covering(0x10010, 100, kPd, lo, hi));
+    EXPECT_EQ(lo, 0x10000u);
+    EXPECT_EQ(hi, 0x11000u);
+    EXPECT_TRUE(t.covering(0x10000, 4096, kPd, lo, hi));
+    EXPECT_FALSE(t.covering(0x10001, 4096, kPd, lo, hi));                 // one byte past the end
+    EXPECT_FALSE(t.covering(0x20000, 16, kPd, lo, hi));                   // another PD's region
+    EXPECT_FALSE(t.covering(~uint64_t{0} - 8, 16, kPd, lo, hi));          // wraps
+    const uint64_t g0 = t.generation();
+    ASSERT_TRUE(t.invalidate(0x100, kPd));
+    const uint64_t g1 = t.generation();
+    EXPECT_NE(g1, g0);
+    EXPECT_FALSE(t.covering(0x10010, 100, kPd, lo, hi));                  // invalid now
+    t.add(0x300, StagEntry::region(0x30000, 64, 0, 0, kPd));
+    EXPECT_NE(t.generation(), g1);
+    EXPECT_TRUE(t.covering(0x30000, 64, kPd, lo, hi));
+}
+
 }  // namespace
 }  // namespace softrnic::datapath

@@ -662,7 +662,7 @@ struct Kvp {
             *out = attr;
             StagEntry e;
             // A Send with Invalidate or a Local Invalidate may have made it invalid since.
-            out->state = pd->rnic->inst->stags.find(stag, e) ? RI_STAG_VALID : RI_STAG_INVALID;
+            out->state = pd->rnic->inst->stags.find(stag, e) && e.valid ? RI_STAG_VALID : RI_STAG_INVALID;
             return RI_OK;
         }
     };
@@ -920,10 +920,10 @@ ri_status_t Kvp::Pd::register_mr(const ri_mr_reg_t *reg, ri_mr_t *out, ri_mr_key
     StagEntry e;
     e.addr = reg->addr;
     e.length = reg->length;
-    e.iova = reg->iova;
+    e.to_base = reg->iova;
     e.access = reg->access | RI_ACCESS_LOCAL_READ;
     e.pd = id;
-    inst->stags.set(mr->stag, e);
+    inst->stags.add(mr->stag, e);
     mr->attr = ri_mr_attr_t{reg->addr, reg->length, reg->iova, e.access, RI_STAG_VALID, {mr->stag, mr->stag}, 0, 0};
     *keys = ri_mr_keys_t{mr->stag, mr->stag};
     *out = to_handle<ri_mr_t>(mr.release());

@@ -39,6 +39,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/stag_table.hpp"
 #include "hw_queues.hpp"
 #include "iwarp/wire.hpp"
 #include "rnicpi/ri_types.h"
@@ -46,43 +47,10 @@
 
 namespace hwstub {
 
-/** @brief What one STag names: a registered region of one protection domain. */
-struct StagEntry {
-    uint64_t addr = 0;   /**< First byte in the owner's address space. */
-    uint64_t length = 0; /**< Bytes. */
-    uint64_t iova = 0;   /**< Tagged offset of the first byte (0 for zero-based regions). */
-    uint32_t access = 0; /**< RI_ACCESS_* rights. */
-    uint32_t pd = 0;     /**< Protection domain identifier (unique per instance). */
-    bool valid = true;   /**< False once invalidated (Send with Invalidate, Local Invalidate). */
-};
-
-/**
- * @brief The adapter's STag table (a chip keeps it in its own memory): written by the kVP at registration, read
- *        by the OE for every SGE it fetches and every tagged segment it receives. Thread-safe.
- */
-class StagTable {
-public:
-    /** @brief Adds or replaces @p stag. */
-    void set(uint32_t stag, const StagEntry &e);
-    /** @brief Removes @p stag (deregistration). */
-    void remove(uint32_t stag);
-    /** @brief The entry of @p stag; false when there is none. */
-    [[nodiscard]] bool find(uint32_t stag, StagEntry &out) const;
-    /** @brief Invalidates @p stag if it is a valid STag of protection domain @p pd; false otherwise. */
-    [[nodiscard]] bool invalidate(uint32_t stag, uint32_t pd);
-    /**
-     * @brief Whether [@p addr, @p addr + @p len) lies in a valid region of protection domain @p pd; if so, that
-     *        region's bounds in @p lo and @p hi (what a DMA check caches until generation() changes).
-     */
-    [[nodiscard]] bool covering(uint64_t addr, uint64_t len, uint32_t pd, uint64_t &lo, uint64_t &hi) const;
-    /** @brief Grows whenever a region stops being usable (removed or invalidated): cached checks are stale. */
-    [[nodiscard]] uint64_t generation() const noexcept { return generation_.load(std::memory_order_acquire); }
-
-private:
-    mutable std::mutex mutex_;
-    std::unordered_map<uint32_t, StagEntry> map_;
-    std::atomic<uint64_t> generation_{1};
-};
+/** @brief The adapter's STag table (a chip keeps it in its own memory): written by the kVP at registration, read by
+ *         the OE for every SGE it fetches and every tagged segment it receives. The one both providers use. */
+using providers::common::StagEntry;
+using providers::common::StagTable;
 
 /** @brief A completion queue as the adapter sees it: its ring and control block (mapped by both sides). */
 struct CqSetup {
@@ -281,7 +249,6 @@ private:
     void corrupt_inbound(const Qp &qp, uint8_t &last);
     static void written(Stream &s, size_t n);
     static bool add_frame(const Stream &s, size_t i, iovec *iov, size_t &iovcnt) noexcept;
-    static ssize_t send_iov(int fd, iovec *iov, size_t iovcnt) noexcept;
     static bool closed_queue(const Qp &qp) noexcept;
     static void send_terminate(Stream &s);
     bool pass(Pending &out);  // one pass over every queue and stream; true if it did anything

@@ -29,7 +29,7 @@ extern "C" {
 /** @brief Major version: a different major is refused. */
 #define SOFTRNIC_ABI_MAJOR 1u
 /** @brief Minor version: grows when fields are appended. */
-#define SOFTRNIC_ABI_MINOR 1u
+#define SOFTRNIC_ABI_MINOR 2u
 /** @brief Version word of this header. */
 #define SOFTRNIC_ABI_VERSION ((SOFTRNIC_ABI_MAJOR << 16) | SOFTRNIC_ABI_MINOR)
 
@@ -57,6 +57,9 @@ struct softrnic_open_resp {
     uint32_t reserved;            /**< Zero. */
     uint32_t counter_slots;       /**< Slots in the counters region (0: no region, no descriptor). (1.1) */
     uint32_t counter_slot_size;   /**< Bytes per slot: sizeof(struct softrnic_qp_counters). (1.1) */
+    uint64_t unsent_budget;       /**< The RNIC's `unsent_budget` option: bytes full sockets share; 0: no limit. (1.2) */
+    uint32_t siw_nudge;           /**< The RNIC's `siw_nudge` option: 1 on, 0 off. (1.2) */
+    uint32_t reserved2;           /**< Zero. (1.2) */
 };
 
 /**

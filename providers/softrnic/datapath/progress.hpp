@@ -62,6 +62,11 @@ public:
      *        (the nudge timer: a few per connection, in its first second). Safe from any thread.
      */
     void timer(QueuePair *qp, std::chrono::steady_clock::time_point when);
+    /**
+     * @brief The process's count of streams whose socket refused bytes and that wait for room: they share the
+     *        unsent budget (Tunables::unsent_budget).
+     */
+    [[nodiscard]] std::atomic<uint32_t> &full_streams() noexcept { return full_streams_; }
     /** @brief True on the progress thread. */
     [[nodiscard]] bool on_thread() const noexcept { return std::this_thread::get_id() == thread_id_.load(); }
 
@@ -96,6 +101,7 @@ private:
     // When the thread's current wait ends at the latest (under kick_lock_): a timer asked for later needs no
     // wake-up. The smallest time until the thread first says (every timer wakes it).
     std::chrono::steady_clock::time_point wakes_at_ = std::chrono::steady_clock::time_point::min();
+    std::atomic<uint32_t> full_streams_{0};
 };
 
 }  // namespace softrnic::datapath

@@ -20,6 +20,7 @@
 #include "ring.hpp"
 #include "rnicpi/ri_verbs.h"
 #include "stag_table.hpp"
+#include "tunables.hpp"
 
 namespace softrnic::datapath {
 
@@ -79,6 +80,7 @@ struct QpSetup {
     uint32_t qp_num = 0;     /**< QP number (completions, events). */
     uint32_t pd = 0;         /**< Protection domain identifier. */
     ri_qp_init_attr_t init{}; /**< Attributes in effect (depths, SGEs, inline size, flags, context). */
+    Tunables tunables;       /**< The RNIC's tunables when the QP was made. */
 };
 
 /** @brief One queue pair. Thread-safe; see the file comment for who does what. */
@@ -170,8 +172,8 @@ private:
     // Hands the engine requests that waited for its room; true when it took any.
     bool refill();
     // The socket of @p s refused bytes and @p full streams of the process now wait for room: limits what its send
-    // queue may hold unsent to their share (unsent_share() in queue_pair.cpp).
-    static void limit_unsent(Stream &s, uint32_t full);
+    // queue may hold unsent to their share of @p budget (providers::common::UnsentBudget).
+    static void limit_unsent(Stream &s, uint64_t budget, uint32_t full);
     // @p to_eagain: read until the socket says EAGAIN (or ends), as the progress thread must after an edge; else a
     // short read ends the pass (inline progress: the progress thread still drains after every edge).
     void receive(size_t budget, bool to_eagain = true);
@@ -234,6 +236,7 @@ private:
     uint32_t posts_since_poll_ = 0;
     Outcome *out_ = nullptr;          // under mutex_: what to do once it is dropped (the caller's)
     CounterSlot counters_;            // under mutex_: published at every settle()
+    std::atomic<uint32_t> &full_streams_;  // Progress::full_streams(), looked up once
     iwarp::EngineStats carried_{};    // traffic of earlier streams (a QP reset and reconnected)
 };
 

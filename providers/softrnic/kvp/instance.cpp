@@ -3,6 +3,8 @@
 
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 
 namespace softrnic::kvp {
 namespace {
@@ -41,7 +43,49 @@ constexpr LimitKey kLimitKeys[] = {
     {"max_fast_reg_pages", &Limits::max_fast_reg_pages, kFastRegPagesMax},
 };
 
-rdma::Expected<void> parse_options(const char *text, Limits &limits, MpaPolicy &mpa) {
+// The data path's tunables, with the help `rdmactl control <rnic> '{}'` shows.
+struct TunableKey {
+    const char *key;
+    const char *help;
+};
+constexpr TunableKey kTunableKeys[] = {
+    {"unsent_budget",
+     "bytes the streams of a process whose sockets are full may leave unsent in them, shared among them "
+     "(TCP_NOTSENT_LOWAT; at least 64 KiB each); 0: no limit. Default 4194304"},
+    {"siw_nudge",
+     "an initiator whose first FPDUs met only silence sends a zero-length Write, for a Linux siw peer that had not "
+     "yet taken its socket (docs/siw-interop.md). Default true"},
+};
+
+// Sets tunable @p key to @p v; false (and @p error) for a bad value, nothing when @p key is not a tunable.
+std::optional<bool> set_tunable(const std::string &key, const nlohmann::json &v, datapath::Tunables &t,
+                                std::string &error) {
+    if (key == "unsent_budget") {
+        if (!v.is_number_unsigned()) {
+            error = "softrnic option unsent_budget must be a number of bytes (0: no limit)";
+            return false;
+        }
+        t.unsent_budget = v.get<uint64_t>();
+        return true;
+    }
+    if (key == "siw_nudge") {
+        if (!v.is_boolean()) {
+            error = "softrnic option siw_nudge must be true or false";
+            return false;
+        }
+        t.nudge = v.get<bool>();
+        return true;
+    }
+    return std::nullopt;
+}
+
+nlohmann::json tunables_json(const datapath::Tunables &t) {
+    nlohmann::json help = nlohmann::json::object();
+    for (const TunableKey &k : kTunableKeys) help[k.key] = k.help;
+    return {{"unsent_budget", t.unsent_budget}, {"siw_nudge", t.nudge}, {"help", help}};
+}
+
+rdma::Expected<void> parse_options(const char *text, Limits &limits, MpaPolicy &mpa, datapath::Tunables &tunables) {
     if (text == nullptr || *text == '\0') return {};
     nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) {
@@ -65,11 +109,16 @@ rdma::Expected<void> parse_options(const char *text, Limits &limits, MpaPolicy &
             if (!v.is_boolean()) return rdma::Error(RI_EINVAL, "softrnic option " + key + " must be true or false");
             (key == "mpa_crc" ? mpa.crc : key == "mpa_markers" ? mpa.markers : mpa.peer2peer) = v.get<bool>();
         }
+        std::string error;
+        if (auto set = set_tunable(key, v, tunables, error)) {
+            if (!*set) return rdma::Error(RI_EINVAL, error);
+            known = true;
+        }
         if (!known) {
             return rdma::Error(RI_EINVAL, "unknown softrnic option '" + key +
                                               "' (known: max_qp, max_qp_wr, max_sge, max_inline, max_cq, max_cqe, "
                                               "max_pd, max_mr, max_mw, max_srq, max_srq_wr, max_ird, max_ord, "
-                                              "max_fast_reg_pages, mpa_crc, mpa_markers, mpa_peer2peer)");
+                                              "max_fast_reg_pages, mpa_crc, mpa_markers, mpa_peer2peer, unsent_budget, siw_nudge)");
         }
     }
     return {};
@@ -80,21 +129,49 @@ rdma::Expected<void> parse_options(const char *text, Limits &limits, MpaPolicy &
 rdma::Expected<Instance *> Instance::create(const ri_attach_params_t &params) {
     Limits limits;
     MpaPolicy mpa;
-    if (auto r = parse_options(params.options, limits, mpa); !r) return r.error();
-    return new Instance(params, limits, mpa);
+    datapath::Tunables tunables;
+    if (auto r = parse_options(params.options, limits, mpa, tunables); !r) return r.error();
+    return new Instance(params, limits, mpa, tunables);
 }
 
-Instance::Instance(const ri_attach_params_t &params, const Limits &limits, const MpaPolicy &mpa)
+Instance::Instance(const ri_attach_params_t &params, const Limits &limits, const MpaPolicy &mpa,
+                   const datapath::Tunables &tunables)
     : name_(params.name, strnlen(params.name, sizeof params.name)),
       netdev_(params.netdev, strnlen(params.netdev, sizeof params.netdev)),
       limits_(limits),
       mpa_(mpa),
+      tunables_(tunables),
       qp_nums_(1, limits.max_qp),
       // Index 0 is never issued, so STag 0 never names a region.
       stag_indices_(1, limits.max_mr + limits.max_mw),
       stag_keys_(static_cast<size_t>(limits.max_mr) + limits.max_mw + 1, 0) {
     // Keys start at different values per index so neighbouring STags differ in their key too.
     for (size_t i = 0; i < stag_keys_.size(); ++i) stag_keys_[i] = static_cast<uint8_t>(i * 37u);
+}
+
+datapath::Tunables Instance::tunables() {
+    std::lock_guard g(mutex_);
+    return tunables_;
+}
+
+rdma::Expected<std::string> Instance::control(const char *request) {
+    const nlohmann::json j = nlohmann::json::parse(request != nullptr ? request : "", nullptr, false);
+    if (!j.is_object()) {
+        return rdma::Error(RI_EINVAL, "the request must be a JSON object, e.g. {} or {\"unsent_budget\": 0}");
+    }
+    std::lock_guard g(mutex_);
+    datapath::Tunables next = tunables_;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+        std::string error;
+        auto set = set_tunable(it.key(), it.value(), next, error);
+        if (!set) {
+            return rdma::Error(RI_EINVAL, "'" + it.key() + "' is not a softrnic control request (known: "
+                                          "unsent_budget, siw_nudge)");
+        }
+        if (!*set) return rdma::Error(RI_EINVAL, error);
+    }
+    tunables_ = next;  // whole or not at all
+    return tunables_json(tunables_).dump();
 }
 
 void Instance::fill_attr(ri_rnic_attr_t &a) const {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "index_pool.hpp"
+#include "tunables.hpp"
 #include "rnicpi/cpp/status.hpp"
 #include "rnicpi/rnicpi.h"
 
@@ -52,6 +53,11 @@ public:
 
     [[nodiscard]] const Limits &limits() const noexcept { return limits_; }
     [[nodiscard]] const MpaPolicy &mpa() const noexcept { return mpa_; }
+    // The data path's tunables now: what opens (the uVP, from the Open RNIC reply) and QPs made from now on use.
+    [[nodiscard]] datapath::Tunables tunables();
+    // `rdmactl control`: {} answers the tunables with their help; {"unsent_budget": N, "siw_nudge": false} changes
+    // them for opens and QPs made from now on. EINVAL with a message for an unknown key or a bad value.
+    [[nodiscard]] rdma::Expected<std::string> control(const char *request);
     [[nodiscard]] const std::string &name() const noexcept { return name_; }
     [[nodiscard]] const std::string &netdev() const noexcept { return netdev_; }
     void fill_attr(ri_rnic_attr_t &attr) const;
@@ -72,13 +78,15 @@ public:
     [[nodiscard]] uint32_t next_object_id() noexcept;
 
 private:
-    Instance(const ri_attach_params_t &params, const Limits &limits, const MpaPolicy &mpa);
+    Instance(const ri_attach_params_t &params, const Limits &limits, const MpaPolicy &mpa,
+             const datapath::Tunables &tunables);
 
     std::string name_;
     std::string netdev_;
     Limits limits_;
     MpaPolicy mpa_;
-    std::mutex mutex_;
+    std::mutex mutex_;  // also tunables_
+    datapath::Tunables tunables_;
     std::array<uint32_t, kKinds> counts_{};
     IndexPool qp_nums_;
     IndexPool stag_indices_;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -419,6 +420,16 @@ struct Kvp {
         delete from_handle<Instance>(instance);
         return RI_OK;
     }
+    // Run-time administration: the data path's tunables (Instance::control).
+    static ri_status_t control(ri_instance_t instance, const char *request, char *reply, size_t reply_size) {
+        auto *inst = from_handle<Instance>(instance);
+        if (inst == nullptr || request == nullptr || reply == nullptr || reply_size == 0) return RI_EINVAL;
+        auto answer = inst->control(request);
+        std::snprintf(reply, reply_size, "%s", answer ? answer->c_str() : answer.error().message().c_str());
+        if (!answer) return answer.error().code();
+        say(RI_LOG_INFO, "instance " + inst->name() + ": control " + request);
+        return RI_OK;
+    }
 
     // ABI 1.1: the uVP's whole request. The creates that name uVP queue memory take it from the private data and
     // pin it; every other op is the plain verb.
@@ -518,6 +529,7 @@ ri_status_t Kvp::Pd::make_qp(Cq *scq, Cq *rcq, Srq *srq, ri_qp_init_attr_t *a, c
         setup.qp_num = qp->qp_num;
         setup.pd = dp_id;
         setup.init = *a;
+        setup.tunables = instance().tunables();
         if (scq->dp == nullptr || rcq->dp == nullptr) return RI_EINVAL;
         qp->dp = std::make_unique<datapath::QueuePair>(setup, qp->sq_memory.data(), use_srq ? *srq->rq : qp->rq,
                                                        use_srq, *scq->dp, *rcq->dp, rnic->stags, *qp);
@@ -836,6 +848,9 @@ ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
             Rnic *open = from_handle<Rnic>(r);
             open->local_datapath = false;  // the uVP runs this open's data path
             k->created = r;
+            const datapath::Tunables t = open->instance->tunables();
+            resp.unsent_budget = t.unsent_budget;
+            resp.siw_nudge = t.nudge ? 1 : 0;
             if (fd >= 0) {
                 // The counters region goes to the uVP like a doorbell page: it maps it and writes its QPs' slots.
                 resp.counter_slots = open->counters->slots();

@@ -80,6 +80,7 @@ struct Uvp {
         size_t counters_len = 0;
         uint32_t counter_slots = 0;
         uint32_t counter_slot_size = 0;
+        datapath::Tunables tunables;  // the RNIC's, from the Open RNIC reply
 
         ~Rnic() {
             if (counters != nullptr) ::munmap(counters, counters_len);
@@ -256,6 +257,8 @@ ri_status_t Uvp::open_rnic(const ri_rnic_open_params_t *params, ri_rnic_t *out) 
         }
     }
     for (uint32_t i = 0; i < c.nfds_out(); ++i) ::close(fds[i]);
+    r->tunables.unsent_budget = resp.unsent_budget;
+    r->tunables.nudge = resp.siw_nudge != 0;
     if (rc == RI_OK) rc = r->query(&r->attr);
     if (rc != RI_OK) {
         (void)Call(RI_CLOSE_RNIC, r->handle).run(r->host_ctx);
@@ -358,6 +361,7 @@ ri_status_t Uvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq_h, ri_
     setup.qp_num = qp->qp_num;
     setup.pd = id;
     setup.init = provided;
+    setup.tunables = rnic->tunables;
     qp->dp = std::make_unique<datapath::QueuePair>(setup, qp->sq_ring, use_srq ? srq->rq : qp->rq, use_srq,
                                                    *scq->dp, *rcq->dp, rnic->stags, *qp);
     qp->dp->set_counters(rnic->counter_slot(resp.counter_slot));

@@ -1,0 +1,178 @@
+// The STag table both providers keep: what each region or window STag maps to, for resolving the lkeys of posted
+// work and the STags of inbound tagged operations. softrnic keeps one per RNIC open in its data path; hwstub keeps
+// one per adapter, in the offload engine ("the chip's memory").
+#ifndef PROVIDERS_COMMON_STAG_TABLE_HPP
+#define PROVIDERS_COMMON_STAG_TABLE_HPP
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "rnicpi/ri_types.h"
+
+namespace providers::common {
+
+/** @brief One region as the data path sees it. */
+struct StagEntry {
+    uint64_t addr = 0;    /**< Address of the region's first byte in this process. */
+    uint64_t length = 0;  /**< Bytes. */
+    uint64_t to_base = 0; /**< Tagged offset of the first byte: 0 for a zero-based region, else the address. */
+    uint32_t access = 0;  /**< RI_ACCESS_* rights (local read always granted). */
+    uint32_t pd = 0;      /**< Protection domain identifier. */
+    bool valid = true;    /**< False once invalidated (Send with Invalidate, Local Invalidate). */
+    uint32_t qp = 0;      /**< A bound type 2 window: the only QP number it serves; 0 for a region. */
+    ri_stag_t parent = 0; /**< A bound window: the region it lies in (it goes when the region does). */
+
+    /** @brief The entry of a registered region: its bytes, tagged offset base, rights (local read added) and PD. */
+    [[nodiscard]] static StagEntry region(uint64_t addr, uint64_t length, uint64_t to_base, uint32_t access,
+                                          uint32_t pd) noexcept {
+        StagEntry e;
+        e.addr = addr;
+        e.length = length;
+        e.to_base = to_base;
+        e.access = access | RI_ACCESS_LOCAL_READ;
+        e.pd = pd;
+        return e;
+    }
+
+    /**
+     * @brief The address of [to, to + len) in the region, or nothing when the range is outside it.
+     */
+    [[nodiscard]] std::optional<uint8_t *> map(uint64_t to, uint64_t len) const noexcept {
+        if (to < to_base || to - to_base > length || len > length - (to - to_base)) return std::nullopt;
+        return reinterpret_cast<uint8_t *>(static_cast<uintptr_t>(addr + (to - to_base)));
+    }
+};
+
+/**
+ * @brief One reader's copy of the entry it found last, good while the table has not changed since (StagTable::find
+ *        with a cache). Not thread-safe: each belongs to one user, under that user's own lock.
+ */
+struct StagCache {
+    ri_stag_t stag = 0;
+    uint64_t generation = 0;  // the table's generation when copied; 0: empty
+    StagEntry entry;
+};
+
+/**
+ * @brief STag to region map (of one RNIC open in softrnic, of one adapter in hwstub). Thread-safe: lookups share a reader lock, so posting threads and the
+ *        progress thread resolve concurrently; changes (register, deregister, invalidate) take it exclusively.
+ *        Every change also moves the table's generation on, so a lookup with a StagCache that still holds the
+ *        STag takes no lock at all: a queue pair resolves the same few STags for every message it moves (four per
+ *        message on each end of a Send ping-pong), and each locked lookup cost the shared lock's two atomic
+ *        operations and a hash.
+ */
+class StagTable {
+public:
+    /** @brief Adds or replaces @p stag. */
+    void add(ri_stag_t stag, const StagEntry &entry) {
+        Change change(*this);
+        map_[stag] = entry;
+    }
+    /** @brief Adds or replaces window @p stag, bound into region @p entry.parent. */
+    void add_window(ri_stag_t stag, const StagEntry &entry) {
+        Change change(*this);
+        auto [it, fresh] = map_.insert_or_assign(stag, entry);
+        (void)it;
+        if (fresh) ++windows_;
+    }
+    /** @brief Forgets @p stag, and every window bound into it when it is a region. */
+    void remove(ri_stag_t stag) {
+        Change change(*this);
+        auto it = map_.find(stag);
+        if (it == map_.end()) return;
+        if (it->second.parent != 0) --windows_;
+        map_.erase(it);
+        if (windows_ == 0) return;  // the scan is for regions with windows bound, rare
+        for (auto w = map_.begin(); w != map_.end();) {
+            if (w->second.parent == stag) {
+                w = map_.erase(w);
+                --windows_;
+            } else {
+                ++w;
+            }
+        }
+    }
+    /** @brief A copy of @p stag's entry (valid or not: the caller checks StagEntry::valid), or false when the STag
+     *         names no region. */
+    [[nodiscard]] bool find(ri_stag_t stag, StagEntry &out) const {
+        std::shared_lock lock(mutex_);
+        auto it = map_.find(stag);
+        if (it == map_.end()) return false;
+        out = it->second;
+        return true;
+    }
+    /**
+     * @brief find() through @p cache: the cached copy when the table has not changed since it was made (a lookup
+     *        then happens before any change still to come), else a lookup that refills the cache.
+     */
+    [[nodiscard]] bool find(ri_stag_t stag, StagEntry &out, StagCache &cache) const {
+        if (cache.stag == stag && cache.generation == generation_.load(std::memory_order_acquire)) {
+            out = cache.entry;
+            return true;
+        }
+        std::shared_lock lock(mutex_);
+        auto it = map_.find(stag);
+        if (it == map_.end()) return false;
+        out = it->second;
+        // Writers move the generation on while holding the lock exclusively: under the shared lock it is the one
+        // this copy belongs to.
+        cache = StagCache{stag, generation_.load(std::memory_order_relaxed), it->second};
+        return true;
+    }
+    /**
+     * @brief Marks @p stag invalid if it is a valid region of protection domain @p pd; false otherwise. The kVP is
+     *        not told: the STag stays allocated there and becomes valid again only by reregistration.
+     */
+    [[nodiscard]] bool invalidate(ri_stag_t stag, uint32_t pd) {
+        Change change(*this);
+        auto it = map_.find(stag);
+        if (it == map_.end() || it->second.pd != pd || !it->second.valid) return false;
+        it->second.valid = false;
+        return true;
+    }
+
+    /**
+     * @brief Whether [@p addr, @p addr + @p len) of this process lies in a valid region of protection domain @p pd;
+     *        if so, that region's bounds in @p lo and @p hi (what a DMA check caches until generation() changes).
+     *        A scan of the table: for the slow path of a cached check only.
+     */
+    [[nodiscard]] bool covering(uint64_t addr, uint64_t len, uint32_t pd, uint64_t &lo, uint64_t &hi) const {
+        std::shared_lock lock(mutex_);
+        for (const auto &[stag, e] : map_) {
+            if (!e.valid || e.pd != pd || addr < e.addr || addr - e.addr > e.length ||
+                len > e.length - (addr - e.addr)) {
+                continue;
+            }
+            lo = e.addr;
+            hi = e.addr + e.length;
+            return true;
+        }
+        return false;
+    }
+    /** @brief Moves on with every change (add, remove, invalidate): a check cached at another generation is stale. */
+    [[nodiscard]] uint64_t generation() const noexcept { return generation_.load(std::memory_order_acquire); }
+
+private:
+    // A writer's exclusive hold: the generation moves on before the lock is let go, whatever the change did.
+    struct Change {
+        explicit Change(StagTable &t) : table(t), lock(t.mutex_) {}
+        ~Change() { table.generation_.fetch_add(1, std::memory_order_release); }
+        Change(const Change &) = delete;
+        Change &operator=(const Change &) = delete;
+        StagTable &table;
+        std::unique_lock<std::shared_mutex> lock;
+    };
+
+    mutable std::shared_mutex mutex_;
+    std::atomic<uint64_t> generation_{1};  // moved on by every change; a StagCache of another generation is stale
+    std::unordered_map<ri_stag_t, StagEntry> map_;
+    size_t windows_ = 0;  // entries with a parent
+};
+
+}  // namespace providers::common
+
+#endif  // PROVIDERS_COMMON_STAG_TABLE_HPP

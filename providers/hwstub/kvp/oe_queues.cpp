@@ -1,0 +1,205 @@
+// The offload engine's work queues: receive WQEs checked as posted, send WQEs fetched, checked and handed to the
+// QP's iWARP engine, as a chip's queue processor does.
+#include "oe_inside.hpp"
+
+namespace hwstub {
+
+// Receive WQEs are checked as they are posted, as a chip validates on the doorbell: a malformed one or one whose
+// SGEs are not writable registered memory of the QP's PD fails the QP now, not when a Send finds it.
+bool OffloadEngine::serve_receive_queue(Qp &qp, Pending &out) {
+    bool did = false;
+    while (qp.rq_checked - qp.rq_done < qp.setup.rq.depth) {
+        const uint8_t *slot = qp.rq.fetch();
+        if (slot == nullptr) break;
+        did = true;
+        uint8_t copy[sizeof(hwstub_recv_wqe) + iwarp::kMaxSge * sizeof(hwstub_sge)];
+        hwstub_recv_wqe w{};
+        std::memcpy(&w, slot, sizeof w);
+        iwarp::ReceiveBuffer &b = qp.recvs[qp.rq_checked & (qp.setup.rq.depth - 1)];
+        b = iwarp::ReceiveBuffer{};
+        b.wr_id = w.wr_id;
+        b.foreign = qp.foreign();
+        uint8_t status = RI_WC_SUCCESS;
+        if (w.num_sge > qp.setup.max_recv_sge ||
+            sizeof w + w.num_sge * sizeof(hwstub_sge) > qp.setup.rq.slot_size) {
+            status = RI_WC_LOC_QP_OP_ERR;
+        } else {
+            std::memcpy(copy, slot, sizeof w + w.num_sge * sizeof(hwstub_sge));
+            const auto *sge = reinterpret_cast<const hwstub_sge *>(copy + sizeof w);
+            for (uint32_t i = 0; i < w.num_sge && status == RI_WC_SUCCESS; ++i) {
+                if (!qp.translate(sge[i], RI_ACCESS_LOCAL_WRITE, b.sge[i])) status = RI_WC_LOC_PROT_ERR;
+            }
+            b.num_sge = w.num_sge;
+        }
+        if (status != RI_WC_SUCCESS) {
+            // It completes in its place: after the receives checked before it, which are flushed.
+            if (qp.stream) qp.stream->engine.abort(iwarp::term::kRdmapLocalCatastrophic);
+            enter_error(qp, out, RI_AE_QP_FATAL);
+            flush_checked_receives(qp, out);
+            complete(qp.setup.recv_cq, make_cqe(qp.setup.qp_num, w.wr_id, HWSTUB_CQE_RECV, status), false, out);
+            qp.rq.retire();
+            ++qp.rq_checked;
+            ++qp.rq_taken;
+            ++qp.rq_done;
+            return true;
+        }
+        ++qp.rq_checked;
+    }
+    return did;
+}
+
+bool OffloadEngine::serve_send_queue(Qp &qp, Pending &out) {
+    if (qp.blocked) return false;  // until the RDMA-mode transition (a control operation, which kicks the engine)
+    bool did = false;
+    for (uint32_t n = 0; n < kBudget && !qp.error; ++n) {
+        // The stream is going down, or closing and what was posted before is started: nothing new starts (what
+        // waits is flushed with the QP).
+        if (qp.stream && (qp.stream->engine.failed() || (qp.stream->closing && closed_queue(qp)))) break;
+        const uint8_t *slot = qp.sq.fetch();
+        if (slot == nullptr) break;
+        const uint32_t index = qp.sq_started & (qp.setup.sq.depth - 1);
+        uint8_t *mine = &qp.shadow[static_cast<size_t>(index) * qp.setup.sq.slot_size];
+        // One read of the consumer's slot: checks and use agree (a scattered Read resumed uses the same copy).
+        const uint32_t resume = qp.read_parts_posted;
+        if (resume == 0) std::memcpy(mine, slot, qp.setup.sq.slot_size);
+        hwstub_send_wqe w{};
+        std::memcpy(&w, mine, sizeof w);
+        if (!well_formed(w, qp.setup)) {
+            stats_.wqes.fetch_add(1, std::memory_order_relaxed);
+            wqe_failed(qp, RI_WC_LOC_QP_OP_ERR, out);
+            return true;
+        }
+        const bool data = w.opcode != HWSTUB_OP_NOP && w.opcode != HWSTUB_OP_LOCAL_INV;
+        if (data && !qp.stream) {
+            // Data operations need the QP's stream: RDMAC verbs queue work posted before RTS.
+            qp.sq.unfetch();
+            qp.blocked = true;
+            return did;
+        }
+        // Fences: the WQE starts once every earlier one (or every earlier Read) is done.
+        if (resume == 0 && (((w.flags & HWSTUB_WQE_FENCE) != 0 && qp.sq_done != qp.sq_started) ||
+                            ((w.flags & HWSTUB_WQE_READ_FENCE) != 0 && qp.reads_out != 0))) {
+            qp.sq.unfetch();
+            return did;
+        }
+        SendRecord &r = qp.sends[index];
+        if (resume == 0) {
+            r = SendRecord{};
+            r.wr_id = w.wr_id;
+            r.opcode = cqe_opcode(w.opcode);
+            r.status = RI_WC_SUCCESS;
+            r.signaled = (w.flags & HWSTUB_WQE_SIGNALED) != 0;
+            r.read = w.opcode == HWSTUB_OP_READ;
+            r.parts = r.read ? std::max<uint32_t>(w.num_sge, 1) : 0;
+        }
+        if (w.opcode == HWSTUB_OP_NOP) {
+            r.done = true;
+        } else if (w.opcode == HWSTUB_OP_LOCAL_INV) {
+            r.done = true;
+            if (!stags_.invalidate(w.inv_stag, qp.setup.pd)) {
+                stats_.wqes.fetch_add(1, std::memory_order_relaxed);
+                wqe_failed(qp, RI_WC_LOC_PROT_ERR, out);
+                return true;
+            }
+        } else {
+            iwarp::WorkRequest wr;
+            wr.wr_id = qp.sq_started;  // the send queue index: the completion finds its record by it
+            const bool solicited = (w.flags & HWSTUB_WQE_SOLICITED) != 0;
+            bool ok = true;
+            if ((w.flags & HWSTUB_WQE_INLINE) != 0) {
+                wr.sge[0] = iwarp::LocalSpan{mine + sizeof w, w.inline_len};  // the engine's own copy
+                wr.num_sge = w.inline_len > 0 ? 1 : 0;
+            } else {
+                const auto *sge = reinterpret_cast<const hwstub_sge *>(mine + sizeof w);
+                const uint32_t need = w.opcode == HWSTUB_OP_READ ? RI_ACCESS_LOCAL_WRITE : RI_ACCESS_LOCAL_READ;
+                for (uint32_t i = 0; i < w.num_sge && ok; ++i) ok = qp.translate(sge[i], need, wr.sge[i]);
+                wr.num_sge = w.num_sge;
+                wr.foreign = qp.foreign();
+            }
+            if (!ok) {
+                stats_.wqes.fetch_add(1, std::memory_order_relaxed);
+                wqe_failed(qp, RI_WC_LOC_PROT_ERR, out);
+                return true;
+            }
+            switch (w.opcode) {
+                case HWSTUB_OP_SEND: wr.type = solicited ? iwarp::WorkType::send_se : iwarp::WorkType::send; break;
+                case HWSTUB_OP_SEND_INV:
+                    wr.type = solicited ? iwarp::WorkType::send_se_inv : iwarp::WorkType::send_inv;
+                    wr.inv_stag = w.inv_stag;
+                    break;
+                case HWSTUB_OP_WRITE:
+                    wr.type = iwarp::WorkType::write;
+                    wr.remote_stag = w.remote_stag;
+                    wr.remote_to = w.remote_to;
+                    break;
+                default:  // HWSTUB_OP_READ (well_formed() let nothing else through)
+                    wr.type = iwarp::WorkType::read;
+                    wr.remote_stag = w.remote_stag;
+                    break;
+            }
+            if (w.opcode == HWSTUB_OP_READ) {
+                // One Read per sink SGE, each for the next piece of the remote buffer (as softrnic does): the
+                // responder sends one Read Response per part, placed straight into that SGE's region.
+                const auto *sge = reinterpret_cast<const hwstub_sge *>(mine + sizeof w);
+                uint64_t offset = 0;
+                for (uint32_t i = 0; i < resume; ++i) offset += sge[i].length;
+                for (uint32_t i = resume; i < r.parts; ++i) {
+                    iwarp::WorkRequest part = wr;
+                    part.num_sge = 0;
+                    if (w.num_sge > 0) {
+                        part.local_stag = sge[i].lkey;
+                        part.local_to = sge[i].addr;
+                        part.length = sge[i].length;
+                    }
+                    part.remote_to = w.remote_to + offset;
+                    const rdma::Status st = qp.stream->engine.post(part);
+                    if (st.code() == RI_EAGAIN) {
+                        qp.read_parts_posted = i;  // the rest when the engine has room again
+                        qp.sq.unfetch();
+                        return did;
+                    }
+                    if (!st) {
+                        qp.read_parts_posted = 0;
+                        if (i > 0) {
+                            // Parts are with the engine: the QP fails behind them (its Terminate flushes them).
+                            qp.stream->engine.abort(iwarp::term::kRdmapLocalCatastrophic);
+                            ++qp.sq_started;
+                            enter_error(qp, out, RI_AE_QP_FATAL);
+                            return true;
+                        }
+                        wqe_failed(qp, RI_WC_LOC_QP_OP_ERR, out);
+                        return true;
+                    }
+                    ++qp.reads_out;
+                    offset += sge[i].length;
+                }
+                qp.read_parts_posted = 0;
+            } else {
+                wr.remote_to = w.remote_to;
+                const rdma::Status st = qp.stream->engine.post(wr);
+                if (st.code() == RI_EAGAIN) {
+                    qp.sq.unfetch();  // the engine's queue is full: this WQE waits for a completion
+                    return did;
+                }
+                if (!st) {
+                    wqe_failed(qp, RI_WC_LOC_QP_OP_ERR, out);
+                    return true;
+                }
+            }
+        }
+        stats_.wqes.fetch_add(1, std::memory_order_relaxed);
+        ++qp.sq_started;
+        did = true;
+    }
+    retire_sends(qp, out);
+    return did;
+}
+
+// A closing QP has started everything posted before its move to CLOSING (or the host's index says nothing more is
+// there: a scribbled one must not hold the FIN back for ever).
+bool OffloadEngine::closed_queue(const Qp &qp) noexcept {
+    const uint32_t left = qp.stream->close_at - qp.sq_started;
+    return left == 0 || left > qp.setup.sq.depth || !qp.sq.pending() || qp.sq.overrun();
+}
+
+}  // namespace hwstub

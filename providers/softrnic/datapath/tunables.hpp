@@ -1,0 +1,28 @@
+// The data path's tunables of one RNIC: what its attach options and `rdmactl control` set.
+#ifndef SOFTRNIC_DATAPATH_TUNABLES_HPP
+#define SOFTRNIC_DATAPATH_TUNABLES_HPP
+
+#include <cstdint>
+
+namespace softrnic::datapath {
+
+/** @brief Unsent bytes a process lets wait in its full sockets by default (the `unsent_budget` option). */
+inline constexpr uint64_t kDefaultUnsentBudget = 4u << 20;
+
+/**
+ * @brief The data path's tunables of one RNIC, its attach options (`rdmactl attach --options`, `rdmactl control`):
+ *        the kVP keeps them, the uVP learns them from the Open RNIC reply.
+ */
+struct Tunables {
+    /**
+     * @brief Unsent bytes the streams whose sockets are full share (TCP_NOTSENT_LOWAT); 0: no limit (each socket
+     *        queues what its buffer holds).
+     */
+    uint64_t unsent_budget = kDefaultUnsentBudget;
+    /** @brief Whether an initiator met by silence sends the siw nudge (docs/siw-interop.md). */
+    bool nudge = true;
+};
+
+}  // namespace softrnic::datapath
+
+#endif  // SOFTRNIC_DATAPATH_TUNABLES_HPP
