@@ -1,10 +1,10 @@
 /**
  * @file kvp_object.hpp
- * @brief Internal to the kAL's system call management: the record of one kVP object in a caller's resource table,
- *        shared by the verbs (verb_commands.cpp) and LLP/endpoint management (connection_commands.cpp).
+ * @brief The record of one kVP object in a caller's resource table, shared by the verbs (kal/syscall), endpoint
+ *        management (kal/endpoint) and event management's routes.
  */
-#ifndef KAL_SYSCALL_KVP_OBJECT_HPP
-#define KAL_SYSCALL_KVP_OBJECT_HPP
+#ifndef KAL_RESOURCE_KVP_OBJECT_HPP
+#define KAL_RESOURCE_KVP_OBJECT_HPP
 
 #include <map>
 #include <memory>
@@ -79,4 +79,4 @@ struct KvpObject : Resource {
 
 }  // namespace kal
 
-#endif  // KAL_SYSCALL_KVP_OBJECT_HPP
+#endif  // KAL_RESOURCE_KVP_OBJECT_HPP
