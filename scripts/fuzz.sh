@@ -102,10 +102,10 @@ case "$target" in
       clang++ "${flags[@]}" -DBOOST_DLL_USE_STD_FS -DOPENRDMA_PROVIDER_DIR="\"$providers\"" \
         -DTEST_PROVIDER_DIR="\"$providers\"" \
         -Irnicpi/include -Irnicpi/host/include -Ikrdma/include -Ikal/include -Ikal/device -Ikal/resource -Ikal/memory -Ikal/adapter \
-        -Ikal/syscall -Ikal/llp -Ikal/endpoint -Iiwarp/include -Itests/kal \
+        -Ikal/syscall -Ikal/llp -Ikal/endpoint -Ikal/event -Iiwarp/include -Itests/kal \
         $(pkg-config --cflags libnl-3.0 libnl-route-3.0) \
         tests/kal/syscall_fuzz.cpp krdma/src/*.cpp kal/syscall/*.cpp kal/device/*.cpp kal/resource/*.cpp kal/memory/*.cpp \
-        kal/adapter/*.cpp kal/llp/*.cpp kal/endpoint/*.cpp iwarp/src/*.cpp rnicpi/host/src/*.cpp \
+        kal/adapter/*.cpp kal/llp/*.cpp kal/endpoint/*.cpp kal/event/*.cpp iwarp/src/*.cpp rnicpi/host/src/*.cpp \
         -ldl -lpthread $(pkg-config --libs libnl-3.0 libnl-route-3.0) -o "$bin"
     fi
     mkdir -p "$work"
