@@ -96,16 +96,16 @@ case "$target" in
     fi
     # What the kal_syscall library links (kal/CMakeLists.txt): the device server and protocol, resources, memory,
     # adapters, LLP management (MPA over iwarp_mpa, routes over libnl), endpoints, and the RNIC-PI host.
-    if stale "$bin" kal iwarp rnicpi tests/kal tests/fuzz/replay.hpp; then
+    if stale "$bin" krdma kal iwarp rnicpi tests/kal tests/fuzz/replay.hpp; then
       echo "fuzz.sh: building $bin"
       # shellcheck disable=SC2046
       clang++ "${flags[@]}" -DBOOST_DLL_USE_STD_FS -DOPENRDMA_PROVIDER_DIR="\"$providers\"" \
         -DTEST_PROVIDER_DIR="\"$providers\"" \
-        -Irnicpi/include -Irnicpi/host/include -Ikal/include -Ikal/device -Ikal/resource -Ikal/memory -Ikal/adapter \
-        -Ikal/syscall -Ikal/llp -Ikal/endpoint -Iiwarp/include -Itests/kal \
+        -Irnicpi/include -Irnicpi/host/include -Ikrdma/include -Ikal/include -Ikal/device -Ikal/resource -Ikal/memory -Ikal/adapter \
+        -Ikal/syscall -Ikal/llp -Ikal/endpoint -Ikal/event -Iiwarp/include -Itests/kal \
         $(pkg-config --cflags libnl-3.0 libnl-route-3.0) \
-        tests/kal/syscall_fuzz.cpp kal/syscall/*.cpp kal/device/*.cpp kal/resource/*.cpp kal/memory/*.cpp \
-        kal/adapter/*.cpp kal/llp/*.cpp kal/endpoint/*.cpp iwarp/src/*.cpp rnicpi/host/src/*.cpp \
+        tests/kal/syscall_fuzz.cpp krdma/src/*.cpp kal/syscall/*.cpp kal/device/*.cpp kal/resource/*.cpp kal/memory/*.cpp \
+        kal/adapter/*.cpp kal/llp/*.cpp kal/endpoint/*.cpp kal/event/*.cpp iwarp/src/*.cpp rnicpi/host/src/*.cpp \
         -ldl -lpthread $(pkg-config --libs libnl-3.0 libnl-route-3.0) -o "$bin"
     fi
     mkdir -p "$work"
@@ -119,11 +119,11 @@ case "$target" in
     max_len=1024   # a frame is at most 532 bytes; the rest is the stream that must stay unread
     timeout=10
     mkdir -p "$out"
-    if stale "$bin" kal/llp kal/include kal/device/net_addr.cpp iwarp rnicpi/include tests/kal/mpa_fuzz.cpp \
+    if stale "$bin" kal/llp krdma/include krdma/src/net_addr.cpp iwarp rnicpi/include tests/kal/mpa_fuzz.cpp \
         tests/fuzz/replay.hpp; then
       echo "fuzz.sh: building $bin"
-      clang++ "${flags[@]}" -Ikal/llp -Ikal/include -Iiwarp/include -Irnicpi/include \
-        tests/kal/mpa_fuzz.cpp kal/llp/mpa_session.cpp kal/device/net_addr.cpp \
+      clang++ "${flags[@]}" -Ikal/llp -Ikrdma/include -Iiwarp/include -Irnicpi/include \
+        tests/kal/mpa_fuzz.cpp kal/llp/mpa_session.cpp krdma/src/net_addr.cpp \
         iwarp/src/crc32c.cpp iwarp/src/framing.cpp iwarp/src/mpa.cpp iwarp/src/wire.cpp -o "$bin"
     fi
     mkdir -p "$work"

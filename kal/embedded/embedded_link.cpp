@@ -1,12 +1,11 @@
 // An embedded kAL behind the uAL's device link.
 #include "embedded_link.hpp"
 
-#include "ual/device_link.hpp"
 #include "embedded_kal.hpp"
 
 namespace kal {
 
-rdma::Expected<std::unique_ptr<ual::KalLink>> start_embedded_link(const std::string &config) {
+rdma::Expected<ual::EmbeddedDevice> start_embedded_link(const std::string &config) {
     auto cfg = load_config(config);
     if (!cfg) return cfg.error();
     auto k = EmbeddedKal::start(*cfg);
@@ -14,7 +13,7 @@ rdma::Expected<std::unique_ptr<ual::KalLink>> start_embedded_link(const std::str
     std::shared_ptr<EmbeddedKal> running(std::move(*k));
     auto sock = running->connect_local();
     if (!sock) return sock.error();
-    return ual::adopt_device_link(std::move(*sock), std::move(running));
+    return ual::EmbeddedDevice{std::move(*sock), std::move(running)};
 }
 
 }  // namespace kal

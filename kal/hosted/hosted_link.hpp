@@ -11,7 +11,7 @@
 #include <string>
 
 #include "kal/consumer_host.hpp"
-#include "ual/kal_link.hpp"
+#include "krdma/kal_link.hpp"
 
 namespace kal {
 

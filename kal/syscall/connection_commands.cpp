@@ -1,5 +1,6 @@
-// LLP and endpoint management: listen points, connection setup through the host's TCP stack, MPA negotiation
-// (kal/llp/mpa_session), the RDMA-mode transition and teardown. Everything here runs on the device server's thread.
+// The connection commands: listen points and their requests, CONNECT, ACCEPT, REJECT and CONVERT decoded, checked
+// and handed to the endpoints (kal/endpoint) and the LLP (kal/llp). Everything here runs on the device server's
+// thread.
 #include "connection_commands.hpp"
 
 #include <arpa/inet.h>
@@ -16,51 +17,20 @@
 #include <functional>
 #include <optional>
 
-#include "endpoint_fsm.hpp"
 #include "kvp_object.hpp"
 #include "mpa_session.hpp"
 #include "krdma/net_addr.hpp"
 #include "rnicpi/host/log.hpp"
 #include "rights.hpp"
 #include "route.hpp"
+#include "socket_ends.hpp"
 #include "tcp_stats.hpp"
 
 namespace kal {
 namespace {
 
-// How long a kVP that runs a stream has to report the end its peer made (it reads the bytes before the FIN first)
-// before the kAL ends the connection itself.
-constexpr std::chrono::milliseconds kKvpEndGrace{2000};
-
 constexpr const char *kComponent = "llp";
 using Clock = std::chrono::steady_clock;
-
-std::string text_of(const ri_net_addr_t &a, uint16_t port) {
-    const std::string t = a.family == RI_AF_NONE ? "?" : krdma::to_text(a);
-    return a.family == RI_AF_INET6 ? "[" + t + "]:" + std::to_string(port) : t + ":" + std::to_string(port);
-}
-
-// Socket @p fd's own address and port into @p p (left as they are when the socket cannot say).
-void local_end_of(int fd, ri_llp_params_t &p) {
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    if (::getsockname(fd, reinterpret_cast<sockaddr *>(&ss), &len) == 0) {
-        if (auto a = krdma::net_addr_from_sockaddr(ss, &p.local_port)) p.local = *a;
-    }
-}
-
-// The addresses of a connected socket, for a connection request (the negotiated parameters come later).
-ri_llp_params_t addresses_of(int fd) {
-    ri_llp_params_t p{};
-    p.fd = -1;
-    local_end_of(fd, p);
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    if (::getpeername(fd, reinterpret_cast<sockaddr *>(&ss), &len) == 0) {
-        if (auto a = krdma::net_addr_from_sockaddr(ss, &p.remote_port)) p.remote = *a;
-    }
-    return p;
-}
 
 // The RNIC's MPA policy (the kVP's MPA capabilities in @p a) with these read depths.
 iwarp::MpaConfig mpa_config(const ri_rnic_attr_t &a, uint32_t ird, uint32_t ord) {
@@ -82,43 +52,30 @@ iwarp::MpaConfig mpa_config(const KvpObject &open, uint32_t ird, uint32_t ord) {
     return mpa_config(a, ird, ord);
 }
 
-// The peer closed its side (FIN) or the connection failed.
-bool peer_closed(int fd) {
-    pollfd p{fd, POLLRDHUP, 0};
-    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+// A connection command's request as the device server checked its size: copied out of the payload, since the
+// payload's bytes need not be aligned for the struct.
+template <class Q>
+Q decode(const Request &req) {
+    Q q;
+    std::memcpy(&q, req.payload.data(), sizeof q);
+    return q;
 }
 
-int socket_error(int fd) {
-    int err = 0;
-    socklen_t len = sizeof err;
-    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return errno;
-    return err;
-}
-
-// The error that ended a connection in RDMA mode, or 0 when none shows. SO_ERROR is read once, and the uVP reading
-// the same socket may have taken it first; but until this side sent its FIN, a socket that TCP closed (a reset, the
-// user timeout, keepalive) still tells by its state. (After our FIN, the peer's FIN closes it too.)
-int connection_error(int fd, bool fin_sent) {
-    if (const int err = socket_error(fd); err != 0) return rdma::from_errno(err);
-    if (fin_sent) return 0;
-    auto t = llp::tcp_info_of(fd);
-    if (!t || t->state != TCP_CLOSE) return 0;
-    return t->retransmits > 0 || t->probes > 0 ? RI_ETIMEDOUT : RI_ECONNRESET;
-}
-
-krdma_cm_event cm_event(uint32_t type, uint64_t object, uint64_t context) {
-    krdma_cm_event e{};
-    e.event = KRDMA_EVENT_CM;
-    e.type = type;
-    e.object = object;
-    e.context = context;
-    e.llp.fd = -1;
-    return e;
-}
-
-int ms_until(Clock::time_point t, Clock::time_point now) {
-    if (t <= now) return 0;
-    return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(t - now).count()) + 1;
+// The checks every command that carries private data shares (CONNECT, and ACCEPT, REJECT, CONVERT with their
+// reserved words): RI_OK, or the refusal, its reason in @p rep, named by @p cmd.
+template <class Q>
+int check_prologue(const char *cmd, const Q &q, Reply &rep) {
+    if (q.private_data_len > KRDMA_MAX_PRIVATE_DATA) {
+        return rep.fail(RI_EINVAL, std::string(cmd) + ": " + std::to_string(q.private_data_len) +
+                                       " bytes of private data; MPA carries at most " +
+                                       std::to_string(KRDMA_MAX_PRIVATE_DATA));
+    }
+    if constexpr (requires { q.reserved2; }) {
+        if (q.reserved != 0 || q.reserved2 != 0) {
+            return rep.fail(RI_EINVAL, std::string(cmd) + ": the reserved words must be zero");
+        }
+    }
+    return RI_OK;
 }
 
 }  // namespace
@@ -164,447 +121,15 @@ struct PendingRequest {
     bool announced = false;  // the consumer has the CONNECT_REQUEST event
 };
 
-// A QP's connection: setup, the transition, and the kAL's watch over the socket afterwards. Its state moves only
-// through endpoint management's state machine (kal/endpoint/endpoint_fsm.hpp): this class observes the socket, the
-// MPA session and the kVP, feeds what it saw to the machine, and carries out each step (drive()).
-class Endpoint final : public QpLink {
-    static constexpr size_t kEndpointType = static_cast<size_t>(ResourceType::endpoint);
-
-public:
-    Endpoint(ConnectionCommands &m, uint32_t client, Handle qp_handle, KvpObject &qp, uint32_t qp_num,
-             uint64_t context, std::string rnic)
-        : m_(&m),
-          client_(client),
-          qp_handle_(qp_handle),
-          qp_(qp),
-          qp_num_(qp_num),
-          context_(context),
-          rnic_(std::move(rnic)) {
-        m.endpoints_.insert(this);
-        // The RNIC's object counts (rdmactl resources) include its endpoints.
-        if (qp_.counts != nullptr) qp_.counts->by_type[kEndpointType].fetch_add(1, std::memory_order_relaxed);
-    }
-    ~Endpoint() override {
-        if (qp_.counts != nullptr) qp_.counts->by_type[kEndpointType].fetch_sub(1, std::memory_order_relaxed);
-        if (m_ == nullptr) return;
-        // The QP is going (destroyed, or its owner died): the connection goes with it, abortively.
-        (void)drive(EndpointInput::qp_destroyed);
-        m_->endpoints_.erase(this);
-        m_->timed_.erase(this);
-    }
-
-    // The owner's device connection.
-    [[nodiscard]] uint32_t client() const noexcept { return client_; }
-    // The QP's kAL handle and number.
-    [[nodiscard]] Handle qp_handle() const noexcept { return qp_handle_; }
-    [[nodiscard]] uint32_t qp_num() const noexcept { return qp_num_; }
-
-    // Active side, before start_active(): the peer's address and port, as CONNECT named them (the transition then
-    // asks the socket only for its own end).
-    void know_remote(const ri_net_addr_t &addr, uint16_t port) {
-        ends_.remote = addr;
-        ends_.remote_port = port;
-        ends_.fd = -1;
-    }
-
-    // Active side (CONNECT, or CONVERT's initiator as @p how): TCP connect from @p local to @p remote has been
-    // started on @p sock (or a connected socket's first writable event starts MPA).
-    void start_active(krdma::UniqueFd sock, const iwarp::MpaConfig &cfg, std::span<const uint8_t> pd,
-                      Clock::time_point deadline, EndpointInput how = EndpointInput::connect_started) {
-        sock_ = std::move(sock);
-        initiator_ = true;
-        tcp_connecting_ = true;
-        cfg_ = cfg;
-        pd_.assign(pd.begin(), pd.end());
-        deadline_ = deadline;
-        arm_timer(deadline_);
-        (void)drive(how);
-        rewatch(POLLOUT);
-    }
-
-    // A socket the consumer connected itself (CONVERT), on the responder's side: the peer's MPA request is read and
-    // answered here (the consumer decided by converting), then the transition as for an accepted request.
-    void start_converted_responder(krdma::UniqueFd sock, const iwarp::MpaConfig &cfg, std::span<const uint8_t> pd,
-                                   uint16_t ird, uint16_t ord, Clock::time_point deadline) {
-        sock_ = std::move(sock);
-        initiator_ = false;
-        auto_accept_ = true;
-        ird_ = ird;
-        ord_ = ord;
-        pd_.assign(pd.begin(), pd.end());
-        deadline_ = deadline;
-        arm_timer(deadline_);
-        (void)drive(EndpointInput::convert_started);
-        session_ = std::make_unique<llp::MpaSession>(sock_.get());
-        if (auto st = session_->start_responder(cfg, deadline); !st) {
-            (void)drive(EndpointInput::setup_failed, failure(st.error().code()));
-            return;
-        }
-        rewatch(POLLIN);
-    }
-
-    // Passive side: the consumer accepted; the session is writing (or wrote) the reply. @p liveness_set: the socket
-    // has the liveness options already (from its listener); @p ends: its addresses and ports.
-    void start_passive(krdma::UniqueFd sock, llp::MpaSession session, bool liveness_set, const ri_llp_params_t &ends) {
-        sock_ = std::move(sock);
-        liveness_set_ = liveness_set;
-        ends_ = ends;
-        session_ = std::make_unique<llp::MpaSession>(std::move(session));
-        initiator_ = false;
-        deadline_ = session_->deadline();
-        arm_timer(deadline_);
-        (void)drive(EndpointInput::accept_started);
-        negotiate(session_->on_writable());
-    }
-
-    void qp_state_changed(uint32_t state) override {
-        if (m_ == nullptr) return;
-        switch (state) {  // from the consumer's request; the other states move no connection
-            case RI_QPS_CLOSING: (void)drive(EndpointInput::qp_closing); break;
-            case RI_QPS_ERROR: (void)drive(EndpointInput::qp_error, observe()); break;
-            case RI_QPS_IDLE: (void)drive(EndpointInput::qp_idle); break;
-            default: break;
-        }
-    }
-
-    // The kVP running this (hosted) connection's stream ended the QP on its own with asynchronous event
-    // @p event_id: the same end as the consumer moving the QP to ERROR, but the kAL hears it first-hand. Once the
-    // endpoint has ended, this and the consumer's own Modify QP to ERROR are ignored, whichever comes second.
-    void kvp_ended_qp(uint32_t event_id) {
-        if (m_ == nullptr) return;
-        const std::optional<EndpointInput> in = input_of_async_event(event_id);
-        if (!in) return;
-        RDMA_LOG_DEBUG(kComponent, "client %u: QP %#lx ended by the kVP (asynchronous event %u)", client_,
-                       static_cast<unsigned long>(qp_handle_), event_id);
-        (void)drive(*in, observe());
-    }
-
-    void on_events(short revents) {
-        const EndpointState state = fsm_.state();
-        if (state == EndpointState::connecting) {
-            if (tcp_connecting_) {
-                const int err = socket_error(sock_.get());
-                if (err != 0 || (revents & (POLLERR | POLLHUP)) != 0) {
-                    (void)drive(EndpointInput::unreachable, failure(err));
-                    return;
-                }
-                tcp_connecting_ = false;
-                session_ = std::make_unique<llp::MpaSession>(sock_.get());
-                if (auto st = session_->start_initiator(cfg_, pd_, deadline_); !st) {
-                    (void)drive(EndpointInput::setup_failed, failure(st.error().code()));
-                    return;
-                }
-                negotiate(session_->on_writable());
-                return;
-            }
-            negotiate(session_->on_events(revents));
-            return;
-        }
-        if (state != EndpointState::connected && state != EndpointState::disconnecting) return;
-        if ((revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0) return;
-        // Whoever runs the stream reads what came before its end (the last Send, a Terminate that decides how the
-        // connection ended), meets the end itself and reports it with the whole story: a uVP by its QP's state
-        // change (qp_state_changed), a kVP by its asynchronous event (kvp_ended_qp, RI_AE_QP_LLP_CLOSED or
-        // _RESET). Deciding here, on our own reference, would race it: the kAL would end the QP while the bytes
-        // before the FIN still wait in the socket, and they would be flushed instead of placed.
-        m_->server_.unwatch(sock_.get());
-        // A kVP whose QP no longer reads its stream (a QP it already failed, a consumer's own Terminate) reports
-        // nothing more: after a grace period the kAL ends the connection from what its reference shows.
-        if (kvp_stream()) {
-            end_by_ = Clock::now() + kKvpEndGrace;
-            arm_timer(end_by_);
-        }
-    }
-
-    // Puts this endpoint among those tick() visits, with its next deadline @p when.
-    void arm_timer(Clock::time_point when) {
-        m_->timed_.insert(this);
-        m_->arm(when);
-    }
-
-    // Returns the milliseconds to this endpoint's deadline, or -1; times the setup out when it has passed.
-    int check_deadline(Clock::time_point now) {
-        if (end_by_ != Clock::time_point{}) {
-            const EndpointState state = fsm_.state();
-            if (state != EndpointState::connected && state != EndpointState::disconnecting) {
-                end_by_ = {};  // the kVP's report came first
-            } else if (now < end_by_) {
-                return ms_until(end_by_, now);
-            } else {
-                end_by_ = {};
-                EndpointFacts f = observe();
-                f.peer_closed = true;
-                (void)drive(f.error != 0 ? EndpointInput::socket_error : EndpointInput::peer_fin, f);
-            }
-            return -1;
-        }
-        if (fsm_.state() != EndpointState::connecting) return -1;
-        if (now < deadline_) return ms_until(deadline_, now);
-        (void)drive(EndpointInput::setup_timed_out);
-        return -1;
-    }
-
-    void detach() { m_ = nullptr; }
-    [[nodiscard]] bool busy() const noexcept { return holds_connection(fsm_.state()); }
-
-    EndpointInfo info() const {
-        EndpointInfo i;
-        i.client_id = client_;
-        i.qp = qp_handle_;
-        i.rnic = rnic_;
-        i.state = to_krdma(fsm_.state());
-        ri_qp_attr_t a{};
-        if (qp_.v->query_qp(static_cast<ri_qp_t>(qp_.handle), &a) == RI_OK) i.qp_num = a.qp_num;
-        (void)qp_.v->query_qp_stats(static_cast<ri_qp_t>(qp_.handle), &i.rdma);  // wherever the data path runs
-        ri_llp_params_t p = sock_ ? addresses_of(sock_.get()) : llp_;
-        i.local = text_of(p.local, p.local_port);
-        i.remote = text_of(p.remote, p.remote_port);
-        i.llp = llp_;
-        i.fd = sock_ ? sock_.get() : -1;
-        return i;
-    }
-
-private:
-    // What became of a step's report.
-    enum class Driven : uint8_t { refused, done, undelivered };
-
-    // The kVP runs this connection's stream (a consumer hosted in the kAL, or an offloading RNIC): the socket never
-    // leaves the kAL's process, and the kVP's asynchronous events tell how the stream ended.
-    [[nodiscard]] bool kvp_stream() const noexcept { return VerbCommands::kvp_runs_streams(client_, qp_.offload); }
-
-    // Feeds @p in with @p facts to the state machine and carries out the step: the report is built first (with
-    // @p decorate, while the MPA session it may read is still there); then the counter, the kVP's QP, the socket;
-    // then the report goes out, with the socket when it is ESTABLISHED for an owner in another process.
-    Driven drive(EndpointInput in, const EndpointFacts &facts = {},
-                 const std::function<void(krdma_cm_event &)> &decorate = nullptr) {
-        const EndpointState from = fsm_.state();
-        const EndpointStep step = fsm_.apply(in, facts);
-        if (!step.accepted()) {
-            RDMA_LOG_DEBUG(kComponent, "client %u: QP %#lx: %s ignored while %s", client_,
-                           static_cast<unsigned long>(qp_handle_), std::string(name_of(in)).c_str(),
-                           std::string(name_of(from)).c_str());
-            return Driven::refused;
-        }
-        if (from == EndpointState::connecting && step.next == EndpointState::error && step.report != 0) {
-            RDMA_LOG_INFO(kComponent, "client %u: QP %#lx connection setup failed (%s): %s", client_,
-                          static_cast<unsigned long>(qp_handle_), std::string(name_of(in)).c_str(),
-                          std::strerror(step.status));
-        }
-        krdma_cm_event e = cm(step.report, step.status);
-        if (step.report != 0 && decorate) decorate(e);
-        count(step.count);
-        if (step.qp_to_error) qp_to_error();
-        switch (step.release) {
-            case SocketRelease::keep: break;
-            case SocketRelease::close: close_socket(false); break;
-            case SocketRelease::reset: close_socket(true); break;
-        }
-        if (step.report == 0) return Driven::done;
-        const bool handoff = step.report == KRDMA_CM_ESTABLISHED && !kvp_stream() && sock_;
-        return send(e, handoff ? sock_.get() : -1) ? Driven::done : Driven::undelivered;
-    }
-
-    void count(LlpCount c) {
-        LlpCounters &n = m_->counters_;
-        switch (c) {
-            case LlpCount::none: break;
-            case LlpCount::established: ++n.established; break;
-            case LlpCount::failed: ++n.failed; break;
-            case LlpCount::timeouts: ++n.timeouts; break;
-            case LlpCount::peer_rejected: ++n.peer_rejected; break;
-            case LlpCount::peer_disconnects: ++n.peer_disconnects; break;
-            case LlpCount::resets: ++n.resets; break;
-        }
-    }
-
-    // How a connection in RDMA mode stands, for the end of its QP: the socket's error (SO_ERROR is read once, and
-    // until our FIN a socket TCP closed tells by its state), the peer's FIN, a Terminate either way.
-    EndpointFacts observe() const {
-        EndpointFacts f;
-        if (!sock_) return f;
-        f.error = connection_error(sock_.get(), fsm_.state() == EndpointState::disconnecting);
-        f.peer_closed = peer_closed(sock_.get());
-        f.terminated = terminated();
-        return f;
-    }
-
-    static EndpointFacts failure(int error) {
-        EndpointFacts f;
-        f.error = rdma::from_errno(error);  // a socket's or the kernel's errno, in the RNIC-PI vocabulary
-        return f;
-    }
-
-    krdma_cm_event cm(uint32_t type, int status) const {
-        krdma_cm_event e = cm_event(type, qp_handle_, context_);
-        e.cookie = qp_.cookie;
-        e.status = status;
-        e.llp = llp_;
-        return e;
-    }
-
-    bool send(const krdma_cm_event &e, int fd = -1) {
-        const int fds[1] = {fd};
-        return m_->verbs_.deliver_record(client_, KRDMA_EVENT_CM,
-                                         {reinterpret_cast<const uint8_t *>(&e), sizeof e},
-                                         std::span<const int>(fds, fd >= 0 ? 1 : 0));
-    }
-
-    void rewatch(short events) {
-        m_->server_.watch(sock_.get(), events, [this](short revents) { on_events(revents); });
-    }
-
-    void close_socket(bool abortive) {
-        if (!sock_) return;
-        m_->server_.unwatch(sock_.get());
-        if (abortive) {
-            m_->linger_.abort(std::move(sock_));  // a reset, once what the socket still holds is out
-        } else {
-            sock_.reset();
-        }
-        session_.reset();
-    }
-
-    // The data path sent or received a Terminate on this connection (its counters say so).
-    bool terminated() const {
-        ri_qp_stats_t st{};
-        return qp_.v->query_qp_stats(static_cast<ri_qp_t>(qp_.handle), &st) == RI_OK &&
-               st.terminates_sent + st.terminates_received > 0;
-    }
-
-    // The kVP's QP to ERROR, unless it is there already (the kVP ended it on its own).
-    void qp_to_error() {
-        ri_qp_attr_t a{};
-        if (qp_.v->query_qp(static_cast<ri_qp_t>(qp_.handle), &a) == RI_OK && a.state == RI_QPS_ERROR) return;
-        a = ri_qp_attr_t{};
-        a.state = RI_QPS_ERROR;
-        (void)qp_.v->modify_qp(static_cast<ri_qp_t>(qp_.handle), &a, RI_QP_ATTR_STATE);
-    }
-
-    void negotiate(llp::MpaState s) {
-        switch (s) {
-            case llp::MpaState::established: transition(); return;
-            case llp::MpaState::request_received:
-                if (auto_accept_) {
-                    auto_accept_ = false;
-                    if (auto st = session_->accept(pd_, ird_, ord_); !st) {
-                        (void)drive(EndpointInput::setup_failed, failure(st.error().code()));
-                        return;
-                    }
-                    negotiate(session_->on_writable());
-                    return;
-                }
-                break;
-            case llp::MpaState::rejected:
-                (void)drive(EndpointInput::rejected, {},
-                            [this](krdma_cm_event &e) { krdma::set_private_data(e, session_->peer_private_data()); });
-                return;
-            case llp::MpaState::failed: {
-                const rdma::Error *why = session_->error();
-                if (why != nullptr && why->code() == RI_ETIMEDOUT) {
-                    (void)drive(EndpointInput::setup_timed_out);
-                    return;
-                }
-                uint32_t term = 0;
-                if (auto t = session_->term()) term = iwarp::term_detail(*t) & 0xffffffu;
-                if (const std::vector<uint8_t> t = session_->terminate_fpdu(); !t.empty()) {
-                    // RFC 6581: the responder is in full operation; it learns why from a Terminate, then FIN
-                    // (setup_failed closes in order, so a reset does not discard it). A full socket drops it.
-                    (void)::send(sock_.get(), t.data(), t.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-                }
-                (void)drive(EndpointInput::setup_failed, failure(why != nullptr ? why->code() : RI_EPROTO),
-                            [term](krdma_cm_event &e) { e.term = term; });
-                return;
-            }
-            default: break;
-        }
-        const short ev = session_->poll_events();
-        rewatch(ev != 0 ? ev : POLLIN);
-    }
-
-    // The RDMA-mode transition: the kVP's QP to RTS with the negotiated parameters, the socket to the owner.
-    void transition() {
-        // The active side knows where it connected to; its own port it learns once, here.
-        if (ends_.remote.family != RI_AF_NONE && ends_.local.family == RI_AF_NONE) local_end_of(sock_.get(), ends_);
-        const bool known = ends_.local.family != RI_AF_NONE && ends_.remote.family != RI_AF_NONE;
-        auto llp = llp::to_llp_params(session_->result(), initiator_, sock_.get(), known ? &ends_ : nullptr);
-        if (!llp) {
-            (void)drive(EndpointInput::setup_failed, failure(llp.error().code()));
-            return;
-        }
-        // The stream lives in the consumer's process, or, for a consumer hosted in the kAL and for an offloading
-        // RNIC, in the kVP, which takes a duplicate of it here (the kAL keeps its own reference either way).
-        ri_qp_attr_t a{};
-        a.state = RI_QPS_RTS;
-        a.llp = *llp;
-        a.llp.fd = kvp_stream() ? sock_.get() : -1;
-        if (ri_status_t rc = qp_.v->modify_qp(static_cast<ri_qp_t>(qp_.handle), &a,
-                                              RI_QP_ATTR_STATE | RI_QP_ATTR_LLP);
-            rc != RI_OK) {
-            RDMA_LOG_WARN(kComponent, "kVP refused the RDMA-mode transition: %s", std::strerror(rc));
-            (void)drive(EndpointInput::transition_refused, failure(rc));
-            return;
-        }
-        llp_ = a.llp;
-        llp_.fd = -1;
-        // Before the socket leaves: a dead peer or path must fail it in bounded time, not after TCP's minutes.
-        if (auto r = liveness_set_ ? rdma::Expected<void>{} : llp::set_liveness(sock_.get(), m_->settings_); !r) {
-            RDMA_LOG_CLIENT(warn, kComponent, "client %u: QP %#lx: %s: %s", client_, static_cast<unsigned long>(qp_handle_),
-                          r.error().message().c_str(), std::strerror(r.error().code()));
-        }
-        const Driven d = drive(EndpointInput::established, {}, [this](krdma_cm_event &e) {
-            if (initiator_) krdma::set_private_data(e, session_->peer_private_data());
-        });
-        session_.reset();
-        if (d == Driven::undelivered) {
-            // The owner cannot take the socket: nobody can use this connection.
-            (void)drive(EndpointInput::handoff_failed);
-            return;
-        }
-        RDMA_LOG_DEBUG(kComponent, "client %u: QP %#lx in RDMA mode, %s -> %s", client_,
-                       static_cast<unsigned long>(qp_handle_), text_of(llp_.local, llp_.local_port).c_str(),
-                       text_of(llp_.remote, llp_.remote_port).c_str());
-        // A kVP's stream: the kAL watches for its end (only that: the data is the kVP's to read), in case the kVP
-        // no longer reads it (see on_events). A uVP's stream is not watched at all: its owner meets the end and
-        // reports it (on_events would only unwatch it), and a socket with an epoll entry on its wait queue pays a
-        // wake-up call for every segment in and every ACK that frees room: about a twentieth of a small
-        // ping-pong's round trip on loopback (bench/README, "An epoll entry costs every segment").
-        if (kvp_stream()) {
-            rewatch(POLLRDHUP);
-        } else {
-            m_->server_.unwatch(sock_.get());
-        }
-    }
-
-    ConnectionCommands *m_;
-    uint32_t client_;
-    Handle qp_handle_;
-    KvpObject &qp_;
-    uint32_t qp_num_;
-    uint64_t context_;
-    std::string rnic_;
-    EndpointFsm fsm_;
-    krdma::UniqueFd sock_;
-    // Only while negotiating: a connected endpoint does not carry the negotiation's buffers.
-    std::unique_ptr<llp::MpaSession> session_;
-    bool initiator_ = false;
-    bool liveness_set_ = false;  // an accepted socket inherits its listener's
-    bool tcp_connecting_ = false;
-    iwarp::MpaConfig cfg_{};
-    std::vector<uint8_t> pd_;
-    Clock::time_point deadline_{};
-    Clock::time_point end_by_{};  // a kVP stream's peer ended it: the kVP reports by then, or the kAL decides
-    ri_llp_params_t llp_{};
-    // The stream's addresses and ports as far as known without asking the socket (an end not known has family
-    // RI_AF_NONE): from accept (passive), or the remote end from CONNECT (active; its own end is read at the
-    // transition).
-    ri_llp_params_t ends_{};
-    // CONVERT's responder: answers the peer's request itself with these.
-    bool auto_accept_ = false;
-    uint16_t ird_ = 0, ord_ = 0;
-};
 
 ConnectionCommands::ConnectionCommands(VerbCommands &verbs, LlpSettings settings)
-    : verbs_(verbs), server_(verbs.server()), settings_(settings) {
+    : verbs_(verbs),
+      server_(verbs.server()),
+      settings_(settings),
+      endpoints_(server_, settings_,
+                 [&verbs](uint32_t client_id, std::span<const uint8_t> record, std::span<const int> fds) {
+                     return verbs.deliver_record(client_id, KRDMA_EVENT_CM, record, fds);
+                 }) {
     server_.on(KRDMA_CMD_LISTEN, [this](Connection &c, const Request &r, Reply &rep) { return listen(c, r, rep); });
     server_.on(KRDMA_CMD_DESTROY_LISTEN,
                [this](Connection &c, const Request &r, Reply &rep) { return destroy_listen(c, r, rep); });
@@ -652,15 +177,15 @@ ConnectionCommands::ConnectionCommands(VerbCommands &verbs, LlpSettings settings
     });
     server_.on(KRDMA_CMD_LLP_COUNTERS, [this](Connection &, const Request &, Reply &rep) {
         krdma_llp_counters a{};
-        a.active_opens = counters_.active_opens;
-        a.passive_opens = counters_.passive_opens;
-        a.established = counters_.established;
-        a.rejected = counters_.rejected;
-        a.peer_rejected = counters_.peer_rejected;
-        a.failed = counters_.failed;
-        a.timeouts = counters_.timeouts;
-        a.peer_disconnects = counters_.peer_disconnects;
-        a.resets = counters_.resets;
+        a.active_opens = endpoints_.counters().active_opens;
+        a.passive_opens = endpoints_.counters().passive_opens;
+        a.established = endpoints_.counters().established;
+        a.rejected = endpoints_.counters().rejected;
+        a.peer_rejected = endpoints_.counters().peer_rejected;
+        a.failed = endpoints_.counters().failed;
+        a.timeouts = endpoints_.counters().timeouts;
+        a.peer_disconnects = endpoints_.counters().peer_disconnects;
+        a.resets = endpoints_.counters().resets;
         a.listen_points = listens_.size();
         a.pending_requests = pending_.size();
         std::memcpy(rep.payload.data(), &a, sizeof a);
@@ -690,7 +215,7 @@ ConnectionCommands::~ConnectionCommands() {
     for (auto &[id, p] : pending_) server_.unwatch(p->sock.get());
     pending_.clear();
     // Endpoints and listen points live in the consumers' tables, which may outlive this object.
-    for (Endpoint *e : endpoints_) e->detach();
+    endpoints_.detach_all();
     for (ListenPoint *l : listens_) {
         server_.unwatch(l->sock_.get());
         l->m_ = nullptr;
@@ -742,7 +267,7 @@ int ConnectionCommands::listen(Connection &c, const Request &req, Reply &rep) {
     int one = 1;
     (void)::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (::bind(s.get(), reinterpret_cast<sockaddr *>(&ss), len) != 0) {
-        return rep.fail(rdma::from_errno(errno), "listen: cannot bind " + text_of(addr, q.port) + ": " +
+        return rep.fail(rdma::from_errno(errno), "listen: cannot bind " + llp::text_of(addr, q.port) + ": " +
                                                      std::strerror(errno));
     }
     if (::listen(s.get(), q.backlog != 0 ? q.backlog : 128) != 0) {
@@ -770,7 +295,7 @@ int ConnectionCommands::listen(Connection &c, const Request &req, Reply &rep) {
     raw->handle_ = *h;
     raw->cookie_ = q.cookie;
     server_.watch(fd, POLLIN, [this, raw](short) { accept_tcp(*raw); });
-    RDMA_LOG_INFO(kComponent, "client %u listens on %s (RNIC %s)", c.peer().client_id, text_of(addr, port).c_str(),
+    RDMA_LOG_INFO(kComponent, "client %u listens on %s (RNIC %s)", c.peer().client_id, llp::text_of(addr, port).c_str(),
                   raw->rnic_.c_str());
     q.port = port;
     q.handle = *h;
@@ -803,11 +328,11 @@ void ConnectionCommands::accept_tcp(ListenPoint &lp) {
         krdma::UniqueFd s(::accept4(lp.sock_.get(), reinterpret_cast<sockaddr *>(&peer), &peer_len,
                                     SOCK_NONBLOCK | SOCK_CLOEXEC));
         if (!s) return;
-        ++counters_.passive_opens;
+        ++endpoints_.counters().passive_opens;
         if (lp.requests_.size() >= settings_.max_pending) {
             RDMA_LOG_CLIENT(warn, kComponent, "listen point %#lx: %u requests pending, refusing one",
                           static_cast<unsigned long>(lp.handle_), settings_.max_pending);
-            ++counters_.rejected;
+            ++endpoints_.counters().rejected;
             continue;  // closing the socket refuses it
         }
         if (!lp.inherits_options_) {
@@ -824,13 +349,13 @@ void ConnectionCommands::accept_tcp(ListenPoint &lp) {
             p->ends.local_port = lp.port_;
             p->ends.fd = -1;
         } else {
-            p->ends = addresses_of(p->sock.get());
+            p->ends = llp::addresses_of(p->sock.get());
         }
         if (auto st = p->session.start_responder(lp.cfg_, Clock::now() + settings_.request_timeout); !st) {
             RDMA_LOG_CLIENT(warn, kComponent, "cannot start MPA: %s", st.error().message().c_str());
             continue;
         }
-        arm(p->session.deadline());
+        endpoints_.arm(p->session.deadline());
         const int fd = p->sock.get();
         lp.requests_.insert(id);
         pending_.emplace(id, std::move(p));
@@ -869,7 +394,7 @@ void ConnectionCommands::pending_events(uint64_t id, short revents) {
             }
             krdma::set_private_data(e, p.session.peer_private_data());
             p.session.set_deadline(Clock::now() + settings_.accept_timeout);
-            arm(p.session.deadline());
+            endpoints_.arm(p.session.deadline());
             if (!verbs_.deliver_record(p.lp->client_, KRDMA_EVENT_CM, {reinterpret_cast<const uint8_t *>(&e), sizeof e})) {
                 drop_pending(id);
                 return;
@@ -880,7 +405,7 @@ void ConnectionCommands::pending_events(uint64_t id, short revents) {
         case llp::MpaState::rejected:
         case llp::MpaState::failed:
             if (s == llp::MpaState::failed) {
-                ++counters_.failed;
+                ++endpoints_.counters().failed;
                 const rdma::Error *why = p.session.error();
                 RDMA_LOG_INFO(kComponent, "connection request refused: %s",
                               why != nullptr ? why->message().c_str() : "?");
@@ -902,7 +427,7 @@ void ConnectionCommands::drop_pending(uint64_t id) {
     pending_.erase(it);
     // Closing with the peer's bytes unread (oversized private data, say) makes TCP reset at once, and a reject
     // reply still in flight would go with it: FIN after the reply instead, and the reset once it is acknowledged.
-    if (sock && llp::unread(sock.get()) > 0) linger_.abort(std::move(sock));
+    if (sock && llp::unread(sock.get()) > 0) endpoints_.linger().abort(std::move(sock));
 }
 
 rdma::Expected<ConnectionCommands::StreamTarget> ConnectionCommands::stream_target(Connection &c, Handle qp) {
@@ -935,12 +460,8 @@ rdma::Expected<ConnectionCommands::PendingMap::iterator> ConnectionCommands::und
 }
 
 int ConnectionCommands::connect(Connection &c, const Request &req, Reply &rep) {
-    krdma_connect q;
-    std::memcpy(&q, req.payload.data(), sizeof q);
-    if (q.private_data_len > KRDMA_MAX_PRIVATE_DATA) {
-        return rep.fail(RI_EINVAL, "connect: " + std::to_string(q.private_data_len) + " bytes of private data; MPA "
-                                   "carries at most " + std::to_string(KRDMA_MAX_PRIVATE_DATA));
-    }
+    const auto q = decode<krdma_connect>(req);
+    if (const int rc = check_prologue("connect", q, rep); rc != RI_OK) return rc;
     if (q.port == 0) return rep.fail(RI_EINVAL, "connect: the peer's port must not be 0");
     auto target = stream_target(c, q.qp);
     if (!target) return rep.fail(target.error().code(), "connect: " + target.error().message());
@@ -953,14 +474,14 @@ int ConnectionCommands::connect(Connection &c, const Request &req, Reply &rep) {
     if (rlen == 0) return rep.fail(RI_EAFNOSUPPORT, "connect: the peer's address is neither IPv4 nor IPv6");
     const ri_net_addr_t &rnic_addr = open->ref.address();
     if (rnic_addr.family != q.remote.family) {
-        return rep.fail(RI_EAFNOSUPPORT, "connect: " + text_of(q.remote, q.port) + " is not of the address family of "
+        return rep.fail(RI_EAFNOSUPPORT, "connect: " + llp::text_of(q.remote, q.port) + " is not of the address family of "
                                          "RNIC " + open->ref.name() + " (" + krdma::to_text(rnic_addr) + ")");
     }
     // The host's tables decide the route; it must leave through the RNIC's netdev (or stay on this host).
     auto route = routes_.route_for(llp::RnicBinding{rnic_addr, open->ref.netdev()}, q.remote);
     if (!route) {
         RDMA_LOG_INFO(kComponent, "client %u: no route to %s from RNIC %s: %s", c.peer().client_id,
-                      text_of(q.remote, q.port).c_str(), open->ref.name().c_str(),
+                      llp::text_of(q.remote, q.port).c_str(), open->ref.name().c_str(),
                       route.error().message().c_str());
         return rep.fail(rdma::from_errno(route.error().code()), "connect: from RNIC " + open->ref.name() + ": " +
                                                                     route.error().message());
@@ -981,13 +502,14 @@ int ConnectionCommands::connect(Connection &c, const Request &req, Reply &rep) {
                                                      std::strerror(errno));
     }
     if (::connect(s.get(), reinterpret_cast<sockaddr *>(&remote), rlen) != 0 && errno != EINPROGRESS) {
-        return rep.fail(rdma::from_errno(errno), "connect: to " + text_of(q.remote, q.port) + ": " +
+        return rep.fail(rdma::from_errno(errno), "connect: to " + llp::text_of(q.remote, q.port) + ": " +
                                                      std::strerror(errno));
     }
-    ++counters_.active_opens;
+    ++endpoints_.counters().active_opens;
     const auto timeout = q.timeout_ms != 0 ? std::chrono::milliseconds(q.timeout_ms) : settings_.connect_timeout;
-    auto ep = std::make_unique<Endpoint>(*this, c.peer().client_id, q.qp, *qp, qa.qp_num, q.context,
-                                       open->ref.name());
+    auto ep = std::make_unique<Endpoint>(endpoints_, c.peer().client_id, q.qp, *qp, qa.qp_num, q.context,
+                                       open->ref.name(),
+                                       VerbCommands::kvp_runs_streams(c.peer().client_id, qp->offload));
     Endpoint *raw = ep.get();
     qp->link = std::move(ep);
     raw->know_remote(q.remote, q.port);
@@ -997,13 +519,8 @@ int ConnectionCommands::connect(Connection &c, const Request &req, Reply &rep) {
 }
 
 int ConnectionCommands::accept(Connection &c, const Request &req, Reply &rep) {
-    krdma_accept q;
-    std::memcpy(&q, req.payload.data(), sizeof q);
-    if (q.private_data_len > KRDMA_MAX_PRIVATE_DATA) {
-        return rep.fail(RI_EINVAL, "accept: " + std::to_string(q.private_data_len) + " bytes of private data; MPA "
-                                   "carries at most " + std::to_string(KRDMA_MAX_PRIVATE_DATA));
-    }
-    if (q.reserved != 0 || q.reserved2 != 0) return rep.fail(RI_EINVAL, "accept: the reserved words must be zero");
+    const auto q = decode<krdma_accept>(req);
+    if (const int rc = check_prologue("accept", q, rep); rc != RI_OK) return rc;
     auto found = undecided_request(c, q.request);
     if (!found) return rep.fail(found.error().code(), "accept: " + found.error().message());
     auto it = *found;
@@ -1032,8 +549,9 @@ int ConnectionCommands::accept(Connection &c, const Request &req, Reply &rep) {
     const ri_llp_params_t ends = p.ends;
     p.lp->requests_.erase(q.request);
     pending_.erase(it);
-    auto ep = std::make_unique<Endpoint>(*this, c.peer().client_id, q.qp, *qp, qa.qp_num, q.context,
-                                       open->ref.name());
+    auto ep = std::make_unique<Endpoint>(endpoints_, c.peer().client_id, q.qp, *qp, qa.qp_num, q.context,
+                                       open->ref.name(),
+                                       VerbCommands::kvp_runs_streams(c.peer().client_id, qp->offload));
     Endpoint *raw = ep.get();
     qp->link = std::move(ep);
     raw->start_passive(std::move(sock), std::move(session), inherited, ends);
@@ -1041,13 +559,8 @@ int ConnectionCommands::accept(Connection &c, const Request &req, Reply &rep) {
 }
 
 int ConnectionCommands::convert(Connection &c, const Request &req, Reply &rep) {
-    krdma_convert q;
-    std::memcpy(&q, req.payload.data(), sizeof q);
-    if (q.private_data_len > KRDMA_MAX_PRIVATE_DATA) {
-        return rep.fail(RI_EINVAL, "convert: " + std::to_string(q.private_data_len) + " bytes of private data; MPA "
-                                   "carries at most " + std::to_string(KRDMA_MAX_PRIVATE_DATA));
-    }
-    if (q.reserved != 0 || q.reserved2 != 0) return rep.fail(RI_EINVAL, "convert: the reserved words must be zero");
+    const auto q = decode<krdma_convert>(req);
+    if (const int rc = check_prologue("convert", q, rep); rc != RI_OK) return rc;
     if (q.role > KRDMA_CONVERT_RESPONDER) return rep.fail(RI_EINVAL, "convert: unknown role " + std::to_string(q.role));
     if (req.message == nullptr || req.message->nfds != 1) {
         return rep.fail(RI_EBADF, "convert: the request must carry exactly one descriptor, the connected socket");
@@ -1074,12 +587,12 @@ int ConnectionCommands::convert(Connection &c, const Request &req, Reply &rep) {
     KvpObject *qp = target->qp;
     KvpObject *open = target->open;
     const ri_qp_attr_t &qa = target->attr;
-    const ri_llp_params_t ends = addresses_of(s.get());
+    const ri_llp_params_t ends = llp::addresses_of(s.get());
     const ri_net_addr_t &rnic_addr = open->ref.address();
     if (ends.local.family != rnic_addr.family ||
         std::memcmp(ends.local.addr, rnic_addr.addr, rnic_addr.family == RI_AF_INET6 ? 16 : 4) != 0) {
         return rep.fail(RI_EADDRNOTAVAIL, "convert: the socket's local address " +
-                                              text_of(ends.local, ends.local_port) + " is not RNIC " +
+                                              llp::text_of(ends.local, ends.local_port) + " is not RNIC " +
                                               open->ref.name() + "'s (" + krdma::to_text(rnic_addr) + ")");
     }
     const int flags = ::fcntl(s.get(), F_GETFL);
@@ -1097,17 +610,18 @@ int ConnectionCommands::convert(Connection &c, const Request &req, Reply &rep) {
     }
     const auto timeout = q.timeout_ms != 0 ? std::chrono::milliseconds(q.timeout_ms) : settings_.connect_timeout;
     const std::span<const uint8_t> pd(q.private_data, q.private_data_len);
-    auto ep = std::make_unique<Endpoint>(*this, c.peer().client_id, q.qp, *qp, qa.qp_num, q.context,
-                                       open->ref.name());
+    auto ep = std::make_unique<Endpoint>(endpoints_, c.peer().client_id, q.qp, *qp, qa.qp_num, q.context,
+                                       open->ref.name(),
+                                       VerbCommands::kvp_runs_streams(c.peer().client_id, qp->offload));
     Endpoint *raw = ep.get();
     qp->link = std::move(ep);
     if (initiator) {
-        ++counters_.active_opens;
+        ++endpoints_.counters().active_opens;
         // Connected already: the first writable event finds no socket error and starts MPA.
         raw->start_active(std::move(s), mpa_config(*open, qa.ird, qa.ord), pd, Clock::now() + timeout,
                           EndpointInput::convert_started);
     } else {
-        ++counters_.passive_opens;
+        ++endpoints_.counters().passive_opens;
         raw->start_converted_responder(std::move(s), mpa_config(*open, qa.ird, qa.ord), pd,
                                        static_cast<uint16_t>(std::min<uint32_t>(qa.ird, iwarp::kMpaIrdOrdMax)),
                                        static_cast<uint16_t>(std::min<uint32_t>(qa.ord, iwarp::kMpaIrdOrdMax)),
@@ -1117,20 +631,15 @@ int ConnectionCommands::convert(Connection &c, const Request &req, Reply &rep) {
 }
 
 int ConnectionCommands::reject(Connection &c, const Request &req, Reply &rep) {
-    krdma_reject q;
-    std::memcpy(&q, req.payload.data(), sizeof q);
-    if (q.private_data_len > KRDMA_MAX_PRIVATE_DATA) {
-        return rep.fail(RI_EINVAL, "reject: " + std::to_string(q.private_data_len) + " bytes of private data; MPA "
-                                   "carries at most " + std::to_string(KRDMA_MAX_PRIVATE_DATA));
-    }
-    if (q.reserved != 0 || q.reserved2 != 0) return rep.fail(RI_EINVAL, "reject: the reserved words must be zero");
+    const auto q = decode<krdma_reject>(req);
+    if (const int rc = check_prologue("reject", q, rep); rc != RI_OK) return rc;
     auto found = undecided_request(c, q.request);
     if (!found) return rep.fail(found.error().code(), "reject: " + found.error().message());
     PendingRequest &p = *(*found)->second;
     if (auto st = p.session.reject(std::span<const uint8_t>(q.private_data, q.private_data_len)); !st) {
         return rep.fail(rdma::from_errno(st.error().code()), "reject: " + st.error().message());
     }
-    ++counters_.rejected;
+    ++endpoints_.counters().rejected;
     // The reply (at most 532 bytes) nearly always fits the socket at once; otherwise it finishes in the loop.
     if (p.session.on_writable() == llp::MpaState::sending_reply) {
         server_.watch(p.sock.get(), POLLOUT, [this, id = q.request](short r) { pending_events(id, r); });
@@ -1146,39 +655,24 @@ int ConnectionCommands::tick() {
     auto earlier = [&wait](int ms) {
         if (ms >= 0 && (wait < 0 || ms < wait)) wait = ms;
     };
-    earlier(linger_.poll(now));
-    if (now < next_due_) {
-        // No deadline is due: nothing to visit (a loop turn per device message would otherwise walk every
-        // connection in setup).
-        if (next_due_ != Clock::time_point::max()) earlier(ms_until(next_due_, now));
+    earlier(endpoints_.linger().poll(now));
+    if (int ms = -1; !endpoints_.begin_visit(now, ms)) {
+        earlier(ms);
         return wait;
     }
-    next_due_ = Clock::time_point::max();
-    // Endpoints with a deadline armed (a setup, a kVP's grace period): only those, so that a wake-up costs the same
-    // with ten thousand idle connections. One whose deadline is gone (or just fired) leaves the set until it arms
-    // another. fail() never destroys an endpoint, so the snapshot stays valid.
-    timed_snapshot_.assign(timed_.begin(), timed_.end());
-    for (Endpoint *e : timed_snapshot_) {
-        const int ms = e->check_deadline(now);
-        if (ms < 0) {
-            timed_.erase(e);
-        } else {
-            earlier(ms);
-            arm(now + std::chrono::milliseconds(ms));
-        }
-    }
+    earlier(endpoints_.visit_timed(now));
     std::vector<uint64_t> expired;
     for (auto &[id, p] : pending_) {
         if (p->session.expired(now)) {
             expired.push_back(id);
         } else if (!p->session.done()) {
-            arm(p->session.deadline());
+            endpoints_.arm(p->session.deadline());
             earlier(p->session.poll_timeout_ms(now));
         }
     }
     for (uint64_t id : expired) {
         PendingRequest &p = *pending_.at(id);
-        ++counters_.timeouts;
+        ++endpoints_.counters().timeouts;
         if (p.session.state() == llp::MpaState::request_received) {
             // The consumer never decided: the peer gets a reject rather than a silent close.
             RDMA_LOG_INFO(kComponent, "connection request %lu not answered in time: rejecting it",

@@ -37,39 +37,13 @@
 #include <string>
 #include <vector>
 
-#include "abort_linger.hpp"
+#include "endpoint.hpp"
 #include "link_monitor.hpp"
 #include "llp_settings.hpp"
 #include "route.hpp"
 #include "verb_commands.hpp"
 
 namespace kal {
-
-/** @brief Counters of LLP management since start. */
-struct LlpCounters {
-    uint64_t active_opens = 0;       /**< CONNECTs started. */
-    uint64_t passive_opens = 0;      /**< TCP connections accepted on listen points. */
-    uint64_t established = 0;        /**< RDMA-mode transitions done. */
-    uint64_t rejected = 0;           /**< Requests rejected (by a consumer, or refused by our MPA policy). */
-    uint64_t peer_rejected = 0;      /**< Our requests the peer rejected. */
-    uint64_t failed = 0;             /**< Setups that failed (unreachable, bad MPA, transition refused). */
-    uint64_t timeouts = 0;           /**< Setups that ran out of time. */
-    uint64_t peer_disconnects = 0;   /**< Connections the peer closed in order. */
-    uint64_t resets = 0;             /**< Connections reset or broken (by the peer or by us). */
-};
-
-/** @brief One endpoint as the administrator sees it. */
-struct EndpointInfo {
-    uint32_t client_id = 0;     /**< Owner's device connection. */
-    uint64_t qp = 0;            /**< kAL handle of the QP. */
-    uint32_t qp_num = 0;        /**< The QP number. */
-    std::string rnic;           /**< RNIC name. */
-    uint32_t state = 0;         /**< ::krdma_ep_state. */
-    std::string local, remote;  /**< "address:port". */
-    ri_llp_params_t llp{};      /**< Negotiated parameters (when connected). */
-    int fd = -1;                /**< The kAL's reference to the socket (for TCP_INFO), or -1. */
-    ri_qp_stats_t rdma{};       /**< The QP's data-path counters, from the kVP (zero when it keeps none). */
-};
 
 class Endpoint;
 class ListenPoint;
@@ -87,12 +61,11 @@ public:
     ~ConnectionCommands();
 
     /** @brief Counters. */
-    [[nodiscard]] const LlpCounters &counters() const noexcept { return counters_; }
+    [[nodiscard]] const LlpCounters &counters() const noexcept { return endpoints_.counters(); }
     /** @brief Every endpoint with a connection or one being set up (serving thread). */
     [[nodiscard]] std::vector<EndpointInfo> endpoints() const;
 
 private:
-    friend class Endpoint;
     friend class ListenPoint;
     friend class HostedConsumer;  // a consumer hosted in the kAL uses the same commands
     friend struct PendingRequest;
@@ -126,20 +99,8 @@ private:
     VerbCommands &verbs_;
     DeviceServer &server_;
     LlpSettings settings_;
-    LlpCounters counters_;
     PendingMap pending_;
-    llp::AbortLinger linger_;  // connections reset once their last bytes (a Terminate, say) are acknowledged
-    std::set<Endpoint *> endpoints_;
-    std::set<Endpoint *> timed_;             // endpoints with a deadline armed, visited by tick()
-    std::vector<Endpoint *> timed_snapshot_;  // tick()'s copy of timed_ (kept for its storage)
-    // The earliest deadline among timed_ and pending_: until then tick() visits neither (it runs at every turn of
-    // the device loop, and walking every connection in setup each time cost 6% of krdmad's CPU at 256 in flight).
-    // Every deadline armed lowers it (arm()); each visit recomputes it; a deadline dropped meanwhile only makes
-    // one visit early.
-    std::chrono::steady_clock::time_point next_due_ = std::chrono::steady_clock::time_point::max();
-    void arm(std::chrono::steady_clock::time_point deadline) noexcept {
-        if (deadline < next_due_) next_due_ = deadline;
-    }
+    Endpoints endpoints_;  // every endpoint, the counters, the abortive closes, the deadlines tick() visits
     std::set<ListenPoint *> listens_;
     uint64_t next_request_ = 1;
     std::optional<llp::LinkMonitor> links_;  // the host's links, for RI_AE_RNIC_LINK_DOWN/UP

@@ -1,9 +1,10 @@
 // System call management for the verbs: decode a SYSCALL, check every handle against the caller's table, call the
-// kVP (with the whole request when it takes it), record what was created, reply with the pin instructions; and
-// event management's routes from a kVP's handlers back to the owning process.
+// kVP (with the whole request when it takes it), record what was created, reply with the pin instructions; and the
+// delivery of event management's records (kal/event routes a kVP's events here) to the owning process.
 #include "verb_commands.hpp"
 
 #include "endpoint_fsm.hpp"
+#include "event_route.hpp"
 #include "kvp_object.hpp"
 
 #include <unistd.h>
@@ -20,45 +21,6 @@ namespace kal {
 namespace {
 
 constexpr const char *kComponent = "syscall";
-
-void route_async(void *ctx, ri_rnic_t, const ri_async_event_t *e) {
-    auto *route = static_cast<EventRoute *>(ctx);
-    if (route == nullptr || e == nullptr) return;
-    krdma_event ev{};
-    ev.event = KRDMA_EVENT_ASYNC;
-    ev.object = route->rnic;
-    ev.cookie = route->rnic_cookie;
-    ev.detail = e->detail;
-    ev.context = e->context;
-    ev.resource_id = e->resource_id;
-    ev.resource_type = e->resource_type;
-    ev.event_id = e->event_id;
-    // A kVP that ends a hosted client's QP (or any QP of an offloading RNIC) on its own ran the stream itself:
-    // endpoint management must hear it from here, since no uVP will move the QP for it. Handed over before the
-    // owner hears the event, so whatever the owner does about it reaches the serving thread after the endpoint has
-    // moved.
-    if (e->resource_type == RI_RES_QP && route->kvp_streams &&
-        input_of_async_event(e->event_id).has_value()) {
-        route->commands->kvp_ended_qp(route->client_id, route->rnic, static_cast<uint32_t>(e->resource_id),
-                                      e->event_id);
-    }
-    route->commands->deliver(route->client_id, ev);
-}
-
-void route_completion(void *ctx, ri_rnic_t, ri_cq_t cq) {
-    auto *route = static_cast<EventRoute *>(ctx);
-    if (route == nullptr) return;
-    krdma_event ev{};
-    ev.event = KRDMA_EVENT_COMPLETION;
-    {
-        std::lock_guard lock(route->mutex);
-        auto it = route->cqs.find(cq);
-        if (it == route->cqs.end()) return;  // a CQ the kAL does not know (or no longer): nobody to tell
-        ev.object = it->second.handle;
-        ev.cookie = it->second.cookie;
-    }
-    route->commands->deliver(route->client_id, ev);
-}
 
 // What an op names, creates and expects, so every op is checked the same way before the kVP sees it.
 enum class Ref : uint8_t { none, cq, srq_or_none, pd, pd_or_none };

@@ -1,8 +1,8 @@
 /**
  * @file verb_commands.hpp
  * @brief System call management for the verbs: the SYSCALL device command, per-connection contexts, and the
- *        privileged verbs executed on the kVP on behalf of a uVP (OpenRDMA Figure 3/4); and event management's
- *        routing of a kVP's asynchronous and completion events to the process that owns the resource.
+ *        privileged verbs executed on the kVP on behalf of a uVP (OpenRDMA Figure 3/4); and the delivery of the
+ *        records event management (kal/event) makes of a kVP's events to the process that owns the resource.
  *
  * Every object a caller names is looked up in that caller's own resource table (type-checked), so another
  * process's handle, a stale one or a made-up one is refused before the kVP is called; so is a reference to an
@@ -29,6 +29,7 @@
 
 #include "accounts.hpp"
 #include "adapter_manager.hpp"
+#include "event_route.hpp"
 #include "pin_map.hpp"
 #include "resource_table.hpp"
 #include "server.hpp"
@@ -36,7 +37,6 @@
 namespace kal {
 
 class VerbCommands;
-struct EventRoute;
 
 /** @brief The kAL's state for one device connection. */
 struct Context {
@@ -68,8 +68,8 @@ struct Context {
  */
 using HostedSink = std::function<void(uint32_t code, std::span<const uint8_t> record)>;
 
-/** @brief The verbs over the device. */
-class VerbCommands {
+/** @brief The verbs over the device, and the delivery of event management's records. */
+class VerbCommands : public EventSink {
 public:
     /** @brief Client identifiers of consumers hosted in the kAL start here (the device's own count up from 1). */
     static constexpr uint32_t kHostedClientBase = 0x80000000u;
@@ -97,7 +97,7 @@ public:
     [[nodiscard]] std::pair<uint64_t, uint64_t> event_counts() const noexcept;
 
     /** @brief Event management: sends @p event to client @p client_id (any thread). */
-    void deliver(uint32_t client_id, const krdma_event &event) noexcept;
+    void deliver(uint32_t client_id, const krdma_event &event) noexcept override;
     /**
      * @brief Event management: sends a variable-size @p record (header cmd @p code) with @p fds to client
      *        @p client_id; counted like deliver(). False when it could not be sent.
@@ -136,7 +136,7 @@ public:
      *        @p rnic with asynchronous event @p event_id. Hands it to the on_qp_ended() function on the serving
      *        thread and returns at once (from a kVP's thread, which must not wait for the serving thread).
      */
-    void kvp_ended_qp(uint32_t client_id, Handle rnic, uint32_t qp_num, uint32_t event_id) noexcept;
+    void kvp_ended_qp(uint32_t client_id, Handle rnic, uint32_t qp_num, uint32_t event_id) noexcept override;
 
     /**
      * @brief A consumer hosted in the kAL: a new client identifier whose event records go to @p sink instead of

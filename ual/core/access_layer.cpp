@@ -75,12 +75,15 @@ rdma::Expected<std::shared_ptr<AccessLayer>> AccessLayer::open(const Options &op
     }
     if (!embedded.empty()) {
         if (options.embedded_kal == nullptr) return embedded_unavailable(embedded);
-        auto link = options.embedded_kal(embedded.string());
-        if (!link) {
+        auto device = options.embedded_kal(embedded.string());
+        if (!device) {
             // The message names the file and the place in it; say where the file name came from too.
-            return rdma::Error(link.error().code(), link.error().message() + " (the embedded kAL's configuration, from " +
-                                                        embedded_from + ")");
+            return rdma::Error(device.error().code(), device.error().message() +
+                                                          " (the embedded kAL's configuration, from " + embedded_from +
+                                                          ")");
         }
+        auto link = adopt_device_link(std::move(device->socket), std::move(device->keep_alive));
+        if (!link) return link.error();
         return open(std::move(*link), options);
     }
     std::filesystem::path dev = options.device;

@@ -35,7 +35,7 @@
 #include "rnicpi/cpp/status.hpp"
 #include "rnicpi/rnicpi.h"
 #include "ual/events.hpp"
-#include "ual/kal_link.hpp"
+#include "krdma/kal_link.hpp"
 
 namespace ual {
 

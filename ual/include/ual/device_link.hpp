@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <memory>
 
-#include "ual/kal_link.hpp"
+#include "krdma/kal_link.hpp"
 
 namespace ual {
 

@@ -2,6 +2,9 @@
  * @file kal_link.hpp
  * @brief The uAL's one interface to its privileged side: how the access layer reaches a kAL.
  *
+ * It is part of the contract between the layers (krdma/), not of the uAL library, so that the kAL implements it
+ * without including anything of the uAL; its names stay in namespace ual, whose objects it serves.
+ *
  * Two implementations exist, and the object model in access_layer.hpp never asks which one it has:
  * - the device link (ual/device): a process talks to krdmad's /dev/krdma (or to an embedded kAL over a socket
  *   pair); the verbs are a uVP's, whose privileged steps travel as ri_syscall over the device;
@@ -15,8 +18,8 @@
  *
  * Slow-path calls return rdma::Expected so that the kAL's reason for a refusal reaches the consumer.
  */
-#ifndef UAL_KAL_LINK_HPP
-#define UAL_KAL_LINK_HPP
+#ifndef KRDMA_KAL_LINK_HPP
+#define KRDMA_KAL_LINK_HPP
 
 #include <cstdint>
 #include <memory>
@@ -186,9 +189,21 @@ public:
     virtual void stream_ended(const ObjectRef &qp) noexcept = 0;
 };
 
-/** @brief Starts an embedded kAL from configuration file @p config and returns a link to it (see kal/embedded). */
-using EmbeddedLinkStarter = rdma::Expected<std::unique_ptr<KalLink>> (*)(const std::string &config);
+/**
+ * @brief A kAL embedded in this process, as the uAL's device link takes it: the uAL's end of a connected device
+ *        socket, and what keeps the kAL serving it (released after the link's last use of it).
+ */
+struct EmbeddedDevice {
+    krdma::UniqueFd socket;           /**< The uAL's end of the device connection. */
+    std::shared_ptr<void> keep_alive; /**< Keeps the embedded kAL running. */
+};
+
+/**
+ * @brief Starts an embedded kAL from configuration file @p config and returns the device connection to it (see
+ *        kal/embedded); the uAL makes its device link over it, as over krdmad's device.
+ */
+using EmbeddedLinkStarter = rdma::Expected<EmbeddedDevice> (*)(const std::string &config);
 
 }  // namespace ual
 
-#endif  // UAL_KAL_LINK_HPP
+#endif  // KRDMA_KAL_LINK_HPP

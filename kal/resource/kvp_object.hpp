@@ -1,10 +1,10 @@
 /**
  * @file kvp_object.hpp
- * @brief Internal to the kAL's system call management: the record of one kVP object in a caller's resource table,
- *        shared by the verbs (verb_commands.cpp) and LLP/endpoint management (connection_commands.cpp).
+ * @brief The record of one kVP object in a caller's resource table, shared by the verbs (kal/syscall), endpoint
+ *        management (kal/endpoint) and event management's routes.
  */
-#ifndef KAL_SYSCALL_KVP_OBJECT_HPP
-#define KAL_SYSCALL_KVP_OBJECT_HPP
+#ifndef KAL_RESOURCE_KVP_OBJECT_HPP
+#define KAL_RESOURCE_KVP_OBJECT_HPP
 
 #include <map>
 #include <memory>
@@ -17,24 +17,7 @@
 
 namespace kal {
 
-class VerbCommands;
-
-/** @brief Where a kVP's event handlers deliver: one route per RNIC open, shared with the open's CQs. */
-struct EventRoute {
-    VerbCommands *commands = nullptr; /**< Event management. */
-    uint32_t client_id = 0;           /**< The owner's device connection. */
-    Handle rnic = 0;                  /**< The open's kAL handle, known once it is recorded. */
-    uint32_t rnic_cookie = 0;         /**< The open's consumer cookie (krdma_event::cookie of its events). */
-    std::string netdev;               /**< The RNIC's network device (for its link events). */
-    bool kvp_streams = false;         /**< The open's kVP runs its QPs' streams (hosted consumer, offloading RNIC). */
-    std::mutex mutex;                 /**< Guards ::cqs against the kVP's event threads. */
-    /** @brief A CQ as its completion events name it. */
-    struct Cq {
-        Handle handle = 0;   /**< kAL handle. */
-        uint32_t cookie = 0; /**< Consumer cookie. */
-    };
-    std::map<void *, Cq> cqs;         /**< kVP CQ -> its names, for completion events. */
-};
+struct EventRoute;  // event management's (kal/event/event_route.hpp)
 
 /**
  * @brief What a QP's connection (its endpoint) must hear from the verbs: the consumer moved the QP to another state.
@@ -79,4 +62,4 @@ struct KvpObject : Resource {
 
 }  // namespace kal
 
-#endif  // KAL_SYSCALL_KVP_OBJECT_HPP
+#endif  // KAL_RESOURCE_KVP_OBJECT_HPP

@@ -1,0 +1,464 @@
+// Endpoint management: a QP's connection, moved by its state machine, and the owner of every endpoint of a device.
+// Everything here runs on the device server's thread.
+#include "endpoint.hpp"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cstring>
+
+#include "krdma/net_addr.hpp"
+#include "rnicpi/host/log.hpp"
+#include "socket_ends.hpp"
+#include "tcp_stats.hpp"
+
+namespace kal {
+namespace {
+
+// How long a kVP that runs a stream has to report the end its peer made (it reads the bytes before the FIN first)
+// before the kAL ends the connection itself.
+constexpr std::chrono::milliseconds kKvpEndGrace{2000};
+
+constexpr const char *kComponent = "llp";
+
+// The peer closed its side (FIN) or the connection failed.
+bool peer_closed(int fd) {
+    pollfd p{fd, POLLRDHUP, 0};
+    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+int socket_error(int fd) {
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return errno;
+    return err;
+}
+
+// The error that ended a connection in RDMA mode, or 0 when none shows. SO_ERROR is read once, and the uVP reading
+// the same socket may have taken it first; but until this side sent its FIN, a socket that TCP closed (a reset, the
+// user timeout, keepalive) still tells by its state. (After our FIN, the peer's FIN closes it too.)
+int connection_error(int fd, bool fin_sent) {
+    if (const int err = socket_error(fd); err != 0) return rdma::from_errno(err);
+    if (fin_sent) return 0;
+    auto t = llp::tcp_info_of(fd);
+    if (!t || t->state != TCP_CLOSE) return 0;
+    return t->retransmits > 0 || t->probes > 0 ? RI_ETIMEDOUT : RI_ECONNRESET;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+// Endpoints
+
+Endpoints::Endpoints(DeviceServer &server, const LlpSettings &settings, Deliver deliver)
+    : server_(server), settings_(settings), deliver_(std::move(deliver)) {}
+
+void Endpoints::detach_all() noexcept {
+    for (Endpoint *e : all_) e->detach();
+}
+
+bool Endpoints::begin_visit(Clock::time_point now, int &wait_ms) noexcept {
+    wait_ms = -1;
+    if (now < next_due_) {
+        // No deadline is due: nothing to visit (a loop turn per device message would otherwise walk every
+        // connection in setup).
+        if (next_due_ != Clock::time_point::max()) wait_ms = ms_until(next_due_, now);
+        return false;
+    }
+    next_due_ = Clock::time_point::max();
+    return true;
+}
+
+int Endpoints::visit_timed(Clock::time_point now) {
+    int wait = -1;
+    // Endpoints with a deadline armed (a setup, a kVP's grace period): only those, so that a wake-up costs the same
+    // with ten thousand idle connections. One whose deadline is gone (or just fired) leaves the set until it arms
+    // another. fail() never destroys an endpoint, so the snapshot stays valid.
+    timed_snapshot_.assign(timed_.begin(), timed_.end());
+    for (Endpoint *e : timed_snapshot_) {
+        const int ms = e->check_deadline(now);
+        if (ms < 0) {
+            timed_.erase(e);
+        } else {
+            if (wait < 0 || ms < wait) wait = ms;
+            arm(now + std::chrono::milliseconds(ms));
+        }
+    }
+    return wait;
+}
+
+int Endpoints::ms_until(Clock::time_point t, Clock::time_point now) {
+    if (t <= now) return 0;
+    return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(t - now).count()) + 1;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Endpoint
+
+Endpoint::Endpoint(Endpoints &m, uint32_t client, Handle qp_handle, KvpObject &qp, uint32_t qp_num, uint64_t context,
+                   std::string rnic, bool kvp_stream)
+    : m_(&m),
+      client_(client),
+      qp_handle_(qp_handle),
+      qp_(qp),
+      qp_num_(qp_num),
+      context_(context),
+      rnic_(std::move(rnic)),
+      kvp_stream_(kvp_stream) {
+    m.all_.insert(this);
+    // The RNIC's object counts (rdmactl resources) include its endpoints.
+    if (qp_.counts != nullptr) qp_.counts->by_type[kEndpointType].fetch_add(1, std::memory_order_relaxed);
+}
+
+Endpoint::~Endpoint() {
+    if (qp_.counts != nullptr) qp_.counts->by_type[kEndpointType].fetch_sub(1, std::memory_order_relaxed);
+    if (m_ == nullptr) return;
+    // The QP is going (destroyed, or its owner died): the connection goes with it, abortively.
+    (void)drive(EndpointInput::qp_destroyed);
+    m_->all_.erase(this);
+    m_->timed_.erase(this);
+}
+
+void Endpoint::know_remote(const ri_net_addr_t &addr, uint16_t port) {
+    ends_.remote = addr;
+    ends_.remote_port = port;
+    ends_.fd = -1;
+}
+
+void Endpoint::start_active(krdma::UniqueFd sock, const iwarp::MpaConfig &cfg, std::span<const uint8_t> pd,
+                            Clock::time_point deadline, EndpointInput how) {
+    sock_ = std::move(sock);
+    initiator_ = true;
+    tcp_connecting_ = true;
+    cfg_ = cfg;
+    pd_.assign(pd.begin(), pd.end());
+    deadline_ = deadline;
+    arm_timer(deadline_);
+    (void)drive(how);
+    rewatch(POLLOUT);
+}
+
+void Endpoint::start_converted_responder(krdma::UniqueFd sock, const iwarp::MpaConfig &cfg, std::span<const uint8_t> pd,
+                                         uint16_t ird, uint16_t ord, Clock::time_point deadline) {
+    sock_ = std::move(sock);
+    initiator_ = false;
+    auto_accept_ = true;
+    ird_ = ird;
+    ord_ = ord;
+    pd_.assign(pd.begin(), pd.end());
+    deadline_ = deadline;
+    arm_timer(deadline_);
+    (void)drive(EndpointInput::convert_started);
+    session_ = std::make_unique<llp::MpaSession>(sock_.get());
+    if (auto st = session_->start_responder(cfg, deadline); !st) {
+        (void)drive(EndpointInput::setup_failed, failure(st.error().code()));
+        return;
+    }
+    rewatch(POLLIN);
+}
+
+void Endpoint::start_passive(krdma::UniqueFd sock, llp::MpaSession session, bool liveness_set,
+                             const ri_llp_params_t &ends) {
+    sock_ = std::move(sock);
+    liveness_set_ = liveness_set;
+    ends_ = ends;
+    session_ = std::make_unique<llp::MpaSession>(std::move(session));
+    initiator_ = false;
+    deadline_ = session_->deadline();
+    arm_timer(deadline_);
+    (void)drive(EndpointInput::accept_started);
+    negotiate(session_->on_writable());
+}
+
+void Endpoint::qp_state_changed(uint32_t state) {
+    if (m_ == nullptr) return;
+    switch (state) {  // from the consumer's request; the other states move no connection
+        case RI_QPS_CLOSING: (void)drive(EndpointInput::qp_closing); break;
+        case RI_QPS_ERROR: (void)drive(EndpointInput::qp_error, observe()); break;
+        case RI_QPS_IDLE: (void)drive(EndpointInput::qp_idle); break;
+        default: break;
+    }
+}
+
+void Endpoint::kvp_ended_qp(uint32_t event_id) {
+    if (m_ == nullptr) return;
+    const std::optional<EndpointInput> in = input_of_async_event(event_id);
+    if (!in) return;
+    RDMA_LOG_DEBUG(kComponent, "client %u: QP %#lx ended by the kVP (asynchronous event %u)", client_,
+                   static_cast<unsigned long>(qp_handle_), event_id);
+    (void)drive(*in, observe());
+}
+
+void Endpoint::on_events(short revents) {
+    const EndpointState state = fsm_.state();
+    if (state == EndpointState::connecting) {
+        if (tcp_connecting_) {
+            const int err = socket_error(sock_.get());
+            if (err != 0 || (revents & (POLLERR | POLLHUP)) != 0) {
+                (void)drive(EndpointInput::unreachable, failure(err));
+                return;
+            }
+            tcp_connecting_ = false;
+            session_ = std::make_unique<llp::MpaSession>(sock_.get());
+            if (auto st = session_->start_initiator(cfg_, pd_, deadline_); !st) {
+                (void)drive(EndpointInput::setup_failed, failure(st.error().code()));
+                return;
+            }
+            negotiate(session_->on_writable());
+            return;
+        }
+        negotiate(session_->on_events(revents));
+        return;
+    }
+    if (state != EndpointState::connected && state != EndpointState::disconnecting) return;
+    if ((revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0) return;
+    // Whoever runs the stream reads what came before its end (the last Send, a Terminate that decides how the
+    // connection ended), meets the end itself and reports it with the whole story: a uVP by its QP's state
+    // change (qp_state_changed), a kVP by its asynchronous event (kvp_ended_qp, RI_AE_QP_LLP_CLOSED or
+    // _RESET). Deciding here, on our own reference, would race it: the kAL would end the QP while the bytes
+    // before the FIN still wait in the socket, and they would be flushed instead of placed.
+    m_->server_.unwatch(sock_.get());
+    // A kVP whose QP no longer reads its stream (a QP it already failed, a consumer's own Terminate) reports
+    // nothing more: after a grace period the kAL ends the connection from what its reference shows.
+    if (kvp_stream()) {
+        end_by_ = Clock::now() + kKvpEndGrace;
+        arm_timer(end_by_);
+    }
+}
+
+void Endpoint::arm_timer(Clock::time_point when) {
+    m_->timed_.insert(this);
+    m_->arm(when);
+}
+
+int Endpoint::check_deadline(Clock::time_point now) {
+    if (end_by_ != Clock::time_point{}) {
+        const EndpointState state = fsm_.state();
+        if (state != EndpointState::connected && state != EndpointState::disconnecting) {
+            end_by_ = {};  // the kVP's report came first
+        } else if (now < end_by_) {
+            return Endpoints::ms_until(end_by_, now);
+        } else {
+            end_by_ = {};
+            EndpointFacts f = observe();
+            f.peer_closed = true;
+            (void)drive(f.error != 0 ? EndpointInput::socket_error : EndpointInput::peer_fin, f);
+        }
+        return -1;
+    }
+    if (fsm_.state() != EndpointState::connecting) return -1;
+    if (now < deadline_) return Endpoints::ms_until(deadline_, now);
+    (void)drive(EndpointInput::setup_timed_out);
+    return -1;
+}
+
+EndpointInfo Endpoint::info() const {
+    EndpointInfo i;
+    i.client_id = client_;
+    i.qp = qp_handle_;
+    i.rnic = rnic_;
+    i.state = to_krdma(fsm_.state());
+    ri_qp_attr_t a{};
+    if (qp_.v->query_qp(static_cast<ri_qp_t>(qp_.handle), &a) == RI_OK) i.qp_num = a.qp_num;
+    (void)qp_.v->query_qp_stats(static_cast<ri_qp_t>(qp_.handle), &i.rdma);  // wherever the data path runs
+    ri_llp_params_t p = sock_ ? llp::addresses_of(sock_.get()) : llp_;
+    i.local = llp::text_of(p.local, p.local_port);
+    i.remote = llp::text_of(p.remote, p.remote_port);
+    i.llp = llp_;
+    i.fd = sock_ ? sock_.get() : -1;
+    return i;
+}
+
+Endpoint::Driven Endpoint::drive(EndpointInput in, const EndpointFacts &facts,
+                                 const std::function<void(krdma_cm_event &)> &decorate) {
+    const EndpointState from = fsm_.state();
+    const EndpointStep step = fsm_.apply(in, facts);
+    if (!step.accepted()) {
+        RDMA_LOG_DEBUG(kComponent, "client %u: QP %#lx: %s ignored while %s", client_,
+                       static_cast<unsigned long>(qp_handle_), std::string(name_of(in)).c_str(),
+                       std::string(name_of(from)).c_str());
+        return Driven::refused;
+    }
+    if (from == EndpointState::connecting && step.next == EndpointState::error && step.report != 0) {
+        RDMA_LOG_INFO(kComponent, "client %u: QP %#lx connection setup failed (%s): %s", client_,
+                      static_cast<unsigned long>(qp_handle_), std::string(name_of(in)).c_str(),
+                      std::strerror(step.status));
+    }
+    krdma_cm_event e = cm(step.report, step.status);
+    if (step.report != 0 && decorate) decorate(e);
+    count(step.count);
+    if (step.qp_to_error) qp_to_error();
+    switch (step.release) {
+        case SocketRelease::keep: break;
+        case SocketRelease::close: close_socket(false); break;
+        case SocketRelease::reset: close_socket(true); break;
+    }
+    if (step.report == 0) return Driven::done;
+    const bool handoff = step.report == KRDMA_CM_ESTABLISHED && !kvp_stream() && sock_;
+    return send(e, handoff ? sock_.get() : -1) ? Driven::done : Driven::undelivered;
+}
+
+void Endpoint::count(LlpCount c) {
+    LlpCounters &n = m_->counters_;
+    switch (c) {
+        case LlpCount::none: break;
+        case LlpCount::established: ++n.established; break;
+        case LlpCount::failed: ++n.failed; break;
+        case LlpCount::timeouts: ++n.timeouts; break;
+        case LlpCount::peer_rejected: ++n.peer_rejected; break;
+        case LlpCount::peer_disconnects: ++n.peer_disconnects; break;
+        case LlpCount::resets: ++n.resets; break;
+    }
+}
+
+EndpointFacts Endpoint::observe() const {
+    EndpointFacts f;
+    if (!sock_) return f;
+    f.error = connection_error(sock_.get(), fsm_.state() == EndpointState::disconnecting);
+    f.peer_closed = peer_closed(sock_.get());
+    f.terminated = terminated();
+    return f;
+}
+
+EndpointFacts Endpoint::failure(int error) {
+    EndpointFacts f;
+    f.error = rdma::from_errno(error);  // a socket's or the kernel's errno, in the RNIC-PI vocabulary
+    return f;
+}
+
+krdma_cm_event Endpoint::cm(uint32_t type, int status) const {
+    krdma_cm_event e = cm_event(type, qp_handle_, context_);
+    e.cookie = qp_.cookie;
+    e.status = status;
+    e.llp = llp_;
+    return e;
+}
+
+bool Endpoint::send(const krdma_cm_event &e, int fd) {
+    const int fds[1] = {fd};
+    return m_->deliver_(client_, {reinterpret_cast<const uint8_t *>(&e), sizeof e},
+                        std::span<const int>(fds, fd >= 0 ? 1 : 0));
+}
+
+void Endpoint::close_socket(bool abortive) {
+    if (!sock_) return;
+    m_->server_.unwatch(sock_.get());
+    if (abortive) {
+        m_->linger_.abort(std::move(sock_));  // a reset, once what the socket still holds is out
+    } else {
+        sock_.reset();
+    }
+    session_.reset();
+}
+
+bool Endpoint::terminated() const {
+    ri_qp_stats_t st{};
+    return qp_.v->query_qp_stats(static_cast<ri_qp_t>(qp_.handle), &st) == RI_OK &&
+           st.terminates_sent + st.terminates_received > 0;
+}
+
+void Endpoint::qp_to_error() {
+    ri_qp_attr_t a{};
+    if (qp_.v->query_qp(static_cast<ri_qp_t>(qp_.handle), &a) == RI_OK && a.state == RI_QPS_ERROR) return;
+    a = ri_qp_attr_t{};
+    a.state = RI_QPS_ERROR;
+    (void)qp_.v->modify_qp(static_cast<ri_qp_t>(qp_.handle), &a, RI_QP_ATTR_STATE);
+}
+
+void Endpoint::negotiate(llp::MpaState s) {
+    switch (s) {
+        case llp::MpaState::established: transition(); return;
+        case llp::MpaState::request_received:
+            if (auto_accept_) {
+                auto_accept_ = false;
+                if (auto st = session_->accept(pd_, ird_, ord_); !st) {
+                    (void)drive(EndpointInput::setup_failed, failure(st.error().code()));
+                    return;
+                }
+                negotiate(session_->on_writable());
+                return;
+            }
+            break;
+        case llp::MpaState::rejected:
+            (void)drive(EndpointInput::rejected, {},
+                        [this](krdma_cm_event &e) { krdma::set_private_data(e, session_->peer_private_data()); });
+            return;
+        case llp::MpaState::failed: {
+            const rdma::Error *why = session_->error();
+            if (why != nullptr && why->code() == RI_ETIMEDOUT) {
+                (void)drive(EndpointInput::setup_timed_out);
+                return;
+            }
+            uint32_t term = 0;
+            if (auto t = session_->term()) term = iwarp::term_detail(*t) & 0xffffffu;
+            if (const std::vector<uint8_t> t = session_->terminate_fpdu(); !t.empty()) {
+                // RFC 6581: the responder is in full operation; it learns why from a Terminate, then FIN
+                // (setup_failed closes in order, so a reset does not discard it). A full socket drops it.
+                (void)::send(sock_.get(), t.data(), t.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+            }
+            (void)drive(EndpointInput::setup_failed, failure(why != nullptr ? why->code() : RI_EPROTO),
+                        [term](krdma_cm_event &e) { e.term = term; });
+            return;
+        }
+        default: break;
+    }
+    const short ev = session_->poll_events();
+    rewatch(ev != 0 ? ev : POLLIN);
+}
+
+void Endpoint::transition() {
+    // The active side knows where it connected to; its own port it learns once, here.
+    if (ends_.remote.family != RI_AF_NONE && ends_.local.family == RI_AF_NONE) llp::local_end_of(sock_.get(), ends_);
+    const bool known = ends_.local.family != RI_AF_NONE && ends_.remote.family != RI_AF_NONE;
+    auto llp = llp::to_llp_params(session_->result(), initiator_, sock_.get(), known ? &ends_ : nullptr);
+    if (!llp) {
+        (void)drive(EndpointInput::setup_failed, failure(llp.error().code()));
+        return;
+    }
+    // The stream lives in the consumer's process, or, for a consumer hosted in the kAL and for an offloading
+    // RNIC, in the kVP, which takes a duplicate of it here (the kAL keeps its own reference either way).
+    ri_qp_attr_t a{};
+    a.state = RI_QPS_RTS;
+    a.llp = *llp;
+    a.llp.fd = kvp_stream() ? sock_.get() : -1;
+    if (ri_status_t rc = qp_.v->modify_qp(static_cast<ri_qp_t>(qp_.handle), &a,
+                                          RI_QP_ATTR_STATE | RI_QP_ATTR_LLP);
+        rc != RI_OK) {
+        RDMA_LOG_WARN(kComponent, "kVP refused the RDMA-mode transition: %s", std::strerror(rc));
+        (void)drive(EndpointInput::transition_refused, failure(rc));
+        return;
+    }
+    llp_ = a.llp;
+    llp_.fd = -1;
+    // Before the socket leaves: a dead peer or path must fail it in bounded time, not after TCP's minutes.
+    if (auto r = liveness_set_ ? rdma::Expected<void>{} : llp::set_liveness(sock_.get(), m_->settings_); !r) {
+        RDMA_LOG_CLIENT(warn, kComponent, "client %u: QP %#lx: %s: %s", client_, static_cast<unsigned long>(qp_handle_),
+                      r.error().message().c_str(), std::strerror(r.error().code()));
+    }
+    const Driven d = drive(EndpointInput::established, {}, [this](krdma_cm_event &e) {
+        if (initiator_) krdma::set_private_data(e, session_->peer_private_data());
+    });
+    session_.reset();
+    if (d == Driven::undelivered) {
+        // The owner cannot take the socket: nobody can use this connection.
+        (void)drive(EndpointInput::handoff_failed);
+        return;
+    }
+    RDMA_LOG_DEBUG(kComponent, "client %u: QP %#lx in RDMA mode, %s -> %s", client_,
+                   static_cast<unsigned long>(qp_handle_), llp::text_of(llp_.local, llp_.local_port).c_str(),
+                   llp::text_of(llp_.remote, llp_.remote_port).c_str());
+    // A kVP's stream: the kAL watches for its end (only that: the data is the kVP's to read), in case the kVP
+    // no longer reads it (see on_events). A uVP's stream is not watched at all: its owner meets the end and
+    // reports it (on_events would only unwatch it), and a socket with an epoll entry on its wait queue pays a
+    // wake-up call for every segment in and every ACK that frees room: about a twentieth of a small
+    // ping-pong's round trip on loopback (bench/README, "An epoll entry costs every segment").
+    if (kvp_stream()) {
+        rewatch(POLLRDHUP);
+    } else {
+        m_->server_.unwatch(sock_.get());
+    }
+}
+
+}  // namespace kal
