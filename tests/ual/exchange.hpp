@@ -11,6 +11,7 @@
 #include <string>
 
 #include "rdma_util.hpp"
+#include "status_matchers.hpp"
 
 namespace rdmatest {
 
@@ -29,7 +30,7 @@ inline void exchange(Side &s, ual::Endpoint &endpoint, std::initializer_list<siz
     BufferInfo info{};
     ASSERT_EQ(wc->byte_len, sizeof info);
     std::memcpy(&info, s.buffer.data() + (wc->wr_id - 100) * 256, sizeof info);
-    ASSERT_TRUE(post_recv(s, *ep, (wc->wr_id - 100) * 256, 256, wc->wr_id).ok());
+    ASSERT_OK(post_recv(s, *ep, (wc->wr_id - 100) * 256, 256, wc->wr_id));
     ASSERT_EQ(info.length, kBytes);
 
     uint32_t seed = 1;
@@ -37,10 +38,10 @@ inline void exchange(Side &s, ual::Endpoint &endpoint, std::initializer_list<siz
         SCOPED_TRACE("size " + std::to_string(size));
         uint8_t *area = s.buffer.data() + kRdmaOffset;
         for (size_t i = 0; i < size; ++i) area[i] = pattern(i, seed);
-        ASSERT_TRUE(post(s, *ep, RI_WR_RDMA_WRITE, kRdmaOffset, static_cast<uint32_t>(size), 1, info.addr, info.rkey).ok());
+        ASSERT_OK(post(s, *ep, RI_WR_RDMA_WRITE, kRdmaOffset, static_cast<uint32_t>(size), 1, info.addr, info.rkey));
         const std::string v = "V " + std::to_string(size) + " " + std::to_string(seed);
         std::memcpy(s.buffer.data() + 2048, v.data(), v.size());
-        ASSERT_TRUE(post(s, *ep, RI_WR_SEND, 2048, static_cast<uint32_t>(v.size()), 2).ok());
+        ASSERT_OK(post(s, *ep, RI_WR_SEND, 2048, static_cast<uint32_t>(v.size()), 2));
         // Write, Send, then the peer's reply.
         std::string reply;
         for (int got = 0; got < 3;) {
@@ -50,13 +51,13 @@ inline void exchange(Side &s, ual::Endpoint &endpoint, std::initializer_list<siz
             ++got;
             if (c->opcode == RI_WC_RECV) {
                 reply.assign(reinterpret_cast<const char *>(s.buffer.data() + (c->wr_id - 100) * 256), c->byte_len);
-                ASSERT_TRUE(post_recv(s, *ep, (c->wr_id - 100) * 256, 256, c->wr_id).ok());
+                ASSERT_OK(post_recv(s, *ep, (c->wr_id - 100) * 256, 256, c->wr_id));
             }
         }
         ASSERT_EQ(reply, "ok");
         // Read back what the peer refilled.
         std::memset(area, 0, size);
-        ASSERT_TRUE(post(s, *ep, RI_WR_RDMA_READ, kRdmaOffset, static_cast<uint32_t>(size), 3, info.addr, info.rkey).ok());
+        ASSERT_OK(post(s, *ep, RI_WR_RDMA_READ, kRdmaOffset, static_cast<uint32_t>(size), 3, info.addr, info.rkey));
         auto r = s.completion(60s);
         ASSERT_TRUE(r.has_value());
         ASSERT_EQ(r->status, static_cast<uint32_t>(RI_WC_SUCCESS));
@@ -72,7 +73,7 @@ inline void exchange(Side &s, ual::Endpoint &endpoint, std::initializer_list<siz
         seed += 2;
     }
     std::memcpy(s.buffer.data() + 2048, "Q", 1);
-    ASSERT_TRUE(post(s, *ep, RI_WR_SEND, 2048, 1, 4).ok());
+    ASSERT_OK(post(s, *ep, RI_WR_SEND, 2048, 1, 4));
     auto q = s.completion();
     ASSERT_TRUE(q.has_value());
     EXPECT_EQ(q->status, static_cast<uint32_t>(RI_WC_SUCCESS));
@@ -90,8 +91,8 @@ inline std::shared_ptr<ual::Endpoint> connect_to_acceptor(Side &s, const std::st
         ASSERT_EQ(s.open(device, rnic, kRdmaOffset + bytes), "");
         auto ep = s.endpoint(5);
         ASSERT_NE(ep, nullptr);
-        for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(post_recv(s, *ep, i * 256, 256, 100 + i).ok());
-        ASSERT_TRUE(ep->connect(address, port, bytes_of("hello server")).ok());
+        for (uint64_t i = 0; i < 8; ++i) ASSERT_OK(post_recv(s, *ep, i * 256, 256, 100 + i));
+        ASSERT_OK(ep->connect(address, port, bytes_of("hello server")));
         auto est = next_cm(s.cm);
         ASSERT_TRUE(est.has_value());
         ASSERT_EQ(est->id, static_cast<uint32_t>(ual::CmEventId::established)) << "status " << est->detail;

@@ -24,6 +24,7 @@
 #include "connection_fixtures.hpp"
 #include "exchange.hpp"
 #include "rdma_util.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -111,8 +112,8 @@ protected:
         ASSERT_EQ(s.open(dev_a_.string(), addr_a_, kRdmaOffset + bytes), "");
         auto ep = s.endpoint(5);
         ASSERT_NE(ep, nullptr);
-        for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(post_recv(s, *ep, i * 256, 256, 100 + i).ok());
-        ASSERT_TRUE(ep->connect(addr_b_, port, bytes_of("hello server")).ok());
+        for (uint64_t i = 0; i < 8; ++i) ASSERT_OK(post_recv(s, *ep, i * 256, 256, 100 + i));
+        ASSERT_OK(ep->connect(addr_b_, port, bytes_of("hello server")));
         auto est = next_cm(s.cm);
         ASSERT_TRUE(est.has_value());
         ASSERT_EQ(est->id, static_cast<uint32_t>(CmEventId::established)) << "status " << est->detail;
@@ -122,11 +123,11 @@ protected:
         EXPECT_EQ(qa->state, static_cast<uint32_t>(RI_QPS_RTS));
         exchange(s, *ep, sizes, bytes);
         if (::testing::Test::HasFatalFailure()) return;
-        ASSERT_TRUE(ep->disconnect().ok());
+        ASSERT_OK(ep->disconnect());
         auto end = next_cm(s.cm, 10s);
         ASSERT_TRUE(end.has_value()) << "no end of the connection on host A";
         EXPECT_TRUE(is_end(end->id)) << end->id;
-        ASSERT_TRUE(ep->close().ok());
+        ASSERT_OK(ep->close());
     }
 
     /** @brief The connection event an "accept" peer printed at the end ("end ID"), or -1. */
@@ -376,7 +377,7 @@ TEST_F(TwoHostsHwstubLink, LinkDownMidTransferEndsBothSidesAndTheRnicServesAgain
         ASSERT_EQ(s.open(dev_a_.string(), addr_a_, kRdmaOffset + kBytes), "");
         auto ep = s.endpoint();
         ASSERT_NE(ep, nullptr);
-        for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(post_recv(s, *ep, i * 256, 256, 100 + i).ok());
+        for (uint64_t i = 0; i < 4; ++i) ASSERT_OK(post_recv(s, *ep, i * 256, 256, 100 + i));
         auto info = connect_to_watcher(s, *ep, addr_b_, port);
         ASSERT_TRUE(info.has_value()) << peer_err("watch");
 
@@ -425,7 +426,7 @@ TEST_F(TwoHostsHwstubLink, LinkDownMidTransferEndsBothSidesAndTheRnicServesAgain
         std::fflush(stdout);  // before the next fork: a child would write the buffer again
 
         const auto closing = Clock::now();
-        ASSERT_TRUE(ep->close().ok());
+        ASSERT_OK(ep->close());
         s.close();
         EXPECT_LT(ms_between(closing, Clock::now()), 5000);
     }
