@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "harness.hpp"
+#include "status_matchers.hpp"
 
 namespace conformance {
 
@@ -70,15 +71,15 @@ bool holds(const std::vector<krdma_client_info> &clients, pid_t pid) {
 // Moves 64 KiB each way over a new pair of @p c and checks every byte.
 void serves(Conformance &, Consumer &c) {
     Pair p;
-    ASSERT_EQ(p.connect(c, {}, {}, [](Pair &x) { ASSERT_TRUE(x.b.recv(1, {x.b.sge(0, 65536)}).ok()); }), "");
+    ASSERT_EQ(p.connect(c, {}, {}, [](Pair &x) { ASSERT_OK(x.b.recv(1, {x.b.sge(0, 65536)})); }), "");
     for (size_t i = 0; i < 65536; ++i) p.a.buf[i] = pattern(i, 77);
-    ASSERT_TRUE(p.a.send(1, RI_WR_SEND, {p.a.sge(0, 65536)}).ok());
+    ASSERT_OK(p.a.send(1, RI_WR_SEND, {p.a.sge(0, 65536)}));
     auto rw = p.b.completion();
     ASSERT_TRUE(rw.has_value());
     EXPECT_EQ(rw->status, static_cast<uint32_t>(RI_WC_SUCCESS));
     EXPECT_EQ(rw->byte_len, 65536u);
     EXPECT_TRUE(std::equal(p.a.buf.begin(), p.a.buf.begin() + 65536, p.b.buf.begin()));
-    ASSERT_TRUE(p.a.send(2, RI_WR_RDMA_READ, {p.a.sge(0, 65536)}, RI_SEND_SIGNALED, p.b.addr(), p.b.rkey()).ok());
+    ASSERT_OK(p.a.send(2, RI_WR_RDMA_READ, {p.a.sge(0, 65536)}, RI_SEND_SIGNALED, p.b.addr(), p.b.rkey()));
     auto sw = p.a.completions(2);
     ASSERT_EQ(sw.size(), 2u);
     for (const auto &w : sw) EXPECT_EQ(w.status, static_cast<uint32_t>(RI_WC_SUCCESS));
@@ -91,7 +92,7 @@ TEST_F(Cleanup, KilledConsumerWithWorkInFlightIsReclaimedAndTheRnicServesOn) {
     EndOptions bo;
     bo.bytes = 2 << 20;
     ASSERT_EQ(b.make(consumer_, bo), "");
-    for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(b.recv(10 + i, {b.sge(i * 64, 64)}).ok());
+    for (uint64_t i = 0; i < 4; ++i) ASSERT_OK(b.recv(10 + i, {b.sge(i * 64, 64)}));
     auto lp = consumer_.adapter->listen(0, consumer_.requests, 9);
     ASSERT_TRUE(lp) << lp.error().to_string();
     const auto out = dir_ / "consumer.out";
@@ -104,7 +105,7 @@ TEST_F(Cleanup, KilledConsumerWithWorkInFlightIsReclaimedAndTheRnicServesOn) {
     auto req = consumer_.requests->wait(20s);
     ASSERT_TRUE(req) << req.error().to_string() << "\n" << read_text(out);
     ASSERT_EQ(req->id, static_cast<uint32_t>(ual::CmEventId::connect_request));
-    ASSERT_TRUE(b.ep->accept(req->connection->request).ok());
+    ASSERT_OK(b.ep->accept(req->connection->request));
     auto est = b.cm_event();
     ASSERT_TRUE(est.has_value());
     ASSERT_EQ(est->id, static_cast<uint32_t>(ual::CmEventId::established)) << cm_name(est->id);
@@ -152,7 +153,7 @@ TEST_F(Cleanup, KilledConsumerWithWorkInFlightIsReclaimedAndTheRnicServesOn) {
     EXPECT_EQ(info->opens, 1u) << "only the survivor's open";
 
     // The survivor closes; nothing is left at all.
-    ASSERT_TRUE((*lp)->close().ok());
+    ASSERT_OK((*lp)->close());
     lp->reset();  // the listen point holds the adapter
     b.close();
     consumer_.close();
@@ -173,11 +174,11 @@ TEST_F(Cleanup, KilledConsumerWithWorkInFlightIsReclaimedAndTheRnicServesOn) {
 // A consumer that closes in order after traffic leaves nothing in krdmad's lists and no pinned byte.
 TEST_F(Cleanup, OrderlyCloseLeavesNothingBehind) {
     Pair &p = pair();
-    connect(p, {}, {}, [](Pair &x) { ASSERT_TRUE(x.b.recv(1, {x.b.sge(0, 64)}).ok()); });
-    ASSERT_TRUE(p.a.send(1, RI_WR_SEND, {p.a.sge(0, 64)}).ok());
+    connect(p, {}, {}, [](Pair &x) { ASSERT_OK(x.b.recv(1, {x.b.sge(0, 64)})); });
+    ASSERT_OK(p.a.send(1, RI_WR_SEND, {p.a.sge(0, 64)}));
     ASSERT_EQ(p.b.completions(1).size(), 1u);
     ASSERT_EQ(p.a.completions(1).size(), 1u);
-    ASSERT_TRUE(p.a.ep->disconnect().ok());
+    ASSERT_OK(p.a.ep->disconnect());
     ASSERT_TRUE(p.a.cm_event().has_value());
     ASSERT_TRUE(p.b.cm_event().has_value());
     auto held = clients();

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "harness.hpp"
+#include "status_matchers.hpp"
 
 namespace conformance {
 namespace {
@@ -32,14 +33,14 @@ TEST_F(Connection, ConnectAndAcceptCarryPrivateDataBothWays) {
         request[i] = static_cast<char>(pattern(i, 1));
         reply[i] = static_cast<char>(pattern(i, 2));
     }
-    ASSERT_TRUE(p.a.ep->connect(settings().address, (*lp)->port(), bytes_of(request)).ok());
+    ASSERT_OK(p.a.ep->connect(settings().address, (*lp)->port(), bytes_of(request)));
     auto req = consumer_.requests->wait(20s);
     ASSERT_TRUE(req) << req.error().to_string();
     ASSERT_EQ(req->id, id_of(CmEventId::connect_request)) << cm_name(req->id);
     EXPECT_EQ(req->context, 0x77u) << "the listen point's context";
     ASSERT_TRUE(req->connection);
     EXPECT_EQ(text(req->connection->private_data), request);
-    ASSERT_TRUE(p.b.ep->accept(req->connection->request, bytes_of(reply)).ok());
+    ASSERT_OK(p.b.ep->accept(req->connection->request, bytes_of(reply)));
     auto est_a = p.a.cm_event();
     ASSERT_TRUE(est_a.has_value());
     ASSERT_EQ(est_a->id, id_of(CmEventId::established)) << cm_name(est_a->id);
@@ -61,7 +62,7 @@ TEST_F(Connection, ConnectAndAcceptCarryPrivateDataBothWays) {
         EXPECT_FALSE(consumer_.requests->wait(200ms)) << "a request with 513 bytes of private data arrived";
     }
     third.close();
-    EXPECT_TRUE((*lp)->close().ok());
+    EXPECT_OK((*lp)->close());
 }
 
 // A reject reaches the requester with the rejecter's private data; the requester's QP never reaches RTS.
@@ -69,15 +70,15 @@ TEST_F(Connection, RejectCarriesPrivateData) {
     open_consumer();
     End a;
     ASSERT_EQ(a.make(consumer_, {}), "");
-    ASSERT_TRUE(a.recv(1, {a.sge(0, 64)}).ok());
+    ASSERT_OK(a.recv(1, {a.sge(0, 64)}));
     auto lp = consumer_.adapter->listen(0, consumer_.requests, 3);
     ASSERT_TRUE(lp) << lp.error().to_string();
-    ASSERT_TRUE(a.ep->connect(settings().address, (*lp)->port(), bytes_of("may I")).ok());
+    ASSERT_OK(a.ep->connect(settings().address, (*lp)->port(), bytes_of("may I")));
     auto req = consumer_.requests->wait(20s);
     ASSERT_TRUE(req) << req.error().to_string();
     ASSERT_EQ(req->id, id_of(CmEventId::connect_request));
     EXPECT_EQ(text(req->connection->private_data), "may I");
-    ASSERT_TRUE(consumer_.adapter->reject(req->connection->request, bytes_of("go away")).ok());
+    ASSERT_OK(consumer_.adapter->reject(req->connection->request, bytes_of("go away")));
     auto e = a.cm_event();
     ASSERT_TRUE(e.has_value());
     EXPECT_EQ(e->id, id_of(CmEventId::rejected)) << cm_name(e->id);
@@ -85,10 +86,10 @@ TEST_F(Connection, RejectCarriesPrivateData) {
     EXPECT_EQ(text(e->connection->private_data), "go away");
     EXPECT_NE(a.state(), RI_QPS_RTS);
     // A closed listen point takes no more requests: a connect to it fails, it does not hang.
-    ASSERT_TRUE((*lp)->close().ok());
+    ASSERT_OK((*lp)->close());
     End b;
     ASSERT_EQ(b.make(consumer_, {}), "");
-    ASSERT_TRUE(b.ep->connect(settings().address, (*lp)->port()).ok());
+    ASSERT_OK(b.ep->connect(settings().address, (*lp)->port()));
     auto f = b.cm_event();
     ASSERT_TRUE(f.has_value());
     EXPECT_NE(f->id, id_of(CmEventId::established)) << cm_name(f->id);
@@ -109,8 +110,8 @@ TEST_F(Connection, ConnectToAPortNobodyListensOnIsUnreachable) {
     open_consumer();
     End a;
     ASSERT_EQ(a.make(consumer_, {}), "");
-    ASSERT_TRUE(a.recv(1, {a.sge(0, 64)}).ok());
-    ASSERT_TRUE(a.ep->connect(settings().address, port, bytes_of("anyone?")).ok());
+    ASSERT_OK(a.recv(1, {a.sge(0, 64)}));
+    ASSERT_OK(a.ep->connect(settings().address, port, bytes_of("anyone?")));
     auto e = a.cm_event();
     ::close(holder);
     ASSERT_TRUE(e.has_value()) << "no connection event";
@@ -126,14 +127,14 @@ TEST_F(Connection, OrderlyDisconnectIsSeenByBothSides) {
     Pair &p = pair();
     connect(p, {}, {}, [](Pair &x) {
         for (uint64_t i = 0; i < 4; ++i) {
-            ASSERT_TRUE(x.a.recv(10 + i, {x.a.sge(i * 64, 64)}).ok());
-            ASSERT_TRUE(x.b.recv(20 + i, {x.b.sge(i * 64, 64)}).ok());
+            ASSERT_OK(x.a.recv(10 + i, {x.a.sge(i * 64, 64)}));
+            ASSERT_OK(x.b.recv(20 + i, {x.b.sge(i * 64, 64)}));
         }
     });
     // One message first, so the stream has carried data before it closes.
     std::memcpy(p.a.buf.data() + 4096, "last words", 10);
-    ASSERT_TRUE(p.a.send(1, RI_WR_SEND, {p.a.sge(4096, 10)}).ok());
-    ASSERT_TRUE(p.a.ep->disconnect().ok());
+    ASSERT_OK(p.a.send(1, RI_WR_SEND, {p.a.sge(4096, 10)}));
+    ASSERT_OK(p.a.ep->disconnect());
     auto ea = p.a.cm_event();
     auto eb = p.b.cm_event();
     ASSERT_TRUE(ea.has_value()) << "the active side heard nothing";
@@ -167,11 +168,11 @@ TEST_F(Connection, AbortiveDisconnectBreaksThePeer) {
     Pair &p = pair();
     connect(p, {}, {}, [](Pair &x) {
         for (uint64_t i = 0; i < 2; ++i) {
-            ASSERT_TRUE(x.a.recv(10 + i, {x.a.sge(i * 64, 64)}).ok());
-            ASSERT_TRUE(x.b.recv(20 + i, {x.b.sge(i * 64, 64)}).ok());
+            ASSERT_OK(x.a.recv(10 + i, {x.a.sge(i * 64, 64)}));
+            ASSERT_OK(x.b.recv(20 + i, {x.b.sge(i * 64, 64)}));
         }
     });
-    ASSERT_TRUE(p.a.ep->disconnect(true).ok());
+    ASSERT_OK(p.a.ep->disconnect(true));
     auto aw = p.a.completions(2, 5s);
     ASSERT_EQ(aw.size(), 2u);
     for (const auto &w : aw) EXPECT_EQ(w.status, static_cast<uint32_t>(RI_WC_WR_FLUSH_ERR));

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "harness.hpp"
+#include "status_matchers.hpp"
 
 namespace conformance {
 namespace {
@@ -33,7 +34,7 @@ TEST_F(Datapath, SendsOfEverySizeArriveWholeAndInOrder) {
     connect(p, ao, bo, [&](Pair &x) {
         size_t off = 0;
         for (size_t i = 0; i < sizes.size(); ++i) {
-            ASSERT_TRUE(x.b.recv(100 + i, {x.b.sge(off, static_cast<uint32_t>(sizes[i] + 16))}).ok());
+            ASSERT_OK(x.b.recv(100 + i, {x.b.sge(off, static_cast<uint32_t>(sizes[i] + 16))}));
             off += sizes[i] + 16;
         }
     });
@@ -42,7 +43,7 @@ TEST_F(Datapath, SendsOfEverySizeArriveWholeAndInOrder) {
         fill(p.a.buf, off, sizes[i], static_cast<uint32_t>(i));
         std::vector<ri_sge_t> sgl;
         if (sizes[i] > 0) sgl.push_back(p.a.sge(off, static_cast<uint32_t>(sizes[i])));
-        ASSERT_TRUE(p.a.send(i, RI_WR_SEND, sgl).ok()) << "size " << sizes[i];
+        ASSERT_OK(p.a.send(i, RI_WR_SEND, sgl)) << "size " << sizes[i];
         off += sizes[i];
     }
     auto rw = p.b.completions(sizes.size(), 30s);
@@ -82,13 +83,13 @@ TEST_F(Datapath, WritesAndReadsOfEverySizeMoveEveryByte) {
         SCOPED_TRACE("size " + std::to_string(n));
         fill(p.a.buf, 0, n, seed);
         std::fill(p.a.buf.begin() + kMax, p.a.buf.end(), 0);
-        ASSERT_TRUE(p.a.send(1, RI_WR_RDMA_WRITE, {p.a.sge(0, static_cast<uint32_t>(n))}, RI_SEND_SIGNALED, p.b.addr(),
+        ASSERT_OK(p.a.send(1, RI_WR_RDMA_WRITE, {p.a.sge(0, static_cast<uint32_t>(n))}, RI_SEND_SIGNALED, p.b.addr(),
                              p.b.rkey())
-                        .ok());
+                        );
         // A Read behind the Write on the same stream returns what the Write placed.
-        ASSERT_TRUE(p.a.send(2, RI_WR_RDMA_READ, {p.a.sge(kMax, static_cast<uint32_t>(n))}, RI_SEND_SIGNALED,
+        ASSERT_OK(p.a.send(2, RI_WR_RDMA_READ, {p.a.sge(kMax, static_cast<uint32_t>(n))}, RI_SEND_SIGNALED,
                              p.b.addr(), p.b.rkey())
-                        .ok());
+                        );
         auto wc = p.a.completions(2, 30s);
         ASSERT_EQ(wc.size(), 2u);
         EXPECT_EQ(wc[0].wr_id, 1u);
@@ -126,8 +127,8 @@ TEST_F(Datapath, ScatterGatherLists) {
     std::vector<ri_sge_t> scatter = {p.b.sge(0, 100), p.b.sge(100, 7000), p.b.sge(7100, 3), p.b.sge(7103, 30000)};
     if (max_sge < 4) scatter = {p.b.sge(0, 100), p.b.sge(100, 35000)};
     if (max_sge < 2) scatter = {p.b.sge(0, 35000)};
-    ASSERT_TRUE(p.b.recv(9, scatter).ok());
-    ASSERT_TRUE(p.a.send(1, RI_WR_SEND, gather).ok());
+    ASSERT_OK(p.b.recv(9, scatter));
+    ASSERT_OK(p.a.send(1, RI_WR_SEND, gather));
     auto rw = p.b.completion();
     ASSERT_TRUE(rw.has_value());
     EXPECT_EQ(rw->status, static_cast<uint32_t>(RI_WC_SUCCESS));
@@ -141,7 +142,7 @@ TEST_F(Datapath, ScatterGatherLists) {
     std::fill(p.b.buf.begin(), p.b.buf.end(), 0);
     std::vector<ri_sge_t> wgather = {p.a.sge(0, 5000), p.a.sge(5000, 25000)};
     if (max_sge < 2) wgather = {p.a.sge(0, 30000)};
-    ASSERT_TRUE(p.a.send(2, RI_WR_RDMA_WRITE, wgather, RI_SEND_SIGNALED, p.b.addr(1000), p.b.rkey()).ok());
+    ASSERT_OK(p.a.send(2, RI_WR_RDMA_WRITE, wgather, RI_SEND_SIGNALED, p.b.addr(1000), p.b.rkey()));
     auto wwc = p.a.completion();
     ASSERT_TRUE(wwc.has_value());
     EXPECT_EQ(wwc->wr_id, 2u);
@@ -151,7 +152,7 @@ TEST_F(Datapath, ScatterGatherLists) {
     std::vector<ri_sge_t> rscatter = {p.a.sge(20000, 10000), p.a.sge(0, 1), p.a.sge(1, 19999)};
     if (max_rd < 3) rscatter = {p.a.sge(20000, 10000), p.a.sge(0, 20000)};
     if (max_rd < 2) rscatter = {p.a.sge(0, 30000)};
-    ASSERT_TRUE(p.a.send(3, RI_WR_RDMA_READ, rscatter, RI_SEND_SIGNALED, p.b.addr(1000), p.b.rkey()).ok());
+    ASSERT_OK(p.a.send(3, RI_WR_RDMA_READ, rscatter, RI_SEND_SIGNALED, p.b.addr(1000), p.b.rkey()));
     auto rw3 = p.a.completion();
     ASSERT_TRUE(rw3.has_value());
     EXPECT_EQ(rw3->wr_id, 3u);
@@ -176,7 +177,7 @@ TEST_F(Datapath, CompletionsComeInPostingOrder) {
     o.bytes = 1 << 18;
     Pair &p = pair();
     connect(p, o, o, [](Pair &x) {
-        for (uint64_t i = 0; i < 16; ++i) ASSERT_TRUE(x.b.recv(1000 + i, {x.b.sge(i * 256, 256)}).ok());
+        for (uint64_t i = 0; i < 16; ++i) ASSERT_OK(x.b.recv(1000 + i, {x.b.sge(i * 256, 256)}));
     });
     constexpr uint64_t kRequests = 48;
     uint64_t sends = 0;
@@ -186,7 +187,7 @@ TEST_F(Datapath, CompletionsComeInPostingOrder) {
         const uint32_t len = op == RI_WR_RDMA_READ ? (i % 2 ? 65536 : 16) : 64;
         const size_t src = op == RI_WR_RDMA_READ ? 65536 : 0;
         if (op == RI_WR_SEND) ++sends;
-        ASSERT_TRUE(p.a.send(i, op, {p.a.sge(src, len)}, RI_SEND_SIGNALED, p.b.addr(65536), p.b.rkey()).ok()) << i;
+        ASSERT_OK(p.a.send(i, op, {p.a.sge(src, len)}, RI_SEND_SIGNALED, p.b.addr(65536), p.b.rkey())) << i;
         if (i % 16 == 15) {
             // Keep within the send queue's depth.
             auto part = p.a.completions(16);
@@ -210,11 +211,11 @@ TEST_F(Datapath, UnsignaledRequestsCompleteSilently) {
     o.depth = 32;
     Pair &p = pair();
     connect(p, o, o, [](Pair &x) {
-        for (uint64_t i = 0; i < 11; ++i) ASSERT_TRUE(x.b.recv(i, {x.b.sge(1000 * i, 1000)}).ok());
+        for (uint64_t i = 0; i < 11; ++i) ASSERT_OK(x.b.recv(i, {x.b.sge(1000 * i, 1000)}));
     });
     fill(p.a.buf, 0, 1000, 4);
-    for (uint64_t i = 0; i < 10; ++i) ASSERT_TRUE(p.a.send(i, RI_WR_SEND, {p.a.sge(0, 1000)}, 0).ok());
-    ASSERT_TRUE(p.a.send(99, RI_WR_SEND, {p.a.sge(0, 1000)}).ok());
+    for (uint64_t i = 0; i < 10; ++i) ASSERT_OK(p.a.send(i, RI_WR_SEND, {p.a.sge(0, 1000)}, 0));
+    ASSERT_OK(p.a.send(99, RI_WR_SEND, {p.a.sge(0, 1000)}));
     EXPECT_EQ(p.b.completions(11).size(), 11u);
     auto sw = p.a.completions(1);
     ASSERT_EQ(sw.size(), 1u);
@@ -223,18 +224,18 @@ TEST_F(Datapath, UnsignaledRequestsCompleteSilently) {
     // More unsignaled requests than the send queue holds (32), in rounds: their slots come back without a CQE.
     for (uint64_t round = 0; round < 4; ++round) {
         for (uint64_t i = 0; i < 20; ++i) {
-            ASSERT_TRUE(p.a.send(i, RI_WR_RDMA_WRITE, {p.a.sge(0, 1000)}, 0, p.b.addr(12000), p.b.rkey()).ok())
+            ASSERT_OK(p.a.send(i, RI_WR_RDMA_WRITE, {p.a.sge(0, 1000)}, 0, p.b.addr(12000), p.b.rkey()))
                 << "round " << round << " request " << i << ": the send queue did not free its slots";
         }
-        ASSERT_TRUE(p.a.send(1000 + round, RI_WR_RDMA_WRITE, {p.a.sge(0, 1000)}, RI_SEND_SIGNALED, p.b.addr(12000),
+        ASSERT_OK(p.a.send(1000 + round, RI_WR_RDMA_WRITE, {p.a.sge(0, 1000)}, RI_SEND_SIGNALED, p.b.addr(12000),
                              p.b.rkey())
-                        .ok());
+                        );
         auto w = p.a.completions(1);
         ASSERT_EQ(w.size(), 1u);
         EXPECT_EQ(w[0].wr_id, 1000 + round);
     }
     // A signaled Read behind them all sees every Write placed.
-    ASSERT_TRUE(p.a.send(7, RI_WR_RDMA_READ, {p.a.sge(2000, 1000)}, RI_SEND_SIGNALED, p.b.addr(12000), p.b.rkey()).ok());
+    ASSERT_OK(p.a.send(7, RI_WR_RDMA_READ, {p.a.sge(2000, 1000)}, RI_SEND_SIGNALED, p.b.addr(12000), p.b.rkey()));
     auto r = p.a.completion();
     ASSERT_TRUE(r.has_value());
     EXPECT_EQ(r->status, static_cast<uint32_t>(RI_WC_SUCCESS));
@@ -259,15 +260,15 @@ TEST_F(Datapath, InlineDataIsCopiedAtPost) {
     EndOptions ao;
     ao.max_inline = n;
     Pair &p = pair();
-    connect(p, ao, {}, [](Pair &x) { ASSERT_TRUE(x.b.recv(1, {x.b.sge(0, 128)}).ok()); });
+    connect(p, ao, {}, [](Pair &x) { ASSERT_OK(x.b.recv(1, {x.b.sge(0, 128)})); });
     std::vector<uint8_t> tmp(n), copy(n);
     fill(tmp, 0, n, 9);
     copy = tmp;
     ri_sge_t s{reinterpret_cast<uint64_t>(tmp.data()), n, 0};  // no lkey: inline
-    ASSERT_TRUE(p.a.send(1, RI_WR_SEND, {s}, RI_SEND_SIGNALED | RI_SEND_INLINE).ok());
+    ASSERT_OK(p.a.send(1, RI_WR_SEND, {s}, RI_SEND_SIGNALED | RI_SEND_INLINE));
     std::fill(tmp.begin(), tmp.end(), 0xee);  // the payload was copied at post
     ri_sge_t w{reinterpret_cast<uint64_t>(copy.data()), n, 0};
-    ASSERT_TRUE(p.a.send(2, RI_WR_RDMA_WRITE, {w}, RI_SEND_SIGNALED | RI_SEND_INLINE, p.b.addr(256), p.b.rkey()).ok());
+    ASSERT_OK(p.a.send(2, RI_WR_RDMA_WRITE, {w}, RI_SEND_SIGNALED | RI_SEND_INLINE, p.b.addr(256), p.b.rkey()));
     auto rw = p.b.completion();
     ASSERT_TRUE(rw.has_value());
     EXPECT_EQ(rw->status, static_cast<uint32_t>(RI_WC_SUCCESS));
@@ -275,7 +276,7 @@ TEST_F(Datapath, InlineDataIsCopiedAtPost) {
     EXPECT_EQ(p.a.completions(2).size(), 2u);
     EXPECT_TRUE(std::equal(copy.begin(), copy.end(), p.b.buf.begin()));
     // The Send behind nothing, the Write before nothing: a Read shows the Write placed.
-    ASSERT_TRUE(p.a.send(3, RI_WR_RDMA_READ, {p.a.sge(1024, n)}, RI_SEND_SIGNALED, p.b.addr(256), p.b.rkey()).ok());
+    ASSERT_OK(p.a.send(3, RI_WR_RDMA_READ, {p.a.sge(1024, n)}, RI_SEND_SIGNALED, p.b.addr(256), p.b.rkey()));
     ASSERT_TRUE(p.a.completion().has_value());
     EXPECT_TRUE(std::equal(copy.begin(), copy.end(), p.a.buf.begin() + 1024));
     // More than the QP's inline limit is refused at post.
@@ -288,10 +289,10 @@ TEST_F(Datapath, InlineDataIsCopiedAtPost) {
 TEST_F(Datapath, SolicitedSendsAreFlagged) {
     Pair &p = pair();
     connect(p, {}, {}, [](Pair &x) {
-        for (uint64_t i = 0; i < 2; ++i) ASSERT_TRUE(x.b.recv(i, {x.b.sge(i * 64, 64)}).ok());
+        for (uint64_t i = 0; i < 2; ++i) ASSERT_OK(x.b.recv(i, {x.b.sge(i * 64, 64)}));
     });
-    ASSERT_TRUE(p.a.send(1, RI_WR_SEND, {p.a.sge(0, 8)}).ok());
-    ASSERT_TRUE(p.a.send(2, RI_WR_SEND_SE, {p.a.sge(0, 8)}).ok());
+    ASSERT_OK(p.a.send(1, RI_WR_SEND, {p.a.sge(0, 8)}));
+    ASSERT_OK(p.a.send(2, RI_WR_SEND_SE, {p.a.sge(0, 8)}));
     auto rw = p.b.completions(2);
     ASSERT_EQ(rw.size(), 2u);
     EXPECT_EQ(rw[0].flags & RI_WC_SOLICITED, 0u);
@@ -304,8 +305,8 @@ TEST_F(Datapath, SolicitedSendsAreFlagged) {
 TEST_F(Datapath, SendWithInvalidateLeavesTheStagInvalid) {
     Pair &p = pair();
     connect(p, {}, {}, [](Pair &x) {
-        ASSERT_TRUE(x.b.recv(1, {x.b.sge(0, 64)}).ok());
-        ASSERT_TRUE(x.a.recv(7, {x.a.sge(0, 64)}).ok());
+        ASSERT_OK(x.b.recv(1, {x.b.sge(0, 64)}));
+        ASSERT_OK(x.a.recv(7, {x.a.sge(0, 64)}));
     });
     // The target has a region of its own, so the invalidation leaves the receive buffers' region alone.
     std::vector<uint8_t> target(4096);
@@ -317,10 +318,10 @@ TEST_F(Datapath, SendWithInvalidateLeavesTheStagInvalid) {
                         "Send with Invalidate (RI_CAP_SEND_INV)");
     // Before: Writes to the target work.
     fill(p.a.buf, 64, 64, 1);
-    ASSERT_TRUE(p.a.send(1, RI_WR_RDMA_WRITE, {p.a.sge(64, 64)}, RI_SEND_SIGNALED,
+    ASSERT_OK(p.a.send(1, RI_WR_RDMA_WRITE, {p.a.sge(64, 64)}, RI_SEND_SIGNALED,
                          reinterpret_cast<uint64_t>(target.data()), stag)
-                    .ok());
-    ASSERT_TRUE(p.a.send(2, RI_WR_SEND_INV, {p.a.sge(64, 8)}, RI_SEND_SIGNALED, 0, 0, stag).ok());
+                    );
+    ASSERT_OK(p.a.send(2, RI_WR_SEND_INV, {p.a.sge(64, 8)}, RI_SEND_SIGNALED, 0, 0, stag));
     auto rw = p.b.completion();
     ASSERT_TRUE(rw.has_value());
     EXPECT_EQ(rw->status, static_cast<uint32_t>(RI_WC_SUCCESS));
@@ -329,9 +330,9 @@ TEST_F(Datapath, SendWithInvalidateLeavesTheStagInvalid) {
     EXPECT_EQ(first_wrong(target, 0, 64, 1), 64u);
     EXPECT_EQ(p.a.completions(2).size(), 2u);
     // After: a Write to it is a Terminate with "invalid STag" (RFC 5041: DDP, tagged buffer, invalid STag).
-    ASSERT_TRUE(p.a.send(3, RI_WR_RDMA_WRITE, {p.a.sge(64, 64)}, RI_SEND_SIGNALED,
+    ASSERT_OK(p.a.send(3, RI_WR_RDMA_WRITE, {p.a.sge(64, 64)}, RI_SEND_SIGNALED,
                          reinterpret_cast<uint64_t>(target.data()), stag)
-                    .ok());
+                    );
     uint32_t detail = 0;
     ASSERT_TRUE(consumer_.await_event(p.a.ep->qp_num(), RI_AE_QP_TERMINATE_RECEIVED, &detail))
         << consumer_.events_text();
@@ -368,7 +369,7 @@ TEST_F(Datapath, AtomicFetchAndAdd) {
     wr.u.atomic.compare_add = 3;
     CONFORMANCE_REQUIRE(consumer_.has(RI_CAP_ATOMICS), p.a.ep->post_send({&wr, 1}).code(),
                         "RFC 7306 atomics (RI_CAP_ATOMICS)");
-    ASSERT_TRUE(p.a.ep->post_send({&wr, 1}).ok());
+    ASSERT_OK(p.a.ep->post_send({&wr, 1}));
     auto wc = p.a.completion();
     ASSERT_TRUE(wc.has_value());
     EXPECT_EQ(wc->status, static_cast<uint32_t>(RI_WC_SUCCESS));

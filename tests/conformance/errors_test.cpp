@@ -4,6 +4,7 @@
 #include <map>
 
 #include "harness.hpp"
+#include "status_matchers.hpp"
 
 namespace conformance {
 namespace {
@@ -25,7 +26,7 @@ void bad_local_buffer(Consumer &c, Pair &p, const ri_sge_t &bad, const char *wha
         EXPECT_TRUE(p.a.idle()) << "a refused request completed";
         EXPECT_EQ(p.a.state(), RI_QPS_RTS) << "a refused post changed the QP";
         // The QP serves on.
-        ASSERT_TRUE(p.a.send(78, RI_WR_SEND, {p.a.sge(4096, 16)}).ok());
+        ASSERT_OK(p.a.send(78, RI_WR_SEND, {p.a.sge(4096, 16)}));
         auto ok = p.a.completion();
         ASSERT_TRUE(ok.has_value());
         EXPECT_EQ(ok->wr_id, 78u);
@@ -37,7 +38,7 @@ void bad_local_buffer(Consumer &c, Pair &p, const ri_sge_t &bad, const char *wha
     }
     std::printf("%s: %s completes it with RI_WC_LOC_PROT_ERR\n", what, settings().provider.c_str());
     // Behind it: a Send that must be flushed, not executed.
-    ASSERT_TRUE(p.a.send(79, RI_WR_SEND, {p.a.sge(4096, 16)}).ok());
+    ASSERT_OK(p.a.send(79, RI_WR_SEND, {p.a.sge(4096, 16)}));
     std::map<uint64_t, ri_wc_t> wcs;
     for (const auto &w : p.a.completions(4)) wcs[w.wr_id] = w;  // the Write, the Send, two receives
     ASSERT_EQ(wcs.count(77), 1u);
@@ -51,7 +52,7 @@ void bad_local_buffer(Consumer &c, Pair &p, const ri_sge_t &bad, const char *wha
     EXPECT_TRUE(std::all_of(p.b.buf.begin(), p.b.buf.begin() + 4096, [](uint8_t x) { return x == 0; }))
         << "the bad Write placed data";
     // Posting to a QP in ERROR completes at once, flushed.
-    ASSERT_TRUE(p.a.send(80, RI_WR_SEND, {p.a.sge(4096, 16)}).ok());
+    ASSERT_OK(p.a.send(80, RI_WR_SEND, {p.a.sge(4096, 16)}));
     auto late = p.a.completion(5s);
     ASSERT_TRUE(late.has_value());
     EXPECT_EQ(late->wr_id, 80u);
@@ -60,9 +61,9 @@ void bad_local_buffer(Consumer &c, Pair &p, const ri_sge_t &bad, const char *wha
 }
 
 void with_receives(Pair &x) {
-    ASSERT_TRUE(x.a.recv(10, {x.a.sge(0, 64)}).ok());
-    ASSERT_TRUE(x.a.recv(11, {x.a.sge(64, 64)}).ok());
-    for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(x.b.recv(20 + i, {x.b.sge(8192 + i * 64, 64)}).ok());
+    ASSERT_OK(x.a.recv(10, {x.a.sge(0, 64)}));
+    ASSERT_OK(x.a.recv(11, {x.a.sge(64, 64)}));
+    for (uint64_t i = 0; i < 4; ++i) ASSERT_OK(x.b.recv(20 + i, {x.b.sge(8192 + i * 64, 64)}));
 }
 
 TEST_F(Errors, ForgedLkeyIsALocalProtectionError) {
@@ -113,21 +114,21 @@ TEST_P(RemoteAccess, TerminateReachesBothSidesAndBothQpsFlush) {
     bo.bytes = kBytes;
     Pair &p = pair();
     connect(p, ao, bo, [](Pair &x) {
-        for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(x.a.recv(100 + i, {x.a.sge(i * 256, 256)}).ok());
-        for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(x.b.recv(200 + i, {x.b.sge(i * 256, 256)}).ok());
+        for (uint64_t i = 0; i < 4; ++i) ASSERT_OK(x.a.recv(100 + i, {x.a.sge(i * 256, 256)}));
+        for (uint64_t i = 0; i < 8; ++i) ASSERT_OK(x.b.recv(200 + i, {x.b.sge(i * 256, 256)}));
     });
     // The same operation within the rules works: the fault below is the key or the bounds alone.
-    ASSERT_TRUE(p.a.send(1, c.opcode, {p.a.sge(4096, 4096)}, RI_SEND_SIGNALED, p.b.addr(), p.b.rkey()).ok());
+    ASSERT_OK(p.a.send(1, c.opcode, {p.a.sge(4096, 4096)}, RI_SEND_SIGNALED, p.b.addr(), p.b.rkey()));
     auto good = p.a.completion(10s);
     ASSERT_TRUE(good.has_value());
     ASSERT_EQ(good->status, static_cast<uint32_t>(RI_WC_SUCCESS));
 
     const uint64_t addr = c.bad_stag ? p.b.addr() : p.b.addr() + kBytes - 100;
     const uint32_t rkey = c.bad_stag ? p.b.rkey() ^ 0xffu : p.b.rkey();  // another key of the same index
-    ASSERT_TRUE(p.a.send(2, c.opcode, {p.a.sge(4096, 4096)}, RI_SEND_SIGNALED, addr, rkey).ok());
+    ASSERT_OK(p.a.send(2, c.opcode, {p.a.sge(4096, 4096)}, RI_SEND_SIGNALED, addr, rkey));
     // Behind it: a valid Read (its request reaches a QP that already terminated) and a Send fenced behind it.
-    ASSERT_TRUE(p.a.send(3, RI_WR_RDMA_READ, {p.a.sge(8192, 4096)}, RI_SEND_SIGNALED, p.b.addr(), p.b.rkey()).ok());
-    ASSERT_TRUE(p.a.send(4, RI_WR_SEND, {p.a.sge(2048, 8)}, RI_SEND_SIGNALED | RI_SEND_READ_FENCE).ok());
+    ASSERT_OK(p.a.send(3, RI_WR_RDMA_READ, {p.a.sge(8192, 4096)}, RI_SEND_SIGNALED, p.b.addr(), p.b.rkey()));
+    ASSERT_OK(p.a.send(4, RI_WR_SEND, {p.a.sge(2048, 8)}, RI_SEND_SIGNALED | RI_SEND_READ_FENCE));
 
     std::map<uint64_t, ri_wc_t> wcs;
     for (const auto &w : p.a.completions(7, 10s)) wcs[w.wr_id] = w;  // three requests, four receives
@@ -160,7 +161,7 @@ TEST_P(RemoteAccess, TerminateReachesBothSidesAndBothQpsFlush) {
     EXPECT_EQ(detail, c.term) << std::hex << detail;
     EXPECT_EQ(p.a.state(), RI_QPS_ERROR);
     // Work posted now completes at once, flushed.
-    ASSERT_TRUE(p.a.send(5, RI_WR_SEND, {p.a.sge(2048, 8)}).ok());
+    ASSERT_OK(p.a.send(5, RI_WR_SEND, {p.a.sge(2048, 8)}));
     auto late = p.a.completion(5s);
     ASSERT_TRUE(late.has_value());
     EXPECT_EQ(late->wr_id, 5u);
@@ -195,17 +196,17 @@ INSTANTIATE_TEST_SUITE_P(Violations, RemoteAccess, ::testing::ValuesIn(kAccessCa
 TEST_F(Errors, ReadWithoutRemoteReadRightsTerminates) {
     Pair &p = pair();
     connect(p, {}, {}, [](Pair &x) {
-        ASSERT_TRUE(x.a.recv(3, {x.a.sge(0, 64)}).ok());
-        ASSERT_TRUE(x.b.recv(1, {x.b.sge(0, 64)}).ok());
+        ASSERT_OK(x.a.recv(3, {x.a.sge(0, 64)}));
+        ASSERT_OK(x.b.recv(1, {x.b.sge(0, 64)}));
     });
     std::vector<uint8_t> noread(4096, 0x5a);
     auto mr = p.b.pz->register_memory(noread.data(), noread.size(), RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE);
     ASSERT_TRUE(mr) << mr.error().to_string();
-    ASSERT_TRUE(p.a.send(10, RI_WR_RDMA_READ, {p.a.sge(4096, 4096)}, RI_SEND_SIGNALED,
+    ASSERT_OK(p.a.send(10, RI_WR_RDMA_READ, {p.a.sge(4096, 4096)}, RI_SEND_SIGNALED,
                          reinterpret_cast<uint64_t>(noread.data()), (*mr)->keys().rkey)
-                    .ok());
+                    );
     // Fenced behind it, so it is still queued when the Terminate comes: flushed.
-    ASSERT_TRUE(p.a.send(11, RI_WR_SEND, {p.a.sge(0, 8)}, RI_SEND_SIGNALED | RI_SEND_READ_FENCE).ok());
+    ASSERT_OK(p.a.send(11, RI_WR_SEND, {p.a.sge(0, 8)}, RI_SEND_SIGNALED | RI_SEND_READ_FENCE));
     std::map<uint64_t, ri_wc_t> wcs;
     for (const auto &w : p.a.completions(3)) wcs[w.wr_id] = w;
     ASSERT_EQ(wcs.count(10), 1u);
@@ -237,9 +238,9 @@ TEST_F(Errors, WriteWithoutRemoteWriteRightsTerminates) {
     auto mr = p.b.pz->register_memory(readonly.data(), readonly.size(), RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_READ);
     ASSERT_TRUE(mr) << mr.error().to_string();
     std::fill(p.a.buf.begin(), p.a.buf.begin() + 4096, 0x77);
-    ASSERT_TRUE(p.a.send(1, RI_WR_RDMA_WRITE, {p.a.sge(0, 4096)}, RI_SEND_SIGNALED,
+    ASSERT_OK(p.a.send(1, RI_WR_RDMA_WRITE, {p.a.sge(0, 4096)}, RI_SEND_SIGNALED,
                          reinterpret_cast<uint64_t>(readonly.data()), (*mr)->keys().rkey)
-                    .ok());
+                    );
     uint32_t detail = 0;
     const bool sent = consumer_.await_event(p.b.ep->qp_num(), RI_AE_QP_TERMINATE_SENT, &detail, 5s);
     ASSERT_TRUE(sent) << consumer_.events_text();
@@ -258,8 +259,8 @@ TEST_F(Errors, WriteWithoutRemoteWriteRightsTerminates) {
 // DDP untagged buffer, no buffer available), both QPs go to ERROR and both connections end.
 TEST_F(Errors, SendWithoutAPostedReceiveTerminatesTheConnection) {
     Pair &p = pair();
-    connect(p, {}, {}, [](Pair &x) { ASSERT_TRUE(x.a.recv(5, {x.a.sge(0, 64)}).ok()); });
-    ASSERT_TRUE(p.a.send(1, RI_WR_SEND, {p.a.sge(4096, 32)}).ok());
+    connect(p, {}, {}, [](Pair &x) { ASSERT_OK(x.a.recv(5, {x.a.sge(0, 64)})); });
+    ASSERT_OK(p.a.send(1, RI_WR_SEND, {p.a.sge(4096, 32)}));
     uint32_t detail = 0;
     ASSERT_TRUE(consumer_.await_event(p.b.ep->qp_num(), RI_AE_QP_TERMINATE_SENT, &detail)) << consumer_.events_text();
     EXPECT_EQ(detail, 0x1202u) << std::hex << detail;  // DDP, untagged buffer, no buffer available (RFC 5041 §7.2)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "harness.hpp"
+#include "status_matchers.hpp"
 
 namespace conformance {
 namespace {
@@ -37,7 +38,7 @@ TEST_F(Verbs, RnicIsListedAndOpensByNameAndByAddress) {
         ASSERT_TRUE(attr) << attr.error().to_string();
         EXPECT_STREQ(attr->name, kRnicName);
         EXPECT_EQ((*ad)->description().name, kRnicName);
-        EXPECT_TRUE((*ad)->close().ok());
+        EXPECT_OK((*ad)->close());
     }
     auto info = rnic_info();
     ASSERT_TRUE(info.has_value());
@@ -130,7 +131,7 @@ TEST_F(Verbs, ObjectsAreMadeQueriedAndClosedInTheVerbsOrder) {
         EXPECT_EQ(ra->access & (RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE), access);
         EXPECT_NE(ra->init.flags & (RI_QP_REMOTE_READ | RI_QP_REMOTE_WRITE), 0u)
             << "the provider took the access at creation (no Modify QP after it)";
-        EXPECT_TRUE((*rep)->close().ok());
+        EXPECT_OK((*rep)->close());
     }
     // RTS needs a connection: refused without one, and the QP stays IDLE.
     ri_qp_attr_t rts{};
@@ -160,14 +161,14 @@ TEST_F(Verbs, ObjectsAreMadeQueriedAndClosedInTheVerbsOrder) {
     EXPECT_GE(held[0].total, 7u);
 
     // Children first, then their parents: every close succeeds.
-    EXPECT_TRUE((*ep)->close().ok());
-    EXPECT_TRUE((*ep2)->close().ok());
-    EXPECT_TRUE((*mr)->close().ok());
-    EXPECT_TRUE((*mr2)->close().ok());
-    EXPECT_TRUE((*cq)->close().ok());
-    EXPECT_TRUE((*pz)->close().ok());
+    EXPECT_OK((*ep)->close());
+    EXPECT_OK((*ep2)->close());
+    EXPECT_OK((*mr)->close());
+    EXPECT_OK((*mr2)->close());
+    EXPECT_OK((*cq)->close());
+    EXPECT_OK((*pz)->close());
     EXPECT_EQ(objects_of(clients()), 1u) << "only the RNIC open is left";
-    EXPECT_TRUE(ad->close().ok());
+    EXPECT_OK(ad->close());
     EXPECT_EQ(objects_of(clients()), 0u);
 }
 
@@ -181,12 +182,12 @@ TEST_F(Verbs, ParentsInUseRefuseToClose) {
     EXPECT_EQ(consumer_.adapter->close().code(), RI_EBUSY) << "an RNIC open with a PZ and a CQ";
     // Nothing was lost by the refusals: the objects still work and close in order.
     EXPECT_EQ(p.a.state(), RI_QPS_IDLE);
-    EXPECT_TRUE(p.a.ep->close().ok());
+    EXPECT_OK(p.a.ep->close());
     EXPECT_EQ(p.a.pz->close().code(), RI_EBUSY) << "the region is still there";
-    EXPECT_TRUE(p.a.mr->close().ok());
-    EXPECT_TRUE(p.a.pz->close().ok());
-    EXPECT_TRUE(p.a.cq->close().ok());
-    EXPECT_TRUE(consumer_.adapter->close().ok());
+    EXPECT_OK(p.a.mr->close());
+    EXPECT_OK(p.a.pz->close());
+    EXPECT_OK(p.a.cq->close());
+    EXPECT_OK(consumer_.adapter->close());
 }
 
 // Moved from tests/softrnic/control_test.cpp (CompletionQueues, QpCreationChecksItsAttributes): requests beyond
@@ -256,9 +257,9 @@ TEST_F(Verbs, LimitsAreRefusedCleanly) {
     ok.max_inline = lim.max_inline;
     auto ep = pz->create_endpoint(ok, *cq, *cq);
     ASSERT_TRUE(ep) << "an endpoint at the RNIC's limits: " << ep.error().to_string();
-    EXPECT_TRUE((*ep)->close().ok());
-    EXPECT_TRUE((*cq)->close().ok());
-    EXPECT_TRUE(pz->close().ok());
+    EXPECT_OK((*ep)->close());
+    EXPECT_OK((*cq)->close());
+    EXPECT_OK(pz->close());
 }
 
 // Moved from tests/softrnic/control_test.cpp (QpNumbersAndStagsAreUniqueAcrossConnections): QP numbers and STags
@@ -298,17 +299,17 @@ TEST_F(Verbs, ModifyToErrorFlushesEveryPostedRequest) {
     EndOptions o;
     o.context = 0xfeed;
     ASSERT_EQ(e.make(consumer_, o), "");
-    ASSERT_TRUE(e.recv(10, {e.sge(0, 64)}).ok());
-    ASSERT_TRUE(e.recv(11, {e.sge(64, 64)}).ok());
-    ASSERT_TRUE(e.send(1, RI_WR_SEND, {e.sge(128, 8)}).ok());
-    ASSERT_TRUE(e.send(2, RI_WR_RDMA_WRITE, {e.sge(128, 8)}, 0, e.addr(1024), e.rkey()).ok());  // unsignaled
-    ASSERT_TRUE(e.send(3, RI_WR_RDMA_READ, {e.sge(256, 8)}, RI_SEND_SIGNALED, e.addr(1024), e.rkey()).ok());
+    ASSERT_OK(e.recv(10, {e.sge(0, 64)}));
+    ASSERT_OK(e.recv(11, {e.sge(64, 64)}));
+    ASSERT_OK(e.send(1, RI_WR_SEND, {e.sge(128, 8)}));
+    ASSERT_OK(e.send(2, RI_WR_RDMA_WRITE, {e.sge(128, 8)}, 0, e.addr(1024), e.rkey()));  // unsignaled
+    ASSERT_OK(e.send(3, RI_WR_RDMA_READ, {e.sge(256, 8)}, RI_SEND_SIGNALED, e.addr(1024), e.rkey()));
     EXPECT_TRUE(e.idle()) << "queued, not executed: there is no connection";
     auto waiter = std::thread([&] {
         std::this_thread::sleep_for(50ms);  // the consumer is already waiting
         ri_qp_attr_t to_error{};
         to_error.state = RI_QPS_ERROR;
-        EXPECT_TRUE(e.ep->modify(to_error, RI_QP_ATTR_STATE).ok());
+        EXPECT_OK(e.ep->modify(to_error, RI_QP_ATTR_STATE));
     });
     auto first = e.dto->wait(10s);  // woken by the provider's completion event
     waiter.join();
@@ -336,8 +337,8 @@ TEST_F(Verbs, ModifyToErrorFlushesEveryPostedRequest) {
     EXPECT_EQ(recvs, (std::vector<uint64_t>{10, 11})) << "flushed in posting order";
     EXPECT_EQ(e.state(), RI_QPS_ERROR);
     // In ERROR, new work completes at once, flushed.
-    ASSERT_TRUE(e.send(42, RI_WR_SEND, {e.sge(128, 8)}).ok());
-    ASSERT_TRUE(e.recv(43, {e.sge(0, 64)}).ok());
+    ASSERT_OK(e.send(42, RI_WR_SEND, {e.sge(128, 8)}));
+    ASSERT_OK(e.recv(43, {e.sge(0, 64)}));
     auto late = e.completions(2, 5s);
     ASSERT_EQ(late.size(), 2u);
     std::set<uint64_t> ids;
@@ -374,12 +375,12 @@ TEST_F(Verbs, SharedReceiveQueue) {
     EndOptions bo;
     bo.srq = true;
     connect(p, {}, bo, [](Pair &x) {
-        for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(x.b.recv(100 + i, {x.b.sge(i * 64, 64)}).ok());
+        for (uint64_t i = 0; i < 4; ++i) ASSERT_OK(x.b.recv(100 + i, {x.b.sge(i * 64, 64)}));
     });
     EXPECT_EQ(p.b.srq->close().code(), RI_EBUSY) << "an SRQ an endpoint uses";
     for (uint64_t i = 0; i < 3; ++i) {
         p.a.buf[i] = static_cast<uint8_t>('a' + i);
-        ASSERT_TRUE(p.a.send(i, RI_WR_SEND, {p.a.sge(i, 1)}).ok());
+        ASSERT_OK(p.a.send(i, RI_WR_SEND, {p.a.sge(i, 1)}));
     }
     auto rw = p.b.completions(3);
     ASSERT_EQ(rw.size(), 3u);
@@ -389,7 +390,7 @@ TEST_F(Verbs, SharedReceiveQueue) {
         EXPECT_EQ(p.b.buf[i * 64], 'a' + i);
     }
     EXPECT_EQ(p.a.completions(3).size(), 3u);
-    EXPECT_TRUE((*srq)->close().ok());
+    EXPECT_OK((*srq)->close());
 }
 
 TEST_F(Verbs, MemoryWindows) {
@@ -403,7 +404,7 @@ TEST_F(Verbs, MemoryWindows) {
         auto w = pz->allocate_window(type);
         if (consumer_.has(cap)) {
             ASSERT_TRUE(w) << w.error().to_string();
-            EXPECT_TRUE((*w)->close().ok());
+            EXPECT_OK((*w)->close());
             offered.push_back(type);
         } else {
             ASSERT_FALSE(w) << "type " << type << " windows are not advertised, yet one was allocated";
@@ -426,9 +427,9 @@ TEST_F(Verbs, MemoryWindows) {
         }
     }
     EXPECT_EQ(pz->close().code(), RI_EBUSY);
-    for (auto &w : windows) EXPECT_TRUE(w->close().ok());
-    EXPECT_TRUE((*mr)->close().ok());
-    EXPECT_TRUE(pz->close().ok());
+    for (auto &w : windows) EXPECT_OK(w->close());
+    EXPECT_OK((*mr)->close());
+    EXPECT_OK(pz->close());
 }
 
 TEST_F(Verbs, FastRegistrationStags) {
@@ -448,7 +449,7 @@ TEST_F(Verbs, FastRegistrationStags) {
     EXPECT_EQ(v.alloc_stag(pz->handle(), consumer_.attr.max_fast_reg_pages + 1, &bad, &k), RI_ERANGE);
     EXPECT_EQ(bad, nullptr);
     EXPECT_EQ(v.deregister_mr(st), RI_OK);
-    EXPECT_TRUE(pz->close().ok());
+    EXPECT_OK(pz->close());
 }
 
 TEST_F(Verbs, ResizeCompletionQueue) {
@@ -464,7 +465,7 @@ TEST_F(Verbs, ResizeCompletionQueue) {
     auto r = (*cq)->resize(64);
     ASSERT_TRUE(r) << r.error().to_string();
     EXPECT_GE(*r, 64u);
-    EXPECT_TRUE((*cq)->close().ok());
+    EXPECT_OK((*cq)->close());
 }
 
 }  // namespace

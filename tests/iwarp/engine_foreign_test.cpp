@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "engine_harness.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -105,7 +106,7 @@ TEST_F(ForeignPair, WriteIntoForeignRegionIsPlacedByteExact) {
         WorkRequest w = harness::wr_over(1, WorkType::write, src);
         w.remote_stag = 0x1200;
         w.remote_to = to_base + 1000;
-        ASSERT_TRUE(a->post(w).ok());
+        ASSERT_OK(a->post(w));
         settle(*a, *b, m.chunk);
         ASSERT_FALSE(b->failed()) << term_name(b->failure());
         EXPECT_EQ(ob->memory, expected_memory(ob->memory.size(), region_at + 1000, src));
@@ -125,7 +126,7 @@ TEST_F(ForeignPair, SendIntoForeignReceiveOverThreeSges) {
         // Three SGEs with gaps between them; the 5000-byte message ends inside the third.
         ob->post_foreign_receive(42, {{100, 700}, {2000, 1500}, {5000, 4000}});
         auto src = pattern(5000, 4);
-        ASSERT_TRUE(a->post(harness::wr_over(7, WorkType::send, src)).ok());
+        ASSERT_OK(a->post(harness::wr_over(7, WorkType::send, src)));
         settle(*a, *b, chunk);
         ASSERT_FALSE(b->failed()) << term_name(b->failure());
         std::vector<uint8_t> want(ob->memory.size(), kFill);
@@ -149,7 +150,7 @@ TEST_F(ForeignPair, CorruptSegmentNeverReachesForeignMemory) {
     auto src = pattern(1000, 1);
     WorkRequest w = harness::wr_over(1, WorkType::write, src);
     w.remote_stag = 0x55;
-    ASSERT_TRUE(a->post(w).ok());
+    ASSERT_OK(a->post(w));
     auto frames = drain(*a);
     ASSERT_EQ(frames.size(), 1u);
     frames[0][kMpaLengthLen + kTaggedHeaderLen + 10] ^= 0x40;  // one payload bit
@@ -191,8 +192,8 @@ TEST_P(ForeignOutbound, FramesMatchALocalRequest) {
         w->remote_stag = 0x99;
         w->remote_to = 64;
     }
-    ASSERT_TRUE(local.post(lw).ok());
-    ASSERT_TRUE(foreign.post(fw).ok());
+    ASSERT_OK(local.post(lw));
+    ASSERT_OK(foreign.post(fw));
 
     static TxFrame lf, ff;
     std::vector<std::vector<uint8_t>> sent;
@@ -251,7 +252,7 @@ TEST_F(ForeignPair, ReadResponseSourcedFromForeignMemory) {
     r.remote_to = 500;
     r.local_stag = 0x3400;
     r.length = 40000;
-    ASSERT_TRUE(a->post(r).ok());
+    ASSERT_OK(a->post(r));
     settle(*a, *b, 777);
     ASSERT_FALSE(a->failed()) << term_name(a->failure());
     ASSERT_FALSE(b->failed()) << term_name(b->failure());
@@ -275,7 +276,7 @@ TEST_F(ForeignPair, ReadIntoForeignSink) {
     r.local_stag = 0x3400;
     r.local_to = 0x500;
     r.length = 30000;
-    ASSERT_TRUE(a->post(r).ok());
+    ASSERT_OK(a->post(r));
     settle(*a, *b, 1000);
     ASSERT_FALSE(a->failed()) << term_name(a->failure());
     EXPECT_EQ(oa->memory, expected_memory(oa->memory.size(), 8192, data));
@@ -290,7 +291,7 @@ TEST_F(ForeignPair, DmaWriteFailureTerminatesAndPlacesNothingMore) {
     auto src = pattern(5000, 2);
     WorkRequest w = harness::wr_over(1, WorkType::write, src);
     w.remote_stag = 0x1200;
-    ASSERT_TRUE(a->post(w).ok());
+    ASSERT_OK(a->post(w));
     settle(*a, *b);
     ASSERT_TRUE(b->failed());
     EXPECT_EQ(b->failure(), term::kRdmapLocalCatastrophic);
@@ -306,7 +307,7 @@ TEST_F(ForeignPair, DmaWriteFailureOfASendCompletesNothing) {
     ob->post_foreign_receive(3, {{0, 600}, {1000, 600}});
     ob->fail_writes_after = 1;  // the first SGE's piece lands, the second's cannot
     auto src = pattern(1000, 2);
-    ASSERT_TRUE(a->post(harness::wr_over(1, WorkType::send, src)).ok());
+    ASSERT_OK(a->post(harness::wr_over(1, WorkType::send, src)));
     settle(*a, *b);
     ASSERT_TRUE(b->failed());
     EXPECT_EQ(b->failure(), term::kRdmapLocalCatastrophic);
@@ -324,12 +325,12 @@ TEST_F(ForeignPair, DmaReadFailureOnOutboundWriteSendsTerminateNotGarbage) {
     std::vector<uint8_t> dst(16, 0);
     ob->post_receive(1, dst);
     auto small = pattern(16, 1);
-    ASSERT_TRUE(a->post(harness::wr_over(10, WorkType::send, small)).ok());  // local: completes as usual
+    ASSERT_OK(a->post(harness::wr_over(10, WorkType::send, small)));  // local: completes as usual
     auto data = pattern(5000, 8);
     std::copy(data.begin(), data.end(), oa->memory.begin());
     WorkRequest w = ForeignOwner::foreign_wr(11, WorkType::write, {{0, 5000}});
     w.remote_stag = 0x1200;
-    ASSERT_TRUE(a->post(w).ok());
+    ASSERT_OK(a->post(w));
     oa->fail_reads_after = 1;  // the Write's first frame is read, its second is not
 
     auto frames = drain(*a);
@@ -356,7 +357,7 @@ TEST_F(ForeignPair, DmaReadFailureOnOutboundWriteSendsTerminateNotGarbage) {
 
 TEST_F(ForeignPair, DmaReadFailureOfFirstFrameSendsOnlyTheTerminate) {
     WorkRequest s = ForeignOwner::foreign_wr(4, WorkType::send, {{0, 100}, {500, 100}});
-    ASSERT_TRUE(a->post(s).ok());
+    ASSERT_OK(a->post(s));
     oa->fail_reads_after = 1;  // the first SGE reads, the second does not: the half-built frame is dropped
     auto frames = drain(*a);
     ASSERT_EQ(frames.size(), 1u);
@@ -377,11 +378,11 @@ TEST_F(ForeignPair, DmaReadFailureStopsAPendingReadResponseToo) {
     r.remote_stag = 0x1200;
     r.local_stag = 0x3400;
     r.length = 100;
-    ASSERT_TRUE(a->post(r).ok());
+    ASSERT_OK(a->post(r));
     harness::pump(*a, *b);  // the Read Request is now queued at b
     WorkRequest w = ForeignOwner::foreign_wr(2, WorkType::write, {{0, 100}});
     w.remote_stag = 0x3400;
-    ASSERT_TRUE(b->post(w).ok());
+    ASSERT_OK(b->post(w));
     ob->fail_reads_after = 0;
     auto frames = drain(*b);
     ASSERT_EQ(frames.size(), 1u);
@@ -401,7 +402,7 @@ TEST_F(ForeignPair, DmaReadFailureOfReadResponseTerminates) {
     r.remote_stag = 0x77;
     r.local_stag = 0x3400;
     r.length = 4096;
-    ASSERT_TRUE(a->post(r).ok());
+    ASSERT_OK(a->post(r));
     settle(*a, *b);
     ASSERT_TRUE(b->failed());
     EXPECT_EQ(b->failure(), term::kRdmapLocalCatastrophic);

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "engine_harness.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -50,7 +51,7 @@ TEST_F(EnginePair, SendSingleAndMultiSegment) {
         auto src = pattern(size, 3);
         std::vector<uint8_t> dst(size + 64, 0xee);
         ob.post_receive(77, dst, size > 100 ? 3 : 1);
-        ASSERT_TRUE(a->post(wr_over(5, WorkType::send, src)).ok());
+        ASSERT_OK(a->post(wr_over(5, WorkType::send, src)));
         settle(*a, *b);
         ASSERT_FALSE(b->failed()) << term_name(b->failure());
         ASSERT_EQ(ob.completions.size(), 1u);
@@ -72,7 +73,7 @@ TEST_F(EnginePair, WriteThenReadBackMultiSegment) {
     WorkRequest w = wr_over(1, WorkType::write, src);
     w.remote_stag = 0x1200;
     w.remote_to = 0x10000 + 1000;
-    ASSERT_TRUE(a->post(w).ok());
+    ASSERT_OK(a->post(w));
     settle(*a, *b, 999);  // odd chunk sizes: segments arrive split anywhere
     ASSERT_FALSE(b->failed()) << term_name(b->failure());
     EXPECT_TRUE(std::equal(src.begin(), src.end(), target.begin() + 1000));
@@ -91,7 +92,7 @@ TEST_F(EnginePair, WriteThenReadBackMultiSegment) {
     r.local_stag = 0x3400;
     r.local_to = 0;
     r.length = 300000;
-    ASSERT_TRUE(a->post(r).ok());
+    ASSERT_OK(a->post(r));
     settle(*a, *b);
     ASSERT_FALSE(a->failed()) << term_name(a->failure());
     EXPECT_EQ(back, src);
@@ -119,7 +120,7 @@ TEST_F(EnginePair, FpdusFollowTheEmssMidMessage) {
         a->frame_sent();
         return true;
     };
-    ASSERT_TRUE(a->post(w).ok());
+    ASSERT_OK(a->post(w));
     for (int i = 0; i < 3; ++i) ASSERT_TRUE(move_one());
     a->set_emss(32768);
     EXPECT_EQ(a->mulpdu(), mulpdu(32768, false));
@@ -143,10 +144,10 @@ TEST_F(EnginePair, FpdusFollowTheEmssMidMessage) {
     b->set_emss(9000);
     std::vector<uint8_t> back(200000, 0);
     oa.add_region(0x88, back, RI_ACCESS_LOCAL_WRITE);
-    ASSERT_TRUE(a->post(harness::read_of(2, 0x77, 0x88, 200000)).ok());
+    ASSERT_OK(a->post(harness::read_of(2, 0x77, 0x88, 200000)));
     std::vector<uint8_t> dst(200000, 0);
     ob.post_receive(3, dst);
-    ASSERT_TRUE(a->post(wr_over(4, WorkType::send, src)).ok());
+    ASSERT_OK(a->post(wr_over(4, WorkType::send, src)));
     const uint64_t b_frames = b->stats().tx_fpdus, a_frames = a->stats().tx_fpdus;
     settle(*a, *b);
     ASSERT_FALSE(a->failed()) << term_name(a->failure());
@@ -171,7 +172,7 @@ TEST_F(EnginePair, OrdLimitsOutstandingReadsAndAllComplete) {
         r.remote_to = i * 256;
         r.local_stag = static_cast<uint32_t>(100 + i);
         r.length = 512;
-        ASSERT_TRUE(a->post(r).ok());
+        ASSERT_OK(a->post(r));
     }
     settle(*a, *b);
     ASSERT_FALSE(a->failed());
@@ -192,8 +193,8 @@ TEST_F(EnginePair, SendWithInvalidateAndSolicited) {
     ob.post_receive(2, dst);
     WorkRequest s = wr_over(9, WorkType::send_se_inv, src);
     s.inv_stag = 0x55;
-    ASSERT_TRUE(a->post(s).ok());
-    ASSERT_TRUE(a->post(wr_over(10, WorkType::send_se, src)).ok());
+    ASSERT_OK(a->post(s));
+    ASSERT_OK(a->post(wr_over(10, WorkType::send_se, src)));
     settle(*a, *b);
     ASSERT_EQ(ob.completions.size(), 2u);
     EXPECT_TRUE(ob.completions[0].invalidated);
@@ -206,7 +207,7 @@ TEST_F(EnginePair, SendWithInvalidateAndSolicited) {
 
 TEST_F(EnginePair, SendQueueBackPressure) {
     auto src = pattern(8, 1);
-    for (int i = 0; i < 16; ++i) ASSERT_TRUE(a->post(wr_over(static_cast<uint64_t>(i), WorkType::send, src)).ok());
+    for (int i = 0; i < 16; ++i) ASSERT_OK(a->post(wr_over(static_cast<uint64_t>(i), WorkType::send, src)));
     EXPECT_EQ(a->post(wr_over(99, WorkType::send, src)).code(), RI_EAGAIN);
     WorkRequest too_many = wr_over(1, WorkType::send, src);
     too_many.num_sge = kMaxSge + 1;
@@ -221,7 +222,7 @@ TEST_F(EnginePair, PeerToPeerWriteRtrHoldsResponderUntilItArrives) {
     auto src = pattern(10, 2);
     std::vector<uint8_t> dst(10);
     oa.post_receive(1, dst);
-    ASSERT_TRUE(b->post(wr_over(3, WorkType::send, src)).ok());
+    ASSERT_OK(b->post(wr_over(3, WorkType::send, src)));
     TxFrame frame;
     EXPECT_FALSE(b->next_frame(frame));  // the responder may not send yet
     settle(*a, *b);
@@ -233,7 +234,7 @@ TEST_F(EnginePair, PeerToPeerWriteRtrHoldsResponderUntilItArrives) {
     // The initiator's own first Send after its RTR carries MSN 1.
     std::vector<uint8_t> dst2(10);
     ob.post_receive(2, dst2);
-    ASSERT_TRUE(a->post(wr_over(4, WorkType::send, src)).ok());
+    ASSERT_OK(a->post(wr_over(4, WorkType::send, src)));
     settle(*a, *b);
     ASSERT_FALSE(b->failed()) << term_name(b->failure());
     EXPECT_EQ(dst2, src);
@@ -247,7 +248,7 @@ TEST_F(EnginePair, PeerToPeerSendRtrConsumesNoReceive) {
     auto src = pattern(7, 2);
     std::vector<uint8_t> dst(7);
     ob.post_receive(1, dst);
-    ASSERT_TRUE(a->post(wr_over(3, WorkType::send, src)).ok());
+    ASSERT_OK(a->post(wr_over(3, WorkType::send, src)));
     settle(*a, *b);
     ASSERT_FALSE(b->failed()) << term_name(b->failure());
     ASSERT_EQ(ob.completions.size(), 1u);
@@ -269,7 +270,7 @@ TEST_F(EnginePair, PeerToPeerReadRtrIsAnswered) {
     auto src = pattern(5, 1);
     std::vector<uint8_t> dst(5);
     ob.post_receive(1, dst);
-    ASSERT_TRUE(a->post(wr_over(1, WorkType::send, src)).ok());
+    ASSERT_OK(a->post(wr_over(1, WorkType::send, src)));
     settle(*a, *b);
     EXPECT_EQ(dst, src);
 }
@@ -286,7 +287,7 @@ TEST_F(EnginePair, HasFrameIsFalseOnlyWhenThereIsNothingToBuild) {
     auto src = pattern(3000, 4);
     std::vector<uint8_t> dst(3000);
     ob.post_receive(1, dst);
-    ASSERT_TRUE(a->post(wr_over(1, WorkType::send, src)).ok());
+    ASSERT_OK(a->post(wr_over(1, WorkType::send, src)));
     EXPECT_TRUE(a->has_frame());
     ASSERT_GT(harness::pump(*a, *b), 1u);  // several segments
     EXPECT_TRUE(nothing(*a));
@@ -297,7 +298,7 @@ TEST_F(EnginePair, HasFrameIsFalseOnlyWhenThereIsNothingToBuild) {
     std::vector<uint8_t> theirs = pattern(5000, 6), mine(5000);
     ob.add_region(0x55, theirs, RI_ACCESS_REMOTE_READ);
     oa.add_region(0x66, mine, RI_ACCESS_LOCAL_WRITE);
-    ASSERT_TRUE(a->post(harness::read_of(2, 0x55, 0x66, 5000)).ok());
+    ASSERT_OK(a->post(harness::read_of(2, 0x55, 0x66, 5000)));
     EXPECT_TRUE(a->has_frame());
     ASSERT_EQ(harness::pump(*a, *b), 1u);
     EXPECT_TRUE(nothing(*a));
@@ -313,7 +314,7 @@ TEST_F(EnginePair, HasFrameIsFalseOnlyWhenThereIsNothingToBuild) {
     EXPECT_TRUE(nothing(*a));
 
     // A Send with no receive posted: the receiver fails, and its Terminate is due until it is built.
-    ASSERT_TRUE(a->post(wr_over(3, WorkType::send, src)).ok());
+    ASSERT_OK(a->post(wr_over(3, WorkType::send, src)));
     (void)harness::pump(*a, *b);
     ASSERT_TRUE(b->failed());
     EXPECT_TRUE(b->has_frame()) << "the Terminate is due";
@@ -336,9 +337,9 @@ TEST_F(EnginePair, ADeferredCrcIsLeftOnlyOnLargeSendWriteAndReadResponseSegments
     ob.post_receive(7, dst);
     WorkRequest w = wr_over(1, WorkType::write, src);
     w.remote_stag = 0x91;
-    ASSERT_TRUE(a->post(w).ok());
-    ASSERT_TRUE(a->post(wr_over(2, WorkType::send, src)).ok());
-    ASSERT_TRUE(a->post(harness::read_of(3, 0x91, 0x92, 70000)).ok());
+    ASSERT_OK(a->post(w));
+    ASSERT_OK(a->post(wr_over(2, WorkType::send, src)));
+    ASSERT_OK(a->post(harness::read_of(3, 0x91, 0x92, 70000)));
     static TxFrame f;  // large: keep it off the stack
     std::vector<std::pair<size_t, bool>> seen;  // payload-carrying frames: bytes, CRC left pending
     const auto move = [&](Engine &from, Engine &to, bool defer) {
@@ -383,7 +384,7 @@ TEST_F(EnginePair, HasFrameFollowsTheRtr) {
     auto src = pattern(100, 2);
     std::vector<uint8_t> dst(100);
     oa.post_receive(1, dst);
-    ASSERT_TRUE(b->post(wr_over(1, WorkType::send, src)).ok());
+    ASSERT_OK(b->post(wr_over(1, WorkType::send, src)));
     EXPECT_FALSE(b->has_frame()) << "the responder waits for the RTR";
     EXPECT_FALSE(b->next_frame(f));
     ASSERT_EQ(harness::pump(*a, *b), 1u);
@@ -411,7 +412,7 @@ TEST_F(EnginePair, AbortSendsTheOwnersTerminateWithoutHeaders) {
     auto src = pattern(4000, 1);
     std::vector<uint8_t> dst(4000);
     ob.post_receive(1, dst);
-    ASSERT_TRUE(a->post(wr_over(7, WorkType::send, src)).ok());
+    ASSERT_OK(a->post(wr_over(7, WorkType::send, src)));
     static TxFrame frame;
     ASSERT_TRUE(a->next_frame(frame));
     a->frame_sent();
@@ -437,7 +438,7 @@ TEST_F(EnginePair, SendBeforeRtrIsATerminate) {
     auto src = pattern(4, 1);
     std::vector<uint8_t> dst(4);
     ob.post_receive(1, dst);
-    ASSERT_TRUE(a->post(wr_over(1, WorkType::send, src)).ok());
+    ASSERT_OK(a->post(wr_over(1, WorkType::send, src)));
     settle(*a, *b);
     ASSERT_TRUE(b->failed());
     EXPECT_EQ(b->failure(), term::kLlpNoMatchingRtr);
@@ -462,7 +463,7 @@ TEST_F(EnginePair, NoMarkersOneWayMarkersOtherWay) {
     auto src = pattern(50000, 4);
     std::vector<uint8_t> dst(50000);
     ob.post_receive(1, dst);
-    ASSERT_TRUE(a->post(wr_over(1, WorkType::send, src)).ok());
+    ASSERT_OK(a->post(wr_over(1, WorkType::send, src)));
     settle(*a, *b, 700);
     ASSERT_FALSE(b->failed()) << term_name(b->failure());
     EXPECT_EQ(dst, src);

@@ -17,6 +17,7 @@
 
 #include "engine_harness.hpp"
 #include "iwarp/mpa.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -252,7 +253,7 @@ TEST_P(TcpEngines, SendsOfEverySize) {
     }
     for (size_t i = 0; i < sizes.size(); ++i) res.owner.post_receive(i, dst[i], i == 3 ? 4 : 1);
     for (size_t i = 0; i < sizes.size(); ++i) {
-        ASSERT_TRUE(ini.engine->post(harness::wr_over(i, WorkType::send, src[i])).ok());
+        ASSERT_OK(ini.engine->post(harness::wr_over(i, WorkType::send, src[i])));
     }
     run_until([&] { return res.owner.completions.size() == sizes.size() && ini.owner.completions.size() == sizes.size(); });
     for (size_t i = 0; i < sizes.size(); ++i) {
@@ -269,14 +270,14 @@ TEST_P(TcpEngines, WriteAndRead16MiB) {
     ini.owner.add_region(0x88, back, RI_ACCESS_LOCAL_WRITE);
     WorkRequest w = harness::wr_over(1, WorkType::write, src);
     w.remote_stag = 0x77;
-    ASSERT_TRUE(ini.engine->post(w).ok());
+    ASSERT_OK(ini.engine->post(w));
     WorkRequest r;
     r.wr_id = 2;
     r.type = WorkType::read;
     r.remote_stag = 0x77;
     r.local_stag = 0x88;
     r.length = static_cast<uint32_t>(kSize);
-    ASSERT_TRUE(ini.engine->post(r).ok());
+    ASSERT_OK(ini.engine->post(r));
     run_until([&] { return ini.owner.completions.size() == 2; });
     EXPECT_EQ(ini.owner.completions[0].kind, Completion::Kind::write);
     EXPECT_EQ(ini.owner.completions[1].kind, Completion::Kind::read);
@@ -292,7 +293,7 @@ TEST_P(TcpEngines, WriteAndRead16MiB) {
     r2.remote_stag = 0x99;
     r2.local_stag = 0xaa;
     r2.length = 3000;
-    ASSERT_TRUE(res.engine->post(r2).ok());
+    ASSERT_OK(res.engine->post(r2));
     run_until([&] { return res.owner.completions.size() == 1; });
     EXPECT_TRUE(small_back == small);
 }

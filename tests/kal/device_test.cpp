@@ -17,6 +17,7 @@
 #include "krdma/reason.hpp"
 #include "test_util.hpp"
 #include "server.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -64,7 +65,7 @@ protected:
         hdr.seq = 7;
         krdma_hello h{};
         h.abi_version = word;
-        EXPECT_TRUE(krdma::send(fd, hdr, {reinterpret_cast<const uint8_t *>(&h), sizeof h}).ok());
+        EXPECT_OK(krdma::send(fd, hdr, {reinterpret_cast<const uint8_t *>(&h), sizeof h}));
         krdma::Message m;
         EXPECT_EQ(krdma::receive(fd, m, true), krdma::RecvResult::message);
         if (m.hdr.status != 0 || m.payload_len() != sizeof h) return {m.hdr.status, 0};
@@ -447,7 +448,7 @@ TEST_F(Device, HelloAgreesOnTheLowerMinorVersion) {
         krdma_msg_hdr hdr{};
         hdr.cmd = _IOWR(KRDMA_IOC_MAGIC, 0x7e, uint64_t);
         uint64_t body = 0;
-        EXPECT_TRUE(krdma::send(s.get(), hdr, {reinterpret_cast<const uint8_t *>(&body), sizeof body}).ok());
+        EXPECT_OK(krdma::send(s.get(), hdr, {reinterpret_cast<const uint8_t *>(&body), sizeof body}));
         krdma::Message m;
         EXPECT_EQ(krdma::receive(s.get(), m, true), krdma::RecvResult::message);
         EXPECT_EQ(m.hdr.status, RI_ENOTTY);
@@ -474,7 +475,7 @@ TEST_F(Device, QuietRequestsAreAnsweredOnlyWhenTheyFail) {
         hdr.seq = seq;
         hdr.flags = flags;
         krdma_echo e{};
-        EXPECT_TRUE(krdma::send(s.get(), hdr, {reinterpret_cast<const uint8_t *>(&e), sizeof e}).ok());
+        EXPECT_OK(krdma::send(s.get(), hdr, {reinterpret_cast<const uint8_t *>(&e), sizeof e}));
     };
     const uint32_t unknown = _IOWR(KRDMA_IOC_MAGIC, 0x7e, krdma_echo);
     hello(2);

@@ -17,6 +17,7 @@
 #include "krdmad_fixture.hpp"
 #include "mpa_session.hpp"
 #include "rdma_util.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -69,10 +70,10 @@ protected:
 void write_and_check(Side &s, ual::Endpoint &ep, const BufferInfo &info, size_t size, uint32_t seed) {
     uint8_t *area = s.buffer.data() + kRdmaOffset;
     for (size_t i = 0; i < size; ++i) area[i] = pattern(i, seed);
-    ASSERT_TRUE(post(s, ep, RI_WR_RDMA_WRITE, kRdmaOffset, static_cast<uint32_t>(size), 1, info.addr, info.rkey).ok());
+    ASSERT_OK(post(s, ep, RI_WR_RDMA_WRITE, kRdmaOffset, static_cast<uint32_t>(size), 1, info.addr, info.rkey));
     const std::string v = "V " + std::to_string(size) + " " + std::to_string(seed);
     std::memcpy(s.buffer.data() + 2048, v.data(), v.size());
-    ASSERT_TRUE(post(s, ep, RI_WR_SEND, 2048, static_cast<uint32_t>(v.size()), 2).ok());
+    ASSERT_OK(post(s, ep, RI_WR_SEND, 2048, static_cast<uint32_t>(v.size()), 2));
     std::string reply;
     for (int got = 0; got < 3; ++got) {
         auto c = s.completion(60s);
@@ -80,7 +81,7 @@ void write_and_check(Side &s, ual::Endpoint &ep, const BufferInfo &info, size_t 
         ASSERT_EQ(c->status, static_cast<uint32_t>(RI_WC_SUCCESS));
         if (c->opcode == RI_WC_RECV) {
             reply.assign(reinterpret_cast<const char *>(s.buffer.data() + (c->wr_id - 100) * 256), c->byte_len);
-            ASSERT_TRUE(post_recv(s, ep, (c->wr_id - 100) * 256, 256, c->wr_id).ok());
+            ASSERT_OK(post_recv(s, ep, (c->wr_id - 100) * 256, 256, c->wr_id));
         }
     }
     ASSERT_EQ(reply, "ok");
@@ -102,8 +103,8 @@ TEST_F(RdmaCounters, StatsShowEachQpsDataPathCountersMovingWithTrafficAndSummedP
     ASSERT_EQ(s.open(device_.string(), "sr0", kRdmaOffset + kBytes), "");
     auto ep = s.endpoint(9);
     ASSERT_NE(ep, nullptr);
-    for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(post_recv(s, *ep, i * 256, 256, 100 + i).ok());
-    ASSERT_TRUE(ep->connect("127.0.0.1", port, bytes_of("hello server")).ok());
+    for (uint64_t i = 0; i < 8; ++i) ASSERT_OK(post_recv(s, *ep, i * 256, 256, 100 + i));
+    ASSERT_OK(ep->connect("127.0.0.1", port, bytes_of("hello server")));
     auto est = next_cm(s.cm);
     ASSERT_TRUE(est.has_value());
     ASSERT_EQ(est->id, static_cast<uint32_t>(CmEventId::established));
@@ -114,7 +115,7 @@ TEST_F(RdmaCounters, StatsShowEachQpsDataPathCountersMovingWithTrafficAndSummedP
     ASSERT_TRUE(wc.has_value());
     BufferInfo info{};
     std::memcpy(&info, s.buffer.data() + (wc->wr_id - 100) * 256, sizeof info);
-    ASSERT_TRUE(post_recv(s, *ep, (wc->wr_id - 100) * 256, 256, wc->wr_id).ok());
+    ASSERT_OK(post_recv(s, *ep, (wc->wr_id - 100) * 256, 256, wc->wr_id));
 
     write_and_check(s, *ep, info, kBytes, 1);
     if (HasFatalFailure()) return;
@@ -151,9 +152,9 @@ TEST_F(RdmaCounters, StatsShowEachQpsDataPathCountersMovingWithTrafficAndSummedP
     EXPECT_NE(text.find("RDMA data path (per QP)"), std::string::npos) << text;
 
     std::memcpy(s.buffer.data() + 2048, "Q", 1);
-    ASSERT_TRUE(post(s, *ep, RI_WR_SEND, 2048, 1, 4).ok());
+    ASSERT_OK(post(s, *ep, RI_WR_SEND, 2048, 1, 4));
     ASSERT_TRUE(s.completion().has_value());
-    ASSERT_TRUE(ep->disconnect().ok());
+    ASSERT_OK(ep->disconnect());
     (void)next_cm(s.cm);
     EXPECT_EQ(wait_exit(pid), 0) << read_text(out) << read_text(dir_ / "peer.err");
 }
@@ -178,8 +179,8 @@ TEST_F(RdmaCounters, AnFpduWithABadCrcIsCountedWithTheTerminateItCauses) {
     ASSERT_EQ(s.open(device_.string(), "sr0", 1 << 16), "");
     auto ep = s.endpoint(9);
     ASSERT_NE(ep, nullptr);
-    for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(post_recv(s, *ep, i * 256, 256, 100 + i).ok());
-    ASSERT_TRUE(ep->connect("127.0.0.1", ntohs(a.sin_port), bytes_of("hi")).ok());
+    for (uint64_t i = 0; i < 4; ++i) ASSERT_OK(post_recv(s, *ep, i * 256, 256, 100 + i));
+    ASSERT_OK(ep->connect("127.0.0.1", ntohs(a.sin_port), bytes_of("hi")));
 
     pollfd lp{lfd, POLLIN, 0};
     ASSERT_EQ(::poll(&lp, 1, 10000), 1);

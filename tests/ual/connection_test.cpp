@@ -26,6 +26,7 @@
 #include "exchange.hpp"
 #include "rdma_util.hpp"
 #include "test_util.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -78,8 +79,8 @@ TEST_F(Connections, TwoProcessesConnectWithPrivateDataAndMoveEveryByte) {
     ASSERT_EQ(s.open(device_.string(), "sr0", kRdmaOffset + kBytes), "");
     auto ep = s.endpoint(9);
     ASSERT_NE(ep, nullptr);
-    for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(post_recv(s, *ep, i * 256, 256, 100 + i).ok());
-    ASSERT_TRUE(ep->connect("127.0.0.1", port, bytes_of("hello server")).ok());
+    for (uint64_t i = 0; i < 8; ++i) ASSERT_OK(post_recv(s, *ep, i * 256, 256, 100 + i));
+    ASSERT_OK(ep->connect("127.0.0.1", port, bytes_of("hello server")));
     auto est = next_cm(s.cm);
     ASSERT_TRUE(est.has_value());
     ASSERT_EQ(est->id, static_cast<uint32_t>(CmEventId::established)) << "status " << est->detail;
@@ -105,7 +106,7 @@ TEST_F(Connections, TwoProcessesConnectWithPrivateDataAndMoveEveryByte) {
 
     exchange(s, *ep, {size_t{1}, size_t{4099}, size_t{1} << 20, size_t{16} << 20, kBytes}, kBytes);
     if (HasFatalFailure()) return;
-    ASSERT_TRUE(ep->disconnect().ok());
+    ASSERT_OK(ep->disconnect());
     auto end = next_cm(s.cm);
     ASSERT_TRUE(end.has_value());
     EXPECT_TRUE(end->id == static_cast<uint32_t>(CmEventId::disconnected) ||
@@ -124,11 +125,11 @@ TEST_F(Connections, GatherScatterSolicitedAndInvalidateBetweenProcesses) {
     ASSERT_EQ(s.open(device_.string(), "sr0", kRdmaOffset + kBytes), "");
     auto ep = s.endpoint(9);
     ASSERT_NE(ep, nullptr);
-    for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(post_recv(s, *ep, i * 256, 256, 100 + i).ok());
+    for (uint64_t i = 0; i < 8; ++i) ASSERT_OK(post_recv(s, *ep, i * 256, 256, 100 + i));
     auto announced = connect_to_watcher(s, *ep, "127.0.0.1", port);
     ASSERT_TRUE(announced.has_value()) << read_text(dir_ / "peer.err");
     const BufferInfo info = *announced;
-    ASSERT_TRUE(post_recv(s, *ep, 0, 256, 100).ok());  // the receive that took it, again
+    ASSERT_OK(post_recv(s, *ep, 0, 256, 100));  // the receive that took it, again
 
     const auto fnv = [](const std::vector<uint8_t> &b) {
         uint32_t h = 2166136261u;
@@ -184,7 +185,7 @@ TEST_F(Connections, GatherScatterSolicitedAndInvalidateBetweenProcesses) {
     w.num_sge = 3;
     w.u.rdma.remote_addr = info.addr;
     w.u.rdma.rkey = info.rkey;
-    ASSERT_TRUE(ep->post_send({&w, 1}).ok());
+    ASSERT_OK(ep->post_send({&w, 1}));
     ri_sge_t s2[2] = {{reinterpret_cast<uint64_t>(b + kRdmaOffset + 8192), 60, lkey},
                       {reinterpret_cast<uint64_t>(b + kRdmaOffset + 12288), 100, lkey}};
     ri_send_wr_t r{};
@@ -195,7 +196,7 @@ TEST_F(Connections, GatherScatterSolicitedAndInvalidateBetweenProcesses) {
     r.num_sge = 2;
     r.u.rdma.remote_addr = info.addr;
     r.u.rdma.rkey = info.rkey;
-    ASSERT_TRUE(ep->post_send({&r, 1}).ok());
+    ASSERT_OK(ep->post_send({&r, 1}));
     for (uint64_t want : {2u, 3u}) {
         auto c = s.completion(20s);
         ASSERT_TRUE(c.has_value());
@@ -214,7 +215,7 @@ TEST_F(Connections, GatherScatterSolicitedAndInvalidateBetweenProcesses) {
                             std::to_string(fnv({sent.begin(), sent.begin() + 10})));
     w.wr_id = 4;
     w.num_sge = 1;
-    ASSERT_TRUE(ep->post_send({&w, 1}).ok());
+    ASSERT_OK(ep->post_send({&w, 1}));
     auto c = s.completion(20s);
     ASSERT_TRUE(c.has_value());
     EXPECT_EQ(c->wr_id, 4u);
@@ -240,7 +241,7 @@ TEST_F(Connections, RejectCarriesPrivateDataBack) {
     ASSERT_EQ(s.open(device_.string(), "sr0", 4096), "");
     auto ep = s.endpoint();
     ASSERT_NE(ep, nullptr);
-    ASSERT_TRUE(ep->connect("127.0.0.1", port, bytes_of("hello server")).ok());
+    ASSERT_OK(ep->connect("127.0.0.1", port, bytes_of("hello server")));
     auto e = next_cm(s.cm);
     ASSERT_TRUE(e.has_value());
     ASSERT_EQ(e->id, static_cast<uint32_t>(CmEventId::rejected));
@@ -278,7 +279,7 @@ TEST_F(Connections, NobodyListeningIsUnreachable) {
     // Bound but not listening: a connection is refused, and no other test can take the port meanwhile (as it
     // could once the probe closed).
     auto ep = s.endpoint();
-    ASSERT_TRUE(ep->connect("127.0.0.1", ntohs(a.sin_port)).ok());
+    ASSERT_OK(ep->connect("127.0.0.1", ntohs(a.sin_port)));
     auto e = next_cm(s.cm);
     ASSERT_TRUE(e.has_value());
     EXPECT_EQ(e->id, static_cast<uint32_t>(CmEventId::unreachable));
@@ -294,7 +295,7 @@ TEST_F(Connections, SilentPeerTimesOut) {
     ASSERT_EQ(s.open(device_.string(), "sr0", 4096), "");
     auto ep = s.endpoint();
     const auto t0 = std::chrono::steady_clock::now();
-    ASSERT_TRUE(ep->connect("127.0.0.1", ntohs(a.sin_port), {}, 300ms).ok());
+    ASSERT_OK(ep->connect("127.0.0.1", ntohs(a.sin_port), {}, 300ms));
     auto e = next_cm(s.cm, 10s);
     ASSERT_TRUE(e.has_value());
     EXPECT_EQ(e->id, static_cast<uint32_t>(CmEventId::timeout));
@@ -310,12 +311,12 @@ TEST_F(Connections, ALaterSetupWithAnEarlierDeadlineTimesOutFirst) {
     Side s;
     ASSERT_EQ(s.open(device_.string(), "sr0", 4096), "");
     auto slow = s.endpoint();
-    ASSERT_TRUE(slow->connect("127.0.0.1", ntohs(a.sin_port), {}, 20s).ok());
+    ASSERT_OK(slow->connect("127.0.0.1", ntohs(a.sin_port), {}, 20s));
     auto e = next_cm(s.cm, 200ms);
     EXPECT_FALSE(e.has_value());  // the first setup just waits
     auto quick = s.endpoint();
     const auto t0 = std::chrono::steady_clock::now();
-    ASSERT_TRUE(quick->connect("127.0.0.1", ntohs(a.sin_port), {}, 300ms).ok());
+    ASSERT_OK(quick->connect("127.0.0.1", ntohs(a.sin_port), {}, 300ms));
     e = next_cm(s.cm, 10s);
     ASSERT_TRUE(e.has_value());
     EXPECT_EQ(e->id, static_cast<uint32_t>(CmEventId::timeout));
@@ -333,7 +334,7 @@ TEST_F(Connections, UnservableReplyGetsATerminateThenAnOrderlyClose) {
     Side s;
     ASSERT_EQ(s.open(device_.string(), "sr0", 4096), "");
     auto ep = s.endpoint();
-    ASSERT_TRUE(ep->connect("127.0.0.1", ntohs(a.sin_port)).ok());
+    ASSERT_OK(ep->connect("127.0.0.1", ntohs(a.sin_port)));
     krdma::UniqueFd peer(::accept(l.get(), nullptr, nullptr));
     ASSERT_TRUE(peer);
     timeval tv{5, 0};
@@ -416,7 +417,7 @@ TEST_F(Connections, GarbageOnAListenPointIsRefusedAndTheListenerServesOn) {
 
     auto server = s.endpoint();
     auto client = s.endpoint();
-    ASSERT_TRUE(client->connect("127.0.0.1", (*lp)->port(), bytes_of("again")).ok());
+    ASSERT_OK(client->connect("127.0.0.1", (*lp)->port(), bytes_of("again")));
     auto req = next_cm(s.requests);
     ASSERT_TRUE(req.has_value());
     EXPECT_EQ(req->context, 3u);
@@ -435,7 +436,7 @@ TEST_F(Connections, EveryRecordCarriesTheSocketsOwnAddressesAndPorts) {
     const uint16_t port = (*lp)->port();
     auto server = s.endpoint(21);
     auto client = s.endpoint(22);
-    ASSERT_TRUE(client->connect("127.0.0.1", port).ok());
+    ASSERT_OK(client->connect("127.0.0.1", port));
     auto req = next_cm(s.requests);
     ASSERT_TRUE(req.has_value() && req->connection);
     const ri_llp_params_t asked = req->connection->llp;
@@ -448,7 +449,7 @@ TEST_F(Connections, EveryRecordCarriesTheSocketsOwnAddressesAndPorts) {
     EXPECT_EQ(asked.local_port, port);
     EXPECT_NE(asked.remote_port, 0u);
     EXPECT_NE(asked.remote_port, port);
-    ASSERT_TRUE(server->accept(req->connection->request).ok());
+    ASSERT_OK(server->accept(req->connection->request));
     std::map<uint64_t, ri_llp_params_t> est;
     for (int i = 0; i < 2; ++i) {
         auto e = next_cm(s.cm);
@@ -490,8 +491,8 @@ TEST_F(Connections, KrdmadWatchesNoSocketItHandedToAConsumer) {
     ASSERT_FALSE(watched.empty()) << "krdmad's epoll sets could not be read";  // its device socket at least
     for (unsigned long ino : mine) EXPECT_EQ(watched.count(ino), 0u) << "krdmad watches socket inode " << ino;
     // The streams work: the client's Send reaches the server's receive.
-    ASSERT_TRUE(post_recv(s, *server, 0, 64, 5).ok());
-    ASSERT_TRUE(post(s, *client, RI_WR_SEND, 64, 16, 6).ok());
+    ASSERT_OK(post_recv(s, *server, 0, 64, 5));
+    ASSERT_OK(post(s, *client, RI_WR_SEND, 64, 16, 6));
     bool got_recv = false;
     for (int i = 0; i < 2; ++i) {
         auto c = s.completion(5s);
@@ -507,7 +508,7 @@ TEST_F(Connections, AMoveToErrorIsPostedAndCarriedOutInOrder) {
     ASSERT_EQ(s.open(device_.string(), "sr0", 4096), "");
     auto server = s.endpoint(31);
     auto client = s.endpoint(32);
-    ASSERT_TRUE(post_recv(s, *client, 0, 256, 7).ok());
+    ASSERT_OK(post_recv(s, *client, 0, 256, 7));
     std::shared_ptr<ual::ListenPoint> lp;
     ASSERT_EQ(connect_within(s, *client, *server, lp), "");
 
@@ -537,7 +538,7 @@ TEST_F(Connections, AMoveToErrorIsPostedAndCarriedOutInOrder) {
     }
     cv.notify_all();
     watchdog.join();
-    EXPECT_TRUE(st.ok()) << st.describe();
+    EXPECT_OK(st) << st.describe();
     EXPECT_TRUE(returned_first) << "the move to ERROR waited for krdmad";
     ASSERT_TRUE(flushed.has_value());
     EXPECT_EQ(flushed->wr_id, 7u);
@@ -567,8 +568,8 @@ TEST_F(Connections, KilledPeerProcessEndsTheConnection) {
     Side s;
     ASSERT_EQ(s.open(device_.string(), "sr0", 4096), "");
     auto ep = s.endpoint();
-    ASSERT_TRUE(post_recv(s, *ep, 0, 256, 1).ok());
-    ASSERT_TRUE(ep->connect("127.0.0.1", port, bytes_of("hello server")).ok());
+    ASSERT_OK(post_recv(s, *ep, 0, 256, 1));
+    ASSERT_OK(ep->connect("127.0.0.1", port, bytes_of("hello server")));
     auto est = next_cm(s.cm);
     ASSERT_TRUE(est.has_value());
     ASSERT_EQ(est->id, static_cast<uint32_t>(CmEventId::established));
@@ -598,14 +599,14 @@ TEST_F(TwoHosts, RdmaBetweenNamespacesThroughTheirOwnKrdmads) {
     ASSERT_EQ(s.open(dev_a_.string(), addr_a_, kRdmaOffset + kBytes), "");  // the RNIC chosen by its address
     auto ep = s.endpoint();
     ASSERT_NE(ep, nullptr);
-    for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(post_recv(s, *ep, i * 256, 256, 100 + i).ok());
-    ASSERT_TRUE(ep->connect(addr_b_, port, bytes_of("hello server")).ok());
+    for (uint64_t i = 0; i < 8; ++i) ASSERT_OK(post_recv(s, *ep, i * 256, 256, 100 + i));
+    ASSERT_OK(ep->connect(addr_b_, port, bytes_of("hello server")));
     auto est = next_cm(s.cm);
     ASSERT_TRUE(est.has_value());
     ASSERT_EQ(est->id, static_cast<uint32_t>(CmEventId::established)) << "status " << est->detail;
     exchange(s, *ep, {size_t{1}, size_t{65537}, kBytes}, kBytes);
     if (HasFatalFailure()) return;
-    ASSERT_TRUE(ep->disconnect().ok());
+    ASSERT_OK(ep->disconnect());
     EXPECT_TRUE(next_cm(s.cm).has_value());
     EXPECT_EQ(wait_exit(pid), 0) << read_text(out) << read_text(dir_ / "peer.err");
 }
@@ -631,7 +632,7 @@ TEST_F(TwoHosts, UnroutedPeerOfAnAsynchronousConnectIsAnUnreachableEvent) {
     ASSERT_EQ(s.open(dev_a_.string(), addr_a_, 4096), "");
     auto ep = s.endpoint();
     ASSERT_NE(ep, nullptr);
-    ASSERT_TRUE(ep->connect_async("192.0.2.1", 9).ok());
+    ASSERT_OK(ep->connect_async("192.0.2.1", 9));
     auto e = next_cm(s.cm);
     ASSERT_TRUE(e.has_value());
     EXPECT_EQ(e->id, static_cast<uint32_t>(CmEventId::unreachable));

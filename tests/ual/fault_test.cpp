@@ -18,6 +18,7 @@
 
 #include "connection_fixtures.hpp"
 #include "rdma_util.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -118,11 +119,11 @@ TEST_F(ManyQps, TwoHundredFiftySixQpsConnectAtOnceAndMoveVerifiedBytesBothWays) 
     for (size_t i = 0; i < kCount; ++i) {
         eps[i] = s.endpoint(i);
         ASSERT_NE(eps[i], nullptr) << "endpoint " << i;
-        for (size_t j = 0; j < 2; ++j) ASSERT_TRUE(post_recv(s, *eps[i], recv_off(i, j), 64, i * 2 + j).ok());
+        for (size_t j = 0; j < 2; ++j) ASSERT_OK(post_recv(s, *eps[i], recv_off(i, j), 64, i * 2 + j));
     }
     // Every connection is started before any is waited for.
     for (size_t i = 0; i < kCount; ++i) {
-        ASSERT_TRUE(eps[i]->connect("127.0.0.1", port, bytes_of("qp " + std::to_string(i))).ok()) << i;
+        ASSERT_OK(eps[i]->connect("127.0.0.1", port, bytes_of("qp " + std::to_string(i)))) << i;
     }
     std::set<uint64_t> established;
     for (size_t n = 0; n < kCount; ++n) {
@@ -162,14 +163,14 @@ TEST_F(ManyQps, TwoHundredFiftySixQpsConnectAtOnceAndMoveVerifiedBytesBothWays) 
         uint8_t *out = s.buffer.data() + region(i);
         for (size_t k = 0; k < kBytes + i; ++k) out[k] = pattern(k, static_cast<uint32_t>(i));
         std::memset(s.buffer.data() + back(i), 0, slot);
-        ASSERT_TRUE(post(s, *eps[i], RI_WR_RDMA_WRITE, region(i), static_cast<uint32_t>(kBytes + i), i * 4 + 1,
+        ASSERT_OK(post(s, *eps[i], RI_WR_RDMA_WRITE, region(i), static_cast<uint32_t>(kBytes + i), i * 4 + 1,
                          info[i].addr, info[i].rkey)
-                        .ok());
+                        );
         Message m{2, static_cast<uint32_t>(i),
                   {reinterpret_cast<uint64_t>(s.buffer.data() + back(i)), s.mr->keys().rkey,
                    static_cast<uint32_t>(kBytes + i)}};
         std::memcpy(s.buffer.data() + send_off(i), &m, sizeof m);
-        ASSERT_TRUE(post(s, *eps[i], RI_WR_SEND, send_off(i), sizeof m, i * 4 + 2).ok());
+        ASSERT_OK(post(s, *eps[i], RI_WR_SEND, send_off(i), sizeof m, i * 4 + 2));
     }
     size_t writes = 0, sends = 0, answers = 0, verified = 0;
     std::vector<size_t> bad;
@@ -204,7 +205,7 @@ TEST_F(ManyQps, TwoHundredFiftySixQpsConnectAtOnceAndMoveVerifiedBytesBothWays) 
     const auto moved = Clock::now();
 
     // Orderly teardown of every connection; the peer sees each one end.
-    for (size_t i = 0; i < kCount; ++i) ASSERT_TRUE(eps[i]->disconnect().ok()) << i;
+    for (size_t i = 0; i < kCount; ++i) ASSERT_OK(eps[i]->disconnect()) << i;
     size_t ended = 0;
     for (size_t n = 0; n < kCount; ++n) {
         auto e = next_cm(s.cm, 30s);
@@ -217,7 +218,7 @@ TEST_F(ManyQps, TwoHundredFiftySixQpsConnectAtOnceAndMoveVerifiedBytesBothWays) 
     EXPECT_NE(out.find("established 256"), std::string::npos) << out;
     EXPECT_NE(out.find("verified 256"), std::string::npos) << out;
     EXPECT_NE(out.find("ended 256"), std::string::npos) << out;
-    for (auto &ep : eps) ASSERT_TRUE(ep->close().ok());
+    for (auto &ep : eps) ASSERT_OK(ep->close());
     std::printf("256 QPs: connected in %lld ms, data verified in %lld ms, torn down in %lld ms\n",
                 ms_between(t0, connected), ms_between(connected, moved), ms_between(moved, Clock::now()));
 }
@@ -310,7 +311,7 @@ TEST_F(TwoHostFaults, PeerKrdmadKilledMidTransfer) {
     ASSERT_EQ(s.open(dev_a_.string(), addr_a_, kRdmaOffset + kBytes), "");
     auto ep = s.endpoint();
     ASSERT_NE(ep, nullptr);
-    for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(post_recv(s, *ep, i * 256, 256, 100 + i).ok());
+    for (uint64_t i = 0; i < 4; ++i) ASSERT_OK(post_recv(s, *ep, i * 256, 256, 100 + i));
     auto info = connect_to_watcher(s, *ep, addr_b_, port);
     ASSERT_TRUE(info.has_value()) << read_text(dir_ / "peer.err");
 
@@ -350,7 +351,7 @@ TEST_F(TwoHostFaults, PeerKrdmadKilledMidTransfer) {
     EXPECT_EQ(s.unaffiliated->pending(), 0u) << "no link event: the link stayed up";
 
     const auto closing = Clock::now();
-    ASSERT_TRUE(ep->close().ok());
+    ASSERT_OK(ep->close());
     s.close();
     EXPECT_LT(ms_between(closing, Clock::now()), 5000);
 }
@@ -363,7 +364,7 @@ TEST_F(TwoHostFaults, LinkDownMidTransferEndsBothSidesInSeconds) {
     ASSERT_EQ(s.open(dev_a_.string(), addr_a_, kRdmaOffset + kBytes), "");
     auto ep = s.endpoint();
     ASSERT_NE(ep, nullptr);
-    for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(post_recv(s, *ep, i * 256, 256, 100 + i).ok());
+    for (uint64_t i = 0; i < 4; ++i) ASSERT_OK(post_recv(s, *ep, i * 256, 256, 100 + i));
     auto info = connect_to_watcher(s, *ep, addr_b_, port);
     ASSERT_TRUE(info.has_value()) << read_text(dir_ / "peer.err");
 

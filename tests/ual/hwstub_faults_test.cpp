@@ -16,6 +16,7 @@
 #include "connection_fixtures.hpp"
 #include "exchange.hpp"
 #include "rdma_util.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -82,7 +83,7 @@ protected:
         ASSERT_EQ(c.s.open(device_.string(), "hw0", 1 << 20), "");
         c.ep = c.s.endpoint(5);
         ASSERT_NE(c.ep, nullptr);
-        for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(post_recv(c.s, *c.ep, i * 256, 256, 100 + i).ok());
+        for (uint64_t i = 0; i < 8; ++i) ASSERT_OK(post_recv(c.s, *c.ep, i * 256, 256, 100 + i));
         auto info = connect_to_watcher(c.s, *c.ep, "127.0.0.1", port);
         ASSERT_TRUE(info.has_value()) << stderr_text();
         c.peer = *info;
@@ -130,7 +131,7 @@ TEST_F(HwstubFaults, CorruptedOutboundFrameMakesThePeerTerminateWithCrcError) {
     EXPECT_EQ(armed["faults"]["qp"], c.qp_num);
 
     std::memcpy(c.s.buffer.data() + 4096, "corrupted", 9);
-    ASSERT_TRUE(post(c.s, *c.ep, RI_WR_SEND, 4096, 9, 1).ok());
+    ASSERT_OK(post(c.s, *c.ep, RI_WR_SEND, 4096, 9, 1));
     auto term = async_event(c.s, RI_AE_QP_TERMINATE_RECEIVED);
     ASSERT_TRUE(term.has_value()) << "no Terminate from the peer";
     EXPECT_EQ(term->resource_id, c.qp_num);
@@ -151,7 +152,7 @@ TEST_F(HwstubFaults, CorruptedOutboundFrameMakesThePeerTerminateWithCrcError) {
             EXPECT_EQ(wc->status, static_cast<uint32_t>(RI_WC_SUCCESS));  // it left the adapter
         }
     }
-    ASSERT_TRUE(post(c.s, *c.ep, RI_WR_SEND, 4096, 9, 2).ok());
+    ASSERT_OK(post(c.s, *c.ep, RI_WR_SEND, 4096, 9, 2));
     auto late = c.s.completion(5s);
     ASSERT_TRUE(late.has_value());
     EXPECT_EQ(late->status, static_cast<uint32_t>(RI_WC_WR_FLUSH_ERR));
@@ -169,7 +170,7 @@ TEST_F(HwstubFaults, CorruptedInboundFrameTerminatesOurQpWithCrcError) {
     const pid_t pid = serve_and_watch(c);
     if (pid == 0) return;
     ASSERT_TRUE(inject({"rx_corrupt=1", "qp=" + std::to_string(c.qp_num)}).is_object());
-    ASSERT_TRUE(post(c.s, *c.ep, RI_WR_RDMA_READ, 4096, 4096, 7, c.peer.addr, c.peer.rkey).ok());
+    ASSERT_OK(post(c.s, *c.ep, RI_WR_RDMA_READ, 4096, 4096, 7, c.peer.addr, c.peer.rkey));
     // The adapter sent the CRC error's Terminate: RI_AE_QP_TERMINATE_SENT (and a protocol error) with its word.
     auto sent = async_event(c.s, RI_AE_QP_TERMINATE_SENT);
     ASSERT_TRUE(sent.has_value()) << "our adapter did not terminate the stream";
@@ -195,11 +196,11 @@ TEST_F(HwstubFaults, ALostSendBreaksTheMessageSequenceAndThePeerTerminates) {
     const pid_t pid = serve_and_watch(c);
     if (pid == 0) return;
     ASSERT_TRUE(inject({"tx_drop=1", "qp=" + std::to_string(c.qp_num)}).is_object());
-    ASSERT_TRUE(post(c.s, *c.ep, RI_WR_SEND, 4096, 16, 1).ok());  // lost
+    ASSERT_OK(post(c.s, *c.ep, RI_WR_SEND, 4096, 16, 1));  // lost
     auto first = c.s.completion(5s);
     ASSERT_TRUE(first.has_value());
     EXPECT_EQ(first->status, static_cast<uint32_t>(RI_WC_SUCCESS));  // the adapter sent it, as far as it knows
-    ASSERT_TRUE(post(c.s, *c.ep, RI_WR_SEND, 4096, 16, 2).ok());  // arrives out of sequence
+    ASSERT_OK(post(c.s, *c.ep, RI_WR_SEND, 4096, 16, 2));  // arrives out of sequence
     auto term = async_event(c.s, RI_AE_QP_TERMINATE_RECEIVED);
     ASSERT_TRUE(term.has_value()) << peer_text();
     EXPECT_TRUE(peer_says("done")) << peer_text() << stderr_text();
@@ -228,7 +229,7 @@ TEST_F(HwstubFaults, ADelayedWireSlowsTheQpAndLosesNothing) {
     auto cleared = inject({"--clear"});
     ASSERT_TRUE(cleared.is_object());
     EXPECT_EQ(cleared["faults"]["tx_delay_ms"], 0);
-    ASSERT_TRUE(ep->disconnect().ok());
+    ASSERT_OK(ep->disconnect());
     EXPECT_EQ(wait_exit(pid), 0) << read_text(dir_ / "peer.err");
 }
 
@@ -239,7 +240,7 @@ TEST_F(HwstubFaults, ALostCompletionOverflowsTheCqAndEndsTheQp) {
     const pid_t pid = serve_and_watch(c);
     if (pid == 0) return;
     ASSERT_TRUE(inject({"cq_overflow=1", "qp=" + std::to_string(c.qp_num)}).is_object());
-    ASSERT_TRUE(post(c.s, *c.ep, RI_WR_SEND, 4096, 8, 1).ok());
+    ASSERT_OK(post(c.s, *c.ep, RI_WR_SEND, 4096, 8, 1));
     auto overflow = async_event(c.s, RI_AE_CQ_OVERFLOW);
     ASSERT_TRUE(overflow.has_value());
     EXPECT_EQ(overflow->resource_type, static_cast<uint32_t>(RI_RES_CQ));
@@ -357,7 +358,7 @@ TEST_F(HwstubFaults, ACatastrophicErrorReachesEveryConsumerAndKrdmadStaysUp) {
     auto ep = connect_to_acceptor(s, device_.string(), "hw0", "127.0.0.1", port2, kBytes);
     ASSERT_NE(ep, nullptr);
     exchange(s, *ep, {size_t{4096}, kBytes}, kBytes);
-    ASSERT_TRUE(ep->disconnect().ok());
+    ASSERT_OK(ep->disconnect());
     EXPECT_EQ(wait_exit(pid2), 0) << read_text(dir_ / "peer.err");
 }
 
@@ -384,7 +385,7 @@ TEST_F(HwstubFaults, SeveralEnginesServeTheOpensRoundRobin) {
     auto ep = connect_to_acceptor(s, device_.string(), "hw0", "127.0.0.1", port, kBytes);
     ASSERT_NE(ep, nullptr);
     exchange(s, *ep, {size_t{1}, size_t{65537}, kBytes}, kBytes);
-    ASSERT_TRUE(ep->disconnect().ok());
+    ASSERT_OK(ep->disconnect());
     EXPECT_EQ(wait_exit(pid), 0) << read_text(dir_ / "peer.err");
     // Both engines worked: each moved payload for its open.
     state = inject({});

@@ -18,6 +18,7 @@
 #include "hosted_link.hpp"
 #include "rdma_util.hpp"
 #include "ual/access_layer.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -121,14 +122,14 @@ protected:
         listen_ = *lp;
         auto active = endpoint(1);
         auto passive = endpoint(2);
-        EXPECT_TRUE(active->connect("127.0.0.1", listen_->port(), bytes_of("hello")).ok());
+        EXPECT_OK(active->connect("127.0.0.1", listen_->port(), bytes_of("hello")));
         auto req = side().requests->wait(10s);
         EXPECT_TRUE(req);
         if (!req) return {};
         EXPECT_EQ(req->id, static_cast<uint32_t>(KRDMA_CM_CONNECT_REQUEST));
         EXPECT_EQ(req->context, 77u);  // the listen point's context
         EXPECT_EQ(rdmatest::text(req->connection->private_data), "hello");
-        EXPECT_TRUE(passive->accept(req->connection->request, bytes_of("welcome")).ok());
+        EXPECT_OK(passive->accept(req->connection->request, bytes_of("welcome")));
         for (int i = 0; i < 2; ++i) {
             auto e = side().cm->wait(10s);
             EXPECT_TRUE(e);
@@ -187,7 +188,7 @@ TYPED_TEST(LinkSuite, EveryObjectKindIsMadeQueriedAndClosedInTheVerbsOrder) {
     EXPECT_GE(sq->max_wr, 32u);
     ri_srq_attr_t limit{};
     limit.limit = 4;
-    EXPECT_TRUE((*srq)->modify(limit, RI_SRQ_ATTR_LIMIT).ok());
+    EXPECT_OK((*srq)->modify(limit, RI_SRQ_ATTR_LIMIT));
     ual::EndpointAttributes ea;
     ea.context = 5;
     auto ep = s.pz->create_endpoint(ea, s.cq, s.cq, *srq);
@@ -208,14 +209,14 @@ TYPED_TEST(LinkSuite, EveryObjectKindIsMadeQueriedAndClosedInTheVerbsOrder) {
     EXPECT_EQ(s.cq->close().code(), RI_EBUSY);      // the endpoint uses it
     EXPECT_EQ((*srq)->close().code(), RI_EBUSY);    // the endpoint uses it
     EXPECT_EQ(s.adapter->close().code(), RI_EBUSY);
-    EXPECT_TRUE((*ep)->close().ok());
-    EXPECT_TRUE((*ep)->close().ok());  // closing twice is harmless
-    EXPECT_TRUE((*srq)->close().ok());
-    EXPECT_TRUE((*mw)->close().ok());
-    EXPECT_TRUE(s.mr->close().ok());
-    EXPECT_TRUE(s.cq->close().ok());
-    EXPECT_TRUE(s.pz->close().ok());
-    EXPECT_TRUE(s.adapter->close().ok());
+    EXPECT_OK((*ep)->close());
+    EXPECT_OK((*ep)->close());  // closing twice is harmless
+    EXPECT_OK((*srq)->close());
+    EXPECT_OK((*mw)->close());
+    EXPECT_OK(s.mr->close());
+    EXPECT_OK(s.cq->close());
+    EXPECT_OK(s.pz->close());
+    EXPECT_OK(s.adapter->close());
 }
 
 TYPED_TEST(LinkSuite, ConnectionEventsAndCompletionsFindTheirObjectsByCookie) {
@@ -225,7 +226,7 @@ TYPED_TEST(LinkSuite, ConnectionEventsAndCompletionsFindTheirObjectsByCookie) {
     const uint32_t lkey = s.mr->keys().lkey;
     ri_sge_t rsge{reinterpret_cast<uint64_t>(s.buffer.data() + 4096), 64, lkey};
     ri_recv_wr_t rwr{11, &rsge, 1, 0};
-    ASSERT_TRUE(passive->post_recv({&rwr, 1}).ok());
+    ASSERT_OK(passive->post_recv({&rwr, 1}));
     // The DTO dispatcher sleeps (its CQ armed) before anything completes, so the completions wake it by the
     // provider's completion event for this CQ's cookie: the uVP's own, or the kVP's through the kAL.
     auto waiter = std::async(std::launch::async, [&] {
@@ -246,12 +247,12 @@ TYPED_TEST(LinkSuite, ConnectionEventsAndCompletionsFindTheirObjectsByCookie) {
     wr.flags = RI_SEND_SIGNALED;
     wr.sgl = &ssge;
     wr.num_sge = 1;
-    ASSERT_TRUE(active->post_send({&wr, 1}).ok());
+    ASSERT_OK(active->post_send({&wr, 1}));
     EXPECT_EQ(waiter.get(), (std::set<uint64_t>{11, 22}));
     EXPECT_EQ(std::memcmp(s.buffer.data() + 4096, "ping", 4), 0);
 
     // An orderly disconnect: each end hears of it through its own cookie, with its own context.
-    ASSERT_TRUE(active->disconnect().ok());
+    ASSERT_OK(active->disconnect());
     std::map<uint64_t, uint32_t> ends;
     for (int i = 0; i < 2; ++i) {
         auto e = s.cm->wait(10s);
@@ -267,19 +268,19 @@ TYPED_TEST(LinkSuite, ARejectCarriesItsPrivateDataToTheRequester) {
     auto lp = s.adapter->listen(0, s.requests, 3);
     ASSERT_TRUE(lp) << lp.error().to_string();
     auto ep = this->endpoint(4);
-    ASSERT_TRUE(ep->connect("127.0.0.1", (*lp)->port(), bytes_of("may I")).ok());
+    ASSERT_OK(ep->connect("127.0.0.1", (*lp)->port(), bytes_of("may I")));
     auto req = s.requests->wait(10s);
     ASSERT_TRUE(req);
-    ASSERT_TRUE(s.adapter->reject(req->connection->request, bytes_of("no")).ok());
+    ASSERT_OK(s.adapter->reject(req->connection->request, bytes_of("no")));
     auto e = s.cm->wait(10s);
     ASSERT_TRUE(e);
     EXPECT_EQ(e->id, static_cast<uint32_t>(KRDMA_CM_REJECTED));
     EXPECT_EQ(e->context, 4u);
     EXPECT_EQ(rdmatest::text(e->connection->private_data), "no");
     // A closed listen point refuses further requests: the connect fails (unreachable or rejected), never hangs.
-    EXPECT_TRUE((*lp)->close().ok());
+    EXPECT_OK((*lp)->close());
     auto again = this->endpoint(6);
-    ASSERT_TRUE(again->connect("127.0.0.1", (*lp)->port()).ok());
+    ASSERT_OK(again->connect("127.0.0.1", (*lp)->port()));
     auto f = s.cm->wait(10s);
     ASSERT_TRUE(f);
     EXPECT_EQ(f->context, 6u);
@@ -295,10 +296,10 @@ TYPED_TEST(LinkSuite, AnAcceptSentWithoutWaitingEstablishesOrBreaksTheConnection
     ASSERT_TRUE(lp) << lp.error().to_string();
     auto active = this->endpoint(11);
     auto passive = this->endpoint(12);
-    ASSERT_TRUE(active->connect("127.0.0.1", (*lp)->port(), bytes_of("hi")).ok());
+    ASSERT_OK(active->connect("127.0.0.1", (*lp)->port(), bytes_of("hi")));
     auto req = s.requests->wait(10s);
     ASSERT_TRUE(req);
-    ASSERT_TRUE(passive->accept_async(req->connection->request, bytes_of("ok")).ok());
+    ASSERT_OK(passive->accept_async(req->connection->request, bytes_of("ok")));
     std::set<uint64_t> up;
     for (int i = 0; i < 2; ++i) {
         auto e = s.cm->wait(10s);

@@ -15,6 +15,7 @@
 #include "rnicpi/host/log.hpp"
 #include "embedded_link.hpp"
 #include "ual/access_layer.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -80,15 +81,15 @@ TEST_F(SoftrnicAccessLayer, ObjectModelEndToEnd) {
     // Flushes reaching a waiting consumer, and parents refusing to close while children exist, are provider
     // behaviour: the conformance suite (Verbs.ModifyToErrorFlushesEveryPostedRequest, Verbs.ParentsInUseRefuseToClose).
     // Everything closes in order.
-    EXPECT_TRUE(ep->close().ok());
-    EXPECT_TRUE(ep2->close().ok());
-    EXPECT_TRUE(srq->close().ok());
-    EXPECT_TRUE(mw1->close().ok());
-    EXPECT_TRUE(mw2->close().ok());
-    EXPECT_TRUE(mr->close().ok());
-    EXPECT_TRUE(cq->close().ok());
-    EXPECT_TRUE(pz->close().ok());
-    EXPECT_TRUE(adapter->close().ok());
+    EXPECT_OK(ep->close());
+    EXPECT_OK(ep2->close());
+    EXPECT_OK(srq->close());
+    EXPECT_OK(mw1->close());
+    EXPECT_OK(mw2->close());
+    EXPECT_OK(mr->close());
+    EXPECT_OK(cq->close());
+    EXPECT_OK(pz->close());
+    EXPECT_OK(adapter->close());
 }
 
 // Quotas and pin limits of the kAL's configuration reach the consumer as ENOSPC, and a refused object leaves
@@ -111,7 +112,7 @@ TEST_F(SoftrnicAccessLayer, QuotasAndPinLimitsAreEnforced) {
     auto second = pz->create_endpoint(ual::EndpointAttributes{}, cq, cq);
     ASSERT_FALSE(second);
     EXPECT_EQ(second.error().code(), RI_ENOSPC);
-    ASSERT_TRUE(ep->close().ok());
+    ASSERT_OK(ep->close());
     EXPECT_TRUE(pz->create_endpoint(ual::EndpointAttributes{}, cq, cq));  // the quota counts live objects
     std::vector<char> big(2 << 20);
     auto too_much = pz->register_memory(big.data(), big.size(), RI_ACCESS_LOCAL_WRITE);

@@ -13,6 +13,7 @@
 #include "connection_fixtures.hpp"
 #include "exchange.hpp"
 #include "rdma_util.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -54,8 +55,8 @@ protected:
         ASSERT_EQ(s.open(device_.string(), rnic, kRdmaOffset + bytes), "");
         auto ep = s.endpoint(5);
         ASSERT_NE(ep, nullptr);
-        for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(post_recv(s, *ep, i * 256, 256, 100 + i).ok());
-        ASSERT_TRUE(ep->connect(address, port, bytes_of("hello server")).ok());
+        for (uint64_t i = 0; i < 8; ++i) ASSERT_OK(post_recv(s, *ep, i * 256, 256, 100 + i));
+        ASSERT_OK(ep->connect(address, port, bytes_of("hello server")));
         auto est = next_cm(s.cm);
         ASSERT_TRUE(est.has_value());
         ASSERT_EQ(est->id, static_cast<uint32_t>(CmEventId::established)) << "status " << est->detail;
@@ -65,7 +66,7 @@ protected:
         EXPECT_EQ(qa->state, static_cast<uint32_t>(RI_QPS_RTS));
         exchange(s, *ep, sizes, bytes);
         if (::testing::Test::HasFatalFailure()) return;
-        ASSERT_TRUE(ep->disconnect().ok());
+        ASSERT_OK(ep->disconnect());
         auto end = next_cm(s.cm);
         ASSERT_TRUE(end.has_value()) << stderr_text();
         EXPECT_TRUE(end->id == static_cast<uint32_t>(CmEventId::disconnected) ||
@@ -131,8 +132,8 @@ TEST_F(TwoVendors, ForgedLkeyIsALocalProtectionErrorAndTheQpGoesToError) {
     ASSERT_EQ(s.open(device_.string(), "hw0", kRdmaOffset + kBytes), "");
     auto ep = s.endpoint(5);
     ASSERT_NE(ep, nullptr);
-    for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(post_recv(s, *ep, i * 256, 256, 100 + i).ok());
-    ASSERT_TRUE(ep->connect("127.0.0.2", port, bytes_of("hello server")).ok());
+    for (uint64_t i = 0; i < 8; ++i) ASSERT_OK(post_recv(s, *ep, i * 256, 256, 100 + i));
+    ASSERT_OK(ep->connect("127.0.0.2", port, bytes_of("hello server")));
     auto est = next_cm(s.cm);
     ASSERT_TRUE(est.has_value());
     ASSERT_EQ(est->id, static_cast<uint32_t>(CmEventId::established));
@@ -150,7 +151,7 @@ TEST_F(TwoVendors, ForgedLkeyIsALocalProtectionErrorAndTheQpGoesToError) {
     wr.num_sge = 1;
     wr.u.rdma.remote_addr = info.addr;
     wr.u.rdma.rkey = info.rkey;
-    ASSERT_TRUE(ep->post_send({&wr, 1}).ok());
+    ASSERT_OK(ep->post_send({&wr, 1}));
     auto wc = s.completion();
     ASSERT_TRUE(wc.has_value());
     EXPECT_EQ(wc->wr_id, 77u);
@@ -176,8 +177,8 @@ TEST_F(TwoVendors, KilledHwstubConsumerIsReclaimedAndTheAdapterServesOn) {
         Side s;
         ASSERT_EQ(s.open(device_.string(), "hw0", 4096), "");
         auto ep = s.endpoint();
-        ASSERT_TRUE(post_recv(s, *ep, 0, 256, 1).ok());
-        ASSERT_TRUE(ep->connect("127.0.0.2", port, bytes_of("hello server")).ok());
+        ASSERT_OK(post_recv(s, *ep, 0, 256, 1));
+        ASSERT_OK(ep->connect("127.0.0.2", port, bytes_of("hello server")));
         auto est = next_cm(s.cm);
         ASSERT_TRUE(est.has_value());
         ASSERT_EQ(est->id, static_cast<uint32_t>(CmEventId::established));
