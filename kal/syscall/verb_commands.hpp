@@ -29,37 +29,14 @@
 
 #include "accounts.hpp"
 #include "adapter_manager.hpp"
+#include "context.hpp"
 #include "event_route.hpp"
+#include "host_upcalls.hpp"
 #include "pin_map.hpp"
 #include "resource_table.hpp"
 #include "server.hpp"
 
 namespace kal {
-
-class VerbCommands;
-
-/** @brief The kAL's state for one device connection. */
-struct Context {
-    /**
-     * @brief A context for @p who with @p quotas, pinning into @p process_account (the account of @p who's process,
-     *        shared by all its connections) and counting refusals in @p all.
-     */
-    Context(const Peer &who, const Quotas &quotas, Accounts &all, std::shared_ptr<ProcessAccount> process_account)
-        : peer(who), accounts(&all), account(std::move(process_account)), pins(account->pins), table(quotas, account->objects) {}
-    Peer peer;                               /**< Who the connection is. */
-    Accounts *accounts;                      /**< Every process's and user's account. */
-    std::shared_ptr<ProcessAccount> account; /**< The account of the connection's process. */
-    PinMap &pins;                            /**< Its pins (before the table: the table's objects unpin into it). */
-    std::vector<krdma_pin_op> pin_ops;       /**< Lock/unlock instructions of the call being served, in order. */
-    std::string pin_refusal;                 /**< Why a pin of the call being served was refused, or empty. */
-    ResourceTable table;                     /**< Everything this connection created. */
-};
-
-/**
- * @brief The kAL's upcalls for kVP modules: logging, and ri_vm_pin_range/unpin on the pin map of the context
- *        given as ri_rnic_open_params_t::host_ctx at Open RNIC.
- */
-[[nodiscard]] const ri_host_ops_t &kal_host_ops() noexcept;
 
 /**
  * @brief Where the event records of a consumer hosted in the kAL go (event management's callback path): the
@@ -90,7 +67,7 @@ public:
      * @brief Unregisters from the server and destroys every context (with the server stopped): the server may
      *        outlive this object.
      */
-    ~VerbCommands();
+    ~VerbCommands() override;
     /** @brief Live contexts (connections that issued a SYSCALL). */
     [[nodiscard]] size_t contexts() const;
     /** @brief Events delivered to processes since start, and events dropped because a client did not read. */
