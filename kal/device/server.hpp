@@ -15,6 +15,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <functional>
@@ -25,6 +26,7 @@
 #include <span>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -83,6 +85,18 @@ struct Request {
     uint32_t cmd = 0;                   /**< Command code. */
     std::span<const uint8_t> payload;   /**< Exactly command_size(cmd) bytes. */
     krdma::Message *message = nullptr;  /**< The received message, to take its descriptors from. */
+
+    /**
+     * @brief The payload as the command's struct @p T, copied out (the payload's bytes need not be aligned for it).
+     *        The server checked that the payload is command_size(cmd) bytes, which is sizeof(T) for its command.
+     */
+    template <class T>
+    [[nodiscard]] T as() const noexcept {
+        static_assert(std::is_trivially_copyable_v<T>, "device commands are plain C structs");
+        T q;
+        std::memcpy(&q, payload.data(), sizeof q);
+        return q;
+    }
 };
 
 /** @brief What a handler answers besides its status. */

@@ -33,13 +33,6 @@ std::optional<std::string> text_of(const char (&field)[N]) {
 }
 
 template <typename T>
-T request_of(const Request &req) {
-    T q;
-    std::memcpy(&q, req.payload.data(), sizeof q);
-    return q;
-}
-
-template <typename T>
 void reply_with(Reply &rep, const T &a) {
     std::memcpy(rep.payload.data(), &a, sizeof a);
 }
@@ -135,7 +128,7 @@ int outcome(const Connection &c, const char *what, const std::string &object, co
 template <class Msg, class Entries>
 void serve_list(DeviceServer &server, uint32_t cmd, Entries entries) {
     server.on(cmd, [entries](Connection &, const Request &req, Reply &rep) {
-        auto q = request_of<Msg>(req);
+        auto q = req.as<Msg>();
         const auto list = entries();
         Msg a{};
         a.index = q.index;
@@ -177,7 +170,7 @@ void register_admin_commands(DeviceServer &server, AdapterManager &adapters, Adm
 
     server.on(KRDMA_CMD_ATTACH_RNIC, [&adapters, policy](Connection &c, const Request &req, Reply &rep) -> int {
         if (!admit(c, policy, "attach", rep)) return RI_EPERM;
-        auto q = request_of<krdma_attach_rnic>(req);
+        auto q = req.as<krdma_attach_rnic>();
         auto provider = text_of(q.provider);
         auto name = text_of(q.name);
         auto netdev = text_of(q.netdev);
@@ -199,7 +192,7 @@ void register_admin_commands(DeviceServer &server, AdapterManager &adapters, Adm
 
     server.on(KRDMA_CMD_DETACH_RNIC, [&adapters, policy](Connection &c, const Request &req, Reply &rep) -> int {
         if (!admit(c, policy, "detach", rep)) return RI_EPERM;
-        auto q = request_of<krdma_detach_rnic>(req);
+        auto q = req.as<krdma_detach_rnic>();
         auto name = text_of(q.name);
         if (!name) return unterminated(rep, "name", sizeof q.name);
         auto r = adapters.detach(*name);
@@ -208,7 +201,7 @@ void register_admin_commands(DeviceServer &server, AdapterManager &adapters, Adm
 
     server.on(KRDMA_CMD_CONTROL_RNIC, [&adapters, policy](Connection &c, const Request &req, Reply &rep) -> int {
         if (!admit(c, policy, "control", rep)) return RI_EPERM;
-        auto q = request_of<krdma_control_rnic>(req);
+        auto q = req.as<krdma_control_rnic>();
         auto name = text_of(q.name);
         auto text = text_of(q.text);
         if (!name) return unterminated(rep, "name", sizeof q.name);
@@ -224,7 +217,7 @@ void register_admin_commands(DeviceServer &server, AdapterManager &adapters, Adm
 
     server.on(KRDMA_CMD_LOAD_MODULE, [&adapters, policy](Connection &c, const Request &req, Reply &rep) -> int {
         if (!admit(c, policy, "load", rep)) return RI_EPERM;
-        auto q = request_of<krdma_load_module>(req);
+        auto q = req.as<krdma_load_module>();
         auto file = text_of(q.file);
         if (!file) return unterminated(rep, "file", sizeof q.file);
         if (file->empty()) return rep.fail(RI_EINVAL, "no module file named");
@@ -240,7 +233,7 @@ void register_admin_commands(DeviceServer &server, AdapterManager &adapters, Adm
 
     server.on(KRDMA_CMD_UNLOAD_MODULE, [&adapters, policy](Connection &c, const Request &req, Reply &rep) -> int {
         if (!admit(c, policy, "unload", rep)) return RI_EPERM;
-        auto q = request_of<krdma_unload_module>(req);
+        auto q = req.as<krdma_unload_module>();
         auto provider = text_of(q.provider);
         if (!provider) return unterminated(rep, "provider", sizeof q.provider);
         auto r = adapters.unload(*provider);

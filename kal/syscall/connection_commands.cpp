@@ -52,15 +52,6 @@ iwarp::MpaConfig mpa_config(const KvpObject &open, uint32_t ird, uint32_t ord) {
     return mpa_config(a, ird, ord);
 }
 
-// A connection command's request as the device server checked its size: copied out of the payload, since the
-// payload's bytes need not be aligned for the struct.
-template <class Q>
-Q decode(const Request &req) {
-    Q q;
-    std::memcpy(&q, req.payload.data(), sizeof q);
-    return q;
-}
-
 // The checks every command that carries private data shares (CONNECT, and ACCEPT, REJECT, CONVERT with their
 // reserved words): RI_OK, or the refusal, its reason in @p rep, named by @p cmd.
 template <class Q>
@@ -240,8 +231,7 @@ void ConnectionCommands::kvp_ended_qp(uint32_t client_id, Handle rnic, uint32_t 
 }
 
 int ConnectionCommands::listen(Connection &c, const Request &req, Reply &rep) {
-    krdma_listen q;
-    std::memcpy(&q, req.payload.data(), sizeof q);
+    auto q = req.as<krdma_listen>();  // the reply is the request with the port and handle filled in
     Context &ctx = verbs_.context_of(c);
     auto open = object_of(ctx.table, q.rnic, ResourceType::rnic);
     if (!open) return rep.fail(open.error().code(), "listen: " + open.error().message());
@@ -304,8 +294,7 @@ int ConnectionCommands::listen(Connection &c, const Request &req, Reply &rep) {
 }
 
 int ConnectionCommands::destroy_listen(Connection &c, const Request &req, Reply &rep) {
-    krdma_destroy_listen q;
-    std::memcpy(&q, req.payload.data(), sizeof q);
+    const auto q = req.as<krdma_destroy_listen>();
     Context &ctx = verbs_.context_of(c);
     if (auto r = ctx.table.get(q.handle, ResourceType::listener); !r) {
         return rep.fail(r.error().code(), "destroy listen: " + r.error().message());
@@ -460,7 +449,7 @@ rdma::Expected<ConnectionCommands::PendingMap::iterator> ConnectionCommands::und
 }
 
 int ConnectionCommands::connect(Connection &c, const Request &req, Reply &rep) {
-    const auto q = decode<krdma_connect>(req);
+    const auto q = req.as<krdma_connect>();
     if (const int rc = check_prologue("connect", q, rep); rc != RI_OK) return rc;
     if (q.port == 0) return rep.fail(RI_EINVAL, "connect: the peer's port must not be 0");
     auto target = stream_target(c, q.qp);
@@ -519,7 +508,7 @@ int ConnectionCommands::connect(Connection &c, const Request &req, Reply &rep) {
 }
 
 int ConnectionCommands::accept(Connection &c, const Request &req, Reply &rep) {
-    const auto q = decode<krdma_accept>(req);
+    const auto q = req.as<krdma_accept>();
     if (const int rc = check_prologue("accept", q, rep); rc != RI_OK) return rc;
     auto found = undecided_request(c, q.request);
     if (!found) return rep.fail(found.error().code(), "accept: " + found.error().message());
@@ -559,7 +548,7 @@ int ConnectionCommands::accept(Connection &c, const Request &req, Reply &rep) {
 }
 
 int ConnectionCommands::convert(Connection &c, const Request &req, Reply &rep) {
-    const auto q = decode<krdma_convert>(req);
+    const auto q = req.as<krdma_convert>();
     if (const int rc = check_prologue("convert", q, rep); rc != RI_OK) return rc;
     if (q.role > KRDMA_CONVERT_RESPONDER) return rep.fail(RI_EINVAL, "convert: unknown role " + std::to_string(q.role));
     if (req.message == nullptr || req.message->nfds != 1) {
@@ -631,7 +620,7 @@ int ConnectionCommands::convert(Connection &c, const Request &req, Reply &rep) {
 }
 
 int ConnectionCommands::reject(Connection &c, const Request &req, Reply &rep) {
-    const auto q = decode<krdma_reject>(req);
+    const auto q = req.as<krdma_reject>();
     if (const int rc = check_prologue("reject", q, rep); rc != RI_OK) return rc;
     auto found = undecided_request(c, q.request);
     if (!found) return rep.fail(found.error().code(), "reject: " + found.error().message());
