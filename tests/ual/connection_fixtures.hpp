@@ -83,18 +83,23 @@ protected:
     void SetUp() override {
         if (::geteuid() != 0) GTEST_SKIP() << "network namespaces need root";
         testutil::KrdmadFixture::SetUp();
-        const int id = ::getpid() % 200 + 20;
+        // Each test process gets its own /30 in 10.231.0.0/16, chosen by its pid: two processes that ran at once
+        // with pids equal modulo 200 used to put the same /24 on two veths, and krdmad then found the RNIC's address
+        // on the other test's netdev (connect refused with EADDRNOTAVAIL). Pids of concurrent tests are never
+        // 16384 apart in practice.
+        const unsigned subnet = static_cast<unsigned>(::getpid()) % 16384;
+        const std::string net = "10.231." + std::to_string(subnet / 64) + ".";
         ns_ = "ordma-t" + std::to_string(::getpid());
         veth_a_ = "orA" + std::to_string(::getpid() % 100000);
         veth_b_ = "orB" + std::to_string(::getpid() % 100000);
-        addr_a_ = "10.231." + std::to_string(id) + ".1";
-        addr_b_ = "10.231." + std::to_string(id) + ".2";
+        addr_a_ = net + std::to_string(subnet % 64 * 4 + 1);
+        addr_b_ = net + std::to_string(subnet % 64 * 4 + 2);
         ASSERT_EQ(sh("ip netns add " + ns_), 0);
         made_ = true;
         ASSERT_EQ(sh("ip link add " + veth_a_ + " type veth peer name " + veth_b_), 0);
         ASSERT_EQ(sh("ip link set " + veth_b_ + " netns " + ns_), 0);
-        ASSERT_EQ(sh("ip addr add " + addr_a_ + "/24 dev " + veth_a_ + " && ip link set " + veth_a_ + " up"), 0);
-        ASSERT_EQ(sh(in_ns("sh -c 'ip addr add " + addr_b_ + "/24 dev " + veth_b_ + " && ip link set " + veth_b_ +
+        ASSERT_EQ(sh("ip addr add " + addr_a_ + "/30 dev " + veth_a_ + " && ip link set " + veth_a_ + " up"), 0);
+        ASSERT_EQ(sh(in_ns("sh -c 'ip addr add " + addr_b_ + "/30 dev " + veth_b_ + " && ip link set " + veth_b_ +
                            " up && ip link set lo up'")),
                   0);
         dev_a_ = dir_ / "a.sock";
