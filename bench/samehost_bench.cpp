@@ -52,6 +52,15 @@ constexpr int kRounds = 3;
 // two and are not answered.
 constexpr uint32_t kPing = 8;
 constexpr uint32_t kBigPing = (64u << 10) - 8;
+// Receives the passive side keeps posted on each QP, and the credit: iWARP has no receiver-not-ready retry (a Send
+// that finds no receive ends the connection), so as real protocols do, the passive side writes how many Sends it
+// received (at kCreditCell of the active side's buffer, every kCreditEvery) and the active side keeps at most
+// kCredit Sends beyond that.
+constexpr uint32_t kRecvs = 64;
+constexpr uint32_t kCreditEvery = 8;
+constexpr uint64_t kCredit = kRecvs - 2 * kCreditEvery;
+constexpr size_t kCreditCell = kBuffer + 512;
+uint64_t g_sends = 0;  // Sends the active side posted on its first QP
 
 volatile sig_atomic_t g_passive = 0;
 
@@ -92,6 +101,7 @@ struct Consumer {
         if (!c) return "create_cq: " + c.error().to_string();
         cq = *c;
         buf.assign(kBuffer + kCells, 1);
+        std::memset(buf.data() + kCreditCell, 0, 8);  // no Send received yet
         auto m = pz->register_memory(buf.data(), buf.size(),
                                      RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_READ);
         if (!m) return "register_memory: " + m.error().to_string();
@@ -148,6 +158,7 @@ int run_passive(const std::filesystem::path &device, int ctl) {
     std::vector<Conn> conns;
     volatile uint8_t *cell = c.buf.data() + kBuffer;  // the active side writes here
     uint8_t last = *cell;
+    uint64_t received = 0;  // Sends that arrived on the first QP (the credit)
     ri_sge_t rs{c.addr(), static_cast<uint32_t>(kBuffer), c.mr->keys().lkey};
     ri_recv_wr_t rw{0, &rs, 1, 0};
     for (uint64_t n = 0;; ++n) {
@@ -179,7 +190,16 @@ int run_passive(const std::filesystem::path &device, int ctl) {
             if (wc[i].opcode != RI_WC_RECV) continue;
             Conn &k = conns.at(wc[i].wr_id);
             rw.wr_id = wc[i].wr_id;
-            (void)k.ep->post_recv({&rw, 1});
+            if (auto st = k.ep->post_recv({&rw, 1}); !st.ok()) {
+                std::fprintf(stderr, "bench_samehost (passive): repost failed: %s\n", st.describe().c_str());
+            }
+            if (wc[i].wr_id == 0 && (++received % kCreditEvery) == 0) {
+                std::memcpy(c.buf.data() + kCreditCell, &received, sizeof received);
+                ri_sge_t s;
+                ri_send_wr_t w = make_wr(c, s, RI_WR_RDMA_WRITE, kCreditCell, 8, k.peer.addr + kCreditCell,
+                                         k.peer.rkey, 0);
+                (void)k.ep->post_send({&w, 1});
+            }
             if (wc[i].byte_len == kPing || wc[i].byte_len == kBigPing) {  // a ping: answer it
                 ri_sge_t s;
                 ri_send_wr_t w = make_wr(c, s, RI_WR_SEND, 0, wc[i].byte_len, 0, 0, 0);
@@ -204,7 +224,7 @@ bool reap(ual::CompletionQueue &cq, size_t &done, uint32_t *recvs = nullptr) {
     if (!n) return false;
     for (size_t i = 0; i < *n; ++i) {
         if (wc[i].status != RI_WC_SUCCESS) {
-            std::fprintf(stderr, "bench_samehost: completion status %u (opcode %u)\n", wc[i].status, wc[i].opcode);
+            std::fprintf(stderr, "bench_samehost: completion status %u (opcode %u, vendor error %#x)\n", wc[i].status, wc[i].opcode, wc[i].vendor_err);
             return false;
         }
         if (wc[i].opcode == RI_WC_RECV) {
@@ -234,10 +254,16 @@ double stream_bw(Consumer &c, std::vector<std::shared_ptr<ual::Endpoint>> &eps, 
     while (clock_type::now() < end) {
         for (auto &ep : eps) {
             while (posted - done < window * eps.size()) {
+                if (opcode == RI_WR_SEND) {
+                    uint64_t credit;
+                    std::memcpy(&credit, const_cast<const uint8_t *>(c.buf.data()) + kCreditCell, sizeof credit);
+                    if (g_sends - credit >= kCredit) break;  // the passive side has not reposted enough yet
+                }
                 ri_sge_t s;
                 ri_send_wr_t w = make_wr(c, s, opcode, 0, static_cast<uint32_t>(size), peer.addr, peer.rkey);
                 if (!ep->post_send({&w, 1}).ok()) break;
                 ++posted;
+                if (opcode == RI_WR_SEND) ++g_sends;
                 if (eps.size() > 1) break;  // next QP
             }
         }
@@ -384,7 +410,7 @@ int main(int argc, char **argv) {
             while (!want.empty()) {
                 auto e = c.cm->wait(30s);
                 if (!e || e->id != static_cast<uint32_t>(ual::CmEventId::established)) return false;
-                path_flags = e->llp.mpa_flags;
+                if (e->connection) path_flags = e->connection->llp.mpa_flags;
                 want.erase(e->context);
             }
             return true;
@@ -469,6 +495,7 @@ int main(int argc, char **argv) {
                         ri_sge_t s;
                         ri_send_wr_t w = make_wr(c, s, RI_WR_SEND, 0, size, 0, 0, (k & 63) == 0 ? RI_SEND_SIGNALED : 0);
                         if (!ep.post_send({&w, 1}).ok()) { rc = 1; break; }
+                        ++g_sends;
                         if ((k & 63) == 0) ++posted;
                         const uint32_t want = recvs + 1;
                         const auto give_up = clock_type::now() + 10s;
