@@ -97,6 +97,9 @@ void QueuePair::enter_error(int failing, uint32_t status, uint32_t vendor_err, u
         o.unwatch = registered_;
         o.close_fd = stream_->fd;
         o.watched_fd = stream_->watched_fd();
+        // The peer closed in order: the connection ends in order both ways, as the kAL's copy of the socket ends
+        // it with a FIN. A channel whose bell just closes reads as a reset at the other end.
+        if (stream_->chan && stream_->fail == Stream::Fail::llp_closed) stream_->chan->close_write();
         o.close_chan = std::move(stream_->chan);
         const iwarp::EngineStats &last = stream_->engine.stats();  // the counters outlive the stream
         carried_ = iwarp::EngineStats{carried_.tx_fpdus + last.tx_fpdus, carried_.tx_bytes + last.tx_bytes,

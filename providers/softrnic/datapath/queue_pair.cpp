@@ -89,8 +89,11 @@ void QueuePair::settle() {
     // Orderly close: once every send request completed and nothing is left to write, the FIN follows.
     if (state_ == RI_QPS_CLOSING && !s.fin_sent && sq_.empty() && s.engine.outstanding() == 0 && s.parked.empty() &&
         s.tx_idle) {
-        if (s.chan) s.chan->close_write();  // after the last byte in the ring; the socket's FIN only follows
+        // The socket's FIN first, then the ring's: the peer's kAL, which judges an orderly end by the FIN on its copy
+        // of the socket, has it by the time the peer's QP reads the end of the ring (loopback delivers it within
+        // the call).
         (void)::shutdown(s.fd, SHUT_WR);
+        if (s.chan) s.chan->close_write();
         s.fin_sent = true;
         add_event(RI_AE_QP_SQ_DRAINED);
     }

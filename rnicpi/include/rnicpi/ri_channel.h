@@ -9,7 +9,7 @@
  * - one sealed shared-memory file (memfd: it cannot shrink or grow) holding a ri_channel_header_t and two byte
  *   rings, one per direction: side @c s writes ring @c s and reads ring <tt>1 - s</tt>;
  * - a connected pair of Unix sequenced-packet sockets, one end per QP: the "bell". A side that waits (for bytes or
- *   for room) says so in the ring (ri_channel_ring_t::reader_waiting, ::writer_waiting) and sleeps on its end; the
+ *   for room) says so in the ring (ri_channel_ring_t::reader_waiting, ri_channel_ring_t::writer_waiting) and sleeps on its end; the
  *   other side writes one byte to its own end after it moved the ring's index and saw the flag. The bell's end of
  *   file is the peer's end: its QP went away (closed, destroyed, or its process died).
  *
@@ -44,11 +44,11 @@ typedef struct ri_channel_ring {
     uint64_t tail;           /**< Writer: bytes written so far (release). */
     uint32_t closed;         /**< Writer: nonzero once it writes no more (the stream's FIN, after the last byte). */
     uint32_t writer_waiting; /**< Writer: nonzero while it waits for room (the reader rings after it moves head). */
-    uint8_t pad0[48];
+    uint8_t pad0[48];        /**< Zero: the reader's words start a cache line. */
     uint64_t head;           /**< Reader: bytes consumed so far (release). */
     uint32_t reader_waiting; /**< Reader: nonzero while it waits for bytes (the writer rings after it moves tail). */
     uint32_t reserved;       /**< Zero. */
-    uint8_t pad1[48];
+    uint8_t pad1[48];        /**< Zero. */
 } ri_channel_ring_t;
 
 /** @brief The start of a channel's memory file. */
@@ -58,7 +58,7 @@ typedef struct ri_channel_header {
     uint64_t ring_size;      /**< Bytes of each ring's data: a power of two, at least 4096. */
     uint64_t data_offset[2]; /**< Where ring 0's and ring 1's data start in the file (page-aligned). */
     uint64_t file_size;      /**< The file's size. */
-    uint8_t pad[24];
+    uint8_t pad[24];         /**< Zero: the rings start a cache line. */
     ri_channel_ring_t ring[2]; /**< Ring 0 is written by side 0, ring 1 by side 1. */
 } ri_channel_header_t;
 

@@ -31,6 +31,8 @@
 
 namespace rdma::provider {
 
+/// @cond INTERNAL
+// The channel's atomics and helpers: not part of the interface.
 namespace channel_detail {
 
 inline uint64_t load_acquire(const uint64_t &v) noexcept { return __atomic_load_n(&v, __ATOMIC_ACQUIRE); }
@@ -65,9 +67,11 @@ inline bool send_hello(int sock, const ri_channel_hello_t &h, int fd) noexcept {
 }
 
 }  // namespace channel_detail
+/// @endcond
 
-/** @brief The smallest and the largest ring a channel may have (bytes per direction). */
+/** @brief The smallest ring a channel may have (bytes per direction). */
 inline constexpr uint64_t kChannelRingMin = 4096;
+/** @brief The largest ring a channel may have (bytes per direction). */
 inline constexpr uint64_t kChannelRingMax = uint64_t{1} << 30;
 
 /**
