@@ -5,17 +5,15 @@
 #include <stdexcept>
 
 #include "rnicpi/cpp/provider.hpp"
+#include "test_provider.hpp"
 
 namespace {
 
 using rdma::provider::from_handle;
 using rdma::provider::to_handle;
 
-struct Toy {
-    static constexpr ri_mode_t mode = RI_MODE_NONPRIVILEGED;
+struct Toy : rdmatest::TestProvider<> {
     static constexpr const char *name = "toy";
-    static constexpr const char *vendor = "tests";
-    static constexpr const char *version = "0";
 
     struct Cq {
         int polls = 0;
@@ -37,11 +35,6 @@ struct Toy {
         }
         ri_status_t close() { return RI_OK; }
     };
-    using Pd = rdma::provider::Unsupported;
-    using Qp = rdma::provider::Unsupported;
-    using Srq = rdma::provider::Unsupported;
-    using Mr = rdma::provider::Unsupported;
-    using Mw = rdma::provider::Unsupported;
 
     static ri_status_t open_rnic(const ri_rnic_open_params_t *, ri_rnic_t *rnic) {
         *rnic = to_handle<ri_rnic_t>(new Rnic);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "rnicpi/cpp/provider.hpp"
+#include "test_provider.hpp"
 #include "rnicpi/cpp/syscall_reply.hpp"
 #include "rnicpi/cpp/syscall_request.hpp"
 
@@ -23,11 +24,8 @@ using rdma::provider::to_handle;
 // --- Who frees an object ------------------------------------------------------------------------------------------
 
 // Objects that count their destructions and answer their destroy with a status the test sets.
-struct Owned {
-    static constexpr ri_mode_t mode = RI_MODE_NONPRIVILEGED;
+struct Owned : rdmatest::TestProvider<> {
     static constexpr const char *name = "owned";
-    static constexpr const char *vendor = "tests";
-    static constexpr const char *version = "0";
 
     static inline int destructions = 0;
 
@@ -51,11 +49,6 @@ struct Owned {
         ~Rnic() { ++destructions; }
         ri_status_t close() { return answer; }
     };
-    using Pd = rdma::provider::Unsupported;
-    using Qp = rdma::provider::Unsupported;
-    using Srq = rdma::provider::Unsupported;
-    using Mr = rdma::provider::Unsupported;
-    using Mw = rdma::provider::Unsupported;
 };
 
 constexpr ri_verbs_ops_t kOwned = rdma::provider::make_verbs<Owned>();
@@ -112,19 +105,9 @@ void record_log(uint32_t, const char *module, const char *message) {
 }
 
 // A provider whose private blocks are version 3.2.
-struct Kit {
-    static constexpr ri_mode_t mode = RI_MODE_PRIVILEGED;
+struct Kit : rdmatest::TestProvider<RI_MODE_PRIVILEGED> {
     static constexpr const char *name = "kit";
-    static constexpr const char *vendor = "tests";
-    static constexpr const char *version = "0";
     static constexpr uint32_t private_abi_version = (3u << 16) | 2u;
-    using Rnic = rdma::provider::Unsupported;
-    using Pd = rdma::provider::Unsupported;
-    using Cq = rdma::provider::Unsupported;
-    using Qp = rdma::provider::Unsupported;
-    using Srq = rdma::provider::Unsupported;
-    using Mr = rdma::provider::Unsupported;
-    using Mw = rdma::provider::Unsupported;
 };
 
 struct Hdr {
@@ -318,11 +301,8 @@ ri_status_t record_syscall(void *host_ctx, ri_syscall_t *call) {
     return g_answer;
 }
 
-struct Fwd {
-    static constexpr ri_mode_t mode = RI_MODE_NONPRIVILEGED;
+struct Fwd : rdmatest::TestProvider<> {
     static constexpr const char *name = "fwd";
-    static constexpr const char *vendor = "tests";
-    static constexpr const char *version = "0";
 
     static inline int destructions = 0;
 
@@ -331,12 +311,6 @@ struct Fwd {
         ri_status_t destroy() { return forward_destroy(RI_DESTROY_CQ); }
         ri_status_t query(ri_cq_attr_t *out) { return forward_query(RI_QUERY_CQ, out); }
     };
-    using Rnic = rdma::provider::Unsupported;
-    using Pd = rdma::provider::Unsupported;
-    using Qp = rdma::provider::Unsupported;
-    using Srq = rdma::provider::Unsupported;
-    using Mr = rdma::provider::Unsupported;
-    using Mw = rdma::provider::Unsupported;
 };
 
 constexpr ri_verbs_ops_t kFwd = rdma::provider::make_verbs<Fwd>();
