@@ -3,7 +3,7 @@
  * @brief Endpoint management's state machine: the states of one QP's connection, the inputs that move it, and
  *        what each move asks its owner to do.
  *
- * Pure: no socket, no thread, no kVP. The owner (the kAL's Endpoint, kal/syscall/connection_commands.cpp) observes
+ * Pure: no socket, no thread, no kVP. The owner (the kAL's Endpoint, kal/endpoint/endpoint.cpp) observes
  * the socket, the QP and the kVP, turns what it saw into one ::kal::EndpointInput with the facts that decide
  * between outcomes (::kal::EndpointFacts), and carries out the ::kal::EndpointStep it gets back: the connection
  * event to report, how to let go of the socket, whether to move the kVP's QP to ERROR, which LLP counter to count.

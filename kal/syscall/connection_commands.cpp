@@ -1,6 +1,6 @@
-// The connection commands: listen points and their requests, CONNECT, ACCEPT, REJECT and CONVERT decoded, checked
-// and handed to the endpoints (kal/endpoint) and the LLP (kal/llp). Everything here runs on the device server's
-// thread.
+// The connection commands: LISTEN, DESTROY_LISTEN, CONNECT, ACCEPT, REJECT and CONVERT decoded, checked and handed
+// to the listen points and endpoints (kal/endpoint) and the LLP (kal/llp). Everything here runs on the device
+// server's thread.
 #include "connection_commands.hpp"
 
 #include <arpa/inet.h>
@@ -72,48 +72,6 @@ int check_prologue(const char *cmd, const Q &q, Reply &rep) {
 
 }  // namespace
 
-// A listen point: a listening TCP socket on an RNIC's address, in its owner's table under the RNIC open.
-class ListenPoint final : public Resource {
-public:
-    ListenPoint(ConnectionCommands &m, uint32_t client, uint64_t context, krdma::UniqueFd sock, iwarp::MpaConfig cfg,
-                std::string rnic)
-        : m_(&m), client_(client), context_(context), sock_(std::move(sock)), cfg_(cfg), rnic_(std::move(rnic)) {}
-    ~ListenPoint() override {
-        if (m_ == nullptr) return;
-        m_->server_.unwatch(sock_.get());
-        const std::set<uint64_t> ids = requests_;  // drop_pending() edits the set
-        for (uint64_t id : ids) m_->drop_pending(id);
-        m_->listens_.erase(this);
-    }
-    ConnectionCommands *m_;
-    uint32_t client_;
-    uint64_t context_;
-    Handle handle_ = 0;
-    uint32_t cookie_ = 0;  // the consumer's, repeated in its CONNECT_REQUEST records
-    krdma::UniqueFd sock_;
-    iwarp::MpaConfig cfg_;
-    std::string rnic_;
-    std::set<uint64_t> requests_;
-    // The bound address and port: every socket accepted here has them as its local end (no getsockname()).
-    ri_net_addr_t local_{};
-    uint16_t port_ = 0;
-    // TCP_NODELAY and the liveness options are set on the listening socket, and Linux copies them to every socket
-    // it accepts: six system calls fewer per passive connection.
-    bool inherits_options_ = false;
-};
-
-// A connection request on a listen point: the accepted socket and its MPA session, until the consumer decides.
-struct PendingRequest {
-    PendingRequest(uint64_t i, ListenPoint &l, krdma::UniqueFd s) : id(i), lp(&l), sock(std::move(s)), session(sock.get()) {}
-    uint64_t id;
-    ListenPoint *lp;
-    krdma::UniqueFd sock;
-    llp::MpaSession session;
-    ri_llp_params_t ends{};  // local and remote address and port, learned at accept (fd -1)
-    bool announced = false;  // the consumer has the CONNECT_REQUEST event
-};
-
-
 ConnectionCommands::ConnectionCommands(VerbCommands &verbs, LlpSettings settings)
     : verbs_(verbs),
       server_(verbs.server()),
@@ -122,7 +80,11 @@ ConnectionCommands::ConnectionCommands(VerbCommands &verbs, LlpSettings settings
                  [&verbs](uint32_t client_id, std::span<const uint8_t> record, std::span<const int> fds) {
                      return verbs.deliver_record(client_id, KRDMA_EVENT_CM, record, fds);
                  },
-                 same_host_hooks(verbs)) {
+                 same_host_hooks(verbs)),
+      listen_points_(server_, settings_, endpoints_,
+                     [&verbs](uint32_t client_id, std::span<const uint8_t> record, std::span<const int> fds) {
+                         return verbs.deliver_record(client_id, KRDMA_EVENT_CM, record, fds);
+                     }) {
     server_.on(KRDMA_CMD_LISTEN, [this](Connection &c, const Request &r, Reply &rep) { return listen(c, r, rep); });
     server_.on(KRDMA_CMD_DESTROY_LISTEN,
                [this](Connection &c, const Request &r, Reply &rep) { return destroy_listen(c, r, rep); });
@@ -179,8 +141,8 @@ ConnectionCommands::ConnectionCommands(VerbCommands &verbs, LlpSettings settings
         a.timeouts = endpoints_.counters().timeouts;
         a.peer_disconnects = endpoints_.counters().peer_disconnects;
         a.resets = endpoints_.counters().resets;
-        a.listen_points = listens_.size();
-        a.pending_requests = pending_.size();
+        a.listen_points = listen_points_.size();
+        a.pending_requests = listen_points_.pending();
         std::memcpy(rep.payload.data(), &a, sizeof a);
         return RI_OK;
     });
@@ -205,14 +167,9 @@ ConnectionCommands::~ConnectionCommands() {
     verbs_.count_endpoints_with(nullptr);
     verbs_.on_qp_ended(nullptr);
     if (links_) server_.unwatch(links_->fd());
-    for (auto &[id, p] : pending_) server_.unwatch(p->sock.get());
-    pending_.clear();
-    // Endpoints and listen points live in the consumers' tables, which may outlive this object.
+    // Endpoints and listen points live in the consumers' tables, which may outlive this object: ~ListenPoints()
+    // drops the pending requests and detaches the listen points, and the endpoints are detached here.
     endpoints_.detach_all();
-    for (ListenPoint *l : listens_) {
-        server_.unwatch(l->sock_.get());
-        l->m_ = nullptr;
-    }
 }
 
 std::vector<EndpointInfo> ConnectionCommands::endpoints() const {
@@ -251,45 +208,16 @@ int ConnectionCommands::listen(Connection &c, const Request &req, Reply &rep) {
                                        "CAP_NET_BIND_SERVICE, which pid " + std::to_string(c.peer().pid) +
                                        " does not hold");
     }
-    sockaddr_storage ss = krdma::to_sockaddr(addr, q.port);
-    const socklen_t len = krdma::sockaddr_len(addr);
-    if (len == 0) return rep.fail(RI_EAFNOSUPPORT, "listen: RNIC " + (*open)->ref.name() + " has no IP address");
-    krdma::UniqueFd s(::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (!s) return rep.fail(rdma::from_errno(errno), std::string("listen: socket: ") + std::strerror(errno));
-    int one = 1;
-    (void)::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(s.get(), reinterpret_cast<sockaddr *>(&ss), len) != 0) {
-        return rep.fail(rdma::from_errno(errno), "listen: cannot bind " + llp::text_of(addr, q.port) + ": " +
-                                                     std::strerror(errno));
-    }
-    if (::listen(s.get(), q.backlog != 0 ? q.backlog : 128) != 0) {
-        return rep.fail(rdma::from_errno(errno), std::string("listen: ") + std::strerror(errno));
-    }
-    sockaddr_storage bound{};
-    socklen_t blen = sizeof bound;
-    ::getsockname(s.get(), reinterpret_cast<sockaddr *>(&bound), &blen);
-    uint16_t port = 0;
-    (void)krdma::net_addr_from_sockaddr(bound, &port);
     ri_rnic_attr_t a{};
     (void)(*open)->v->query_rnic(static_cast<ri_rnic_t>((*open)->handle), &a);
-    const int fd = s.get();
-    const bool inherits = ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0 &&
-                          llp::set_liveness(fd, settings_).has_value();
-    auto lp = std::make_unique<ListenPoint>(*this, c.peer().client_id, q.context, std::move(s),
-                                            mpa_config(a, a.max_ird, a.max_ord), (*open)->ref.name());
-    ListenPoint *raw = lp.get();
-    raw->inherits_options_ = inherits;
-    raw->local_ = addr;
-    raw->port_ = port;
-    listens_.insert(raw);
-    auto h = ctx.table.add(ResourceType::listener, q.rnic, {}, std::move(lp));
+    auto lp = listen_points_.open(c.peer().client_id, q.context, addr, q.port, q.backlog,
+                                  mpa_config(a, a.max_ird, a.max_ord), (*open)->ref.name());
+    if (!lp) return rep.fail(lp.error().code(), "listen: " + lp.error().message());
+    ListenPoint *raw = lp->get();
+    auto h = ctx.table.add(ResourceType::listener, q.rnic, {}, std::move(*lp));
     if (!h) return rep.fail(h.error().code(), "listen: " + h.error().message());  // its destructor closes the socket
-    raw->handle_ = *h;
-    raw->cookie_ = q.cookie;
-    server_.watch(fd, POLLIN, [this, raw](short) { accept_tcp(*raw); });
-    RDMA_LOG_INFO(kComponent, "client %u listens on %s (RNIC %s)", c.peer().client_id, llp::text_of(addr, port).c_str(),
-                  raw->rnic_.c_str());
-    q.port = port;
+    listen_points_.start(*raw, *h, q.cookie);
+    q.port = raw->port();
     q.handle = *h;
     std::memcpy(rep.payload.data(), &q, sizeof q);
     return RI_OK;
@@ -312,115 +240,6 @@ void ConnectionCommands::link_events() {
     }
 }
 
-void ConnectionCommands::accept_tcp(ListenPoint &lp) {
-    for (;;) {
-        sockaddr_storage peer{};
-        socklen_t peer_len = sizeof peer;
-        krdma::UniqueFd s(::accept4(lp.sock_.get(), reinterpret_cast<sockaddr *>(&peer), &peer_len,
-                                    SOCK_NONBLOCK | SOCK_CLOEXEC));
-        if (!s) return;
-        ++endpoints_.counters().passive_opens;
-        if (lp.requests_.size() >= settings_.max_pending) {
-            RDMA_LOG_CLIENT(warn, kComponent, "listen point %#lx: %u requests pending, refusing one",
-                          static_cast<unsigned long>(lp.handle_), settings_.max_pending);
-            ++endpoints_.counters().rejected;
-            continue;  // closing the socket refuses it
-        }
-        if (!lp.inherits_options_) {
-            int one = 1;
-            (void)::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        }
-        const uint64_t id = next_request_++;
-        auto p = std::make_unique<PendingRequest>(id, lp, std::move(s));
-        // The ends as accept4() and the listen point know them: the request's record and the transition need no
-        // getsockname()/getpeername() (four system calls per passive connection).
-        if (auto remote = krdma::net_addr_from_sockaddr(peer, &p->ends.remote_port)) {
-            p->ends.remote = *remote;
-            p->ends.local = lp.local_;
-            p->ends.local_port = lp.port_;
-            p->ends.fd = -1;
-        } else {
-            p->ends = llp::addresses_of(p->sock.get());
-        }
-        if (auto st = p->session.start_responder(lp.cfg_, Clock::now() + settings_.request_timeout); !st) {
-            RDMA_LOG_CLIENT(warn, kComponent, "cannot start MPA: %s", st.error().message().c_str());
-            continue;
-        }
-        endpoints_.arm(p->session.deadline());
-        const int fd = p->sock.get();
-        lp.requests_.insert(id);
-        pending_.emplace(id, std::move(p));
-        server_.watch(fd, POLLIN, [this, id](short revents) { pending_events(id, revents); });
-    }
-}
-
-void ConnectionCommands::pending_events(uint64_t id, short revents) {
-    auto it = pending_.find(id);
-    if (it == pending_.end()) return;
-    PendingRequest &p = *it->second;
-    if (p.announced && p.session.state() == llp::MpaState::request_received) {
-        // Waiting for the consumer: only the peer giving up wakes us.
-        if ((revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
-            RDMA_LOG_INFO(kComponent, "connection request %lu withdrawn by the peer", static_cast<unsigned long>(id));
-            drop_pending(id);
-        }
-        return;
-    }
-    const llp::MpaState s = p.session.on_events(revents);
-    switch (s) {
-        case llp::MpaState::request_received: {
-            if (p.announced) break;
-            p.announced = true;
-            krdma_cm_event e = cm_event(KRDMA_CM_CONNECT_REQUEST, p.lp->handle_, p.lp->context_);
-            e.cookie = p.lp->cookie_;
-            e.request = id;
-            e.llp = p.ends;
-            if (auto f = p.session.peer_frame()) {
-                e.llp.mpa_revision = f->revision;
-                e.llp.ird = f->ird;
-                e.llp.ord = f->ord;
-                if (f->crc) e.llp.mpa_flags |= RI_MPA_CRC;
-                if (f->markers) e.llp.mpa_flags |= RI_MPA_MARKERS;
-                if (f->peer2peer) e.llp.mpa_flags |= RI_MPA_PEER2PEER;
-            }
-            krdma::set_private_data(e, p.session.peer_private_data());
-            p.session.set_deadline(Clock::now() + settings_.accept_timeout);
-            endpoints_.arm(p.session.deadline());
-            if (!verbs_.deliver_record(p.lp->client_, KRDMA_EVENT_CM, {reinterpret_cast<const uint8_t *>(&e), sizeof e})) {
-                drop_pending(id);
-                return;
-            }
-            server_.watch(p.sock.get(), POLLRDHUP, [this, id](short r) { pending_events(id, r); });
-            return;
-        }
-        case llp::MpaState::rejected:
-        case llp::MpaState::failed:
-            if (s == llp::MpaState::failed) {
-                ++endpoints_.counters().failed;
-                const rdma::Error *why = p.session.error();
-                RDMA_LOG_INFO(kComponent, "connection request refused: %s",
-                              why != nullptr ? why->message().c_str() : "?");
-            }
-            drop_pending(id);
-            return;
-        default: break;
-    }
-    const short ev = p.session.poll_events();
-    server_.watch(p.sock.get(), ev != 0 ? ev : POLLIN, [this, id](short r) { pending_events(id, r); });
-}
-
-void ConnectionCommands::drop_pending(uint64_t id) {
-    auto it = pending_.find(id);
-    if (it == pending_.end()) return;
-    server_.unwatch(it->second->sock.get());
-    if (it->second->lp != nullptr) it->second->lp->requests_.erase(id);
-    krdma::UniqueFd sock = std::move(it->second->sock);
-    pending_.erase(it);
-    // Closing with the peer's bytes unread (oversized private data, say) makes TCP reset at once, and a reject
-    // reply still in flight would go with it: FIN after the reply instead, and the reset once it is acknowledged.
-    if (sock && llp::unread(sock.get()) > 0) endpoints_.linger().abort(std::move(sock));
-}
-
 rdma::Expected<ConnectionCommands::StreamTarget> ConnectionCommands::stream_target(Connection &c, Handle qp) {
     Context &ctx = verbs_.context_of(c);
     auto q = object_of(ctx.table, qp, ResourceType::qp);
@@ -436,18 +255,6 @@ rdma::Expected<ConnectionCommands::StreamTarget> ConnectionCommands::stream_targ
     }
     if (t.attr.state != RI_QPS_IDLE) return rdma::Error(RI_EINVAL, "only an IDLE QP takes a new stream");
     return t;
-}
-
-rdma::Expected<ConnectionCommands::PendingMap::iterator> ConnectionCommands::undecided_request(Connection &c,
-                                                                                               uint64_t id) {
-    auto it = pending_.find(id);
-    if (it == pending_.end() || it->second->lp->client_ != c.peer().client_id) {
-        return rdma::Error(RI_ENOENT, "no such request of this client");
-    }
-    if (it->second->session.state() != llp::MpaState::request_received) {
-        return rdma::Error(RI_ENOTCONN, "the request is not waiting for a decision");
-    }
-    return it;
 }
 
 int ConnectionCommands::connect(Connection &c, const Request &req, Reply &rep) {
@@ -512,40 +319,29 @@ int ConnectionCommands::connect(Connection &c, const Request &req, Reply &rep) {
 int ConnectionCommands::accept(Connection &c, const Request &req, Reply &rep) {
     const auto q = req.as<krdma_accept>();
     if (const int rc = check_prologue("accept", q, rep); rc != RI_OK) return rc;
-    auto found = undecided_request(c, q.request);
+    auto found = listen_points_.undecided(c.peer().client_id, q.request);
     if (!found) return rep.fail(found.error().code(), "accept: " + found.error().message());
-    auto it = *found;
-    PendingRequest &p = *it->second;
+    PendingRequest &p = **found;
     auto target = stream_target(c, q.qp);
     if (!target) return rep.fail(target.error().code(), "accept: " + target.error().message());
     KvpObject *qp = target->qp;
     KvpObject *open = target->open;
     const ri_qp_attr_t &qa = target->attr;
-    if (open->ref.name() != p.lp->rnic_) {
-        return rep.fail(RI_EINVAL, "accept: the request came to RNIC " + p.lp->rnic_ + ", the QP is of RNIC " +
+    if (open->ref.name() != p.rnic()) {
+        return rep.fail(RI_EINVAL, "accept: the request came to RNIC " + p.rnic() + ", the QP is of RNIC " +
                                        open->ref.name());
     }
-    if (auto st = p.session.accept(std::span<const uint8_t>(q.private_data, q.private_data_len),
-                                   static_cast<uint16_t>(std::min<uint32_t>(qa.ird, iwarp::kMpaIrdOrdMax)),
-                                   static_cast<uint16_t>(std::min<uint32_t>(qa.ord, iwarp::kMpaIrdOrdMax)));
-        !st) {
-        return rep.fail(rdma::from_errno(st.error().code()), "accept: " + st.error().message());
-    }
-    // The request becomes the QP's endpoint: the socket and the session move over. The socket stays in the epoll
-    // set: the endpoint's first watch replaces the request's (one epoll_ctl where removing and adding again took
-    // two), and a stale event of the request finds no request under its id.
-    krdma::UniqueFd sock = std::move(p.sock);
-    llp::MpaSession session = std::move(p.session);
-    const bool inherited = p.lp->inherits_options_;
-    const ri_llp_params_t ends = p.ends;
-    p.lp->requests_.erase(q.request);
-    pending_.erase(it);
+    auto taken = listen_points_.accept(p, std::span<const uint8_t>(q.private_data, q.private_data_len),
+                                       static_cast<uint16_t>(std::min<uint32_t>(qa.ird, iwarp::kMpaIrdOrdMax)),
+                                       static_cast<uint16_t>(std::min<uint32_t>(qa.ord, iwarp::kMpaIrdOrdMax)));
+    if (!taken) return rep.fail(rdma::from_errno(taken.error().code()), "accept: " + taken.error().message());
+    // The request becomes the QP's endpoint, with its socket and session.
     auto ep = std::make_unique<Endpoint>(endpoints_, c.peer().client_id, q.qp, *qp, qa.qp_num, q.context,
                                        open->ref.name(),
                                        VerbCommands::kvp_runs_streams(c.peer().client_id, qp->offload));
     Endpoint *raw = ep.get();
     qp->link = std::move(ep);
-    raw->start_passive(std::move(sock), std::move(session), inherited, ends);
+    raw->start_passive(std::move(taken->sock), std::move(taken->session), taken->liveness_set, taken->ends);
     return RI_OK;
 }
 
@@ -624,18 +420,10 @@ int ConnectionCommands::convert(Connection &c, const Request &req, Reply &rep) {
 int ConnectionCommands::reject(Connection &c, const Request &req, Reply &rep) {
     const auto q = req.as<krdma_reject>();
     if (const int rc = check_prologue("reject", q, rep); rc != RI_OK) return rc;
-    auto found = undecided_request(c, q.request);
+    auto found = listen_points_.undecided(c.peer().client_id, q.request);
     if (!found) return rep.fail(found.error().code(), "reject: " + found.error().message());
-    PendingRequest &p = *(*found)->second;
-    if (auto st = p.session.reject(std::span<const uint8_t>(q.private_data, q.private_data_len)); !st) {
+    if (auto st = listen_points_.reject(**found, std::span<const uint8_t>(q.private_data, q.private_data_len)); !st) {
         return rep.fail(rdma::from_errno(st.error().code()), "reject: " + st.error().message());
-    }
-    ++endpoints_.counters().rejected;
-    // The reply (at most 532 bytes) nearly always fits the socket at once; otherwise it finishes in the loop.
-    if (p.session.on_writable() == llp::MpaState::sending_reply) {
-        server_.watch(p.sock.get(), POLLOUT, [this, id = q.request](short r) { pending_events(id, r); });
-    } else {
-        drop_pending(q.request);
     }
     return RI_OK;
 }
@@ -652,26 +440,7 @@ int ConnectionCommands::tick() {
         return wait;
     }
     earlier(endpoints_.visit_timed(now));
-    std::vector<uint64_t> expired;
-    for (auto &[id, p] : pending_) {
-        if (p->session.expired(now)) {
-            expired.push_back(id);
-        } else if (!p->session.done()) {
-            endpoints_.arm(p->session.deadline());
-            earlier(p->session.poll_timeout_ms(now));
-        }
-    }
-    for (uint64_t id : expired) {
-        PendingRequest &p = *pending_.at(id);
-        ++endpoints_.counters().timeouts;
-        if (p.session.state() == llp::MpaState::request_received) {
-            // The consumer never decided: the peer gets a reject rather than a silent close.
-            RDMA_LOG_INFO(kComponent, "connection request %lu not answered in time: rejecting it",
-                          static_cast<unsigned long>(id));
-            if (p.session.reject({})) (void)p.session.on_writable();
-        }
-        drop_pending(id);
-    }
+    earlier(listen_points_.visit(now));
     return wait;
 }
 

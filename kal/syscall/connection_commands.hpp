@@ -22,6 +22,10 @@
  * asynchronous events with which a kVP running a hosted consumer's stream ends a QP on its own (handed over by event
  * management, VerbCommands::on_qp_ended).
  *
+ * This class decodes and checks each command and dispatches it: the listen points, the connections they accept
+ * and the requests waiting for ACCEPT or REJECT are endpoint management's ListenPoints
+ * (kal/endpoint/listen_point.hpp), the QPs' connections its Endpoints (kal/endpoint/endpoint.hpp).
+ *
  * Everything runs on the device server's thread (DeviceServer::watch, on_tick and post), so the endpoints and
  * listen points need no locks, and every step has a deadline.
  */
@@ -39,6 +43,7 @@
 
 #include "endpoint.hpp"
 #include "link_monitor.hpp"
+#include "listen_point.hpp"
 #include "llp_settings.hpp"
 #include "route.hpp"
 #include "verb_commands.hpp"
@@ -46,9 +51,7 @@
 namespace kal {
 
 class Endpoint;
-class ListenPoint;
 struct KvpObject;
-struct PendingRequest;
 
 /** @brief LISTEN, CONNECT, ACCEPT, REJECT and DESTROY_LISTEN on the device, and the connections they make. */
 class ConnectionCommands {
@@ -66,9 +69,7 @@ public:
     [[nodiscard]] std::vector<EndpointInfo> endpoints() const;
 
 private:
-    friend class ListenPoint;
     friend class HostedConsumer;  // a consumer hosted in the kAL uses the same commands
-    friend struct PendingRequest;
 
     // An IDLE QP of the caller without a live connection, the RNIC open it belongs to, and its attributes: what
     // CONNECT and ACCEPT take a new stream with.
@@ -77,10 +78,7 @@ private:
         KvpObject *open;
         ri_qp_attr_t attr;
     };
-    using PendingMap = std::map<uint64_t, std::unique_ptr<PendingRequest>>;
     rdma::Expected<StreamTarget> stream_target(Connection &c, Handle qp);
-    // A request of the caller's listen points that waits for ACCEPT or REJECT.
-    rdma::Expected<PendingMap::iterator> undecided_request(Connection &c, uint64_t id);
 
     int listen(Connection &c, const Request &req, Reply &rep);
     int destroy_listen(Connection &c, const Request &req, Reply &rep);
@@ -89,9 +87,6 @@ private:
     int reject(Connection &c, const Request &req, Reply &rep);
     int convert(Connection &c, const Request &req, Reply &rep);
     int tick();
-    void accept_tcp(ListenPoint &lp);
-    void pending_events(uint64_t id, short revents);
-    void drop_pending(uint64_t id);
     void link_events();
     // Event management's news that the kVP ended QP @p qp_num of RNIC open @p rnic of client @p client_id on its own.
     void kvp_ended_qp(uint32_t client_id, Handle rnic, uint32_t qp_num, uint32_t event_id);
@@ -99,10 +94,8 @@ private:
     VerbCommands &verbs_;
     DeviceServer &server_;
     LlpSettings settings_;
-    PendingMap pending_;
     Endpoints endpoints_;  // every endpoint, the counters, the abortive closes, the deadlines tick() visits
-    std::set<ListenPoint *> listens_;
-    uint64_t next_request_ = 1;
+    ListenPoints listen_points_;  // every listen point and the connection requests waiting for ACCEPT or REJECT
     std::optional<llp::LinkMonitor> links_;  // the host's links, for RI_AE_RNIC_LINK_DOWN/UP
     llp::RouteCache routes_;                 // route checks of CONNECT, kept until the host's tables change
 };

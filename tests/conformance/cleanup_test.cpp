@@ -94,7 +94,7 @@ TEST_F(Cleanup, KilledConsumerWithWorkInFlightIsReclaimedAndTheRnicServesOn) {
     ASSERT_EQ(b.make(consumer_, bo), "");
     for (uint64_t i = 0; i < 4; ++i) ASSERT_OK(b.recv(10 + i, {b.sge(i * 64, 64)}));
     auto lp = consumer_.adapter->listen(0, consumer_.requests, 9);
-    ASSERT_TRUE(lp) << lp.error().to_string();
+    ASSERT_OK(lp) << lp.error().to_string();
     const auto out = dir_ / "consumer.out";
     const pid_t child = spawn(settings().self,
                               {"--conformance-consumer", device().string(), kRnicName, settings().address,
@@ -103,7 +103,7 @@ TEST_F(Cleanup, KilledConsumerWithWorkInFlightIsReclaimedAndTheRnicServesOn) {
                               out);
     ASSERT_GT(child, 0);
     auto req = consumer_.requests->wait(20s);
-    ASSERT_TRUE(req) << req.error().to_string() << "\n" << read_text(out);
+    ASSERT_OK(req) << req.error().to_string() << "\n" << read_text(out);
     ASSERT_EQ(req->id, static_cast<uint32_t>(ual::CmEventId::connect_request));
     ASSERT_OK(b.ep->accept(req->connection->request));
     auto est = b.cm_event();

@@ -23,7 +23,7 @@ TEST_F(Connection, ConnectAndAcceptCarryPrivateDataBothWays) {
     ASSERT_EQ(p.a.make(consumer_, {}), "");
     ASSERT_EQ(p.b.make(consumer_, {}), "");
     auto lp = consumer_.adapter->listen(0, consumer_.requests, 0x77);
-    ASSERT_TRUE(lp) << lp.error().to_string();
+    ASSERT_OK(lp) << lp.error().to_string();
     ASSERT_NE((*lp)->port(), 0u);
     // The most private data MPA revision 2 leaves the consumer (RFC 6581 takes 4 of the 512 bytes for IRD/ORD),
     // each way, every byte distinct from its neighbours.
@@ -35,7 +35,7 @@ TEST_F(Connection, ConnectAndAcceptCarryPrivateDataBothWays) {
     }
     ASSERT_OK(p.a.ep->connect(settings().address, (*lp)->port(), bytes_of(request)));
     auto req = consumer_.requests->wait(20s);
-    ASSERT_TRUE(req) << req.error().to_string();
+    ASSERT_OK(req) << req.error().to_string();
     ASSERT_EQ(req->id, id_of(CmEventId::connect_request)) << cm_name(req->id);
     EXPECT_EQ(req->context, 0x77u) << "the listen point's context";
     ASSERT_TRUE(req->connection);
@@ -72,10 +72,10 @@ TEST_F(Connection, RejectCarriesPrivateData) {
     ASSERT_EQ(a.make(consumer_, {}), "");
     ASSERT_OK(a.recv(1, {a.sge(0, 64)}));
     auto lp = consumer_.adapter->listen(0, consumer_.requests, 3);
-    ASSERT_TRUE(lp) << lp.error().to_string();
+    ASSERT_OK(lp) << lp.error().to_string();
     ASSERT_OK(a.ep->connect(settings().address, (*lp)->port(), bytes_of("may I")));
     auto req = consumer_.requests->wait(20s);
-    ASSERT_TRUE(req) << req.error().to_string();
+    ASSERT_OK(req) << req.error().to_string();
     ASSERT_EQ(req->id, id_of(CmEventId::connect_request));
     EXPECT_EQ(text(req->connection->private_data), "may I");
     ASSERT_OK(consumer_.adapter->reject(req->connection->request, bytes_of("go away")));

@@ -311,7 +311,7 @@ TEST_F(Datapath, SendWithInvalidateLeavesTheStagInvalid) {
     // The target has a region of its own, so the invalidation leaves the receive buffers' region alone.
     std::vector<uint8_t> target(4096);
     auto tmr = p.b.pz->register_memory(target.data(), target.size(), kAllAccess);
-    ASSERT_TRUE(tmr) << tmr.error().to_string();
+    ASSERT_OK(tmr) << tmr.error().to_string();
     const ri_stag_t stag = (*tmr)->keys().rkey;
     CONFORMANCE_REQUIRE(consumer_.has(RI_CAP_SEND_INV),
                         p.a.send(2, RI_WR_SEND_INV, {p.a.sge(64, 8)}, RI_SEND_SIGNALED, 0, 0, stag).code(),

@@ -201,7 +201,7 @@ TEST_F(Errors, ReadWithoutRemoteReadRightsTerminates) {
     });
     std::vector<uint8_t> noread(4096, 0x5a);
     auto mr = p.b.pz->register_memory(noread.data(), noread.size(), RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE);
-    ASSERT_TRUE(mr) << mr.error().to_string();
+    ASSERT_OK(mr) << mr.error().to_string();
     ASSERT_OK(p.a.send(10, RI_WR_RDMA_READ, {p.a.sge(4096, 4096)}, RI_SEND_SIGNALED,
                          reinterpret_cast<uint64_t>(noread.data()), (*mr)->keys().rkey)
                     );
@@ -236,7 +236,7 @@ TEST_F(Errors, WriteWithoutRemoteWriteRightsTerminates) {
     connect(p);
     std::vector<uint8_t> readonly(4096);
     auto mr = p.b.pz->register_memory(readonly.data(), readonly.size(), RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_READ);
-    ASSERT_TRUE(mr) << mr.error().to_string();
+    ASSERT_OK(mr) << mr.error().to_string();
     std::fill(p.a.buf.begin(), p.a.buf.begin() + 4096, 0x77);
     ASSERT_OK(p.a.send(1, RI_WR_RDMA_WRITE, {p.a.sge(0, 4096)}, RI_SEND_SIGNALED,
                          reinterpret_cast<uint64_t>(readonly.data()), (*mr)->keys().rkey)

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "client.hpp"
+#include "status_matchers.hpp"
 
 namespace conformance {
 
@@ -348,7 +349,7 @@ int Conformance::wait_exit(pid_t pid, std::chrono::milliseconds timeout) {
 std::vector<krdma_client_info> Conformance::clients() {
     std::vector<krdma_client_info> out;
     auto c = ual::DeviceClient::connect(device_);
-    EXPECT_TRUE(c) << c.error().to_string();
+    EXPECT_OK(c) << c.error().to_string();
     if (!c) return out;
     for (uint32_t i = 0;; ++i) {
         krdma_list_clients q{};
@@ -365,7 +366,7 @@ std::vector<krdma_client_info> Conformance::clients() {
 
 std::optional<krdma_rnic_info> Conformance::rnic_info() {
     auto c = ual::DeviceClient::connect(device_);
-    EXPECT_TRUE(c) << c.error().to_string();
+    EXPECT_OK(c) << c.error().to_string();
     if (!c) return std::nullopt;
     for (uint32_t i = 0;; ++i) {
         krdma_list_rnics q{};

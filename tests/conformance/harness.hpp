@@ -31,6 +31,7 @@
 #include "krdma/abi.h"
 #include "settings.hpp"
 #include "ual/access_layer.hpp"
+#include "status_matchers.hpp"
 
 namespace conformance {
 
@@ -202,7 +203,7 @@ protected:
     do {                                                                                                             \
         if (!(advertised)) {                                                                                         \
             const int conformance_rc_ = (attempt_status);                                                            \
-            ASSERT_EQ(conformance_rc_, RI_EOPNOTSUPP)                                                                \
+            ASSERT_STATUS(conformance_rc_, RI_EOPNOTSUPP)                                                            \
                 << (what) << " is not advertised, so the provider must answer RI_EOPNOTSUPP (" << std::strerror(RI_EOPNOTSUPP) \
                 << "), not " << conformance_rc_ << " (" << std::strerror(conformance_rc_) << ")";                    \
             GTEST_SKIP() << settings().provider << " does not offer " << (what) << " (answers RI_EOPNOTSUPP)";       \

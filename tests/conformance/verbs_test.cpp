@@ -26,16 +26,16 @@ TEST_F(Verbs, RnicIsListedAndOpensByNameAndByAddress) {
     ual::Options o;
     o.device = device();
     auto al = ual::AccessLayer::open(o);
-    ASSERT_TRUE(al) << al.error().to_string();
+    ASSERT_OK(al) << al.error().to_string();
     auto list = (*al)->rnics();
-    ASSERT_TRUE(list) << list.error().to_string();
+    ASSERT_OK(list) << list.error().to_string();
     ASSERT_EQ(list->size(), 1u);
     for (const std::string &how : {std::string(kRnicName), settings().address}) {
         SCOPED_TRACE("open by " + how);
         auto ad = (*al)->open_adapter(how);
-        ASSERT_TRUE(ad) << ad.error().to_string();
+        ASSERT_OK(ad) << ad.error().to_string();
         auto attr = (*ad)->query();
-        ASSERT_TRUE(attr) << attr.error().to_string();
+        ASSERT_OK(attr) << attr.error().to_string();
         EXPECT_STREQ(attr->name, kRnicName);
         EXPECT_EQ((*ad)->description().name, kRnicName);
         EXPECT_OK((*ad)->close());
@@ -93,10 +93,10 @@ TEST_F(Verbs, ObjectsAreMadeQueriedAndClosedInTheVerbsOrder) {
     open_consumer();
     auto &ad = consumer_.adapter;
     auto pz = ad->create_pz();
-    ASSERT_TRUE(pz) << pz.error().to_string();
+    ASSERT_OK(pz) << pz.error().to_string();
     auto dto = *ual::SimpleDispatcher::create(ual::EventStream::dto, 64);
     auto cq = ad->create_cq(64, dto);
-    ASSERT_TRUE(cq) << cq.error().to_string();
+    ASSERT_OK(cq) << cq.error().to_string();
     EXPECT_GE((*cq)->depth(), 64u);
     ual::EndpointAttributes ea;
     ea.sq_depth = ea.rq_depth = 16;
@@ -105,13 +105,13 @@ TEST_F(Verbs, ObjectsAreMadeQueriedAndClosedInTheVerbsOrder) {
     ea.ird = ea.ord = 1;
     ea.context = 0xc0ffee;
     auto ep = (*pz)->create_endpoint(ea, *cq, *cq);
-    ASSERT_TRUE(ep) << ep.error().to_string();
+    ASSERT_OK(ep) << ep.error().to_string();
     auto ep2 = (*pz)->create_endpoint(ea, *cq, *cq);
-    ASSERT_TRUE(ep2) << ep2.error().to_string();
+    ASSERT_OK(ep2) << ep2.error().to_string();
     EXPECT_NE((*ep)->qp_num(), 0u);
     EXPECT_NE((*ep)->qp_num(), (*ep2)->qp_num());
     auto qa = (*ep)->query();
-    ASSERT_TRUE(qa) << qa.error().to_string();
+    ASSERT_OK(qa) << qa.error().to_string();
     EXPECT_EQ(qa->state, static_cast<uint32_t>(RI_QPS_IDLE));
     EXPECT_EQ(qa->qp_num, (*ep)->qp_num());
     EXPECT_GE(qa->init.sq_depth, 16u);
@@ -124,10 +124,10 @@ TEST_F(Verbs, ObjectsAreMadeQueriedAndClosedInTheVerbsOrder) {
         ual::EndpointAttributes remote = ea;
         remote.access = access;
         auto rep = (*pz)->create_endpoint(remote, *cq, *cq);
-        ASSERT_TRUE(rep) << rep.error().to_string();
+        ASSERT_OK(rep) << rep.error().to_string();
         EXPECT_EQ((*rep)->access(), access);
         auto ra = (*rep)->query();
-        ASSERT_TRUE(ra) << ra.error().to_string();
+        ASSERT_OK(ra) << ra.error().to_string();
         EXPECT_EQ(ra->access & (RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE), access);
         EXPECT_NE(ra->init.flags & (RI_QP_REMOTE_READ | RI_QP_REMOTE_WRITE), 0u)
             << "the provider took the access at creation (no Modify QP after it)";
@@ -141,17 +141,17 @@ TEST_F(Verbs, ObjectsAreMadeQueriedAndClosedInTheVerbsOrder) {
 
     std::vector<uint8_t> mem(64 * 1024);
     auto mr = (*pz)->register_memory(mem.data(), mem.size(), RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE);
-    ASSERT_TRUE(mr) << mr.error().to_string();
+    ASSERT_OK(mr) << mr.error().to_string();
     EXPECT_NE((*mr)->keys().lkey, 0u);
     auto ma = (*mr)->query();
-    ASSERT_TRUE(ma) << ma.error().to_string();
+    ASSERT_OK(ma) << ma.error().to_string();
     EXPECT_EQ(ma->addr, reinterpret_cast<uint64_t>(mem.data()));
     EXPECT_EQ(ma->length, mem.size());
     EXPECT_EQ(ma->state, static_cast<uint32_t>(RI_STAG_VALID));
     EXPECT_EQ(ma->keys.lkey, (*mr)->keys().lkey);
     EXPECT_NE(ma->access & RI_ACCESS_REMOTE_WRITE, 0u);
     auto mr2 = (*pz)->register_memory(mem.data(), 4096, RI_ACCESS_LOCAL_WRITE);
-    ASSERT_TRUE(mr2) << mr2.error().to_string();
+    ASSERT_OK(mr2) << mr2.error().to_string();
     EXPECT_NE((*mr2)->keys().lkey, (*mr)->keys().lkey) << "every registration gets an STag of its own";
 
     // krdmad counts what this consumer holds: the open, the PZ, the CQ, two QPs, two regions.
@@ -177,13 +177,13 @@ TEST_F(Verbs, ParentsInUseRefuseToClose) {
     open_consumer();
     Pair &p = pair();
     ASSERT_EQ(p.a.make(consumer_, EndOptions{}), "");
-    EXPECT_EQ(p.a.pz->close().code(), RI_EBUSY) << "a PZ with an endpoint and a region";
-    EXPECT_EQ(p.a.cq->close().code(), RI_EBUSY) << "a CQ an endpoint uses";
-    EXPECT_EQ(consumer_.adapter->close().code(), RI_EBUSY) << "an RNIC open with a PZ and a CQ";
+    EXPECT_STATUS(p.a.pz->close(), RI_EBUSY) << "a PZ with an endpoint and a region";
+    EXPECT_STATUS(p.a.cq->close(), RI_EBUSY) << "a CQ an endpoint uses";
+    EXPECT_STATUS(consumer_.adapter->close(), RI_EBUSY) << "an RNIC open with a PZ and a CQ";
     // Nothing was lost by the refusals: the objects still work and close in order.
     EXPECT_EQ(p.a.state(), RI_QPS_IDLE);
     EXPECT_OK(p.a.ep->close());
-    EXPECT_EQ(p.a.pz->close().code(), RI_EBUSY) << "the region is still there";
+    EXPECT_STATUS(p.a.pz->close(), RI_EBUSY) << "the region is still there";
     EXPECT_OK(p.a.mr->close());
     EXPECT_OK(p.a.pz->close());
     EXPECT_OK(p.a.cq->close());
@@ -202,13 +202,13 @@ TEST_F(Verbs, LimitsAreRefusedCleanly) {
     if (lim.max_cqe < UINT32_MAX) {
         auto huge = ad->create_cq(lim.max_cqe + 1, dto);
         ASSERT_FALSE(huge) << "a CQ of max_cqe + 1 entries";
-        EXPECT_EQ(huge.error().code(), RI_ERANGE) << huge.error().to_string();
+        EXPECT_STATUS(huge, RI_ERANGE) << huge.error().to_string();
     }
     auto zero = ad->create_cq(0, dto);
     ASSERT_FALSE(zero) << "a CQ of no entries";
-    EXPECT_EQ(zero.error().code(), RI_EINVAL) << zero.error().to_string();
+    EXPECT_STATUS(zero, RI_EINVAL) << zero.error().to_string();
     auto cq = ad->create_cq(16, dto);
-    ASSERT_TRUE(cq) << "the dispatcher is free again after the refusals: " << cq.error().to_string();
+    ASSERT_OK(cq) << "the dispatcher is free again after the refusals: " << cq.error().to_string();
     const uint32_t before = objects_of(clients());
 
     struct Case {
@@ -244,7 +244,7 @@ TEST_F(Verbs, LimitsAreRefusedCleanly) {
     auto no_local = pz->register_memory(mem.data(), mem.size(), RI_ACCESS_REMOTE_WRITE);
     EXPECT_FALSE(no_local) << "remote write without local write";
     if (!no_local) {
-        EXPECT_EQ(no_local.error().code(), RI_EINVAL) << no_local.error().to_string();
+        EXPECT_STATUS(no_local, RI_EINVAL) << no_local.error().to_string();
     }
 
     EXPECT_EQ(objects_of(clients()), before) << "a refusal left an object behind";
@@ -256,7 +256,7 @@ TEST_F(Verbs, LimitsAreRefusedCleanly) {
     ok.ird = ok.ord = 1;
     ok.max_inline = lim.max_inline;
     auto ep = pz->create_endpoint(ok, *cq, *cq);
-    ASSERT_TRUE(ep) << "an endpoint at the RNIC's limits: " << ep.error().to_string();
+    ASSERT_OK(ep) << "an endpoint at the RNIC's limits: " << ep.error().to_string();
     EXPECT_OK((*ep)->close());
     EXPECT_OK((*cq)->close());
     EXPECT_OK(pz->close());
@@ -313,7 +313,7 @@ TEST_F(Verbs, ModifyToErrorFlushesEveryPostedRequest) {
     });
     auto first = e.dto->wait(10s);  // woken by the provider's completion event
     waiter.join();
-    ASSERT_TRUE(first) << "the flush never woke the waiting consumer: " << first.error().to_string();
+    ASSERT_OK(first) << "the flush never woke the waiting consumer: " << first.error().to_string();
     std::vector<ri_wc_t> wcs{first->wc};
     for (auto more = e.completions(4, 5s); auto &w : more) wcs.push_back(w);
     ASSERT_EQ(wcs.size(), 5u) << "three sends (one unsignaled: flushed all the same) and two receives";
@@ -362,9 +362,9 @@ TEST_F(Verbs, SharedReceiveQueue) {
     };
     CONFORMANCE_REQUIRE(consumer_.has(RI_CAP_SRQ), attempt(), "shared receive queues (RI_CAP_SRQ)");
     auto srq = pz->create_srq(16, 1, 0, 7);
-    ASSERT_TRUE(srq) << srq.error().to_string();
+    ASSERT_OK(srq) << srq.error().to_string();
     auto q = (*srq)->query();
-    ASSERT_TRUE(q) << q.error().to_string();
+    ASSERT_OK(q) << q.error().to_string();
     EXPECT_GE(q->max_wr, 16u);
     EXPECT_EQ(q->context, 7u);
     auto big = pz->create_srq(consumer_.attr.max_srq_wr + 1, 1);
@@ -377,7 +377,7 @@ TEST_F(Verbs, SharedReceiveQueue) {
     connect(p, {}, bo, [](Pair &x) {
         for (uint64_t i = 0; i < 4; ++i) ASSERT_OK(x.b.recv(100 + i, {x.b.sge(i * 64, 64)}));
     });
-    EXPECT_EQ(p.b.srq->close().code(), RI_EBUSY) << "an SRQ an endpoint uses";
+    EXPECT_STATUS(p.b.srq->close(), RI_EBUSY) << "an SRQ an endpoint uses";
     for (uint64_t i = 0; i < 3; ++i) {
         p.a.buf[i] = static_cast<uint8_t>('a' + i);
         ASSERT_OK(p.a.send(i, RI_WR_SEND, {p.a.sge(i, 1)}));
@@ -403,30 +403,30 @@ TEST_F(Verbs, MemoryWindows) {
         const uint32_t cap = type == RI_MW_TYPE_1 ? RI_CAP_MW_TYPE1 : RI_CAP_MW_TYPE2;
         auto w = pz->allocate_window(type);
         if (consumer_.has(cap)) {
-            ASSERT_TRUE(w) << w.error().to_string();
+            ASSERT_OK(w) << w.error().to_string();
             EXPECT_OK((*w)->close());
             offered.push_back(type);
         } else {
             ASSERT_FALSE(w) << "type " << type << " windows are not advertised, yet one was allocated";
-            EXPECT_EQ(w.error().code(), RI_EOPNOTSUPP) << w.error().to_string();
+            EXPECT_STATUS(w, RI_EOPNOTSUPP) << w.error().to_string();
         }
     }
     if (offered.empty()) GTEST_SKIP() << settings().provider << " offers no memory windows (answers RI_EOPNOTSUPP)";
     std::vector<uint8_t> mem(4096);
     auto mr = pz->register_memory(mem.data(), mem.size(), RI_ACCESS_LOCAL_WRITE | RI_ACCESS_MW_BIND);
-    ASSERT_TRUE(mr) << mr.error().to_string();
+    ASSERT_OK(mr) << mr.error().to_string();
     // Two windows of every type offered: one STag namespace with the region, and the PD stays busy while they live.
     std::vector<std::shared_ptr<ual::MemoryWindow>> windows;
     std::set<uint32_t> keys{(*mr)->keys().rkey};
     for (uint32_t type : offered) {
         for (int i = 0; i < 2; ++i) {
             auto w = pz->allocate_window(type);
-            ASSERT_TRUE(w) << w.error().to_string();
+            ASSERT_OK(w) << w.error().to_string();
             EXPECT_TRUE(keys.insert((*w)->rkey()).second) << "windows and regions share one STag namespace";
             windows.push_back(*w);
         }
     }
-    EXPECT_EQ(pz->close().code(), RI_EBUSY);
+    EXPECT_STATUS(pz->close(), RI_EBUSY);
     for (auto &w : windows) EXPECT_OK(w->close());
     EXPECT_OK((*mr)->close());
     EXPECT_OK(pz->close());
@@ -440,15 +440,15 @@ TEST_F(Verbs, FastRegistrationStags) {
     ri_mr_keys_t k{};
     CONFORMANCE_REQUIRE(consumer_.has(RI_CAP_FAST_REG), v.alloc_stag(pz->handle(), 16, &st, &k),
                         "fast registration (RI_CAP_FAST_REG)");
-    ASSERT_EQ(v.alloc_stag(pz->handle(), 16, &st, &k), RI_OK);
+    ASSERT_RI_OK(v.alloc_stag(pz->handle(), 16, &st, &k));
     ri_mr_attr_t a{};
-    ASSERT_EQ(v.query_mr(st, &a), RI_OK);
+    ASSERT_RI_OK(v.query_mr(st, &a));
     EXPECT_EQ(a.state, static_cast<uint32_t>(RI_STAG_INVALID)) << "an allocated STag is invalid until registered";
     EXPECT_GE(a.max_pages, 16u);
     ri_mr_t bad = nullptr;
-    EXPECT_EQ(v.alloc_stag(pz->handle(), consumer_.attr.max_fast_reg_pages + 1, &bad, &k), RI_ERANGE);
+    EXPECT_STATUS(v.alloc_stag(pz->handle(), consumer_.attr.max_fast_reg_pages + 1, &bad, &k), RI_ERANGE);
     EXPECT_EQ(bad, nullptr);
-    EXPECT_EQ(v.deregister_mr(st), RI_OK);
+    EXPECT_RI_OK(v.deregister_mr(st));
     EXPECT_OK(pz->close());
 }
 
@@ -456,14 +456,14 @@ TEST_F(Verbs, ResizeCompletionQueue) {
     open_consumer();
     auto dto = *ual::SimpleDispatcher::create(ual::EventStream::dto, 16);
     auto cq = consumer_.adapter->create_cq(16, dto);
-    ASSERT_TRUE(cq) << cq.error().to_string();
+    ASSERT_OK(cq) << cq.error().to_string();
     auto attempt = [&] {
         auto r = (*cq)->resize(64);
         return r ? RI_OK : r.error().code();
     };
     CONFORMANCE_REQUIRE(consumer_.has(RI_CAP_RESIZE_CQ), attempt(), "resizing a CQ (RI_CAP_RESIZE_CQ)");
     auto r = (*cq)->resize(64);
-    ASSERT_TRUE(r) << r.error().to_string();
+    ASSERT_OK(r) << r.error().to_string();
     EXPECT_GE(*r, 64u);
     EXPECT_OK((*cq)->close());
 }

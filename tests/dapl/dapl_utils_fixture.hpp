@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "connection_fixtures.hpp"
+#include "proc_net_tcp.hpp"
 
 extern char **environ;
 
@@ -68,14 +69,6 @@ inline std::ostream &operator<<(std::ostream &os, const Ending &e) {
     return os << "killed by signal " << e.signal << " (" << ::strsignal(e.signal) << ")";
 }
 
-/** @brief The whole of @p file ("" when it cannot be read). */
-inline std::string slurp(const std::filesystem::path &file) {
-    std::ifstream in(file);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
 /** @brief How often @p needle occurs in @p text. */
 inline size_t count(const std::string &text, const std::string &needle) {
     size_t n = 0;
@@ -92,20 +85,9 @@ inline bool has(const std::string &text, const std::string &needle) { return tex
  */
 inline bool bound(pid_t pid, uint16_t port, bool listen_only = false) {
     const std::string base = pid == 0 ? std::string("/proc/self/net/") : "/proc/" + std::to_string(pid) + "/net/";
-    char local[8];
-    std::snprintf(local, sizeof local, ":%04X", port);
     for (const char *file : {"tcp", "tcp6"}) {
-        std::ifstream in(base + file);
-        std::string line;
-        std::getline(in, line);  // the header
-        while (std::getline(in, line)) {
-            std::istringstream fields(line);
-            std::string slot, local_address, remote_address, state;
-            fields >> slot >> local_address >> remote_address >> state;
-            if ((state == "0A" || !listen_only) && local_address.size() >= 5 &&
-                local_address.compare(local_address.size() - 5, 5, local) == 0) {
-                return true;
-            }
+        for (const rdmatest::TcpSocket &s : rdmatest::tcp_sockets(base + file)) {
+            if ((s.state == "0A" || !listen_only) && rdmatest::has_port(s.local, port)) return true;
         }
     }
     return false;
@@ -334,7 +316,7 @@ protected:
     }
 
     /** @brief What the process labelled @p label printed so far. */
-    std::string output(const std::string &label) const { return slurp(this->dir_ / (label + ".out")); }
+    std::string output(const std::string &label) const { return this->read_text(this->dir_ / (label + ".out")); }
 
     /**
      * @brief @p text without the lines that repeat per iteration or per operation (dapltest -d, dtest -v), so that a
@@ -372,7 +354,7 @@ protected:
         };
         for (const auto &[pid, label] : labels_) add(label + " (pid " + std::to_string(pid) + ")", output(label));
         for (const char *f : {"stderr", "a.err", "b.err"}) {
-            const std::string t = slurp(this->dir_ / f);
+            const std::string t = this->read_text(this->dir_ / f);
             if (!t.empty()) add(std::string("krdmad ") + f, t);
         }
         return all;

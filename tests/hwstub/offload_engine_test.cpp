@@ -16,6 +16,7 @@
 
 #include "hw_queues.hpp"
 #include "offload_engine.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -74,7 +75,7 @@ public:
     void start(pid_t owner = ::getpid(), bool signal_all = false) {
         ASSERT_NE(s, nullptr);
         ASSERT_TRUE(oe->start());
-        ASSERT_EQ(oe->add_cq({7, s->cq, cq_depth_, &s->cq_ctrl}), RI_OK);
+        ASSERT_RI_OK(oe->add_cq({7, s->cq, cq_depth_, &s->cq_ctrl}));
         hwstub::QpSetup q;
         q.qp_num = 3;
         q.sq = RingGeometry{s->sq, kSqDepth, kSlot};
@@ -88,7 +89,7 @@ public:
         q.max_inline = 32;
         q.signal_all = signal_all;
         q.owner = owner;
-        ASSERT_EQ(oe->add_qp(q), RI_OK);
+        ASSERT_RI_OK(oe->add_qp(q));
         sq = WqProducer(RingGeometry{s->sq, kSqDepth, kSlot}, &s->sq_ctrl);
         rq = WqProducer(RingGeometry{s->rq, kRqDepth, 64}, &s->rq_ctrl);
         cq = CqReader(s->cq, cq_depth_, &s->cq_ctrl);
@@ -315,14 +316,14 @@ TEST(HwstubEngine, DataWorkWaitsForTheStreamAndIsFlushedWhenTheQpFails) {
     hwstub_cqe c{};
     EXPECT_FALSE(a.cq.poll(c)) << "work posted in IDLE waits in order";
     EXPECT_EQ(a.sq.done(), 0u);
-    ASSERT_EQ(a.oe->set_qp_error(3), RI_OK);
+    ASSERT_RI_OK(a.oe->set_qp_error(3));
     const auto got = a.wait_cqes(2);
     ASSERT_EQ(got.size(), 2u);
     EXPECT_EQ(got[0].wr_id, 9u);
     EXPECT_EQ(got[0].opcode, HWSTUB_CQE_WRITE);
     EXPECT_EQ(got[0].status, RI_WC_WR_FLUSH_ERR);
     EXPECT_EQ(got[1].wr_id, 10u);
-    EXPECT_EQ(a.oe->set_qp_error(42), RI_ENOENT);
+    EXPECT_STATUS(a.oe->set_qp_error(42), RI_ENOENT);
 }
 
 TEST(HwstubEngine, AFullCqRaisesOneOverflowEvent) {
@@ -357,15 +358,15 @@ TEST(HwstubEngine, ACatastrophicErrorIsRaisedOnceAndFlushesEveryQp) {
 TEST(HwstubEngine, ControlOperationsCheckWhatTheyAreGiven) {
     Adapter a;
     ASSERT_NO_FATAL_FAILURE(a.start());
-    EXPECT_EQ(a.oe->add_cq({7, a.s->cq, 64, &a.s->cq_ctrl}), RI_EEXIST);
-    EXPECT_EQ(a.oe->add_cq({8, a.s->cq, 3, &a.s->cq_ctrl}), RI_EINVAL);
-    EXPECT_EQ(a.oe->remove_cq(7), RI_EBUSY) << "a QP still completes into it";
+    EXPECT_STATUS(a.oe->add_cq({7, a.s->cq, 64, &a.s->cq_ctrl}), RI_EEXIST);
+    EXPECT_STATUS(a.oe->add_cq({8, a.s->cq, 3, &a.s->cq_ctrl}), RI_EINVAL);
+    EXPECT_STATUS(a.oe->remove_cq(7), RI_EBUSY) << "a QP still completes into it";
     hwstub::QpSetup q;
     q.qp_num = 4;
-    EXPECT_EQ(a.oe->add_qp(q), RI_EINVAL);
-    EXPECT_EQ(a.oe->remove_qp(3), RI_OK);
-    EXPECT_EQ(a.oe->remove_qp(3), RI_ENOENT);
-    EXPECT_EQ(a.oe->remove_cq(7), RI_OK);
+    EXPECT_STATUS(a.oe->add_qp(q), RI_EINVAL);
+    EXPECT_RI_OK(a.oe->remove_qp(3));
+    EXPECT_STATUS(a.oe->remove_qp(3), RI_ENOENT);
+    EXPECT_RI_OK(a.oe->remove_cq(7));
 }
 
 // A consumer in another process posts through the memfd; the engine in this one completes its work. A second one

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "oe_harness.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -86,10 +87,10 @@ public:
         for (uint8_t *p : {zero, ro, other}) std::memset(p, 0, kSmallLen);
         register_regions();
         ASSERT_TRUE(a.start());
-        ASSERT_EQ(a.oe->add_cq(cq.setup()), RI_OK);
-        ASSERT_EQ(a.oe->add_cq(cq2.setup()), RI_OK);
-        ASSERT_EQ(a.oe->add_qp(victim->setup), RI_OK);
-        ASSERT_EQ(a.oe->add_qp(bystander->setup), RI_OK);
+        ASSERT_RI_OK(a.oe->add_cq(cq.setup()));
+        ASSERT_RI_OK(a.oe->add_cq(cq2.setup()));
+        ASSERT_RI_OK(a.oe->add_qp(victim->setup));
+        ASSERT_RI_OK(a.oe->add_qp(bystander->setup));
         ASSERT_NO_FATAL_FAILURE(connect(kVictim, peer));
         ASSERT_NO_FATAL_FAILURE(connect(kBystander, peer2));
     }
@@ -107,7 +108,7 @@ public:
         Fd mine, theirs;
         ASSERT_TRUE(oe_harness::stream_pair(mine, theirs, true));
         const ri_llp_params_t llp = oe_harness::llp_params(true, false);
-        ASSERT_EQ(a.oe->start_stream(qp_num, mine.release(), llp), RI_OK);
+        ASSERT_RI_OK(a.oe->start_stream(qp_num, mine.release(), llp));
         out = std::make_unique<Peer>(std::move(theirs), llp);
         out->add_region(kPeerStag, kRwLen, RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE);
     }
@@ -902,12 +903,12 @@ TEST(HwstubScribble, ThousandsOfRandomSendWqeSlotsEndInDocumentedStatusesAndNeve
         if (r.a.state(r.victim->setup.qp_num) == RI_QPS_ERROR) {
             // A fresh QP and stream for the next batch (the ERROR QP goes, its peer with it).
             ++failed_qps;
-            ASSERT_EQ(r.a.oe->remove_qp(r.victim->setup.qp_num), RI_OK);
+            ASSERT_RI_OK(r.a.oe->remove_qp(r.victim->setup.qp_num));
             r.peer.reset();
             r.victim = std::make_unique<HostQp>(next_qp++, 16, shape.sq_slot, kVictimCq);
             r.victim->setup.max_send_sge = shape.max_send_sge;
             r.victim->setup.max_inline = shape.max_inline;
-            ASSERT_EQ(r.a.oe->add_qp(r.victim->setup), RI_OK);
+            ASSERT_RI_OK(r.a.oe->add_qp(r.victim->setup));
             ASSERT_NO_FATAL_FAILURE(r.connect(r.victim->setup.qp_num, r.peer));
         }
     }
@@ -1021,10 +1022,10 @@ TEST(HwstubScribble, RandomReceiveWqesAreCheckedAndInboundSendsLandOnlyInsideThe
             }
             ++refused;
             EXPECT_TRUE(r.a.wait_event(RI_AE_QP_FATAL, r.victim->setup.qp_num));
-            ASSERT_EQ(r.a.oe->remove_qp(r.victim->setup.qp_num), RI_OK);
+            ASSERT_RI_OK(r.a.oe->remove_qp(r.victim->setup.qp_num));
             r.peer.reset();
             r.victim = std::make_unique<HostQp>(next_qp++, 16, 128, kVictimCq);
-            ASSERT_EQ(r.a.oe->add_qp(r.victim->setup), RI_OK);
+            ASSERT_RI_OK(r.a.oe->add_qp(r.victim->setup));
             ASSERT_NO_FATAL_FAILURE(r.connect(r.victim->setup.qp_num, r.peer));
         }
         ASSERT_FALSE(HasFailure());

@@ -208,10 +208,10 @@ TEST_F(EnginePair, SendWithInvalidateAndSolicited) {
 TEST_F(EnginePair, SendQueueBackPressure) {
     auto src = pattern(8, 1);
     for (int i = 0; i < 16; ++i) ASSERT_OK(a->post(wr_over(static_cast<uint64_t>(i), WorkType::send, src)));
-    EXPECT_EQ(a->post(wr_over(99, WorkType::send, src)).code(), RI_EAGAIN);
+    EXPECT_STATUS(a->post(wr_over(99, WorkType::send, src)), RI_EAGAIN);
     WorkRequest too_many = wr_over(1, WorkType::send, src);
     too_many.num_sge = kMaxSge + 1;
-    EXPECT_EQ(a->post(too_many).code(), RI_EINVAL);
+    EXPECT_STATUS(a->post(too_many), RI_EINVAL);
 }
 
 TEST_F(EnginePair, PeerToPeerWriteRtrHoldsResponderUntilItArrives) {
@@ -519,7 +519,7 @@ protected:
         EXPECT_EQ(t.code, code);
         EXPECT_EQ(t.hdrct, hdrct);
         EXPECT_TRUE(engine->terminate_sent());
-        EXPECT_EQ(engine->post(WorkRequest{}).code(), RI_ECANCELED);
+        EXPECT_STATUS(engine->post(WorkRequest{}), RI_ECANCELED);
     }
     static Header write_to(uint32_t stag, uint64_t to) {
         Header h;

@@ -12,6 +12,7 @@
 #include "iwarp/framing.hpp"
 #include "iwarp/mpa.hpp"
 #include "vectors.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -63,7 +64,7 @@ const Capture kCaptures[] = {{"duo.c2s", false, MpaKind::request},
 std::vector<uint8_t> fpdu_stream(const Capture &c) {
     auto bytes = vectors::bin(c.name + ".bin");
     auto pd = decode_mpa_header(bytes, c.first);
-    EXPECT_TRUE(pd);
+    EXPECT_OK(pd);
     return std::vector<uint8_t>(bytes.begin() + static_cast<long>(kMpaFrameHeaderLen + *pd), bytes.end());
 }
 

@@ -5,6 +5,7 @@
 
 #include "iwarp/mpa.hpp"
 #include "vectors.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -13,7 +14,7 @@ using namespace iwarp;
 std::vector<uint8_t> encode(const MpaFrame &f) {
     std::vector<uint8_t> b(kMpaFrameHeaderLen + kMpaMaxPrivateData + 8);
     auto n = encode_mpa(f, b);
-    EXPECT_TRUE(n) << n.error().to_string();
+    EXPECT_OK(n) << n.error().to_string();
     b.resize(n ? *n : 0);
     return b;
 }
@@ -37,7 +38,7 @@ TEST(Mpa, DecodesSiwDefaultRequest) {
     auto bytes = vectors::bin("cli1.mpa-req.bin");
     ASSERT_EQ(bytes.size(), 24u);
     auto f = decode_mpa(bytes, MpaKind::request);
-    ASSERT_TRUE(f) << f.error().to_string();
+    ASSERT_OK(f) << f.error().to_string();
     EXPECT_EQ(f->revision, 2);
     EXPECT_TRUE(f->enhanced);
     EXPECT_FALSE(f->crc);
@@ -54,7 +55,7 @@ TEST(Mpa, PeerToPeerExchangeMatchesSiw) {
     auto req_bytes = vectors::hex_frames("p2p.mpa-req.hex").at(0);
     auto rep_bytes = vectors::hex_frames("p2p.mpa-rep.hex").at(0);
     auto req = decode_mpa(req_bytes, MpaKind::request);
-    ASSERT_TRUE(req);
+    ASSERT_OK(req);
     EXPECT_TRUE(req->peer2peer);
     EXPECT_TRUE(req->crc);
     EXPECT_EQ(req->rtr, kRtrWrite | kRtrRead);
@@ -65,16 +66,16 @@ TEST(Mpa, PeerToPeerExchangeMatchesSiw) {
     EXPECT_EQ(encode(make_request(cfg, {})), req_bytes);
 
     auto resp = respond(cfg, *req);
-    ASSERT_TRUE(resp) << resp.error().to_string();
+    ASSERT_OK(resp) << resp.error().to_string();
     EXPECT_EQ(encode(resp->reply), rep_bytes);  // we choose Write, as siw does
     EXPECT_TRUE(resp->result.peer2peer);
     EXPECT_EQ(resp->result.rtr, kRtrWrite);
     EXPECT_TRUE(resp->result.crc);
 
     auto rep = decode_mpa(rep_bytes, MpaKind::reply);
-    ASSERT_TRUE(rep);
+    ASSERT_OK(rep);
     auto done = complete(cfg, *req, *rep);
-    ASSERT_TRUE(done) << done.error().to_string();
+    ASSERT_OK(done) << done.error().to_string();
     EXPECT_EQ(done->rtr, kRtrWrite);
     EXPECT_EQ(done->ird, 1);
     EXPECT_EQ(done->ord, 1);
@@ -91,7 +92,7 @@ TEST(Mpa, Revision1WithPrivateData) {
     EXPECT_EQ(bytes[17], 1);
     EXPECT_EQ(be::get16(&bytes[18]), 5);
     auto d = decode_mpa(bytes, MpaKind::request);
-    ASSERT_TRUE(d);
+    ASSERT_OK(d);
     EXPECT_FALSE(d->enhanced);
     EXPECT_EQ(std::vector<uint8_t>(d->private_data.begin(), d->private_data.end()), pd);
 }
@@ -101,24 +102,24 @@ TEST(Mpa, PrivateDataLimit) {
     MpaConfig cfg;
     MpaFrame ok = make_request(cfg, pd);
     std::vector<uint8_t> b(kMpaFrameHeaderLen + kMpaMaxPrivateData);
-    EXPECT_TRUE(encode_mpa(ok, b));
+    EXPECT_OK(encode_mpa(ok, b));
     std::vector<uint8_t> big(kMpaMaxPrivateData - kMpaIrdOrdLen + 1);
     auto too_big = encode_mpa(make_request(cfg, big), b);
     ASSERT_FALSE(too_big);
-    EXPECT_EQ(too_big.error().code(), RI_EMSGSIZE);
+    EXPECT_STATUS(too_big, RI_EMSGSIZE);
     // A received header announcing more than 512 bytes is refused before reading them.
     b[18] = 0x02;
     b[19] = 0x01;
     auto hdr = decode_mpa_header(b, MpaKind::request);
     ASSERT_FALSE(hdr);
-    EXPECT_EQ(hdr.error().code(), RI_EMSGSIZE);
+    EXPECT_STATUS(hdr, RI_EMSGSIZE);
 }
 
 TEST(Mpa, WrongKeyIsRefused) {
     auto bytes = vectors::bin("cli1.mpa-req.bin");
     auto as_reply = decode_mpa(bytes, MpaKind::reply);
     ASSERT_FALSE(as_reply);
-    EXPECT_EQ(as_reply.error().code(), RI_EPROTO);
+    EXPECT_STATUS(as_reply, RI_EPROTO);
     EXPECT_EQ(term_of(as_reply.error()), term::kLlpInvalidMpaFrame);
     bytes[0] = 'X';
     EXPECT_FALSE(decode_mpa(bytes, MpaKind::request));
@@ -130,7 +131,7 @@ TEST(Mpa, UnsupportedRevisionIsRejected) {
     auto bytes = vectors::bin("cli1.mpa-req.bin");
     bytes[17] = 7;
     auto req = decode_mpa(bytes, MpaKind::request);
-    ASSERT_TRUE(req);
+    ASSERT_OK(req);
     auto r = respond(MpaConfig{}, *req);
     ASSERT_FALSE(r);
     EXPECT_EQ(term_of(r.error()), term::kLlpInvalidMpaFrame);
@@ -145,14 +146,14 @@ TEST(Mpa, NewerRevisionOfferedOlderAnswered) {
     responder.revision = 1;
     MpaFrame req = make_request(initiator, {});
     auto resp = respond(responder, req);
-    ASSERT_TRUE(resp);
+    ASSERT_OK(resp);
     EXPECT_EQ(resp->reply.revision, 1);
     EXPECT_FALSE(resp->reply.enhanced);
     auto rep_bytes = encode(resp->reply);
     auto rep = decode_mpa(rep_bytes, MpaKind::reply);
-    ASSERT_TRUE(rep);
+    ASSERT_OK(rep);
     auto done = complete(initiator, req, *rep);
-    ASSERT_TRUE(done) << done.error().to_string();
+    ASSERT_OK(done) << done.error().to_string();
     EXPECT_EQ(done->revision, 1);
     EXPECT_FALSE(done->peer2peer);
 }
@@ -165,9 +166,9 @@ TEST(Mpa, CrcWhenEitherSideAsks) {
             b.crc = res;
             MpaFrame req = make_request(a, {});
             auto resp = respond(b, req);
-            ASSERT_TRUE(resp);
+            ASSERT_OK(resp);
             auto done = complete(a, req, resp->reply);
-            ASSERT_TRUE(done);
+            ASSERT_OK(done);
             EXPECT_EQ(resp->result.crc, ini || res);
             EXPECT_EQ(done->crc, ini || res);
         }
@@ -181,15 +182,15 @@ TEST(Mpa, MarkersOnlyWhenAllowed) {
     MpaConfig refuses;
     auto r = respond(refuses, req);
     ASSERT_FALSE(r);
-    EXPECT_EQ(r.error().code(), RI_EOPNOTSUPP);
+    EXPECT_STATUS(r, RI_EOPNOTSUPP);
     MpaConfig allows;
     allows.markers_allowed = true;
     auto ok = respond(allows, req);
-    ASSERT_TRUE(ok);
+    ASSERT_OK(ok);
     EXPECT_TRUE(ok->result.markers_tx);
     EXPECT_FALSE(ok->result.markers_rx);
     auto done = complete(wants, req, ok->reply);
-    ASSERT_TRUE(done);
+    ASSERT_OK(done);
     EXPECT_TRUE(done->markers_rx);
     EXPECT_FALSE(done->markers_tx);
 }
@@ -242,11 +243,11 @@ TEST(Mpa, IrdOrdAreCrossedAndClamped) {
     res.ord = 2;
     MpaFrame req = make_request(ini, {});
     auto r = respond(res, req);
-    ASSERT_TRUE(r);
+    ASSERT_OK(r);
     EXPECT_EQ(r->result.ird, 5);  // min(own 5, peer ORD 7)
     EXPECT_EQ(r->result.ord, 2);  // min(own 2, peer IRD 3)
     auto c = complete(ini, req, r->reply);
-    ASSERT_TRUE(c);
+    ASSERT_OK(c);
     EXPECT_EQ(c->ird, 3);
     EXPECT_EQ(c->ord, 5);  // min(own 7, peer IRD 5)
 }
@@ -257,11 +258,11 @@ TEST(Mpa, RejectCarriesPrivateData) {
     auto bytes = encode(reject_reply(req, why));
     EXPECT_EQ(bytes[16] & 0x20, 0x20);
     auto rep = decode_mpa(bytes, MpaKind::reply);
-    ASSERT_TRUE(rep);
+    ASSERT_OK(rep);
     EXPECT_TRUE(rep->reject);
     auto c = complete(MpaConfig{}, req, *rep);
     ASSERT_FALSE(c);
-    EXPECT_EQ(c.error().code(), RI_ECONNREFUSED);
+    EXPECT_STATUS(c, RI_ECONNREFUSED);
 }
 
 TEST(Mpa, RtrMessagesAreWhatSiwSends) {

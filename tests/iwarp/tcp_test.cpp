@@ -76,7 +76,7 @@ void read_all(int fd, uint8_t *p, size_t n) {
 void send_mpa(int fd, const MpaFrame &f) {
     uint8_t buf[kMpaFrameHeaderLen + kMpaMaxPrivateData];
     auto n = encode_mpa(f, buf);
-    ASSERT_TRUE(n);
+    ASSERT_OK(n);
     write_all(fd, buf, *n);
 }
 
@@ -85,11 +85,11 @@ MpaFrame recv_mpa(int fd, MpaKind kind, std::vector<uint8_t> &storage) {
     storage.resize(kMpaFrameHeaderLen);
     read_all(fd, storage.data(), kMpaFrameHeaderLen);
     auto pd = decode_mpa_header(storage, kind);
-    EXPECT_TRUE(pd);
+    EXPECT_OK(pd);
     storage.resize(kMpaFrameHeaderLen + (pd ? *pd : 0));
     read_all(fd, storage.data() + kMpaFrameHeaderLen, storage.size() - kMpaFrameHeaderLen);
     auto f = decode_mpa(storage, kind);
-    EXPECT_TRUE(f);
+    EXPECT_OK(f);
     return f ? *f : MpaFrame{};
 }
 
@@ -178,11 +178,11 @@ protected:
         MpaFrame got_req = recv_mpa(res.sock.fd, MpaKind::request, req_storage);
         ASSERT_EQ(std::vector<uint8_t>(got_req.private_data.begin(), got_req.private_data.end()), pd);
         auto response = respond(cfg, got_req);
-        ASSERT_TRUE(response) << response.error().to_string();
+        ASSERT_OK(response) << response.error().to_string();
         send_mpa(res.sock.fd, response->reply);
         MpaFrame got_rep = recv_mpa(ini.sock.fd, MpaKind::reply, rep_storage);
         auto agreed = complete(cfg, request, got_rep);
-        ASSERT_TRUE(agreed) << agreed.error().to_string();
+        ASSERT_OK(agreed) << agreed.error().to_string();
         EXPECT_EQ(agreed->crc, p.crc);
         EXPECT_EQ(agreed->revision, p.revision);
 

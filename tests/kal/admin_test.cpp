@@ -11,6 +11,7 @@
 #include "krdmad_fixture.hpp"
 #include "rnic_calls.hpp"
 #include "syscall.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -133,7 +134,7 @@ TEST_F(Admin, AnOpenRnicIsBusyUntilItsConsumerLeaves) {
     start_krdmad(R"(["test_cpp_kvp.so"])", true);
     auto consumer = connect(device_);
     ASSERT_NE(consumer, nullptr);
-    ASSERT_EQ(testutil::open_rnic(*consumer, "cpp0"), RI_OK);
+    ASSERT_RI_OK(testutil::open_rnic(*consumer, "cpp0"));
 
     std::string out;
     EXPECT_EQ(ctl({"detach", "cpp0"}, out), 1);
@@ -304,44 +305,44 @@ TEST_F(Admin, MalformedRequestsGetErrorsAndTheConnectionStaysUsable) {
     std::memset(a.provider, 'x', sizeof a.provider);  // no NUL
     std::strcpy(a.name, "x0");
     std::strcpy(a.address, "127.0.0.1");
-    EXPECT_EQ(call(*c, KRDMA_CMD_ATTACH_RNIC, a), RI_EINVAL);
+    EXPECT_STATUS(call(*c, KRDMA_CMD_ATTACH_RNIC, a), RI_EINVAL);
     std::strcpy(a.provider, "cppkvp");
     std::memset(a.options, '{', sizeof a.options);
-    EXPECT_EQ(call(*c, KRDMA_CMD_ATTACH_RNIC, a), RI_EINVAL);
+    EXPECT_STATUS(call(*c, KRDMA_CMD_ATTACH_RNIC, a), RI_EINVAL);
     a = krdma_attach_rnic{};
     std::strcpy(a.provider, "nosuchprovider");
     std::strcpy(a.name, "x0");
     std::strcpy(a.address, "127.0.0.1");
-    EXPECT_EQ(call(*c, KRDMA_CMD_ATTACH_RNIC, a), RI_ENOENT);
+    EXPECT_STATUS(call(*c, KRDMA_CMD_ATTACH_RNIC, a), RI_ENOENT);
     std::strcpy(a.provider, "cppkvp");
-    EXPECT_EQ(call(*c, KRDMA_CMD_ATTACH_RNIC, a), RI_EEXIST);  // 127.0.0.1 is cpp0's
+    EXPECT_STATUS(call(*c, KRDMA_CMD_ATTACH_RNIC, a), RI_EEXIST);  // 127.0.0.1 is cpp0's
 
     krdma_detach_rnic d;
     std::memset(d.name, 'n', sizeof d.name);
-    EXPECT_EQ(call(*c, KRDMA_CMD_DETACH_RNIC, d), RI_EINVAL);
+    EXPECT_STATUS(call(*c, KRDMA_CMD_DETACH_RNIC, d), RI_EINVAL);
     krdma_load_module l{};
     std::memset(l.file, 'f', sizeof l.file);
-    EXPECT_EQ(call(*c, KRDMA_CMD_LOAD_MODULE, l), RI_EINVAL);
+    EXPECT_STATUS(call(*c, KRDMA_CMD_LOAD_MODULE, l), RI_EINVAL);
     l = krdma_load_module{};
-    EXPECT_EQ(call(*c, KRDMA_CMD_LOAD_MODULE, l), RI_EINVAL);  // no file named
+    EXPECT_STATUS(call(*c, KRDMA_CMD_LOAD_MODULE, l), RI_EINVAL);  // no file named
     std::strcpy(l.file, "no_such_kvp.so");
-    EXPECT_EQ(call(*c, KRDMA_CMD_LOAD_MODULE, l), RI_ENOENT);
+    EXPECT_STATUS(call(*c, KRDMA_CMD_LOAD_MODULE, l), RI_ENOENT);
     krdma_unload_module u;
     std::memset(u.provider, 'p', sizeof u.provider);
-    EXPECT_EQ(call(*c, KRDMA_CMD_UNLOAD_MODULE, u), RI_EINVAL);
+    EXPECT_STATUS(call(*c, KRDMA_CMD_UNLOAD_MODULE, u), RI_EINVAL);
     std::strcpy(u.provider, "nosuchprovider");
     EXPECT_NE(call(*c, KRDMA_CMD_UNLOAD_MODULE, u), RI_OK);
     // A request of the wrong size for its command.
     uint8_t small[8] = {};
     auto r = c->call(KRDMA_CMD_DETACH_RNIC, small);
-    ASSERT_TRUE(r);
-    EXPECT_EQ(r->status, RI_EINVAL);
+    ASSERT_OK(r);
+    EXPECT_STATUS(r->status, RI_EINVAL);
 
     // Still usable, and nothing changed.
     krdma_list_modules m{};
     auto listed = c->call(KRDMA_CMD_LIST_MODULES, {reinterpret_cast<const uint8_t *>(&m), sizeof m});
-    ASSERT_TRUE(listed);
-    ASSERT_EQ(listed->status, RI_OK);
+    ASSERT_OK(listed);
+    ASSERT_RI_OK(listed->status);
     ASSERT_EQ(listed->payload.size(), sizeof m);
     std::memcpy(&m, listed->payload.data(), sizeof m);
     EXPECT_EQ(m.count, 1u);
@@ -349,7 +350,7 @@ TEST_F(Admin, MalformedRequestsGetErrorsAndTheConnectionStaysUsable) {
     EXPECT_EQ(m.info.rnics, 1u);
     krdma_list_rnics q{};
     auto rnics = c->call(KRDMA_CMD_LIST_RNICS, {reinterpret_cast<const uint8_t *>(&q), sizeof q});
-    ASSERT_TRUE(rnics);
+    ASSERT_OK(rnics);
     std::memcpy(&q, rnics->payload.data(), sizeof q);
     EXPECT_EQ(q.count, 1u);
     EXPECT_STREQ(q.info.name, "cpp0");

@@ -12,6 +12,7 @@
 #include "config.hpp"
 #include "embedded_kal.hpp"
 #include "krdmad_fixture.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -187,7 +188,7 @@ TEST_F(ConsumerModules, BadEntriesAreRejectedWithTheKeyNamed) {
     auto good = kal::parse_config(
         R"({"consumers": [{"module": "a.so", "args": {"luns": [1, 2]}, "required": true}, {"module": "/x/b.so",
             "enabled": false}, {"module": "c.so", "args": "text"}]})");
-    ASSERT_TRUE(good) << good.error().message();
+    ASSERT_OK(good) << good.error().message();
     ASSERT_EQ(good->consumers.size(), 3u);
     EXPECT_EQ(good->consumers[0].args, R"({"luns":[1,2]})");
     EXPECT_TRUE(good->consumers[0].required && good->consumers[0].enabled);
@@ -208,9 +209,9 @@ TEST_F(ConsumerModules, BadEntriesAreRejectedWithTheKeyNamed) {
 // functions to them: kal_consumer_exports).
 TEST_F(ConsumerModules, EmbeddedKalRunsTheSameModules) {
     auto c = kal::parse_config(config(json::array({failing(), example()})));
-    ASSERT_TRUE(c) << c.error().message();
+    ASSERT_OK(c) << c.error().message();
     auto k = kal::EmbeddedKal::start(*c);
-    ASSERT_TRUE(k) << k.error().to_string();
+    ASSERT_OK(k) << k.error().to_string();
     EXPECT_TRUE(contains(marker(), "started client")) << marker();
     EXPECT_EQ(kal::ConsumerHost::current(), &(*k)->consumer_host());
     auto list = (*k)->consumers().list();

@@ -31,7 +31,7 @@ protected:
         dir_ = tmpl;
         server_ = std::make_unique<kal::DeviceServer>(dir_ / "krdma");
         auto ok = server_->listen();
-        ASSERT_TRUE(ok) << ok.error().to_string();
+        ASSERT_OK(ok) << ok.error().to_string();
         thread_ = std::thread([this] { server_->run(); });
     }
     void TearDown() override {
@@ -47,7 +47,7 @@ protected:
     }
     std::unique_ptr<ual::DeviceClient> client() {
         auto c = ual::DeviceClient::connect(dir_ / "krdma");
-        EXPECT_TRUE(c) << c.error().to_string();
+        EXPECT_OK(c) << c.error().to_string();
         return c ? std::move(*c) : nullptr;
     }
     // A raw client socket, to send what the uAL client never would.
@@ -106,7 +106,7 @@ TEST_F(Device, EchoPassesPayloadAndDescriptors) {
     std::strcpy(reinterpret_cast<char *>(e.data), "hello kAL");
     int fds[1] = {p[1]};
     auto r = c->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e}, fds);
-    ASSERT_TRUE(r) << r.error().to_string();
+    ASSERT_OK(r) << r.error().to_string();
     ASSERT_EQ(r->status, 0);
     krdma_echo back;
     ASSERT_EQ(r->payload.size(), sizeof back);
@@ -133,7 +133,7 @@ TEST_F(Device, CallIntoWritesTheReplyInPlace) {
     int fds[1] = {p[1]};
     auto r = c->call_into(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e},
                           {reinterpret_cast<uint8_t *>(&e), sizeof e}, fds);
-    ASSERT_TRUE(r) << r.error().to_string();
+    ASSERT_OK(r) << r.error().to_string();
     EXPECT_EQ(r->status, 0);
     EXPECT_EQ(r->payload_len, sizeof e);
     EXPECT_EQ(e.cookie, 42u);
@@ -144,12 +144,12 @@ TEST_F(Device, CallIntoWritesTheReplyInPlace) {
     // A smaller buffer gets what fits and the announced size; an error reply writes nothing.
     uint8_t small[4] = {};
     r = c->call_into(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e}, small);
-    ASSERT_TRUE(r);
+    ASSERT_OK(r);
     EXPECT_EQ(r->payload_len, sizeof e);
     EXPECT_EQ(small[0], 42u);
     r = c->call_into(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e - 1}, {});
-    ASSERT_TRUE(r);
-    EXPECT_EQ(r->status, RI_EINVAL);
+    ASSERT_OK(r);
+    EXPECT_STATUS(r->status, RI_EINVAL);
     EXPECT_EQ(r->payload_len, 0u);
     ::close(p[0]);
     ::close(p[1]);
@@ -163,23 +163,23 @@ TEST_F(Device, LateReplyTimesOutAndIsSkippedByTheNextCall) {
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
         return 0;
     });
-    ASSERT_TRUE(slow.listen());
+    ASSERT_OK(slow.listen());
     std::thread t([&] { slow.run(); });
     {
         auto c = ual::DeviceClient::connect(dir_ / "slow");
-        ASSERT_TRUE(c) << c.error().to_string();
+        ASSERT_OK(c) << c.error().to_string();
         krdma_echo e{};
         const auto start = std::chrono::steady_clock::now();
         auto r = (*c)->call(kSlow, {reinterpret_cast<const uint8_t *>(&e), sizeof e}, {},
                             std::chrono::milliseconds(50));
         const auto took = std::chrono::steady_clock::now() - start;
         ASSERT_FALSE(r);
-        EXPECT_EQ(r.error().code(), RI_ETIMEDOUT);
+        EXPECT_STATUS(r, RI_ETIMEDOUT);
         EXPECT_GE(took, std::chrono::milliseconds(50));
         EXPECT_LT(took, std::chrono::milliseconds(250));
         e.cookie = 7;
         r = (*c)->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e});
-        ASSERT_TRUE(r) << r.error().to_string();
+        ASSERT_OK(r) << r.error().to_string();
         EXPECT_EQ(r->status, 0);
         krdma_echo back{};
         ASSERT_EQ(r->payload.size(), sizeof back);
@@ -194,14 +194,14 @@ TEST_F(Device, UnknownCommandIsENOTTY) {
     auto c = client();
     uint8_t buf[8]{};
     auto r = c->call(_IOWR(KRDMA_IOC_MAGIC, 0x7f, uint64_t), buf);
-    ASSERT_TRUE(r);
-    EXPECT_EQ(r->status, RI_ENOTTY);
+    ASSERT_OK(r);
+    EXPECT_STATUS(r->status, RI_ENOTTY);
     EXPECT_TRUE(r->payload.empty());
     EXPECT_NE(r->reason.find("unknown command 0xc008527f"), std::string::npos) << r->reason;
     // request() turns the refusal into an error whose message is the kAL's reason.
     auto e = c->request(_IOWR(KRDMA_IOC_MAGIC, 0x7f, uint64_t), buf);
     ASSERT_FALSE(e);
-    EXPECT_EQ(e.error().code(), RI_ENOTTY);
+    EXPECT_STATUS(e, RI_ENOTTY);
     EXPECT_EQ(e.error().message(), r->reason);
 }
 
@@ -209,12 +209,12 @@ TEST_F(Device, WrongSizeIsEINVALAndTheConnectionStaysUsable) {
     auto c = client();
     uint8_t small[4]{};
     auto r = c->call(KRDMA_CMD_ECHO, small);
-    ASSERT_TRUE(r);
-    EXPECT_EQ(r->status, RI_EINVAL);
+    ASSERT_OK(r);
+    EXPECT_STATUS(r->status, RI_EINVAL);
     EXPECT_NE(r->reason.find("takes 64 bytes, the request has 4"), std::string::npos) << r->reason;
     krdma_echo e{};
     auto ok = c->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e});
-    ASSERT_TRUE(ok);
+    ASSERT_OK(ok);
     EXPECT_EQ(ok->status, 0);
 }
 
@@ -222,11 +222,11 @@ TEST_F(Device, MalformedPacketsGetErrorReplies) {
     krdma::UniqueFd s = raw();
     // An empty packet (which SOCK_SEQPACKET reports like an end of stream) is malformed, not a hang-up.
     ASSERT_EQ(::send(s.get(), "", 0, 0), 0);
-    EXPECT_EQ(raw_reply(s.get()).status, RI_EMSGSIZE);
+    EXPECT_STATUS(raw_reply(s.get()).status, RI_EMSGSIZE);
     // Shorter than a header.
     uint8_t junk[3] = {1, 2, 3};
     ASSERT_EQ(::send(s.get(), junk, sizeof junk, 0), 3);
-    EXPECT_EQ(raw_reply(s.get()).status, RI_EMSGSIZE);
+    EXPECT_STATUS(raw_reply(s.get()).status, RI_EMSGSIZE);
     // A header whose length field lies.
     krdma_msg_hdr h{};
     h.cmd = KRDMA_CMD_ECHO;
@@ -234,7 +234,7 @@ TEST_F(Device, MalformedPacketsGetErrorReplies) {
     h.length = 9999;
     ASSERT_EQ(::send(s.get(), &h, sizeof h, 0), static_cast<ssize_t>(sizeof h));
     krdma_msg_hdr rep = raw_reply(s.get());
-    EXPECT_EQ(rep.status, RI_EMSGSIZE);
+    EXPECT_STATUS(rep.status, RI_EMSGSIZE);
     EXPECT_EQ(rep.seq, 7u);
     // Larger than any message may be.
     std::vector<uint8_t> huge(KRDMA_MAX_MESSAGE + 100, 0);
@@ -244,7 +244,7 @@ TEST_F(Device, MalformedPacketsGetErrorReplies) {
     big.length = static_cast<uint32_t>(huge.size());
     std::memcpy(huge.data(), &big, sizeof big);
     ASSERT_EQ(::send(s.get(), huge.data(), huge.size(), 0), static_cast<ssize_t>(huge.size()));
-    EXPECT_EQ(raw_reply(s.get()).status, RI_EMSGSIZE);
+    EXPECT_STATUS(raw_reply(s.get()).status, RI_EMSGSIZE);
     // Flags a request must not carry.
     krdma_msg_hdr flagged{};
     flagged.cmd = KRDMA_CMD_ECHO;
@@ -256,7 +256,7 @@ TEST_F(Device, MalformedPacketsGetErrorReplies) {
     std::memcpy(pkt, &flagged, sizeof flagged);
     std::memcpy(pkt + sizeof flagged, &e, sizeof e);
     ASSERT_EQ(::send(s.get(), pkt, sizeof pkt, 0), static_cast<ssize_t>(sizeof pkt));
-    EXPECT_EQ(raw_reply(s.get()).status, RI_EINVAL);
+    EXPECT_STATUS(raw_reply(s.get()).status, RI_EINVAL);
     // And after all that, a proper request on the same connection works.
     flagged.flags = 0;
     std::memcpy(pkt, &flagged, sizeof flagged);
@@ -296,7 +296,7 @@ TEST_F(Device, TooManyDescriptorsAreClosedNotLeaked) {
         cm->cmsg_len = CMSG_LEN(sizeof fds);
         std::memcpy(CMSG_DATA(cm), fds, sizeof fds);
         ASSERT_EQ(::sendmsg(s.get(), &msg, 0), static_cast<ssize_t>(sizeof pkt));
-        EXPECT_EQ(raw_reply(s.get()).status, RI_EMSGSIZE);
+        EXPECT_STATUS(raw_reply(s.get()).status, RI_EMSGSIZE);
         ::close(p[0]);
         ::close(p[1]);
     }
@@ -333,7 +333,7 @@ TEST_F(Device, ReplyWaitsBehindUnreadEventsInsteadOfBeingLost) {
     krdma_echo e{};
     e.cookie = 0x5eed;
     auto r = c->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e}, {}, std::chrono::seconds(5));
-    ASSERT_TRUE(r) << r.error().to_string();
+    ASSERT_OK(r) << r.error().to_string();
     ASSERT_EQ(r->status, 0);
     krdma_echo back;
     std::memcpy(&back, r->payload.data(), sizeof back);
@@ -343,7 +343,7 @@ TEST_F(Device, ReplyWaitsBehindUnreadEventsInsteadOfBeingLost) {
     EXPECT_GT(events, 0u);  // the events that fitted were kept for the client
     // And the connection keeps working normally.
     auto again = c->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e}, {}, std::chrono::seconds(5));
-    ASSERT_TRUE(again);
+    ASSERT_OK(again);
     EXPECT_EQ(again->status, 0);
 }
 
@@ -370,7 +370,7 @@ TEST_F(Device, RecordsBeyondTheQueueAreHeldInOrderUpToTheBound) {
     krdma_echo e{};
     e.cookie = 0x5eed;
     auto r = c->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e}, {}, std::chrono::seconds(10));
-    ASSERT_TRUE(r) << r.error().to_string();
+    ASSERT_OK(r) << r.error().to_string();
     EXPECT_EQ(r->status, 0);
     size_t got = 0;
     bool in_order = true;
@@ -392,7 +392,7 @@ TEST_F(Device, PollDescriptorSignalsEventsNotReplies) {
     krdma_echo e{};
     for (int i = 0; i < 20; ++i) {
         auto r = c->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e});
-        ASSERT_TRUE(r);
+        ASSERT_OK(r);
         EXPECT_FALSE(readable(c->fd(), 0));
     }
     krdma_event ev{};
@@ -404,7 +404,7 @@ TEST_F(Device, PollDescriptorSignalsEventsNotReplies) {
     // An event read by a call is queued and announced on queued_fd(), not left on fd().
     server_->broadcast(ev);
     EXPECT_TRUE(readable(c->fd(), 2000));
-    ASSERT_TRUE(c->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e}));
+    ASSERT_OK(c->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e}));
     EXPECT_FALSE(readable(c->fd(), 0));
     EXPECT_TRUE(readable(c->queued_fd(), 0));
     ASSERT_TRUE(c->next_event().has_value());
@@ -432,7 +432,7 @@ TEST_F(Device, StoppedServerMeansENODEV) {
     krdma_echo e{};
     auto r = c->call(KRDMA_CMD_ECHO, {reinterpret_cast<const uint8_t *>(&e), sizeof e});
     ASSERT_FALSE(r);
-    EXPECT_EQ(r.error().code(), RI_ENODEV);
+    EXPECT_STATUS(r, RI_ENODEV);
     auto again = ual::DeviceClient::connect(dir_ / "krdma");
     ASSERT_FALSE(again);
     EXPECT_NE(again.error().message().find("is krdmad running"), std::string::npos) << again.error().message();
@@ -451,7 +451,7 @@ TEST_F(Device, HelloAgreesOnTheLowerMinorVersion) {
         EXPECT_OK(krdma::send(s.get(), hdr, {reinterpret_cast<const uint8_t *>(&body), sizeof body}));
         krdma::Message m;
         EXPECT_EQ(krdma::receive(s.get(), m, true), krdma::RecvResult::message);
-        EXPECT_EQ(m.hdr.status, RI_ENOTTY);
+        EXPECT_STATUS(m.hdr.status, RI_ENOTTY);
         return m.hdr.length;
     };
     EXPECT_EQ(refusal_length(), sizeof(krdma_msg_hdr));  // no HELLO yet: 1.0 replies
@@ -459,7 +459,7 @@ TEST_F(Device, HelloAgreesOnTheLowerMinorVersion) {
     EXPECT_EQ(refusal_length(), sizeof(krdma_msg_hdr));
     EXPECT_EQ(hello(KRDMA_ABI_WORD(1, 9)), std::make_pair(0, KRDMA_ABI_WORD(1, KRDMA_ABI_MINOR)));
     EXPECT_GT(refusal_length(), sizeof(krdma_msg_hdr));
-    EXPECT_EQ(hello(KRDMA_ABI_WORD(2, 0)).first, RI_EPROTO);
+    EXPECT_STATUS(hello(KRDMA_ABI_WORD(2, 0)).first, RI_EPROTO);
 }
 
 // Protocol 1.3: a quiet request is answered only when it fails; below 1.3 the flag is refused like any other.
@@ -482,7 +482,7 @@ TEST_F(Device, QuietRequestsAreAnsweredOnlyWhenTheyFail) {
     send(KRDMA_CMD_ECHO, 10, KRDMA_MSG_QUIET);
     krdma_msg_hdr rep = raw_reply(s.get());
     EXPECT_EQ(rep.seq, 10u);
-    EXPECT_EQ(rep.status, RI_EINVAL) << "a 1.2 connection takes no request flag";
+    EXPECT_STATUS(rep.status, RI_EINVAL) << "a 1.2 connection takes no request flag";
     hello(3);
     send(KRDMA_CMD_ECHO, 11, KRDMA_MSG_QUIET);  // succeeds: no reply
     send(unknown, 12, KRDMA_MSG_QUIET);          // fails: answered
@@ -490,13 +490,13 @@ TEST_F(Device, QuietRequestsAreAnsweredOnlyWhenTheyFail) {
     send(KRDMA_CMD_ECHO, 14, KRDMA_MSG_QUIET | KRDMA_MSG_REPLY);  // other flags stay refused
     rep = raw_reply(s.get());
     EXPECT_EQ(rep.seq, 12u);
-    EXPECT_EQ(rep.status, RI_ENOTTY);
+    EXPECT_STATUS(rep.status, RI_ENOTTY);
     rep = raw_reply(s.get());
     EXPECT_EQ(rep.seq, 13u);
     EXPECT_EQ(rep.status, 0);
     rep = raw_reply(s.get());
     EXPECT_EQ(rep.seq, 14u);
-    EXPECT_EQ(rep.status, RI_EINVAL);
+    EXPECT_STATUS(rep.status, RI_EINVAL);
     pollfd p{s.get(), POLLIN, 0};
     EXPECT_EQ(::poll(&p, 1, 50), 0) << "a reply to the quiet request that succeeded";
 }
@@ -536,14 +536,14 @@ TEST(DeviceVersions, ANewClientSpeaksTheOldProtocolWithAnOldServer) {
     });
     {
         auto c = ual::DeviceClient::adopt(std::move(ours));
-        ASSERT_TRUE(c) << c.error().to_string();
+        ASSERT_OK(c) << c.error().to_string();
         EXPECT_EQ((*c)->abi_minor(), 0u);
         EXPECT_EQ((*c)->hello().abi_version, 1u);
         uint64_t body = 0;
         auto r = (*c)->request(_IOWR(KRDMA_IOC_MAGIC, 0x7f, uint64_t), {reinterpret_cast<const uint8_t *>(&body),
                                                                           sizeof body});
         ASSERT_FALSE(r);
-        EXPECT_EQ(r.error().code(), RI_ENOTTY);
+        EXPECT_STATUS(r, RI_ENOTTY);
         EXPECT_EQ(r.error().message(), std::strerror(ENOTTY));
     }  // the client closes its end: the old server's loop ends
     old_server.join();
@@ -567,7 +567,7 @@ protected:
         server_->on(kForeign, [](kal::Connection &, const kal::Request &, kal::Reply &rep) {
             return rep.fail(4242, "a status no vocabulary has");
         });
-        ASSERT_TRUE(server_->listen());
+        ASSERT_OK(server_->listen());
         thread_ = std::thread([this] { server_->run(); });
     }
     static constexpr uint32_t kLong = _IOWR(KRDMA_IOC_MAGIC, 0x70, uint64_t);
@@ -579,8 +579,8 @@ TEST_F(DeviceHandlers, AReasonArrivesBoundedValidAndPrintable) {
     ASSERT_NE(c, nullptr);
     uint64_t body = 0;
     auto r = c->call(kLong, {reinterpret_cast<const uint8_t *>(&body), sizeof body});
-    ASSERT_TRUE(r);
-    EXPECT_EQ(r->status, RI_EINVAL);
+    ASSERT_OK(r);
+    EXPECT_STATUS(r->status, RI_EINVAL);
     ASSERT_LE(r->reason.size(), KRDMA_MAX_REASON);
     // 'x', U+FFFD for the stray byte and for ESC, "[31m", then whole euro signs only.
     const std::string head = "x\xEF\xBF\xBD\xEF\xBF\xBD[31m";
@@ -592,8 +592,8 @@ TEST_F(DeviceHandlers, AReasonArrivesBoundedValidAndPrintable) {
     uint64_t out = 0x5a5a;
     auto into = c->call_into(kLong, {reinterpret_cast<const uint8_t *>(&body), sizeof body},
                              {reinterpret_cast<uint8_t *>(&out), sizeof out});
-    ASSERT_TRUE(into);
-    EXPECT_EQ(into->status, RI_EINVAL);
+    ASSERT_OK(into);
+    EXPECT_STATUS(into->status, RI_EINVAL);
     EXPECT_EQ(into->payload_len, 0u);
     EXPECT_EQ(out, 0x5a5au);
     EXPECT_EQ(into->why(), r->reason);
@@ -604,8 +604,8 @@ TEST_F(DeviceHandlers, AStatusOutsideTheVocabularyBecomesEIOWithItsReason) {
     ASSERT_NE(c, nullptr);
     uint64_t body = 0;
     auto r = c->call(kForeign, {reinterpret_cast<const uint8_t *>(&body), sizeof body});
-    ASSERT_TRUE(r);
-    EXPECT_EQ(r->status, RI_EIO);
+    ASSERT_OK(r);
+    EXPECT_STATUS(r->status, RI_EIO);
     EXPECT_EQ(r->reason, "a status no vocabulary has (error 4242)");
 }
 
@@ -632,7 +632,7 @@ TEST(Reason, CutsOnACodePointAndReplacesWhatIsNotPrintableUtf8) {
 TEST(DeviceRunOnce, ServesWhenTurnedAndStopsLikeRun) {
     kal::DeviceServer server("/nonexistent/krdma-run-once");  // connect_local only
     auto s = server.connect_local();
-    ASSERT_TRUE(s) << s.error().to_string();
+    ASSERT_OK(s) << s.error().to_string();
     krdma_msg_hdr h{};
     h.cmd = KRDMA_CMD_ECHO;
     h.seq = 3;
@@ -675,7 +675,7 @@ TEST_F(Device, PathInUseIsRefusedStaleSocketIsReplaced) {
     kal::DeviceServer second(dir_ / "krdma");
     auto busy = second.listen();
     ASSERT_FALSE(busy);
-    EXPECT_EQ(busy.error().code(), RI_EEXIST);
+    EXPECT_STATUS(busy, RI_EEXIST);
     EXPECT_NE(busy.error().message().find("in use"), std::string::npos);
     stop_server();
     // A socket file left behind by a dead server: bind one and close it without unlinking.
@@ -688,7 +688,7 @@ TEST_F(Device, PathInUseIsRefusedStaleSocketIsReplaced) {
     ASSERT_TRUE(fs::exists(dir_ / "stale"));
     kal::DeviceServer fresh(dir_ / "stale");
     auto ok = fresh.listen();
-    EXPECT_TRUE(ok) << ok.error().to_string();
+    EXPECT_OK(ok) << ok.error().to_string();
 }
 
 }  // namespace

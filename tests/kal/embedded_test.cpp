@@ -6,6 +6,7 @@
 #include "embedded_kal.hpp"
 #include "rnic_calls.hpp"
 #include "syscall.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -19,9 +20,9 @@ kal::Config config() {
 
 std::unique_ptr<ual::DeviceClient> connect(kal::EmbeddedKal &k) {
     auto fd = k.connect_local();
-    EXPECT_TRUE(fd);
+    EXPECT_OK(fd);
     auto c = ual::DeviceClient::adopt(std::move(*fd));
-    EXPECT_TRUE(c) << (c ? "" : c.error().to_string());
+    EXPECT_OK(c) << (c ? "" : c.error().to_string());
     return c ? std::move(*c) : nullptr;
 }
 
@@ -34,7 +35,7 @@ uint64_t open_cpp0(ual::DeviceClient &c, ri_status_t expect = RI_OK) {
 
 TEST(EmbeddedKal, ServesTheSameDeviceInProcess) {
     auto k = kal::EmbeddedKal::start(config());
-    ASSERT_TRUE(k) << k.error().to_string();
+    ASSERT_OK(k) << k.error().to_string();
     auto c = connect(**k);
     ASSERT_NE(c, nullptr);
     EXPECT_EQ(c->hello().pid, static_cast<uint32_t>(::getpid()));
@@ -48,7 +49,7 @@ TEST(EmbeddedKal, ServesTheSameDeviceInProcess) {
     q.object = rnic;
     q.result = &attr;
     q.result_cap = sizeof attr;
-    ASSERT_EQ(ual::device_syscall(c.get(), &q), RI_OK);
+    ASSERT_RI_OK(ual::device_syscall(c.get(), &q));
     EXPECT_STREQ(attr.name, "cppkvp0");
     EXPECT_EQ((*k)->adapters().list().at(0).opens, 1u);
     // Several clients at once.
@@ -59,7 +60,7 @@ TEST(EmbeddedKal, ServesTheSameDeviceInProcess) {
 
 TEST(EmbeddedKal, StoppingWithClientsConnectedIsClean) {
     auto k = kal::EmbeddedKal::start(config());
-    ASSERT_TRUE(k);
+    ASSERT_OK(k);
     auto c = connect(**k);
     ASSERT_NE(open_cpp0(*c), 0u);
     k->reset();  // the open is torn down with the kAL
@@ -71,7 +72,7 @@ TEST(EmbeddedKal, BadConfigurationIsRefused) {
     c.modules = {"no_such.so"};
     auto k = kal::EmbeddedKal::start(c);
     ASSERT_FALSE(k);
-    EXPECT_EQ(k.error().code(), RI_ENOENT);
+    EXPECT_STATUS(k, RI_ENOENT);
     c = config();
     c.rnics[0].address = "192.0.2.1";
     auto k2 = kal::EmbeddedKal::start(c);
@@ -84,7 +85,7 @@ TEST(EmbeddedKal, AnUnknownAdminGroupIsRefused) {
     c.admin_group = "no-such-group-for-krdmad";
     auto k = kal::EmbeddedKal::start(c);
     ASSERT_FALSE(k);
-    EXPECT_EQ(k.error().code(), RI_ENOENT);
+    EXPECT_STATUS(k, RI_ENOENT);
     EXPECT_NE(k.error().message().find("no-such-group-for-krdmad"), std::string::npos);
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "endpoint_fsm.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -241,7 +242,7 @@ TEST(EndpointFsm, AnEndedEndpointIgnoresASecondReportOfItsEnd) {
         const S after = fsm.state();
         const EndpointStep again = fsm.apply(second, EndpointFacts{0, false, true});
         EXPECT_FALSE(again.accepted());
-        EXPECT_EQ(again.result, RI_EINVAL);
+        EXPECT_STATUS(again.result, RI_EINVAL);
         EXPECT_EQ(again.report, 0u);
         EXPECT_EQ(fsm.state(), after);
         // Then the QP can be reset and connect again.

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "krdmad_fixture.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -51,7 +52,7 @@ protected:
     // Sends @p cmd with @p payload (and @p fds) and returns the reply.
     ual::CallReply ask_raw(uint32_t cmd, std::span<const uint8_t> payload, std::span<const int> fds = {}) {
         auto r = client_->call(cmd, payload, fds);
-        EXPECT_TRUE(r) << r.error().to_string();
+        EXPECT_OK(r) << r.error().to_string();
         return r ? std::move(*r) : ual::CallReply{RI_EIO, {}, {}, "no reply"};
     }
     template <class T>
@@ -85,7 +86,7 @@ protected:
     // The handle a successful create verb made.
     static uint64_t made(const ual::CallReply &r) {
         krdma_syscall s{};
-        EXPECT_EQ(r.status, RI_OK) << r.reason;
+        EXPECT_RI_OK(r.status) << r.reason;
         if (r.payload.size() == sizeof s) std::memcpy(&s, r.payload.data(), sizeof s);
         return s.handle_out;
     }
@@ -135,7 +136,7 @@ TEST_F(Vocabulary, ACreatedQpsNumberComesWithItsReply) {
     qa.sq_depth = qa.rq_depth = 4;
     qa.sq_sge = qa.rq_sge = 1;
     const ual::CallReply r = sys(RI_CREATE_QP, o.pd, &qa, {o.cq, o.cq, 0, 0});
-    ASSERT_EQ(r.status, RI_OK) << r.reason;
+    ASSERT_RI_OK(r.status) << r.reason;
     krdma_syscall s{};
     ASSERT_EQ(r.payload.size(), sizeof s);
     std::memcpy(&s, r.payload.data(), sizeof s);
@@ -144,7 +145,7 @@ TEST_F(Vocabulary, ACreatedQpsNumberComesWithItsReply) {
     EXPECT_EQ(s.refs[2], 0u);
     EXPECT_EQ(s.refs[3], 0u);
     const ual::CallReply q = sys(RI_QUERY_QP, s.handle_out);
-    ASSERT_EQ(q.status, RI_OK) << q.reason;
+    ASSERT_RI_OK(q.status) << q.reason;
     krdma_syscall qs{};
     std::memcpy(&qs, q.payload.data(), sizeof qs);
     ri_qp_attr_t attr{};
@@ -153,7 +154,7 @@ TEST_F(Vocabulary, ACreatedQpsNumberComesWithItsReply) {
     ri_cq_attr_t cq{};
     cq.cqe = 16;
     const ual::CallReply c = sys(RI_CREATE_CQ, o.rnic, &cq);
-    ASSERT_EQ(c.status, RI_OK) << c.reason;
+    ASSERT_RI_OK(c.status) << c.reason;
     std::memcpy(&s, c.payload.data(), sizeof s);
     EXPECT_EQ(s.refs[0], 0u) << "a CQ has no number in the reply";
     // A refused create is a bare refusal: no struct, so no number either.
@@ -331,7 +332,7 @@ TEST_F(Vocabulary, ConnectionRefusals) {
     refused(ask(KRDMA_CMD_LISTEN, ls), "listen: not an RNIC open", RI_EINVAL);
     ls.rnic = o.rnic;
     auto first = ask(KRDMA_CMD_LISTEN, ls);
-    ASSERT_EQ(first.status, RI_OK) << first.reason;
+    ASSERT_RI_OK(first.status) << first.reason;
     krdma_listen bound{};
     std::memcpy(&bound, first.payload.data(), sizeof bound);
     ls.port = bound.port;
@@ -385,7 +386,7 @@ TEST_F(Vocabulary, ConnectionRefusals) {
     cn.port = ntohs(sa.sin_port);
     cn.timeout_ms = 30000;
     auto connecting = ask(KRDMA_CMD_CONNECT, cn);
-    ASSERT_EQ(connecting.status, RI_OK) << connecting.reason;
+    ASSERT_RI_OK(connecting.status) << connecting.reason;
     refused(ask(KRDMA_CMD_CONNECT, cn), "connect: a QP already connecting", RI_EISCONN);
 
     krdma_accept ac{};

@@ -22,6 +22,7 @@
 #include "iwarp/framing.hpp"
 #include "krdmad_fixture.hpp"
 #include "mpa_session.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -184,11 +185,11 @@ TEST_F(HostedConsumerTest, ConnectsToAUalConsumerAndMovesVerifiedSendsWritesAndR
     ASSERT_NE(port, 0) << read_text(dir_ / "peer.err");
     ASSERT_EQ(hosted_.start(kBytes), "");
     Hosted &h = hosted_;
-    for (uint64_t i = 0; i < 8; ++i) ASSERT_EQ(h.post_recv(i * 256, 256, 100 + i), RI_OK);
+    for (uint64_t i = 0; i < 8; ++i) ASSERT_RI_OK(h.post_recv(i * 256, 256, 100 + i));
     // Before the connection the QP has no stream: the kVP queues receives but refuses nothing.
-    ASSERT_EQ(h.cq.verbs->request_cq_notify(static_cast<ri_cq_t>(h.cq.kvp), RI_CQ_NOTIFY_NEXT), RI_OK);
+    ASSERT_RI_OK(h.cq.verbs->request_cq_notify(static_cast<ri_cq_t>(h.cq.kvp), RI_CQ_NOTIFY_NEXT));
     const std::string hello = "hello server";
-    ASSERT_TRUE(h.consumer->connect(h.qp, "127.0.0.1", port,
+    ASSERT_OK(h.consumer->connect(h.qp, "127.0.0.1", port,
                                     {reinterpret_cast<const uint8_t *>(hello.data()), hello.size()}, 9));
     auto est = h.next_cm();
     ASSERT_TRUE(est.has_value());
@@ -197,7 +198,7 @@ TEST_F(HostedConsumerTest, ConnectsToAUalConsumerAndMovesVerifiedSendsWritesAndR
     EXPECT_EQ(est->context, 9u);
     EXPECT_EQ(est->object, h.qp.handle);
     auto qa = h.consumer->query_qp(h.qp);
-    ASSERT_TRUE(qa);
+    ASSERT_OK(qa);
     EXPECT_EQ(qa->state, uint32_t{RI_QPS_RTS});
 
     // The peer's buffer arrives in a Send; the armed CQ's notification reaches the consumer through the kAL.
@@ -208,7 +209,7 @@ TEST_F(HostedConsumerTest, ConnectsToAUalConsumerAndMovesVerifiedSendsWritesAndR
     BufferInfo info{};
     ASSERT_EQ(wc->byte_len, sizeof info);
     std::memcpy(&info, h.buffer.data() + (wc->wr_id - 100) * 256, sizeof info);
-    ASSERT_EQ(h.post_recv((wc->wr_id - 100) * 256, 256, wc->wr_id), RI_OK);
+    ASSERT_RI_OK(h.post_recv((wc->wr_id - 100) * 256, 256, wc->wr_id));
     ASSERT_EQ(info.length, kBytes);
     {
         std::unique_lock g(h.mutex);
@@ -220,10 +221,10 @@ TEST_F(HostedConsumerTest, ConnectsToAUalConsumerAndMovesVerifiedSendsWritesAndR
         SCOPED_TRACE("size " + std::to_string(size));
         uint8_t *area = h.buffer.data() + kRdmaOffset;
         for (size_t i = 0; i < size; ++i) area[i] = pattern(i, seed);
-        ASSERT_EQ(h.post(RI_WR_RDMA_WRITE, kRdmaOffset, static_cast<uint32_t>(size), 1, info.addr, info.rkey), RI_OK);
+        ASSERT_RI_OK(h.post(RI_WR_RDMA_WRITE, kRdmaOffset, static_cast<uint32_t>(size), 1, info.addr, info.rkey));
         const std::string v = "V " + std::to_string(size) + " " + std::to_string(seed);
         std::memcpy(h.buffer.data() + 2048, v.data(), v.size());
-        ASSERT_EQ(h.post(RI_WR_SEND, 2048, static_cast<uint32_t>(v.size()), 2), RI_OK);
+        ASSERT_RI_OK(h.post(RI_WR_SEND, 2048, static_cast<uint32_t>(v.size()), 2));
         std::string reply;
         for (int got = 0; got < 3;) {  // the Write, the Send, the peer's verdict
             auto c = h.completion(60s);
@@ -232,13 +233,13 @@ TEST_F(HostedConsumerTest, ConnectsToAUalConsumerAndMovesVerifiedSendsWritesAndR
             ++got;
             if (c->opcode == RI_WC_RECV) {
                 reply.assign(reinterpret_cast<const char *>(h.buffer.data() + (c->wr_id - 100) * 256), c->byte_len);
-                ASSERT_EQ(h.post_recv((c->wr_id - 100) * 256, 256, c->wr_id), RI_OK);
+                ASSERT_RI_OK(h.post_recv((c->wr_id - 100) * 256, 256, c->wr_id));
             }
         }
         ASSERT_EQ(reply, "ok");
         // The peer refilled its buffer: read it back.
         std::memset(area, 0, size);
-        ASSERT_EQ(h.post(RI_WR_RDMA_READ, kRdmaOffset, static_cast<uint32_t>(size), 3, info.addr, info.rkey), RI_OK);
+        ASSERT_RI_OK(h.post(RI_WR_RDMA_READ, kRdmaOffset, static_cast<uint32_t>(size), 3, info.addr, info.rkey));
         auto r = h.completion(60s);
         ASSERT_TRUE(r.has_value());
         ASSERT_EQ(r->status, uint32_t{RI_WC_SUCCESS});
@@ -255,7 +256,7 @@ TEST_F(HostedConsumerTest, ConnectsToAUalConsumerAndMovesVerifiedSendsWritesAndR
     }
     // The kVP counted the traffic in the QP's counter slot.
     ri_qp_stats_t st{};
-    ASSERT_EQ(h.qp.verbs->query_qp_stats(static_cast<ri_qp_t>(h.qp.kvp), &st), RI_OK);
+    ASSERT_RI_OK(h.qp.verbs->query_qp_stats(static_cast<ri_qp_t>(h.qp.kvp), &st));
     EXPECT_GE(st.tx_bytes, (size_t{1} << 20) + kBytes);
     EXPECT_GE(st.rx_bytes, (size_t{1} << 20) + kBytes);  // the Read Responses
     EXPECT_GT(st.tx_fpdus, 0u);
@@ -263,14 +264,14 @@ TEST_F(HostedConsumerTest, ConnectsToAUalConsumerAndMovesVerifiedSendsWritesAndR
     EXPECT_EQ(st.crc_errors, 0u);
 
     std::memcpy(h.buffer.data() + 2048, "Q", 1);
-    ASSERT_EQ(h.post(RI_WR_SEND, 2048, 1, 4), RI_OK);
+    ASSERT_RI_OK(h.post(RI_WR_SEND, 2048, 1, 4));
     auto q = h.completion();
     ASSERT_TRUE(q.has_value());
     EXPECT_EQ(q->status, uint32_t{RI_WC_SUCCESS});
     // An orderly disconnect: the kVP's data path sends the FIN, the kAL reports the end.
     ri_qp_attr_t closing{};
     closing.state = RI_QPS_CLOSING;
-    ASSERT_TRUE(h.consumer->modify_qp(h.qp, closing, RI_QP_ATTR_STATE));
+    ASSERT_OK(h.consumer->modify_qp(h.qp, closing, RI_QP_ATTR_STATE));
     auto end = h.next_cm();
     ASSERT_TRUE(end.has_value());
     EXPECT_TRUE(end->type == KRDMA_CM_DISCONNECTED || end->type == KRDMA_CM_PEER_DISCONNECT) << end->type;
@@ -282,9 +283,9 @@ TEST_F(HostedConsumerTest, KilledPeerFlushesTheHostedQpAndTeardownReleasesEveryt
     ASSERT_NE(port, 0) << read_text(dir_ / "peer.err");
     ASSERT_EQ(hosted_.start(1 << 16), "");
     Hosted &h = hosted_;
-    for (uint64_t i = 0; i < 4; ++i) ASSERT_EQ(h.post_recv(i * 256, 256, 100 + i), RI_OK);
+    for (uint64_t i = 0; i < 4; ++i) ASSERT_RI_OK(h.post_recv(i * 256, 256, 100 + i));
     const std::string hello = "hello server";
-    ASSERT_TRUE(h.consumer->connect(h.qp, "127.0.0.1", port,
+    ASSERT_OK(h.consumer->connect(h.qp, "127.0.0.1", port,
                                     {reinterpret_cast<const uint8_t *>(hello.data()), hello.size()}, 9));
     auto est = h.next_cm();
     ASSERT_TRUE(est.has_value());
@@ -303,19 +304,19 @@ TEST_F(HostedConsumerTest, KilledPeerFlushesTheHostedQpAndTeardownReleasesEveryt
     }
     EXPECT_EQ(flushed, 4);
     auto qa = h.consumer->query_qp(h.qp);
-    ASSERT_TRUE(qa);
+    ASSERT_OK(qa);
     EXPECT_EQ(qa->state, uint32_t{RI_QPS_ERROR});
     // A request posted now completes at once, flushed.
-    ASSERT_EQ(h.post(RI_WR_SEND, 0, 8, 7), RI_OK);
+    ASSERT_RI_OK(h.post(RI_WR_SEND, 0, 8, 7));
     auto f = h.completion(5s);
     ASSERT_TRUE(f.has_value());
     EXPECT_EQ(f->status, uint32_t{RI_WC_WR_FLUSH_ERR});
     // The verbs' order holds for a hosted consumer too: an open with objects under it stays.
     auto busy = h.consumer->destroy(h.rnic);
     ASSERT_FALSE(busy.has_value());
-    EXPECT_EQ(busy.error().code(), RI_EBUSY);
+    EXPECT_STATUS(busy, RI_EBUSY);
     for (const kal::HostedObject *o : {&h.qp, &h.mr, &h.cq, &h.pd, &h.rnic}) {
-        ASSERT_TRUE(h.consumer->destroy(*o)) << static_cast<int>(o->type);
+        ASSERT_OK(h.consumer->destroy(*o)) << static_cast<int>(o->type);
     }
     EXPECT_FALSE(h.consumer->alloc_pd(h.rnic).has_value());  // a stale handle
 }
@@ -342,9 +343,9 @@ TEST(HostedConsumerEnd, ATerminateFromThePeerEndsTheEndpointWithoutTheUal) {
         ~Stop() { h.stop(); }
     } stop{h};
     ASSERT_EQ(h.start(1 << 16), "");
-    for (uint64_t i = 0; i < 4; ++i) ASSERT_EQ(h.post_recv(i * 256, 256, 100 + i), RI_OK);
+    for (uint64_t i = 0; i < 4; ++i) ASSERT_RI_OK(h.post_recv(i * 256, 256, 100 + i));
     const std::string hello = "hello";
-    ASSERT_TRUE(h.consumer->connect(h.qp, "127.0.0.1", ntohs(a.sin_port),
+    ASSERT_OK(h.consumer->connect(h.qp, "127.0.0.1", ntohs(a.sin_port),
                                     {reinterpret_cast<const uint8_t *>(hello.data()), hello.size()}, 9));
 
     pollfd lp{lfd, POLLIN, 0};
@@ -353,7 +354,7 @@ TEST(HostedConsumerEnd, ATerminateFromThePeerEndsTheEndpointWithoutTheUal) {
     ASSERT_TRUE(peer);
     const int fd = peer.get();
     kal::llp::MpaSession mpa(fd);
-    ASSERT_TRUE(mpa.start_responder(iwarp::MpaConfig{}, kal::llp::MpaClock::now() + 10s));
+    ASSERT_OK(mpa.start_responder(iwarp::MpaConfig{}, kal::llp::MpaClock::now() + 10s));
     const auto negotiate_until = [&](kal::llp::MpaState want) {
         for (int i = 0; i < 200 && mpa.state() != want && !mpa.done(); ++i) {
             pollfd p{fd, mpa.poll_events() != 0 ? mpa.poll_events() : short{POLLIN}, 0};
@@ -362,7 +363,7 @@ TEST(HostedConsumerEnd, ATerminateFromThePeerEndsTheEndpointWithoutTheUal) {
         return mpa.state() == want;
     };
     ASSERT_TRUE(negotiate_until(kal::llp::MpaState::request_received));
-    ASSERT_TRUE(mpa.accept({}, 8, 8));
+    ASSERT_OK(mpa.accept({}, 8, 8));
     (void)mpa.on_writable();
     ASSERT_TRUE(negotiate_until(kal::llp::MpaState::established));
     auto est = h.next_cm();
@@ -391,7 +392,7 @@ TEST(HostedConsumerEnd, ATerminateFromThePeerEndsTheEndpointWithoutTheUal) {
     EXPECT_EQ(end->status, ECONNABORTED);
     EXPECT_EQ(end->object, h.qp.handle);
     auto qa = h.consumer->query_qp(h.qp);
-    ASSERT_TRUE(qa);
+    ASSERT_OK(qa);
     EXPECT_EQ(qa->state, uint32_t{RI_QPS_ERROR});
     int flushed = 0;
     while (auto wc = h.completion(5s)) {
@@ -412,12 +413,12 @@ TEST(HostedConsumerEnd, ATerminateFromThePeerEndsTheEndpointWithoutTheUal) {
     // What the uAL does on the same event, later: harmless, and no second report.
     ri_qp_attr_t err{};
     err.state = RI_QPS_ERROR;
-    EXPECT_TRUE(h.consumer->modify_qp(h.qp, err, RI_QP_ATTR_STATE));
+    EXPECT_OK(h.consumer->modify_qp(h.qp, err, RI_QP_ATTR_STATE));
     EXPECT_FALSE(h.next_cm(300ms).has_value());
     // The ended QP resets and its endpoint with it.
     ri_qp_attr_t idle{};
     idle.state = RI_QPS_IDLE;
-    EXPECT_TRUE(h.consumer->modify_qp(h.qp, idle, RI_QP_ATTR_STATE));
+    EXPECT_OK(h.consumer->modify_qp(h.qp, idle, RI_QP_ATTR_STATE));
 }
 
 }  // namespace

@@ -34,6 +34,14 @@ struct Credentials {
     std::vector<gid_t> groups;  /**< Supplementary groups. */
 };
 
+/** @brief The whole of @p file ("" when it cannot be read). */
+inline std::string read_text(const std::filesystem::path &file) {
+    std::ifstream in(file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
 /**
  * @brief A private directory (searchable by every user, so a process dropped to another uid reaches the device)
  *        and child processes in their own process groups, all killed and reaped at teardown whatever happened.
@@ -143,12 +151,7 @@ protected:
         }
         return nullptr;
     }
-    static std::string read_text(const std::filesystem::path &file) {
-        std::ifstream in(file);
-        std::stringstream ss;
-        ss << in.rdbuf();
-        return ss.str();
-    }
+    static std::string read_text(const std::filesystem::path &file) { return testutil::read_text(file); }
     std::string stderr_text() { return read_text(dir_ / "stderr"); }
 
     std::filesystem::path dir_;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rnic_calls.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -188,7 +189,7 @@ TEST_F(Krdmad, RdmactlShowsAnRnicWholeAndFiltersWhatItLists) {
     EXPECT_NE(out.find("no RNIC named or serving nosuch"), std::string::npos) << out;
 
     // resources: by process, by object type, by RNIC.
-    ASSERT_EQ(testutil::open_rnic(*consumer, "cpp0"), RI_OK);
+    ASSERT_RI_OK(testutil::open_rnic(*consumer, "cpp0"));
     const std::string me = std::to_string(::getpid());
     ASSERT_EQ(rdmactl({"--device", device.string(), "resources", "--pid", me, "--json"}, out), 0) << out;
     auto res = nlohmann::json::parse(out);
@@ -358,7 +359,7 @@ TEST_F(Krdmad, SighupReloadsWhatCanChangeLiveAndRefusesTheRest) {
     EXPECT_NE(ready.find("STATUS=serving " + device.string() + " with 1 RNIC(s)"), std::string::npos) << ready;
     auto consumer = connect(device);
     ASSERT_NE(consumer, nullptr);
-    ASSERT_EQ(testutil::open_rnic(*consumer, "cpp0"), RI_OK);
+    ASSERT_RI_OK(testutil::open_rnic(*consumer, "cpp0"));
     auto reload = [&] {
         EXPECT_EQ(::kill(pid, SIGHUP), 0);
         EXPECT_NE(notify.wait_for("RELOADING=1"), "");

@@ -17,6 +17,7 @@
 #include "krdmad_fixture.hpp"
 #include "rnic_calls.hpp"
 #include "syscall.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -158,12 +159,12 @@ TEST_F(Limits, AnUnprivilegedCallerGetsNoPrivilegedPortThroughKrdmad) {
     auto c = connect(device_);
     ASSERT_NE(c, nullptr);
     uint64_t rnic = 0;
-    ASSERT_EQ(testutil::open_rnic(*c, "cpp0", &rnic), RI_OK);
+    ASSERT_RI_OK(testutil::open_rnic(*c, "cpp0", &rnic));
     krdma_listen q{};
     q.rnic = rnic;
     q.port = port;
     auto r = c->call(KRDMA_CMD_LISTEN, {reinterpret_cast<const uint8_t *>(&q), sizeof q});
-    ASSERT_TRUE(r);
+    ASSERT_OK(r);
     EXPECT_EQ(r->status, 0) << r->reason;
     EXPECT_EQ(limits()["refused"]["privileged_ports"], 1);
 }
@@ -285,7 +286,7 @@ TEST_F(Limits, PinsArePerProcessWithinItsMemlockAndPerUser) {
     auto root = Consumer::open(device_);
     ASSERT_TRUE(root);
     const uint64_t mem = mapped(4096 * KiB);
-    EXPECT_EQ(root->reg(mem, 4096 * KiB), RI_OK);
+    EXPECT_RI_OK(root->reg(mem, 4096 * KiB));
     std::ofstream(done.string()) << "done";
     EXPECT_EQ(wait_exit(first), 0) << read_text(log);
 }
@@ -300,15 +301,15 @@ TEST_F(Limits, QueueMemoryAKvpHoldsIsChargedToItsOwner) {
     auto c = connect(device_);
     ASSERT_NE(c, nullptr) << stderr_text();
     uint64_t rnic = 0;
-    ASSERT_EQ(testutil::open_rnic(*c, "sr0", &rnic), RI_OK);
+    ASSERT_RI_OK(testutil::open_rnic(*c, "sr0", &rnic));
     const auto create_cq = [&](uint32_t entries) {
         ri_cq_attr_t a{};
         a.cqe = entries;
         uint64_t cq = 0;
         return sys(*c, RI_CREATE_CQ, rnic, &a, sizeof a, &a, sizeof a, &cq);
     };
-    EXPECT_EQ(create_cq(65536), RI_ENOSPC);  // 65536 completions of 64 bytes and more: over 1 MiB
-    ASSERT_EQ(create_cq(1024), RI_OK);
+    EXPECT_STATUS(create_cq(65536), RI_ENOSPC);  // 65536 completions of 64 bytes and more: over 1 MiB
+    ASSERT_RI_OK(create_cq(1024));
     auto j = limits();
     EXPECT_GE(j["pinned_bytes"]["in_use"].get<uint64_t>(), 1024u * sizeof(ri_wc_t)) << j.dump();
     EXPECT_EQ(j["refused"]["pins_process"], 1) << j.dump();

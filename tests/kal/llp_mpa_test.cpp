@@ -21,6 +21,7 @@
 #include "iwarp/crc32c.hpp"
 #include "iwarp/wire.hpp"
 #include "mpa_session.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -145,7 +146,7 @@ Bytes read_frame(int fd) {
 Bytes encode(const MpaFrame &f) {
     Bytes b(iwarp::kMpaFrameHeaderLen + iwarp::kMpaMaxPrivateData);
     auto n = iwarp::encode_mpa(f, b);
-    EXPECT_TRUE(n) << n.error().to_string();
+    EXPECT_OK(n) << n.error().to_string();
     b.resize(n ? *n : 0);
     return b;
 }
@@ -163,7 +164,7 @@ Bytes span_bytes(std::span<const uint8_t> s) { return Bytes(s.begin(), s.end());
 
 using Decide = std::function<void(MpaSession &)>;
 
-const Decide kAcceptEmpty = [](MpaSession &s) { ASSERT_TRUE(s.accept({}, 0x3fff, 0x3fff)); };
+const Decide kAcceptEmpty = [](MpaSession &s) { ASSERT_OK(s.accept({}, 0x3fff, 0x3fff)); };
 
 // Polls every session to a final state, at most 5 s; a responder holding a request is handed to decide. A session
 // past its own deadline is timed out, as the connection manager would. False if the 5 s ran out first.
@@ -232,9 +233,9 @@ struct SessionPair {
     MpaSession res{tcp.server.get()};
     SessionPair(const MpaConfig &ci, const MpaConfig &cr, std::span<const uint8_t> pd = {}) {
         auto a = ini.start_initiator(ci, pd, soon());
-        EXPECT_TRUE(a) << a.error().to_string();
+        EXPECT_OK(a) << a.error().to_string();
         auto b = res.start_responder(cr, soon());
-        EXPECT_TRUE(b) << b.error().to_string();
+        EXPECT_OK(b) << b.error().to_string();
     }
 };
 
@@ -294,7 +295,7 @@ TEST(LlpMpa, RevisionsOneAndTwoBothWays) {
             EXPECT_EQ(p.ini.result().enhanced, want == 2);
             EXPECT_EQ(p.res.result().peer2peer, want == 2);
             auto pi = kal::llp::to_llp_params(p.ini.result(), true, p.ini.fd());
-            ASSERT_TRUE(pi);
+            ASSERT_OK(pi);
             EXPECT_EQ(pi->mpa_revision, want);
             EXPECT_EQ(pi->rtr_type, want == 2 ? uint32_t{RI_RTR_WRITE} : uint32_t{RI_RTR_NONE});
         }
@@ -314,7 +315,7 @@ TEST(LlpMpa, CrcIsUsedWhenEitherSideAsks) {
             EXPECT_EQ(p.ini.result().crc, ci_crc || cr_crc);
             EXPECT_EQ(p.res.result().crc, ci_crc || cr_crc);
             auto pr = kal::llp::to_llp_params(p.res.result(), false, p.res.fd());
-            ASSERT_TRUE(pr);
+            ASSERT_OK(pr);
             EXPECT_EQ((pr->mpa_flags & RI_MPA_CRC) != 0, ci_crc || cr_crc);
         }
     }
@@ -328,11 +329,11 @@ TEST(LlpMpa, MarkersNeedTheSendersConsent) {
         SessionPair p(wants, refuses);
         ASSERT_TRUE(drive({&p.ini, &p.res}));
         EXPECT_EQ(p.res.state(), MpaState::failed);
-        EXPECT_EQ(code_of(p.res), RI_EOPNOTSUPP);
+        EXPECT_STATUS(code_of(p.res), RI_EOPNOTSUPP);
         EXPECT_EQ(term_of(p.res), iwarp::term::kLlpInvalidMpaFrame);
         EXPECT_EQ(p.res.teardown(), MpaTeardown::close);
         EXPECT_EQ(p.ini.state(), MpaState::rejected);  // the responder answered with a reject reply
-        EXPECT_EQ(code_of(p.ini), RI_ECONNREFUSED);
+        EXPECT_STATUS(code_of(p.ini), RI_ECONNREFUSED);
     }
     MpaConfig allows;
     allows.markers_allowed = true;
@@ -345,8 +346,8 @@ TEST(LlpMpa, MarkersNeedTheSendersConsent) {
     EXPECT_TRUE(p.res.result().markers_tx);
     auto pi = kal::llp::to_llp_params(p.ini.result(), true, p.ini.fd());
     auto pr = kal::llp::to_llp_params(p.res.result(), false, p.res.fd());
-    ASSERT_TRUE(pi);
-    ASSERT_TRUE(pr);
+    ASSERT_OK(pi);
+    ASSERT_OK(pr);
     EXPECT_NE(pi->mpa_flags & RI_MPA_MARKERS, 0u);  // either direction sets the one ABI bit
     EXPECT_NE(pr->mpa_flags & RI_MPA_MARKERS, 0u);
     EXPECT_LE(pr->fpdu_max, pr->mss);  // the markers this side inserts still fit the segment
@@ -371,8 +372,8 @@ TEST(LlpMpa, PeerToPeerRtrPolicies) {
         EXPECT_EQ(p.res.result().rtr, c.chosen);
         auto pi = kal::llp::to_llp_params(p.ini.result(), true, p.ini.fd());
         auto pr = kal::llp::to_llp_params(p.res.result(), false, p.res.fd());
-        ASSERT_TRUE(pi);
-        ASSERT_TRUE(pr);
+        ASSERT_OK(pi);
+        ASSERT_OK(pr);
         EXPECT_EQ(pi->rtr_type, c.ri);
         EXPECT_EQ(pr->rtr_type, c.ri);
         EXPECT_EQ(pi->mpa_flags & (RI_MPA_PEER2PEER | RI_MPA_INITIATOR), RI_MPA_PEER2PEER | RI_MPA_INITIATOR);
@@ -395,7 +396,7 @@ TEST(LlpMpa, PeerToPeerRtrPolicies) {
     ASSERT_EQ(q.res.state(), MpaState::established);
     EXPECT_FALSE(q.res.result().peer2peer);
     auto pq = kal::llp::to_llp_params(q.res.result(), false, q.res.fd());
-    ASSERT_TRUE(pq);
+    ASSERT_OK(pq);
     EXPECT_EQ(pq->rtr_type, uint32_t{RI_RTR_NONE});
     EXPECT_EQ(pq->mpa_flags & RI_MPA_PEER2PEER, 0u);
 }
@@ -416,8 +417,8 @@ TEST(LlpMpa, IrdOrdAreExchangedAndCappedByTheConsumer) {
     EXPECT_EQ(p.ini.result().ord, 4);  // lowered to what the responder can take
     auto pi = kal::llp::to_llp_params(p.ini.result(), true, p.ini.fd());
     auto pr = kal::llp::to_llp_params(p.res.result(), false, p.res.fd());
-    ASSERT_TRUE(pi);
-    ASSERT_TRUE(pr);
+    ASSERT_OK(pi);
+    ASSERT_OK(pr);
     EXPECT_EQ(pi->ord, pr->ird);
     EXPECT_GE(pi->ird, pr->ord);
 }
@@ -443,7 +444,7 @@ TEST(LlpMpa, LargestPrivateDataBothWays) {
         const Bytes too_big = pattern(max + 1, 3);
         auto r = ini.start_initiator(cfg, too_big, soon());
         ASSERT_FALSE(r);
-        EXPECT_EQ(r.error().code(), RI_EMSGSIZE);
+        EXPECT_STATUS(r, RI_EMSGSIZE);
         EXPECT_EQ(ini.state(), MpaState::idle);
     }
 }
@@ -465,12 +466,12 @@ TEST(LlpMpa, ConsumerRejectCarriesPrivateData) {
     SessionPair p(MpaConfig{}, MpaConfig{}, bytes("service 7"));
     ASSERT_TRUE(drive({&p.ini, &p.res}, [&](MpaSession &s) { ASSERT_TRUE(s.reject(why)); }));
     EXPECT_EQ(p.ini.state(), MpaState::rejected);
-    EXPECT_EQ(code_of(p.ini), RI_ECONNREFUSED);
+    EXPECT_STATUS(code_of(p.ini), RI_ECONNREFUSED);
     EXPECT_EQ(span_bytes(p.ini.peer_private_data()), why);
     EXPECT_TRUE(p.ini.peer_frame()->reject);
     EXPECT_EQ(p.ini.teardown(), MpaTeardown::close);
     EXPECT_EQ(p.res.state(), MpaState::rejected);
-    EXPECT_EQ(code_of(p.res), RI_ECONNREFUSED);
+    EXPECT_STATUS(code_of(p.res), RI_ECONNREFUSED);
     EXPECT_FALSE(p.ini.term().has_value());  // a reject is not a protocol error
 }
 
@@ -480,9 +481,9 @@ TEST(LlpMpa, ConsumerReplyTooLargeCanBeRetried) {
     const Bytes big = pattern(iwarp::kMpaMaxPrivateData, 5);  // 512 + the IRD/ORD words: too much
     auto r = p.res.accept(big, 16, 16);
     ASSERT_FALSE(r);
-    EXPECT_EQ(r.error().code(), RI_EMSGSIZE);
+    EXPECT_STATUS(r, RI_EMSGSIZE);
     EXPECT_EQ(p.res.state(), MpaState::request_received);
-    ASSERT_TRUE(p.res.accept({}, 16, 16));
+    ASSERT_OK(p.res.accept({}, 16, 16));
     ASSERT_TRUE(drive({&p.ini, &p.res}));
     EXPECT_EQ(p.ini.state(), MpaState::established);
 }
@@ -491,17 +492,17 @@ TEST(LlpMpa, CallsOutOfOrderAreRefused) {
     TcpPair t = tcp_pair();
     MpaSession s(t.server.get());
     EXPECT_EQ(s.poll_events(), 0);
-    EXPECT_EQ(s.accept({}, 1, 1).error().code(), RI_EINVAL);
-    EXPECT_EQ(s.reject({}).error().code(), RI_EINVAL);
+    EXPECT_STATUS(s.accept({}, 1, 1), RI_EINVAL);
+    EXPECT_STATUS(s.reject({}), RI_EINVAL);
     MpaConfig bad;
     bad.revision = 3;
-    EXPECT_EQ(s.start_responder(bad, soon()).error().code(), RI_EINVAL);
-    EXPECT_EQ(s.start_initiator(bad, {}, soon()).error().code(), RI_EINVAL);
-    ASSERT_TRUE(s.start_responder(MpaConfig{}, soon()));
+    EXPECT_STATUS(s.start_responder(bad, soon()), RI_EINVAL);
+    EXPECT_STATUS(s.start_initiator(bad, {}, soon()), RI_EINVAL);
+    ASSERT_OK(s.start_responder(MpaConfig{}, soon()));
     EXPECT_EQ(s.poll_events(), POLLIN);
-    EXPECT_EQ(s.start_responder(MpaConfig{}, soon()).error().code(), RI_EINVAL);
-    EXPECT_EQ(s.start_initiator(MpaConfig{}, {}, soon()).error().code(), RI_EINVAL);
-    EXPECT_EQ(s.accept({}, 1, 1).error().code(), RI_EINVAL);  // no request yet
+    EXPECT_STATUS(s.start_responder(MpaConfig{}, soon()), RI_EINVAL);
+    EXPECT_STATUS(s.start_initiator(MpaConfig{}, {}, soon()), RI_EINVAL);
+    EXPECT_STATUS(s.accept({}, 1, 1), RI_EINVAL);  // no request yet
     EXPECT_FALSE(s.peer_frame().has_value());
 }
 
@@ -511,8 +512,8 @@ TEST(LlpMpa, LlpParamsDescribeTheStream) {
     ASSERT_EQ(p.ini.state(), MpaState::established);
     auto pi = kal::llp::to_llp_params(p.ini.result(), true, p.ini.fd());
     auto pr = kal::llp::to_llp_params(p.res.result(), false, p.res.fd());
-    ASSERT_TRUE(pi) << pi.error().to_string();
-    ASSERT_TRUE(pr) << pr.error().to_string();
+    ASSERT_OK(pi) << pi.error().to_string();
+    ASSERT_OK(pr) << pr.error().to_string();
     EXPECT_EQ(pi->fd, p.ini.fd());
     EXPECT_EQ(pi->local.family, RI_AF_INET);
     const uint8_t loopback[4] = {127, 0, 0, 1};
@@ -546,7 +547,7 @@ struct RawInitiator {
     MpaSession res{tcp.server.get()};
     int peer() const { return tcp.client.get(); }
     explicit RawInitiator(const MpaConfig &cfg = MpaConfig{}, MpaClock::time_point deadline = soon()) {
-        EXPECT_TRUE(res.start_responder(cfg, deadline));
+        EXPECT_OK(res.start_responder(cfg, deadline));
     }
 };
 
@@ -562,13 +563,13 @@ TEST(LlpMpaResponder, OversizedPrivateDataIsRejectedUnread) {
     send_all(r.peer(), frame);
     ASSERT_TRUE(drive({&r.res}));
     EXPECT_EQ(r.res.state(), MpaState::failed);
-    EXPECT_EQ(code_of(r.res), RI_EMSGSIZE);
+    EXPECT_STATUS(code_of(r.res), RI_EMSGSIZE);
     EXPECT_EQ(term_of(r.res), iwarp::term::kLlpInvalidMpaFrame);
     EXPECT_EQ(r.res.teardown(), MpaTeardown::close);
     EXPECT_EQ(unread(r.res.fd()), 513);  // the announced bytes were never read
     Bytes reply = read_frame(r.peer());
     auto f = iwarp::decode_mpa(reply, MpaKind::reply);
-    ASSERT_TRUE(f) << f.error().to_string();
+    ASSERT_OK(f) << f.error().to_string();
     EXPECT_TRUE(f->reject);
     EXPECT_EQ(f->revision, 2);
 }
@@ -580,7 +581,7 @@ TEST(LlpMpaResponder, WrongKeyGetsNoReply) {
     send_all(r.peer(), encode(f));
     ASSERT_TRUE(drive({&r.res}));
     EXPECT_EQ(r.res.state(), MpaState::failed);
-    EXPECT_EQ(code_of(r.res), RI_EPROTO);
+    EXPECT_STATUS(code_of(r.res), RI_EPROTO);
     EXPECT_EQ(term_of(r.res), iwarp::term::kLlpInvalidMpaFrame);
     EXPECT_EQ(r.res.teardown(), MpaTeardown::close);
     EXPECT_EQ(unread(r.peer()), 0);  // not an MPA peer: nothing is sent back
@@ -596,11 +597,11 @@ TEST(LlpMpaResponder, UnsupportedRevisionIsRejected) {
     send_all(r.peer(), encode(f));
     ASSERT_TRUE(drive({&r.res}));
     EXPECT_EQ(r.res.state(), MpaState::failed);
-    EXPECT_EQ(code_of(r.res), RI_EPROTO);
+    EXPECT_STATUS(code_of(r.res), RI_EPROTO);
     EXPECT_EQ(term_of(r.res), iwarp::term::kLlpInvalidMpaFrame);
     EXPECT_EQ(unread(r.res.fd()), 0);  // the whole frame was read, so closing does not reset the reply away
     auto reply = iwarp::decode_mpa(read_frame(r.peer()), MpaKind::reply);
-    ASSERT_TRUE(reply);
+    ASSERT_OK(reply);
     EXPECT_TRUE(reply->reject);
     EXPECT_EQ(reply->revision, 1);  // the reject speaks a revision we know
 }
@@ -614,7 +615,7 @@ TEST(LlpMpaResponder, ReservedBitsAreRejected) {
     EXPECT_EQ(r.res.state(), MpaState::failed);
     EXPECT_EQ(term_of(r.res), iwarp::term::kLlpInvalidMpaFrame);
     auto reply = iwarp::decode_mpa(read_frame(r.peer()), MpaKind::reply);
-    ASSERT_TRUE(reply);
+    ASSERT_OK(reply);
     EXPECT_TRUE(reply->reject);
 }
 
@@ -624,7 +625,7 @@ TEST(LlpMpaResponder, HttpRequestFailsAtTheFirstWrongByteAndReadsNoMore) {
     send_text(r.peer(), http);
     ASSERT_TRUE(drive({&r.res}));
     EXPECT_EQ(r.res.state(), MpaState::failed);
-    EXPECT_EQ(code_of(r.res), RI_EPROTO);
+    EXPECT_STATUS(code_of(r.res), RI_EPROTO);
     EXPECT_EQ(term_of(r.res), iwarp::term::kLlpInvalidMpaFrame);
     // At most one header's worth was read.
     EXPECT_GE(unread(r.res.fd()), static_cast<int>(http.size() - iwarp::kMpaFrameHeaderLen));
@@ -636,7 +637,7 @@ TEST(LlpMpaResponder, HttpRequestFailsAtTheFirstWrongByteAndReadsNoMore) {
     send_text(s.peer(), "GET");
     ASSERT_TRUE(drive({&s.res}));
     EXPECT_EQ(s.res.state(), MpaState::failed);
-    EXPECT_EQ(code_of(s.res), RI_EPROTO);
+    EXPECT_STATUS(code_of(s.res), RI_EPROTO);
     EXPECT_LT(MpaClock::now() - t0, 2s);
 }
 
@@ -649,7 +650,7 @@ TEST(LlpMpaResponder, PeerClosingMidFrameIsAConnectionLoss) {
         r.tcp.client.reset();
         ASSERT_TRUE(drive({&r.res}));
         EXPECT_EQ(r.res.state(), MpaState::failed);
-        EXPECT_EQ(code_of(r.res), RI_ECONNRESET);
+        EXPECT_STATUS(code_of(r.res), RI_ECONNRESET);
         EXPECT_EQ(term_of(r.res), iwarp::term::kLlpConnectionLost);
     }
     // Mid-private data.
@@ -660,7 +661,7 @@ TEST(LlpMpaResponder, PeerClosingMidFrameIsAConnectionLoss) {
     r.tcp.client.reset();  // TCP delivers the 74 bytes, then the FIN
     ASSERT_TRUE(drive({&r.res}));
     EXPECT_EQ(r.res.state(), MpaState::failed);
-    EXPECT_EQ(code_of(r.res), RI_ECONNRESET);
+    EXPECT_STATUS(code_of(r.res), RI_ECONNRESET);
     EXPECT_NE(r.res.error()->message().find("of 124 bytes"), std::string::npos) << r.res.error()->message();
 }
 
@@ -671,7 +672,7 @@ TEST(LlpMpaResponder, SilentPeerTimesOut) {
     EXPECT_FALSE(r.res.expired(t0));
     ASSERT_TRUE(drive({&r.res}));
     EXPECT_EQ(r.res.state(), MpaState::failed);
-    EXPECT_EQ(code_of(r.res), RI_ETIMEDOUT);
+    EXPECT_STATUS(code_of(r.res), RI_ETIMEDOUT);
     EXPECT_FALSE(r.res.term().has_value());
     EXPECT_EQ(r.res.teardown(), MpaTeardown::close);
     EXPECT_GE(MpaClock::now() - t0, 200ms);
@@ -697,12 +698,12 @@ TEST(LlpMpaResponder, ByteByByteRequestAndTrailingStreamBytesStayUnread) {
     ASSERT_TRUE(drive_until(r.res, MpaState::request_received));
     EXPECT_EQ(span_bytes(r.res.peer_private_data()), pd);
     EXPECT_EQ(unread(r.res.fd()), static_cast<int>(stream.size()));
-    ASSERT_TRUE(r.res.accept({}, 8, 8));
+    ASSERT_OK(r.res.accept({}, 8, 8));
     ASSERT_TRUE(drive({&r.res}));
     ASSERT_EQ(r.res.state(), MpaState::established);
     EXPECT_EQ(read_exact(r.res.fd(), stream.size()), stream);
     auto reply = iwarp::decode_mpa(read_frame(r.peer()), MpaKind::reply);
-    ASSERT_TRUE(reply);
+    ASSERT_OK(reply);
     EXPECT_FALSE(reply->reject);
 }
 
@@ -716,17 +717,17 @@ struct RawResponder {
     Bytes request_bytes;
     int peer() const { return tcp.server.get(); }
     explicit RawResponder(const MpaConfig &cfg = MpaConfig{}, MpaClock::time_point deadline = soon()) {
-        EXPECT_TRUE(ini.start_initiator(cfg, {}, deadline));
+        EXPECT_OK(ini.start_initiator(cfg, {}, deadline));
         EXPECT_TRUE(drive_until(ini, MpaState::awaiting_reply));
         request_bytes = read_frame(peer());
         auto f = iwarp::decode_mpa(request_bytes, MpaKind::request);
-        EXPECT_TRUE(f);
+        EXPECT_OK(f);
         if (f) request = *f;
         request.private_data = {};
     }
     MpaFrame good_reply() const {
         auto r = iwarp::respond(MpaConfig{}, request);
-        EXPECT_TRUE(r);
+        EXPECT_OK(r);
         return r ? r->reply : MpaFrame{};
     }
 };
@@ -814,7 +815,7 @@ TEST(LlpMpaInitiator, NegotiationFailuresAskForATerminate) {
     send_all(r.peer(), encode(f));
     ASSERT_TRUE(drive({&r.ini}));
     EXPECT_EQ(r.ini.state(), MpaState::failed);
-    EXPECT_EQ(code_of(r.ini), RI_ERANGE);
+    EXPECT_STATUS(code_of(r.ini), RI_ERANGE);
     EXPECT_EQ(term_of(r.ini), iwarp::term::kLlpInsufficientIrd);
     EXPECT_EQ(r.ini.teardown(), MpaTeardown::terminate);
 
@@ -852,7 +853,7 @@ TEST(LlpMpaInitiator, PeerClosingMidReplyIsAConnectionLoss) {
     r.tcp.server.reset();
     ASSERT_TRUE(drive({&r.ini}));
     EXPECT_EQ(r.ini.state(), MpaState::failed);
-    EXPECT_EQ(code_of(r.ini), RI_ECONNRESET);
+    EXPECT_STATUS(code_of(r.ini), RI_ECONNRESET);
     EXPECT_EQ(term_of(r.ini), iwarp::term::kLlpConnectionLost);
 }
 
@@ -862,7 +863,7 @@ TEST(LlpMpaInitiator, SilentResponderTimesOut) {
     EXPECT_EQ(r.request_bytes.size(), iwarp::kMpaFrameHeaderLen + iwarp::kMpaIrdOrdLen);
     ASSERT_TRUE(drive({&r.ini}));
     EXPECT_EQ(r.ini.state(), MpaState::failed);
-    EXPECT_EQ(code_of(r.ini), RI_ETIMEDOUT);
+    EXPECT_STATUS(code_of(r.ini), RI_ETIMEDOUT);
     EXPECT_NE(r.ini.error()->message().find("awaiting_reply"), std::string::npos);
 }
 
@@ -876,7 +877,7 @@ TEST(LlpMpaInitiator, ResetWhileWaitingForTheConsumerFails) {
     pollfd pf{p.res.fd(), p.res.poll_events(), 0};
     ASSERT_EQ(::poll(&pf, 1, 2000), 1);
     EXPECT_EQ(p.res.on_events(pf.revents), MpaState::failed);
-    EXPECT_EQ(code_of(p.res), RI_ECONNRESET);
+    EXPECT_STATUS(code_of(p.res), RI_ECONNRESET);
 }
 
 }  // namespace

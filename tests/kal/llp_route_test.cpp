@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "route.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -35,7 +36,7 @@ using krdma::to_text;
 
 ri_net_addr_t addr(const char *text) {
     auto a = krdma::parse_net_addr(text);
-    EXPECT_TRUE(a) << text;
+    EXPECT_OK(a) << text;
     return a ? *a : ri_net_addr_t{};
 }
 
@@ -85,21 +86,21 @@ std::optional<std::string> host_ipv4() {
 
 TEST(LlpNetAddr, ParsesAndPrintsBothFamilies) {
     auto v4 = krdma::parse_net_addr("192.0.2.17");
-    ASSERT_TRUE(v4);
+    ASSERT_OK(v4);
     EXPECT_EQ(v4->family, RI_AF_INET);
     EXPECT_EQ(v4->addr[3], 17);
     EXPECT_EQ(krdma::to_text(*v4), "192.0.2.17");
     auto v6 = krdma::parse_net_addr("2001:db8::5");
-    ASSERT_TRUE(v6);
+    ASSERT_OK(v6);
     EXPECT_EQ(v6->family, RI_AF_INET6);
     EXPECT_EQ(krdma::to_text(*v6), "2001:db8::5");
     auto scoped = krdma::parse_net_addr("fe80::1%lo");
-    ASSERT_TRUE(scoped);
+    ASSERT_OK(scoped);
     EXPECT_NE(scoped->scope_id, 0u);
-    EXPECT_EQ(krdma::parse_net_addr("fe80::1%nosuchdev0").error().code(), RI_ENOENT);
-    EXPECT_EQ(krdma::parse_net_addr("192.0.2.1%lo").error().code(), RI_EINVAL);  // IPv4 has no scope
-    EXPECT_EQ(krdma::parse_net_addr("GET / HTTP/1.1").error().code(), RI_EINVAL);
-    EXPECT_EQ(krdma::parse_net_addr("").error().code(), RI_EINVAL);
+    EXPECT_STATUS(krdma::parse_net_addr("fe80::1%nosuchdev0"), RI_ENOENT);
+    EXPECT_STATUS(krdma::parse_net_addr("192.0.2.1%lo"), RI_EINVAL);  // IPv4 has no scope
+    EXPECT_STATUS(krdma::parse_net_addr("GET / HTTP/1.1"), RI_EINVAL);
+    EXPECT_STATUS(krdma::parse_net_addr(""), RI_EINVAL);
     EXPECT_TRUE(krdma::is_loopback(addr("127.3.2.1")));
     EXPECT_TRUE(krdma::is_loopback(addr("::1")));
     EXPECT_TRUE(krdma::is_loopback(addr("::ffff:127.0.0.1")));
@@ -112,7 +113,7 @@ TEST(LlpNetAddr, ParsesAndPrintsBothFamilies) {
     EXPECT_EQ(krdma::sockaddr_len(*v6), sizeof(sockaddr_in6));
     uint16_t port = 0;
     auto back = krdma::net_addr_from_sockaddr(ss, &port);
-    ASSERT_TRUE(back);
+    ASSERT_OK(back);
     EXPECT_TRUE(krdma::same_net_addr(*back, *v6));
     EXPECT_EQ(port, 4791);
     sockaddr_storage unix_addr{};
@@ -125,7 +126,7 @@ TEST(LlpNetAddr, ParsesAndPrintsBothFamilies) {
 
 TEST(LlpRoute, LoopbackGoesThroughLo) {
     auto r = lookup_route("127.0.0.1");
-    ASSERT_TRUE(r) << r.error().to_string();
+    ASSERT_OK(r) << r.error().to_string();
     EXPECT_EQ(r->ifname, "lo");
     EXPECT_TRUE(r->loopback_device);
     EXPECT_TRUE(r->local());
@@ -134,7 +135,7 @@ TEST(LlpRoute, LoopbackGoesThroughLo) {
     EXPECT_EQ(text_of(r->preferred_source), "127.0.0.1");
     EXPECT_EQ(krdma::to_text(r->next_hop()), "127.0.0.1");
     auto n = lookup_neighbour(*r);
-    ASSERT_TRUE(n);
+    ASSERT_OK(n);
     EXPECT_FALSE(n->has_value());  // local traffic has no neighbour
 }
 
@@ -142,7 +143,7 @@ TEST(LlpRoute, Ipv6LoopbackGoesThroughLo) {
     std::ifstream if6("/proc/net/if_inet6");
     if (!if6) GTEST_SKIP() << "IPv6 is disabled on this host";
     auto r = lookup_route("::1");
-    ASSERT_TRUE(r) << r.error().to_string();
+    ASSERT_OK(r) << r.error().to_string();
     EXPECT_EQ(r->ifname, "lo");
     EXPECT_TRUE(r->local());
 }
@@ -151,7 +152,7 @@ TEST(LlpRoute, OwnAddressIsLocal) {
     auto mine = host_ipv4();
     if (!mine) GTEST_SKIP() << "this host has no non-loopback IPv4 address";
     auto r = lookup_route(*mine);
-    ASSERT_TRUE(r) << r.error().to_string();
+    ASSERT_OK(r) << r.error().to_string();
     EXPECT_TRUE(r->local());
     EXPECT_TRUE(r->loopback_device);
 }
@@ -160,7 +161,7 @@ TEST(LlpRoute, DefaultRouteMatchesProcNetRoute) {
     auto def = proc_default_route();
     if (!def) GTEST_SKIP() << "this host has no default IPv4 route";
     auto r = lookup_route("198.51.100.7");  // TEST-NET-2: only a default route reaches it
-    ASSERT_TRUE(r) << r.error().to_string();
+    ASSERT_OK(r) << r.error().to_string();
     EXPECT_EQ(r->ifname, def->dev);
     EXPECT_EQ(text_of(r->gateway), def->gateway);
     EXPECT_EQ(r->type, RTN_UNICAST);
@@ -177,10 +178,10 @@ TEST(LlpRoute, UnroutableWithoutDefaultRoute) {
 }
 
 TEST(LlpRoute, BadQueriesAreRefused) {
-    EXPECT_EQ(lookup_route("not.an.address").error().code(), RI_EINVAL);
-    EXPECT_EQ(lookup_route(RouteQuery{}).error().code(), RI_EINVAL);
+    EXPECT_STATUS(lookup_route("not.an.address"), RI_EINVAL);
+    EXPECT_STATUS(lookup_route(RouteQuery{}), RI_EINVAL);
     RouteQuery mixed{addr("127.0.0.1"), addr("::1"), 0};
-    EXPECT_EQ(lookup_route(mixed).error().code(), RI_EINVAL);
+    EXPECT_STATUS(lookup_route(mixed), RI_EINVAL);
     RouteQuery foreign_source{addr("127.0.0.1"), addr("203.0.113.9"), 0};  // not an address of this host
     auto r = lookup_route(foreign_source);
     ASSERT_FALSE(r);
@@ -189,26 +190,26 @@ TEST(LlpRoute, BadQueriesAreRefused) {
     if (proc_default_route()) {
         auto lo_out = lookup_route(RouteQuery{addr("198.51.100.7"), addr("127.0.0.1"), 0});
         ASSERT_FALSE(lo_out);
-        EXPECT_EQ(lo_out.error().code(), RI_EINVAL) << lo_out.error().to_string();
+        EXPECT_STATUS(lo_out, RI_EINVAL) << lo_out.error().to_string();
     }
 }
 
 TEST(LlpRoute, RnicOnLoopback) {
     RnicBinding lo{addr("127.0.0.1"), "lo"};
     auto r = lookup_route_for(lo, addr("127.0.0.1"));
-    ASSERT_TRUE(r) << r.error().to_string();
+    ASSERT_OK(r) << r.error().to_string();
     EXPECT_EQ(r->ifname, "lo");
     auto src = source_for(lo, addr("127.0.0.2"));
-    ASSERT_TRUE(src) << src.error().to_string();
+    ASSERT_OK(src) << src.error().to_string();
     EXPECT_EQ(krdma::to_text(*src), "127.0.0.1");
     // Bound by netdev only: the route's preferred source.
     RnicBinding lo_dev{ri_net_addr_t{}, "lo"};
     auto src2 = source_for(lo_dev, addr("127.0.0.5"));
-    ASSERT_TRUE(src2) << src2.error().to_string();
+    ASSERT_OK(src2) << src2.error().to_string();
     EXPECT_EQ(krdma::to_text(*src2), "127.0.0.1");
     // Bound by address only: the netdev is found from the address.
     RnicBinding lo_addr{addr("127.0.0.1"), ""};
-    EXPECT_TRUE(lookup_route_for(lo_addr, addr("127.0.0.1")));
+    EXPECT_OK(lookup_route_for(lo_addr, addr("127.0.0.1")));
     // A loopback RNIC cannot reach the outside world.
     if (proc_default_route()) {
         auto out = lookup_route_for(lo, addr("198.51.100.7"));
@@ -224,17 +225,16 @@ TEST(LlpRoute, RnicOnAnotherNetdevMayReachLocalAddresses) {
     RnicBinding rnic{addr(mine->c_str()), ""};
     // 127.0.0.1 is an address of this host: through lo is fine even for an RNIC on a real netdev.
     auto r = lookup_route_for(rnic, addr("127.0.0.1"));
-    ASSERT_TRUE(r) << r.error().to_string();
+    ASSERT_OK(r) << r.error().to_string();
     EXPECT_TRUE(r->local());
     auto src = source_for(rnic, addr("127.0.0.1"));
-    ASSERT_TRUE(src);
+    ASSERT_OK(src);
     EXPECT_EQ(krdma::to_text(*src), *mine);
 }
 
 TEST(LlpRoute, BadBindingsAreRefused) {
-    EXPECT_EQ(lookup_route_for(RnicBinding{}, addr("127.0.0.1")).error().code(), RI_EINVAL);
-    EXPECT_EQ(lookup_route_for(RnicBinding{ri_net_addr_t{}, "nosuchdev0"}, addr("127.0.0.1")).error().code(),
-              RI_ENOENT);
+    EXPECT_STATUS(lookup_route_for(RnicBinding{}, addr("127.0.0.1")), RI_EINVAL);
+    EXPECT_STATUS(lookup_route_for(RnicBinding{ri_net_addr_t{}, "nosuchdev0"}, addr("127.0.0.1")), RI_ENOENT);
     // 198.18.0.0/15 is benchmarking space that no test host is given.
     auto absent = addr("198.18.255.254");
     EXPECT_EQ(lookup_route_for(RnicBinding{absent, ""}, addr("127.0.0.1")).error().code(), EADDRNOTAVAIL);
@@ -245,9 +245,9 @@ TEST(LlpRouteCache, KeepsAnAnswerAndRefusalsAreAskedAgain) {
     ASSERT_TRUE(cache.watching());
     RnicBinding lo{addr("127.0.0.1"), "lo"};
     auto first = cache.route_for(lo, addr("127.0.0.1"));
-    ASSERT_TRUE(first) << first.error().to_string();
+    ASSERT_OK(first) << first.error().to_string();
     auto second = cache.route_for(lo, addr("127.0.0.1"));
-    ASSERT_TRUE(second) << second.error().to_string();
+    ASSERT_OK(second) << second.error().to_string();
     EXPECT_EQ(second->ifname, first->ifname);
     EXPECT_EQ(second->type, first->type);
     auto s = cache.stats();
@@ -339,7 +339,7 @@ protected:
 
 TEST_F(LlpRouteNetns, OnLinkDestinationHasNoGateway) {
     auto r = in_netns(ns_a_, [] { return lookup_route("10.77.0.2"); });
-    ASSERT_TRUE(r) << r.error().to_string();
+    ASSERT_OK(r) << r.error().to_string();
     EXPECT_EQ(r->ifname, va_);
     EXPECT_FALSE(r->gateway.has_value());
     EXPECT_EQ(text_of(r->preferred_source), "10.77.0.1");
@@ -349,14 +349,14 @@ TEST_F(LlpRouteNetns, OnLinkDestinationHasNoGateway) {
 
 TEST_F(LlpRouteNetns, GatewayAndItsNeighbour) {
     auto r = in_netns(ns_a_, [] { return lookup_route("10.88.0.5"); });
-    ASSERT_TRUE(r) << r.error().to_string();
+    ASSERT_OK(r) << r.error().to_string();
     EXPECT_EQ(r->ifname, va_);
     EXPECT_EQ(text_of(r->gateway), "10.77.0.2");
     EXPECT_EQ(krdma::to_text(r->next_hop()), "10.77.0.2");
     EXPECT_EQ(r->mtu, 0u);
     Route route = *r;
     auto n = in_netns(ns_a_, [&] { return lookup_neighbour(route); });
-    ASSERT_TRUE(n) << n.error().to_string();
+    ASSERT_OK(n) << n.error().to_string();
     ASSERT_TRUE(n->has_value());
     EXPECT_EQ((*n)->lladdr, "02:00:00:00:77:02");
     EXPECT_EQ((*n)->state_name, "permanent");
@@ -364,7 +364,7 @@ TEST_F(LlpRouteNetns, GatewayAndItsNeighbour) {
 
 TEST_F(LlpRouteNetns, RouteMtu) {
     auto r = in_netns(ns_a_, [] { return lookup_route("10.55.0.9"); });
-    ASSERT_TRUE(r) << r.error().to_string();
+    ASSERT_OK(r) << r.error().to_string();
     EXPECT_EQ(r->mtu, 1400u);
     EXPECT_EQ(text_of(r->gateway), "10.77.0.2");
 }
@@ -384,28 +384,28 @@ TEST_F(LlpRouteNetns, PolicyRoutingFollowsTheSource) {
     ASSERT_FALSE(plain);
     EXPECT_EQ(plain.error().code(), ENETUNREACH);
     auto from = in_netns(ns_a_, [] { return lookup_route(RouteQuery{addr("10.44.0.1"), addr("10.77.0.1"), 0}); });
-    ASSERT_TRUE(from) << from.error().to_string();
+    ASSERT_OK(from) << from.error().to_string();
     EXPECT_EQ(text_of(from->gateway), "10.77.0.2");
     EXPECT_EQ(from->table, 100u);
     // An RNIC on 10.77.0.1 gets there, because its address is the source of the query.
     RnicBinding rnic{addr("10.77.0.1"), ""};
     auto r = in_netns(ns_a_, [&] { return lookup_route_for(rnic, addr("10.44.0.1")); });
-    ASSERT_TRUE(r) << r.error().to_string();
+    ASSERT_OK(r) << r.error().to_string();
     EXPECT_EQ(r->table, 100u);
 }
 
 TEST_F(LlpRouteNetns, RnicNetdevIsEnforced) {
     RnicBinding veth{addr("10.77.0.1"), ""};
     auto ok = in_netns(ns_a_, [&] { return lookup_route_for(veth, addr("10.88.0.5")); });
-    ASSERT_TRUE(ok) << ok.error().to_string();
+    ASSERT_OK(ok) << ok.error().to_string();
     EXPECT_EQ(ok->ifname, va_);
     auto src = in_netns(ns_a_, [&] { return source_for(veth, addr("10.88.0.5")); });
-    ASSERT_TRUE(src);
+    ASSERT_OK(src);
     EXPECT_EQ(krdma::to_text(*src), "10.77.0.1");
     // Bound by netdev only: the source is the route's preferred one.
     RnicBinding by_dev{ri_net_addr_t{}, va_};
     auto src2 = in_netns(ns_a_, [&] { return source_for(by_dev, addr("10.88.0.5")); });
-    ASSERT_TRUE(src2) << src2.error().to_string();
+    ASSERT_OK(src2) << src2.error().to_string();
     EXPECT_EQ(krdma::to_text(*src2), "10.77.0.1");
     // An RNIC on lo does not reach the veth's networks.
     RnicBinding lo{addr("127.0.0.1"), "lo"};
@@ -418,14 +418,14 @@ TEST_F(LlpRouteNetns, RnicNetdevIsEnforced) {
     EXPECT_EQ(bad2.error().code(), EADDRNOTAVAIL) << bad2.error().to_string();
     // The veth RNIC may still reach this host's own addresses through lo.
     auto local = in_netns(ns_a_, [&] { return lookup_route_for(veth, addr("127.0.0.1")); });
-    ASSERT_TRUE(local) << local.error().to_string();
+    ASSERT_OK(local) << local.error().to_string();
     EXPECT_TRUE(local->local());
 }
 
 // The cache answers as a fresh look-up would right after the tables change: the route deleted, then added back.
 TEST_F(LlpRouteNetns, TheRouteCacheFollowsEveryChange) {
     std::unique_ptr<kal::llp::RouteCache> cache;
-    ASSERT_TRUE(in_netns(ns_a_, [&]() -> rdma::Expected<void> {
+    ASSERT_OK(in_netns(ns_a_, [&]() -> rdma::Expected<void> {
         cache = std::make_unique<kal::llp::RouteCache>();
         return {};
     }));
@@ -433,9 +433,9 @@ TEST_F(LlpRouteNetns, TheRouteCacheFollowsEveryChange) {
     RnicBinding veth{addr("10.77.0.1"), ""};
     auto ask = [&] { return in_netns(ns_a_, [&] { return cache->route_for(veth, addr("10.88.0.5")); }); };
     auto r = ask();
-    ASSERT_TRUE(r) << r.error().to_string();
+    ASSERT_OK(r) << r.error().to_string();
     EXPECT_EQ(text_of(r->gateway), "10.77.0.2");
-    ASSERT_TRUE(ask());
+    ASSERT_OK(ask());
     EXPECT_EQ(cache->stats().hits, 1u);
     const std::string a = "ip -n " + ns_a_ + " ";
     ASSERT_EQ(sh(a + "route del 10.88.0.0/24"), 0);
@@ -445,11 +445,11 @@ TEST_F(LlpRouteNetns, TheRouteCacheFollowsEveryChange) {
     EXPECT_GE(cache->stats().flushes, 1u);
     ASSERT_EQ(sh(a + "route add 10.88.0.0/24 via 10.77.0.2"), 0);
     auto back = ask();
-    ASSERT_TRUE(back) << back.error().to_string();
+    ASSERT_OK(back) << back.error().to_string();
     // A new address is a change too: a kept answer is asked again after it.
     const auto misses = cache->stats().misses;
     ASSERT_EQ(sh(a + "addr add 10.77.0.9/24 dev " + va_), 0);
-    ASSERT_TRUE(ask());
+    ASSERT_OK(ask());
     EXPECT_EQ(cache->stats().misses, misses + 1);
 }
 
@@ -459,7 +459,7 @@ TEST_F(LlpRouteNetns, TheOtherNamespaceSeesItsOwnTables) {
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error().code(), ENETUNREACH);
     auto back = in_netns(ns_b_, [] { return lookup_route("10.77.0.1"); });
-    ASSERT_TRUE(back) << back.error().to_string();
+    ASSERT_OK(back) << back.error().to_string();
     EXPECT_EQ(back->ifname, vb_);
 }
 

@@ -12,6 +12,7 @@
 
 #include "config.hpp"
 #include "llp_settings.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -53,7 +54,7 @@ TEST(LlpSettings, ConfigurationSectionSetsEveryValue) {
     auto c = kal::parse_config(R"({"llp": {"connect_timeout_ms": 1500, "request_timeout_ms": 700,
         "accept_timeout_ms": 900, "max_pending_requests": 16, "user_timeout_ms": 2500, "keepalive_idle_s": 3,
         "keepalive_interval_s": 2, "keepalive_count": 4}})");
-    ASSERT_TRUE(c) << c.error().message();
+    ASSERT_OK(c) << c.error().message();
     EXPECT_EQ(c->llp.connect_timeout, 1500ms);
     EXPECT_EQ(c->llp.request_timeout, 700ms);
     EXPECT_EQ(c->llp.accept_timeout, 900ms);
@@ -66,7 +67,7 @@ TEST(LlpSettings, ConfigurationSectionSetsEveryValue) {
 
 TEST(LlpSettings, DefaultsDetectADeadPeerInMinutesNotTcpsQuarterHour) {
     auto c = kal::parse_config("{}");
-    ASSERT_TRUE(c);
+    ASSERT_OK(c);
     EXPECT_EQ(c->llp.user_timeout, 60s);
     EXPECT_EQ(c->llp.keepalive_idle, 60s);
     EXPECT_GT(c->llp.keepalive_interval.count(), 0);
@@ -128,7 +129,7 @@ TEST(LlpSettings, LivenessOptionsLandOnTheSocket) {
     Loopback l;
     ASSERT_GE(l.server, 0);
     const kal::LlpSettings s = short_liveness();
-    ASSERT_TRUE(kal::llp::set_liveness(l.client, s));
+    ASSERT_OK(kal::llp::set_liveness(l.client, s));
     EXPECT_EQ(option(l.client, IPPROTO_TCP, TCP_USER_TIMEOUT), 2500);
     EXPECT_EQ(option(l.client, SOL_SOCKET, SO_KEEPALIVE), 1);
     EXPECT_EQ(option(l.client, IPPROTO_TCP, TCP_KEEPIDLE), 3);
@@ -143,7 +144,7 @@ TEST(LlpSettings, LivenessOptionsLandOnTheSocket) {
     kal::LlpSettings off;
     off.user_timeout = 0ms;
     off.keepalive_idle = 0s;
-    ASSERT_TRUE(kal::llp::set_liveness(l.server, off));
+    ASSERT_OK(kal::llp::set_liveness(l.server, off));
     EXPECT_EQ(option(l.server, SOL_SOCKET, SO_KEEPALIVE), 0);
     EXPECT_EQ(option(l.server, IPPROTO_TCP, TCP_USER_TIMEOUT), 0);
     // Not a TCP socket: a clear error, no crash.
@@ -157,7 +158,7 @@ TEST(LlpSettings, AcceptedSocketsInheritTheListenersOptions) {
     Loopback l([&s](int listener) {
         int one = 1;
         EXPECT_EQ(::setsockopt(listener, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one), 0);
-        EXPECT_TRUE(kal::llp::set_liveness(listener, s));
+        EXPECT_OK(kal::llp::set_liveness(listener, s));
     });
     const int server = l.server, client = l.client;
     ASSERT_GE(server, 0);

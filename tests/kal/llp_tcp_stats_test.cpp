@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tcp_stats.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -74,7 +75,7 @@ const char kNetstat[] =
 
 TEST(LlpTcpStats, ParsesTheRfc4022GroupInOrder) {
     auto c = parse_tcp_counters(kSnmp, kNetstat);
-    ASSERT_TRUE(c) << c.error().to_string();
+    ASSERT_OK(c) << c.error().to_string();
     const std::vector<MibCounter> want = {
         {"ActiveOpens", 41}, {"PassiveOpens", 17}, {"AttemptFails", 3},      {"EstabResets", 2},
         {"CurrEstab", 5},    {"InSegs", 987654321}, {"OutSegs", 876543210}, {"RetransSegs", 77},
@@ -87,14 +88,14 @@ TEST(LlpTcpStats, NetstatIsOptionalAndLargeValuesFit) {
     std::string snmp = kSnmp;
     snmp.replace(snmp.find("987654321"), 9, "18446744073709551");  // more than 32 bits
     auto c = parse_tcp_counters(snmp, "");
-    ASSERT_TRUE(c) << c.error().to_string();
+    ASSERT_OK(c) << c.error().to_string();
     ASSERT_EQ(c->size(), 10u);
     EXPECT_EQ((*c)[5].value, 18446744073709551);
     // Without a trailing newline, and with runs of spaces.
     auto d = parse_tcp_counters("Tcp:  ActiveOpens PassiveOpens AttemptFails EstabResets CurrEstab InSegs OutSegs "
                                 "RetransSegs InErrs OutRsts\nTcp: 1 2 3 4 5 6 7 8 9  10",
                                 "");
-    ASSERT_TRUE(d) << d.error().to_string();
+    ASSERT_OK(d) << d.error().to_string();
     EXPECT_EQ(d->back(), (MibCounter{"OutRsts", 10}));
 }
 
@@ -129,15 +130,15 @@ TEST(LlpTcpStats, MalformedTextIsRefused) {
     for (const Case &c : cases) {
         auto r = parse_tcp_counters(c.snmp, c.netstat);
         ASSERT_FALSE(r) << c.why;
-        EXPECT_EQ(r.error().code(), RI_EPROTO) << c.why;
+        EXPECT_STATUS(r, RI_EPROTO) << c.why;
     }
     auto ok = parse_tcp_counters(head + "Tcp: 1 2 3 4 5 6 7 8 9 10\n", "");
-    EXPECT_TRUE(ok);  // the same text, well formed, passes
+    EXPECT_OK(ok);  // the same text, well formed, passes
 }
 
 TEST(LlpTcpStats, LiveCountersMoveWithARealConnection) {
     auto before = kal::llp::host_tcp_counters();
-    ASSERT_TRUE(before) << before.error().to_string();
+    ASSERT_OK(before) << before.error().to_string();
     ASSERT_GE(before->size(), 10u);
     EXPECT_EQ((*before)[0].name, "ActiveOpens");
     EXPECT_EQ((*before)[9].name, "OutRsts");
@@ -145,7 +146,7 @@ TEST(LlpTcpStats, LiveCountersMoveWithARealConnection) {
     int64_t passive = (*before)[1].value;
     Loopback c;
     auto after = kal::llp::host_tcp_counters();
-    ASSERT_TRUE(after) << after.error().to_string();
+    ASSERT_OK(after) << after.error().to_string();
     EXPECT_GE((*after)[0].value, opens + 1);    // our connect()
     EXPECT_GE((*after)[1].value, passive + 1);  // our accept()
     EXPECT_GE((*after)[4].value, 2);            // CurrEstab: both ends of ours at least
@@ -173,7 +174,7 @@ TEST(LlpTcpStats, TcpInfoOfAnEstablishedConnection) {
     kal::llp::TcpInfo ti;
     for (int i = 0; i < 100; ++i) {
         auto t = tcp_info_of(c.client.get());
-        ASSERT_TRUE(t) << t.error().to_string();
+        ASSERT_OK(t) << t.error().to_string();
         ti = *t;
         if (ti.bytes_acked >= payload.size()) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -189,7 +190,7 @@ TEST(LlpTcpStats, TcpInfoOfAnEstablishedConnection) {
     EXPECT_GT(ti.rtt_us, 0u);
     EXPECT_GT(ti.delivered, 0u);
     auto rx = tcp_info_of(c.server.get());
-    ASSERT_TRUE(rx);
+    ASSERT_OK(rx);
     EXPECT_EQ(rx->bytes_received, payload.size());
     EXPECT_GT(rx->data_segs_in, 0u);
     EXPECT_EQ(rx->bytes_acked, 0u);  // it sent nothing
@@ -198,11 +199,11 @@ TEST(LlpTcpStats, TcpInfoOfAnEstablishedConnection) {
 TEST(LlpTcpStats, TcpInfoStatesAndErrors) {
     Loopback c;
     auto l = tcp_info_of(c.listener.get());
-    ASSERT_TRUE(l);
+    ASSERT_OK(l);
     EXPECT_EQ(kal::llp::tcp_state_name(l->state), "LISTEN");
     auto bad = tcp_info_of(-1);
     ASSERT_FALSE(bad);
-    EXPECT_EQ(bad.error().code(), RI_EBADF);
+    EXPECT_STATUS(bad, RI_EBADF);
     Fd udp(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
     auto not_tcp = tcp_info_of(udp.get());
     ASSERT_FALSE(not_tcp);
@@ -213,7 +214,7 @@ TEST(LlpTcpStats, TcpInfoStatesAndErrors) {
     pollfd p{c.client.get(), POLLIN, 0};
     ASSERT_EQ(::poll(&p, 1, 2000), 1);
     auto cw = tcp_info_of(c.client.get());
-    ASSERT_TRUE(cw);
+    ASSERT_OK(cw);
     EXPECT_EQ(kal::llp::tcp_state_name(cw->state), "CLOSE_WAIT");
 }
 

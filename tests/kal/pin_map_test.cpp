@@ -15,6 +15,7 @@
 
 #include "accounts.hpp"
 #include "pin_map.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -28,21 +29,21 @@ TEST(PinMap, OverlappingRegistrationsPinOnceAndUnpinLast) {
     PinBudget budget(1 << 30);
     PinMap map(budget, 1 << 30);
     auto a = map.pin(0x10000, 3 * P);  // pages 0x10,0x11,0x12
-    ASSERT_TRUE(a);
+    ASSERT_OK(a);
     EXPECT_EQ(a->newly_pinned, (std::vector<PageRange>{{0x10000, 0x13000}}));
     auto b = map.pin(0x12000 + 100, 2 * P);  // pages 0x12..0x14 (unaligned start rounds down, end up)
-    ASSERT_TRUE(b);
+    ASSERT_OK(b);
     EXPECT_EQ(b->range, (PageRange{0x12000, 0x15000}));
     EXPECT_EQ(b->newly_pinned, (std::vector<PageRange>{{0x13000, 0x15000}}));
     EXPECT_EQ(map.count_at(0x12000), 2u);
     EXPECT_EQ(map.pinned_bytes(), 5 * P);
     EXPECT_EQ(budget.used(), 5 * P);
     auto released_a = map.unpin(a->pin_id);
-    ASSERT_TRUE(released_a);
+    ASSERT_OK(released_a);
     EXPECT_EQ(*released_a, (std::vector<PageRange>{{0x10000, 0x12000}}));
     EXPECT_EQ(map.count_at(0x12000), 1u);
     auto released_b = map.unpin(b->pin_id);
-    ASSERT_TRUE(released_b);
+    ASSERT_OK(released_b);
     EXPECT_EQ(*released_b, (std::vector<PageRange>{{0x12000, 0x15000}}));
     EXPECT_EQ(map.pinned_bytes(), 0u);
     EXPECT_EQ(budget.used(), 0u);
@@ -57,10 +58,10 @@ TEST(PinMap, SameRangeTwiceIsOnePinnedCopy) {
     ASSERT_TRUE(a && b);
     EXPECT_TRUE(b->newly_pinned.empty());
     EXPECT_EQ(map.pinned_bytes(), 8 * P);
-    ASSERT_TRUE(map.unpin(a->pin_id));
+    ASSERT_OK(map.unpin(a->pin_id));
     EXPECT_EQ(map.pinned_bytes(), 8 * P);
     auto last = map.unpin(b->pin_id);
-    ASSERT_TRUE(last);
+    ASSERT_OK(last);
     EXPECT_EQ(last->size(), 1u);
     EXPECT_EQ(map.pinned_bytes(), 0u);
 }
@@ -69,36 +70,36 @@ TEST(PinMap, LimitsRefuseWholePinsWithoutSideEffects) {
     PinBudget host(10 * P);
     PinMap one(host, 6 * P), two(host, 8 * P);
     auto a = one.pin(0, 4 * P);
-    ASSERT_TRUE(a);
+    ASSERT_OK(a);
     auto over_process = one.pin(0x100000, 3 * P);  // 4 + 3 > 6
     ASSERT_FALSE(over_process);
-    EXPECT_EQ(over_process.error().code(), RI_ENOSPC);
+    EXPECT_STATUS(over_process, RI_ENOSPC);
     EXPECT_NE(over_process.error().message().find("process"), std::string::npos);
     EXPECT_EQ(one.pinned_bytes(), 4 * P);
     EXPECT_EQ(one.count_at(0x100000), 0u);
     // Overlap does not count twice: re-pinning pinned pages is free.
-    EXPECT_TRUE(one.pin(0, 4 * P));
+    EXPECT_OK(one.pin(0, 4 * P));
     auto b = two.pin(0, 7 * P);  // within this process's 8, but 4 + 7 > 10 host-wide
     ASSERT_FALSE(b);
     EXPECT_NE(b.error().message().find("host"), std::string::npos);
     EXPECT_EQ(host.used(), 4 * P);
-    EXPECT_TRUE(two.pin(0, 6 * P - P));
+    EXPECT_OK(two.pin(0, 6 * P - P));
     EXPECT_EQ(host.used(), 9 * P);
 }
 
 TEST(PinMap, BadRangesAreRefused) {
     PinBudget budget(1 << 20);
     PinMap map(budget, 1 << 20);
-    EXPECT_EQ(map.pin(0x1000, 0).error().code(), RI_EINVAL);
-    EXPECT_EQ(map.pin(UINT64_MAX - 10, 100).error().code(), RI_EINVAL);
+    EXPECT_STATUS(map.pin(0x1000, 0), RI_EINVAL);
+    EXPECT_STATUS(map.pin(UINT64_MAX - 10, 100), RI_EINVAL);
     // In the last page: the range itself does not wrap, its page-rounded end would (found by kal.syscall_fuzz: it
     // was recorded as a pin of nothing, charged nothing, and reported to the owner as a lock of 0x2000 bytes).
-    EXPECT_EQ(map.pin(UINT64_MAX - 0x800, 0x100).error().code(), RI_EINVAL);
-    EXPECT_EQ(map.pin(UINT64_MAX - 0x1fff, 0x1800).error().code(), RI_EINVAL);
+    EXPECT_STATUS(map.pin(UINT64_MAX - 0x800, 0x100), RI_EINVAL);
+    EXPECT_STATUS(map.pin(UINT64_MAX - 0x1fff, 0x1800), RI_EINVAL);
     EXPECT_EQ(map.pins(), 0u);
     // Up to the last whole page boundary is fine.
     auto r = map.pin(UINT64_MAX - 0x2fff, 0x2000);
-    ASSERT_TRUE(r);
+    ASSERT_OK(r);
     EXPECT_EQ(r->range.bytes(), 0x2000u);
     EXPECT_EQ(map.pinned_bytes(), 0x2000u);
 }
@@ -107,7 +108,7 @@ TEST(PinMap, DestroyingTheMapReturnsItsBudget) {
     PinBudget budget(1 << 20);
     {
         PinMap map(budget, 1 << 20);
-        ASSERT_TRUE(map.pin(0, 16 * P));
+        ASSERT_OK(map.pin(0, 16 * P));
         EXPECT_EQ(budget.used(), 16 * P);
     }
     EXPECT_EQ(budget.used(), 0u);  // a process that dies without unpinning gives everything back
@@ -124,7 +125,7 @@ TEST(PinMap, AgreesWithAPageModel) {
         if (live.empty() || rng() % 3 != 0) {
             uint64_t first = rng() % kPages, count = 1 + rng() % std::min<uint64_t>(16, kPages - first);
             auto r = map.pin(first * P + rng() % 100, count * P - 100);
-            ASSERT_TRUE(r);
+            ASSERT_OK(r);
             uint64_t newly = 0;
             for (const PageRange &g : r->newly_pinned) {
                 for (uint64_t a = g.start; a < g.end; a += P) {
@@ -141,7 +142,7 @@ TEST(PinMap, AgreesWithAPageModel) {
             auto it = live.begin();
             std::advance(it, static_cast<long>(rng() % live.size()));
             auto released = map.unpin(it->first);
-            ASSERT_TRUE(released);
+            ASSERT_OK(released);
             for (uint64_t pg = it->second.first; pg < it->second.first + it->second.second; ++pg) --model[pg];
             for (const PageRange &g : *released) {
                 for (uint64_t a = g.start; a < g.end; a += P) ASSERT_EQ(model[a / P], 0u);
@@ -176,18 +177,18 @@ TEST(MappedCheck, AMappedRangePassesAndAHoleIsNamed) {
         for (const int fd : {self, -1}) {
             SCOPED_TRACE(std::string(fd < 0 ? "without" : "with") + " a pidfd, page 40 " +
                          (unmapped ? "unmapped" : "mapped"));
-            EXPECT_TRUE(kal::check_mapped(fd, ::getpid(), at + 100, 2 * P));  // a short range
-            EXPECT_TRUE(kal::check_mapped(fd, ::getpid(), at, 40 * P));        // up to the hole
-            EXPECT_TRUE(kal::check_mapped(fd, ::getpid(), at + 41 * P, (kPages - 41) * P));
+            EXPECT_OK(kal::check_mapped(fd, ::getpid(), at + 100, 2 * P));  // a short range
+            EXPECT_OK(kal::check_mapped(fd, ::getpid(), at, 40 * P));        // up to the hole
+            EXPECT_OK(kal::check_mapped(fd, ::getpid(), at + 41 * P, (kPages - 41) * P));
             auto whole = kal::check_mapped(fd, ::getpid(), at, kPages * P);
             auto across = kal::check_mapped(fd, ::getpid(), at + 39 * P, 2 * P);
             if (!unmapped) {
-                EXPECT_TRUE(whole);
-                EXPECT_TRUE(across);
+                EXPECT_OK(whole);
+                EXPECT_OK(across);
                 continue;
             }
             ASSERT_FALSE(whole);
-            EXPECT_EQ(whole.error().code(), RI_EFAULT);
+            EXPECT_STATUS(whole, RI_EFAULT);
             EXPECT_NE(whole.error().message().find(hole), std::string::npos) << whole.error().message();
             EXPECT_FALSE(across);
         }
@@ -211,7 +212,7 @@ TEST(MappedCheck, ALargeRangeIsCheckedWithoutFaultingItIn) {
         GTEST_SKIP() << "process_madvise(MADV_WILLNEED) is not available here (errno " << err
                      << "): the check reads each page instead";
     }
-    EXPECT_TRUE(kal::check_mapped(pidfd, ::getpid(), reinterpret_cast<uintptr_t>(base), kPages * P));
+    EXPECT_OK(kal::check_mapped(pidfd, ::getpid(), reinterpret_cast<uintptr_t>(base), kPages * P));
     ::close(pidfd);
     std::vector<unsigned char> resident(kPages);
     ASSERT_EQ(::mincore(base, kPages * P, resident.data()), 0);

@@ -109,7 +109,7 @@ TEST_F(RdmaCounters, StatsShowEachQpsDataPathCountersMovingWithTrafficAndSummedP
     ASSERT_TRUE(est.has_value());
     ASSERT_EQ(est->id, static_cast<uint32_t>(CmEventId::established));
     auto qa = ep->query();
-    ASSERT_TRUE(qa);
+    ASSERT_OK(qa);
     const uint32_t qpn = qa->qp_num;
     auto wc = s.completion();
     ASSERT_TRUE(wc.has_value());
@@ -188,7 +188,7 @@ TEST_F(RdmaCounters, AnFpduWithABadCrcIsCountedWithTheTerminateItCauses) {
     ASSERT_GE(fd, 0);
     Closer close_stream{fd};
     kal::llp::MpaSession mpa(fd);
-    ASSERT_TRUE(mpa.start_responder(iwarp::MpaConfig{}, kal::llp::MpaClock::now() + std::chrono::seconds(10)));
+    ASSERT_OK(mpa.start_responder(iwarp::MpaConfig{}, kal::llp::MpaClock::now() + std::chrono::seconds(10)));
     const auto negotiate_until = [&](kal::llp::MpaState want) {
         for (int i = 0; i < 200 && mpa.state() != want && !mpa.done(); ++i) {
             pollfd p{fd, mpa.poll_events() != 0 ? mpa.poll_events() : short{POLLIN}, 0};
@@ -197,7 +197,7 @@ TEST_F(RdmaCounters, AnFpduWithABadCrcIsCountedWithTheTerminateItCauses) {
         return mpa.state() == want;
     };
     ASSERT_TRUE(negotiate_until(kal::llp::MpaState::request_received));
-    ASSERT_TRUE(mpa.accept({}, 8, 8));
+    ASSERT_OK(mpa.accept({}, 8, 8));
     (void)mpa.on_writable();
     ASSERT_TRUE(negotiate_until(kal::llp::MpaState::established));
     ASSERT_TRUE(mpa.result().crc);
@@ -205,7 +205,7 @@ TEST_F(RdmaCounters, AnFpduWithABadCrcIsCountedWithTheTerminateItCauses) {
     ASSERT_TRUE(est.has_value());
     ASSERT_EQ(est->id, static_cast<uint32_t>(CmEventId::established));
     auto qa = ep->query();
-    ASSERT_TRUE(qa);
+    ASSERT_OK(qa);
 
     // A zero-length Send (RFC 5041 untagged header: last segment, DDP and RDMAP version 1, queue 0, MSN 1) whose CRC
     // field is wrong.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "resource_table.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -28,7 +29,7 @@ class Resources : public ::testing::Test {
 protected:
     Handle add(ResourceType t, Handle parent, std::vector<Handle> refs, const std::string &name) {
         auto h = table.add(t, parent, refs, std::make_unique<Tracked>(log, name));
-        EXPECT_TRUE(h) << name << ": " << h.error().to_string();
+        EXPECT_OK(h) << name << ": " << h.error().to_string();
         return h ? *h : 0;
     }
     std::vector<std::string> log;
@@ -38,41 +39,41 @@ protected:
 TEST_F(Resources, HandlesResolveOnlyToTheirObjectAndType) {
     Handle rnic = add(ResourceType::rnic, 0, {}, "rnic");
     Handle pd = add(ResourceType::pd, rnic, {}, "pd");
-    ASSERT_TRUE(table.get(pd, ResourceType::pd));
+    ASSERT_OK(table.get(pd, ResourceType::pd));
     EXPECT_EQ(table.parent(pd), rnic);
     auto wrong_type = table.get(pd, ResourceType::qp);
     ASSERT_FALSE(wrong_type);
-    EXPECT_EQ(wrong_type.error().code(), RI_EINVAL);
+    EXPECT_STATUS(wrong_type, RI_EINVAL);
     for (Handle forged : {Handle{0}, Handle{12345}, pd + 1, pd ^ (Handle{7} << 32), ~Handle{0}}) {
         auto r = table.get(forged, ResourceType::pd);
         ASSERT_FALSE(r) << forged;
-        EXPECT_EQ(r.error().code(), RI_EBADF);
+        EXPECT_STATUS(r, RI_EBADF);
     }
 }
 
 TEST_F(Resources, StaleHandlesStayStaleWhenSlotsAreReused) {
     Handle rnic = add(ResourceType::rnic, 0, {}, "rnic");
     Handle pd = add(ResourceType::pd, rnic, {}, "pd");
-    ASSERT_TRUE(table.destroy(pd));
+    ASSERT_OK(table.destroy(pd));
     Handle pd2 = add(ResourceType::pd, rnic, {}, "pd2");
     EXPECT_EQ(static_cast<uint32_t>(pd2), static_cast<uint32_t>(pd));  // the same slot...
     EXPECT_NE(pd2, pd);                                                // ...under a new generation
     EXPECT_FALSE(table.get(pd, ResourceType::pd));
     EXPECT_FALSE(table.destroy(pd));
-    EXPECT_TRUE(table.get(pd2, ResourceType::pd));
+    EXPECT_OK(table.get(pd2, ResourceType::pd));
 }
 
 TEST_F(Resources, OwnershipTreeFollowsTheVerbs) {
     Handle rnic = add(ResourceType::rnic, 0, {}, "rnic");
     auto pd_at_root = table.add(ResourceType::pd, 0, {}, nullptr);
     ASSERT_FALSE(pd_at_root);
-    EXPECT_EQ(pd_at_root.error().code(), RI_EINVAL);
+    EXPECT_STATUS(pd_at_root, RI_EINVAL);
     auto qp_under_rnic = table.add(ResourceType::qp, rnic, {}, nullptr);
     ASSERT_FALSE(qp_under_rnic);
     EXPECT_NE(qp_under_rnic.error().message().find("cannot belong to a rnic"), std::string::npos);
     auto orphan = table.add(ResourceType::pd, Handle{99} << 32 | 3, {}, nullptr);
     ASSERT_FALSE(orphan);
-    EXPECT_EQ(orphan.error().code(), RI_EBADF);
+    EXPECT_STATUS(orphan, RI_EBADF);
 }
 
 TEST_F(Resources, ChildrenAndReferrersMakeDestroyBusy) {
@@ -82,14 +83,14 @@ TEST_F(Resources, ChildrenAndReferrersMakeDestroyBusy) {
     Handle qp = add(ResourceType::qp, pd, {cq, cq}, "qp");  // send and receive CQ
     auto busy_pd = table.destroy(pd);
     ASSERT_FALSE(busy_pd);
-    EXPECT_EQ(busy_pd.error().code(), RI_EBUSY);
+    EXPECT_STATUS(busy_pd, RI_EBUSY);
     auto busy_cq = table.destroy(cq);
     ASSERT_FALSE(busy_cq);
     EXPECT_NE(busy_cq.error().message().find("still used by 2"), std::string::npos);
-    ASSERT_TRUE(table.destroy(qp));
-    EXPECT_TRUE(table.destroy(cq));
-    EXPECT_TRUE(table.destroy(pd));
-    EXPECT_TRUE(table.destroy(rnic));
+    ASSERT_OK(table.destroy(qp));
+    EXPECT_OK(table.destroy(cq));
+    EXPECT_OK(table.destroy(pd));
+    EXPECT_OK(table.destroy(rnic));
     EXPECT_EQ(table.total(), 0u);
     EXPECT_EQ(log, (std::vector<std::string>{"qp", "cq", "pd", "rnic"}));
 }
@@ -121,7 +122,7 @@ TEST_F(Resources, DestroyTreeTakesOnlyThatSubtree) {
     Handle pb = add(ResourceType::pd, b, {}, "pdB");
     table.destroy_tree(a);
     EXPECT_EQ(log, (std::vector<std::string>{"mrA", "pdA", "rnicA"}));
-    EXPECT_TRUE(table.get(pb, ResourceType::pd));
+    EXPECT_OK(table.get(pb, ResourceType::pd));
     EXPECT_EQ(table.total(), 2u);
 }
 
@@ -131,18 +132,18 @@ TEST(ResourceQuotas, PerTypeAndTotal) {
     q.per_type[static_cast<size_t>(ResourceType::pd)] = 2;
     ResourceTable t(q);
     auto rnic = t.add(ResourceType::rnic, 0, {}, nullptr);
-    ASSERT_TRUE(rnic);
-    ASSERT_TRUE(t.add(ResourceType::pd, *rnic, {}, nullptr));
-    ASSERT_TRUE(t.add(ResourceType::pd, *rnic, {}, nullptr));
+    ASSERT_OK(rnic);
+    ASSERT_OK(t.add(ResourceType::pd, *rnic, {}, nullptr));
+    ASSERT_OK(t.add(ResourceType::pd, *rnic, {}, nullptr));
     auto third = t.add(ResourceType::pd, *rnic, {}, nullptr);
     ASSERT_FALSE(third);
-    EXPECT_EQ(third.error().code(), RI_ENOSPC);
+    EXPECT_STATUS(third, RI_ENOSPC);
     EXPECT_NE(third.error().message().find("quota"), std::string::npos);
-    ASSERT_TRUE(t.add(ResourceType::cq, *rnic, {}, nullptr));
-    ASSERT_TRUE(t.add(ResourceType::cq, *rnic, {}, nullptr));
+    ASSERT_OK(t.add(ResourceType::cq, *rnic, {}, nullptr));
+    ASSERT_OK(t.add(ResourceType::cq, *rnic, {}, nullptr));
     auto over_total = t.add(ResourceType::cq, *rnic, {}, nullptr);
     ASSERT_FALSE(over_total);
-    EXPECT_EQ(over_total.error().code(), RI_ENOSPC);
+    EXPECT_STATUS(over_total, RI_ENOSPC);
     EXPECT_EQ(t.total(), 5u);
 }
 
@@ -165,11 +166,11 @@ TEST(ResourceQuotas, ProcessAndUserBudgetsSpanTables) {
     auto ra = a->add(ResourceType::rnic, 0, {}, nullptr);
     auto rb = b.add(ResourceType::rnic, 0, {}, nullptr);
     ASSERT_TRUE(ra && rb);
-    ASSERT_TRUE(a->add(ResourceType::pd, *ra, {}, nullptr));
-    ASSERT_TRUE(b.add(ResourceType::pd, *rb, {}, nullptr));
+    ASSERT_OK(a->add(ResourceType::pd, *ra, {}, nullptr));
+    ASSERT_OK(b.add(ResourceType::pd, *rb, {}, nullptr));
     auto over = b.add(ResourceType::pd, *rb, {}, nullptr);  // the process's 5th object
     ASSERT_FALSE(over);
-    EXPECT_EQ(over.error().code(), RI_ENOSPC);
+    EXPECT_STATUS(over, RI_ENOSPC);
     EXPECT_NE(over.error().message().find("process 10"), std::string::npos) << over.error().message();
     EXPECT_EQ(refused_process.load(), 1u);
     EXPECT_EQ(first->total(), 4u);
@@ -177,9 +178,9 @@ TEST(ResourceQuotas, ProcessAndUserBudgetsSpanTables) {
     // The other process has room of its own, until the user's 7 are reached.
     ResourceTable c(roomy, second);
     auto rc = c.add(ResourceType::rnic, 0, {}, nullptr);
-    ASSERT_TRUE(rc);
-    ASSERT_TRUE(c.add(ResourceType::pd, *rc, {}, nullptr));
-    ASSERT_TRUE(c.add(ResourceType::pd, *rc, {}, nullptr));
+    ASSERT_OK(rc);
+    ASSERT_OK(c.add(ResourceType::pd, *rc, {}, nullptr));
+    ASSERT_OK(c.add(ResourceType::pd, *rc, {}, nullptr));
     auto user_full = c.add(ResourceType::pd, *rc, {}, nullptr);
     ASSERT_FALSE(user_full);
     EXPECT_NE(user_full.error().message().find("uid 65534"), std::string::npos) << user_full.error().message();
@@ -189,7 +190,7 @@ TEST(ResourceQuotas, ProcessAndUserBudgetsSpanTables) {
     a.reset();
     EXPECT_EQ(first->total(), 2u);
     EXPECT_EQ(user->total(), 5u);
-    EXPECT_TRUE(c.add(ResourceType::pd, *rc, {}, nullptr));
+    EXPECT_OK(c.add(ResourceType::pd, *rc, {}, nullptr));
     EXPECT_EQ(user->total(), 6u);
 }
 

@@ -13,6 +13,7 @@
 #include "rnic_calls.hpp"
 #include "syscall.hpp"
 #include "verb_commands.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -45,12 +46,12 @@ protected:
         char tmpl[] = "/tmp/krdma-sys-XXXXXX";
         ASSERT_NE(::mkdtemp(tmpl), nullptr);
         dir_ = tmpl;
-        ASSERT_TRUE(adapters_.load("test_cpp_kvp.so"));
+        ASSERT_OK(adapters_.load("test_cpp_kvp.so"));
         auto a = adapters_.attach(kal::AttachRequest{"cppkvp", "cpp0", "", "127.0.0.1", ""});
-        ASSERT_TRUE(a) << a.error().to_string();
+        ASSERT_OK(a) << a.error().to_string();
         server_ = std::make_unique<kal::DeviceServer>(dir_ / "krdma");
         verbs_ = std::make_unique<kal::VerbCommands>(*server_, adapters_, kal::Quotas{}, budget_, kPinLimit);
-        ASSERT_TRUE(server_->listen());
+        ASSERT_OK(server_->listen());
         thread_ = std::thread([this] { server_->run(); });
     }
     void TearDown() override {
@@ -62,14 +63,14 @@ protected:
     }
     std::unique_ptr<ual::DeviceClient> client() {
         auto c = ual::DeviceClient::connect(dir_ / "krdma");
-        EXPECT_TRUE(c);
+        EXPECT_OK(c);
         return c ? std::move(*c) : nullptr;
     }
     uint64_t open_rnic(ual::DeviceClient &c) {
         ri_rnic_open_params_t p{};
         std::strcpy(p.instance_name, "cpp0");
         uint64_t h = 0;
-        EXPECT_EQ(sys(c, RI_OPEN_RNIC, 0, &p, sizeof p, nullptr, 0, &h), RI_OK);
+        EXPECT_RI_OK(sys(c, RI_OPEN_RNIC, 0, &p, sizeof p, nullptr, 0, &h));
         return h;
     }
     uint32_t opens() { return adapters_.list().at(0).opens; }
@@ -96,16 +97,16 @@ protected:
     };
     static QpSet make_qp(ual::DeviceClient &c, uint64_t rnic) {
         QpSet q;
-        EXPECT_EQ(sys(c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &q.pd), RI_OK);
+        EXPECT_RI_OK(sys(c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &q.pd));
         ri_cq_attr_t cqa{};
         cqa.cqe = 16;
         ri_cq_attr_t cq_out{};
-        EXPECT_EQ(sys(c, RI_CREATE_CQ, rnic, &cqa, sizeof cqa, &cq_out, sizeof cq_out, &q.cq), RI_OK);
+        EXPECT_RI_OK(sys(c, RI_CREATE_CQ, rnic, &cqa, sizeof cqa, &cq_out, sizeof cq_out, &q.cq));
         q.attr.type = RI_QPT_RC;
         q.attr.sq_depth = q.attr.rq_depth = 8;
         ri_qp_init_attr_t qa_out{};
         ri_syscall_t call = create_qp_call(q.pd, q.cq, q.cq, q.attr, qa_out);
-        EXPECT_EQ(ual::device_syscall(&c, &call), RI_OK);
+        EXPECT_RI_OK(ual::device_syscall(&c, &call));
         q.qp = call.handle_out;
         return q;
     }
@@ -137,25 +138,25 @@ TEST_F(Syscall, ControlPathThroughTheKvp) {
     ASSERT_NE(rnic, 0u);
     EXPECT_EQ(opens(), 1u);
     ri_rnic_attr_t attr{};
-    ASSERT_EQ(sys(*c, RI_QUERY_RNIC, rnic, nullptr, 0, &attr, sizeof attr), RI_OK);
+    ASSERT_RI_OK(sys(*c, RI_QUERY_RNIC, rnic, nullptr, 0, &attr, sizeof attr));
     EXPECT_STREQ(attr.name, "cppkvp0");  // answered by the kVP
     EXPECT_EQ(attr.max_qp, 64u);
     uint64_t pd = 0, cq = 0;
-    ASSERT_EQ(sys(*c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &pd), RI_OK);
+    ASSERT_RI_OK(sys(*c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &pd));
     ri_cq_attr_t cqa{};
     cqa.cqe = 128;
     ri_cq_attr_t cq_out{};
-    ASSERT_EQ(sys(*c, RI_CREATE_CQ, rnic, &cqa, sizeof cqa, &cq_out, sizeof cq_out, &cq), RI_OK);
+    ASSERT_RI_OK(sys(*c, RI_CREATE_CQ, rnic, &cqa, sizeof cqa, &cq_out, sizeof cq_out, &cq));
     EXPECT_EQ(cq_out.cqe, 128u);
     // The RNIC counts what consumers hold on it (rdmactl resources shows it per RNIC).
     auto objects = [&] { return adapters_.list().at(0).objects; };
     EXPECT_EQ(objects()[static_cast<size_t>(kal::ResourceType::rnic)], 1u);
     EXPECT_EQ(objects()[static_cast<size_t>(kal::ResourceType::pd)], 1u);
     EXPECT_EQ(objects()[static_cast<size_t>(kal::ResourceType::cq)], 1u);
-    EXPECT_EQ(sys(*c, RI_CLOSE_RNIC, rnic, nullptr, 0), RI_EBUSY);  // the verbs' rule: children first
-    EXPECT_EQ(sys(*c, RI_DEALLOC_PD, pd, nullptr, 0), RI_OK);
-    EXPECT_EQ(sys(*c, RI_DESTROY_CQ, cq, nullptr, 0), RI_OK);
-    EXPECT_EQ(sys(*c, RI_CLOSE_RNIC, rnic, nullptr, 0), RI_OK);
+    EXPECT_STATUS(sys(*c, RI_CLOSE_RNIC, rnic, nullptr, 0), RI_EBUSY);  // the verbs' rule: children first
+    EXPECT_RI_OK(sys(*c, RI_DEALLOC_PD, pd, nullptr, 0));
+    EXPECT_RI_OK(sys(*c, RI_DESTROY_CQ, cq, nullptr, 0));
+    EXPECT_RI_OK(sys(*c, RI_CLOSE_RNIC, rnic, nullptr, 0));
     EXPECT_EQ(opens(), 0u);
     for (uint32_t n : objects()) EXPECT_EQ(n, 0u);
 }
@@ -164,21 +165,21 @@ TEST_F(Syscall, QueuePairsHoldTheirCompletionQueues) {
     auto c = client();
     const auto [pd, cq, qp, qa] = make_qp(*c, open_rnic(*c));
     ASSERT_NE(qp, 0u);
-    EXPECT_EQ(sys(*c, RI_DESTROY_CQ, cq, nullptr, 0), RI_EBUSY);  // the QP still uses it
+    EXPECT_STATUS(sys(*c, RI_DESTROY_CQ, cq, nullptr, 0), RI_EBUSY);  // the QP still uses it
     // Modify to ERROR and read it back through the kVP.
     ModifyQp mod = to_state(RI_QPS_ERROR);
-    ASSERT_EQ(sys(*c, RI_MODIFY_QP, qp, &mod, sizeof mod), RI_OK);
+    ASSERT_RI_OK(sys(*c, RI_MODIFY_QP, qp, &mod, sizeof mod));
     ri_qp_attr_t q{};
-    ASSERT_EQ(sys(*c, RI_QUERY_QP, qp, nullptr, 0, &q, sizeof q), RI_OK);
+    ASSERT_RI_OK(sys(*c, RI_QUERY_QP, qp, nullptr, 0, &q, sizeof q));
     EXPECT_EQ(q.state, static_cast<uint32_t>(RI_QPS_ERROR));
     mod.m.mask = RI_QP_ATTR_LLP;
-    EXPECT_EQ(sys(*c, RI_MODIFY_QP, qp, &mod, sizeof mod), RI_EOPNOTSUPP);
+    EXPECT_STATUS(sys(*c, RI_MODIFY_QP, qp, &mod, sizeof mod), RI_EOPNOTSUPP);
     // A QP needs CQs of its own caller, of the right type.
     ri_qp_init_attr_t qa_out{};
     ri_syscall_t call = create_qp_call(pd, pd, cq, qa, qa_out);
-    EXPECT_EQ(ual::device_syscall(c.get(), &call), RI_EINVAL);
-    EXPECT_EQ(sys(*c, RI_DESTROY_QP, qp, nullptr, 0), RI_OK);
-    EXPECT_EQ(sys(*c, RI_DESTROY_CQ, cq, nullptr, 0), RI_OK);
+    EXPECT_STATUS(ual::device_syscall(c.get(), &call), RI_EINVAL);
+    EXPECT_RI_OK(sys(*c, RI_DESTROY_QP, qp, nullptr, 0));
+    EXPECT_RI_OK(sys(*c, RI_DESTROY_CQ, cq, nullptr, 0));
 }
 
 // ri_syscall_post (ABI 1.6): a modify sent without waiting takes effect before the caller's next request, a refusal
@@ -196,9 +197,9 @@ TEST_F(Syscall, PostedModifyIsNotWaitedForAndTakesEffectInOrder) {
     post.object = qp;
     post.param = &mod;
     post.param_len = sizeof mod;
-    ASSERT_EQ(ual::device_syscall_post(c.get(), &post), RI_OK);
+    ASSERT_RI_OK(ual::device_syscall_post(c.get(), &post));
     ri_qp_attr_t q{};
-    ASSERT_EQ(sys(*c, RI_QUERY_QP, qp, nullptr, 0, &q, sizeof q), RI_OK);
+    ASSERT_RI_OK(sys(*c, RI_QUERY_QP, qp, nullptr, 0, &q, sizeof q));
     EXPECT_EQ(q.state, static_cast<uint32_t>(RI_QPS_ERROR));
     // This test kVP raises a fatal event for a QP entering ERROR, as an RNIC would: it came from the posted modify.
     bool fatal = false;
@@ -210,11 +211,11 @@ TEST_F(Syscall, PostedModifyIsNotWaitedForAndTakesEffectInOrder) {
     ModifyQp llp = to_state(RI_QPS_RTS);
     llp.m.mask = RI_QP_ATTR_LLP;
     post.param = &llp;
-    EXPECT_EQ(ual::device_syscall_post(c.get(), &post), RI_OK);
+    EXPECT_RI_OK(ual::device_syscall_post(c.get(), &post));
     post.object = qp + 1000;  // no such object of this caller: the kAL refuses
-    EXPECT_EQ(ual::device_syscall_post(c.get(), &post), RI_OK);
+    EXPECT_RI_OK(ual::device_syscall_post(c.get(), &post));
     q = {};
-    ASSERT_EQ(sys(*c, RI_QUERY_QP, qp, nullptr, 0, &q, sizeof q), RI_OK);
+    ASSERT_RI_OK(sys(*c, RI_QUERY_QP, qp, nullptr, 0, &q, sizeof q));
     EXPECT_EQ(q.state, static_cast<uint32_t>(RI_QPS_ERROR));
     EXPECT_FALSE(c->next_cm_event().has_value());
     EXPECT_FALSE(c->next_event().has_value());
@@ -224,27 +225,27 @@ TEST_F(Syscall, PostedModifyIsNotWaitedForAndTakesEffectInOrder) {
     post.op = RI_DESTROY_QP;
     post.param = nullptr;
     post.param_len = 0;
-    EXPECT_EQ(ual::device_syscall_post(c.get(), &post), RI_EINVAL);
+    EXPECT_STATUS(ual::device_syscall_post(c.get(), &post), RI_EINVAL);
     post.op = RI_MODIFY_QP;
     post.param = &mod;
     post.param_len = sizeof mod;
     ri_qp_attr_t out{};
     post.result = &out;
     post.result_cap = sizeof out;
-    EXPECT_EQ(ual::device_syscall_post(c.get(), &post), RI_EINVAL);
+    EXPECT_STATUS(ual::device_syscall_post(c.get(), &post), RI_EINVAL);
     post.result = nullptr;
     post.result_cap = 0;
     const int32_t fd = 0;
     post.fds_in = &fd;
     post.nfds_in = 1;
-    EXPECT_EQ(ual::device_syscall_post(c.get(), &post), RI_EINVAL);
+    EXPECT_STATUS(ual::device_syscall_post(c.get(), &post), RI_EINVAL);
     post.nfds_in = 0;
     post.size = sizeof post - 8;
-    EXPECT_EQ(ual::device_syscall_post(c.get(), &post), RI_EINVAL);
-    EXPECT_EQ(ual::device_syscall_post(nullptr, &post), RI_EINVAL);
+    EXPECT_STATUS(ual::device_syscall_post(c.get(), &post), RI_EINVAL);
+    EXPECT_STATUS(ual::device_syscall_post(nullptr, &post), RI_EINVAL);
     // The QP was left as it was by every refused post; it is destroyed in order after them.
-    EXPECT_EQ(sys(*c, RI_DESTROY_QP, qp, nullptr, 0), RI_OK);
-    EXPECT_EQ(sys(*c, RI_DESTROY_CQ, cq, nullptr, 0), RI_OK);
+    EXPECT_RI_OK(sys(*c, RI_DESTROY_QP, qp, nullptr, 0));
+    EXPECT_RI_OK(sys(*c, RI_DESTROY_CQ, cq, nullptr, 0));
 }
 
 // OpenRDMA Figure 4 through the kAL: the uVP's private data reaches the kVP's whole-request op (ABI 1.1), the kVP
@@ -253,10 +254,10 @@ TEST_F(Syscall, PrivateDataAndDescriptorsPassThroughBothWays) {
     auto c = client();
     uint64_t rnic = open_rnic(*c);
     uint64_t pd = 0, cq = 0;
-    ASSERT_EQ(sys(*c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &pd), RI_OK);
+    ASSERT_RI_OK(sys(*c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &pd));
     ri_cq_attr_t cqa{};
     cqa.cqe = 16;
-    ASSERT_EQ(sys(*c, RI_CREATE_CQ, rnic, &cqa, sizeof cqa, &cqa, sizeof cqa, &cq), RI_OK);
+    ASSERT_RI_OK(sys(*c, RI_CREATE_CQ, rnic, &cqa, sizeof cqa, &cqa, sizeof cqa, &cq));
     std::vector<uint8_t> queues(5 * 4096);
     struct {
         uint64_t addr, length;
@@ -277,12 +278,12 @@ TEST_F(Syscall, PrivateDataAndDescriptorsPassThroughBothWays) {
     call.fds_out = fds;
     call.nfds_out_cap = 2;
     const uint64_t locked = locked_bytes();
-    ASSERT_EQ(ual::device_syscall(c.get(), &call), RI_OK);
+    ASSERT_RI_OK(ual::device_syscall(c.get(), &call));
     EXPECT_NE(call.handle_out, 0u);
     EXPECT_EQ(call.priv_out_len, sizeof priv_out);
     EXPECT_EQ(priv_out.magic, 0x6b767031u);  // written by the kVP
     ri_qp_attr_t q{};
-    ASSERT_EQ(sys(*c, RI_QUERY_QP, call.handle_out, nullptr, 0, &q, sizeof q), RI_OK);
+    ASSERT_RI_OK(sys(*c, RI_QUERY_QP, call.handle_out, nullptr, 0, &q, sizeof q));
     EXPECT_EQ(q.qp_num, priv_out.qp_num);
     ASSERT_EQ(call.nfds_out, 1u);
     uint64_t one = 1;
@@ -291,13 +292,13 @@ TEST_F(Syscall, PrivateDataAndDescriptorsPassThroughBothWays) {
     if (kMlockWorks) {
         EXPECT_EQ(locked_bytes() - locked, 4u * 4096);  // the queue memory is pinned and locked
     }
-    EXPECT_EQ(sys(*c, RI_DESTROY_QP, call.handle_out, nullptr, 0), RI_OK);
+    EXPECT_RI_OK(sys(*c, RI_DESTROY_QP, call.handle_out, nullptr, 0));
     if (kMlockWorks) {
         EXPECT_EQ(locked_bytes(), locked);
     }
     // Private data the kVP does not accept comes back as its error, unchanged.
     call.priv_in_len = 3;
-    EXPECT_EQ(ual::device_syscall(c.get(), &call), RI_EINVAL);
+    EXPECT_STATUS(ual::device_syscall(c.get(), &call), RI_EINVAL);
 }
 
 // Event management: the kAL registers its handlers with the kVP and routes the kVP's events to the owner.
@@ -307,23 +308,23 @@ TEST_F(Syscall, KvpEventsReachTheOwningProcess) {
     (void)open_rnic(*other);
     uint64_t rnic = open_rnic(*c);
     uint32_t ceh = 0, aeh = 0;
-    ASSERT_EQ(sys(*c, RI_SET_CEH, rnic, nullptr, 0, &ceh, sizeof ceh), RI_OK);
-    ASSERT_EQ(sys(*c, RI_SET_AEH, rnic, nullptr, 0, &aeh, sizeof aeh), RI_OK);
+    ASSERT_RI_OK(sys(*c, RI_SET_CEH, rnic, nullptr, 0, &ceh, sizeof ceh));
+    ASSERT_RI_OK(sys(*c, RI_SET_AEH, rnic, nullptr, 0, &aeh, sizeof aeh));
     EXPECT_EQ(ceh, 2u);
     EXPECT_EQ(aeh, 1u);
     uint64_t pd = 0, cq = 0, qp = 0;
-    ASSERT_EQ(sys(*c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &pd), RI_OK);
+    ASSERT_RI_OK(sys(*c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &pd));
     ri_cq_attr_t cqa{};
     cqa.cqe = 16;
     cqa.ceh_id = ceh;
-    ASSERT_EQ(sys(*c, RI_CREATE_CQ, rnic, &cqa, sizeof cqa, &cqa, sizeof cqa, &cq), RI_OK);
+    ASSERT_RI_OK(sys(*c, RI_CREATE_CQ, rnic, &cqa, sizeof cqa, &cqa, sizeof cqa, &cq));
     ri_qp_init_attr_t qa{}, qa_out{};
     qa.context = 0xfeed;
     ri_syscall_t call = create_qp_call(pd, cq, cq, qa, qa_out);
-    ASSERT_EQ(ual::device_syscall(c.get(), &call), RI_OK);
+    ASSERT_RI_OK(ual::device_syscall(c.get(), &call));
     qp = call.handle_out;
     ModifyQp mod = to_state(RI_QPS_ERROR);
-    ASSERT_EQ(sys(*c, RI_MODIFY_QP, qp, &mod, sizeof mod), RI_OK);
+    ASSERT_RI_OK(sys(*c, RI_MODIFY_QP, qp, &mod, sizeof mod));
     std::vector<krdma_event> got;
     for (int i = 0; i < 200 && got.size() < 2; ++i) {
         if (auto e = c->next_event()) {
@@ -348,7 +349,7 @@ TEST_F(Syscall, RegistrationsPinThroughTheKalAndShareOverlaps) {
     auto c = client();
     uint64_t rnic = open_rnic(*c);
     uint64_t pd = 0;
-    ASSERT_EQ(sys(*c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &pd), RI_OK);
+    ASSERT_RI_OK(sys(*c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &pd));
     std::vector<uint8_t> buf(40 * 4096);
     uint64_t base = (reinterpret_cast<uint64_t>(buf.data()) + 4095) & ~uint64_t{4095};
     auto reg = [&](uint64_t addr, uint64_t len, uint64_t *mr) {
@@ -362,13 +363,13 @@ TEST_F(Syscall, RegistrationsPinThroughTheKalAndShareOverlaps) {
     };
     uint64_t a = 0, b = 0, big = 0;
     const uint64_t locked = locked_bytes();
-    ASSERT_EQ(reg(base, 8 * 4096, &a), RI_OK);
-    ASSERT_EQ(reg(base + 4 * 4096, 8 * 4096, &b), RI_OK);  // overlaps the first by 4 pages
+    ASSERT_RI_OK(reg(base, 8 * 4096, &a));
+    ASSERT_RI_OK(reg(base + 4 * 4096, 8 * 4096, &b));  // overlaps the first by 4 pages
     auto pinned = [&] {
         auto admin = client();
         krdma_list_clients q{};
         auto r = admin->call(KRDMA_CMD_LIST_CLIENTS, {reinterpret_cast<const uint8_t *>(&q), sizeof q});
-        EXPECT_TRUE(r);
+        EXPECT_OK(r);
         std::memcpy(&q, r->payload.data(), sizeof q);
         return q.count > 0 ? q.info.pinned_bytes : 0;
     };
@@ -379,9 +380,9 @@ TEST_F(Syscall, RegistrationsPinThroughTheKalAndShareOverlaps) {
         EXPECT_EQ(locked_bytes() - locked, 12u * 4096);
     }
     // Over the per-process limit: the kVP's registration fails with the kAL's ENOSPC, unchanged.
-    EXPECT_EQ(reg(base + 100 * 4096, 60 * 4096, &big), RI_ENOSPC);
+    EXPECT_STATUS(reg(base + 100 * 4096, 60 * 4096, &big), RI_ENOSPC);
     EXPECT_EQ(pinned(), 12u * 4096);
-    ASSERT_EQ(sys(*c, RI_DEREGISTER_MR, a, nullptr, 0), RI_OK);
+    ASSERT_RI_OK(sys(*c, RI_DEREGISTER_MR, a, nullptr, 0));
     EXPECT_EQ(pinned(), 8u * 4096);
     if (kMlockWorks) {
         EXPECT_EQ(locked_bytes() - locked, 8u * 4096);  // the pages only the first region held were unlocked
@@ -399,16 +400,16 @@ TEST_F(Syscall, HandlesAreCheckedAgainstTheCallersOwnTable) {
     auto a = client(), b = client();
     uint64_t rnic_a = open_rnic(*a);
     uint64_t pd_a = 0;
-    ASSERT_EQ(sys(*a, RI_ALLOC_PD, rnic_a, nullptr, 0, nullptr, 0, &pd_a), RI_OK);
+    ASSERT_RI_OK(sys(*a, RI_ALLOC_PD, rnic_a, nullptr, 0, nullptr, 0, &pd_a));
     ri_rnic_attr_t attr{};
     // Another process's handle, a made-up one, and a handle of the wrong type.
-    EXPECT_EQ(sys(*b, RI_QUERY_RNIC, rnic_a, nullptr, 0, &attr, sizeof attr), RI_EBADF);
-    EXPECT_EQ(sys(*b, RI_DEALLOC_PD, pd_a, nullptr, 0), RI_EBADF);
-    EXPECT_EQ(sys(*a, RI_QUERY_RNIC, 0xdeadbeefcafeull, nullptr, 0, &attr, sizeof attr), RI_EBADF);
-    EXPECT_EQ(sys(*a, RI_QUERY_RNIC, pd_a, nullptr, 0, &attr, sizeof attr), RI_EINVAL);
-    EXPECT_EQ(sys(*a, RI_ALLOC_PD, pd_a, nullptr, 0), RI_EINVAL);
+    EXPECT_STATUS(sys(*b, RI_QUERY_RNIC, rnic_a, nullptr, 0, &attr, sizeof attr), RI_EBADF);
+    EXPECT_STATUS(sys(*b, RI_DEALLOC_PD, pd_a, nullptr, 0), RI_EBADF);
+    EXPECT_STATUS(sys(*a, RI_QUERY_RNIC, 0xdeadbeefcafeull, nullptr, 0, &attr, sizeof attr), RI_EBADF);
+    EXPECT_STATUS(sys(*a, RI_QUERY_RNIC, pd_a, nullptr, 0, &attr, sizeof attr), RI_EINVAL);
+    EXPECT_STATUS(sys(*a, RI_ALLOC_PD, pd_a, nullptr, 0), RI_EINVAL);
     // And the owner still can.
-    EXPECT_EQ(sys(*a, RI_QUERY_RNIC, rnic_a, nullptr, 0, &attr, sizeof attr), RI_OK);
+    EXPECT_RI_OK(sys(*a, RI_QUERY_RNIC, rnic_a, nullptr, 0, &attr, sizeof attr));
 }
 
 // A reference must name an object of the RNIC open the verb runs on: that open's kVP (of another module, maybe)
@@ -417,19 +418,19 @@ TEST_F(Syscall, ReferencesToAnotherRnicOpenAreRefused) {
     auto c = client();
     uint64_t rnic1 = open_rnic(*c), rnic2 = open_rnic(*c);
     uint64_t pd1 = 0, pd2 = 0, cq1 = 0, cq2 = 0;
-    ASSERT_EQ(sys(*c, RI_ALLOC_PD, rnic1, nullptr, 0, nullptr, 0, &pd1), RI_OK);
-    ASSERT_EQ(sys(*c, RI_ALLOC_PD, rnic2, nullptr, 0, nullptr, 0, &pd2), RI_OK);
+    ASSERT_RI_OK(sys(*c, RI_ALLOC_PD, rnic1, nullptr, 0, nullptr, 0, &pd1));
+    ASSERT_RI_OK(sys(*c, RI_ALLOC_PD, rnic2, nullptr, 0, nullptr, 0, &pd2));
     ri_cq_attr_t cqa{};
     cqa.cqe = 16;
     ri_cq_attr_t cq_out{};
-    ASSERT_EQ(sys(*c, RI_CREATE_CQ, rnic1, &cqa, sizeof cqa, &cq_out, sizeof cq_out, &cq1), RI_OK);
-    ASSERT_EQ(sys(*c, RI_CREATE_CQ, rnic2, &cqa, sizeof cqa, &cq_out, sizeof cq_out, &cq2), RI_OK);
+    ASSERT_RI_OK(sys(*c, RI_CREATE_CQ, rnic1, &cqa, sizeof cqa, &cq_out, sizeof cq_out, &cq1));
+    ASSERT_RI_OK(sys(*c, RI_CREATE_CQ, rnic2, &cqa, sizeof cqa, &cq_out, sizeof cq_out, &cq2));
     ri_qp_init_attr_t qa{}, qa_out{};
     qa.type = RI_QPT_RC;
     ri_syscall_t call = create_qp_call(pd1, cq1, cq2, qa, qa_out);
-    EXPECT_EQ(ual::device_syscall(c.get(), &call), RI_EINVAL);
+    EXPECT_STATUS(ual::device_syscall(c.get(), &call), RI_EINVAL);
     call.refs[0] = call.refs[1] = cq2;
-    EXPECT_EQ(ual::device_syscall(c.get(), &call), RI_EINVAL);
+    EXPECT_STATUS(ual::device_syscall(c.get(), &call), RI_EINVAL);
     // The same through the kVP's whole-request op (ABI 1.1).
     std::vector<uint8_t> queues(2 * 4096);
     struct {
@@ -437,7 +438,7 @@ TEST_F(Syscall, ReferencesToAnotherRnicOpenAreRefused) {
     } mem{(reinterpret_cast<uint64_t>(queues.data()) + 4095) & ~uint64_t{4095}, 4096};
     call.priv_in = &mem;
     call.priv_in_len = sizeof mem;
-    EXPECT_EQ(ual::device_syscall(c.get(), &call), RI_EINVAL);
+    EXPECT_STATUS(ual::device_syscall(c.get(), &call), RI_EINVAL);
     EXPECT_EQ(budget_.used(), 0u);
     // A shared region in a PD of another open.
     ri_mr_reg_t reg{};
@@ -446,7 +447,7 @@ TEST_F(Syscall, ReferencesToAnotherRnicOpenAreRefused) {
     reg.access = RI_ACCESS_LOCAL_WRITE;
     uint64_t mr1 = 0;
     ri_mr_keys_t keys{};
-    ASSERT_EQ(sys(*c, RI_REGISTER_MR, pd1, &reg, sizeof reg, &keys, sizeof keys, &mr1), RI_OK);
+    ASSERT_RI_OK(sys(*c, RI_REGISTER_MR, pd1, &reg, sizeof reg, &keys, sizeof keys, &mr1));
     ri_syscall_t shared{};
     shared.size = sizeof shared;
     shared.op = RI_REGISTER_SHARED_MR;
@@ -456,43 +457,43 @@ TEST_F(Syscall, ReferencesToAnotherRnicOpenAreRefused) {
     shared.param_len = sizeof reg;
     shared.result = &keys;
     shared.result_cap = sizeof keys;
-    EXPECT_EQ(ual::device_syscall(c.get(), &shared), RI_EINVAL);
+    EXPECT_STATUS(ual::device_syscall(c.get(), &shared), RI_EINVAL);
     // References of the same open still work.
     call.refs[0] = call.refs[1] = cq1;
     call.priv_in = nullptr;
     call.priv_in_len = 0;
-    ASSERT_EQ(ual::device_syscall(c.get(), &call), RI_OK);
-    EXPECT_EQ(sys(*c, RI_DESTROY_QP, call.handle_out, nullptr, 0), RI_OK);
-    EXPECT_EQ(sys(*c, RI_DEREGISTER_MR, mr1, nullptr, 0), RI_OK);
+    ASSERT_RI_OK(ual::device_syscall(c.get(), &call));
+    EXPECT_RI_OK(sys(*c, RI_DESTROY_QP, call.handle_out, nullptr, 0));
+    EXPECT_RI_OK(sys(*c, RI_DEREGISTER_MR, mr1, nullptr, 0));
 }
 
 TEST_F(Syscall, MalformedCallsAreRefused) {
     auto c = client();
     ri_rnic_open_params_t p{};
     std::memset(p.instance_name, 'x', sizeof p.instance_name);  // no terminating NUL
-    EXPECT_EQ(sys(*c, RI_OPEN_RNIC, 0, &p, sizeof p), RI_EINVAL);
+    EXPECT_STATUS(sys(*c, RI_OPEN_RNIC, 0, &p, sizeof p), RI_EINVAL);
     std::strcpy(p.instance_name, "cpp0");
-    EXPECT_EQ(sys(*c, RI_OPEN_RNIC, 0, &p, sizeof p - 1), RI_EINVAL);
+    EXPECT_STATUS(sys(*c, RI_OPEN_RNIC, 0, &p, sizeof p - 1), RI_EINVAL);
     std::strcpy(p.instance_name, "nosuch0");
-    EXPECT_EQ(sys(*c, RI_OPEN_RNIC, 0, &p, sizeof p), RI_ENODEV);
-    EXPECT_EQ(sys(*c, 9999, 0, nullptr, 0), RI_EOPNOTSUPP);
+    EXPECT_STATUS(sys(*c, RI_OPEN_RNIC, 0, &p, sizeof p), RI_ENODEV);
+    EXPECT_STATUS(sys(*c, 9999, 0, nullptr, 0), RI_EOPNOTSUPP);
     std::vector<uint8_t> big(RI_SYSCALL_MAX_PARAM + 1);
-    EXPECT_EQ(sys(*c, RI_CREATE_CQ, 0, big.data(), static_cast<uint32_t>(big.size())), RI_EMSGSIZE);
+    EXPECT_STATUS(sys(*c, RI_CREATE_CQ, 0, big.data(), static_cast<uint32_t>(big.size())), RI_EMSGSIZE);
     // A result buffer too small for the reply.
     uint64_t rnic = open_rnic(*c);
     ri_rnic_attr_t attr{};
-    EXPECT_EQ(sys(*c, RI_QUERY_RNIC, rnic, nullptr, 0, &attr, 8), RI_EOVERFLOW);
+    EXPECT_STATUS(sys(*c, RI_QUERY_RNIC, rnic, nullptr, 0, &attr, 8), RI_EOVERFLOW);
 }
 
 TEST_F(Syscall, ResourcesArePerProcessAndVisible) {
     auto c = client();
     uint64_t rnic = open_rnic(*c);
     uint64_t pd = 0;
-    ASSERT_EQ(sys(*c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &pd), RI_OK);
+    ASSERT_RI_OK(sys(*c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &pd));
     auto admin = client();
     krdma_list_clients q{};
     auto r = admin->call(KRDMA_CMD_LIST_CLIENTS, {reinterpret_cast<const uint8_t *>(&q), sizeof q});
-    ASSERT_TRUE(r);
+    ASSERT_OK(r);
     ASSERT_EQ(r->status, 0);
     std::memcpy(&q, r->payload.data(), sizeof q);
     ASSERT_EQ(q.count, 1u);  // only connections that created something have a context
@@ -505,7 +506,7 @@ TEST_F(Syscall, ResourcesArePerProcessAndVisible) {
     for (int i = 0; i < 200 && verbs_->contexts() != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     q = krdma_list_clients{};
     r = admin->call(KRDMA_CMD_LIST_CLIENTS, {reinterpret_cast<const uint8_t *>(&q), sizeof q});
-    ASSERT_TRUE(r);
+    ASSERT_OK(r);
     std::memcpy(&q, r->payload.data(), sizeof q);
     EXPECT_EQ(q.count, 0u);
 }
@@ -516,12 +517,12 @@ TEST_F(Syscall, ClosedConnectionIsCleanedUp) {
             auto c = client();
             uint64_t rnic = open_rnic(*c);
             uint64_t pd = 0, cq = 0;
-            ASSERT_EQ(sys(*c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &pd), RI_OK);
+            ASSERT_RI_OK(sys(*c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &pd));
             ri_cq_attr_t cqa{};
             cqa.cqe = 4;
-            ASSERT_EQ(sys(*c, RI_CREATE_CQ, rnic, &cqa, sizeof cqa, nullptr, 0, &cq), RI_EOVERFLOW);
+            ASSERT_STATUS(sys(*c, RI_CREATE_CQ, rnic, &cqa, sizeof cqa, nullptr, 0, &cq), RI_EOVERFLOW);
             ri_cq_attr_t out{};
-            ASSERT_EQ(sys(*c, RI_CREATE_CQ, rnic, &cqa, sizeof cqa, &out, sizeof out, &cq), RI_OK);
+            ASSERT_RI_OK(sys(*c, RI_CREATE_CQ, rnic, &cqa, sizeof cqa, &out, sizeof out, &cq));
             EXPECT_EQ(opens(), 1u);
         }  // the process "exits" with an RNIC open, a PD and CQs
         for (int i = 0; i < 200 && (opens() != 0 || verbs_->contexts() != 0); ++i) {
@@ -530,7 +531,7 @@ TEST_F(Syscall, ClosedConnectionIsCleanedUp) {
         EXPECT_EQ(opens(), 0u) << "round " << round;
         EXPECT_EQ(verbs_->contexts(), 0u);
     }
-    EXPECT_TRUE(adapters_.detach("cpp0"));  // nothing holds it any more
+    EXPECT_OK(adapters_.detach("cpp0"));  // nothing holds it any more
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "krdmad_fixture.hpp"
+#include "proc_net_tcp.hpp"
 #include "rnicpi/host/printable.hpp"
 
 namespace {
@@ -187,9 +188,7 @@ TEST_F(Mends, RdmactlGivesUpOnAStoppedKrdmad) {
 // Waits for @p text in @p file (20 s at most).
 bool wait_for_text(const fs::path &file, const std::string &text) {
     for (int i = 0; i < 1000; ++i) {
-        std::ifstream in(file);
-        const std::string t((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        if (t.find(text) != std::string::npos) return true;
+        if (testutil::read_text(file).find(text) != std::string::npos) return true;
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return false;
@@ -198,17 +197,10 @@ bool wait_for_text(const fs::path &file, const std::string &text) {
 // Whether a TCP socket on @p port is in @p state (/proc/net/tcp: "01" established, "0A" listening; 20 s at most):
 // neither side's output says so without -d, which prints every iteration.
 bool tcp_state(const std::string &port, const std::string &wanted) {
-    char hex[8];
-    std::snprintf(hex, sizeof hex, ":%04X", static_cast<unsigned>(std::stoul(port)));
+    const auto p = static_cast<uint16_t>(std::stoul(port));
     for (int i = 0; i < 1000; ++i) {
-        std::ifstream in("/proc/net/tcp");
-        std::string line;
-        std::getline(in, line);  // the header
-        while (std::getline(in, line)) {
-            std::istringstream f(line);
-            std::string slot, local, remote, state;
-            f >> slot >> local >> remote >> state;
-            if (state == wanted && (local.ends_with(hex) || remote.ends_with(hex))) return true;
+        for (const rdmatest::TcpSocket &s : rdmatest::tcp_sockets("/proc/net/tcp")) {
+            if (s.state == wanted && (rdmatest::has_port(s.local, p) || rdmatest::has_port(s.remote, p))) return true;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }

@@ -5,17 +5,16 @@
 #include <stdexcept>
 
 #include "rnicpi/cpp/provider.hpp"
+#include "test_provider.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
 using rdma::provider::from_handle;
 using rdma::provider::to_handle;
 
-struct Toy {
-    static constexpr ri_mode_t mode = RI_MODE_NONPRIVILEGED;
+struct Toy : rdmatest::TestProvider<> {
     static constexpr const char *name = "toy";
-    static constexpr const char *vendor = "tests";
-    static constexpr const char *version = "0";
 
     struct Cq {
         int polls = 0;
@@ -37,11 +36,6 @@ struct Toy {
         }
         ri_status_t close() { return RI_OK; }
     };
-    using Pd = rdma::provider::Unsupported;
-    using Qp = rdma::provider::Unsupported;
-    using Srq = rdma::provider::Unsupported;
-    using Mr = rdma::provider::Unsupported;
-    using Mw = rdma::provider::Unsupported;
 
     static ri_status_t open_rnic(const ri_rnic_open_params_t *, ri_rnic_t *rnic) {
         *rnic = to_handle<ri_rnic_t>(new Rnic);
@@ -72,36 +66,36 @@ TEST(ProviderAdapter, FillsOnlyWhatTheClassDefines) {
 TEST(ProviderAdapter, CallsThroughHandles) {
     ri_rnic_open_params_t params{};
     ri_rnic_t rnic = nullptr;
-    ASSERT_EQ(kToy.open_rnic(&params, &rnic), RI_OK);
+    ASSERT_RI_OK(kToy.open_rnic(&params, &rnic));
     ri_cq_attr_t attr{};
     attr.cqe = 10;
     ri_cq_t cq = nullptr;
-    ASSERT_EQ(kToy.create_cq(rnic, &attr, &cq), RI_OK);
+    ASSERT_RI_OK(kToy.create_cq(rnic, &attr, &cq));
     EXPECT_EQ(attr.cqe, 64u);
     ri_wc_t wc[3]{};
     uint32_t polled = 0;
-    ASSERT_EQ(kToy.poll_cq(cq, 3, wc, &polled), RI_OK);
+    ASSERT_RI_OK(kToy.poll_cq(cq, 3, wc, &polled));
     EXPECT_EQ(polled, 3u);
     EXPECT_EQ(wc[2].wr_id, 102u);
     EXPECT_EQ(from_handle<Toy::Cq>(cq)->polls, 1);
-    EXPECT_EQ(kToy.destroy_cq(cq), RI_OK);
-    EXPECT_EQ(kToy.close_rnic(rnic), RI_OK);
+    EXPECT_RI_OK(kToy.destroy_cq(cq));
+    EXPECT_RI_OK(kToy.close_rnic(rnic));
 }
 
 TEST(ProviderAdapter, NullHandleIsInvalidArgument) {
     uint32_t polled = 0;
-    EXPECT_EQ(kToy.poll_cq(nullptr, 1, nullptr, &polled), RI_EINVAL);
-    EXPECT_EQ(kToy.close_rnic(nullptr), RI_EINVAL);
+    EXPECT_STATUS(kToy.poll_cq(nullptr, 1, nullptr, &polled), RI_EINVAL);
+    EXPECT_STATUS(kToy.close_rnic(nullptr), RI_EINVAL);
 }
 
 TEST(ProviderAdapter, ExceptionsBecomeErrnoValues) {
     auto *cq = new Toy::Cq;
     ri_cq_t h = to_handle<ri_cq_t>(cq);
     uint32_t actual = 0;
-    EXPECT_EQ(kToy.resize_cq(h, 128, &actual), RI_ENOMEM);
+    EXPECT_STATUS(kToy.resize_cq(h, 128, &actual), RI_ENOMEM);
     ri_cq_attr_t attr{};
-    EXPECT_EQ(kToy.query_cq(h, &attr), RI_EIO);
-    EXPECT_EQ(kToy.destroy_cq(h), RI_OK);
+    EXPECT_STATUS(kToy.query_cq(h, &attr), RI_EIO);
+    EXPECT_RI_OK(kToy.destroy_cq(h));
 }
 
 TEST(ProviderAdapter, ModuleDescription) {
@@ -115,9 +109,9 @@ TEST(ProviderAdapter, ModuleDescription) {
     EXPECT_EQ(m.verbs, &rdma::provider::Module<Toy>::verbs);
 
     const ri_module_t *out = nullptr;
-    EXPECT_EQ(rdma::provider::Module<Toy>::entry(nullptr, &out), RI_EINVAL);
+    EXPECT_STATUS(rdma::provider::Module<Toy>::entry(nullptr, &out), RI_EINVAL);
     ri_host_ops_t host{sizeof(ri_host_ops_t), RI_ABI_VERSION, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
-    ASSERT_EQ(rdma::provider::Module<Toy>::entry(&host, &out), RI_OK);
+    ASSERT_RI_OK(rdma::provider::Module<Toy>::entry(&host, &out));
     EXPECT_EQ(out, &m);
     EXPECT_EQ(&rdma::provider::Module<Toy>::host(), &host);
 }

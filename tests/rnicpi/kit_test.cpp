@@ -12,8 +12,10 @@
 #include <vector>
 
 #include "rnicpi/cpp/provider.hpp"
+#include "test_provider.hpp"
 #include "rnicpi/cpp/syscall_reply.hpp"
 #include "rnicpi/cpp/syscall_request.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -23,11 +25,8 @@ using rdma::provider::to_handle;
 // --- Who frees an object ------------------------------------------------------------------------------------------
 
 // Objects that count their destructions and answer their destroy with a status the test sets.
-struct Owned {
-    static constexpr ri_mode_t mode = RI_MODE_NONPRIVILEGED;
+struct Owned : rdmatest::TestProvider<> {
     static constexpr const char *name = "owned";
-    static constexpr const char *vendor = "tests";
-    static constexpr const char *version = "0";
 
     static inline int destructions = 0;
 
@@ -51,11 +50,6 @@ struct Owned {
         ~Rnic() { ++destructions; }
         ri_status_t close() { return answer; }
     };
-    using Pd = rdma::provider::Unsupported;
-    using Qp = rdma::provider::Unsupported;
-    using Srq = rdma::provider::Unsupported;
-    using Mr = rdma::provider::Unsupported;
-    using Mw = rdma::provider::Unsupported;
 };
 
 constexpr ri_verbs_ops_t kOwned = rdma::provider::make_verbs<Owned>();
@@ -63,10 +57,10 @@ constexpr ri_verbs_ops_t kOwned = rdma::provider::make_verbs<Owned>();
 TEST(ProviderOwnership, SuccessfulDestroyFreesExactlyOnce) {
     Owned::destructions = 0;
     ri_cq_t cq = to_handle<ri_cq_t>(new Owned::Cq);
-    EXPECT_EQ(kOwned.destroy_cq(cq), RI_OK);
+    EXPECT_RI_OK(kOwned.destroy_cq(cq));
     EXPECT_EQ(Owned::destructions, 1);  // ASan reports a leak if it were 0 and a double free if the provider freed
     ri_rnic_t rnic = to_handle<ri_rnic_t>(new Owned::Rnic);
-    EXPECT_EQ(kOwned.close_rnic(rnic), RI_OK);
+    EXPECT_RI_OK(kOwned.close_rnic(rnic));
     EXPECT_EQ(Owned::destructions, 2);
 }
 
@@ -75,13 +69,13 @@ TEST(ProviderOwnership, FailedDestroyFreesNothingAndTheObjectStaysUsable) {
     auto *object = new Owned::Cq;
     object->answer = RI_EBUSY;
     ri_cq_t cq = to_handle<ri_cq_t>(object);
-    EXPECT_EQ(kOwned.destroy_cq(cq), RI_EBUSY);
+    EXPECT_STATUS(kOwned.destroy_cq(cq), RI_EBUSY);
     EXPECT_EQ(Owned::destructions, 0);
     uint32_t polled = 1;
-    EXPECT_EQ(kOwned.poll_cq(cq, 1, nullptr, &polled), RI_OK);  // ASan: a use after free if the adapter freed it
+    EXPECT_RI_OK(kOwned.poll_cq(cq, 1, nullptr, &polled));  // ASan: a use after free if the adapter freed it
     EXPECT_EQ(object->polls, 1);
     object->answer = RI_OK;  // the consumer tries again once what held it is gone
-    EXPECT_EQ(kOwned.destroy_cq(cq), RI_OK);
+    EXPECT_RI_OK(kOwned.destroy_cq(cq));
     EXPECT_EQ(Owned::destructions, 1);
 }
 
@@ -90,16 +84,16 @@ TEST(ProviderOwnership, DestroyThatThrowsFreesNothing) {
     auto *object = new Owned::Cq;
     object->throws = true;
     ri_cq_t cq = to_handle<ri_cq_t>(object);
-    EXPECT_EQ(kOwned.destroy_cq(cq), RI_EIO);
+    EXPECT_STATUS(kOwned.destroy_cq(cq), RI_EIO);
     EXPECT_EQ(Owned::destructions, 0);
     object->throws = false;
-    EXPECT_EQ(kOwned.destroy_cq(cq), RI_OK);
+    EXPECT_RI_OK(kOwned.destroy_cq(cq));
     EXPECT_EQ(Owned::destructions, 1);
 }
 
 TEST(ProviderOwnership, NullHandleFreesNothing) {
     Owned::destructions = 0;
-    EXPECT_EQ(kOwned.destroy_cq(nullptr), RI_EINVAL);
+    EXPECT_STATUS(kOwned.destroy_cq(nullptr), RI_EINVAL);
     EXPECT_EQ(Owned::destructions, 0);
 }
 
@@ -112,19 +106,9 @@ void record_log(uint32_t, const char *module, const char *message) {
 }
 
 // A provider whose private blocks are version 3.2.
-struct Kit {
-    static constexpr ri_mode_t mode = RI_MODE_PRIVILEGED;
+struct Kit : rdmatest::TestProvider<RI_MODE_PRIVILEGED> {
     static constexpr const char *name = "kit";
-    static constexpr const char *vendor = "tests";
-    static constexpr const char *version = "0";
     static constexpr uint32_t private_abi_version = (3u << 16) | 2u;
-    using Rnic = rdma::provider::Unsupported;
-    using Pd = rdma::provider::Unsupported;
-    using Cq = rdma::provider::Unsupported;
-    using Qp = rdma::provider::Unsupported;
-    using Srq = rdma::provider::Unsupported;
-    using Mr = rdma::provider::Unsupported;
-    using Mw = rdma::provider::Unsupported;
 };
 
 struct Hdr {
@@ -148,7 +132,7 @@ protected:
         host_.abi_version = RI_ABI_VERSION;
         host_.log = &record_log;
         const ri_module_t *out = nullptr;
-        ASSERT_EQ(rdma::provider::Module<Kit>::entry(&host_, &out), RI_OK);
+        ASSERT_RI_OK(rdma::provider::Module<Kit>::entry(&host_, &out));
         g_log.clear();
     }
     ri_host_ops_t host_{};
@@ -162,7 +146,7 @@ TEST_F(SyscallReplyTest, ReadsAWholeBlockOfOurMajor) {
     rdma::provider::SyscallReply<Kit> reply(call);
     EXPECT_TRUE(reply.has_priv());
     Req got{};
-    ASSERT_EQ(reply.read_priv(&got), RI_OK);
+    ASSERT_RI_OK(reply.read_priv(&got));
     EXPECT_EQ(got.value, 42u);
     EXPECT_TRUE(g_log.empty());
 }
@@ -175,11 +159,11 @@ TEST_F(SyscallReplyTest, RefusesAShortBlock) {
     rdma::provider::SyscallReply<Kit> reply(call);
     Req got{};
     got.value = 9;
-    EXPECT_EQ(reply.read_priv(&got), RI_EINVAL);
+    EXPECT_STATUS(reply.read_priv(&got), RI_EINVAL);
     EXPECT_EQ(got.value, 9u);  // nothing copied
     ri_syscall_t none{};
     EXPECT_FALSE(rdma::provider::SyscallReply<Kit>(none).has_priv());
-    EXPECT_EQ(rdma::provider::SyscallReply<Kit>(none).read_priv(&got), RI_EINVAL);
+    EXPECT_STATUS(rdma::provider::SyscallReply<Kit>(none).read_priv(&got), RI_EINVAL);
 }
 
 TEST_F(SyscallReplyTest, RefusesAnotherMajorAndSaysWhatToInstall) {
@@ -188,7 +172,7 @@ TEST_F(SyscallReplyTest, RefusesAnotherMajorAndSaysWhatToInstall) {
     call.priv_in = &in;
     call.priv_in_len = sizeof in;
     Req got{};
-    EXPECT_EQ(rdma::provider::SyscallReply<Kit>(call).read_priv(&got), RI_EPROTO);
+    EXPECT_STATUS(rdma::provider::SyscallReply<Kit>(call).read_priv(&got), RI_EPROTO);
     ASSERT_EQ(g_log.size(), 1u);
     EXPECT_NE(g_log[0].find("uVP private ABI 4 does not match the kVP's 3"), std::string::npos) << g_log[0];
     EXPECT_NE(g_log[0].find("kit_kvp.so and kit_uvp.so"), std::string::npos) << g_log[0];
@@ -200,11 +184,11 @@ TEST_F(SyscallReplyTest, ReadsTheParameterBlockOnlyWhole) {
     call.param = &param;
     call.param_len = sizeof param;
     uint64_t got = 0;
-    EXPECT_EQ(rdma::provider::SyscallReply<Kit>(call).read_param(&got), RI_OK);
+    EXPECT_RI_OK(rdma::provider::SyscallReply<Kit>(call).read_param(&got));
     EXPECT_EQ(got, 77u);
     call.param_len = sizeof param - 1;
     got = 0;
-    EXPECT_EQ(rdma::provider::SyscallReply<Kit>(call).read_param(&got), RI_EINVAL);
+    EXPECT_STATUS(rdma::provider::SyscallReply<Kit>(call).read_param(&got), RI_EINVAL);
     EXPECT_EQ(got, 0u);
 }
 
@@ -216,7 +200,7 @@ TEST_F(SyscallReplyTest, WritesAStampedPrivateReply) {
     rdma::provider::SyscallReply<Kit> reply(call);
     Resp r{};
     r.answer = 5;
-    ASSERT_EQ(reply.write_priv(r), RI_OK);
+    ASSERT_RI_OK(reply.write_priv(r));
     EXPECT_EQ(out.hdr.version, Kit::private_abi_version);
     EXPECT_EQ(out.hdr.size, sizeof(Resp));
     EXPECT_EQ(out.answer, 5u);
@@ -230,7 +214,7 @@ TEST_F(SyscallReplyTest, PrivateReplyTooBigIsAnOverflowNotATruncation) {
     call.priv_out = out;
     call.priv_out_cap = sizeof(Resp) - 1;
     rdma::provider::SyscallReply<Kit> reply(call);
-    EXPECT_EQ(reply.write_priv(Resp{}), RI_EOVERFLOW);
+    EXPECT_STATUS(reply.write_priv(Resp{}), RI_EOVERFLOW);
     EXPECT_EQ(call.priv_out_len, 0u);
     for (unsigned char b : out) EXPECT_EQ(b, 0xab);  // not a byte written
 }
@@ -241,11 +225,11 @@ TEST_F(SyscallReplyTest, ResultTooBigIsAnOverflowNotATruncation) {
     call.result = &out;
     call.result_cap = sizeof(uint32_t);
     rdma::provider::SyscallReply<Kit> reply(call);
-    EXPECT_EQ(reply.write_result(uint64_t{99}), RI_EOVERFLOW);
+    EXPECT_STATUS(reply.write_result(uint64_t{99}), RI_EOVERFLOW);
     EXPECT_EQ(call.result_len, 0u);
     EXPECT_EQ(out, 1u);
     call.result_cap = sizeof out;
-    EXPECT_EQ(reply.write_result(uint64_t{99}), RI_OK);
+    EXPECT_RI_OK(reply.write_result(uint64_t{99}));
     EXPECT_EQ(out, 99u);
     EXPECT_EQ(call.result_len, sizeof out);
 }
@@ -258,10 +242,10 @@ TEST_F(SyscallReplyTest, CheckRoomNamesEveryBuffer) {
     call.fds_out = fds;
     call.nfds_out_cap = 2;
     rdma::provider::SyscallReply<Kit> reply(call);
-    EXPECT_EQ(reply.check_room(16, 8, 2), RI_OK);
-    EXPECT_EQ(reply.check_room(17, 8, 2), RI_EOVERFLOW);
-    EXPECT_EQ(reply.check_room(16, 9, 2), RI_EOVERFLOW);
-    EXPECT_EQ(reply.check_room(16, 8, 3), RI_EOVERFLOW);
+    EXPECT_RI_OK(reply.check_room(16, 8, 2));
+    EXPECT_STATUS(reply.check_room(17, 8, 2), RI_EOVERFLOW);
+    EXPECT_STATUS(reply.check_room(16, 9, 2), RI_EOVERFLOW);
+    EXPECT_STATUS(reply.check_room(16, 8, 3), RI_EOVERFLOW);
 }
 
 bool is_open(int fd) { return ::fcntl(fd, F_GETFD) >= 0; }
@@ -276,15 +260,15 @@ TEST_F(SyscallReplyTest, PassesDescriptorsWithinTheRoom) {
     const int given = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     ASSERT_GE(kept, 0);
     ASSERT_GE(given, 0);
-    ASSERT_EQ(reply.pass_dup(kept), RI_OK);
+    ASSERT_RI_OK(reply.pass_dup(kept));
     EXPECT_NE(fds[0], kept);  // a duplicate: the kVP keeps its own
-    ASSERT_EQ(reply.pass_fd(given), RI_OK);
+    ASSERT_RI_OK(reply.pass_fd(given));
     EXPECT_EQ(fds[1], given);
     EXPECT_EQ(call.nfds_out, 2u);
     EXPECT_FALSE(reply.fd_room(1));
     const int extra = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    EXPECT_EQ(reply.pass_fd(extra), RI_EOVERFLOW);  // and `extra` stays ours
-    EXPECT_EQ(reply.pass_dup(kept), RI_EOVERFLOW);
+    EXPECT_STATUS(reply.pass_fd(extra), RI_EOVERFLOW);  // and `extra` stays ours
+    EXPECT_STATUS(reply.pass_dup(kept), RI_EOVERFLOW);
     EXPECT_EQ(call.nfds_out, 2u);
     const int dup = fds[0];
     reply.drop_fds();  // the reply is abandoned: what was passed is closed
@@ -318,11 +302,8 @@ ri_status_t record_syscall(void *host_ctx, ri_syscall_t *call) {
     return g_answer;
 }
 
-struct Fwd {
-    static constexpr ri_mode_t mode = RI_MODE_NONPRIVILEGED;
+struct Fwd : rdmatest::TestProvider<> {
     static constexpr const char *name = "fwd";
-    static constexpr const char *vendor = "tests";
-    static constexpr const char *version = "0";
 
     static inline int destructions = 0;
 
@@ -331,12 +312,6 @@ struct Fwd {
         ri_status_t destroy() { return forward_destroy(RI_DESTROY_CQ); }
         ri_status_t query(ri_cq_attr_t *out) { return forward_query(RI_QUERY_CQ, out); }
     };
-    using Rnic = rdma::provider::Unsupported;
-    using Pd = rdma::provider::Unsupported;
-    using Qp = rdma::provider::Unsupported;
-    using Srq = rdma::provider::Unsupported;
-    using Mr = rdma::provider::Unsupported;
-    using Mw = rdma::provider::Unsupported;
 };
 
 constexpr ri_verbs_ops_t kFwd = rdma::provider::make_verbs<Fwd>();
@@ -348,7 +323,7 @@ protected:
         host_.abi_version = RI_ABI_VERSION;
         host_.syscall = &record_syscall;
         const ri_module_t *out = nullptr;
-        ASSERT_EQ(rdma::provider::Module<Fwd>::entry(&host_, &out), RI_OK);
+        ASSERT_RI_OK(rdma::provider::Module<Fwd>::entry(&host_, &out));
         g_calls.clear();
         g_answer = RI_OK;
         Fwd::destructions = 0;
@@ -361,25 +336,25 @@ TEST_F(ForwardedTest, QueryGoesToTheKvpWithTheHandleAndContext) {
     auto *cq = new Fwd::Cq;
     cq->bind(&ctx_, 17);
     ri_cq_attr_t attr{};
-    ASSERT_EQ(kFwd.query_cq(to_handle<ri_cq_t>(cq), &attr), RI_OK);
+    ASSERT_RI_OK(kFwd.query_cq(to_handle<ri_cq_t>(cq), &attr));
     EXPECT_EQ(attr.cqe, 321u);
     ASSERT_EQ(g_calls.size(), 1u);
     EXPECT_EQ(g_calls[0].host_ctx, &ctx_);
     EXPECT_EQ(g_calls[0].op, static_cast<uint32_t>(RI_QUERY_CQ));
     EXPECT_EQ(g_calls[0].object, 17u);
-    EXPECT_EQ(kFwd.destroy_cq(to_handle<ri_cq_t>(cq)), RI_OK);
+    EXPECT_RI_OK(kFwd.destroy_cq(to_handle<ri_cq_t>(cq)));
 }
 
 TEST_F(ForwardedTest, RefusedDestroyKeepsTheObject) {
     auto *cq = new Fwd::Cq;
     cq->bind(&ctx_, 17);
     g_answer = RI_EBUSY;
-    EXPECT_EQ(kFwd.destroy_cq(to_handle<ri_cq_t>(cq)), RI_EBUSY);
+    EXPECT_STATUS(kFwd.destroy_cq(to_handle<ri_cq_t>(cq)), RI_EBUSY);
     EXPECT_EQ(Fwd::destructions, 0);
     g_answer = RI_OK;
     ri_cq_attr_t attr{};
-    EXPECT_EQ(kFwd.query_cq(to_handle<ri_cq_t>(cq), &attr), RI_OK);  // still usable
-    EXPECT_EQ(kFwd.destroy_cq(to_handle<ri_cq_t>(cq)), RI_OK);
+    EXPECT_RI_OK(kFwd.query_cq(to_handle<ri_cq_t>(cq), &attr));  // still usable
+    EXPECT_RI_OK(kFwd.destroy_cq(to_handle<ri_cq_t>(cq)));
     EXPECT_EQ(Fwd::destructions, 1);
     ASSERT_EQ(g_calls.size(), 3u);
     EXPECT_EQ(g_calls[2].op, static_cast<uint32_t>(RI_DESTROY_CQ));
@@ -389,7 +364,7 @@ TEST_F(ForwardedTest, DestroyAfterTheKalIsGoneStillFreesOnce) {
     auto *cq = new Fwd::Cq;
     cq->bind(&ctx_, 17);
     g_answer = RI_ENODEV;  // the kAL went away and took its objects with it
-    EXPECT_EQ(kFwd.destroy_cq(to_handle<ri_cq_t>(cq)), RI_OK);
+    EXPECT_RI_OK(kFwd.destroy_cq(to_handle<ri_cq_t>(cq)));
     EXPECT_EQ(Fwd::destructions, 1);
 }
 

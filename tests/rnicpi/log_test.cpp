@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "rnicpi/host/log.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -50,7 +51,7 @@ TEST_F(LogTest, ParsesLevels) {
     EXPECT_EQ(*rdma::log::parse_level("warning"), rdma::log::Level::warn);
     auto bad = rdma::log::parse_level("loud");
     ASSERT_FALSE(bad);
-    EXPECT_EQ(bad.error().code(), RI_EINVAL);
+    EXPECT_STATUS(bad, RI_EINVAL);
     EXPECT_NE(bad.error().message().find("loud"), std::string::npos);
 }
 

@@ -5,12 +5,13 @@
 #include <utility>
 
 #include "rnicpi/cpp/status.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
 TEST(Status, DefaultIsSuccess) {
     rdma::Status s;
-    EXPECT_TRUE(s.ok());
+    EXPECT_OK(s);
     EXPECT_TRUE(static_cast<bool>(s));
     EXPECT_EQ(s.code(), 0);
     EXPECT_EQ(s.name(), "OK");
@@ -48,21 +49,21 @@ TEST(Status, NetworkCodesHaveTheirNames) {
 
 // What a system call sets becomes a member of the vocabulary, whatever it was.
 TEST(Status, ErrnoValuesMapIntoTheVocabulary) {
-    EXPECT_EQ(rdma::from_errno(EADDRINUSE), RI_EADDRINUSE);
-    EXPECT_EQ(rdma::from_errno(ECONNREFUSED), RI_ECONNREFUSED);
-    EXPECT_EQ(rdma::from_errno(EMFILE), RI_ENOSPC);
-    EXPECT_EQ(rdma::from_errno(ENFILE), RI_ENOSPC);
-    EXPECT_EQ(rdma::from_errno(ENOBUFS), RI_ENOMEM);
-    EXPECT_EQ(rdma::from_errno(EPIPE), RI_ECONNRESET);
-    EXPECT_EQ(rdma::from_errno(ENETDOWN), RI_ENETUNREACH);
-    EXPECT_EQ(rdma::from_errno(0), RI_EIO);  // a failure never turns into success
-    EXPECT_EQ(rdma::from_errno(ENOLINK), RI_EIO);
+    EXPECT_STATUS(rdma::from_errno(EADDRINUSE), RI_EADDRINUSE);
+    EXPECT_STATUS(rdma::from_errno(ECONNREFUSED), RI_ECONNREFUSED);
+    EXPECT_STATUS(rdma::from_errno(EMFILE), RI_ENOSPC);
+    EXPECT_STATUS(rdma::from_errno(ENFILE), RI_ENOSPC);
+    EXPECT_STATUS(rdma::from_errno(ENOBUFS), RI_ENOMEM);
+    EXPECT_STATUS(rdma::from_errno(EPIPE), RI_ECONNRESET);
+    EXPECT_STATUS(rdma::from_errno(ENETDOWN), RI_ENETUNREACH);
+    EXPECT_STATUS(rdma::from_errno(0), RI_EIO);  // a failure never turns into success
+    EXPECT_STATUS(rdma::from_errno(ENOLINK), RI_EIO);
     for (int e = 0; e < 200; ++e) EXPECT_TRUE(rdma::in_vocabulary(rdma::from_errno(e))) << e;
 }
 
 TEST(Expected, HoldsValue) {
     rdma::Expected<int> e(42);
-    ASSERT_TRUE(e.has_value());
+    ASSERT_OK(e);
     EXPECT_EQ(*e, 42);
     EXPECT_EQ(e.value(), 42);
 }
@@ -77,7 +78,7 @@ TEST(Expected, HoldsErrorWithMessage) {
 
 TEST(Expected, VoidSpecialization) {
     rdma::Expected<void> ok;
-    EXPECT_TRUE(ok.has_value());
+    EXPECT_OK(ok);
     rdma::Expected<void> bad(rdma::Error(RI_EBUSY, "in use"));
     ASSERT_FALSE(bad.has_value());
     EXPECT_EQ(bad.error().code(), EBUSY);

@@ -16,6 +16,7 @@
 #include "rnicpi/host/log.hpp"
 #include "softrnic_abi.h"
 #include "syscall.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -36,7 +37,7 @@ protected:
 
     void start(const std::string &options) {
         auto k = kal::EmbeddedKal::start(config(options));
-        ASSERT_TRUE(k) << k.error().to_string();
+        ASSERT_OK(k) << k.error().to_string();
         kal_ = std::move(*k);
         client_ = connect();
         ASSERT_NE(client_, nullptr);
@@ -45,7 +46,7 @@ protected:
         ASSERT_EQ(rnics.size(), 1u);
         loader_ = std::make_unique<rdma::rnicpi::ModuleLoader>(kUalHost, SOFTRNIC_PROVIDER_DIR);
         auto m = loader_->load(rnics[0].uvp_library, RI_MODE_NONPRIVILEGED);
-        ASSERT_TRUE(m) << m.error().to_string();
+        ASSERT_OK(m) << m.error().to_string();
         uvp_ = *m;
         v_ = &uvp_->verbs();
     }
@@ -66,10 +67,10 @@ protected:
 
     std::unique_ptr<ual::DeviceClient> connect() {
         auto fd = kal_->connect_local();
-        EXPECT_TRUE(fd);
+        EXPECT_OK(fd);
         if (!fd) return nullptr;
         auto c = ual::DeviceClient::adopt(std::move(*fd));
-        EXPECT_TRUE(c);
+        EXPECT_OK(c);
         return c ? std::move(*c) : nullptr;
     }
 
@@ -85,20 +86,20 @@ protected:
         p.host_ctx = c != nullptr ? c : client_.get();
         std::strcpy(p.instance_name, "sr0");
         ri_rnic_t r = nullptr;
-        EXPECT_EQ(v_->open_rnic(&p, &r), RI_OK);
+        EXPECT_RI_OK(v_->open_rnic(&p, &r));
         if (r != nullptr) track(r, [this, r] { (void)v_->close_rnic(r); });
         return r;
     }
     ri_pd_t pd(ri_rnic_t r) {
         ri_pd_t p = nullptr;
-        EXPECT_EQ(v_->alloc_pd(r, &p), RI_OK);
+        EXPECT_RI_OK(v_->alloc_pd(r, &p));
         if (p != nullptr) track(p, [this, p] { (void)v_->dealloc_pd(p); });
         return p;
     }
     ri_cq_t cq(ri_rnic_t r, uint32_t cqe = 16, uint32_t ceh_id = 0) {
         ri_cq_attr_t a{cqe, ceh_id, 0};
         ri_cq_t c = nullptr;
-        EXPECT_EQ(v_->create_cq(r, &a, &c), RI_OK);
+        EXPECT_RI_OK(v_->create_cq(r, &a, &c));
         if (c != nullptr) track(c, [this, c] { (void)v_->destroy_cq(c); });
         return c;
     }
@@ -123,7 +124,7 @@ protected:
     }
     ri_qp_t qp(ri_pd_t p, ri_cq_t s, ri_cq_t rc, ri_qp_init_attr_t a = qp_attr()) {
         ri_qp_t q = nullptr;
-        EXPECT_EQ(create_qp(p, s, rc, nullptr, a, &q), RI_OK);
+        EXPECT_RI_OK(create_qp(p, s, rc, nullptr, a, &q));
         return q;
     }
     ri_status_t reg(ri_pd_t p, const void *addr, uint64_t len, uint32_t access, ri_mr_t *out, ri_mr_keys_t *keys,
@@ -145,13 +146,13 @@ protected:
     }
     uint32_t state_of(ri_qp_t q) {
         ri_qp_attr_t a{};
-        EXPECT_EQ(v_->query_qp(q, &a), RI_OK);
+        EXPECT_RI_OK(v_->query_qp(q, &a));
         return a.state;
     }
     std::vector<ri_wc_t> poll(ri_cq_t c, uint32_t max = 64) {
         std::vector<ri_wc_t> wc(max);
         uint32_t n = 0;
-        EXPECT_EQ(v_->poll_cq(c, max, wc.data(), &n), RI_OK);
+        EXPECT_RI_OK(v_->poll_cq(c, max, wc.data(), &n));
         wc.resize(n);
         return wc;
     }
@@ -167,7 +168,7 @@ protected:
         if (admin == nullptr) return u;
         krdma_list_clients q{};
         auto r = admin->call(KRDMA_CMD_LIST_CLIENTS, {reinterpret_cast<const uint8_t *>(&q), sizeof q});
-        EXPECT_TRUE(r);
+        EXPECT_OK(r);
         if (!r || r->status != 0) return u;
         std::memcpy(&q, r->payload.data(), sizeof q);
         u.clients = q.count;
@@ -204,7 +205,7 @@ TEST_F(Softrnic, OpenQueryAndClose) {
     ASSERT_NE(r, nullptr);
     EXPECT_EQ(kal_->adapters().list().at(0).opens, 1u);
     ri_rnic_attr_t a{};
-    ASSERT_EQ(v_->query_rnic(r, &a), RI_OK);
+    ASSERT_RI_OK(v_->query_rnic(r, &a));
     EXPECT_STREQ(a.name, "sr0");
     const uint32_t want = RI_CAP_SRQ | RI_CAP_MW_TYPE2 | RI_CAP_SEND_INV | RI_CAP_ZERO_BASED | RI_CAP_MPA_CRC |
                           RI_CAP_MPA_PEER2PEER | RI_CAP_FAST_REG;
@@ -216,7 +217,7 @@ TEST_F(Softrnic, OpenQueryAndClose) {
     EXPECT_GT(a.max_qp_wr, 0u);
     EXPECT_GT(a.max_mr, 0u);
     forget(r);
-    ASSERT_EQ(v_->close_rnic(r), RI_OK);
+    ASSERT_RI_OK(v_->close_rnic(r));
     EXPECT_EQ(kal_->adapters().list().at(0).opens, 0u);
 }
 
@@ -226,7 +227,7 @@ TEST_F(Softrnic, AttachOptionsSetLimitsAndPolicy) {
     ri_rnic_t r = open();
     ASSERT_NE(r, nullptr);
     ri_rnic_attr_t a{};
-    ASSERT_EQ(v_->query_rnic(r, &a), RI_OK);
+    ASSERT_RI_OK(v_->query_rnic(r, &a));
     EXPECT_EQ(a.max_qp, 2u);
     EXPECT_EQ(a.max_cqe, 8u);
     EXPECT_NE(a.caps & RI_CAP_MPA_MARKERS, 0u);
@@ -238,7 +239,7 @@ TEST_F(Softrnic, AttachOptionsSetLimitsAndPolicy) {
     ASSERT_NE(q1, nullptr);
     ASSERT_NE(q2, nullptr);
     // The instance is full: the kVP's ENOSPC reaches the consumer unchanged.
-    EXPECT_EQ(create_qp(p, c, c, nullptr, qp_attr(), &q3), RI_ENOSPC);
+    EXPECT_STATUS(create_qp(p, c, c, nullptr, qp_attr(), &q3), RI_ENOSPC);
     EXPECT_EQ(q3, nullptr);
 }
 
@@ -255,22 +256,22 @@ TEST_F(Softrnic, CompletionQueues) {
     ri_rnic_t r = open();
     ASSERT_NE(r, nullptr);
     ri_rnic_attr_t a{};
-    ASSERT_EQ(v_->query_rnic(r, &a), RI_OK);
+    ASSERT_RI_OK(v_->query_rnic(r, &a));
     ri_cq_t c = cq(r, 32);
     ASSERT_NE(c, nullptr);
     ri_cq_attr_t q{};
-    ASSERT_EQ(v_->query_cq(c, &q), RI_OK);
+    ASSERT_RI_OK(v_->query_cq(c, &q));
     EXPECT_EQ(q.cqe, 32u);
     // Depths beyond the limits: the conformance suite (Verbs.LimitsAreRefusedCleanly).
     uint32_t actual = 0;
-    EXPECT_EQ(v_->resize_cq(c, 64, &actual), RI_EOPNOTSUPP);
-    EXPECT_EQ(v_->request_cq_notify(c, 7), RI_EINVAL);
-    EXPECT_EQ(v_->request_cq_notify(c, RI_CQ_NOTIFY_NEXT), RI_OK);
+    EXPECT_STATUS(v_->resize_cq(c, 64, &actual), RI_EOPNOTSUPP);
+    EXPECT_STATUS(v_->request_cq_notify(c, 7), RI_EINVAL);
+    EXPECT_RI_OK(v_->request_cq_notify(c, RI_CQ_NOTIFY_NEXT));
     EXPECT_TRUE(poll(c).empty());
     // The completion ring is pinned by the kVP for as long as the CQ lives.
     EXPECT_GT(usage().pinned, 0u);
     forget(c);
-    ASSERT_EQ(v_->destroy_cq(c), RI_OK);
+    ASSERT_RI_OK(v_->destroy_cq(c));
     EXPECT_EQ(usage().pinned, 0u);
 }
 
@@ -282,44 +283,44 @@ TEST_F(Softrnic, QpStateMachineWithoutAStream) {
     ri_qp_t q = qp(p, c, c);
     ASSERT_NE(q, nullptr);
     ri_qp_attr_t a{};
-    ASSERT_EQ(v_->query_qp(q, &a), RI_OK);
+    ASSERT_RI_OK(v_->query_qp(q, &a));
     EXPECT_EQ(a.state, RI_QPS_IDLE);
     EXPECT_NE(a.qp_num, 0u);
     EXPECT_EQ(a.init.sq_depth, 4u);
     EXPECT_EQ(a.init.context, 0xc0ffeeu);
     // IDLE -> RTS needs an LLP stream: refused with ENOTCONN until connections exist.
-    EXPECT_EQ(modify_state(q, RI_QPS_RTS), RI_ENOTCONN);
-    EXPECT_EQ(modify_state(q, RI_QPS_CLOSING), RI_EINVAL);
-    EXPECT_EQ(modify_state(q, RI_QPS_TERMINATE), RI_EINVAL);
-    EXPECT_EQ(modify_state(q, 99), RI_EINVAL);
+    EXPECT_STATUS(modify_state(q, RI_QPS_RTS), RI_ENOTCONN);
+    EXPECT_STATUS(modify_state(q, RI_QPS_CLOSING), RI_EINVAL);
+    EXPECT_STATUS(modify_state(q, RI_QPS_TERMINATE), RI_EINVAL);
+    EXPECT_STATUS(modify_state(q, 99), RI_EINVAL);
     EXPECT_EQ(state_of(q), RI_QPS_IDLE);
     // Attributes change in IDLE, within the RNIC's limits.
     ri_qp_attr_t m{};
     m.ird = 2;
     m.ord = 3;
     m.access = RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE;
-    ASSERT_EQ(v_->modify_qp(q, &m, RI_QP_ATTR_IRD | RI_QP_ATTR_ORD | RI_QP_ATTR_ACCESS), RI_OK);
-    ASSERT_EQ(v_->query_qp(q, &a), RI_OK);
+    ASSERT_RI_OK(v_->modify_qp(q, &m, RI_QP_ATTR_IRD | RI_QP_ATTR_ORD | RI_QP_ATTR_ACCESS));
+    ASSERT_RI_OK(v_->query_qp(q, &a));
     EXPECT_EQ(a.ird, 2u);
     EXPECT_EQ(a.ord, 3u);
     EXPECT_EQ(a.access, uint32_t{RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE});
     m.ird = 100000;
-    EXPECT_EQ(v_->modify_qp(q, &m, RI_QP_ATTR_IRD), RI_ERANGE);
+    EXPECT_STATUS(v_->modify_qp(q, &m, RI_QP_ATTR_IRD), RI_ERANGE);
     m.access = RI_ACCESS_REMOTE_ATOMIC;
-    EXPECT_EQ(v_->modify_qp(q, &m, RI_QP_ATTR_ACCESS), RI_EOPNOTSUPP);
-    EXPECT_EQ(v_->modify_qp(q, &m, RI_QP_ATTR_SQ_DEPTH), RI_EOPNOTSUPP);
-    EXPECT_EQ(v_->modify_qp(q, &m, 1u << 20), RI_EINVAL);
+    EXPECT_STATUS(v_->modify_qp(q, &m, RI_QP_ATTR_ACCESS), RI_EOPNOTSUPP);
+    EXPECT_STATUS(v_->modify_qp(q, &m, RI_QP_ATTR_SQ_DEPTH), RI_EOPNOTSUPP);
+    EXPECT_STATUS(v_->modify_qp(q, &m, 1u << 20), RI_EINVAL);
     // The RDMA-mode transition belongs to the kAL's connection management.
-    EXPECT_EQ(v_->modify_qp(q, &m, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP), RI_EOPNOTSUPP);
+    EXPECT_STATUS(v_->modify_qp(q, &m, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP), RI_EOPNOTSUPP);
     // IDLE -> ERROR -> IDLE; RTS is not reachable from ERROR; attributes are frozen in ERROR.
-    ASSERT_EQ(modify_state(q, RI_QPS_ERROR), RI_OK);
+    ASSERT_RI_OK(modify_state(q, RI_QPS_ERROR));
     EXPECT_EQ(state_of(q), RI_QPS_ERROR);
-    EXPECT_EQ(modify_state(q, RI_QPS_RTS), RI_EINVAL);
-    EXPECT_EQ(modify_state(q, RI_QPS_CLOSING), RI_EINVAL);
+    EXPECT_STATUS(modify_state(q, RI_QPS_RTS), RI_EINVAL);
+    EXPECT_STATUS(modify_state(q, RI_QPS_CLOSING), RI_EINVAL);
     m.ird = 1;
-    EXPECT_EQ(v_->modify_qp(q, &m, RI_QP_ATTR_IRD), RI_EINVAL);
-    EXPECT_EQ(modify_state(q, RI_QPS_ERROR), RI_OK);
-    ASSERT_EQ(modify_state(q, RI_QPS_IDLE), RI_OK);
+    EXPECT_STATUS(v_->modify_qp(q, &m, RI_QP_ATTR_IRD), RI_EINVAL);
+    EXPECT_RI_OK(modify_state(q, RI_QPS_ERROR));
+    ASSERT_RI_OK(modify_state(q, RI_QPS_IDLE));
     EXPECT_EQ(state_of(q), RI_QPS_IDLE);
 }
 
@@ -338,14 +339,14 @@ TEST_F(Softrnic, QpCreationChecksItsAttributes) {
         return st;
     };
     // Depths, SGEs, inline and ORD beyond Query RNIC's limits: the conformance suite (Verbs.LimitsAreRefusedCleanly).
-    EXPECT_EQ(bad([](auto &a) { a.flags = 1u << 9; }), RI_EINVAL);
-    EXPECT_EQ(bad([](auto &a) { a.type = RI_QPT_UD; }), RI_EOPNOTSUPP);
-    EXPECT_EQ(bad([](auto &a) { a.flags = RI_QP_USE_SRQ; }), RI_EINVAL);  // no SRQ named
+    EXPECT_STATUS(bad([](auto &a) { a.flags = 1u << 9; }), RI_EINVAL);
+    EXPECT_STATUS(bad([](auto &a) { a.type = RI_QPT_UD; }), RI_EOPNOTSUPP);
+    EXPECT_STATUS(bad([](auto &a) { a.flags = RI_QP_USE_SRQ; }), RI_EINVAL);  // no SRQ named
     // A CQ of another RNIC open is refused.
     ri_rnic_t r2 = open();
     ri_cq_t other = cq(r2);
     ASSERT_NE(other, nullptr);
-    EXPECT_EQ(create_qp(p, c, other, nullptr, qp_attr(), &q), RI_EINVAL);
+    EXPECT_STATUS(create_qp(p, c, other, nullptr, qp_attr(), &q), RI_EINVAL);
     EXPECT_EQ(q, nullptr);
     EXPECT_EQ(usage().objects, 5u);  // 2 opens, PD, 2 CQs: nothing left behind by the refusals
 }
@@ -358,12 +359,12 @@ TEST_F(Softrnic, ResetFromErrorTakesRequestsAgain) {
     ri_qp_t q = qp(p, scq, rcq);
     ASSERT_NE(q, nullptr);
     ri_qp_attr_t qa{};
-    ASSERT_EQ(v_->query_qp(q, &qa), RI_OK);
+    ASSERT_RI_OK(v_->query_qp(q, &qa));
     char buf[64] = "payload";
     // Local buffers are checked at post: they must lie in a region of the QP's PD.
     ri_mr_t mr = nullptr;
     ri_mr_keys_t keys{};
-    ASSERT_EQ(reg(p, buf, sizeof buf, RI_ACCESS_LOCAL_WRITE, &mr, &keys), RI_OK);
+    ASSERT_RI_OK(reg(p, buf, sizeof buf, RI_ACCESS_LOCAL_WRITE, &mr, &keys));
     ri_sge_t sge{reinterpret_cast<uintptr_t>(buf), 8, keys.lkey};
     ri_send_wr_t s[3]{};
     s[0].wr_id = 1;
@@ -379,22 +380,22 @@ TEST_F(Softrnic, ResetFromErrorTakesRequestsAgain) {
     s[2].wr_id = 3;
     s[2].opcode = RI_WR_RDMA_READ;
     uint32_t posted = 0;
-    ASSERT_EQ(v_->post_send(q, s, 3, &posted), RI_OK);
+    ASSERT_RI_OK(v_->post_send(q, s, 3, &posted));
     EXPECT_EQ(posted, 3u);
     ri_recv_wr_t rw[2]{{10, &sge, 1, 0}, {11, nullptr, 0, 0}};
-    ASSERT_EQ(v_->post_recv(q, rw, 2, &posted), RI_OK);
+    ASSERT_RI_OK(v_->post_recv(q, rw, 2, &posted));
     EXPECT_EQ(posted, 2u);
     EXPECT_TRUE(poll(scq).empty());  // queued, not executed: there is no stream
     EXPECT_TRUE(poll(rcq).empty());
 
     // Flushes in posting order, and posts in ERROR: the conformance suite (Verbs.ModifyToErrorFlushesEveryPostedRequest).
-    ASSERT_EQ(modify_state(q, RI_QPS_ERROR), RI_OK);
+    ASSERT_RI_OK(modify_state(q, RI_QPS_ERROR));
     EXPECT_EQ(poll(scq).size(), 3u);
     EXPECT_EQ(poll(rcq).size(), 2u);
 
     // After a reset the queues take requests again and nothing completes.
-    ASSERT_EQ(modify_state(q, RI_QPS_IDLE), RI_OK);
-    ASSERT_EQ(v_->post_send(q, s, 1, &posted), RI_OK);
+    ASSERT_RI_OK(modify_state(q, RI_QPS_IDLE));
+    ASSERT_RI_OK(v_->post_send(q, s, 1, &posted));
     EXPECT_TRUE(poll(scq).empty());
 }
 
@@ -408,7 +409,7 @@ TEST_F(Softrnic, PostChecksEveryRequest) {
     char buf[128] = {};
     ri_mr_t mr = nullptr;
     ri_mr_keys_t keys{};
-    ASSERT_EQ(reg(p, buf, sizeof buf, RI_ACCESS_LOCAL_WRITE, &mr, &keys), RI_OK);
+    ASSERT_RI_OK(reg(p, buf, sizeof buf, RI_ACCESS_LOCAL_WRITE, &mr, &keys));
     const ri_stag_t k = keys.lkey;
     ri_sge_t sges[3] = {{reinterpret_cast<uintptr_t>(buf), 8, k}, {reinterpret_cast<uintptr_t>(buf), 8, k},
                         {reinterpret_cast<uintptr_t>(buf), 8, k}};
@@ -420,50 +421,50 @@ TEST_F(Softrnic, PostChecksEveryRequest) {
     auto post = [&](ri_send_wr_t x) { return v_->post_send(q, &x, 1, &posted); };
     ri_send_wr_t x = w;
     x.num_sge = 3;  // over sq_sge = 2
-    EXPECT_EQ(post(x), RI_ERANGE);
+    EXPECT_STATUS(post(x), RI_ERANGE);
     EXPECT_EQ(posted, 0u);
     x = w;
     x.opcode = 77;
-    EXPECT_EQ(post(x), RI_EINVAL);
+    EXPECT_STATUS(post(x), RI_EINVAL);
     x.opcode = RI_WR_ATOMIC_FETCH_ADD;
-    EXPECT_EQ(post(x), RI_EOPNOTSUPP);
+    EXPECT_STATUS(post(x), RI_EOPNOTSUPP);
     x.opcode = RI_WR_ATOMIC_CMP_SWAP;
-    EXPECT_EQ(post(x), RI_EOPNOTSUPP);
+    EXPECT_STATUS(post(x), RI_EOPNOTSUPP);
     x = w;
     x.flags = 1u << 7;
-    EXPECT_EQ(post(x), RI_EINVAL);
+    EXPECT_STATUS(post(x), RI_EINVAL);
     x = w;
     x.opcode = RI_WR_RDMA_READ;
     x.flags = RI_SEND_INLINE;
-    EXPECT_EQ(post(x), RI_EINVAL);
+    EXPECT_STATUS(post(x), RI_EINVAL);
     x = w;
     x.flags = RI_SEND_INLINE;
     sges[0].length = 65;  // over max_inline = 64
-    EXPECT_EQ(post(x), RI_ERANGE);
+    EXPECT_STATUS(post(x), RI_ERANGE);
     sges[0].length = 8;
     x = w;
     x.sgl = nullptr;
-    EXPECT_EQ(post(x), RI_EINVAL);
+    EXPECT_STATUS(post(x), RI_EINVAL);
     x = w;
     x.opcode = RI_WR_BIND_MW;  // names no window
-    EXPECT_EQ(post(x), RI_EINVAL);
+    EXPECT_STATUS(post(x), RI_EINVAL);
     EXPECT_TRUE(poll(c).empty());
     // A batch stops at the first bad request; the ones before it are queued.
     ri_send_wr_t batch[3] = {w, w, w};
     batch[1].num_sge = 5;
-    EXPECT_EQ(v_->post_send(q, batch, 3, &posted), RI_ERANGE);
+    EXPECT_STATUS(v_->post_send(q, batch, 3, &posted), RI_ERANGE);
     EXPECT_EQ(posted, 1u);
     // A full send queue answers EAGAIN (back-pressure, retry later).
     ri_send_wr_t many[4] = {w, w, w, w};
-    EXPECT_EQ(v_->post_send(q, many, 4, &posted), RI_EAGAIN);
+    EXPECT_STATUS(v_->post_send(q, many, 4, &posted), RI_EAGAIN);
     EXPECT_EQ(posted, 3u);
     ri_recv_wr_t rw[5] = {};
-    EXPECT_EQ(v_->post_recv(q, rw, 5, &posted), RI_EAGAIN);
+    EXPECT_STATUS(v_->post_recv(q, rw, 5, &posted), RI_EAGAIN);
     EXPECT_EQ(posted, 4u);
     ri_recv_wr_t wide{1, sges, 3, 0};
-    EXPECT_EQ(v_->post_recv(q, &wide, 1, &posted), RI_ERANGE);
+    EXPECT_STATUS(v_->post_recv(q, &wide, 1, &posted), RI_ERANGE);
     // Everything queued is flushed, nothing refused was.
-    ASSERT_EQ(modify_state(q, RI_QPS_ERROR), RI_OK);
+    ASSERT_RI_OK(modify_state(q, RI_QPS_ERROR));
     EXPECT_EQ(poll(c).size(), 4u + 4u);
 }
 
@@ -474,27 +475,27 @@ TEST_F(Softrnic, CompletionEventHandlerFiresOncePerArm) {
     ASSERT_NE(r, nullptr);
     int calls = 0;
     uint32_t ceh = 0;
-    ASSERT_EQ(v_->set_ceh(r, &count_ceh, &calls, &ceh), RI_OK);
+    ASSERT_RI_OK(v_->set_ceh(r, &count_ceh, &calls, &ceh));
     uint32_t aeh = 0;
-    ASSERT_EQ(v_->set_aeh(r, nullptr, nullptr, &aeh), RI_OK);
+    ASSERT_RI_OK(v_->set_aeh(r, nullptr, nullptr, &aeh));
     ri_pd_t p = pd(r);
     ri_cq_t c = cq(r, 16, ceh);
     ri_qp_t q = qp(p, c, c);
     ASSERT_NE(q, nullptr);
     ri_recv_wr_t rw[2] = {};
     uint32_t posted = 0;
-    ASSERT_EQ(v_->post_recv(q, rw, 2, &posted), RI_OK);
-    ASSERT_EQ(v_->request_cq_notify(c, RI_CQ_NOTIFY_SOLICITED), RI_OK);
-    ASSERT_EQ(modify_state(q, RI_QPS_ERROR), RI_OK);
+    ASSERT_RI_OK(v_->post_recv(q, rw, 2, &posted));
+    ASSERT_RI_OK(v_->request_cq_notify(c, RI_CQ_NOTIFY_SOLICITED));
+    ASSERT_RI_OK(modify_state(q, RI_QPS_ERROR));
     EXPECT_EQ(calls, 1);  // error completions satisfy a solicited request; one call for the batch
     EXPECT_EQ(poll(c).size(), 2u);
-    ASSERT_EQ(v_->post_recv(q, rw, 1, &posted), RI_OK);
+    ASSERT_RI_OK(v_->post_recv(q, rw, 1, &posted));
     EXPECT_EQ(calls, 1);  // not armed any more
-    ASSERT_EQ(v_->request_cq_notify(c, RI_CQ_NOTIFY_NEXT), RI_OK);
-    ASSERT_EQ(v_->post_recv(q, rw, 1, &posted), RI_OK);
+    ASSERT_RI_OK(v_->request_cq_notify(c, RI_CQ_NOTIFY_NEXT));
+    ASSERT_RI_OK(v_->post_recv(q, rw, 1, &posted));
     EXPECT_EQ(calls, 2);
-    EXPECT_EQ(v_->clear_handler(r, ceh), RI_OK);
-    EXPECT_EQ(v_->clear_handler(r, ceh), RI_ENOENT);
+    EXPECT_RI_OK(v_->clear_handler(r, ceh));
+    EXPECT_STATUS(v_->clear_handler(r, ceh), RI_ENOENT);
 }
 
 TEST_F(Softrnic, CqOverflowIsReported) {
@@ -506,12 +507,12 @@ TEST_F(Softrnic, CqOverflowIsReported) {
     ASSERT_NE(q, nullptr);
     ri_recv_wr_t rw[4] = {};
     uint32_t posted = 0;
-    ASSERT_EQ(v_->post_recv(q, rw, 4, &posted), RI_OK);
-    ASSERT_EQ(modify_state(q, RI_QPS_ERROR), RI_OK);
+    ASSERT_RI_OK(v_->post_recv(q, rw, 4, &posted));
+    ASSERT_RI_OK(modify_state(q, RI_QPS_ERROR));
     EXPECT_EQ(poll(c).size(), 2u);
     ri_wc_t wc{};
     uint32_t n = 0;
-    EXPECT_EQ(v_->poll_cq(c, 1, &wc, &n), RI_EOVERFLOW);
+    EXPECT_STATUS(v_->poll_cq(c, 1, &wc, &n), RI_EOVERFLOW);
     EXPECT_EQ(n, 0u);
 }
 
@@ -522,49 +523,49 @@ TEST_F(Softrnic, SharedReceiveQueues) {
     ri_cq_t c = cq(r);
     ri_srq_attr_t a{4, 2, 0, 0, 7};
     ri_srq_t srq = nullptr;
-    ASSERT_EQ(v_->create_srq(p, &a, &srq), RI_OK);
+    ASSERT_RI_OK(v_->create_srq(p, &a, &srq));
     ASSERT_NE(srq, nullptr);
     track(srq, [this, srq] { (void)v_->destroy_srq(srq); });
     ri_srq_attr_t got{};
-    ASSERT_EQ(v_->query_srq(srq, &got), RI_OK);
+    ASSERT_RI_OK(v_->query_srq(srq, &got));
     EXPECT_EQ(got.max_wr, 4u);
     EXPECT_EQ(got.max_sge, 2u);
     EXPECT_EQ(got.context, 7u);
     ri_srq_attr_t m{};
     m.limit = 3;
-    ASSERT_EQ(v_->modify_srq(srq, &m, RI_SRQ_ATTR_LIMIT), RI_OK);
-    ASSERT_EQ(v_->query_srq(srq, &got), RI_OK);
+    ASSERT_RI_OK(v_->modify_srq(srq, &m, RI_SRQ_ATTR_LIMIT));
+    ASSERT_RI_OK(v_->query_srq(srq, &got));
     EXPECT_EQ(got.limit, 3u);
     m.limit = 5;
-    EXPECT_EQ(v_->modify_srq(srq, &m, RI_SRQ_ATTR_LIMIT), RI_ERANGE);
+    EXPECT_STATUS(v_->modify_srq(srq, &m, RI_SRQ_ATTR_LIMIT), RI_ERANGE);
     m.max_wr = 8;
-    EXPECT_EQ(v_->modify_srq(srq, &m, RI_SRQ_ATTR_MAX_WR), RI_EOPNOTSUPP);
+    EXPECT_STATUS(v_->modify_srq(srq, &m, RI_SRQ_ATTR_MAX_WR), RI_EOPNOTSUPP);
     ri_rnic_attr_t lim{};
-    ASSERT_EQ(v_->query_rnic(r, &lim), RI_OK);
+    ASSERT_RI_OK(v_->query_rnic(r, &lim));
     ri_srq_attr_t big{lim.max_srq_wr + 1, 1, 0, 0, 0}, none{0, 1, 0, 0, 0};
     ri_srq_t bad = nullptr;
-    EXPECT_EQ(v_->create_srq(p, &big, &bad), RI_ERANGE);
-    EXPECT_EQ(v_->create_srq(p, &none, &bad), RI_EINVAL);
+    EXPECT_STATUS(v_->create_srq(p, &big, &bad), RI_ERANGE);
+    EXPECT_STATUS(v_->create_srq(p, &none, &bad), RI_EINVAL);
 
     ri_qp_init_attr_t qa = qp_attr();
     qa.flags = RI_QP_USE_SRQ;
     qa.rq_depth = 0;
     ri_qp_t q = nullptr;
-    ASSERT_EQ(create_qp(p, c, c, srq, qa, &q), RI_OK);
+    ASSERT_RI_OK(create_qp(p, c, c, srq, qa, &q));
     ri_recv_wr_t rw[5] = {};
     uint32_t posted = 0;
-    EXPECT_EQ(v_->post_recv(q, rw, 1, &posted), RI_EINVAL);  // its receives come from the SRQ
-    EXPECT_EQ(v_->post_srq_recv(srq, rw, 5, &posted), RI_EAGAIN);
+    EXPECT_STATUS(v_->post_recv(q, rw, 1, &posted), RI_EINVAL);  // its receives come from the SRQ
+    EXPECT_STATUS(v_->post_srq_recv(srq, rw, 5, &posted), RI_EAGAIN);
     EXPECT_EQ(posted, 4u);
     // The kAL keeps an SRQ while a QP uses it.
-    EXPECT_EQ(v_->destroy_srq(srq), RI_EBUSY);
+    EXPECT_STATUS(v_->destroy_srq(srq), RI_EBUSY);
     // A QP in error does not flush the SRQ's requests.
-    ASSERT_EQ(modify_state(q, RI_QPS_ERROR), RI_OK);
+    ASSERT_RI_OK(modify_state(q, RI_QPS_ERROR));
     EXPECT_TRUE(poll(c).empty());
     forget(q);
-    ASSERT_EQ(v_->destroy_qp(q), RI_OK);
+    ASSERT_RI_OK(v_->destroy_qp(q));
     forget(srq);
-    EXPECT_EQ(v_->destroy_srq(srq), RI_OK);
+    EXPECT_RI_OK(v_->destroy_srq(srq));
 }
 
 TEST_F(Softrnic, MemoryRegistration) {
@@ -574,11 +575,11 @@ TEST_F(Softrnic, MemoryRegistration) {
     std::vector<char> mem(5 * 4096);
     ri_mr_t mr = nullptr;
     ri_mr_keys_t k{};
-    ASSERT_EQ(reg(p, mem.data(), 4096, RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE, &mr, &k), RI_OK);
+    ASSERT_RI_OK(reg(p, mem.data(), 4096, RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE, &mr, &k));
     EXPECT_NE(k.lkey, 0u);
     EXPECT_EQ(k.lkey, k.rkey);  // iWARP: one STag
     ri_mr_attr_t a{};
-    ASSERT_EQ(v_->query_mr(mr, &a), RI_OK);
+    ASSERT_RI_OK(v_->query_mr(mr, &a));
     EXPECT_EQ(a.addr, reinterpret_cast<uintptr_t>(mem.data()));
     EXPECT_EQ(a.length, 4096u);
     EXPECT_EQ(a.state, RI_STAG_VALID);
@@ -589,54 +590,53 @@ TEST_F(Softrnic, MemoryRegistration) {
     // The verbs' rules for rights, and what softrnic does not offer.
     ri_mr_t bad = nullptr;
     ri_mr_keys_t bk{};
-    EXPECT_EQ(reg(p, mem.data(), 4096, RI_ACCESS_REMOTE_WRITE, &bad, &bk), RI_EINVAL);
-    EXPECT_EQ(reg(p, mem.data(), 4096, RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_ATOMIC, &bad, &bk), RI_EOPNOTSUPP);
-    EXPECT_EQ(reg(p, mem.data(), 4096, 1u << 12, &bad, &bk), RI_EINVAL);
-    EXPECT_EQ(reg(p, mem.data(), 0, RI_ACCESS_LOCAL_WRITE, &bad, &bk), RI_EINVAL);
+    EXPECT_STATUS(reg(p, mem.data(), 4096, RI_ACCESS_REMOTE_WRITE, &bad, &bk), RI_EINVAL);
+    EXPECT_STATUS(reg(p, mem.data(), 4096, RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_ATOMIC, &bad, &bk), RI_EOPNOTSUPP);
+    EXPECT_STATUS(reg(p, mem.data(), 4096, 1u << 12, &bad, &bk), RI_EINVAL);
+    EXPECT_STATUS(reg(p, mem.data(), 0, RI_ACCESS_LOCAL_WRITE, &bad, &bk), RI_EINVAL);
     ri_mr_reg_t odd{reinterpret_cast<uintptr_t>(mem.data()), 4096, 12345, RI_ACCESS_LOCAL_WRITE, 0};
-    EXPECT_EQ(v_->register_mr(p, &odd, &bad, &bk), RI_EINVAL);  // tagged offset neither the address nor zero-based
+    EXPECT_STATUS(v_->register_mr(p, &odd, &bad, &bk), RI_EINVAL);  // tagged offset neither the address nor zero-based
     EXPECT_EQ(bad, nullptr);
 
     // Zero-based regions.
     ri_mr_t zb = nullptr;
     ri_mr_keys_t zk{};
-    ASSERT_EQ(reg(p, mem.data() + 4096, 4096, RI_ACCESS_REMOTE_READ, &zb, &zk, true), RI_OK);
-    ASSERT_EQ(v_->query_mr(zb, &a), RI_OK);
+    ASSERT_RI_OK(reg(p, mem.data() + 4096, 4096, RI_ACCESS_REMOTE_READ, &zb, &zk, true));
+    ASSERT_RI_OK(v_->query_mr(zb, &a));
     EXPECT_EQ(a.iova, 0u);
 
     // Reregistration: new translation and rights, a new key on the same index.
     ri_mr_reg_t nr{reinterpret_cast<uintptr_t>(mem.data() + 2 * 4096), 8192,
                    reinterpret_cast<uintptr_t>(mem.data() + 2 * 4096), RI_ACCESS_REMOTE_READ, 0};
     ri_mr_keys_t k2{};
-    ASSERT_EQ(v_->reregister_mr(mr, RI_REREG_TRANSLATION | RI_REREG_ACCESS, nullptr, &nr, &k2), RI_OK);
+    ASSERT_RI_OK(v_->reregister_mr(mr, RI_REREG_TRANSLATION | RI_REREG_ACCESS, nullptr, &nr, &k2));
     EXPECT_NE(k2.lkey, k.lkey);
     EXPECT_EQ(k2.lkey >> 8, k.lkey >> 8);
-    ASSERT_EQ(v_->query_mr(mr, &a), RI_OK);
+    ASSERT_RI_OK(v_->query_mr(mr, &a));
     EXPECT_EQ(a.length, 8192u);
     EXPECT_EQ(a.keys.lkey, k2.lkey);
     EXPECT_NE(a.access & RI_ACCESS_REMOTE_READ, 0u);
     nr.access = RI_ACCESS_REMOTE_WRITE;  // without local write
-    EXPECT_EQ(v_->reregister_mr(mr, RI_REREG_ACCESS, nullptr, &nr, &k2), RI_EINVAL);
-    EXPECT_EQ(v_->reregister_mr(mr, RI_REREG_PD, p, &nr, &k2), RI_EOPNOTSUPP);
+    EXPECT_STATUS(v_->reregister_mr(mr, RI_REREG_ACCESS, nullptr, &nr, &k2), RI_EINVAL);
+    EXPECT_STATUS(v_->reregister_mr(mr, RI_REREG_PD, p, &nr, &k2), RI_EOPNOTSUPP);
 
     // A shared region keeps the pages pinned after the original goes.
     ri_mr_t sh = nullptr;
     ri_mr_keys_t sk{};
-    ASSERT_EQ(v_->register_shared_mr(mr, p, reinterpret_cast<uintptr_t>(mem.data() + 2 * 4096), RI_ACCESS_LOCAL_WRITE,
-                                     &sh, &sk),
-              RI_OK);
+    ASSERT_RI_OK(v_->register_shared_mr(mr, p, reinterpret_cast<uintptr_t>(mem.data() + 2 * 4096), RI_ACCESS_LOCAL_WRITE,
+                                     &sh, &sk));
     track(sh, [this, sh] { (void)v_->deregister_mr(sh); });
     EXPECT_NE(sk.lkey, k2.lkey);
     const uint64_t before = usage().pinned;
     forget(mr);
-    ASSERT_EQ(v_->deregister_mr(mr), RI_OK);
+    ASSERT_RI_OK(v_->deregister_mr(mr));
     EXPECT_EQ(usage().pinned, before);
-    ASSERT_EQ(v_->query_mr(sh, &a), RI_OK);
+    ASSERT_RI_OK(v_->query_mr(sh, &a));
     EXPECT_EQ(a.length, 8192u);
     forget(sh);
-    ASSERT_EQ(v_->deregister_mr(sh), RI_OK);
+    ASSERT_RI_OK(v_->deregister_mr(sh));
     forget(zb);
-    ASSERT_EQ(v_->deregister_mr(zb), RI_OK);
+    ASSERT_RI_OK(v_->deregister_mr(zb));
     EXPECT_EQ(usage().pinned, 0u);
 }
 
@@ -645,42 +645,42 @@ TEST_F(Softrnic, StagsAndWindows) {
     ASSERT_NE(r, nullptr);
     ri_pd_t p = pd(r);
     ri_rnic_attr_t lim{};
-    ASSERT_EQ(v_->query_rnic(r, &lim), RI_OK);
+    ASSERT_RI_OK(v_->query_rnic(r, &lim));
     ri_mr_t st = nullptr;
     ri_mr_keys_t k{};
-    ASSERT_EQ(v_->alloc_stag(p, 16, &st, &k), RI_OK);
+    ASSERT_RI_OK(v_->alloc_stag(p, 16, &st, &k));
     track(st, [this, st] { (void)v_->deregister_mr(st); });
     ri_mr_attr_t a{};
-    ASSERT_EQ(v_->query_mr(st, &a), RI_OK);
+    ASSERT_RI_OK(v_->query_mr(st, &a));
     EXPECT_EQ(a.state, RI_STAG_INVALID);
     EXPECT_EQ(a.max_pages, 16u);
     ri_mr_t bad = nullptr;
-    EXPECT_EQ(v_->alloc_stag(p, lim.max_fast_reg_pages + 1, &bad, &k), RI_ERANGE);
-    EXPECT_EQ(v_->alloc_stag(p, 0, &bad, &k), RI_EINVAL);
+    EXPECT_STATUS(v_->alloc_stag(p, lim.max_fast_reg_pages + 1, &bad, &k), RI_ERANGE);
+    EXPECT_STATUS(v_->alloc_stag(p, 0, &bad, &k), RI_EINVAL);
     ri_mr_reg_t nr{};
     ri_mr_keys_t k2{};
-    EXPECT_EQ(v_->reregister_mr(st, RI_REREG_ACCESS, nullptr, &nr, &k2), RI_EINVAL);
+    EXPECT_STATUS(v_->reregister_mr(st, RI_REREG_ACCESS, nullptr, &nr, &k2), RI_EINVAL);
 
     std::set<ri_stag_t> stags{k.lkey};
     ri_mw_t mw[2] = {};
     for (ri_mw_t &w : mw) {
         ri_stag_t rkey = 0;
-        ASSERT_EQ(v_->alloc_mw(p, RI_MW_TYPE_2, &w, &rkey), RI_OK);
+        ASSERT_RI_OK(v_->alloc_mw(p, RI_MW_TYPE_2, &w, &rkey));
         ri_mw_t h = w;
         track(h, [this, h] { (void)v_->dealloc_mw(h); });
         EXPECT_TRUE(stags.insert(rkey).second) << "windows and regions share one STag namespace";
     }
     ri_mw_t w3 = nullptr;
     ri_stag_t r3 = 0;
-    EXPECT_EQ(v_->alloc_mw(p, 3, &w3, &r3), RI_EINVAL);
+    EXPECT_STATUS(v_->alloc_mw(p, 3, &w3, &r3), RI_EINVAL);
     // Type 1 windows are not offered (no RI_CAP_MW_TYPE1): nothing would bind them.
-    EXPECT_EQ(v_->alloc_mw(p, RI_MW_TYPE_1, &w3, &r3), RI_EOPNOTSUPP);
+    EXPECT_STATUS(v_->alloc_mw(p, RI_MW_TYPE_1, &w3, &r3), RI_EOPNOTSUPP);
     ri_cq_t c = cq(r);
     ri_qp_t q = qp(p, c, c);
     // A type 2 window binds by work request; flushed like any other request.
     std::vector<char> mem(4096);
     ri_mr_t mr = nullptr;
-    ASSERT_EQ(reg(p, mem.data(), mem.size(), RI_ACCESS_LOCAL_WRITE | RI_ACCESS_MW_BIND, &mr, &k), RI_OK);
+    ASSERT_RI_OK(reg(p, mem.data(), mem.size(), RI_ACCESS_LOCAL_WRITE | RI_ACCESS_MW_BIND, &mr, &k));
     ri_send_wr_t b{};
     b.wr_id = 5;
     b.opcode = RI_WR_BIND_MW;
@@ -688,14 +688,14 @@ TEST_F(Softrnic, StagsAndWindows) {
     b.u.bind.mr = mr;
     b.u.bind.length = 64;
     uint32_t posted = 0;
-    ASSERT_EQ(v_->post_send(q, &b, 1, &posted), RI_OK);
-    ASSERT_EQ(modify_state(q, RI_QPS_ERROR), RI_OK);
+    ASSERT_RI_OK(v_->post_send(q, &b, 1, &posted));
+    ASSERT_RI_OK(modify_state(q, RI_QPS_ERROR));
     auto wc = poll(c);
     ASSERT_EQ(wc.size(), 1u);
     EXPECT_EQ(wc[0].opcode, RI_WC_BIND_MW);
     for (int i = 1; i >= 0; --i) {
         forget(mw[i]);
-        EXPECT_EQ(v_->dealloc_mw(mw[i]), RI_OK);
+        EXPECT_RI_OK(v_->dealloc_mw(mw[i]));
     }
 }
 
@@ -716,7 +716,7 @@ TEST_F(Softrnic, KvpRefusesAnotherPrivateAbi) {
     call.priv_in_len = sizeof req;
     call.priv_out = &resp;
     call.priv_out_cap = sizeof resp;
-    EXPECT_EQ(ual::device_syscall(client_.get(), &call), RI_EPROTO);
+    EXPECT_STATUS(ual::device_syscall(client_.get(), &call), RI_EPROTO);
     EXPECT_EQ(call.handle_out, 0u);
     EXPECT_EQ(kal_->adapters().list().at(0).opens, 0u);
 }
@@ -730,15 +730,15 @@ TEST_F(Softrnic, EverythingIsReleasedWhenTheConnectionCloses) {
     ASSERT_NE(q, nullptr);
     ri_srq_attr_t sa{4, 1, 0, 0, 0};
     ri_srq_t srq = nullptr;
-    ASSERT_EQ(v_->create_srq(p, &sa, &srq), RI_OK);
+    ASSERT_RI_OK(v_->create_srq(p, &sa, &srq));
     track(srq, [this, srq] { (void)v_->destroy_srq(srq); });
     std::vector<char> mem(3 * 4096);
     ri_mr_t mr = nullptr;
     ri_mr_keys_t k{};
-    ASSERT_EQ(reg(p, mem.data(), mem.size(), RI_ACCESS_LOCAL_WRITE, &mr, &k), RI_OK);
+    ASSERT_RI_OK(reg(p, mem.data(), mem.size(), RI_ACCESS_LOCAL_WRITE, &mr, &k));
     ri_mw_t mw = nullptr;
     ri_stag_t rkey = 0;
-    ASSERT_EQ(v_->alloc_mw(p, RI_MW_TYPE_2, &mw, &rkey), RI_OK);
+    ASSERT_RI_OK(v_->alloc_mw(p, RI_MW_TYPE_2, &mw, &rkey));
     track(mw, [this, mw] { (void)v_->dealloc_mw(mw); });
     Usage before = usage();
     EXPECT_EQ(before.clients, 1u);
@@ -757,7 +757,7 @@ TEST_F(Softrnic, EverythingIsReleasedWhenTheConnectionCloses) {
     EXPECT_EQ(after.pinned, 0u);
     EXPECT_EQ(kal_->adapters().list().at(0).opens, 0u);
     // The uVP lets the consumer release what the kAL already tore down.
-    ASSERT_EQ(v_->dealloc_mw(mw), RI_OK);
+    ASSERT_RI_OK(v_->dealloc_mw(mw));
     forget(mw);
 }
 

@@ -10,6 +10,7 @@
 
 #include "rnicpi/host/loader.hpp"
 #include "rnicpi/host/log.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -21,42 +22,42 @@ protected:
     void SetUp() override {
         loader_ = std::make_unique<rdma::rnicpi::ModuleLoader>(kKalHost, SOFTRNIC_PROVIDER_DIR);
         auto m = loader_->load("softrnic_kvp.so", RI_MODE_PRIVILEGED);
-        ASSERT_TRUE(m) << m.error().to_string();
+        ASSERT_OK(m) << m.error().to_string();
         kvp_ = *m;
         v_ = &kvp_->verbs();
         ri_attach_params_t ap{};
         std::strcpy(ap.name, "sr9");
         ap.options = R"({"max_ird": 16, "max_ord": 16})";
-        ASSERT_EQ(kvp_->descriptor().attach(&ap, &instance_), RI_OK);
+        ASSERT_RI_OK(kvp_->descriptor().attach(&ap, &instance_));
         ri_rnic_open_params_t op{};
         op.instance = instance_;
-        ASSERT_EQ(v_->open_rnic(&op, &rnic_), RI_OK);
-        ASSERT_EQ(v_->alloc_pd(rnic_, &pd_), RI_OK);
+        ASSERT_RI_OK(v_->open_rnic(&op, &rnic_));
+        ASSERT_RI_OK(v_->alloc_pd(rnic_, &pd_));
         ri_cq_attr_t ca{16, 0, 0};
-        ASSERT_EQ(v_->create_cq(rnic_, &ca, &cq_), RI_OK);
+        ASSERT_RI_OK(v_->create_cq(rnic_, &ca, &cq_));
         ri_qp_init_attr_t qa{};
         qa.type = RI_QPT_RC;
         qa.sq_depth = qa.rq_depth = 4;
         qa.sq_sge = qa.rq_sge = qa.rd_sge = 1;
         qa.ird = qa.ord = 2;
-        ASSERT_EQ(v_->create_qp(pd_, cq_, cq_, nullptr, &qa, &qp_), RI_OK);
+        ASSERT_RI_OK(v_->create_qp(pd_, cq_, cq_, nullptr, &qa, &qp_));
     }
     void TearDown() override {
         // Newest first; whatever SetUp made.
         if (qp_ != nullptr) {
-            EXPECT_EQ(v_->destroy_qp(qp_), RI_OK);
+            EXPECT_RI_OK(v_->destroy_qp(qp_));
         }
         if (cq_ != nullptr) {
-            EXPECT_EQ(v_->destroy_cq(cq_), RI_OK);
+            EXPECT_RI_OK(v_->destroy_cq(cq_));
         }
         if (pd_ != nullptr) {
-            EXPECT_EQ(v_->dealloc_pd(pd_), RI_OK);
+            EXPECT_RI_OK(v_->dealloc_pd(pd_));
         }
         if (rnic_ != nullptr) {
-            EXPECT_EQ(v_->close_rnic(rnic_), RI_OK);
+            EXPECT_RI_OK(v_->close_rnic(rnic_));
         }
         if (instance_ != nullptr) {
-            EXPECT_EQ(kvp_->descriptor().detach(instance_), RI_OK);
+            EXPECT_RI_OK(kvp_->descriptor().detach(instance_));
         }
     }
     static ri_llp_params_t negotiated() {
@@ -81,7 +82,7 @@ protected:
     }
     ri_qp_attr_t query() {
         ri_qp_attr_t a{};
-        EXPECT_EQ(v_->query_qp(qp_, &a), RI_OK);
+        EXPECT_RI_OK(v_->query_qp(qp_, &a));
         return a;
     }
 
@@ -96,20 +97,20 @@ protected:
 };
 
 TEST_F(KvpTransition, RtsOnlyWithTheStreamAndItsParametersAreKept) {
-    EXPECT_EQ(to(RI_QPS_RTS), RI_ENOTCONN);  // no stream, nothing to send on
+    EXPECT_STATUS(to(RI_QPS_RTS), RI_ENOTCONN);  // no stream, nothing to send on
     ri_llp_params_t bad = negotiated();
     bad.mpa_revision = 3;
-    EXPECT_EQ(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, bad), RI_EINVAL);
+    EXPECT_STATUS(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, bad), RI_EINVAL);
     bad = negotiated();
     bad.ird = 17;  // over the instance's max_ird
-    EXPECT_EQ(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, bad), RI_ERANGE);
+    EXPECT_STATUS(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, bad), RI_ERANGE);
     bad = negotiated();
     bad.fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // a consumer hosted in the kAL gives a stream socket
-    EXPECT_EQ(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, bad), RI_EBADF);
+    EXPECT_STATUS(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, bad), RI_EBADF);
     ::close(bad.fd);
     EXPECT_EQ(query().state, RI_QPS_IDLE);
 
-    ASSERT_EQ(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, negotiated()), RI_OK);
+    ASSERT_RI_OK(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, negotiated()));
     ri_qp_attr_t a = query();
     EXPECT_EQ(a.state, RI_QPS_RTS);
     EXPECT_EQ(a.ird, 7u);  // negotiated values replace the QP's own
@@ -120,29 +121,29 @@ TEST_F(KvpTransition, RtsOnlyWithTheStreamAndItsParametersAreKept) {
     EXPECT_EQ(a.llp.fpdu_max, 1460u);
     EXPECT_EQ(a.llp.remote_port, 5000u);
     // Once: the stream does not change under a QP in RTS, and attributes are frozen.
-    EXPECT_EQ(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, negotiated()), RI_EINVAL);
-    EXPECT_EQ(to(RI_QPS_IDLE), RI_EINVAL);
+    EXPECT_STATUS(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, negotiated()), RI_EINVAL);
+    EXPECT_STATUS(to(RI_QPS_IDLE), RI_EINVAL);
 }
 
 TEST_F(KvpTransition, StateMachineOnAStream) {
-    ASSERT_EQ(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, negotiated()), RI_OK);
-    ASSERT_EQ(to(RI_QPS_CLOSING), RI_OK);
-    EXPECT_EQ(to(RI_QPS_RTS), RI_EINVAL);
-    EXPECT_EQ(to(RI_QPS_TERMINATE), RI_EINVAL);
-    EXPECT_EQ(to(RI_QPS_IDLE), RI_EINVAL);
-    ASSERT_EQ(to(RI_QPS_ERROR), RI_OK);
-    EXPECT_EQ(to(RI_QPS_RTS), RI_EINVAL);
-    ASSERT_EQ(to(RI_QPS_IDLE), RI_OK);
+    ASSERT_RI_OK(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, negotiated()));
+    ASSERT_RI_OK(to(RI_QPS_CLOSING));
+    EXPECT_STATUS(to(RI_QPS_RTS), RI_EINVAL);
+    EXPECT_STATUS(to(RI_QPS_TERMINATE), RI_EINVAL);
+    EXPECT_STATUS(to(RI_QPS_IDLE), RI_EINVAL);
+    ASSERT_RI_OK(to(RI_QPS_ERROR));
+    EXPECT_STATUS(to(RI_QPS_RTS), RI_EINVAL);
+    ASSERT_RI_OK(to(RI_QPS_IDLE));
     EXPECT_EQ(query().llp.mpa_revision, 0u);  // a reset QP is on no stream
     // RTS -> TERMINATE (with the consumer's code) -> ERROR.
-    ASSERT_EQ(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, negotiated()), RI_OK);
+    ASSERT_RI_OK(to(RI_QPS_RTS, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP, negotiated()));
     ri_qp_attr_t t{};
     t.state = RI_QPS_TERMINATE;
     t.term_layer_etype = 0x02;
     t.term_ecode = 0x06;
-    ASSERT_EQ(v_->modify_qp(qp_, &t, RI_QP_ATTR_STATE | RI_QP_ATTR_TERM), RI_OK);
-    EXPECT_EQ(to(RI_QPS_CLOSING), RI_EINVAL);
-    ASSERT_EQ(to(RI_QPS_ERROR), RI_OK);
+    ASSERT_RI_OK(v_->modify_qp(qp_, &t, RI_QP_ATTR_STATE | RI_QP_ATTR_TERM));
+    EXPECT_STATUS(to(RI_QPS_CLOSING), RI_EINVAL);
+    ASSERT_RI_OK(to(RI_QPS_ERROR));
     EXPECT_EQ(query().state, RI_QPS_ERROR);
 }
 
@@ -151,7 +152,7 @@ TEST_F(KvpTransition, StateMachineOnAStream) {
 TEST(KvpTunables, AttachOptionsAndControlSetThem) {
     rdma::rnicpi::ModuleLoader loader(kKalHost, SOFTRNIC_PROVIDER_DIR);
     auto m = loader.load("softrnic_kvp.so", RI_MODE_PRIVILEGED);
-    ASSERT_TRUE(m) << m.error().to_string();
+    ASSERT_OK(m) << m.error().to_string();
     const ri_module_t &d = (*m)->descriptor();
     ASSERT_NE(d.control, nullptr);
     ri_attach_params_t ap{};
@@ -159,33 +160,33 @@ TEST(KvpTunables, AttachOptionsAndControlSetThem) {
     for (const char *bad : {R"({"unsent_budget": -1})", R"({"unsent_budget": "4M"})", R"({"siw_nudge": 0})"}) {
         ri_instance_t i = nullptr;
         ap.options = bad;
-        EXPECT_EQ(d.attach(&ap, &i), RI_EINVAL) << bad;
+        EXPECT_STATUS(d.attach(&ap, &i), RI_EINVAL) << bad;
     }
     ri_instance_t inst = nullptr;
     ap.options = R"({"unsent_budget": 1048576, "siw_nudge": false})";
-    ASSERT_EQ(d.attach(&ap, &inst), RI_OK);
+    ASSERT_RI_OK(d.attach(&ap, &inst));
     char reply[2048];
     auto control = [&](const char *request) {
         reply[0] = '\0';
         return d.control(inst, request, reply, sizeof reply);
     };
-    ASSERT_EQ(control("{}"), RI_OK) << reply;
+    ASSERT_RI_OK(control("{}")) << reply;
     std::string text = reply;
     EXPECT_NE(text.find("\"unsent_budget\":1048576"), std::string::npos) << text;
     EXPECT_NE(text.find("\"siw_nudge\":false"), std::string::npos) << text;
     EXPECT_NE(text.find("TCP_NOTSENT_LOWAT"), std::string::npos) << "no help text: " << text;
-    ASSERT_EQ(control(R"({"unsent_budget": 0, "siw_nudge": true})"), RI_OK) << reply;
+    ASSERT_RI_OK(control(R"({"unsent_budget": 0, "siw_nudge": true})")) << reply;
     text = reply;
     EXPECT_NE(text.find("\"unsent_budget\":0"), std::string::npos) << text;
     EXPECT_NE(text.find("\"siw_nudge\":true"), std::string::npos) << text;
     // A request with one bad part changes nothing.
-    EXPECT_EQ(control(R"({"unsent_budget": 5, "siw_nudge": "yes"})"), RI_EINVAL);
+    EXPECT_STATUS(control(R"({"unsent_budget": 5, "siw_nudge": "yes"})"), RI_EINVAL);
     EXPECT_NE(std::string(reply).find("siw_nudge"), std::string::npos) << reply;
-    EXPECT_EQ(control(R"({"speed": 1})"), RI_EINVAL);
+    EXPECT_STATUS(control(R"({"speed": 1})"), RI_EINVAL);
     EXPECT_NE(std::string(reply).find("'speed'"), std::string::npos) << reply;
-    ASSERT_EQ(control("{}"), RI_OK) << reply;
+    ASSERT_RI_OK(control("{}")) << reply;
     EXPECT_NE(std::string(reply).find("\"unsent_budget\":0"), std::string::npos) << reply;
-    EXPECT_EQ(d.detach(inst), RI_OK);
+    EXPECT_RI_OK(d.detach(inst));
 }
 
 }  // namespace

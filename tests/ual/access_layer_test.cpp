@@ -8,6 +8,7 @@
 #include "krdmad_fixture.hpp"
 #include "embedded_link.hpp"
 #include "ual/access_layer.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -26,30 +27,30 @@ TEST_F(AccessLayerTest, EmbeddedKalServesRnicsAndLoadsTheirUvp) {
     o.embedded_kal = &kal::start_embedded_link;
     o.embedded_config = write_config(config_json((dir_ / "unused").string()));
     auto al = ual::AccessLayer::open(o);
-    ASSERT_TRUE(al) << al.error().to_string();
+    ASSERT_OK(al) << al.error().to_string();
     EXPECT_TRUE((*al)->embedded());
     auto list = (*al)->rnics();
-    ASSERT_TRUE(list);
+    ASSERT_OK(list);
     ASSERT_EQ(list->size(), 1u);
     EXPECT_EQ(list->at(0).name, "cpp0");
     EXPECT_EQ(list->at(0).address, "127.0.0.1");
     EXPECT_EQ(list->at(0).uvp_library, TEST_PROVIDER_DIR "/test_good_uvp.so");  // resolved by the kAL
     // By name and by network address: both load (once) and open the uVP named by the kAL.
     auto by_name = (*al)->open_adapter("cpp0");
-    ASSERT_TRUE(by_name) << by_name.error().to_string();
+    ASSERT_OK(by_name) << by_name.error().to_string();
     auto by_addr = (*al)->open_adapter("127.0.0.1");
-    ASSERT_TRUE(by_addr) << by_addr.error().to_string();
+    ASSERT_OK(by_addr) << by_addr.error().to_string();
     auto attr = (*by_addr)->query();
-    ASSERT_TRUE(attr);
+    ASSERT_OK(attr);
     EXPECT_STREQ(attr->name, "goodtest0");  // answered by the uVP
     auto none = (*al)->open_adapter("10.99.99.99");
     ASSERT_FALSE(none);
-    EXPECT_EQ(none.error().code(), RI_ENODEV);
+    EXPECT_STATUS(none, RI_ENODEV);
     EXPECT_NE(none.error().message().find("10.99.99.99"), std::string::npos);
     // Objects keep their parents alive: dropping the access layer first is safe.
     al->reset();
     auto pz = (*by_name)->create_pz();
-    ASSERT_TRUE(pz);
+    ASSERT_OK(pz);
 }
 
 TEST_F(AccessLayerTest, KrdmadNotRunningIsAClearError) {
@@ -78,11 +79,11 @@ TEST_F(AccessLayerTest, ANamedDeviceWinsOverTheEnvironmentsEmbeddedKal) {
     o.embedded_kal = &kal::start_embedded_link;
     o.device = device;
     auto named = ual::AccessLayer::open(o);
-    ASSERT_TRUE(named) << named.error().to_string();
+    ASSERT_OK(named) << named.error().to_string();
     EXPECT_FALSE((*named)->embedded());
     o.device.clear();
     auto from_env = ual::AccessLayer::open(o);
-    ASSERT_TRUE(from_env) << from_env.error().to_string();
+    ASSERT_OK(from_env) << from_env.error().to_string();
     EXPECT_TRUE((*from_env)->embedded());
 }
 
@@ -94,16 +95,16 @@ TEST_F(AccessLayerTest, KrdmadStoppingReachesTheConsumerAsAnEvent) {
     o.embedded_kal = &kal::start_embedded_link;
     o.device = device;
     auto al = ual::AccessLayer::open(o);
-    ASSERT_TRUE(al) << al.error().to_string();
+    ASSERT_OK(al) << al.error().to_string();
     EXPECT_FALSE((*al)->embedded());
     auto adapter = (*al)->open_adapter("cpp0");
-    ASSERT_TRUE(adapter) << adapter.error().to_string();
+    ASSERT_OK(adapter) << adapter.error().to_string();
     auto unaffiliated = ual::SimpleDispatcher::create(ual::EventStream::unaffiliated_async, 8);
-    ASSERT_TRUE(unaffiliated);
+    ASSERT_OK(unaffiliated);
     (*adapter)->set_async_dispatchers(nullptr, *unaffiliated);
     ASSERT_EQ(::kill(pid, SIGTERM), 0);
     auto e = (*unaffiliated)->wait(10s);
-    ASSERT_TRUE(e) << e.error().to_string();
+    ASSERT_OK(e) << e.error().to_string();
     EXPECT_EQ(e->stream, ual::EventStream::unaffiliated_async);
     EXPECT_EQ(e->id, static_cast<uint32_t>(RI_AE_RNIC_FATAL));
     EXPECT_EQ(e->resource_type, static_cast<uint32_t>(RI_RES_RNIC));

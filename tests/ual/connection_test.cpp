@@ -90,7 +90,7 @@ TEST_F(Connections, TwoProcessesConnectWithPrivateDataAndMoveEveryByte) {
     EXPECT_EQ(est->connection->llp.remote_port, port);
     EXPECT_NE(est->connection->llp.mpa_flags & RI_MPA_INITIATOR, 0u);
     auto qa = ep->query();
-    ASSERT_TRUE(qa);
+    ASSERT_OK(qa);
     EXPECT_EQ(qa->state, static_cast<uint32_t>(RI_QPS_RTS));
     {
         // Both ends' endpoints are counted for the RNIC and for each process (rdmactl resources).
@@ -249,7 +249,7 @@ TEST_F(Connections, RejectCarriesPrivateDataBack) {
     EXPECT_EQ(wait_exit(pid), 0);
     // The QP is still IDLE and can try again.
     auto qa = ep->query();
-    ASSERT_TRUE(qa);
+    ASSERT_OK(qa);
     EXPECT_EQ(qa->state, static_cast<uint32_t>(RI_QPS_IDLE));
 
     // The administrator sees it: LLP counters and the host's TCP MIB in one view.
@@ -353,19 +353,19 @@ TEST_F(Connections, UnservableReplyGetsATerminateThenAnOrderlyClose) {
     std::vector<uint8_t> req = read_n(iwarp::kMpaFrameHeaderLen);
     ASSERT_EQ(req.size(), iwarp::kMpaFrameHeaderLen);
     auto pd_len = iwarp::decode_mpa_header(req, iwarp::MpaKind::request);
-    ASSERT_TRUE(pd_len) << pd_len.error().to_string();
+    ASSERT_OK(pd_len) << pd_len.error().to_string();
     std::vector<uint8_t> pd = read_n(*pd_len);
     req.insert(req.end(), pd.begin(), pd.end());
     auto request = iwarp::decode_mpa(req, iwarp::MpaKind::request);
-    ASSERT_TRUE(request) << request.error().to_string();
+    ASSERT_OK(request) << request.error().to_string();
     ASSERT_TRUE(request->enhanced) << "the kAL's default policy asks for revision 2 with IRD/ORD";
     auto response = iwarp::respond(iwarp::MpaConfig{}, *request);
-    ASSERT_TRUE(response);
+    ASSERT_OK(response);
     iwarp::MpaFrame reply = response->reply;
     reply.ord = static_cast<uint16_t>(request->ird + 100);  // more Reads in flight than the initiator accepts
     std::vector<uint8_t> wire(iwarp::kMpaFrameHeaderLen + iwarp::kMpaMaxPrivateData);
     auto n = iwarp::encode_mpa(reply, wire);
-    ASSERT_TRUE(n);
+    ASSERT_OK(n);
     ASSERT_EQ(::write(peer.get(), wire.data(), *n), static_cast<ssize_t>(*n));
 
     // The Terminate FPDU (CRC on, as both sides asked), then end of stream, never a reset.
@@ -396,7 +396,7 @@ TEST_F(Connections, GarbageOnAListenPointIsRefusedAndTheListenerServesOn) {
     Side s;
     ASSERT_EQ(s.open(device_.string(), "sr0", 4096), "");
     auto lp = s.adapter->listen(0, s.requests, 3);
-    ASSERT_TRUE(lp) << lp.error().to_string();
+    ASSERT_OK(lp) << lp.error().to_string();
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -432,7 +432,7 @@ TEST_F(Connections, EveryRecordCarriesTheSocketsOwnAddressesAndPorts) {
     Side s;
     ASSERT_EQ(s.open(device_.string(), "sr0", 4096), "");
     auto lp = s.adapter->listen(0, s.requests, 3);
-    ASSERT_TRUE(lp) << lp.error().to_string();
+    ASSERT_OK(lp) << lp.error().to_string();
     const uint16_t port = (*lp)->port();
     auto server = s.endpoint(21);
     auto client = s.endpoint(22);
@@ -557,7 +557,7 @@ TEST_F(Connections, AMoveToErrorIsPostedAndCarriedOutInOrder) {
     }
     EXPECT_TRUE(server_ended) << "the server's endpoint never heard that the connection ended";
     auto qa = client->query();
-    ASSERT_TRUE(qa) << qa.error().to_string();
+    ASSERT_OK(qa) << qa.error().to_string();
     EXPECT_EQ(qa->state, static_cast<uint32_t>(RI_QPS_ERROR));
 }
 

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "ual/events.hpp"
+#include "status_matchers.hpp"
 
 namespace {
 
@@ -27,7 +28,7 @@ ual::Event software(uintptr_t n) {
 
 TEST(SimpleDispatcher, QueuesInOrderAndPollsReadableWhilePending) {
     auto d = ual::SimpleDispatcher::create(ual::EventStream::software, 4);
-    ASSERT_TRUE(d);
+    ASSERT_OK(d);
     auto &q = **d;
     EXPECT_FALSE(readable(q.fd()));
     EXPECT_TRUE(q.post(software(1)));
@@ -41,7 +42,7 @@ TEST(SimpleDispatcher, QueuesInOrderAndPollsReadableWhilePending) {
     EXPECT_EQ((*b)->software, reinterpret_cast<void *>(2));
     EXPECT_FALSE(readable(q.fd()));  // drained
     auto none = q.dequeue();
-    ASSERT_TRUE(none);
+    ASSERT_OK(none);
     EXPECT_FALSE(*none);
 }
 
@@ -49,7 +50,7 @@ TEST(SimpleDispatcher, QueuesInOrderAndPollsReadableWhilePending) {
 // must already say what is waiting.
 TEST(SimpleDispatcher, ADescriptorAskedForLateSaysWhatIsAlreadyQueued) {
     auto d = ual::SimpleDispatcher::create(ual::EventStream::software, 4);
-    ASSERT_TRUE(d);
+    ASSERT_OK(d);
     auto &q = **d;
     EXPECT_TRUE(q.post(software(1)));
     EXPECT_TRUE(readable(q.fd()));
@@ -60,7 +61,7 @@ TEST(SimpleDispatcher, ADescriptorAskedForLateSaysWhatIsAlreadyQueued) {
     EXPECT_TRUE(readable(q.fd())) << "kept in step after the first fd()";
     // A DTO dispatcher whose CQ never notified has nothing to say: not readable when first asked.
     auto dto = ual::SimpleDispatcher::create(ual::EventStream::dto, 4);
-    ASSERT_TRUE(dto);
+    ASSERT_OK(dto);
     EXPECT_FALSE(readable((*dto)->fd()));
 }
 
@@ -69,16 +70,16 @@ TEST(AggregateDispatcher, ItsDescriptorFollowsItsMembers) {
     auto agg = ual::AggregateDispatcher::create();
     ASSERT_TRUE(a && agg);
     auto lone = ual::AggregateDispatcher::create();
-    ASSERT_TRUE(lone);
+    ASSERT_OK(lone);
     EXPECT_FALSE(readable((*lone)->fd())) << "an aggregate nobody woke";
-    ASSERT_TRUE((*agg)->add(*a));
+    ASSERT_OK((*agg)->add(*a));
     (*a)->post(software(1));
     const int fd = (*agg)->fd();
     EXPECT_TRUE(readable(fd)) << "an event posted before fd() was asked for";
     auto got = (*agg)->dequeue();
     ASSERT_TRUE(got && *got);
     auto none = (*agg)->dequeue();
-    ASSERT_TRUE(none);
+    ASSERT_OK(none);
     EXPECT_FALSE(*none);
     EXPECT_FALSE(readable(fd)) << "a dequeue that finds nothing quiets it";
     (*a)->post(software(2));
@@ -87,7 +88,7 @@ TEST(AggregateDispatcher, ItsDescriptorFollowsItsMembers) {
 
 TEST(SimpleDispatcher, OverflowDropsAndIsReportedOnce) {
     auto d = ual::SimpleDispatcher::create(ual::EventStream::software, 2);
-    ASSERT_TRUE(d);
+    ASSERT_OK(d);
     auto &q = **d;
     EXPECT_TRUE(q.post(software(1)));
     EXPECT_TRUE(q.post(software(2)));
@@ -95,7 +96,7 @@ TEST(SimpleDispatcher, OverflowDropsAndIsReportedOnce) {
     EXPECT_EQ(q.overflows(), 1u);
     auto r = q.dequeue();
     ASSERT_FALSE(r);
-    EXPECT_EQ(r.error().code(), RI_EOVERFLOW);
+    EXPECT_STATUS(r, RI_EOVERFLOW);
     auto next = q.dequeue();  // reported once; the queued events are still there
     ASSERT_TRUE(next && *next);
     EXPECT_EQ((*next)->software, reinterpret_cast<void *>(1));
@@ -103,26 +104,26 @@ TEST(SimpleDispatcher, OverflowDropsAndIsReportedOnce) {
 
 TEST(SimpleDispatcher, DtoDispatchersTakeNoPostedEvents) {
     auto d = ual::SimpleDispatcher::create(ual::EventStream::dto, 4);
-    ASSERT_TRUE(d);
+    ASSERT_OK(d);
     EXPECT_FALSE((*d)->post(software(1)));
     auto none = (*d)->dequeue();  // no CQ bound yet: nothing, and no error
-    ASSERT_TRUE(none);
+    ASSERT_OK(none);
     EXPECT_FALSE(*none);
 }
 
 TEST(SimpleDispatcher, BadSizesAreRefused) {
-    EXPECT_EQ(ual::SimpleDispatcher::create(ual::EventStream::software, 0).error().code(), RI_ERANGE);
-    EXPECT_EQ(ual::SimpleDispatcher::create(ual::EventStream::software, 2, 3).error().code(), RI_EINVAL);
+    EXPECT_STATUS(ual::SimpleDispatcher::create(ual::EventStream::software, 0), RI_ERANGE);
+    EXPECT_STATUS(ual::SimpleDispatcher::create(ual::EventStream::software, 2, 3), RI_EINVAL);
 }
 
 TEST(SimpleDispatcher, WaitHonoursThresholdAndTimeout) {
     auto d = ual::SimpleDispatcher::create(ual::EventStream::software, 8, 3);
-    ASSERT_TRUE(d);
+    ASSERT_OK(d);
     auto q = *d;
     auto t0 = std::chrono::steady_clock::now();
     auto r = q->wait(50ms);
     ASSERT_FALSE(r);
-    EXPECT_EQ(r.error().code(), RI_ETIMEDOUT);
+    EXPECT_STATUS(r, RI_ETIMEDOUT);
     EXPECT_GE(std::chrono::steady_clock::now() - t0, 45ms);
     std::thread poster([q] {
         for (uintptr_t i = 1; i <= 3; ++i) {
@@ -132,19 +133,19 @@ TEST(SimpleDispatcher, WaitHonoursThresholdAndTimeout) {
     });
     auto got = q->wait(5s);  // wakes only when three are queued
     poster.join();
-    ASSERT_TRUE(got);
+    ASSERT_OK(got);
     EXPECT_EQ(got->software, reinterpret_cast<void *>(1));
     EXPECT_EQ(q->pending(), 2u);
     // Below the threshold but present when the time runs out: returned, not lost.
-    ASSERT_TRUE(q->dequeue());
+    ASSERT_OK(q->dequeue());
     auto last = q->wait(20ms);
-    ASSERT_TRUE(last);
+    ASSERT_OK(last);
     EXPECT_EQ(last->software, reinterpret_cast<void *>(3));
 }
 
 TEST(SimpleDispatcher, CallbacksRunOnTheExecutorAndTakeTheBacklog) {
     auto d = ual::SimpleDispatcher::create(ual::EventStream::software, 8);
-    ASSERT_TRUE(d);
+    ASSERT_OK(d);
     auto q = *d;
     q->post(software(1));
     std::atomic<int> calls{0}, ran_on_executor{0};
@@ -177,13 +178,13 @@ TEST(AggregateDispatcher, WaitsOnEveryMember) {
     auto b = ual::SimpleDispatcher::create(ual::EventStream::cm_message, 4);
     auto agg = ual::AggregateDispatcher::create();
     ASSERT_TRUE(a && b && agg);
-    ASSERT_TRUE((*agg)->add(*a));
-    ASSERT_TRUE((*agg)->add(*b));
+    ASSERT_OK((*agg)->add(*a));
+    ASSERT_OK((*agg)->add(*b));
     auto other = ual::AggregateDispatcher::create();
-    EXPECT_EQ((*other)->add(*a).error().code(), RI_EBUSY);  // one aggregate per dispatcher
+    EXPECT_STATUS((*other)->add(*a), RI_EBUSY);  // one aggregate per dispatcher
     auto r = (*agg)->wait(20ms);
     ASSERT_FALSE(r);
-    EXPECT_EQ(r.error().code(), RI_ETIMEDOUT);
+    EXPECT_STATUS(r, RI_ETIMEDOUT);
     auto member = *b;
     std::thread poster([member] {
         std::this_thread::sleep_for(10ms);
@@ -194,15 +195,15 @@ TEST(AggregateDispatcher, WaitsOnEveryMember) {
     });
     auto got = (*agg)->wait(5s);
     poster.join();
-    ASSERT_TRUE(got);
+    ASSERT_OK(got);
     EXPECT_EQ(got->stream, ual::EventStream::cm_message);
     EXPECT_EQ(got->id, 42u);
     (*agg)->remove(*a);
     (*a)->post(software(1));
     auto none = (*agg)->dequeue();
-    ASSERT_TRUE(none);
+    ASSERT_OK(none);
     EXPECT_FALSE(*none);  // a removed member is not visited
-    EXPECT_TRUE((*other)->add(*a));
+    EXPECT_OK((*other)->add(*a));
 }
 
 }  // namespace

@@ -88,7 +88,7 @@ protected:
         ASSERT_TRUE(info.has_value()) << stderr_text();
         c.peer = *info;
         auto qa = c.ep->query();
-        ASSERT_TRUE(qa);
+        ASSERT_OK(qa);
         c.qp_num = qa->qp_num;
         ASSERT_NE(c.qp_num, 0u);
     }
@@ -184,7 +184,7 @@ TEST_F(HwstubFaults, CorruptedInboundFrameTerminatesOurQpWithCrcError) {
               std::string::npos)
         << peer_text() << read_text(dir_ / "peer.err");
     auto qa = c.ep->query();
-    ASSERT_TRUE(qa);
+    ASSERT_OK(qa);
     EXPECT_EQ(qa->state, static_cast<uint32_t>(RI_QPS_ERROR));
     EXPECT_EQ(wait_exit(pid), 0) << read_text(dir_ / "peer.err");
 }
@@ -219,7 +219,7 @@ TEST_F(HwstubFaults, ADelayedWireSlowsTheQpAndLosesNothing) {
     auto ep = connect_to_acceptor(s, device_.string(), "hw0", "127.0.0.1", port, kBytes);
     ASSERT_NE(ep, nullptr);
     auto qa = ep->query();
-    ASSERT_TRUE(qa);
+    ASSERT_OK(qa);
     ASSERT_TRUE(inject({"tx_delay_ms=100", "qp=" + std::to_string(qa->qp_num)}).is_object());
     const auto t0 = std::chrono::steady_clock::now();
     exchange(s, *ep, {size_t{1}, size_t{65536}, kBytes}, kBytes);
@@ -254,7 +254,7 @@ TEST_F(HwstubFaults, ALostCompletionOverflowsTheCqAndEndsTheQp) {
         ri_wc_t wc{};
         auto n = c.s.cq->poll({&wc, 1});
         if (!n) {
-            EXPECT_EQ(n.error().code(), RI_EOVERFLOW) << n.error().to_string();
+            EXPECT_STATUS(n, RI_EOVERFLOW) << n.error().to_string();
             said_overflow = true;
         } else if (*n == 1) {
             EXPECT_NE(wc.wr_id, 1u) << "the lost completion appeared";
@@ -262,7 +262,7 @@ TEST_F(HwstubFaults, ALostCompletionOverflowsTheCqAndEndsTheQp) {
     }
     EXPECT_TRUE(said_overflow);
     auto qa = c.ep->query();
-    ASSERT_TRUE(qa);
+    ASSERT_OK(qa);
     EXPECT_EQ(qa->state, static_cast<uint32_t>(RI_QPS_ERROR));
     EXPECT_EQ(wait_exit(pid), 0) << read_text(dir_ / "peer.err");
 }
@@ -275,14 +275,14 @@ TEST_F(HwstubFaults, AFailingVerbSaysEioOnceAndTheNextCallWorks) {
         ual::Options o;
         o.device = device_;
         auto al = ual::AccessLayer::open(o);
-        ASSERT_TRUE(al);
+        ASSERT_OK(al);
         auto ad = (*al)->open_adapter("hw0");
-        ASSERT_TRUE(ad);
+        ASSERT_OK(ad);
         auto pz = (*ad)->create_pz();
         ASSERT_FALSE(pz);
-        EXPECT_EQ(pz.error().code(), RI_EIO) << pz.error().to_string();
+        EXPECT_STATUS(pz, RI_EIO) << pz.error().to_string();
         auto again = (*ad)->create_pz();
-        EXPECT_TRUE(again) << again.error().to_string();
+        EXPECT_OK(again) << again.error().to_string();
     }
     auto armed = inject({"fail_verb=create_qp", "fail_count=2"});
     ASSERT_TRUE(armed.is_object());
@@ -317,7 +317,7 @@ TEST_F(HwstubFaults, ACatastrophicErrorReachesEveryConsumerAndKrdmadStaysUp) {
         ASSERT_TRUE(dead.is_object());
         EXPECT_EQ(dead["engine"]["dead"], true);
         auto fatal = c.s.unaffiliated->wait(10s);
-        ASSERT_TRUE(fatal.has_value());
+        ASSERT_OK(fatal);
         EXPECT_EQ(fatal->id, static_cast<uint32_t>(RI_AE_RNIC_FATAL));
         EXPECT_TRUE(peer_says("uae " + std::to_string(RI_AE_RNIC_FATAL))) << peer_text();
         // What we had posted is flushed; what we post now fails or is flushed, never runs.

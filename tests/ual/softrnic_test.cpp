@@ -34,14 +34,14 @@ protected:
         o.embedded_kal = &kal::start_embedded_link;
         o.embedded_config = write_config(softrnic_config((dir_ / "unused").string()));
         auto al = ual::AccessLayer::open(o);
-        EXPECT_TRUE(al) << (al ? "" : al.error().to_string());
+        EXPECT_OK(al) << (al ? "" : al.error().to_string());
         return al ? *al : nullptr;
     }
 };
 
 template <class T>
 std::shared_ptr<T> ok(rdma::Expected<std::shared_ptr<T>> r) {
-    EXPECT_TRUE(r) << (r ? "" : r.error().to_string());
+    EXPECT_OK(r) << (r ? "" : r.error().to_string());
     return r ? *r : nullptr;
 }
 
@@ -51,7 +51,7 @@ TEST_F(SoftrnicAccessLayer, ObjectModelEndToEnd) {
     auto adapter = ok((*al).open_adapter("127.0.0.1"));
     ASSERT_NE(adapter, nullptr);
     auto attr = adapter->query();
-    ASSERT_TRUE(attr);
+    ASSERT_OK(attr);
     EXPECT_NE(attr->caps & RI_CAP_SRQ, 0u);
     EXPECT_EQ(attr->max_private_data, 508u);
     auto pz = ok(adapter->create_pz());
@@ -59,7 +59,7 @@ TEST_F(SoftrnicAccessLayer, ObjectModelEndToEnd) {
     auto cq = ok(adapter->create_cq(64, dto));
     ASSERT_TRUE(pz && cq);
     EXPECT_GE(cq->depth(), 64u);
-    EXPECT_EQ(adapter->create_cq(8, dto).error().code(), RI_EBUSY);  // one CQ per DTO dispatcher
+    EXPECT_STATUS(adapter->create_cq(8, dto), RI_EBUSY);  // one CQ per DTO dispatcher
     ual::EndpointAttributes ea;
     ea.context = 0xc0ffee;
     auto ep = ok(pz->create_endpoint(ea, cq, cq));
@@ -101,7 +101,7 @@ TEST_F(SoftrnicAccessLayer, QuotasAndPinLimitsAreEnforced) {
     cfg.insert(cfg.rfind('}'), R"(, "limits": {"pin_bytes_per_process": 1048576, "per_type": {"qp": 1}})");
     o.embedded_config = write_config(cfg);
     auto al = ual::AccessLayer::open(o);
-    ASSERT_TRUE(al) << al.error().to_string();
+    ASSERT_OK(al) << al.error().to_string();
     auto adapter = ok((*al)->open_adapter("sr0"));
     auto pz = ok(adapter->create_pz());
     auto dto = ok(ual::SimpleDispatcher::create(ual::EventStream::dto, 16));
@@ -111,15 +111,15 @@ TEST_F(SoftrnicAccessLayer, QuotasAndPinLimitsAreEnforced) {
     ASSERT_NE(ep, nullptr);
     auto second = pz->create_endpoint(ual::EndpointAttributes{}, cq, cq);
     ASSERT_FALSE(second);
-    EXPECT_EQ(second.error().code(), RI_ENOSPC);
+    EXPECT_STATUS(second, RI_ENOSPC);
     ASSERT_OK(ep->close());
-    EXPECT_TRUE(pz->create_endpoint(ual::EndpointAttributes{}, cq, cq));  // the quota counts live objects
+    EXPECT_OK(pz->create_endpoint(ual::EndpointAttributes{}, cq, cq));  // the quota counts live objects
     std::vector<char> big(2 << 20);
     auto too_much = pz->register_memory(big.data(), big.size(), RI_ACCESS_LOCAL_WRITE);
     ASSERT_FALSE(too_much);
-    EXPECT_EQ(too_much.error().code(), RI_ENOSPC);
+    EXPECT_STATUS(too_much, RI_ENOSPC);
     auto fits = pz->register_memory(big.data(), 256 << 10, RI_ACCESS_LOCAL_WRITE);
-    EXPECT_TRUE(fits) << fits.error().to_string();
+    EXPECT_OK(fits) << fits.error().to_string();
 }
 
 // OpenRDMA Figure 4: consumer -> uAL ri_qp_create -> uVP -> ri_syscall(RI_CREATE_QP, hdm_data) -> uAL -> device
@@ -146,7 +146,7 @@ TEST_F(SoftrnicAccessLayer, Figure4SequenceOfAQpCreation) {
     steps.push_back("consumer: endpoint created");
     rdma::log::set_sink(std::move(old_sink));
     rdma::log::set_level(old_level);
-    ASSERT_TRUE(ep) << ep.error().to_string();
+    ASSERT_OK(ep) << ep.error().to_string();
 
     // The expected steps, in order (other lines may come between them).
     const std::vector<std::string> expected = {

@@ -119,7 +119,7 @@ protected:
         ASSERT_EQ(est->id, static_cast<uint32_t>(CmEventId::established)) << "status " << est->detail;
         EXPECT_EQ(text(est->connection->private_data), "welcome");
         auto qa = ep->query();
-        ASSERT_TRUE(qa);
+        ASSERT_OK(qa);
         EXPECT_EQ(qa->state, static_cast<uint32_t>(RI_QPS_RTS));
         exchange(s, *ep, sizes, bytes);
         if (::testing::Test::HasFatalFailure()) return;
@@ -207,7 +207,7 @@ TEST_P(TwoHostsVendors, EachHostSelectsItsRnicByAddressAndListsItsProvider) {
         Side s;
         ASSERT_EQ(s.open(dev_a_.string(), addr_a_, 1 << 16), "");
         auto attr = s.adapter->query();
-        ASSERT_TRUE(attr);
+        ASSERT_OK(attr);
         EXPECT_STREQ(attr->name, "hostA");
         // Host B's address is no RNIC of host A's krdmad.
         EXPECT_FALSE(s.al->open_adapter(addr_b_)) << "host A answered for host B's address";
@@ -391,7 +391,7 @@ TEST_F(TwoHostsHwstubLink, LinkDownMidTransferEndsBothSidesAndTheRnicServesAgain
         EXPECT_TRUE(t.first_error == RI_WC_LLP_ERR || t.first_error == RI_WC_WR_FLUSH_ERR) << t.first_error;
         EXPECT_EQ(t.receives_flushed, 3u);
         auto qa = ep->query();
-        ASSERT_TRUE(qa);
+        ASSERT_OK(qa);
         EXPECT_EQ(qa->state, static_cast<uint32_t>(RI_QPS_ERROR));
         auto end = next_cm(s.cm, 10s);
         ASSERT_TRUE(end.has_value()) << "host A never heard that its connection ended";
@@ -400,7 +400,7 @@ TEST_F(TwoHostsHwstubLink, LinkDownMidTransferEndsBothSidesAndTheRnicServesAgain
         EXPECT_LT(ms_between(t.fault, Clock::now()), 12000);
         // The kAL watches the RNIC's netdev: host A's end of the veth pair went down.
         auto link = s.unaffiliated->wait(5s);
-        ASSERT_TRUE(link.has_value()) << "no link event on host A";
+        ASSERT_OK(link) << "no link event on host A";
         EXPECT_EQ(link->id, static_cast<uint32_t>(RI_AE_RNIC_LINK_DOWN));
         EXPECT_EQ(link->resource_type, static_cast<uint32_t>(RI_RES_RNIC));
 

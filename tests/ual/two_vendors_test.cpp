@@ -62,7 +62,7 @@ protected:
         ASSERT_EQ(est->id, static_cast<uint32_t>(CmEventId::established)) << "status " << est->detail;
         EXPECT_EQ(text(est->connection->private_data), "welcome");
         auto qa = ep->query();
-        ASSERT_TRUE(qa);
+        ASSERT_OK(qa);
         EXPECT_EQ(qa->state, static_cast<uint32_t>(RI_QPS_RTS));
         exchange(s, *ep, sizes, bytes);
         if (::testing::Test::HasFatalFailure()) return;
@@ -92,7 +92,7 @@ TEST_F(TwoVendors, BothRnicsAreListedAndSelectedByAddress) {
     Side s;
     ASSERT_EQ(s.open(device_.string(), "127.0.0.2", 1 << 16), "");
     auto attr = s.adapter->query();
-    ASSERT_TRUE(attr);
+    ASSERT_OK(attr);
     EXPECT_STREQ(attr->name, "hw0");
     EXPECT_EQ(attr->max_sge_rd, 8u);
     EXPECT_EQ(attr->caps & RI_CAP_SRQ, 0u) << "hwstub offers no SRQ";
@@ -161,7 +161,7 @@ TEST_F(TwoVendors, ForgedLkeyIsALocalProtectionErrorAndTheQpGoesToError) {
     ASSERT_TRUE(flushed.has_value());
     EXPECT_EQ(flushed->status, static_cast<uint32_t>(RI_WC_WR_FLUSH_ERR));
     auto qa = ep->query();
-    ASSERT_TRUE(qa);
+    ASSERT_OK(qa);
     EXPECT_EQ(qa->state, static_cast<uint32_t>(RI_QPS_ERROR));
     // A range outside the registered region, with the right lkey, is refused the same way on a fresh QP.
     (void)pid;
