@@ -191,13 +191,13 @@ TEST(Channel, AnEndThatIsNotAChannelIsRefused) {
     ASSERT_EQ(::ftruncate(mem, 3 * 4096), 0);
     int pair[2];
     ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, pair), 0);
-    const ri_channel_hello_t hello{RI_CHANNEL_MAGIC, RI_CHANNEL_VERSION, 0, 0};
+    const ri_channel_hello_t hello{RI_CHANNEL_MAGIC, RI_CHANNEL_VERSION, 0, 12};
     ASSERT_TRUE(rdma::provider::channel_detail::send_hello(pair[1], hello, mem));
     Channel unsealed;
     EXPECT_EQ(unsealed.open(pair[0]), RI_EPROTO) << "a memory file that is not sealed must be refused";
     ::close(pair[1]);
     ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, pair), 0);
-    const ri_channel_hello_t wrong{RI_CHANNEL_MAGIC, RI_CHANNEL_VERSION + 1, 0, 0};
+    const ri_channel_hello_t wrong{RI_CHANNEL_MAGIC, RI_CHANNEL_VERSION + 1, 0, 12};
     ASSERT_TRUE(rdma::provider::channel_detail::send_hello(pair[1], wrong, mem));
     Channel other_version;
     EXPECT_EQ(other_version.open(pair[0]), RI_EPROTO) << "a hello of another layout version must be refused";

@@ -182,10 +182,11 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
         return refuse(rc);
     }
     {
-        // A post from another thread may have filled the socket before the set knew it: ask for output now. A
-        // channel says in its rings what it waits for: the thread's bell is asked for now.
+        // A post from another thread may have filled the socket before the set knew it: ask for output now. (A
+        // channel comes with its reader marked waiting, so the first bytes ring the bell without a look at the
+        // rings here: an idle QP's channel costs no memory.)
         std::lock_guard g(mutex_);
-        if (stream_ && (stream_->out_watched || stream_->chan)) (void)update_interest();
+        if (stream_ && stream_->out_watched) (void)update_interest();
     }
     // Requests posted in IDLE go now, and a peer-to-peer initiator's RTR.
     Outcome o;

@@ -14,7 +14,9 @@
  *   file is the peer's end: its QP went away (closed, destroyed, or its process died).
  *
  * The kAL writes one ri_channel_hello_t, with the memory file as an SCM_RIGHTS descriptor, into each end before
- * it hands the end out; the provider reads it at the RDMA-mode transition (see rnicpi/cpp/channel.hpp).
+ * it hands the end out; the provider reads it at the RDMA-mode transition (see rnicpi/cpp/channel.hpp). A channel
+ * is handed out fresh: both rings empty, and both readers marked waiting (ri_channel_ring_t::reader_waiting), so
+ * that the first bytes either way ring the bell of a QP that has not looked at its rings yet.
  *
  * The rings carry exactly the bytes the TCP stream would (MPA FPDUs, without CRC and markers: the kAL clears
  * ::RI_MPA_CRC and ::RI_MPA_MARKERS for both ends), so every check of the receiving side (STags, protection
@@ -67,7 +69,11 @@ typedef struct ri_channel_hello {
     uint32_t magic;   /**< ::RI_CHANNEL_MAGIC. */
     uint32_t version; /**< ::RI_CHANNEL_VERSION. */
     uint32_t side;    /**< 0 or 1: the ring this end writes. */
-    uint32_t reserved; /**< Zero. */
+    /**
+     * log2 of ri_channel_header_t::ring_size. With it an end knows the file's layout (the header's page, then ring 0,
+     * then ring 1) without reading the header: a paired QP that moves no data touches none of the channel's pages.
+     */
+    uint32_t ring_log2;
 } ri_channel_hello_t;
 
 #ifdef __cplusplus

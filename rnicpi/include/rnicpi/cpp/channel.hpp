@@ -107,6 +107,9 @@ inline constexpr uint64_t kChannelRingMax = uint64_t{1} << 30;
     h->data_offset[0] = header_bytes();
     h->data_offset[1] = header_bytes() + ring_size;
     h->file_size = file_size;
+    // Fresh: both readers count as sleeping until they look (see ri_channel.h).
+    h->ring[0].reader_waiting = 1;
+    h->ring[1].reader_waiting = 1;
     ::munmap(p, header_bytes());
     // Sealed: neither QP can shrink the file under the other's mapping (a fault on every access) or grow it.
     if (::fcntl(mem, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) return fail(errno);
@@ -116,7 +119,8 @@ inline constexpr uint64_t kChannelRingMax = uint64_t{1} << 30;
     ends[1] = sv[1];
     // What is sent on one end is read on the other: each end's own hello goes into its peer.
     for (uint32_t side = 0; side < 2; ++side) {
-        const ri_channel_hello_t hello{RI_CHANNEL_MAGIC, RI_CHANNEL_VERSION, side, 0};
+        const ri_channel_hello_t hello{RI_CHANNEL_MAGIC, RI_CHANNEL_VERSION, side,
+                                       static_cast<uint32_t>(__builtin_ctzll(ring_size))};
         if (!send_hello(ends[1 - side], hello, mem)) return fail(errno != 0 ? errno : EIO);
     }
     ::close(mem);
@@ -305,38 +309,32 @@ private:
     ri_status_t map(const ri_channel_hello_t &hello, size_t got, int msg_flags, int mem) noexcept {
         using namespace channel_detail;
         if (got != sizeof hello || (msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 || mem < 0) return RI_EBADF;
-        if (hello.magic != RI_CHANNEL_MAGIC || hello.version != RI_CHANNEL_VERSION || hello.side > 1) {
+        if (hello.magic != RI_CHANNEL_MAGIC || hello.version != RI_CHANNEL_VERSION || hello.side > 1 ||
+            hello.ring_log2 < 12 || hello.ring_log2 > 30) {
             return RI_EPROTO;
         }
+        const uint64_t ring = uint64_t{1} << hello.ring_log2;
         const int seals = ::fcntl(mem, F_GET_SEALS);
         struct stat st{};
+        // The layout follows from the hello and is checked against the file's size: nothing of the file is read
+        // here, so an idle QP's channel costs no memory (its pages are made when data first moves).
         if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW) ||
-            ::fstat(mem, &st) != 0 || static_cast<uint64_t>(st.st_size) < header_bytes()) {
+            ::fstat(mem, &st) != 0 || static_cast<uint64_t>(st.st_size) != header_bytes() + 2 * ring) {
             return RI_EPROTO;
         }
         size_ = static_cast<size_t>(st.st_size);
         void *p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, mem, 0);
         if (p == MAP_FAILED) return RI_ENOMEM;
         base_ = static_cast<uint8_t *>(p);
-        // The layout is read once, into this side's memory: the other side could change the shared copy later.
-        ri_channel_header_t h;
-        std::memcpy(&h, base_, sizeof h);
-        const uint64_t ring = h.ring_size;
-        const bool ok = h.magic == RI_CHANNEL_MAGIC && h.version == RI_CHANNEL_VERSION && h.file_size == size_ &&
-                        ring >= kChannelRingMin && ring <= kChannelRingMax && (ring & (ring - 1)) == 0 &&
-                        h.data_offset[0] % kPage == 0 && h.data_offset[1] % kPage == 0 &&
-                        h.data_offset[0] >= header_bytes() && h.data_offset[1] >= header_bytes() &&
-                        h.data_offset[0] <= size_ - ring && h.data_offset[1] <= size_ - ring && size_ >= ring;
-        if (!ok) return RI_EPROTO;
         ring_ = ring;
         const uint32_t side = hello.side;
         auto *hdr = reinterpret_cast<ri_channel_header_t *>(base_);
         out_ = &hdr->ring[side];
         in_ = &hdr->ring[1 - side];
-        out_data_ = base_ + h.data_offset[side];
-        in_data_ = base_ + h.data_offset[1 - side];
-        tail_ = load_acquire(out_->tail);
-        head_ = load_acquire(in_->head);
+        out_data_ = base_ + header_bytes() + side * ring;
+        in_data_ = base_ + header_bytes() + (1 - side) * ring;
+        tail_ = 0;  // a channel is handed out fresh (ri_channel.h)
+        head_ = 0;
         return RI_OK;
     }
 
