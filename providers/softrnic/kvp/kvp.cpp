@@ -427,7 +427,7 @@ struct Kvp {
         auto answer = inst->control(request);
         std::snprintf(reply, reply_size, "%s", answer ? answer->c_str() : answer.error().message().c_str());
         if (!answer) return answer.error().code();
-        say(RI_LOG_INFO, "instance " + inst->name() + ": control " + request);
+        if (std::strcmp(request, "{}") != 0) say(RI_LOG_INFO, "instance " + inst->name() + ": control " + request);
         return RI_OK;
     }
 
