@@ -164,6 +164,8 @@ struct Kvp {
         bool local_datapath = true;
         datapath::StagTable stags;             // local data path: every live region by STag
         std::atomic<uint32_t> next_pd{1};      // local data path: protection domain identifiers
+        // Local data path: the frames its QPs' sockets took in part, recycled (shared: a QP keeps it).
+        std::shared_ptr<datapath::FramePool> frames = datapath::make_frame_pool();
         void raise(const ri_async_event_t &e) {
             rdma::provider::EventHandlers::Aeh h = handlers.aeh();
             if (h.fn != nullptr) h.fn(h.ctx, to_handle<ri_rnic_t>(this), &e);
@@ -530,6 +532,7 @@ ri_status_t Kvp::Pd::make_qp(Cq *scq, Cq *rcq, Srq *srq, ri_qp_init_attr_t *a, c
         setup.pd = dp_id;
         setup.init = *a;
         setup.tunables = instance().tunables();
+        setup.frames = rnic->frames;
         if (scq->dp == nullptr || rcq->dp == nullptr) return RI_EINVAL;
         qp->dp = std::make_unique<datapath::QueuePair>(setup, qp->sq_memory.data(), use_srq ? *srq->rq : qp->rq,
                                                        use_srq, *scq->dp, *rcq->dp, rnic->stags, *qp);

@@ -81,6 +81,8 @@ struct Uvp {
         uint32_t counter_slots = 0;
         uint32_t counter_slot_size = 0;
         datapath::Tunables tunables;  // the RNIC's, from the Open RNIC reply
+        // The frames its QPs' sockets took in part, recycled (shared: a QP the consumer leaks past close keeps it).
+        std::shared_ptr<datapath::FramePool> frames = datapath::make_frame_pool();
 
         ~Rnic() {
             if (counters != nullptr) ::munmap(counters, counters_len);
@@ -362,6 +364,7 @@ ri_status_t Uvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq_h, ri_
     setup.pd = id;
     setup.init = provided;
     setup.tunables = rnic->tunables;
+    setup.frames = rnic->frames;
     qp->dp = std::make_unique<datapath::QueuePair>(setup, qp->sq_ring, use_srq ? srq->rq : qp->rq, use_srq,
                                                    *scq->dp, *rcq->dp, rnic->stags, *qp);
     qp->dp->set_counters(rnic->counter_slot(resp.counter_slot));
