@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -831,6 +832,9 @@ ri_status_t Kvp::Mr::reregister(uint32_t mask, ri_pd_t, const ri_mr_reg_t *reg, 
     return RI_OK;
 }
 
+static_assert(offsetof(softrnic_open_resp, unsent_budget) == SOFTRNIC_OPEN_RESP_SIZE_1_1,
+              "the 1.1 Open RNIC reply ends where the 1.2 fields start");
+
 ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
     ri_syscall_t &call = *k->call;
     Reply reply(call);
@@ -843,7 +847,10 @@ ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
             if (ri_status_t rc = reply.read_param(&p); rc != RI_OK) return rc;
             softrnic_open_resp resp{};
             resp.max_ceh = rdma::provider::EventHandlers::kMaxCeh;
-            if (ri_status_t rc = reply.check_room(sizeof resp, 0, 0); rc != RI_OK) return rc;
+            // A uVP of 1.1 (its request says so) knows, and has room for, the reply up to the counters region
+            // only: it gets that part, not the 1.2 tunables.
+            const size_t resp_size = (req.hdr.version & 0xffffu) >= 2 ? sizeof resp : SOFTRNIC_OPEN_RESP_SIZE_1_1;
+            if (ri_status_t rc = reply.check_room(resp_size, 0, 0); rc != RI_OK) return rc;
             ri_rnic_t r = nullptr;
             int fd = -1;
             // A caller with no room for a descriptor gets no counters region (its QPs count nothing).
@@ -860,7 +867,7 @@ ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
                 resp.counter_slot_size = sizeof(softrnic_qp_counters);
                 (void)reply.pass_fd(fd);  // cannot fail: fd_room(1) held
             }
-            return reply.write_priv(resp);
+            return reply.write_priv_prefix(resp, resp_size);  // cannot fail: the room was checked
         }
         case RI_CREATE_CQ: {
             if (!reply.has_priv()) return RI_ENOSYS;
