@@ -199,20 +199,35 @@ void register_admin_commands(DeviceServer &server, AdapterManager &adapters, Adm
         return outcome(c, "detach", *name, r ? nullptr : &r.error(), rep);
     });
 
+    // The empty request {} changes nothing and answers the RNIC's state and tunables (RNIC-PI control): open to
+    // every caller, as `rdmactl show` is, and not logged; any other request is an administrator's.
     server.on(KRDMA_CMD_CONTROL_RNIC, [&adapters, policy](Connection &c, const Request &req, Reply &rep) -> int {
-        if (!admit(c, policy, "control", rep)) return RI_EPERM;
         auto q = req.as<krdma_control_rnic>();
         auto name = text_of(q.name);
         auto text = text_of(q.text);
+        const bool query = text && *text == "{}";
+        if (!query && !admit(c, policy, "control", rep)) return RI_EPERM;
         if (!name) return unterminated(rep, "name", sizeof q.name);
         if (!text) return unterminated(rep, "text", sizeof q.text);
         auto r = adapters.control(*name, *text);
-        if (!r) return outcome(c, "control", *name + " " + *text, &r.error(), rep);
+        // A query is not logged; a failed one answers as outcome() does.
+        auto failed = [&](const rdma::Error &e) {
+            return query ? rep.fail(rdma::from_errno(e.code()), e.message())
+                         : outcome(c, "control", *name + " " + *text, &e, rep);
+        };
+        if (!r) return failed(r.error());
         krdma_control_rnic a{};
+        if (r->size() >= sizeof a.text) {
+            // Cut, it would not parse: the provider's reply must fit (ri_module_t::control).
+            const rdma::Error e(RI_EOVERFLOW, "RNIC " + *name + ": the provider's reply of " +
+                                                  std::to_string(r->size()) + " bytes does not fit in " +
+                                                  std::to_string(sizeof a.text - 1));
+            return failed(e);
+        }
         std::memcpy(a.name, q.name, sizeof a.name);
-        std::memcpy(a.text, r->data(), std::min(r->size(), sizeof a.text - 1));
+        std::memcpy(a.text, r->data(), r->size());
         reply_with(rep, a);
-        return outcome(c, "control", *name + " " + *text, nullptr, rep);
+        return query ? 0 : outcome(c, "control", *name + " " + *text, nullptr, rep);
     });
 
     server.on(KRDMA_CMD_LOAD_MODULE, [&adapters, policy](Connection &c, const Request &req, Reply &rep) -> int {

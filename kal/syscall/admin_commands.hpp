@@ -3,8 +3,10 @@
  * @brief System call management: the device commands that report on and administer the host's RNICs and kVP
  *        modules.
  *
- * LIST_RNICS and LIST_MODULES are open to every caller. ATTACH_RNIC, DETACH_RNIC, CONTROL_RNIC, LOAD_MODULE and
- * UNLOAD_MODULE need uid 0 or membership in krdmad's admin group; anyone else gets ::RI_EPERM and nothing changes.
+ * LIST_RNICS and LIST_MODULES are open to every caller, and so is CONTROL_RNIC with the empty request `{}` (it
+ * changes nothing: the provider's state and tunables, for `rdmactl show`). ATTACH_RNIC, DETACH_RNIC, any other
+ * CONTROL_RNIC, LOAD_MODULE and UNLOAD_MODULE need uid 0 or membership in krdmad's admin group; anyone else gets
+ * ::RI_EPERM and nothing changes.
  * Errors of the adapter manager reach the caller unchanged.
  */
 #ifndef KAL_SYSCALL_ADMIN_COMMANDS_HPP

@@ -170,6 +170,15 @@ TEST_F(Admin, OthersAreRefusedAndNothingChanges) {
     EXPECT_EQ(out, "rdmactl: load failed: permission denied: load" + why);
     EXPECT_EQ(ctl({"attach", "--provider", "cppkvp", "--name", "x0", "--netdev", "lo"}, out, as), 1);
     EXPECT_EQ(out, "rdmactl: attach failed: permission denied: attach" + why);
+    EXPECT_EQ(ctl({"control", "cpp0", R"({"speed": 1})"}, out, as), 1);
+    EXPECT_NE(out.find("permission denied: control" + why), std::string::npos) << out;
+    // The empty control request changes nothing and is open to everyone, as `rdmactl show` that sends it: this
+    // provider has no control operation, which is what the caller hears.
+    EXPECT_EQ(ctl({"control", "cpp0", "{}"}, out, as), 1);
+    EXPECT_EQ(out.find("permission denied"), std::string::npos) << out;
+    EXPECT_NE(out.find("no run-time control operation"), std::string::npos) << out;
+    EXPECT_EQ(ctl({"show", "cpp0"}, out, as), 0) << out;
+    EXPECT_NE(out.find("tunables:      none"), std::string::npos) << out;
     // Listing stays open to everyone.
     EXPECT_EQ(ctl({"list"}, out, as), 0) << out;
     EXPECT_NE(out.find("cpp0"), std::string::npos) << out;

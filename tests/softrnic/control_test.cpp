@@ -2,6 +2,7 @@
 // with an embedded kAL serving softrnic_kvp.so and softrnic_uvp.so loaded in non-privileged mode.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -719,6 +720,82 @@ TEST_F(Softrnic, KvpRefusesAnotherPrivateAbi) {
     EXPECT_STATUS(ual::device_syscall(client_.get(), &call), RI_EPROTO);
     EXPECT_EQ(call.handle_out, 0u);
     EXPECT_EQ(kal_->adapters().list().at(0).opens, 0u);
+}
+
+// A uVP built against softrnic's private ABI 1.1 has room for the Open RNIC reply of 1.1 only (the 1.2 reply added
+// the tunables): its request says 1.1, the kVP writes that much, and the open works; less room is still
+// RI_EOVERFLOW.
+TEST_F(Softrnic, KvpAnswersAnOlderMinorUvpInItsReplySize) {
+    struct Resp11 {  // softrnic_open_resp as ABI 1.1 had it
+        softrnic_priv_hdr hdr;
+        uint32_t max_ceh, reserved, counter_slots, counter_slot_size;
+    };
+    static_assert(sizeof(Resp11) == SOFTRNIC_OPEN_RESP_SIZE_1_1);
+    struct Open {
+        ri_rnic_open_params_t p{};
+        softrnic_open_req req{};
+        uint8_t resp[sizeof(softrnic_open_resp) + 8];
+        int32_t fds[RI_SYSCALL_MAX_FDS];
+        ri_syscall_t call{};
+        Open(uint32_t minor, uint32_t room) {
+            std::memset(resp, 0xee, sizeof resp);
+            std::strcpy(p.instance_name, "sr0");
+            req.hdr.version = (SOFTRNIC_ABI_MAJOR << 16) | minor;
+            req.hdr.size = sizeof req;
+            call.size = sizeof call;
+            call.op = RI_OPEN_RNIC;
+            call.param = &p;
+            call.param_len = sizeof p;
+            call.priv_in = &req;
+            call.priv_in_len = sizeof req;
+            call.priv_out = resp;
+            call.priv_out_cap = room;
+            call.fds_out = fds;
+            call.nfds_out_cap = RI_SYSCALL_MAX_FDS;
+        }
+        ~Open() {
+            for (uint32_t i = 0; i < call.nfds_out; ++i) ::close(fds[i]);
+        }
+    };
+    auto close_rnic = [this](uint64_t handle) {
+        ri_syscall_t c{};
+        c.size = sizeof c;
+        c.op = RI_CLOSE_RNIC;
+        c.object = handle;
+        EXPECT_EQ(ual::device_syscall(client_.get(), &c), RI_OK);
+    };
+
+    Open old(1, sizeof(Resp11));
+    ASSERT_EQ(ual::device_syscall(client_.get(), &old.call), RI_OK);
+    EXPECT_NE(old.call.handle_out, 0u);
+    ASSERT_EQ(old.call.priv_out_len, sizeof(Resp11));
+    Resp11 r11;
+    std::memcpy(&r11, old.resp, sizeof r11);
+    EXPECT_EQ(r11.hdr.version >> 16, SOFTRNIC_ABI_MAJOR);
+    EXPECT_EQ(r11.hdr.size, sizeof(Resp11));
+    EXPECT_GT(r11.max_ceh, 0u);
+    EXPECT_GT(r11.counter_slots, 0u);  // the counters region came with it
+    EXPECT_EQ(r11.counter_slot_size, sizeof(softrnic_qp_counters));
+    EXPECT_EQ(old.call.nfds_out, 1u);
+    EXPECT_EQ(old.resp[sizeof(Resp11)], 0xee) << "written past the 1.1 uVP's room";
+    EXPECT_EQ(kal_->adapters().list().at(0).opens, 1u);
+    close_rnic(old.call.handle_out);
+
+    // Today's uVP gets the whole reply, tunables included.
+    Open now(SOFTRNIC_ABI_MINOR, sizeof(softrnic_open_resp));
+    ASSERT_EQ(ual::device_syscall(client_.get(), &now.call), RI_OK);
+    ASSERT_EQ(now.call.priv_out_len, sizeof(softrnic_open_resp));
+    softrnic_open_resp full;
+    std::memcpy(&full, now.resp, sizeof full);
+    EXPECT_EQ(full.hdr.size, sizeof full);
+    EXPECT_EQ(full.unsent_budget, 4u << 20);
+    EXPECT_EQ(full.siw_nudge, 1u);
+    close_rnic(now.call.handle_out);
+
+    // Less room than the reply its version knows is still refused.
+    Open tiny(1, SOFTRNIC_OPEN_RESP_SIZE_1_1 - 8);
+    EXPECT_EQ(ual::device_syscall(client_.get(), &tiny.call), RI_EOVERFLOW);
+    EXPECT_EQ(tiny.call.priv_out_len, 0u);
 }
 
 TEST_F(Softrnic, EverythingIsReleasedWhenTheConnectionCloses) {

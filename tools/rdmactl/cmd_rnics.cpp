@@ -1,5 +1,6 @@
 // rdmactl list / show: the RNICs a running krdmad serves, selected by network address.
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -101,8 +102,45 @@ nlohmann::json limits_json(const ri_rnic_attr_t &a) {
             {"max_private_data", a.max_private_data}, {"page_size_cap", a.page_size_cap}};
 }
 
+// The provider's tunables of RNIC @p name, each {"value", "settable", "help"}: the "tunables" of its reply to the
+// empty control request (RNIC-PI ri_module_t::control), which changes nothing and is open to every caller. An
+// empty object for a provider that lists none or has no control operation; nothing, and @p why, when there is no
+// answer.
+std::optional<nlohmann::json> fetch_tunables(const GlobalOptions &global, const std::string &name, std::string &why) {
+    auto client = ual::DeviceClient::connect(global.device, global.timeout);
+    if (!client) {
+        why = client.error().message();
+        return std::nullopt;
+    }
+    krdma_control_rnic q{};
+    if (name.size() >= sizeof q.name) {
+        why = "the RNIC's name is too long";
+        return std::nullopt;
+    }
+    std::memcpy(q.name, name.data(), name.size());
+    std::memcpy(q.text, "{}", 3);
+    auto r = (*client)->call(KRDMA_CMD_CONTROL_RNIC, {reinterpret_cast<const uint8_t *>(&q), sizeof q});
+    if (r && r->status == RI_EOPNOTSUPP) return nlohmann::json::object();  // a provider without control has none
+    if (!r || r->status != 0 || r->payload.size() != sizeof q) {
+        why = !r ? r.error().message() : !r->reason.empty() ? r->reason : "status " + std::to_string(r->status);
+        return std::nullopt;
+    }
+    std::memcpy(&q, r->payload.data(), sizeof q);
+    const nlohmann::json reply = nlohmann::json::parse(std::string(q.text, strnlen(q.text, sizeof q.text)), nullptr,
+                                                       false);
+    nlohmann::json out = nlohmann::json::object();
+    if (!reply.is_object() || !reply.contains("tunables") || !reply["tunables"].is_object()) return out;
+    for (const auto &[key, t] : reply["tunables"].items()) {
+        if (!t.is_object() || !t.contains("value")) continue;  // not in the RNIC-PI's form
+        out[key] = {{"value", t["value"]},
+                    {"settable", t.value("settable", false)},
+                    {"help", t.contains("help") && t["help"].is_string() ? t["help"] : nlohmann::json("")}};
+    }
+    return out;
+}
+
 // Everything `show` says of one RNIC: what krdmad lists, its module, its netdev's link, its limits and
-// capabilities (queried as a consumer), and its counters.
+// capabilities (queried as a consumer), its provider's tunables, and its counters.
 nlohmann::json show_json(const GlobalOptions &global, const krdma_rnic_info &r) {
     nlohmann::json j = rnic_json(r);
     if (auto modules = fetch_modules(global)) {
@@ -129,6 +167,13 @@ nlohmann::json show_json(const GlobalOptions &global, const krdma_rnic_info &r) 
         j["limits"] = nullptr;
         j["limits_error"] = attr.error().message();
     }
+    std::string why;
+    if (auto t = fetch_tunables(global, r.name, why)) {
+        j["tunables"] = std::move(*t);
+    } else {
+        j["tunables"] = nullptr;
+        j["tunables_error"] = why;
+    }
     if (auto client = ual::DeviceClient::connect(global.device, global.timeout)) {
         std::vector<krdma_rnic_info> one{r};
         if (auto stats = collect_endpoints(**client, one, r.name); stats && !stats->rnics.empty()) {
@@ -139,7 +184,10 @@ nlohmann::json show_json(const GlobalOptions &global, const krdma_rnic_info &r) 
     return j;
 }
 
-void print_show(const nlohmann::json &j) {
+// A tunable's value as text: a string as it is, anything else as JSON.
+std::string value_text(const nlohmann::json &v) { return v.is_string() ? shown(v.get<std::string>()) : v.dump(); }
+
+void print_show(const nlohmann::json &j, bool verbose) {
     auto text = [&j](const char *k) { return j.contains(k) && j[k].is_string() ? shown(j[k].get<std::string>()) : "-"; };
     std::printf("%s\n", text("name").c_str());
     std::printf("  provider:      %s (%s)", text("provider").c_str(), text("vendor").c_str());
@@ -169,6 +217,21 @@ void print_show(const nlohmann::json &j) {
         std::printf("  limits:\n");
         for (const auto &[k, v] : j["limits"].items()) {
             std::printf("    %-20s %llu\n", k.c_str(), v.get<unsigned long long>());
+        }
+    }
+    if (j["tunables"].is_null()) {
+        std::printf("  tunables:      not available: %s\n", text("tunables_error").c_str());
+    } else if (j["tunables"].empty()) {
+        std::printf("  tunables:      none\n");
+    } else {
+        std::printf("  tunables:      (settable: rdmactl control %s '{\"NAME\": VALUE}'; the others at attach)\n",
+                    text("name").c_str());
+        for (const auto &[k, t] : j["tunables"].items()) {
+            std::printf("    %-20s %-12s %s\n", shown(k).c_str(), value_text(t["value"]).c_str(),
+                        t["settable"].get<bool>() ? "settable" : "attach only");
+            if (verbose && !t["help"].get<std::string>().empty()) {
+                std::printf("      %s\n", shown(t["help"].get<std::string>()).c_str());
+            }
         }
     }
     std::printf("  objects:      ");
@@ -318,10 +381,12 @@ void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_cod
     });
 
     auto which = std::make_shared<std::string>();
-    CLI::App *show = app.add_subcommand(
-        "show", "Show an RNIC, by name or by an address it serves: provider, link, limits, capabilities, counters");
+    auto verbose = std::make_shared<bool>(false);
+    CLI::App *show = app.add_subcommand("show", "Show an RNIC, by name or by an address it serves: provider, link, "
+                                                "limits, capabilities, tunables, counters");
     show->add_option("rnic", *which, "RNIC name, or an IPv4 or IPv6 address it serves")->required();
-    show->callback([&global, &exit_code, which] {
+    show->add_flag("-v,--verbose", *verbose, "Explain each tunable (its help; --json always has it)");
+    show->callback([&global, &exit_code, which, verbose] {
         auto rnics = fetch_rnics(global);
         if (!rnics) {
             exit_code = 1;
@@ -337,7 +402,7 @@ void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_cod
         if (global.json) {
             std::cout << j.dump(2) << "\n";
         } else {
-            print_show(j);
+            print_show(j, *verbose);
         }
     });
 }

@@ -30,6 +30,7 @@ _rdmactl() {
         attach) options="--provider --name --address --netdev --options" ;;
         dat-conf) options="--check --by-address --library" ;;
         inject) options="--clear" ;;
+        show) options="--verbose" ;;
     esac
     if [[ "$cur" == -* ]]; then
         COMPREPLY=($(compgen -W "$options $globals" -- "$cur"))

@@ -300,7 +300,8 @@ struct krdma_list_modules {
 /**
  * @brief CONTROL_RNIC: run-time administration of one RNIC through its provider (RNIC-PI 1.4 ri_module_t::control),
  *        such as hwstub's fault injection. EOPNOTSUPP when the provider has none; the provider's status otherwise,
- *        its words in the error reply's reason.
+ *        its words in the error reply's reason; EOVERFLOW for a provider's reply longer than the text holds. The
+ *        empty request `{}` changes nothing and answers the RNIC's state and tunables; it is open to every caller.
  */
 struct krdma_control_rnic {
     char name[64];                      /**< Request: the RNIC's name. */
@@ -315,7 +316,7 @@ struct krdma_control_rnic {
 #define KRDMA_CMD_LOAD_MODULE _IOWR(KRDMA_IOC_MAGIC, 0x32, struct krdma_load_module)
 /** @brief UNLOAD_MODULE command code (admin). */
 #define KRDMA_CMD_UNLOAD_MODULE _IOWR(KRDMA_IOC_MAGIC, 0x33, struct krdma_unload_module)
-/** @brief CONTROL_RNIC command code (admin). */
+/** @brief CONTROL_RNIC command code (admin; the empty request `{}` open to every caller). */
 #define KRDMA_CMD_CONTROL_RNIC _IOWR(KRDMA_IOC_MAGIC, 0x36, struct krdma_control_rnic)
 /** @brief LIST_MODULES command code (open to every caller). */
 #define KRDMA_CMD_LIST_MODULES _IOWR(KRDMA_IOC_MAGIC, 0x34, struct krdma_list_modules)

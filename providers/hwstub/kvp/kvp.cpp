@@ -92,6 +92,8 @@ struct Limits {
     uint32_t max_inline = 256;
     uint32_t max_ird = 16;
     uint32_t max_ord = 16;
+    // The tunables (kTunableKeys) from here to moderation_us: after attach, read and changed (control) under
+    // Instance::mutex.
     uint32_t engines = 1;  // offload engine threads; each RNIC open is served by one of them
     uint32_t poll_us = 0;  // how long an engine keeps looking after its last work before it sleeps
     // Interrupt moderation of a busy engine: an earned interrupt waits for this many unread CQEs (0 or 1: none)...
@@ -180,6 +182,51 @@ rdma::Expected<FaultChange> parse_faults(const nlohmann::json &j, bool at_run_ti
     return c;
 }
 
+// The options an engine reads at run time (its tunables), with the help `rdmactl show -v` prints. The limits
+// above are Query RNIC's (rdmactl show lists them there) and fixed at attach, as a chip's resources are.
+struct TunableKey {
+    const char *key;
+    uint32_t Limits::*field;
+    uint32_t least;  // 0 is a value of some: no poll window, no moderation
+    uint32_t most;
+    bool settable;   // a control request changes it at run time
+    const char *help;
+};
+constexpr TunableKey kTunableKeys[] = {
+    {"engines", &Limits::engines, 1, kMaxEngines, false,
+     "offload engine threads; each RNIC open is served by one, round robin (attach only). Default 1"},
+    {"poll_us", &Limits::poll_us, 0, 100000, true,
+     "microseconds an engine keeps looking at its queues after its last work before it sleeps (a CPU while it "
+     "looks); 0: it sleeps at once. Default 0"},
+    {"moderation_cqes", &Limits::moderation_cqes, 0, 1u << 20, true,
+     "interrupt moderation of a busy engine: unread completions an earned interrupt waits for; 0 or 1: none. "
+     "Default 8"},
+    {"moderation_us", &Limits::moderation_us, 0, 100000, true,
+     "interrupt moderation of a busy engine: microseconds an earned interrupt waits at most. Default 100"},
+};
+
+// The tunable named @p key, or nullptr.
+const TunableKey *tunable_key(const std::string &key) {
+    for (const TunableKey &t : kTunableKeys) {
+        if (key == t.key) return &t;
+    }
+    return nullptr;
+}
+
+// Sets tunable @p t of @p l to @p v when it is in range.
+rdma::Expected<void> set_tunable(const TunableKey &t, const nlohmann::json &v, Limits &l) {
+    if (v.is_number_unsigned() && v.get<uint64_t>() > t.most) {
+        return rdma::Error(RI_EINVAL, std::string("hwstub option '") + t.key + "' must be at most " +
+                                          std::to_string(t.most));
+    }
+    if (!v.is_number_unsigned() || v.get<uint64_t>() < t.least) {
+        return rdma::Error(RI_EINVAL, std::string("hwstub option '") + t.key + "' must be a number from " +
+                                          std::to_string(t.least) + " to " + std::to_string(t.most));
+    }
+    l.*t.field = v.get<uint32_t>();
+    return {};
+}
+
 // Everything an instance's options set.
 struct Options {
     Limits limits;
@@ -200,6 +247,10 @@ rdma::Expected<Options> parse_options(const char *text) {
             o.faults = std::move(*f);
             continue;
         }
+        if (const TunableKey *t = tunable_key(k)) {
+            if (auto r = set_tunable(*t, it.value(), l); !r) return r.error();
+            continue;
+        }
         uint32_t *field = k == "max_qp"       ? &l.max_qp
                           : k == "max_qp_wr"  ? &l.max_qp_wr
                           : k == "max_cq"     ? &l.max_cq
@@ -209,10 +260,6 @@ rdma::Expected<Options> parse_options(const char *text) {
                           : k == "max_inline" ? &l.max_inline
                           : k == "max_ird"    ? &l.max_ird
                           : k == "max_ord"    ? &l.max_ord
-                          : k == "engines"    ? &l.engines
-                          : k == "poll_us"    ? &l.poll_us
-                          : k == "moderation_cqes" ? &l.moderation_cqes
-                          : k == "moderation_us"   ? &l.moderation_us
                                               : nullptr;
         if (field == nullptr) {
             return rdma::Error(RI_EINVAL, "hwstub option '" + k +
@@ -220,23 +267,13 @@ rdma::Expected<Options> parse_options(const char *text) {
                                               "max_mr, max_inline, max_ird, max_ord, engines, poll_us, "
                                               "moderation_cqes, moderation_us, faults)");
         }
-        // 0 is a value of these: no poll window, no moderation.
-        const uint64_t least = k == "poll_us" || k == "moderation_cqes" || k == "moderation_us" ? 0 : 1;
-        if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() < least ||
+        if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() < 1 ||
             it.value().get<uint64_t>() > (1u << 20)) {
-            return rdma::Error(RI_EINVAL, "hwstub option '" + k + "' must be a number from " + std::to_string(least) +
-                                              " to 1048576");
+            return rdma::Error(RI_EINVAL, "hwstub option '" + k + "' must be a number from 1 to 1048576");
         }
         *field = it.value().get<uint32_t>();
     }
     if (l.max_inline > 1024) return rdma::Error(RI_EINVAL, "hwstub option 'max_inline' must be at most 1024");
-    if (l.poll_us > 100000) return rdma::Error(RI_EINVAL, "hwstub option 'poll_us' must be at most 100000");
-    if (l.moderation_us > 100000) {
-        return rdma::Error(RI_EINVAL, "hwstub option 'moderation_us' must be at most 100000");
-    }
-    if (l.engines > kMaxEngines) {
-        return rdma::Error(RI_EINVAL, "hwstub option 'engines' must be at most " + std::to_string(kMaxEngines));
-    }
     return o;
 }
 
@@ -344,7 +381,31 @@ struct Instance {
                             {"wqes", wqes},              {"cqes", cqes},  {"interrupts", interrupts},
                             {"sleeps", sleeps},          {"tx_bytes", tx}, {"rx_bytes", rx}};
         if (!why.empty()) e["failure"] = why;
-        return {{"rnic", name}, {"faults", f}, {"engine", e}};
+        return {{"rnic", name}, {"faults", f}, {"engine", e}, {"tunables", tunables_json()}};
+    }
+
+    // The tunables now, each with its value, whether control changes it, and its help (RNIC-PI control's
+    // "tunables").
+    nlohmann::json tunables_json() {
+        std::lock_guard g(mutex);
+        nlohmann::json all = nlohmann::json::object();
+        for (const TunableKey &t : kTunableKeys) {
+            all[t.key] = {{"value", limits.*t.field}, {"settable", t.settable}, {"help", t.help}};
+        }
+        return all;
+    }
+
+    // Applies checked tunables @p next (a control request's) to the instance and its engines.
+    void retune(const Limits &next) {
+        std::lock_guard g(mutex);
+        limits.poll_us = next.poll_us;
+        limits.moderation_cqes = next.moderation_cqes;
+        limits.moderation_us = next.moderation_us;
+        for (auto &e : engines) {
+            e->set_poll_window(std::chrono::microseconds(limits.poll_us));
+            e->set_moderation(limits.moderation_cqes, std::chrono::microseconds(limits.moderation_us));
+            e->kick();  // an engine asleep in a longer window hears of the new one now
+        }
     }
 
     void interrupt(uint32_t cq_id) {
@@ -466,7 +527,9 @@ struct Kvp {
         *out = to_handle<ri_instance_t>(inst.release());
         return RI_OK;
     }
-    // Run-time administration: {"faults": {...} | "clear"} changes the faults; any request answers the state.
+    // Run-time administration: {"faults": {...} | "clear"} changes the faults, {"poll_us": N, "moderation_cqes":
+    // N, "moderation_us": N} the engines' tunables (a request with one bad part changes nothing); any request
+    // answers the state.
     static ri_status_t control(ri_instance_t instance, const char *request, char *reply, size_t reply_size) {
         auto *inst = from_handle<Instance>(instance);
         if (inst == nullptr || request == nullptr || reply == nullptr || reply_size == 0) return RI_EINVAL;
@@ -478,18 +541,40 @@ struct Kvp {
             answer("the request must be a JSON object, e.g. {\"faults\": {\"rx_corrupt\": 1}}");
             return RI_EINVAL;
         }
+        Limits next;
+        {
+            std::lock_guard g(inst->mutex);
+            next = inst->limits;
+        }
+        bool retune = false;
         for (auto it = j.begin(); it != j.end(); ++it) {
-            if (it.key() != "faults") {
-                answer("'" + it.key() + "' is not a hwstub control request (known: faults)");
+            const TunableKey *t = tunable_key(it.key());
+            if (t != nullptr && t->settable) {
+                if (auto r = set_tunable(*t, it.value(), next); !r) {
+                    answer(r.error().message());
+                    return r.error().code();
+                }
+                retune = true;
+            } else if (it.key() != "faults") {
+                answer("'" + it.key() + "' is not a hwstub control request (known: faults, poll_us, "
+                                        "moderation_cqes, moderation_us)");
                 return RI_EINVAL;
             }
         }
+        std::optional<FaultChange> change;
         if (j.contains("faults")) {
-            auto change = parse_faults(j["faults"], true);
-            if (!change) {
-                answer(change.error().message());
-                return change.error().code();
+            auto c = parse_faults(j["faults"], true);
+            if (!c) {
+                answer(c.error().message());
+                return c.error().code();
             }
+            change = std::move(*c);
+        }
+        if (retune) {
+            inst->retune(next);
+            say(RI_LOG_INFO, "instance " + inst->name + ": control " + request);
+        }
+        if (change) {
             inst->apply(*change);
             say(RI_LOG_INFO, "instance " + inst->name + ": faults " + j["faults"].dump());
         }

@@ -63,6 +63,12 @@ struct softrnic_open_resp {
 };
 
 /**
+ * @brief Bytes of the Open RNIC reply of ABI 1.1 (up to counter_slot_size): to a request of a 1.1 uVP the kVP
+ *        writes these alone (hdr.size says so); a 1.2 uVP that gets them uses the default tunables.
+ */
+#define SOFTRNIC_OPEN_RESP_SIZE_1_1 24u
+
+/**
  * @brief One QP's counters in the open's counters region, a shared mapping of the descriptor the Open RNIC reply
  *        carries (like a hardware RNIC's counter page): the data path that runs the QP's stream is the only
  *        writer (plain relaxed 64-bit stores, no lock, no system call); the kVP reads it for ri_verbs_ops_t::query_qp_stats.

@@ -75,12 +75,18 @@ template <class Mw, class Mr>
     return b;
 }
 
+class FramePool;
+/** @brief A new pool of parked frames (transmit.cpp): one per RNIC open, shared by its queue pairs. */
+[[nodiscard]] std::shared_ptr<FramePool> make_frame_pool();
+
 /** @brief Creation parameters of a queue pair. */
 struct QpSetup {
     uint32_t qp_num = 0;     /**< QP number (completions, events). */
     uint32_t pd = 0;         /**< Protection domain identifier. */
     ri_qp_init_attr_t init{}; /**< Attributes in effect (depths, SGEs, inline size, flags, context). */
     Tunables tunables;       /**< The RNIC's tunables when the QP was made. */
+    /** @brief The open's pool of parked frames (make_frame_pool()), kept while the QP is; null: none recycled. */
+    std::shared_ptr<FramePool> frames;
 };
 
 /** @brief One queue pair. Thread-safe; see the file comment for who does what. */

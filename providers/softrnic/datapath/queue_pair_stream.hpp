@@ -122,7 +122,8 @@ struct Parked {
     size_t first = 0;  // first iovec not completely written
 };
 
-// Parked frames are recycled: the socket fills often under load, and that must not allocate each time.
+// Parked frames are recycled: the socket fills often under load, and that must not allocate each time. One pool
+// per RNIC open (QpSetup::frames), not per process.
 class FramePool {
 public:
     std::unique_ptr<Parked> get() {
@@ -147,9 +148,6 @@ private:
     std::vector<std::unique_ptr<Parked>> free_;
 };
 
-// The process's pool of parked frames (transmit.cpp).
-FramePool &pool();
-
 // Per send slot: parts of the request still with the engine (an RDMA Read with a scatter list is one Read per
 // element), and whether it is done.
 struct QueuePair::SlotState {
@@ -171,11 +169,8 @@ struct QueuePair::Stream {
     }
     Stream(const Stream &) = delete;
     Stream &operator=(const Stream &) = delete;
-    // Gives the parked frames back to the pool.
-    void unpark() {
-        for (auto &p : parked) pool().put(std::move(p));
-        parked.clear();
-    }
+    // Drops the parked frames: the stream is over (at most kBatchFrames, so they are freed, not recycled).
+    void unpark() { parked.clear(); }
 
     // The stream's bytes go over the same-host channel when there is one, else over the TCP socket; the calls
     // answer alike (see rnicpi/cpp/channel.hpp).

@@ -16,9 +16,10 @@ thread_local TxBatch t_batch;
 // The socket took @p n more bytes of parked frame @p p.
 void advance(Parked &p, size_t n) { (void)providers::common::consume(p.frame.iov, p.frame.iovcnt, p.first, n); }
 
-// Copies a partly written frame out of the thread's buffer; pieces pointing into the frame itself move with it.
-std::unique_ptr<Parked> park(const iwarp::TxFrame &f, size_t written) {
-    std::unique_ptr<Parked> p = pool().get();
+// Copies a partly written frame out of the thread's buffer into a frame of @p pool (when there is one); pieces
+// pointing into the frame itself move with it.
+std::unique_ptr<Parked> park(const iwarp::TxFrame &f, size_t written, FramePool *pool) {
+    std::unique_ptr<Parked> p = pool != nullptr ? pool->get() : std::make_unique<Parked>();
     std::memcpy(static_cast<void *>(&p->frame), &f, sizeof f);
     const auto *lo = reinterpret_cast<const uint8_t *>(&f);
     auto *to = reinterpret_cast<uint8_t *>(&p->frame);
@@ -74,10 +75,7 @@ void realign(iovec *iov, size_t n) {
 
 }  // namespace
 
-FramePool &pool() {
-    static FramePool p;
-    return p;
-}
+std::shared_ptr<FramePool> make_frame_pool() { return std::make_shared<FramePool>(); }
 
 // Requests the engine had no room for wait in the send queue; the frames just sent completed some and made room.
 // Handed over here, so whoever drained the engine (a poster, the thread, an inline pass) also sends what waited:
@@ -204,7 +202,7 @@ void QueuePair::transmit(size_t budget) {
                 break;
             }
             left -= rest;
-            pool().put(std::move(s.parked[done]));
+            if (setup_.frames != nullptr) setup_.frames->put(std::move(s.parked[done]));
             s.engine.frame_sent();
         }
         s.parked.erase(s.parked.begin(), s.parked.begin() + static_cast<std::ptrdiff_t>(done));
@@ -214,7 +212,7 @@ void QueuePair::transmit(size_t budget) {
                 left -= f.bytes;
                 s.engine.frame_sent();
             } else {
-                s.parked.push_back(park(f, left));
+                s.parked.push_back(park(f, left, setup_.frames.get()));
                 left = 0;
             }
         }

@@ -43,7 +43,7 @@ constexpr LimitKey kLimitKeys[] = {
     {"max_fast_reg_pages", &Limits::max_fast_reg_pages, kFastRegPagesMax},
 };
 
-// The data path's tunables, with the help `rdmactl control <rnic> '{}'` shows.
+// The data path's tunables, with the help `rdmactl show -v` and `rdmactl control <rnic> '{}'` show.
 struct TunableKey {
     const char *key;
     const char *help;
@@ -91,10 +91,17 @@ std::optional<bool> set_tunable(const std::string &key, const nlohmann::json &v,
     return std::nullopt;
 }
 
+// The reply to every control request (RNIC-PI ri_module_t::control): the tunables, each with its value and help.
 nlohmann::json tunables_json(const datapath::Tunables &t) {
-    nlohmann::json help = nlohmann::json::object();
-    for (const TunableKey &k : kTunableKeys) help[k.key] = k.help;
-    return {{"unsent_budget", t.unsent_budget}, {"siw_nudge", t.nudge}, {"same_host", t.same_host}, {"help", help}};
+    nlohmann::json all = nlohmann::json::object();
+    for (const TunableKey &k : kTunableKeys) {
+        const std::string key = k.key;
+        nlohmann::json value = key == "unsent_budget" ? nlohmann::json(t.unsent_budget)
+                               : key == "siw_nudge"   ? nlohmann::json(t.nudge)
+                                                      : nlohmann::json(t.same_host);
+        all[key] = {{"value", value}, {"settable", true}, {"help", k.help}};
+    }
+    return {{"tunables", all}};
 }
 
 rdma::Expected<void> parse_options(const char *text, Limits &limits, MpaPolicy &mpa, datapath::Tunables &tunables) {

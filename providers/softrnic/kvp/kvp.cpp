@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -164,6 +165,8 @@ struct Kvp {
         bool local_datapath = true;
         datapath::StagTable stags;             // local data path: every live region by STag
         std::atomic<uint32_t> next_pd{1};      // local data path: protection domain identifiers
+        // Local data path: the frames its QPs' sockets took in part, recycled (shared: a QP keeps it).
+        std::shared_ptr<datapath::FramePool> frames = datapath::make_frame_pool();
         void raise(const ri_async_event_t &e) {
             rdma::provider::EventHandlers::Aeh h = handlers.aeh();
             if (h.fn != nullptr) h.fn(h.ctx, to_handle<ri_rnic_t>(this), &e);
@@ -427,7 +430,7 @@ struct Kvp {
         auto answer = inst->control(request);
         std::snprintf(reply, reply_size, "%s", answer ? answer->c_str() : answer.error().message().c_str());
         if (!answer) return answer.error().code();
-        say(RI_LOG_INFO, "instance " + inst->name() + ": control " + request);
+        if (std::strcmp(request, "{}") != 0) say(RI_LOG_INFO, "instance " + inst->name() + ": control " + request);
         return RI_OK;
     }
 
@@ -530,6 +533,7 @@ ri_status_t Kvp::Pd::make_qp(Cq *scq, Cq *rcq, Srq *srq, ri_qp_init_attr_t *a, c
         setup.pd = dp_id;
         setup.init = *a;
         setup.tunables = instance().tunables();
+        setup.frames = rnic->frames;
         if (scq->dp == nullptr || rcq->dp == nullptr) return RI_EINVAL;
         qp->dp = std::make_unique<datapath::QueuePair>(setup, qp->sq_memory.data(), use_srq ? *srq->rq : qp->rq,
                                                        use_srq, *scq->dp, *rcq->dp, rnic->stags, *qp);
@@ -828,6 +832,9 @@ ri_status_t Kvp::Mr::reregister(uint32_t mask, ri_pd_t, const ri_mr_reg_t *reg, 
     return RI_OK;
 }
 
+static_assert(offsetof(softrnic_open_resp, unsent_budget) == SOFTRNIC_OPEN_RESP_SIZE_1_1,
+              "the 1.1 Open RNIC reply ends where the 1.2 fields start");
+
 ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
     ri_syscall_t &call = *k->call;
     Reply reply(call);
@@ -840,7 +847,10 @@ ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
             if (ri_status_t rc = reply.read_param(&p); rc != RI_OK) return rc;
             softrnic_open_resp resp{};
             resp.max_ceh = rdma::provider::EventHandlers::kMaxCeh;
-            if (ri_status_t rc = reply.check_room(sizeof resp, 0, 0); rc != RI_OK) return rc;
+            // A uVP of 1.1 (its request says so) knows, and has room for, the reply up to the counters region
+            // only: it gets that part, not the 1.2 tunables.
+            const size_t resp_size = (req.hdr.version & 0xffffu) >= 2 ? sizeof resp : SOFTRNIC_OPEN_RESP_SIZE_1_1;
+            if (ri_status_t rc = reply.check_room(resp_size, 0, 0); rc != RI_OK) return rc;
             ri_rnic_t r = nullptr;
             int fd = -1;
             // A caller with no room for a descriptor gets no counters region (its QPs count nothing).
@@ -857,7 +867,7 @@ ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
                 resp.counter_slot_size = sizeof(softrnic_qp_counters);
                 (void)reply.pass_fd(fd);  // cannot fail: fd_room(1) held
             }
-            return reply.write_priv(resp);
+            return reply.write_priv_prefix(resp, resp_size);  // cannot fail: the room was checked
         }
         case RI_CREATE_CQ: {
             if (!reply.has_priv()) return RI_ENOSYS;

@@ -81,6 +81,8 @@ struct Uvp {
         uint32_t counter_slots = 0;
         uint32_t counter_slot_size = 0;
         datapath::Tunables tunables;  // the RNIC's, from the Open RNIC reply
+        // The frames its QPs' sockets took in part, recycled (shared: a QP the consumer leaks past close keeps it).
+        std::shared_ptr<datapath::FramePool> frames = datapath::make_frame_pool();
 
         ~Rnic() {
             if (counters != nullptr) ::munmap(counters, counters_len);
@@ -243,7 +245,11 @@ ri_status_t Uvp::open_rnic(const ri_rnic_open_params_t *params, ri_rnic_t *out) 
     c.param(p).priv(req, &resp).fds_out(fds, RI_SYSCALL_MAX_FDS);
     if (ri_status_t rc = c.run(r->host_ctx); rc != RI_OK) return rc;
     r->bind(r->host_ctx, c.handle());
-    ri_status_t rc = priv_ok(c, resp) ? RI_OK : RI_EPROTO;  // a kVP of another softrnic release
+    // A kVP of another softrnic major release is refused; one of 1.1 answers without the tunables (the defaults
+    // then).
+    ri_status_t rc = c.priv_len() >= SOFTRNIC_OPEN_RESP_SIZE_1_1 && (resp.hdr.version >> 16) == SOFTRNIC_ABI_MAJOR
+                         ? RI_OK
+                         : RI_EPROTO;
     if (rc == RI_OK && c.nfds_out() >= 1 && resp.counter_slots > 0 &&
         resp.counter_slot_size >= sizeof(softrnic_qp_counters) && resp.counter_slot_size % 8 == 0) {
         // The counters region: mapped shared, like a doorbell page; the descriptor is not needed after that.
@@ -257,8 +263,10 @@ ri_status_t Uvp::open_rnic(const ri_rnic_open_params_t *params, ri_rnic_t *out) 
         }
     }
     for (uint32_t i = 0; i < c.nfds_out(); ++i) ::close(fds[i]);
-    r->tunables.unsent_budget = resp.unsent_budget;
-    r->tunables.nudge = resp.siw_nudge != 0;
+    if (c.priv_len() >= sizeof resp) {
+        r->tunables.unsent_budget = resp.unsent_budget;
+        r->tunables.nudge = resp.siw_nudge != 0;
+    }
     if (rc == RI_OK) rc = r->query(&r->attr);
     if (rc != RI_OK) {
         (void)Call(RI_CLOSE_RNIC, r->handle).run(r->host_ctx);
@@ -362,6 +370,7 @@ ri_status_t Uvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq_h, ri_
     setup.pd = id;
     setup.init = provided;
     setup.tunables = rnic->tunables;
+    setup.frames = rnic->frames;
     qp->dp = std::make_unique<datapath::QueuePair>(setup, qp->sq_ring, use_srq ? srq->rq : qp->rq, use_srq,
                                                    *scq->dp, *rcq->dp, rnic->stags, *qp);
     qp->dp->set_counters(rnic->counter_slot(resp.counter_slot));

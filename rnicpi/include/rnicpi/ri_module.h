@@ -81,6 +81,13 @@ typedef struct ri_module {
      * @param reply_size Bytes at @p reply (at least 1024).
      * @return 0; ::RI_EINVAL for a request it does not understand; ::RI_EOPNOTSUPP for one it understands and does
      *         not implement.
+     *
+     * The empty request `{}` changes nothing and answers the instance's state: the host sends it for any caller,
+     * not only an administrator (`rdmactl show`). Tunables (the attach options a provider reads at run time) are
+     * listed in that reply's member `"tunables"`, an object with one member per option:
+     * `{"NAME": {"value": V, "settable": true|false, "help": "TEXT"}}`; `settable` says whether the request
+     * `{"NAME": V}` changes it at run time (otherwise only the attach options set it). A reply fits in 2047 bytes
+     * (what the host passes on to rdmactl).
      */
     ri_status_t (*control)(ri_instance_t instance, const char *request, char *reply, size_t reply_size);
 } ri_module_t;

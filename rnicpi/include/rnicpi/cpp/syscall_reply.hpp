@@ -91,6 +91,24 @@ public:
         return RI_OK;
     }
 
+    /**
+     * @brief write_priv() for a reply that grew with minor versions: a uVP of an older minor version knows (and has
+     *        room for) its first @p bytes only, so only those are written, and hdr.size says how many (the uVP's
+     *        room does not reach the kVP through the kAL; its request's version says which reply it knows).
+     *        ::RI_EOVERFLOW when the caller's buffer cannot hold them.
+     */
+    template <class T>
+    [[nodiscard]] ri_status_t write_priv_prefix(T reply, size_t bytes) noexcept {
+        static_assert(std::is_trivially_copyable_v<T>, "private blocks are plain C structs");
+        const size_t n = bytes < sizeof(T) ? bytes : sizeof(T);
+        if (c_.priv_out == nullptr || c_.priv_out_cap < n || n < sizeof reply.hdr) return RI_EOVERFLOW;
+        reply.hdr.version = P::private_abi_version;
+        reply.hdr.size = static_cast<uint32_t>(n);
+        std::memcpy(c_.priv_out, &reply, n);
+        c_.priv_out_len = static_cast<uint32_t>(n);
+        return RI_OK;
+    }
+
     /** @brief Writes @p value as the verb's result block; ::RI_EOVERFLOW if the caller's buffer cannot hold it. */
     template <class T>
     [[nodiscard]] ri_status_t write_result(const T &value) noexcept {
