@@ -270,7 +270,9 @@ TEST_P(TwoUsers, SameOutcomeOverTheChannelAsOnTheWire) {
     const auto wire = run("wire", R"({"same_host": false})", wire_paths);
     EXPECT_EQ(wire_paths, (std::vector<std::string>{"wire", "wire"})) << "same_host false did not keep the wire";
     std::printf("%s channel: target %s| initiator %s\n", c.name, shm.first.c_str(), shm.second.c_str());
+    std::fflush(stdout);
     std::printf("%s wire:    target %s| initiator %s\n", c.name, wire.first.c_str(), wire.second.c_str());
+    std::fflush(stdout);
     if (c.term == 0) return;
     EXPECT_EQ(shm.first, wire.first) << "the target's outcome differs between the channel and the wire";
     EXPECT_EQ(shm.second, wire.second) << "the initiator's outcome differs between the channel and the wire";
