@@ -1,9 +1,12 @@
 // Issue 40, "a sleeping consumer (completions awaited with it_evd_wait) wakes at most once per completion it is told
 // about": a consumer process sleeps in the uAL dispatcher's wait (the DTO dispatcher of its CQ, as it_evd_wait does)
 // for each of N Sends that another consumer process sends one at a time, a few milliseconds apart, over the same-host
-// channel. The sleeper's voluntary context switches (getrusage, every thread of the process) over the N waits are at
-// most 2 per completion. The figure is printed, and the wire's too (same_host false), for comparison.
+// channel. The waiting thread's own voluntary context switches (/proc/thread-self/status) over the N waits are at most
+// one per completion, plus a little for stray lock waits; the whole process's (its progress thread moves the bytes,
+// so at least one more per completion) is printed beside it, and the wire's too (same_host false), for comparison.
 #include <sys/resource.h>
+
+#include <fstream>
 
 #include "same_host_process_test.hpp"
 
@@ -12,6 +15,16 @@ namespace {
 using namespace samehost;
 
 constexpr int kSends = 100;
+
+// This thread's voluntary context switches so far.
+long thread_switches() {
+    std::ifstream in("/proc/thread-self/status");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind("voluntary_ctxt_switches:", 0) == 0) return std::stol(line.substr(24));
+    }
+    return -1;
+}
 
 std::string sleeper(const Io &io) {
     Side s;
@@ -23,6 +36,7 @@ std::string sleeper(const Io &io) {
     (void)io.expect("go");
     rusage before{}, after{};
     ::getrusage(RUSAGE_SELF, &before);
+    const long mine_before = thread_switches();
     io.say("waiting");
     for (int i = 0; i < kSends; ++i) {
         auto e = s.dto->wait(20s);
@@ -30,8 +44,9 @@ std::string sleeper(const Io &io) {
         if (e->wc.status != RI_WC_SUCCESS || e->wc.opcode != RI_WC_RECV)
             return "completion " + std::to_string(i) + ": " + wc_status(e->wc.status);
     }
+    const long mine = thread_switches() - mine_before;
     ::getrusage(RUSAGE_SELF, &after);
-    io.say("switches " + std::to_string(after.ru_nvcsw - before.ru_nvcsw) + " " +
+    io.say("switches " + std::to_string(mine) + " " + std::to_string(after.ru_nvcsw - before.ru_nvcsw) + " " +
            std::to_string(after.ru_nivcsw - before.ru_nivcsw));
     (void)io.hear();
     return "";
@@ -60,7 +75,7 @@ std::string waker(const Io &io) {
 
 class SleepingConsumer : public SameHostProcesses, public ::testing::WithParamInterface<bool> {};
 
-TEST_P(SleepingConsumer, WakesAtMostTwicePerCompletion) {
+TEST_P(SleepingConsumer, WakesOncePerCompletion) {
     const bool channel = GetParam();
     consumers_.reserve(4);
     start_krdmad("krdma", channel ? "" : R"({"same_host": false})");
@@ -81,14 +96,14 @@ TEST_P(SleepingConsumer, WakesAtMostTwicePerCompletion) {
     std::this_thread::sleep_for(20ms);
     put(w.to, "go");
     const auto sw = hear(z, "switches", 60s);
-    ASSERT_EQ(sw.size(), 3u);
+    ASSERT_EQ(sw.size(), 4u);
     const long voluntary = std::stol(sw[1]);
-    std::printf("%s: the sleeper switched voluntarily %ld times (%.2f per completion; %s involuntary) over %d Sends\n",
-                channel ? "same-host channel" : "wire", voluntary, double(voluntary) / kSends, sw[2].c_str(), kSends);
-    if (channel) {
-        EXPECT_LE(voluntary, 2L * kSends) << "a consumer sleeping for completions over the channel woke more than "
-                                             "twice per completion (" << voluntary << " over " << kSends << ")";
-    }
+    std::printf("%s: the waiting thread switched voluntarily %ld times (%.2f per completion); the whole process %s "
+                "(%s involuntary) over %d Sends\n",
+                channel ? "same-host channel" : "wire", voluntary, double(voluntary) / kSends, sw[2].c_str(),
+                sw[3].c_str(), kSends);
+    EXPECT_LE(voluntary, kSends + kSends / 4) << "a consumer sleeping for completions woke more than once per "
+                                                 "completion (" << voluntary << " over " << kSends << ")";
     EXPECT_GE(voluntary, kSends / 2) << "the sleeper hardly slept: the waits did not test sleeping";
     ASSERT_FALSE(hear(w, "sent").empty());
     put(z.to, "bye");
