@@ -10,7 +10,7 @@
 //    spinning TCP ping-pong (target <= 0.2x); 64 KiB Write ping-pong (target <= 0.5x);
 //  - 64 QPs of 64 KiB Writes between the two processes vs 64 TCP streams (target >= 5x).
 //
-//   bench_samehost [--seconds S] [--path same-host|wire] [--krdmad PATH] [--json FILE]
+//   bench_samehost [--seconds S] [--path same-host|wire] [--ring BYTES] [--krdmad PATH] [--json FILE]
 //
 // Exit status non-zero only when something failed. krdmad and the passive process go with it on every way out.
 #include <fcntl.h>
@@ -342,7 +342,9 @@ int main(int argc, char **argv) {
     bench::Figures figures("bench_samehost", argc, argv);
     std::string krdmad = BENCH_KRDMAD;
     std::string path = "same-host";
+    std::string ring;  // llp.same_host.ring_bytes, or krdmad's default
     for (int i = 1; i + 1 < argc; ++i) {
+        if (std::strcmp(argv[i], "--ring") == 0) ring = argv[i + 1];
         if (std::strcmp(argv[i], "--krdmad") == 0) krdmad = argv[i + 1];
         if (std::strcmp(argv[i], "--path") == 0) path = argv[i + 1];
     }
@@ -362,7 +364,9 @@ int main(int argc, char **argv) {
     {
         std::ofstream f(config);
         f << R"({"device": ")" << device.string() << R"(", "provider_dir": ")" BENCH_PROVIDER_DIR
-          << R"(", "log_level": "warn", "modules": ["softrnic_kvp.so"], "rnics": [{"provider": "softrnic", )"
+          << R"(", "log_level": "warn", "modules": ["softrnic_kvp.so"], )"
+          << (ring.empty() ? "" : R"("llp": {"same_host": {"ring_bytes": )" + ring + "}}, ")
+          << R"("rnics": [{"provider": "softrnic", )"
           << R"("name": "sr0", "address": "127.0.0.1", "options": {"same_host": )"
           << (path == "wire" ? "false" : "true") << "}}]}";
     }
