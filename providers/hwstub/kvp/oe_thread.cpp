@@ -121,6 +121,7 @@ void OffloadEngine::run() {
 void OffloadEngine::serve() {
     Pending out;
     std::vector<pollfd> fds;
+    std::vector<uint32_t> bells;  // the QPs whose channel bells are in fds
     int64_t idle_since = 0;
     while (!stop_.load(std::memory_order_acquire)) {
         bool did;
@@ -149,13 +150,24 @@ void OffloadEngine::serve() {
         bool work;
         fds.clear();
         fds.push_back(pollfd{efd_, POLLIN, 0});
+        bells.clear();
         {
             std::lock_guard g(mutex_);
             set_sleeping(1);
             work = anything_to_do();
             for (auto &[num, qp] : qps_) {
                 if (!qp->stream || qp->error) continue;
-                const Stream &s = *qp->stream;
+                Stream &s = *qp->stream;
+                if (s.chan) {
+                    // A channel says in its rings what the engine waits for, so that the peer rings only for a
+                    // sleeper; the bell stays in the set whatever the stream wants (its end of file is the peer's
+                    // end). A flag raised after the bytes or the room came is a bell nobody rings: no sleep then.
+                    if (!s.eof && s.error == 0 && !s.chan->arm_read()) work = true;
+                    if (s.want_out && !s.chan->arm_write()) work = true;
+                    fds.push_back(pollfd{s.chan->bell(), POLLIN, 0});
+                    bells.push_back(num);
+                    continue;
+                }
                 short ev = s.eof || s.error != 0 ? 0 : POLLIN;
                 if (s.want_out) ev |= POLLOUT;
                 fds.push_back(pollfd{s.fd, ev, 0});
@@ -173,6 +185,18 @@ void OffloadEngine::serve() {
         {
             std::lock_guard g(mutex_);
             set_sleeping(0);
+            // The bells that rang are emptied, or the next poll would not sleep: a peer gone shows in the stream's
+            // reads (after the bytes it left) and writes from now on.
+            if (!bells.empty()) {
+                for (const pollfd &p : fds) {
+                    if (p.revents == 0 || p.fd == efd_) continue;
+                    for (uint32_t num : bells) {
+                        auto it = qps_.find(num);
+                        if (it == qps_.end() || !it->second->stream || !it->second->stream->chan) continue;
+                        if (it->second->stream->chan->bell() == p.fd) (void)it->second->stream->chan->drain_bell();
+                    }
+                }
+            }
         }
         uint64_t count = 0;
         if (::read(efd_, &count, sizeof count) > 0) {

@@ -174,8 +174,11 @@ public:
     /**
      * @brief The RDMA-mode transition: the QP (in IDLE) runs the stream on socket @p fd (the engine owns it from
      *        now on, also when this fails) with the negotiated parameters @p llp. Work posted while IDLE starts.
+     *        With ::RI_LLP_SAME_HOST in @p llp, @p bell is the QP's end of a same-host channel (rnicpi/ri_channel.h,
+     *        owned from now on as @p fd is): the stream's bytes move through it and @p fd only carries the
+     *        connection's orderly or abortive end. ::RI_EBADF when the flag comes without a channel's end.
      */
-    [[nodiscard]] ri_status_t start_stream(uint32_t qp_num, int fd, const ri_llp_params_t &llp);
+    [[nodiscard]] ri_status_t start_stream(uint32_t qp_num, int fd, const ri_llp_params_t &llp, int bell = -1);
     /** @brief Moves a QP to ERROR: its stream stops, what is posted (and what is posted later) is flushed. */
     [[nodiscard]] ri_status_t set_qp_error(uint32_t qp_num);
     /**
