@@ -147,10 +147,13 @@ ri_status_t OffloadEngine::start_stream(uint32_t qp_num, int fd, const ri_llp_pa
         try {
             ri_llp_params_t framing = llp;
             if (chan) {
-                // The channel is memory, not a network: FPDUs as large as MPA allows, and no CRC or markers (the
-                // kAL cleared them for both ends).
+                // The channel is memory, not a network: FPDUs as large as MPA allows, and no markers (the kAL
+                // cleared them and CRC for both ends). The emulated adapter keeps the CRC, which its hardware would
+                // compute for nothing: the other end is a hwstub engine too (the kAL pairs QPs of one provider
+                // only), and the wire's faults (tx_corrupt, rx_corrupt) end in the wire's CRC error, not in bytes
+                // placed corrupt.
                 framing.fpdu_max = 1u << 17;
-                framing.mpa_flags &= ~static_cast<uint32_t>(RI_MPA_CRC | RI_MPA_MARKERS);
+                framing.mpa_flags = (framing.mpa_flags & ~static_cast<uint32_t>(RI_MPA_MARKERS)) | RI_MPA_CRC;
             }
             iwarp::EngineConfig cfg = iwarp::engine_config(framing, qp.setup.pd, qp.setup.sq.depth);
             cfg.foreign_memory = qp.foreign();
