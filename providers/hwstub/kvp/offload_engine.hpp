@@ -24,6 +24,7 @@
 #ifndef HWSTUB_KVP_OFFLOAD_ENGINE_HPP
 #define HWSTUB_KVP_OFFLOAD_ENGINE_HPP
 
+#include <poll.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -254,6 +255,8 @@ private:
     static bool add_frame(const Stream &s, size_t i, iovec *iov, size_t &iovcnt) noexcept;
     static bool closed_queue(const Qp &qp) noexcept;
     static void send_terminate(Stream &s);
+    void drain_rung(const std::vector<pollfd> &fds);  // the channel bells poll() found readable, emptied
+    void look_at_bells(std::vector<pollfd> &fds);      // a busy engine's look at its channel bells
     bool pass(Pending &out);  // one pass over every queue and stream; true if it did anything
     bool serve_qp(Qp &qp, Pending &out);
     bool serve_send_queue(Qp &qp, Pending &out);
