@@ -466,10 +466,11 @@ void Endpoint::transition() {
     a.llp.fd = kvp_stream() ? sock_.get() : -1;
     a.llp.channel = 0;
     if (same_host) {
-        // The channel carries the stream's bytes between two processes of this host: no CRC, no markers (both ends
-        // alike, whatever MPA negotiated). The kVP learns the path; the channel's end goes to the owner.
+        // The channel carries the stream's bytes between two QPs of this host: no CRC, no markers (both ends alike,
+        // whatever MPA negotiated). The kVP learns the path; the channel's end goes to whoever runs the stream: the
+        // owner (with ESTABLISHED), or the kVP, which takes its own duplicate here as it does of the socket.
         a.llp.mpa_flags = (a.llp.mpa_flags | RI_LLP_SAME_HOST) & ~static_cast<uint32_t>(RI_MPA_CRC | RI_MPA_MARKERS);
-        a.llp.channel = -1;
+        a.llp.channel = kvp_stream() ? channel_.get() : -1;
     }
     if (ri_status_t rc = qp_.v->modify_qp(static_cast<ri_qp_t>(qp_.handle), &a,
                                           RI_QP_ATTR_STATE | RI_QP_ATTR_LLP);
@@ -481,6 +482,7 @@ void Endpoint::transition() {
     }
     llp_ = a.llp;
     llp_.fd = -1;
+    llp_.channel = same_host ? -1 : 0;  // the kAL's descriptors are nobody else's business
     // Before the socket leaves: a dead peer or path must fail it in bounded time, not after TCP's minutes.
     if (auto r = liveness_set_ ? rdma::Expected<void>{} : llp::set_liveness(sock_.get(), m_->settings_); !r) {
         RDMA_LOG_CLIENT(warn, kComponent, "client %u: QP %#lx: %s: %s", client_, static_cast<unsigned long>(qp_handle_),
@@ -490,7 +492,7 @@ void Endpoint::transition() {
         if (initiator_) krdma::set_private_data(e, session_->peer_private_data());
     });
     session_.reset();
-    channel_.reset();  // the owner has its own now (or nobody will: the connection goes)
+    channel_.reset();  // the owner or the kVP has its own now (or nobody will: the connection goes)
     if (d == Driven::undelivered) {
         // The owner cannot take the socket: nobody can use this connection.
         (void)drive(EndpointInput::handoff_failed);
@@ -519,8 +521,9 @@ namespace kal {
 // The same-host path: two endpoints of this kAL holding the two ends of one TCP connection
 
 bool Endpoint::may_pair() const noexcept {
-    // A hosted consumer's or an offloading RNIC's stream runs in the kVP: it stays on the wire for now.
-    return m_ != nullptr && m_->settings_.same_host.enabled && static_cast<bool>(m_->same_host_) && !kvp_stream();
+    // A hosted consumer's or an offloading RNIC's stream runs in the kVP, which takes the channel at the transition
+    // as a uVP would; pair() asks both RNICs whether they take one (RI_CAP_SAME_HOST).
+    return m_ != nullptr && m_->settings_.same_host.enabled && static_cast<bool>(m_->same_host_);
 }
 
 void Endpoint::index_ends() {

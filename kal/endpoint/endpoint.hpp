@@ -312,8 +312,8 @@ private:
     // The RDMA-mode transition: the kVP's QP to RTS with the negotiated parameters, the socket to the owner.
     void transition();
 
-    // Same-host pairing. Whether this endpoint could be paired at all (the setting, its stream in its owner's
-    // process).
+    // Same-host pairing. Whether this endpoint could be paired at all (the setting and the hooks; whoever runs its
+    // stream, its owner or the kVP, takes the channel at the transition).
     [[nodiscard]] bool may_pair() const noexcept;
     // Puts this endpoint among those a mirror can find (its remote end known), once.
     void index_ends();

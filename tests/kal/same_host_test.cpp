@@ -3,6 +3,8 @@
 // RDMA-mode transition: both get RI_LLP_SAME_HOST (without CRC and markers) in their negotiated parameters, and
 // `rdmactl stats` and `rdmactl resources` show the path of each endpoint. The softrnic option same_host false,
 // the kAL's setting off, a consumer over its memory limit and a peer that is not a kAL endpoint keep the wire.
+// hwstub, whose streams its offload engine runs inside krdmad, is paired too: the engine moves them over the
+// channel (nothing but the MPA negotiation on TCP); its option same_host false keeps the wire.
 // (Until softrnic moves bytes over the channel, both ends run TCP without CRC: the data checks hold either way.)
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -30,14 +32,14 @@ constexpr size_t kBytes = 256 * 1024;
 
 class SameHost : public testutil::KrdmadFixture {
 protected:
-    // krdmad with softrnic RNIC sr0 on 127.0.0.1; @p extra: more top-level keys of the configuration (",..."),
-    // @p options: the RNIC's options object, if any.
+    // krdmad with RNIC rnic_ of provider_ (softrnic sr0 unless a test says otherwise) on 127.0.0.1; @p extra: more
+    // top-level keys of the configuration (",..."), @p options: the RNIC's options object, if any.
     void start_krdmad(const std::string &extra = "", const std::string &options = "") {
         device_ = dir_ / "krdma.sock";
         const auto cfg = write_config(R"({"device": ")" + device_.string() + R"(", "provider_dir": ")" +
-                                      std::string(SOFTRNIC_PROVIDER_DIR) +
-                                      R"(", "modules": ["softrnic_kvp.so"], "rnics": [{"provider": "softrnic",
-                                      "name": "sr0", "address": "127.0.0.1")" +
+                                      std::string(SOFTRNIC_PROVIDER_DIR) + R"(", "modules": [")" + provider_ +
+                                      R"(_kvp.so"], "rnics": [{"provider": ")" + provider_ + R"(",
+                                      "name": ")" + rnic_ + R"(", "address": "127.0.0.1")" +
                                       (options.empty() ? "" : ", \"options\": " + options) + "}]" + extra + "}");
         start({"--config", cfg.string()});
         for (int i = 0; i < 200 && !std::filesystem::exists(device_); ++i) ::usleep(20000);
@@ -66,7 +68,7 @@ protected:
 
     // The peer program in "accept" mode; its port.
     uint16_t start_peer() {
-        peer_ = spawn(PEER_PATH, {device_.string(), "sr0", "accept", std::to_string(kBytes)}, dir_ / "peer.out",
+        peer_ = spawn(PEER_PATH, {device_.string(), rnic_, "accept", std::to_string(kBytes)}, dir_ / "peer.out",
                       dir_ / "peer.err");
         for (int i = 0; i < 500; ++i) {
             std::smatch m;
@@ -84,7 +86,7 @@ protected:
         const uint16_t port = start_peer();
         if (port == 0) return {};
         Side s;
-        EXPECT_EQ(s.open(device_.string(), "sr0", kRdmaOffset + kBytes), "");
+        EXPECT_EQ(s.open(device_.string(), rnic_, kRdmaOffset + kBytes), "");
         auto ep = s.endpoint(9);
         EXPECT_NE(ep, nullptr);
         if (ep == nullptr) return {};
@@ -132,7 +134,15 @@ protected:
         return llp;
     }
 
+    // hwstub RNIC hw0 instead of softrnic's sr0.
+    void use_hwstub() {
+        provider_ = "hwstub";
+        rnic_ = "hw0";
+    }
+
     std::filesystem::path device_;
+    std::string provider_ = "softrnic";
+    std::string rnic_ = "sr0";
     pid_t peer_ = -1;
 };
 
@@ -246,6 +256,46 @@ TEST_F(SameHost, APeerThatIsNotAKalEndpointStaysOnTheWire) {
     EXPECT_EQ(est->connection->llp.mpa_flags & RI_LLP_SAME_HOST, 0u);
     EXPECT_EQ(paths("stats"), (std::vector<std::string>{"wire"}));
     EXPECT_EQ(paths("resources"), (std::vector<std::string>{"wire"}));
+}
+
+TEST_F(SameHost, TwoHwstubConsumersArePairedAndTheOffloadEngineMovesTheStreamOverTheChannel) {
+    use_hwstub();
+    start_krdmad();
+    if (HasFatalFailure()) return;
+    const ri_llp_params_t llp = connect_and_exchange([&] {
+        EXPECT_EQ(paths("stats"), (std::vector<std::string>{"same-host", "same-host"}));
+        EXPECT_EQ(paths("resources"), (std::vector<std::string>{"same-host", "same-host"}));
+        // The engine moved 256 KiB and more each way: over TCP only the MPA negotiation went.
+        for (const auto &e : ctl_json({"stats"})["endpoints"]) {
+            if (e["state"] != "connected") continue;
+            EXPECT_LT(e["bytes_received"].get<uint64_t>(), 4096u) << e.dump();
+        }
+    });
+    EXPECT_NE(llp.mpa_flags & RI_LLP_SAME_HOST, 0u);
+    EXPECT_EQ(llp.mpa_flags & (RI_MPA_CRC | RI_MPA_MARKERS), 0u);
+}
+
+TEST_F(SameHost, TheHwstubOptionSameHostFalseKeepsTheWire) {
+    use_hwstub();
+    start_krdmad("", R"({"same_host": false})");
+    if (HasFatalFailure()) return;
+    const ri_llp_params_t llp = connect_and_exchange([&] {
+        EXPECT_EQ(paths("stats"), (std::vector<std::string>{"wire", "wire"}));
+    });
+    EXPECT_EQ(llp.mpa_flags & RI_LLP_SAME_HOST, 0u);
+}
+
+TEST_F(SameHost, TheHwstubOptionChangedAtRunTimeAppliesToNewConnections) {
+    use_hwstub();
+    start_krdmad();
+    if (HasFatalFailure()) return;
+    std::string out;
+    ASSERT_EQ(rdmactl({"--device", device_.string(), "control", "hw0", R"({"same_host": false})"}, out), 0) << out;
+    EXPECT_NE(out.find("same_host"), std::string::npos) << out;
+    const ri_llp_params_t llp = connect_and_exchange([&] {
+        EXPECT_EQ(paths("stats"), (std::vector<std::string>{"wire", "wire"}));
+    });
+    EXPECT_EQ(llp.mpa_flags & RI_LLP_SAME_HOST, 0u);
 }
 
 }  // namespace
