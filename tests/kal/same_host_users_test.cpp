@@ -285,8 +285,22 @@ TEST_P(TwoUsers, SameOutcomeOverTheChannelAsOnTheWire) {
     std::printf("%s wire:    target %s| initiator %s\n", c.name, wire.first.c_str(), wire.second.c_str());
     std::fflush(stdout);
     if (c.term == 0) return;
+    // Behind a failed Write, the fenced Send's status is a matter of timing on either path: it went out before the
+    // Terminate came back (SUCCESS), was still queued (WR_FLUSH_ERR), or was the oldest unfinished request when it
+    // came (REM_ACCESS_ERR). Those are compared for what they may be, the rest of the outcome as it is.
+    const bool read_case = std::string(c.name).find("Read") != std::string::npos;
+    auto without_fenced = [read_case](std::string o) {
+        const size_t at = o.find(" fenced=");
+        if (read_case || at == std::string::npos) return o;
+        const size_t end = o.find(' ', at + 1);
+        const std::string status = o.substr(at + 8, end - at - 8);
+        EXPECT_TRUE(status == "SUCCESS" || status == "WR_FLUSH_ERR" || status == "REM_ACCESS_ERR")
+            << "the Send fenced behind the failed Write completed with " << status;
+        return o.erase(at, end - at);
+    };
     EXPECT_EQ(shm.first, wire.first) << "the target's outcome differs between the channel and the wire";
-    EXPECT_EQ(shm.second, wire.second) << "the initiator's outcome differs between the channel and the wire";
+    EXPECT_EQ(without_fenced(shm.second), without_fenced(wire.second))
+        << "the initiator's outcome differs between the channel and the wire";
     const std::string detail = "detail=" + hex(c.term) + " ";
     const std::string error = "state=" + std::to_string(RI_QPS_ERROR) + " ";
     for (const auto *r : {&shm, &wire}) {
@@ -300,7 +314,7 @@ TEST_P(TwoUsers, SameOutcomeOverTheChannelAsOnTheWire) {
         EXPECT_NE(r->first.find("untouched=yes"), std::string::npos)
             << "the violation placed bytes (beyond the region, or into the revoked region)";
     }
-    if (std::string(c.name).find("Read") != std::string::npos) {
+    if (read_case) {
         EXPECT_NE(shm.second.find("op=REM_ACCESS_ERR"), std::string::npos)
             << "the failed Read did not complete with REM_ACCESS_ERR";
         // Read-fenced behind the Read: still queued when the Terminate came. (Behind a Write, a Send goes out before
