@@ -132,23 +132,26 @@ enum class Waiting {
     blocking  /**< A blocking receive: the thread sleeps until data arrives (as a side sleeping on its CQ). */
 };
 
-/** @brief Raw TCP 8-byte ping-pong for @p seconds, both ends waiting as @p how says: seconds per half round trip. */
-inline double tcp_pingpong(double seconds, Waiting how) {
+/**
+ * @brief Raw TCP ping-pong of @p size-byte messages (8 by default) for @p seconds, both ends waiting as @p how says:
+ *        seconds per half round trip.
+ */
+inline double tcp_pingpong(double seconds, Waiting how, size_t size = 8) {
     using clock = std::chrono::steady_clock;
     Fd c, s;
     if (!tcp_pair(c, s)) return 0;
     const int flags = how == Waiting::spinning ? MSG_DONTWAIT : 0;
-    std::thread echo([fd = s.fd, flags] {
-        uint8_t b[8];
-        while (io_all(false, fd, b, 8, flags) && io_all(true, fd, b, 8)) {
+    std::thread echo([fd = s.fd, flags, size] {
+        std::vector<uint8_t> b(size);
+        while (io_all(false, fd, b.data(), size, flags) && io_all(true, fd, b.data(), size)) {
         }
     });
-    uint8_t b[8] = {};
+    std::vector<uint8_t> b(size);
     size_t n = 0;
     const auto t0 = clock::now();
     const auto end = t0 + std::chrono::duration<double>(seconds);
     while (clock::now() < end) {
-        if (!io_all(true, c.fd, b, 8) || !io_all(false, c.fd, b, 8, flags)) break;
+        if (!io_all(true, c.fd, b.data(), size) || !io_all(false, c.fd, b.data(), size, flags)) break;
         ++n;
     }
     const double el = std::chrono::duration<double>(clock::now() - t0).count();

@@ -54,6 +54,8 @@ run bench_offload 240 "$b/bench_offload" --seconds 1
 run bench_itapi 120 "$b/bench_itapi" --seconds 0.5
 [ -x "$b/bench_dapl" ] && run bench_dapl 120 "$b/bench_dapl" --seconds 0.5
 run bench_scale 240 "$b/bench_scale" --seconds 1
+run bench_samehost 240 "$b/bench_samehost" --seconds 1
+run bench_samehost_wire 240 "$b/bench_samehost" --seconds 1 --path wire
 OPENRDMA_EMBEDDED_CONFIG="$PWD/$out/embedded.json" run it_perf 180 "$build/tools/it_perf/it_perf" --loopback
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
@@ -65,11 +67,16 @@ out, page, machine, build = sys.argv[1:5]
 
 # What each program measures and against which baseline, in the order of the page.
 about = {
-    "it_perf": "RDMA Write over IT-API (softrnic, embedded kAL, a server process), each row beside raw TCP in the "
+    "it_perf": "RDMA Write over IT-API (softrnic, embedded kAL in each of two processes: the wire), each row beside raw TCP in the "
                "same run, best of 5 alternating rounds; ratio = RDMA / TCP (bandwidth: higher is better; latency: "
                "lower is better).",
-    "bench_rdma": "softrnic through the uAL and an embedded kAL: Writes into a target process, 8-byte Write "
-                  "ping-pong, connection setup, memory per idle QP; each beside raw TCP in the same run.",
+    "bench_samehost": "RDMA between two processes of one host through one krdmad (softrnic): the same-host channel. "
+                      "Write and Send bandwidth beside a TCP stream and one thread's memcpy, latency beside a spinning "
+                      "TCP ping-pong, 64 QPs beside 64 TCP streams.",
+    "bench_samehost_wire": "The same two processes with the RNIC's same_host option off: iWARP over TCP loopback.",
+    "bench_rdma": "softrnic through the uAL and an embedded kAL: Writes into a target process (its own kAL: the "
+                  "wire), and, between two endpoints of one process (one kAL: the same-host channel), 8-byte Write "
+                  "ping-pong, connection setup and memory per idle QP; each beside raw TCP in the same run.",
     "bench_offload": "hwstub (offload engines in krdmad) next to softrnic and raw TCP: consumer CPU per GB, "
                      "bandwidth, 8-byte latency idle and with the engines busy.",
     "bench_verbs": "The control path through the uAL and softrnic, embedded kAL and a krdmad process: privileged "
@@ -166,6 +173,8 @@ headline = [
     ("it_perf", "write bandwidth 64 KiB", "RDMA Write 64 KiB over IT-API (softrnic)"),
     ("it_perf", "write bandwidth 1 MiB", "RDMA Write 1 MiB over IT-API (softrnic)"),
     ("it_perf", "write latency 8 B (typical)", "8-byte RDMA Write latency over IT-API (softrnic)"),
+    ("bench_samehost", "RDMA Write 64 KiB", "RDMA Write 64 KiB, two processes on one host"),
+    ("bench_samehost", "8 B Write half round trip", "8-byte RDMA Write latency, two processes on one host"),
     ("bench_rdma", "connection setup, 16 in flight", "connection setup (softrnic)"),
     ("bench_rdma", "memory per idle connected QP", "memory per idle connected QP"),
     ("bench_verbs", "krdmad: privileged round trip (query)", "privileged verb through krdmad"),

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "iwarp/copy.hpp"
 #include "rnicpi/ri_types.h"
 
 namespace iwarp {
@@ -245,8 +246,16 @@ std::span<uint8_t> Engine::payload_target(size_t offset, size_t remaining) {
     // Foreign payload is staged at its offset in the segment; on_segment_end() places it once the CRC checked out.
     if (rx_foreign_) return {bounce_.get() + offset, remaining};
     switch (rx_kind_) {
-        case RxKind::tagged:
+        case RxKind::tagged: {
+            if (!rx_hdr_.last) return {rx_tagged_base_ + offset, remaining};
+            // The last segment of a Write or Read Response: its last byte is placed alone, after every other byte
+            // of the message and a store fence, so that a consumer polling it finds the whole message (see
+            // placement_fence()). The receiver asks again for it; the bytes come from the same read as the rest.
+            const size_t last = rx_.current_payload_len() - 1;
+            if (offset < last) return {rx_tagged_base_ + offset, std::min(remaining, last - offset)};
+            placement_fence();
             return {rx_tagged_base_ + offset, remaining};
+        }
         case RxKind::send: {
             size_t pos = rx_hdr_.mo + offset;
             for (uint32_t i = 0; i < recv_.num_sge; ++i) {

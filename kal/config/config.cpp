@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "rnicpi/cpp/channel.hpp"
 #include "rnicpi/host/log.hpp"
 
 namespace kal {
@@ -169,7 +170,8 @@ rdma::Expected<Config> parse_config(const std::string &text, const std::string &
             const std::string w = "config.llp";
             only_keys(l, w,
                       {"connect_timeout_ms", "request_timeout_ms", "accept_timeout_ms", "max_pending_requests",
-                       "user_timeout_ms", "keepalive_idle_s", "keepalive_interval_s", "keepalive_count"});
+                       "user_timeout_ms", "keepalive_idle_s", "keepalive_interval_s", "keepalive_count",
+                       "same_host"});
             using ms = std::chrono::milliseconds;
             using sec = std::chrono::seconds;
             LlpSettings &s = c.llp;
@@ -193,6 +195,20 @@ rdma::Expected<Config> parse_config(const std::string &text, const std::string &
             }
             if (s.keepalive_idle.count() > 0 && (s.keepalive_interval.count() == 0 || s.keepalive_count == 0)) {
                 throw Bad{w + ": keepalive needs a positive keepalive_interval_s and keepalive_count"};
+            }
+            if (l.contains("same_host")) {
+                const json &h = l["same_host"];
+                const std::string hw = w + ".same_host";
+                only_keys(h, hw, {"enabled", "ring_bytes"});
+                s.same_host.enabled = flag(h, "enabled", hw, s.same_host.enabled);
+                const uint64_t ring = num(h, "ring_bytes", hw, s.same_host.ring_bytes);
+                if (ring < rdma::provider::kChannelRingMin || ring > rdma::provider::kChannelRingMax ||
+                    (ring & (ring - 1)) != 0) {
+                    throw Bad{hw + ".ring_bytes must be a power of two from " +
+                              std::to_string(rdma::provider::kChannelRingMin) + " to " +
+                              std::to_string(rdma::provider::kChannelRingMax)};
+                }
+                s.same_host.ring_bytes = ring;
             }
         }
         if (root.contains("consumers")) {

@@ -8,8 +8,10 @@
 #include <sys/socket.h>
 
 #include <cstring>
+#include <optional>
 
 #include "krdma/net_addr.hpp"
+#include "rnicpi/cpp/channel.hpp"
 #include "rnicpi/host/log.hpp"
 #include "socket_ends.hpp"
 #include "tcp_stats.hpp"
@@ -47,13 +49,33 @@ int connection_error(int fd, bool fin_sent) {
     return t->retransmits > 0 || t->probes > 0 ? RI_ETIMEDOUT : RI_ECONNRESET;
 }
 
+#ifndef SO_NETNS_COOKIE
+#define SO_NETNS_COOKIE 71  // Linux 5.14
+#endif
+
+// The cookie of the network namespace socket @p fd lives in, where the kernel tells it.
+std::optional<uint64_t> netns_cookie(int fd) {
+    uint64_t cookie = 0;
+    socklen_t len = sizeof cookie;
+    if (::getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &cookie, &len) != 0 || len != sizeof cookie) return std::nullopt;
+    return cookie;
+}
+
 }  // namespace
+
+StreamEnd StreamEnd::of(const ri_net_addr_t &a, uint16_t p) noexcept {
+    StreamEnd e;
+    e.family = a.family;
+    std::memcpy(e.addr.data(), a.addr, a.family == RI_AF_INET6 ? 16 : 4);
+    e.port = p;
+    return e;
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Endpoints
 
-Endpoints::Endpoints(DeviceServer &server, const LlpSettings &settings, Deliver deliver)
-    : server_(server), settings_(settings), deliver_(std::move(deliver)) {}
+Endpoints::Endpoints(DeviceServer &server, const LlpSettings &settings, Deliver deliver, SameHostHooks same_host)
+    : server_(server), settings_(settings), deliver_(std::move(deliver)), same_host_(std::move(same_host)) {}
 
 void Endpoints::detach_all() noexcept {
     for (Endpoint *e : all_) e->detach();
@@ -117,6 +139,7 @@ Endpoint::~Endpoint() {
     if (m_ == nullptr) return;
     // The QP is going (destroyed, or its owner died): the connection goes with it, abortively.
     (void)drive(EndpointInput::qp_destroyed);
+    unindex();
     m_->all_.erase(this);
     m_->timed_.erase(this);
 }
@@ -132,6 +155,12 @@ void Endpoint::start_active(krdma::UniqueFd sock, const iwarp::MpaConfig &cfg, s
     sock_ = std::move(sock);
     initiator_ = true;
     tcp_connecting_ = true;
+    if (how == EndpointInput::convert_started) {
+        converted_ = true;
+        // The consumer's socket: its ends are known now, so that its mirror can find it.
+        if (may_pair()) ends_ = llp::addresses_of(sock_.get());
+    }
+    index_ends();
     cfg_ = cfg;
     pd_.assign(pd.begin(), pd.end());
     deadline_ = deadline;
@@ -144,6 +173,9 @@ void Endpoint::start_converted_responder(krdma::UniqueFd sock, const iwarp::MpaC
                                          uint16_t ird, uint16_t ord, Clock::time_point deadline) {
     sock_ = std::move(sock);
     initiator_ = false;
+    converted_ = true;
+    if (may_pair()) ends_ = llp::addresses_of(sock_.get());
+    index_ends();
     auto_accept_ = true;
     ird_ = ird;
     ord_ = ord;
@@ -164,6 +196,7 @@ void Endpoint::start_passive(krdma::UniqueFd sock, llp::MpaSession session, bool
     sock_ = std::move(sock);
     liveness_set_ = liveness_set;
     ends_ = ends;
+    index_ends();
     session_ = std::make_unique<llp::MpaSession>(std::move(session));
     initiator_ = false;
     deadline_ = session_->deadline();
@@ -297,7 +330,10 @@ Endpoint::Driven Endpoint::drive(EndpointInput in, const EndpointFacts &facts,
     }
     if (step.report == 0) return Driven::done;
     const bool handoff = step.report == KRDMA_CM_ESTABLISHED && !kvp_stream() && sock_;
-    return send(e, handoff ? sock_.get() : -1) ? Driven::done : Driven::undelivered;
+    // The owner's half of the transition: the socket, and on the same-host path the channel's end after it.
+    const int fds[2] = {sock_.get(), channel_.get()};
+    const size_t nfds = !handoff ? 0 : channel_ ? 2 : 1;
+    return send(e, std::span<const int>(fds, nfds)) ? Driven::done : Driven::undelivered;
 }
 
 void Endpoint::count(LlpCount c) {
@@ -336,13 +372,12 @@ krdma_cm_event Endpoint::cm(uint32_t type, int status) const {
     return e;
 }
 
-bool Endpoint::send(const krdma_cm_event &e, int fd) {
-    const int fds[1] = {fd};
-    return m_->deliver_(client_, {reinterpret_cast<const uint8_t *>(&e), sizeof e},
-                        std::span<const int>(fds, fd >= 0 ? 1 : 0));
+bool Endpoint::send(const krdma_cm_event &e, std::span<const int> fds) {
+    return m_->deliver_(client_, {reinterpret_cast<const uint8_t *>(&e), sizeof e}, fds);
 }
 
 void Endpoint::close_socket(bool abortive) {
+    channel_.reset();  // a channel end not handed over yet: the peer QP reads the bell's end of file
     if (!sock_) return;
     m_->server_.unwatch(sock_.get());
     if (abortive) {
@@ -417,21 +452,37 @@ void Endpoint::transition() {
         (void)drive(EndpointInput::setup_failed, failure(llp.error().code()));
         return;
     }
+    // The same-host path: the second of the two ends to transition found its end of the channel stashed here by
+    // the first; the first makes the channel now if the two may be paired. Either way this endpoint is nobody's
+    // mirror any more.
+    unindex();
+    if (!channel_) pair();
+    const bool same_host = static_cast<bool>(channel_);
     // The stream lives in the consumer's process, or, for a consumer hosted in the kAL and for an offloading
     // RNIC, in the kVP, which takes a duplicate of it here (the kAL keeps its own reference either way).
     ri_qp_attr_t a{};
     a.state = RI_QPS_RTS;
     a.llp = *llp;
     a.llp.fd = kvp_stream() ? sock_.get() : -1;
+    a.llp.channel = 0;
+    if (same_host) {
+        // The channel carries the stream's bytes between two QPs of this host: no CRC, no markers (both ends alike,
+        // whatever MPA negotiated). The kVP learns the path; the channel's end goes to whoever runs the stream: the
+        // owner (with ESTABLISHED), or the kVP, which takes its own duplicate here as it does of the socket.
+        a.llp.mpa_flags = (a.llp.mpa_flags | RI_LLP_SAME_HOST) & ~static_cast<uint32_t>(RI_MPA_CRC | RI_MPA_MARKERS);
+        a.llp.channel = kvp_stream() ? channel_.get() : -1;
+    }
     if (ri_status_t rc = qp_.v->modify_qp(static_cast<ri_qp_t>(qp_.handle), &a,
                                           RI_QP_ATTR_STATE | RI_QP_ATTR_LLP);
         rc != RI_OK) {
         RDMA_LOG_WARN(kComponent, "kVP refused the RDMA-mode transition: %s", std::strerror(rc));
+        channel_.reset();
         (void)drive(EndpointInput::transition_refused, failure(rc));
         return;
     }
     llp_ = a.llp;
     llp_.fd = -1;
+    llp_.channel = same_host ? -1 : 0;  // the kAL's descriptors are nobody else's business
     // Before the socket leaves: a dead peer or path must fail it in bounded time, not after TCP's minutes.
     if (auto r = liveness_set_ ? rdma::Expected<void>{} : llp::set_liveness(sock_.get(), m_->settings_); !r) {
         RDMA_LOG_CLIENT(warn, kComponent, "client %u: QP %#lx: %s: %s", client_, static_cast<unsigned long>(qp_handle_),
@@ -441,14 +492,15 @@ void Endpoint::transition() {
         if (initiator_) krdma::set_private_data(e, session_->peer_private_data());
     });
     session_.reset();
+    channel_.reset();  // the owner or the kVP has its own now (or nobody will: the connection goes)
     if (d == Driven::undelivered) {
         // The owner cannot take the socket: nobody can use this connection.
         (void)drive(EndpointInput::handoff_failed);
         return;
     }
-    RDMA_LOG_DEBUG(kComponent, "client %u: QP %#lx in RDMA mode, %s -> %s", client_,
+    RDMA_LOG_DEBUG(kComponent, "client %u: QP %#lx in RDMA mode, %s -> %s (%s)", client_,
                    static_cast<unsigned long>(qp_handle_), llp::text_of(llp_.local, llp_.local_port).c_str(),
-                   llp::text_of(llp_.remote, llp_.remote_port).c_str());
+                   llp::text_of(llp_.remote, llp_.remote_port).c_str(), path_name(llp_));
     // A kVP's stream: the kAL watches for its end (only that: the data is the kVP's to read), in case the kVP
     // no longer reads it (see on_events). A uVP's stream is not watched at all: its owner meets the end and
     // reports it (on_events would only unwatch it), and a socket with an epoll entry on its wait queue pays a
@@ -459,6 +511,103 @@ void Endpoint::transition() {
     } else {
         m_->server_.unwatch(sock_.get());
     }
+}
+
+}  // namespace kal
+
+namespace kal {
+
+// ---------------------------------------------------------------------------------------------------------------
+// The same-host path: two endpoints of this kAL holding the two ends of one TCP connection
+
+bool Endpoint::may_pair() const noexcept {
+    // A hosted consumer's or an offloading RNIC's stream runs in the kVP, which takes the channel at the transition
+    // as a uVP would; pair() asks both RNICs whether they take one (RI_CAP_SAME_HOST).
+    return m_ != nullptr && m_->settings_.same_host.enabled && static_cast<bool>(m_->same_host_);
+}
+
+void Endpoint::index_ends() {
+    if (indexed_ || !may_pair() || ends_.remote.family == RI_AF_NONE) return;
+    index_it_ = m_->by_remote_.emplace(StreamEnd::of(ends_.remote, ends_.remote_port), this);
+    indexed_ = true;
+}
+
+void Endpoint::unindex() noexcept {
+    if (!indexed_) return;
+    indexed_ = false;
+    if (m_ != nullptr) m_->by_remote_.erase(index_it_);
+}
+
+Endpoint *Endpoint::find_mirror() {
+    if (ends_.local.family == RI_AF_NONE || ends_.remote.family == RI_AF_NONE) return nullptr;
+    const StreamEnd mine = StreamEnd::of(ends_.local, ends_.local_port);
+    const StreamEnd theirs = StreamEnd::of(ends_.remote, ends_.remote_port);
+    auto [it, end] = m_->by_remote_.equal_range(mine);
+    for (; it != end; ++it) {
+        Endpoint *m = it->second;
+        // Not in RDMA mode yet, without a channel, with its socket: the one to stash the other end in.
+        if (m == this || m->fsm_.state() != EndpointState::connecting || m->channel_ || !m->sock_) continue;
+        // An active endpoint learns its own port at its transition; its mirror asks for it now (once).
+        if (m->ends_.local.family == RI_AF_NONE) llp::local_end_of(m->sock_.get(), m->ends_);
+        if (StreamEnd::of(m->ends_.local, m->ends_.local_port) != theirs) continue;
+        // Mirrored ends in one network namespace are one TCP connection. The kAL's own sockets live in its own
+        // namespace; a converted one may come from another, where the same addresses name another connection.
+        const auto a = netns_cookie(sock_.get());
+        const auto b = netns_cookie(m->sock_.get());
+        if (a && b ? *a != *b : converted_ || m->converted_) continue;
+        return m;
+    }
+    return nullptr;
+}
+
+void Endpoint::pair() {
+    if (!may_pair()) return;
+    Endpoint *m = find_mirror();
+    if (m == nullptr || !m->may_pair()) return;
+    const SameHostHooks &hooks = m_->same_host_;
+    KvpObject *mine = hooks.open_of(client_, qp_handle_);
+    KvpObject *theirs = hooks.open_of(m->client_, m->qp_handle_);
+    if (mine == nullptr || theirs == nullptr) return;
+    ri_rnic_attr_t a{}, b{};
+    if (mine->v->query_rnic(static_cast<ri_rnic_t>(mine->handle), &a) != RI_OK ||
+        theirs->v->query_rnic(static_cast<ri_rnic_t>(theirs->handle), &b) != RI_OK) {
+        return;
+    }
+    const char *why = nullptr;
+    if ((a.caps & RI_CAP_SAME_HOST) == 0 || (b.caps & RI_CAP_SAME_HOST) == 0) {
+        why = "an RNIC takes no same-host channel (option same_host false, or a provider without it)";
+    } else if (mine->v != theirs->v || a.vendor_id != b.vendor_id || a.vendor_part_id != b.vendor_part_id) {
+        why = "the two RNICs are of different providers";
+    }
+    if (why != nullptr) {
+        RDMA_LOG_DEBUG(kComponent, "client %u: QP %#lx stays on the wire: %s", client_,
+                       static_cast<unsigned long>(qp_handle_), why);
+        return;
+    }
+    const uint64_t ring = m_->settings_.same_host.ring_bytes;
+    // Each side's process pays for the ring it writes.
+    auto charge_mine = hooks.charge(client_, ring);
+    auto charge_theirs = charge_mine ? hooks.charge(m->client_, ring) : charge_mine;
+    if (!charge_mine || !charge_theirs) {
+        const rdma::Error &e = !charge_mine ? charge_mine.error() : charge_theirs.error();
+        RDMA_LOG_INFO(kComponent, "client %u: QP %#lx stays on the wire: the channel's %llu bytes: %s", client_,
+                      static_cast<unsigned long>(qp_handle_), static_cast<unsigned long long>(ring),
+                      e.message().c_str());
+        return;  // a charge taken goes with its token
+    }
+    int ends[2];
+    if (const int err = rdma::provider::make_channel(ring, ends); err != 0) {
+        RDMA_LOG_WARN(kComponent, "client %u: QP %#lx stays on the wire: cannot make a same-host channel: %s", client_,
+                      static_cast<unsigned long>(qp_handle_), std::strerror(err));
+        return;
+    }
+    channel_.reset(ends[0]);
+    m->channel_.reset(ends[1]);
+    channel_charge_ = std::move(*charge_mine);
+    m->channel_charge_ = std::move(*charge_theirs);
+    RDMA_LOG_DEBUG(kComponent, "client %u: QP %#lx paired with client %u's QP %#lx on this host (rings of %llu bytes)",
+                   client_, static_cast<unsigned long>(qp_handle_), m->client_,
+                   static_cast<unsigned long>(m->qp_handle_), static_cast<unsigned long long>(ring));
 }
 
 }  // namespace kal

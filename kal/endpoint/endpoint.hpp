@@ -15,9 +15,12 @@
 #ifndef KAL_ENDPOINT_ENDPOINT_HPP
 #define KAL_ENDPOINT_ENDPOINT_HPP
 
+#include <array>
 #include <chrono>
+#include <compare>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <span>
@@ -58,6 +61,40 @@ struct EndpointInfo {
     ri_llp_params_t llp{};      /**< Negotiated parameters (when connected). */
     int fd = -1;                /**< The kAL's reference to the socket (for TCP_INFO), or -1. */
     ri_qp_stats_t rdma{};       /**< The QP's data-path counters, from the kVP (zero when it keeps none). */
+    /** @brief Whether the stream moves over a same-host channel (::RI_LLP_SAME_HOST) rather than the wire. */
+    [[nodiscard]] bool same_host() const noexcept { return (llp.mpa_flags & RI_LLP_SAME_HOST) != 0; }
+};
+
+/** @brief The path of a connection with negotiated parameters @p llp: "same-host" or "wire". */
+[[nodiscard]] inline const char *path_name(const ri_llp_params_t &llp) noexcept {
+    return (llp.mpa_flags & RI_LLP_SAME_HOST) != 0 ? "same-host" : "wire";
+}
+
+/**
+ * @brief What pairing two endpoints of one host (the same-host path) asks of the rest of the kAL: system call
+ *        management's tables and memory management's accounts. Without them no endpoint is paired.
+ */
+struct SameHostHooks {
+    /** @brief The RNIC open that QP @p qp of client @p client belongs to, or null. */
+    std::function<KvpObject *(uint32_t client, Handle qp)> open_of;
+    /**
+     * @brief Charges @p bytes of channel memory to client @p client's process: a token that gives them back when
+     *        released, or the refusal (over a limit: the connection stays on the wire).
+     */
+    std::function<rdma::Expected<std::shared_ptr<void>>(uint32_t client, uint64_t bytes)> charge;
+    /** @brief Whether both hooks are set. */
+    [[nodiscard]] explicit operator bool() const noexcept { return open_of && charge; }
+};
+
+/** @brief One end of a TCP connection (address and port), as an ordered key. */
+struct StreamEnd {
+    uint16_t family = 0;               /**< ::ri_addr_family. */
+    std::array<uint8_t, 16> addr{};    /**< The address (IPv4: the first four bytes, the rest zero). */
+    uint16_t port = 0;                 /**< Host byte order. */
+    /** @brief Ordered by family, address, port. */
+    auto operator<=>(const StreamEnd &) const = default;
+    /** @brief The end @p a : @p p. */
+    [[nodiscard]] static StreamEnd of(const ri_net_addr_t &a, uint16_t p) noexcept;
 };
 
 /** @brief A connection event record of @p type about kAL object @p object, with the consumer's @p context. */
@@ -81,8 +118,11 @@ public:
     /** @brief Sends a connection event @p record with @p fds to client @p client_id; false when it could not. */
     using Deliver = std::function<bool(uint32_t client_id, std::span<const uint8_t> record, std::span<const int> fds)>;
 
-    /** @brief Endpoints whose sockets @p server watches, set up with @p settings, reporting through @p deliver. */
-    Endpoints(DeviceServer &server, const LlpSettings &settings, Deliver deliver);
+    /**
+     * @brief Endpoints whose sockets @p server watches, set up with @p settings, reporting through @p deliver; with
+     *        @p same_host set (and LlpSettings::same_host enabled), two endpoints of one connection are paired.
+     */
+    Endpoints(DeviceServer &server, const LlpSettings &settings, Deliver deliver, SameHostHooks same_host = {});
     Endpoints(const Endpoints &) = delete;
     Endpoints &operator=(const Endpoints &) = delete;
     /** @brief Detaches every endpoint: they live in the consumers' tables, which may outlive this object. */
@@ -124,6 +164,10 @@ private:
     DeviceServer &server_;
     LlpSettings settings_;
     Deliver deliver_;
+    SameHostHooks same_host_;
+    // Endpoints before their transition that may be paired, by the remote end of their connection: the one whose
+    // remote end is another's local end (and the other way round) holds the other end of the same connection.
+    std::multimap<StreamEnd, Endpoint *> by_remote_;
     LlpCounters counters_;
     llp::AbortLinger linger_;  // connections reset once their last bytes (a Terminate, say) are acknowledged
     std::set<Endpoint *> all_;
@@ -217,6 +261,12 @@ public:
     /** @brief How the administrator sees it (LIST_ENDPOINTS). */
     [[nodiscard]] EndpointInfo info() const;
 
+    /**
+     * @brief Whether this endpoint holds its end of a same-host channel for its transition (stashed by its mirror,
+     *        the other end of its connection, which transitioned first).
+     */
+    [[nodiscard]] bool has_channel() const noexcept { return static_cast<bool>(channel_); }
+
 
 private:
 
@@ -243,7 +293,7 @@ private:
 
     krdma_cm_event cm(uint32_t type, int status) const;
 
-    bool send(const krdma_cm_event &e, int fd = -1);
+    bool send(const krdma_cm_event &e, std::span<const int> fds = {});
 
     void rewatch(short events) {
         m_->server_.watch(sock_.get(), events, [this](short revents) { on_events(revents); });
@@ -261,6 +311,19 @@ private:
 
     // The RDMA-mode transition: the kVP's QP to RTS with the negotiated parameters, the socket to the owner.
     void transition();
+
+    // Same-host pairing. Whether this endpoint could be paired at all (the setting and the hooks; whoever runs its
+    // stream, its owner or the kVP, takes the channel at the transition).
+    [[nodiscard]] bool may_pair() const noexcept;
+    // Puts this endpoint among those a mirror can find (its remote end known), once.
+    void index_ends();
+    // Leaves them.
+    void unindex() noexcept;
+    // The endpoint holding the other end of this one's connection, not yet in RDMA mode, or null.
+    Endpoint *find_mirror();
+    // The first of two to transition: makes the channel, takes one end and stashes the other in the mirror; nothing
+    // (and the wire) when the two may not be paired or the channel cannot be made.
+    void pair();
 
     Endpoints *m_;
     uint32_t client_;
@@ -289,6 +352,14 @@ private:
     bool auto_accept_ = false;
     uint16_t ird_ = 0, ord_ = 0;
     bool kvp_stream_;  // constant: its client and its RNIC's kind never change
+    // Same-host path: this end of the channel, from pair() (the first of the two) or stashed by the mirror (the
+    // second), until the transition hands it to the owner; closed with the endpoint otherwise (the peer QP then
+    // reads the bell's end of file: reset).
+    krdma::UniqueFd channel_;
+    std::shared_ptr<void> channel_charge_;  // this side's ring, charged to its owner's process until the endpoint goes
+    bool converted_ = false;                // its socket came from the consumer (CONVERT)
+    bool indexed_ = false;
+    std::multimap<StreamEnd, Endpoint *>::iterator index_it_;
 };
 
 }  // namespace kal

@@ -20,6 +20,17 @@
 
 namespace kal {
 
+/**
+ * @brief The same-host path (krdmad.json "llp": {"same_host": {...}}): when the kAL holds both ends of one TCP
+ *        connection between two consumer processes whose RNICs take a same-host channel (::RI_CAP_SAME_HOST), it
+ *        pairs their QPs with a shared-memory channel at the RDMA-mode transition (rnicpi/ri_channel.h).
+ */
+struct SameHostSettings {
+    bool enabled = true;          /**< false: every connection stays on the wire. */
+    uint64_t ring_bytes = 524288; /**< Bytes of each direction's ring: a power of two from 4 KiB to 1 GiB. */
+    bool operator==(const SameHostSettings &) const = default;
+};
+
 /** @brief Timeouts and limits of connection setup, and the liveness of established connections. */
 struct LlpSettings {
     std::chrono::milliseconds connect_timeout{10000};  /**< CONNECT without its own: TCP connect plus MPA. */
@@ -32,6 +43,7 @@ struct LlpSettings {
     std::chrono::seconds keepalive_idle{60};
     std::chrono::seconds keepalive_interval{10};  /**< Between keepalive probes (TCP_KEEPINTVL). */
     uint32_t keepalive_count = 6;                  /**< Unanswered probes that end the connection (TCP_KEEPCNT). */
+    SameHostSettings same_host;                    /**< The same-host path between consumers of this kAL. */
     bool operator==(const LlpSettings &) const = default;
 };
 

@@ -132,6 +132,23 @@ void uncharge_memory(void *host_ctx, uint64_t bytes) {
     if (host_ctx != nullptr) static_cast<Context *>(host_ctx)->pins.discharge(bytes);
 }
 
+}  // namespace
+
+rdma::Expected<std::shared_ptr<void>> charge_shared_memory(Context &ctx, uint64_t bytes) {
+    refresh_pin_limit(ctx, false);
+    if (auto r = ctx.pins.charge(bytes); !r) {
+        refresh_pin_limit(ctx, true);  // a limit raised meanwhile is seen before the refusal
+        if (auto again = ctx.pins.charge(bytes); !again) return again.error();
+    }
+    std::shared_ptr<ProcessAccount> account = ctx.account;
+    ProcessAccount *raw = account.get();
+    return std::shared_ptr<void>(raw, [account = std::move(account), bytes](void *) noexcept {
+        account->pins.discharge(bytes);
+    });
+}
+
+namespace {
+
 const ri_host_ops_t kHostOps{sizeof(ri_host_ops_t), RI_ABI_VERSION, &rdma::log::host_log, &pin_range, &unpin_range,
                              nullptr,
                              &charge_memory, &uncharge_memory, nullptr};

@@ -23,6 +23,7 @@
 #include "rnicpi/host/log.hpp"
 #include "rights.hpp"
 #include "route.hpp"
+#include "same_host_hooks.hpp"
 #include "socket_ends.hpp"
 #include "tcp_stats.hpp"
 
@@ -78,7 +79,8 @@ ConnectionCommands::ConnectionCommands(VerbCommands &verbs, LlpSettings settings
       endpoints_(server_, settings_,
                  [&verbs](uint32_t client_id, std::span<const uint8_t> record, std::span<const int> fds) {
                      return verbs.deliver_record(client_id, KRDMA_EVENT_CM, record, fds);
-                 }),
+                 },
+                 same_host_hooks(verbs)),
       listen_points_(server_, settings_, endpoints_,
                      [&verbs](uint32_t client_id, std::span<const uint8_t> record, std::span<const int> fds) {
                          return verbs.deliver_record(client_id, KRDMA_EVENT_CM, record, fds);

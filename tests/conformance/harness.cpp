@@ -234,6 +234,14 @@ std::string Pair::connect(Consumer &c, const EndOptions &ao, const EndOptions &b
             return std::string(e == &a ? "active" : "passive") + " end: " + cm_name(est->id) + " (status " +
                    std::to_string(est->connection ? est->connection->status : 0) + ")";
         }
+        // Both ends are this consumer's, through one krdmad: an RNIC that takes a same-host channel gets one, and
+        // the tests run on that path; one that does not (or whose option turned it off) stays on the wire.
+        const bool same_host = est->connection && (est->connection->llp.mpa_flags & RI_LLP_SAME_HOST) != 0;
+        if (same_host != c.has(RI_CAP_SAME_HOST)) {
+            return std::string(e == &a ? "active" : "passive") + " end: connected on the " +
+                   (same_host ? "same-host channel" : "wire") + ", but the RNIC " +
+                   (c.has(RI_CAP_SAME_HOST) ? "takes" : "does not take") + " a same-host channel";
+        }
     }
     return "";
 }

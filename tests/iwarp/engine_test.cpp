@@ -445,6 +445,115 @@ TEST_F(EnginePair, SendBeforeRtrIsATerminate) {
     EXPECT_TRUE(ob.completions.empty());
 }
 
+// What a consumer polling the last byte of a buffer would have seen while place_watched() placed a message into it.
+struct Watch {
+    std::vector<size_t> copies;  // the length of every copy that wrote into the buffer, in order
+    bool seen = false;           // the last byte took its new value
+    bool tail_alone = false;     // ... in a copy of that one byte
+    bool whole_when_seen = false;  // ... when every byte before it already held its new value
+};
+
+// Moves every frame @p from has into @p to as a provider's reads would: through next_buffer() and advance(), at most
+// @p chunk stream bytes a read, each placement span written by a copy of its own. After each copy it looks at
+// @p watched as a consumer polling its last byte for @p want's would.
+Watch place_watched(Engine &from, Engine &to, const std::vector<uint8_t> &watched, const std::vector<uint8_t> &want,
+                    size_t chunk = SIZE_MAX) {
+    static TxFrame frame;  // large: keep it off the stack
+    Watch w;
+    const uint8_t *lo = watched.data(), *hi = watched.data() + watched.size();
+    while (from.next_frame(frame)) {
+        const auto bytes = harness::bytes_of(frame);
+        size_t off = 0;
+        while (off < bytes.size()) {
+            std::span<uint8_t> dst = to.receiver().next_buffer();
+            if (dst.empty()) return w;  // failed: the caller's checks say so
+            const size_t n = std::min({dst.size(), bytes.size() - off, chunk});
+            const bool before = watched.back() == want.back();
+            std::memcpy(dst.data(), bytes.data() + off, n);
+            if (dst.data() >= lo && dst.data() < hi) w.copies.push_back(n);
+            if (!before && !w.seen && watched.back() == want.back()) {
+                w.seen = true;
+                w.tail_alone = n == 1 && dst.data() == &watched.back();
+                w.whole_when_seen = std::equal(want.begin(), want.end() - 1, watched.begin());
+            }
+            to.receiver().advance(n);
+            off += n;
+        }
+        from.frame_sent();
+    }
+    return w;
+}
+
+// A Write's last byte is placed by a copy of its own after every other byte of the Write (the engine hands it out
+// as a target of its own, after a store fence), whatever the sizes, segmentation, markers and read sizes; only the
+// last segment is split, and only once.
+TEST_F(EnginePair, AWritesLastByteIsPlacedAloneAfterAllTheOthers) {
+    for (const bool markers : {false, true}) {
+        for (const size_t size : {size_t{1}, size_t{2}, size_t{8}, size_t{1438}, size_t{1439}, size_t{65536},
+                                  size_t{300001}}) {
+            for (const size_t chunk : {SIZE_MAX, size_t{999}, size_t{7}}) {
+                if (chunk == 7 && size > 70000) continue;  // byte-sized reads of a large Write add nothing
+                SCOPED_TRACE(testing::Message() << "markers " << markers << ", " << size << " B, reads of " << chunk);
+                EngineConfig c = config();
+                c.rx.markers = c.tx.markers = markers;
+                make(c, c);
+                auto src = pattern(size, 11);
+                src.back() = 0xa5;
+                std::vector<uint8_t> target(size, 0);
+                ob.add_region(0x42, target, RI_ACCESS_REMOTE_WRITE);
+                WorkRequest w = wr_over(1, WorkType::write, src);
+                w.remote_stag = 0x42;
+                ASSERT_OK(a->post(w));
+                const Watch seen = place_watched(*a, *b, target, src, chunk);
+                ASSERT_FALSE(b->failed()) << term_name(b->failure());
+                EXPECT_EQ(target, src);
+                EXPECT_TRUE(seen.seen);
+                EXPECT_TRUE(seen.tail_alone);
+                EXPECT_TRUE(seen.whole_when_seen);
+                ASSERT_FALSE(seen.copies.empty());
+                EXPECT_EQ(seen.copies.back(), 1u);
+                if (chunk == SIZE_MAX && !markers) {
+                    // Unsplit reads: one copy per segment, and one more for the last byte unless the last segment
+                    // carries that byte alone.
+                    const size_t per = a->mulpdu() - kTaggedHeaderLen;
+                    const size_t segments = (size + per - 1) / per;
+                    const size_t last_segment = size - (segments - 1) * per;
+                    EXPECT_EQ(seen.copies.size(), segments + (last_segment > 1 ? 1 : 0));
+                }
+            }
+        }
+    }
+}
+
+// The same for a Read Response at the requester; a Send's payload is not split (its receiver learns of it from a
+// completion, which comes after the whole message).
+TEST_F(EnginePair, AReadResponsesLastByteIsPlacedLastAndASendIsNotSplit) {
+    auto src = pattern(5000, 3);
+    src.back() = 0x5a;
+    ob.add_region(0x10, src, RI_ACCESS_REMOTE_READ);
+    std::vector<uint8_t> sink(5000, 0);
+    oa.add_region(0x20, sink, RI_ACCESS_LOCAL_WRITE);
+    ASSERT_OK(a->post(harness::read_of(1, 0x10, 0x20, 5000)));
+    ASSERT_EQ(harness::pump(*a, *b), 1u);  // the Read Request
+    const Watch seen = place_watched(*b, *a, sink, src);
+    ASSERT_FALSE(a->failed()) << term_name(a->failure());
+    EXPECT_EQ(sink, src);
+    EXPECT_TRUE(seen.tail_alone);
+    EXPECT_TRUE(seen.whole_when_seen);
+    ASSERT_EQ(oa.completions.size(), 1u);
+    EXPECT_EQ(oa.completions[0].kind, Completion::Kind::read);
+
+    auto msg = pattern(8, 4);
+    msg.back() = 0x77;
+    std::vector<uint8_t> dst(8, 0);
+    ob.post_receive(9, dst);
+    ASSERT_OK(a->post(wr_over(2, WorkType::send, msg)));
+    const Watch sent = place_watched(*a, *b, dst, msg);
+    ASSERT_FALSE(b->failed()) << term_name(b->failure());
+    EXPECT_EQ(dst, msg);
+    EXPECT_EQ(sent.copies, std::vector<size_t>{8});
+}
+
 TEST(Opcodes, TableMatchesRfc5040) {
     EXPECT_TRUE(opcode_info(0x0).tagged);
     EXPECT_TRUE(opcode_info(0x2).tagged);

@@ -74,6 +74,21 @@ TEST(LlpSettings, DefaultsDetectADeadPeerInMinutesNotTcpsQuarterHour) {
     EXPECT_GT(c->llp.keepalive_count, 0u);
 }
 
+TEST(LlpSettings, TheSameHostPathIsOnByDefaultWithHalfAMebibyteRings) {
+    auto d = kal::parse_config("{}");
+    ASSERT_TRUE(d) << d.error().message();
+    EXPECT_TRUE(d->llp.same_host.enabled);
+    EXPECT_EQ(d->llp.same_host.ring_bytes, 524288u);
+    auto c = kal::parse_config(R"({"llp": {"same_host": {"enabled": false, "ring_bytes": 4096}}})");
+    ASSERT_TRUE(c) << c.error().message();
+    EXPECT_FALSE(c->llp.same_host.enabled);
+    EXPECT_EQ(c->llp.same_host.ring_bytes, 4096u);
+    auto only_size = kal::parse_config(R"({"llp": {"same_host": {"ring_bytes": 1048576}}})");
+    ASSERT_TRUE(only_size) << only_size.error().message();
+    EXPECT_TRUE(only_size->llp.same_host.enabled);
+    EXPECT_EQ(only_size->llp.same_host.ring_bytes, 1048576u);
+}
+
 TEST(LlpSettings, BadValuesNameTheKey) {
     struct Case {
         const char *json;
@@ -85,6 +100,12 @@ TEST(LlpSettings, BadValuesNameTheKey) {
         {R"({"llp": {"keepalive_idle_s": 5, "keepalive_interval_s": 0}})", "keepalive needs"},
         {R"({"llp": {"connect_timeout_ms": 0}})", "setup timeouts must be positive"},
         {R"({"llp": 3})", "config.llp must be an object"},
+        {R"({"llp": {"same_host": true}})", "config.llp.same_host must be an object"},
+        {R"({"llp": {"same_host": {"ring": 4096}}})", "unknown key config.llp.same_host.ring"},
+        {R"({"llp": {"same_host": {"enabled": 1}}})", "config.llp.same_host.enabled must be true or false"},
+        {R"({"llp": {"same_host": {"ring_bytes": 100000}}})", "config.llp.same_host.ring_bytes must be a power of two"},
+        {R"({"llp": {"same_host": {"ring_bytes": 2048}}})", "config.llp.same_host.ring_bytes must be a power of two"},
+        {R"({"llp": {"same_host": {"ring_bytes": 2147483648}}})", "from 4096 to 1073741824"},
     };
     for (const Case &k : cases) {
         auto c = kal::parse_config(k.json);

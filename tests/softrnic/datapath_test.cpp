@@ -5,6 +5,8 @@
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+
+#include "rnicpi/cpp/channel.hpp"
 #include <linux/tcp.h>  // tcp_info with the segment counters (glibc's copy stops before them)
 #include <malloc.h>
 #include <netinet/in.h>
@@ -154,10 +156,12 @@ struct Mode {
     uint32_t rtr = RI_RTR_WRITE;  // peer-to-peer when not RI_RTR_NONE
     uint32_t fpdu_max = 16384;
     bool big = false;  // also the largest transfers (16 MiB Sends, 64 MiB Writes and Reads)
+    uint64_t same_host_ring = 0;  // the stream moves over a same-host channel with rings this large (0: TCP)
     std::string name() const {
         static const char *rtrs[] = {"nortr", "rtrsend", "rtrwrite", "rtrread"};
         return "rev" + std::to_string(revision) + (crc ? "_crc" : "_nocrc") + (markers ? "_markers" : "") + "_" +
-               rtrs[rtr] + "_fpdu" + std::to_string(fpdu_max);
+               rtrs[rtr] + "_fpdu" + std::to_string(fpdu_max) +
+               (same_host_ring != 0 ? "_samehost" + std::to_string(same_host_ring >> 10) + "k" : "");
     }
 };
 
@@ -376,11 +380,24 @@ protected:
     int connect(End &a, End &b, const Mode &m, bool keep_b = false) {
         auto [ca, cb] = tcp_pair();
         int kept = keep_b ? ::dup(cb) : -1;
+        int bells[2] = {-1, -1};
+        if (m.same_host_ring != 0) {
+            // What the kAL does when it holds both ends: a channel, one end per QP, and no CRC or markers.
+            const int e = rdma::provider::make_channel(m.same_host_ring, bells);
+            EXPECT_EQ(e, 0) << "make_channel: " << std::strerror(e);
+        }
+        auto with_channel = [&](ri_llp_params_t l, int bell) {
+            if (bell >= 0) {
+                l.mpa_flags = (l.mpa_flags | RI_LLP_SAME_HOST) & ~static_cast<uint32_t>(RI_MPA_CRC | RI_MPA_MARKERS);
+                l.channel = bell;
+            }
+            return l;
+        };
         ri_qp_attr_t x{};
         x.state = RI_QPS_RTS;
-        x.llp = llp(m, true, ca);
+        x.llp = with_channel(llp(m, true, ca), bells[0]);
         EXPECT_RI_OK(v_->modify_qp(a.qp, &x, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP));
-        x.llp = llp(m, false, cb);
+        x.llp = with_channel(llp(m, false, cb), bells[1]);
         EXPECT_RI_OK(v_->modify_qp(b.qp, &x, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP));
         return kept;
     }
@@ -496,7 +513,7 @@ TEST_P(Datapath, SendsOfEverySizeSpanManyFpdus) {
         dst.push_back(region(pb_, std::vector<uint8_t>(sizes[i] + 7), RI_ACCESS_LOCAL_WRITE));
         ASSERT_RI_OK(recv(b.qp, 100 + i, {dst[i].sge()}));
     }
-    connect(a, b, m);
+    const int tcp_b = connect(a, b, m, true);
     ri_qp_attr_t qa{};
     ASSERT_RI_OK(v_->query_qp(a.qp, &qa));
     EXPECT_EQ(qa.state, RI_QPS_RTS);
@@ -519,6 +536,16 @@ TEST_P(Datapath, SendsOfEverySizeSpanManyFpdus) {
         EXPECT_EQ(sw[i].opcode, RI_WC_SEND);
         EXPECT_EQ(sw[i].byte_len, sizes[i]);
     }
+    // Over a channel the TCP connection carries nothing: not a byte of the stream went on it.
+    tcp_info ti{};
+    socklen_t len = sizeof ti;
+    ASSERT_EQ(::getsockopt(tcp_b, IPPROTO_TCP, TCP_INFO, &ti, &len), 0) << std::strerror(errno);
+    if (m.same_host_ring != 0) {
+        EXPECT_EQ(ti.tcpi_bytes_received, 0u) << "the stream moved over the same-host channel, not over TCP";
+    } else {
+        EXPECT_GT(ti.tcpi_bytes_received, 1u << 20) << "the stream moved over TCP";
+    }
+    ::close(tcp_b);
 }
 
 TEST_P(Datapath, WritesAndReadsEveryByte) {
@@ -555,7 +582,10 @@ INSTANTIATE_TEST_SUITE_P(Modes, Datapath,
                                            Mode{1, true, true, RI_RTR_NONE, 16384, false},
                                            Mode{2, true, false, RI_RTR_WRITE, 65536, true},
                                            Mode{2, false, false, RI_RTR_READ, 16384, false},
-                                           Mode{2, true, true, RI_RTR_SEND, 9000, false}),
+                                           Mode{2, true, true, RI_RTR_SEND, 9000, false},
+                                           // The same-host channel: a ring smaller than one FPDU, and a large one.
+                                           Mode{2, false, false, RI_RTR_WRITE, 16384, true, 4096},
+                                           Mode{1, false, false, RI_RTR_NONE, 0, true, 1u << 20}),
                          [](const ::testing::TestParamInfo<Mode> &p) { return p.param.name(); });
 
 // The rest run in one mode: CRC, revision 2, peer-to-peer with a zero-length Write RTR. (Scatter/gather lists,

@@ -1,6 +1,8 @@
 /** @file itapi_runner.cpp @brief it_perf's IT-API client and server: session setup, the tests, teardown. */
 #include "itapi_runner.hpp"
 
+#include "it_api_openrdma.h"
+
 #include <arpa/inet.h>
 #include <unistd.h>
 
@@ -734,6 +736,10 @@ rdma::Expected<std::unique_ptr<ItapiClient>> ItapiClient::connect(const ItapiCli
 }
 
 std::string ItapiClient::ia_name() const { return impl_->itf ? impl_->itf->name() : std::string(); }
+
+std::string ItapiClient::path() const {
+    return impl_->eps.empty() ? std::string() : std::string(openrdma_it_ep_path(impl_->eps.front()));
+}
 
 rdma::Expected<Measurement> ItapiClient::run(const TestCase &t) {
     auto m = run_test(t);

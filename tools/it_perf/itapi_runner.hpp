@@ -58,6 +58,8 @@ public:
     [[nodiscard]] uint16_t port() const;
     /** @brief The interface's name. */
     [[nodiscard]] std::string ia_name() const;
+    /** @brief The path the data endpoints' bytes take: "same-host", "wire" (openrdma_it_ep_path), or "" before any. */
+    [[nodiscard]] std::string path() const;
 
     /**
      * @brief Serves client sessions one after another until @p stop is set. A session that fails is reported on
@@ -93,6 +95,8 @@ public:
 
     /** @brief The interface's name. */
     [[nodiscard]] std::string ia_name() const;
+    /** @brief The path the data endpoints' bytes take: "same-host", "wire" (openrdma_it_ep_path), or "" before any. */
+    [[nodiscard]] std::string path() const;
 
     /**
      * @brief Runs @p test (its qps and window must be the session's) and returns what it measured; an error that

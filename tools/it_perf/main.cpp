@@ -303,6 +303,7 @@ int run_client(const Args &a, Headline headline) {
         }
         rdma = std::move(*c);
         info.ia = rdma->ia_name();
+        info.path = rdma->path();
     }
 
     // The human table goes to standard error when standard output carries JSON or CSV.

@@ -51,8 +51,9 @@ void print_block_header(std::FILE *out, const RunInfo &info, const TestCase &t) 
     std::fprintf(out, "%s\n", dashes);
     std::fprintf(out, "                    %s %s Test%s\n", perftest_title(t.op), t.kind == Kind::bw ? "BW" : "Latency",
                  info.tcp_only ? " (TCP baseline only)" : "");
-    std::fprintf(out, " IT-API interface: %s   peer: %s   mode: %s   completions: %s\n", info.ia.c_str(),
-                 info.peer.c_str(), info.mode.c_str(), info.event_mode ? "it_evd_wait (event)" : "it_evd_dequeue (poll)");
+    std::fprintf(out, " IT-API interface: %s   peer: %s   mode: %s   path: %s   completions: %s\n", info.ia.c_str(),
+                 info.peer.c_str(), info.mode.c_str(), info.path.empty() ? "-" : info.path.c_str(),
+                 info.event_mode ? "it_evd_wait (event)" : "it_evd_dequeue (poll)");
     if (t.kind == Kind::bw)
         std::fprintf(out, " QPs: %u   window: %u outstanding per QP\n", t.qps, t.window);
     else
@@ -216,6 +217,7 @@ nlohmann::json to_json(const RunInfo &info, const std::vector<Row> &rows) {
     nlohmann::json j;
     j["tool"] = "it_perf";
     j["mode"] = info.mode;
+    j["path"] = info.path;
     j["interface"] = info.ia;
     j["peer"] = info.peer;
     j["completions"] = info.event_mode ? "event" : "poll";

@@ -42,6 +42,7 @@ struct RunInfo {
     std::string mode;      /**< "loopback", "client". */
     std::string ia;        /**< The IT-API interface used. */
     std::string peer;      /**< The server's address. */
+    std::string path;      /**< The data's path: "same-host" (shared memory), "wire" (TCP), or "" (no RDMA). */
     bool event_mode = false;
     bool tcp_only = false;
 };

@@ -3,7 +3,9 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "client.hpp"
 #include "commands.hpp"
@@ -316,13 +318,35 @@ void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_cod
             }
             rnics = std::vector<krdma_rnic_info>{*r};
         }
+        // Each endpoint with its path (same host or wire), of the processes and the RNIC shown.
+        auto collected = collect_endpoints(**client, *listed, filter->rnic);
+        if (!collected) {
+            exit_code = 1;
+            return;
+        }
+        std::map<uint32_t, uint32_t> pid_of;
+        for (const krdma_client_info &info : *clients) pid_of[info.client_id] = info.pid;
+        nlohmann::json endpoints = nlohmann::json::array();
+        for (const auto &e : collected->endpoints) {
+            auto it = pid_of.find(e["client"].get<uint32_t>());
+            if (filter->pid != 0 && (it == pid_of.end() || it->second != filter->pid)) continue;
+            endpoints.push_back({{"client", e["client"]},
+                                 {"pid", it != pid_of.end() ? nlohmann::json(it->second) : nlohmann::json(nullptr)},
+                                 {"qp_num", e["qp_num"]},
+                                 {"rnic", e["rnic"]},
+                                 {"state", e["state"]},
+                                 {"local", e["local"]},
+                                 {"remote", e["remote"]},
+                                 {"path", e["path"]}});
+        }
         if (global.json) {
             nlohmann::json per_rnic = nlohmann::json::array();
             for (const auto &r : *rnics) {
                 nlohmann::json j = rnic_json(r);
                 per_rnic.push_back({{"name", j["name"]}, {"opens", j["opens"]}, {"objects", j["objects"]}});
             }
-            std::cout << nlohmann::json{{"processes", all}, {"rnics", per_rnic}}.dump(2) << "\n";
+            std::cout << nlohmann::json{{"processes", all}, {"rnics", per_rnic}, {"endpoints", endpoints}}.dump(2)
+                      << "\n";
             return;
         }
         std::printf("%-7s %-8s %-6s %5s %4s %4s %4s %4s %4s %4s %4s %4s %6s %12s\n", "CLIENT", "PID", "UID", "RNIC",
@@ -342,6 +366,17 @@ void add_rnic_commands(CLI::App &app, const GlobalOptions &global, int &exit_cod
             const uint32_t *o = r.objects;  // kAL order: endpoint, listener, mw, qp, srq, mr, cq, pd, rnic
             std::printf("%-16s %5u %4u %4u %4u %4u %4u %4u %4u %4u\n", shown(r.name).c_str(), r.opens, o[7], o[6], o[3], o[4], o[5],
                         o[2], o[0], o[1]);
+        }
+        if (!endpoints.empty()) {
+            std::printf("\n%-7s %-8s %-7s %-16s %-13s %-22s %-22s %s\n", "CLIENT", "PID", "QPN", "RNIC", "STATE",
+                        "LOCAL", "REMOTE", "PATH");
+            for (const auto &e : endpoints) {
+                std::printf("%-7u %-8s %-7u %-16s %-13s %-22s %-22s %s\n", e["client"].get<unsigned>(),
+                            e["pid"].is_null() ? "-" : std::to_string(e["pid"].get<unsigned>()).c_str(),
+                            e["qp_num"].get<unsigned>(), shown(e["rnic"].get<std::string>()).c_str(),
+                            e["state"].get<std::string>().c_str(), e["local"].get<std::string>().c_str(),
+                            e["remote"].get<std::string>().c_str(), e["path"].get<std::string>().c_str());
+            }
         }
     });
 

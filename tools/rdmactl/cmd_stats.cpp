@@ -43,6 +43,10 @@ nlohmann::json zero_totals() {
 
 }  // namespace
 
+const char *endpoint_path(const ri_llp_params_t &llp) noexcept {
+    return (llp.mpa_flags & RI_LLP_SAME_HOST) != 0 ? "same-host" : "wire";
+}
+
 std::optional<EndpointStats> collect_endpoints(ual::DeviceClient &client, const std::vector<krdma_rnic_info> &rnics,
                                                const std::string &rnic) {
     // The RNIC by name (an address selects its RNIC's name).
@@ -64,6 +68,7 @@ std::optional<EndpointStats> collect_endpoints(ual::DeviceClient &client, const 
                          {"state", ep_state_name(i.state)},
                          {"local", i.local},
                          {"remote", i.remote},
+                         {"path", endpoint_path(i.llp)},
                          {"tcp_state", std::string(kal::llp::tcp_state_name(static_cast<uint8_t>(i.tcp_state)))},
                          {"mpa", {{"revision", i.llp.mpa_revision},
                                   {"crc", (i.llp.mpa_flags & RI_MPA_CRC) != 0},
@@ -182,13 +187,14 @@ void add_stats_command(CLI::App &app, const GlobalOptions &global, int &exit_cod
         }
         std::printf("LLP management (since krdmad started)\n");
         for (const auto &[k, v] : llp.items()) std::printf("  %-18s %llu\n", k.c_str(), v.get<unsigned long long>());
-        std::printf("\nEndpoints\n  %-6s %-7s %-10s %-13s %-22s %-22s %12s %12s %7s %7s\n", "CLIENT", "QPN", "RNIC",
-                    "STATE", "LOCAL", "REMOTE", "BYTES OUT", "BYTES IN", "RETRANS", "RTT us");
+        std::printf("\nEndpoints\n  %-6s %-7s %-10s %-13s %-22s %-22s %-9s %12s %12s %7s %7s\n", "CLIENT", "QPN",
+                    "RNIC", "STATE", "LOCAL", "REMOTE", "PATH", "BYTES OUT", "BYTES IN", "RETRANS", "RTT us");
         for (const auto &e : eps) {
-            std::printf("  %-6u %-7u %-10s %-13s %-22s %-22s %12llu %12llu %7llu %7u\n", e["client"].get<unsigned>(),
-                        e["qp_num"].get<unsigned>(), shown(e["rnic"].get<std::string>()).c_str(),
-                        e["state"].get<std::string>().c_str(), e["local"].get<std::string>().c_str(),
-                        e["remote"].get<std::string>().c_str(), e["bytes_sent"].get<unsigned long long>(),
+            std::printf("  %-6u %-7u %-10s %-13s %-22s %-22s %-9s %12llu %12llu %7llu %7u\n",
+                        e["client"].get<unsigned>(), e["qp_num"].get<unsigned>(),
+                        shown(e["rnic"].get<std::string>()).c_str(), e["state"].get<std::string>().c_str(),
+                        e["local"].get<std::string>().c_str(), e["remote"].get<std::string>().c_str(),
+                        e["path"].get<std::string>().c_str(), e["bytes_sent"].get<unsigned long long>(),
                         e["bytes_received"].get<unsigned long long>(), e["retransmissions"].get<unsigned long long>(),
                         e["rtt_us"].get<unsigned>());
         }

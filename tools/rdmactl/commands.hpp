@@ -108,6 +108,13 @@ void add_dat_command(CLI::App &app, const GlobalOptions &global, int &exit_code)
 [[nodiscard]] const krdma_rnic_info *find_rnic(const std::vector<krdma_rnic_info> &rnics,
                                                const std::string &name_or_address);
 
+/**
+ * @brief The path of an endpoint's stream from its negotiated parameters @p llp: "same-host" (the kAL paired it
+ *        with the other end of its connection on this host, ::RI_LLP_SAME_HOST) or "wire" (TCP; also before the
+ *        RDMA-mode transition).
+ */
+[[nodiscard]] const char *endpoint_path(const ri_llp_params_t &llp) noexcept;
+
 /** @brief Endpoints and per-RNIC totals, as `rdmactl stats` and `show` print them. */
 struct EndpointStats {
     nlohmann::json endpoints; /**< An array: one object per endpoint, with its TCP and RDMA counters. */

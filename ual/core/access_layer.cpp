@@ -199,7 +199,7 @@ void AccessLayer::kal_gone() {
     }
 }
 
-void AccessLayer::connection(const krdma_cm_event &e, krdma::UniqueFd fd) {
+void AccessLayer::connection(const krdma_cm_event &e, krdma::UniqueFd fd, krdma::UniqueFd channel) {
     auto data = std::make_shared<ConnectionData>();
     data->request = e.request;
     data->status = e.status;
@@ -244,7 +244,7 @@ void AccessLayer::connection(const krdma_cm_event &e, krdma::UniqueFd fd) {
         // The RDMA-mode transition, the consumer's half; only then is the consumer told.
         std::unique_lock lock(ep->ref_mutex_);
         if (!ep->ref_) return;  // destroyed meanwhile: the record's socket closes with it
-        if (auto r = link_->take_stream(ep->ref_, e.llp, std::move(fd)); !r) {
+        if (auto r = link_->take_stream(ep->ref_, e.llp, std::move(fd), std::move(channel)); !r) {
             RDMA_LOG_WARN(kComponent, "QP %u: %s", ep->qp_num_, r.error().to_string().c_str());
             ev.id = KRDMA_CM_BROKEN;
             data->status = r.error().code();

@@ -155,7 +155,7 @@ void SimpleDispatcher::notify_completion() noexcept {
     Callback cb;
     Executor run;
     {
-        std::lock_guard lock(mutex_);
+        std::unique_lock lock(mutex_);
         if (notifier_) {
             // Notification mode: tell the consumer, who dequeues; the CQ is armed again once it has looked.
             auto job = [self = shared_from_this(), fn = notifier_] {
@@ -178,9 +178,13 @@ void SimpleDispatcher::notify_completion() noexcept {
         }
         if (!callback_) {
             ++notifications_;
+            auto agg = aggregate_.lock();
+            // Woken after the lock is dropped: a waiter woken while it is held wakes only to sleep on the mutex
+            // (half a wake-up more per completion for a consumer sleeping in wait()).
+            lock.unlock();
             efd_.signal();
             cv_.notify_all();
-            if (auto agg = aggregate_.lock()) agg->wake();
+            if (agg) agg->wake();
             return;
         }
         cb = callback_;

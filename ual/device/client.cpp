@@ -183,6 +183,7 @@ bool DeviceClient::take_event(krdma::Message &m, bool *queued) {
         CmRecord r;
         std::memcpy(&r.event, m.body.data(), sizeof r.event);
         if (m.nfds > 0) r.fd = std::move(m.fds[0]);
+        if (m.nfds > 1) r.channel = std::move(m.fds[1]);
         // The kAL reports on a QP's connection only after it served the CONNECT or ACCEPT posted for it: a quiet
         // one that succeeded is settled here too, for a consumer that makes no other call meanwhile.
         if (!posted_.empty()) {

@@ -53,6 +53,7 @@ struct CallStatus {
 struct CmRecord {
     krdma_cm_event event{};  /**< The record. */
     krdma::UniqueFd fd;      /**< ESTABLISHED: the connected socket (the receiver owns it); else empty. */
+    krdma::UniqueFd channel; /**< ESTABLISHED on the same-host path: the channel's end (::RI_LLP_SAME_HOST). */
 };
 
 /** @brief A connection to a kAL's device. */

@@ -164,7 +164,7 @@ void event_loop(std::shared_ptr<Core> core) {
             if (!go) return;
         }
         for (CmRecord &c : cm_events) {
-            if (!deliver(*core, [&](LinkEvents &s) { s.connection(c.event, std::move(c.fd)); })) return;
+            if (!deliver(*core, [&](LinkEvents &s) { s.connection(c.event, std::move(c.fd), std::move(c.channel)); })) return;
         }
         if (device_open && client.closed()) {
             device_open = false;
@@ -441,14 +441,23 @@ public:
         return command(KRDMA_CMD_CONVERT, q, "Convert a socket", fds);
     }
 
-    rdma::Expected<void> take_stream(const ObjectRef &qp, const ri_llp_params_t &llp, krdma::UniqueFd fd) override {
+    rdma::Expected<void> take_stream(const ObjectRef &qp, const ri_llp_params_t &llp, krdma::UniqueFd fd,
+                                     krdma::UniqueFd channel) override {
         // The RDMA-mode transition, the consumer's half: the uVP takes the socket over (a local step; the kAL
         // already moved the kVP's QP to RTS). An offloading RNIC's kVP kept the socket: the record comes without
         // one and the uVP only learns that its QP is in RTS.
         const bool with_socket = static_cast<bool>(fd);
+        const bool same_host = (llp.mpa_flags & RI_LLP_SAME_HOST) != 0;
+        if (with_socket && same_host && !channel) {
+            stream_ended(qp);  // the kAL resets the connection
+            return rdma::Error(RI_EPROTO, "the kAL's ESTABLISHED record names the same-host path but came without "
+                                          "the channel's end");
+        }
         ri_qp_attr_t a{};
         a.state = RI_QPS_RTS;
         a.llp = llp;
+        // The channel's end, on the same-host path, is the QP's as the socket is (zero otherwise: no descriptor).
+        a.llp.channel = same_host ? (with_socket ? channel.release() : -1) : 0;
         a.llp.fd = with_socket ? fd.release() : -1;
         const ri_status_t rc = qp.verbs->modify_qp(qp.as<ri_qp_t>(), &a, RI_QP_ATTR_STATE | RI_QP_ATTR_LLP);
         if (rc != RI_OK) {

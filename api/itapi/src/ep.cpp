@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "common.hpp"
+#include "it_api_openrdma.h"
 #include "failure.hpp"
 #include "requests.hpp"
 
@@ -228,6 +229,14 @@ ITAPI_EXPORT it_status_t it_ep_query(it_ep_handle_t ep_handle, it_ep_param_mask_
         params->attr.srv.rc.rdma_read_ord = q->ord;
     }
     return IT_SUCCESS;
+}
+
+ITAPI_EXPORT const char *openrdma_it_ep_path(it_ep_handle_t ep_handle) {
+    Ep *ep = lookup<Ep>(ep_handle);
+    if (ep == nullptr) return "";
+    auto q = ep->ep->query();
+    if (!q || q->llp.mpa_revision == 0) return "";  // not in RDMA mode: no path yet
+    return (q->llp.mpa_flags & RI_LLP_SAME_HOST) != 0 ? "same-host" : "wire";
 }
 
 ITAPI_EXPORT it_status_t it_ep_modify(it_ep_handle_t ep_handle, it_ep_param_mask_t mask,

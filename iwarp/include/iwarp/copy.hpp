@@ -18,9 +18,14 @@
 #ifndef IWARP_COPY_HPP
 #define IWARP_COPY_HPP
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace iwarp {
 
@@ -81,6 +86,25 @@ inline void copy_payload(void *dst, const void *src, size_t n) noexcept {
         s += k;
         n -= k;
     }
+}
+
+/**
+ * @brief Makes every store this thread made so far (its own copies, and the kernel's copies into its buffers in the
+ *        system calls it made, which ran on this CPU) visible to other CPUs before any store it makes afterwards.
+ *
+ * The payload of a tagged message is placed so that its last byte is written after this fence and every other byte
+ * before it (Engine::payload_target(), hwstub's DmaChannel::write()): a consumer that polls the last byte of a
+ * buffer for a peer's RDMA Write (perftest's ib_write_lat, `dtest -W -D`, MPI eager paths) then finds the whole
+ * message there. Without it, the stores of a single `rep movsb` (the kernel's copy into a recvmsg buffer, glibc's
+ * memcpy from 2 KiB up) may become visible in any order, and glibc's vector copy stores a large copy's head and
+ * tail after its loop. On x86 an `sfence` (it orders fast-string and non-temporal stores, which the plain
+ * store-ordering of x86 does not cover, and costs a few nanoseconds); elsewhere a release fence. Once per message.
+ */
+inline void placement_fence() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_sfence();
+#endif
+    std::atomic_thread_fence(std::memory_order_release);
 }
 
 }  // namespace iwarp

@@ -19,6 +19,13 @@
  * through EngineOwner::dma_read()/dma_write(). Inbound payload for foreign memory is received and CRC-checked in a
  * bounce buffer (allocated only when EngineConfig::foreign_memory is set) and written out once the segment checked
  * out; outbound payload from foreign memory is read into the frame's snapshot.
+ *
+ * Placement order: the last byte of an RDMA Write or Read Response (the last octet of the last segment, L set)
+ * becomes visible after every other byte of the message, as InfiniBand HCAs place it in practice and as consumers
+ * that poll a buffer's last byte (ib_write_lat, `dtest -W -D`, MPI eager paths) rely on; the RFCs do not promise it.
+ * The receiver is handed that byte as a placement target of its own, after a store fence (placement_fence()), so it
+ * comes from the same read as the rest of the segment and is written by a separate store; foreign memory gets it
+ * from the owner's dma_write(), which writes the last byte of each call last.
  */
 #ifndef IWARP_ENGINE_HPP
 #define IWARP_ENGINE_HPP
@@ -142,7 +149,9 @@ public:
     }
     /**
      * @brief Copies @p len bytes from @p src to foreign address @p dst; false when they cannot be written, which
-     *        stops the stream with a local catastrophic error. The default writes nothing.
+     *        stops the stream with a local catastrophic error. The last byte must become visible after the others
+     *        (a segment is one call, so a message's last byte is then placed last; see the file comment). The
+     *        default writes nothing.
      */
     virtual bool dma_write(uint64_t dst, const void *src, size_t len) noexcept {
         (void)dst, (void)src, (void)len;

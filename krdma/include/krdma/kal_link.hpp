@@ -84,9 +84,10 @@ public:
     virtual void completion(uint32_t cq) = 0;
     /**
      * @brief Connection event @p e (krdma_cm_event::cookie names the endpoint or, for a request, the listen point);
-     *        @p fd is an ESTABLISHED record's socket where the consumer's provider runs the stream.
+     *        @p fd is an ESTABLISHED record's socket where the consumer's provider runs the stream, and @p channel
+     *        its end of the same-host channel when the kAL paired the two ends (::RI_LLP_SAME_HOST), else empty.
      */
-    virtual void connection(const krdma_cm_event &e, krdma::UniqueFd fd) = 0;
+    virtual void connection(const krdma_cm_event &e, krdma::UniqueFd fd, krdma::UniqueFd channel) = 0;
     /** @brief The kAL went away: every object of this access layer is unusable. */
     virtual void kal_gone() = 0;
 };
@@ -178,10 +179,12 @@ public:
                                                        uint64_t context, uint32_t timeout_ms) = 0;
     /**
      * @brief The consumer's half of the RDMA-mode transition, after ESTABLISHED: the provider takes the stream
-     *        (@p fd with @p llp) where the consumer runs it; nothing where the kAL's provider already has it.
+     *        (@p fd with @p llp, and on the same-host path, ::RI_LLP_SAME_HOST in its flags, the channel's end
+     *        @p channel as ri_llp_params_t::channel) where the consumer runs it; nothing where the kAL's provider
+     *        already has it.
      */
     [[nodiscard]] virtual rdma::Expected<void> take_stream(const ObjectRef &qp, const ri_llp_params_t &llp,
-                                                           krdma::UniqueFd fd) = 0;
+                                                           krdma::UniqueFd fd, krdma::UniqueFd channel) = 0;
     /**
      * @brief The kAL reported the end of @p qp's connection: a stream the consumer runs stops (the QP to ERROR,
      *        posted work flushes) before the consumer is told; nothing where the kAL already moved it.

@@ -41,7 +41,13 @@ public:
      *        errno set (EFAULT: a range the target does not map; ESRCH: the target is gone).
      */
     [[nodiscard]] bool read(const DmaRange *ranges, size_t count, uint8_t *dst) const noexcept;
-    /** @brief Scatters @p src over @p count ranges of the target, in order. Same results as read(). */
+    /**
+     * @brief Scatters @p src over @p count ranges of the target, in order. Same results as read(). The last byte
+     *        of the transfer becomes visible to the target after every other byte of it (a plain copy, a store
+     *        fence, then that byte; into another process, a remote piece of its own in the same
+     *        process_vm_writev): a consumer polling the last byte of a buffer for an RDMA Write finds the whole
+     *        segment, and the engine writes a message's last segment last.
+     */
     [[nodiscard]] bool write(const DmaRange *ranges, size_t count, const uint8_t *src) const noexcept;
     /** @brief One range each way. */
     [[nodiscard]] bool read(uint64_t addr, size_t len, uint8_t *dst) const noexcept {

@@ -227,10 +227,17 @@ rdma::Expected<void> set_tunable(const TunableKey &t, const nlohmann::json &v, L
     return {};
 }
 
+// What `rdmactl control <rnic> '{}'` says of the option a control request may change too.
+constexpr const char *kSameHostHelp =
+    "two QPs of this stack on one host whose connection the kAL holds both ends of move their bytes over a "
+    "shared-memory channel, which the offload engine reads and writes instead of TCP; false: always TCP. New "
+    "connections follow a change. Default true";
+
 // Everything an instance's options set.
 struct Options {
     Limits limits;
     FaultChange faults;
+    bool same_host = true;  // RI_CAP_SAME_HOST: the engine takes a same-host channel
 };
 
 rdma::Expected<Options> parse_options(const char *text) {
@@ -245,6 +252,11 @@ rdma::Expected<Options> parse_options(const char *text) {
             auto f = parse_faults(it.value(), false);
             if (!f) return f.error();
             o.faults = std::move(*f);
+            continue;
+        }
+        if (k == "same_host") {
+            if (!it.value().is_boolean()) return rdma::Error(RI_EINVAL, "hwstub option 'same_host' must be true or false");
+            o.same_host = it.value().get<bool>();
             continue;
         }
         if (const TunableKey *t = tunable_key(k)) {
@@ -265,7 +277,7 @@ rdma::Expected<Options> parse_options(const char *text) {
             return rdma::Error(RI_EINVAL, "hwstub option '" + k +
                                               "' is unknown (known: max_qp, max_qp_wr, max_cq, max_cqe, max_pd, "
                                               "max_mr, max_inline, max_ird, max_ord, engines, poll_us, "
-                                              "moderation_cqes, moderation_us, faults)");
+                                              "moderation_cqes, moderation_us, same_host, faults)");
         }
         if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() < 1 ||
             it.value().get<uint64_t>() > (1u << 20)) {
@@ -302,6 +314,7 @@ struct Instance {
     std::string name;
     std::string netdev;
     Limits limits;
+    std::atomic<bool> same_host{true};  // the `same_host` option: RI_CAP_SAME_HOST in the attributes
     Routes routes;
     // The adapter: its processors (one thread each, with the page each owns), the STag table and the fault plan
     // they share. Each open is served by one engine, so its CQs and QPs never cross engines.
@@ -392,6 +405,8 @@ struct Instance {
         for (const TunableKey &t : kTunableKeys) {
             all[t.key] = {{"value", limits.*t.field}, {"settable", t.settable}, {"help", t.help}};
         }
+        all["same_host"] = {{"value", same_host.load(std::memory_order_relaxed)}, {"settable", true},
+                            {"help", kSameHostHelp}};
         return all;
     }
 
@@ -507,6 +522,7 @@ struct Kvp {
         inst->name.assign(params->name, strnlen(params->name, sizeof params->name));
         inst->netdev.assign(params->netdev, strnlen(params->netdev, sizeof params->netdev));
         inst->limits = options->limits;
+        inst->same_host.store(options->same_host, std::memory_order_relaxed);
         Instance *raw = inst.get();
         EngineHooks hooks;
         hooks.interrupt = [raw](uint32_t cq) { raw->interrupt(cq); };
@@ -555,9 +571,14 @@ struct Kvp {
                     return r.error().code();
                 }
                 retune = true;
+            } else if (it.key() == "same_host") {
+                if (!it.value().is_boolean()) {
+                    answer("hwstub option same_host must be true or false");
+                    return RI_EINVAL;
+                }
             } else if (it.key() != "faults") {
                 answer("'" + it.key() + "' is not a hwstub control request (known: faults, poll_us, "
-                                        "moderation_cqes, moderation_us)");
+                                        "moderation_cqes, moderation_us, same_host)");
                 return RI_EINVAL;
             }
         }
@@ -577,6 +598,10 @@ struct Kvp {
         if (change) {
             inst->apply(*change);
             say(RI_LOG_INFO, "instance " + inst->name + ": faults " + j["faults"].dump());
+        }
+        if (j.contains("same_host")) {
+            inst->same_host.store(j["same_host"].get<bool>(), std::memory_order_relaxed);
+            say(RI_LOG_INFO, "instance " + inst->name + ": same_host " + j["same_host"].dump());
         }
         answer(inst->state().dump());
         return RI_OK;
@@ -621,6 +646,7 @@ struct Kvp {
             a->hw_version = HWSTUB_HW_MAJOR;
             a->caps = RI_CAP_ZERO_BASED | RI_CAP_SEND_INV | RI_CAP_MPA_CRC | RI_CAP_MPA_MARKERS |
                       RI_CAP_MPA_PEER2PEER;
+            if (inst->same_host.load(std::memory_order_relaxed)) a->caps |= RI_CAP_SAME_HOST;
             a->fw_version = HWSTUB_HW_VERSION;
             const Limits &l = inst->limits;
             a->max_mr_size = l.max_mr_size;
@@ -946,15 +972,26 @@ ri_status_t Kvp::Qp::modify(const ri_qp_attr_t *in, uint32_t mask) {
     if (transition) {
         const int fd = ::fcntl(in->llp.fd, F_DUPFD_CLOEXEC, 0);  // the kAL keeps its own reference
         if (fd < 0) return RI_EBADF;
+        // The same-host path: the engine takes its own reference to the channel's end too (the kAL closes its
+        // copy after the call).
+        int bell = -1;
+        if ((in->llp.mpa_flags & RI_LLP_SAME_HOST) != 0) {
+            bell = in->llp.channel >= 0 ? ::fcntl(in->llp.channel, F_DUPFD_CLOEXEC, 0) : -1;
+            if (bell < 0) {
+                ::close(fd);
+                return RI_EBADF;
+            }
+        }
         ri_llp_params_t llp = in->llp;
         if (llp.mpa_revision == 1 && llp.ird == 0 && llp.ord == 0) {
             // Revision 1 negotiates no IRD/ORD on the wire: the QP's own apply.
             llp.ird = attr.ird;
             llp.ord = attr.ord;
         }
-        if (ri_status_t rc = oe.start_stream(qp_num, fd, llp); rc != RI_OK) return rc;
+        if (ri_status_t rc = oe.start_stream(qp_num, fd, llp, bell); rc != RI_OK) return rc;
         attr.llp = in->llp;
         attr.llp.fd = -1;
+        attr.llp.channel = (in->llp.mpa_flags & RI_LLP_SAME_HOST) != 0 ? -1 : 0;
         if (in->llp.mpa_revision == 2 || in->llp.ird != 0 || in->llp.ord != 0) {
             attr.ird = in->llp.ird;
             attr.ord = in->llp.ord;

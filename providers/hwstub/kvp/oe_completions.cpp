@@ -116,6 +116,11 @@ bool OffloadEngine::flush(Qp &qp, Pending &out) {
     bool did = false;
     if (qp.stream) {
         send_terminate(*qp.stream);
+        // The peer closed in order: the connection ends in order both ways, as the kAL's copy of the socket ends
+        // it with a FIN. A channel whose bell just closes reads as a reset at the other end.
+        if (Stream &s = *qp.stream; s.chan && s.eof && s.error == 0 && !s.peer_terminated && !s.engine.failed()) {
+            s.chan->close_write();
+        }
         qp.stream.reset();  // closes our reference to the socket; the kAL resets or closes the connection
         did = true;
     }

@@ -27,6 +27,7 @@
 #include "iwarp/mpa.hpp"
 #include "iwarp/verbs_errors.hpp"
 #include "common/stream_pump.hpp"
+#include "rnicpi/cpp/channel.hpp"
 
 namespace hwstub {
 
@@ -131,14 +132,27 @@ struct SendRecord {
 
 // The RDMA-mode part of a QP: the socket, the protocol engine and the frames built ahead of the socket.
 struct OffloadEngine::Stream {
-    Stream(iwarp::EngineOwner &owner, int socket, const ri_llp_params_t &params, const iwarp::EngineConfig &cfg)
-        : fd(socket), llp(params), engine(owner, cfg), frames(kTxFrames), due(kTxFrames), lost(kTxFrames) {}
+    Stream(iwarp::EngineOwner &owner, int socket, std::unique_ptr<rdma::provider::Channel> same_host,
+           const ri_llp_params_t &params, const iwarp::EngineConfig &cfg)
+        : fd(socket), chan(std::move(same_host)), llp(params), engine(owner, cfg), frames(kTxFrames),
+          due(kTxFrames), lost(kTxFrames) {}
     Stream(const Stream &) = delete;
     Stream &operator=(const Stream &) = delete;
     ~Stream() {
         if (fd >= 0) ::close(fd);
+        // chan's destructor unmaps the rings and closes the bell: the peer QP reads its end of file
     }
+    // The stream's bytes go over the same-host channel when the transition brought one, else over the TCP socket;
+    // the calls answer alike (rnicpi/cpp/channel.hpp).
+    ssize_t send(iovec *iov, size_t n) noexcept { return chan ? chan->write(iov, n) : send_iov(fd, iov, n); }
+    ssize_t recv(void *buf, size_t len) noexcept { return chan ? chan->read(buf, len) : stream_recv(fd, buf, len); }
+    // What the engine sleeps on: the channel's bell (rung when the peer moved a ring it waits on, or at its end),
+    // or the socket.
+    [[nodiscard]] int watched_fd() const noexcept { return chan ? chan->bell() : fd; }
     int fd;
+    // The same-host channel (RI_LLP_SAME_HOST): the stream's bytes move through it, and the TCP socket fd is only
+    // the connection's control channel (the orderly close's FIN goes on it too, before the ring's).
+    std::unique_ptr<rdma::provider::Channel> chan;
     ri_llp_params_t llp;
     iwarp::Engine engine;
     std::vector<iwarp::TxFrame> frames;  // a ring: [head, head + count) built, the head partly written

@@ -17,7 +17,7 @@ bool OffloadEngine::add_frame(const Stream &s, size_t i, iovec *iov, size_t &iov
 
 // The socket took @p n bytes from the head of the frame ring: frames wholly written leave it.
 void OffloadEngine::written(Stream &s, size_t n) {
-    providers::common::sent_on(s.emss, s.engine, s.fd, n);
+    if (!s.chan) providers::common::sent_on(s.emss, s.engine, s.fd, n);  // a channel has no MSS to follow
     while (n > 0 && s.count > 0) {
         iwarp::TxFrame &f = s.frames[s.head];
         n = providers::common::consume(f.iov, f.iovcnt, s.head_iov, n);
@@ -47,7 +47,7 @@ void OffloadEngine::send_terminate(Stream &s) {
         for (size_t i = 0; i < s.count; ++i) {
             if (!add_frame(s, i, iov, iovcnt)) break;
         }
-        const ssize_t n = send_iov(s.fd, iov, iovcnt);
+        const ssize_t n = s.send(iov, iovcnt);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return;
         written(s, static_cast<size_t>(n));
@@ -67,13 +67,13 @@ bool OffloadEngine::receive(Qp &qp) {
         ssize_t n;
         if (dst.size() < kStageBelow) {
             uint8_t stage[kStageSize];
-            n = stream_recv(s.fd, stage, sizeof stage);
+            n = s.recv(stage, sizeof stage);
             if (n > 0) {
                 corrupt_inbound(qp, stage[n - 1]);
                 (void)rx.feed(std::span<const uint8_t>(stage, static_cast<size_t>(n)));
             }
         } else {
-            n = stream_recv(s.fd, dst.data(), dst.size());
+            n = s.recv(dst.data(), dst.size());
             if (n > 0) {
                 corrupt_inbound(qp, dst[static_cast<size_t>(n) - 1]);
                 rx.advance(static_cast<size_t>(n));
@@ -136,7 +136,7 @@ bool OffloadEngine::serve_stream(Qp &qp, Pending &out) {
             if (!add_frame(s, i, iov, iovcnt)) break;  // the rest goes in the next sendmsg
         }
         if (iovcnt == 0) break;  // the head waits for its delay
-        const ssize_t n = send_iov(s.fd, iov, iovcnt);
+        const ssize_t n = s.send(iov, iovcnt);
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -165,7 +165,10 @@ bool OffloadEngine::serve_stream(Qp &qp, Pending &out) {
     if (s.closing && !s.fin_sent && s.count == 0 && engine.outstanding() == 0 && qp.sq_done == qp.sq_started &&
         closed_queue(qp)) {
         s.fin_sent = true;
+        // The socket's FIN first, then the ring's: the peer's kAL, which judges an orderly end by the FIN on its
+        // copy of the socket, has it by the time the peer's engine reads the end of the ring.
         (void)::shutdown(s.fd, SHUT_WR);
+        if (s.chan) s.chan->close_write();
         did = true;
     }
     // A socket that failed while we sent (the peer reset it) may still hold what the peer sent before: its

@@ -118,10 +118,36 @@ void OffloadEngine::run() {
     }
 }
 
+// Empties every channel bell among @p fds that poll() found readable (table lock held).
+void OffloadEngine::drain_rung(const std::vector<pollfd> &fds) {
+    for (const pollfd &p : fds) {
+        if (p.revents == 0 || p.fd == efd_) continue;
+        for (auto &[num, qp] : qps_) {
+            if (qp->stream && qp->stream->chan && qp->stream->chan->bell() == p.fd) {
+                (void)qp->stream->chan->drain_bell();
+                break;
+            }
+        }
+    }
+}
+
+// A look at every channel's bell without sleeping (table lock held): those that rang are emptied.
+void OffloadEngine::look_at_bells(std::vector<pollfd> &fds) {
+    fds.clear();
+    for (auto &[num, qp] : qps_) {
+        if (qp->stream && !qp->error && qp->stream->chan) fds.push_back(pollfd{qp->stream->chan->bell(), POLLIN, 0});
+    }
+    if (fds.empty() || ::poll(fds.data(), fds.size(), 0) <= 0) return;
+    drain_rung(fds);
+}
+
 void OffloadEngine::serve() {
     Pending out;
     std::vector<pollfd> fds;
+    std::vector<uint32_t> bells;  // the QPs whose channel bells are in fds
     int64_t idle_since = 0;
+    uint64_t busy_passes = 0;
+    int64_t bells_seen = 0;
     while (!stop_.load(std::memory_order_acquire)) {
         bool did;
         {
@@ -133,8 +159,20 @@ void OffloadEngine::serve() {
         deliver(out);
         if (did) {
             idle_since = 0;
+            // A busy engine never sleeps on the bells: about once a millisecond it looks whether one rang or its
+            // peer went away (a peer gone ends the stream here, not at the kAL's grace period).
+            if ((++busy_passes & 63) == 0) {
+                const int64_t now = steady_ns();
+                if (now - bells_seen >= 1'000'000) {
+                    bells_seen = now;
+                    std::lock_guard g(mutex_);
+                    look_at_bells(fds);
+                }
+            }
             continue;
         }
+        busy_passes = 0;
+        bells_seen = steady_ns();
         // The poll window: a little while after its last work the engine keeps looking instead of sleeping, so the
         // next post or segment of a busy consumer meets an awake engine (no doorbell system call for the poster,
         // no wake-up for the engine), as an adapter's processor never sleeps. It costs a CPU while it looks: for
@@ -149,13 +187,24 @@ void OffloadEngine::serve() {
         bool work;
         fds.clear();
         fds.push_back(pollfd{efd_, POLLIN, 0});
+        bells.clear();
         {
             std::lock_guard g(mutex_);
             set_sleeping(1);
             work = anything_to_do();
             for (auto &[num, qp] : qps_) {
                 if (!qp->stream || qp->error) continue;
-                const Stream &s = *qp->stream;
+                Stream &s = *qp->stream;
+                if (s.chan) {
+                    // A channel says in its rings what the engine waits for, so that the peer rings only for a
+                    // sleeper; the bell stays in the set whatever the stream wants (its end of file is the peer's
+                    // end). A flag raised after the bytes or the room came is a bell nobody rings: no sleep then.
+                    if (!s.eof && s.error == 0 && !s.chan->arm_read()) work = true;
+                    if (s.want_out && !s.chan->arm_write()) work = true;
+                    fds.push_back(pollfd{s.chan->bell(), POLLIN, 0});
+                    bells.push_back(num);
+                    continue;
+                }
                 short ev = s.eof || s.error != 0 ? 0 : POLLIN;
                 if (s.want_out) ev |= POLLOUT;
                 fds.push_back(pollfd{s.fd, ev, 0});
@@ -173,6 +222,9 @@ void OffloadEngine::serve() {
         {
             std::lock_guard g(mutex_);
             set_sleeping(0);
+            // The bells that rang are emptied, or the next poll would not sleep: a peer gone shows in the stream's
+            // reads (after the bytes it left) and writes from now on.
+            if (!bells.empty()) drain_rung(fds);
         }
         uint64_t count = 0;
         if (::read(efd_, &count, sizeof count) > 0) {

@@ -114,23 +114,53 @@ ri_status_t OffloadEngine::remove_qp(uint32_t qp_num) {
     return RI_OK;  // the stream's socket closes here, outside the lock
 }
 
-ri_status_t OffloadEngine::start_stream(uint32_t qp_num, int fd, const ri_llp_params_t &llp) {
+ri_status_t OffloadEngine::start_stream(uint32_t qp_num, int fd, const ri_llp_params_t &llp, int bell) {
+    const bool same_host = (llp.mpa_flags & RI_LLP_SAME_HOST) != 0;
+    auto refuse = [&](ri_status_t rc) {
+        if (fd >= 0) ::close(fd);
+        if (bell >= 0) ::close(bell);
+        return rc;
+    };
+    if (fd < 0 || (same_host && bell < 0)) return refuse(RI_EBADF);
+    if (!same_host && bell >= 0) {
+        ::close(bell);  // not asked for: the stream stays on the socket
+        bell = -1;
+    }
+    std::unique_ptr<rdma::provider::Channel> chan;
+    if (same_host) {
+        try {
+            chan = std::make_unique<rdma::provider::Channel>();
+        } catch (...) {
+            return refuse(RI_ENOMEM);
+        }
+        const ri_status_t rc = chan->open(bell);
+        bell = -1;  // the channel's now (open() closes it when it fails)
+        if (rc != RI_OK) return refuse(rc);
+    }
     {
         std::lock_guard g(mutex_);
         auto it = qps_.find(qp_num);
         if (it == qps_.end() || it->second->error || it->second->stream) {
-            ::close(fd);
-            return it == qps_.end() ? RI_ENOENT : RI_EINVAL;
+            return refuse(it == qps_.end() ? RI_ENOENT : RI_EINVAL);
         }
         Qp &qp = *it->second;
         try {
-            iwarp::EngineConfig cfg = iwarp::engine_config(llp, qp.setup.pd, qp.setup.sq.depth);
+            ri_llp_params_t framing = llp;
+            if (chan) {
+                // The channel is memory, not a network: FPDUs as large as MPA allows, and no markers (the kAL
+                // cleared them and CRC for both ends). The emulated adapter keeps the CRC, which its hardware would
+                // compute for nothing: the other end is a hwstub engine too (the kAL pairs QPs of one provider
+                // only), and the wire's faults (tx_corrupt, rx_corrupt) end in the wire's CRC error, not in bytes
+                // placed corrupt.
+                framing.fpdu_max = 1u << 17;
+                framing.mpa_flags = (framing.mpa_flags & ~static_cast<uint32_t>(RI_MPA_MARKERS)) | RI_MPA_CRC;
+            }
+            iwarp::EngineConfig cfg = iwarp::engine_config(framing, qp.setup.pd, qp.setup.sq.depth);
             cfg.foreign_memory = qp.foreign();
-            qp.stream = std::make_unique<Stream>(qp, fd, llp, cfg);
+            qp.stream = std::make_unique<Stream>(qp, fd, std::move(chan), llp, cfg);
             qp.stream->crc = cfg.tx.crc;
         } catch (...) {
-            ::close(fd);
-            return RI_ENOMEM;
+            return refuse(RI_ENOMEM);  // chan, if made, closes with its unique_ptr
         }
         qp.blocked = false;
     }

@@ -24,6 +24,7 @@
 #ifndef HWSTUB_KVP_OFFLOAD_ENGINE_HPP
 #define HWSTUB_KVP_OFFLOAD_ENGINE_HPP
 
+#include <poll.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -174,8 +175,11 @@ public:
     /**
      * @brief The RDMA-mode transition: the QP (in IDLE) runs the stream on socket @p fd (the engine owns it from
      *        now on, also when this fails) with the negotiated parameters @p llp. Work posted while IDLE starts.
+     *        With ::RI_LLP_SAME_HOST in @p llp, @p bell is the QP's end of a same-host channel (rnicpi/ri_channel.h,
+     *        owned from now on as @p fd is): the stream's bytes move through it and @p fd only carries the
+     *        connection's orderly or abortive end. ::RI_EBADF when the flag comes without a channel's end.
      */
-    [[nodiscard]] ri_status_t start_stream(uint32_t qp_num, int fd, const ri_llp_params_t &llp);
+    [[nodiscard]] ri_status_t start_stream(uint32_t qp_num, int fd, const ri_llp_params_t &llp, int bell = -1);
     /** @brief Moves a QP to ERROR: its stream stops, what is posted (and what is posted later) is flushed. */
     [[nodiscard]] ri_status_t set_qp_error(uint32_t qp_num);
     /**
@@ -251,6 +255,8 @@ private:
     static bool add_frame(const Stream &s, size_t i, iovec *iov, size_t &iovcnt) noexcept;
     static bool closed_queue(const Qp &qp) noexcept;
     static void send_terminate(Stream &s);
+    void drain_rung(const std::vector<pollfd> &fds);  // the channel bells poll() found readable, emptied
+    void look_at_bells(std::vector<pollfd> &fds);      // a busy engine's look at its channel bells
     bool pass(Pending &out);  // one pass over every queue and stream; true if it did anything
     bool serve_qp(Qp &qp, Pending &out);
     bool serve_send_queue(Qp &qp, Pending &out);

@@ -96,6 +96,11 @@ void QueuePair::enter_error(int failing, uint32_t status, uint32_t vendor_err, u
         // Abortive: the engine stops and the socket closes (the kAL's own copy of it sends the reset).
         o.unwatch = registered_;
         o.close_fd = stream_->fd;
+        o.watched_fd = stream_->watched_fd();
+        // The peer closed in order: the connection ends in order both ways, as the kAL's copy of the socket ends
+        // it with a FIN. A channel whose bell just closes reads as a reset at the other end.
+        if (stream_->chan && stream_->fail == Stream::Fail::llp_closed) stream_->chan->close_write();
+        o.close_chan = std::move(stream_->chan);
         const iwarp::EngineStats &last = stream_->engine.stats();  // the counters outlive the stream
         carried_ = iwarp::EngineStats{carried_.tx_fpdus + last.tx_fpdus, carried_.tx_bytes + last.tx_bytes,
                                       carried_.rx_fpdus + last.rx_fpdus, carried_.rx_bytes + last.rx_bytes};
@@ -108,8 +113,9 @@ void QueuePair::enter_error(int failing, uint32_t status, uint32_t vendor_err, u
 }
 
 void QueuePair::finish(Outcome &o) {
-    if (o.unwatch) Progress::get().remove(this, o.close_fd);
+    if (o.unwatch) Progress::get().remove(this, o.watched_fd);
     if (o.close_fd >= 0) ::close(o.close_fd);
+    o.close_chan.reset();  // the peer reads its bell's end of file: this QP is gone
     if (o.tell_kvp) owner_.entered_error();
     for (uint32_t i = 0; i < o.nevents; ++i) owner_.async_event(o.events[i]);
     if (o.notify_s) scq_.notify();

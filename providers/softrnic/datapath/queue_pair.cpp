@@ -26,17 +26,21 @@ QueuePair::~QueuePair() {
     scq_.detach(this);
     if (&rcq_ != &scq_) rcq_.detach(this);
     int fd = -1;
+    int watched = -1;
+    std::unique_ptr<rdma::provider::Channel> chan;  // its bell stays open until the thread let go of it
     bool registered = false;
     {
         std::lock_guard g(mutex_);
         if (stream_) {
             fd = stream_->fd;
+            watched = stream_->watched_fd();
+            chan = std::move(stream_->chan);
             stream_->unpark();
             stream_.reset();
         }
         registered = registered_;
     }
-    if (registered) Progress::get().remove(this, fd);
+    if (registered) Progress::get().remove(this, watched);
     if (fd >= 0) ::close(fd);
 }
 
@@ -85,18 +89,33 @@ void QueuePair::settle() {
     // Orderly close: once every send request completed and nothing is left to write, the FIN follows.
     if (state_ == RI_QPS_CLOSING && !s.fin_sent && sq_.empty() && s.engine.outstanding() == 0 && s.parked.empty() &&
         s.tx_idle) {
+        // The socket's FIN first, then the ring's: the peer's kAL, which judges an orderly end by the FIN on its copy
+        // of the socket, has it by the time the peer's QP reads the end of the ring (loopback delivers it within
+        // the call).
         (void)::shutdown(s.fd, SHUT_WR);
+        if (s.chan) s.chan->close_write();
         s.fin_sent = true;
         add_event(RI_AE_QP_SQ_DRAINED);
     }
 }
 
 ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
-    if (fd < 0) return RI_EBADF;
-    auto refuse = [fd](ri_status_t rc) {
-        ::close(fd);
+    // The same-host channel's bell is owned from here on, as the socket is.
+    int bell = (llp.mpa_flags & RI_LLP_SAME_HOST) != 0 ? llp.channel : -1;
+    std::unique_ptr<rdma::provider::Channel> chan;  // owns the bell once made
+    auto refuse = [fd, &bell](ri_status_t rc) {
+        if (fd >= 0) ::close(fd);
+        if (bell >= 0) ::close(bell);
         return rc;
     };
+    if (fd < 0) return refuse(RI_EBADF);
+    if ((llp.mpa_flags & RI_LLP_SAME_HOST) != 0) {
+        if (bell < 0) return refuse(RI_EBADF);
+        chan = std::make_unique<rdma::provider::Channel>();
+        const ri_status_t rc = chan->open(bell);
+        bell = -1;  // the channel's now (open() closes it when it fails)
+        if (rc != RI_OK) return refuse(rc);
+    }
     const bool p2p = (llp.mpa_flags & RI_MPA_PEER2PEER) != 0;
     if ((llp.mpa_revision != 1 && llp.mpa_revision != 2) || llp.rtr_type > RI_RTR_READ ||
         (p2p && (llp.mpa_revision != 2 || llp.rtr_type == RI_RTR_NONE))) {
@@ -116,7 +135,7 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
             return refuse(RI_EBADF);
         }
     }
-    const int first_limit = setup_.tunables.unsent_budget == 0 ? 0 : UnsentBudget::kFirstLimit;
+    const int first_limit = setup_.tunables.unsent_budget == 0 || chan ? 0 : UnsentBudget::kFirstLimit;
     const bool limited = first_limit != 0 && UnsentBudget::set_limit(fd, first_limit);
     {
         std::lock_guard g(mutex_);
@@ -128,27 +147,44 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
             p.ird = setup_.init.ird;
             p.ord = setup_.init.ord;
         }
-        stream_ = std::make_unique<Stream>(static_cast<iwarp::EngineOwner &>(*this), fd, p, iwarp::engine_config(p, setup_.pd, std::min(sq_.depth(), kEngineQueue)), sq_.depth(), full_streams_);
+        ri_llp_params_t framing = p;
+        if (chan) {
+            // The channel is memory, not a network: FPDUs as large as MPA allows, and no CRC or markers (the kAL
+            // cleared them for both ends).
+            framing.fpdu_max = 1u << 17;
+            framing.mpa_flags &= ~static_cast<uint32_t>(RI_MPA_CRC | RI_MPA_MARKERS);
+        }
+        const bool same_host = chan != nullptr;
+        stream_ = std::make_unique<Stream>(static_cast<iwarp::EngineOwner &>(*this), fd, std::move(chan), p,
+                                           iwarp::engine_config(framing, setup_.pd, std::min(sq_.depth(), kEngineQueue)),
+                                           sq_.depth(), full_streams_);
         // The initiator's first bytes may reach a peer that has not yet handed its socket to its QP (Linux siw):
-        // see docs/siw-interop.md.
-        stream_->nudge_armed =
-            setup_.tunables.nudge && (p.mpa_flags & RI_MPA_INITIATOR) != 0 && (!p2p || p.rtr_type == RI_RTR_WRITE);
+        // see docs/siw-interop.md. A same-host peer is this stack.
+        stream_->nudge_armed = !same_host && setup_.tunables.nudge && (p.mpa_flags & RI_MPA_INITIATOR) != 0 &&
+                               (!p2p || p.rtr_type == RI_RTR_WRITE);
         stream_->rdma_mode = Clock::now();
         if (limited) stream_->unsent_limit = first_limit;
         registered_ = true;
         parked_.store(false, std::memory_order_relaxed);  // a reconnected QP starts with the thread's attention
         set_state(RI_QPS_RTS);
     }
-    if (ri_status_t rc = Progress::get().add(this, fd); rc != RI_OK) {
+    int watched = fd;
+    {
+        std::lock_guard g(mutex_);
+        if (stream_) watched = stream_->watched_fd();
+    }
+    if (ri_status_t rc = Progress::get().add(this, watched); rc != RI_OK) {
         {
             std::lock_guard g(mutex_);
-            stream_.reset();
+            stream_.reset();  // closes the channel
             set_state(RI_QPS_IDLE);
         }
         return refuse(rc);
     }
     {
-        // A post from another thread may have filled the socket before the set knew it: ask for output now.
+        // A post from another thread may have filled the socket before the set knew it: ask for output now. (A
+        // channel comes with its reader marked waiting, so the first bytes ring the bell without a look at the
+        // rings here: an idle QP's channel costs no memory.)
         std::lock_guard g(mutex_);
         if (stream_ && stream_->out_watched) (void)update_interest();
     }
@@ -226,6 +262,7 @@ void QueuePair::service() {
         if (!stream_) return;
         out_ = &o;
         stream_->tx_blocked = false;  // an event of the socket (maybe EPOLLOUT) or a kick: try again
+        if (stream_->chan) (void)stream_->chan->drain_bell();  // a gone peer shows in the reads and writes
         park_asked_ = false;
         // Served by the thread (the consumer armed its CQ, the stream ended, output): not parked any more.
         bool change = parked_.exchange(false, std::memory_order_relaxed);
@@ -249,7 +286,8 @@ void QueuePair::service() {
             }
             polls_seen_ = inline_polls_;
             const bool wanted = !parked_.load(std::memory_order_relaxed) || s.out_watched;
-            if ((change || (wanted && !s.in_set)) && !update_interest()) {
+            // A channel's bell is rung once per request in its rings: every service asks again.
+            if ((change || s.chan || (wanted && !s.in_set)) && !update_interest()) {
                 // The set could not take the socket (no memory for its entry): the consumer's polls move the
                 // stream, and the thread's millisecond look at parked streams asks again.
                 parked_.store(true, std::memory_order_relaxed);
@@ -280,8 +318,12 @@ bool QueuePair::try_service(const CompletionQueue &cq, uint64_t poll, bool *move
         // 1 MiB Writes a sixth of its bandwidth; taking over while only waiting slowed a 1 MiB ping-pong).
         if (stream_->tx_blocked) {
             if (posts_since_poll_ == 0) return false;
-            pollfd p{stream_->fd, POLLOUT, 0};
-            if (::poll(&p, 1, 0) != 1 || (p.revents & POLLOUT) == 0) return false;
+            if (stream_->chan) {
+                if (stream_->chan->writable() == 0) return false;
+            } else {
+                pollfd p{stream_->fd, POLLOUT, 0};
+                if (::poll(&p, 1, 0) != 1 || (p.revents & POLLOUT) == 0) return false;
+            }
             stream_->tx_blocked = false;
         }
         if (close) ++inline_polls_;
@@ -338,6 +380,20 @@ bool QueuePair::quiet(const Stream &s) const noexcept {
 bool QueuePair::update_interest() {
     Stream &s = *stream_;
     const bool input = !parked_.load(std::memory_order_relaxed);
+    if (s.chan) {
+        // The bell stays in the set whatever the stream wants (its end of file is the peer's end); what the
+        // stream waits for is said in the rings, so that the other side rings only for a sleeper.
+        if (!s.in_set) s.in_set = Progress::get().interest(this, s.chan->bell(), true, false, false);
+        bool missed = false;  // bytes or room came before the flag was up: nobody rings for them
+        if (input) {
+            missed = !s.chan->arm_read();
+        } else {
+            s.chan->disarm_read();
+        }
+        if (s.out_watched) missed |= !s.chan->arm_write();
+        if (missed) Progress::get().kick(this);
+        return s.in_set;
+    }
     s.in_set = Progress::get().interest(this, s.fd, input, s.out_watched, s.in_set);
     return s.in_set || (!input && !s.out_watched);
 }

@@ -25,6 +25,7 @@
 #include "iwarp/verbs_errors.hpp"
 #include "common/stream_pump.hpp"
 #include "progress.hpp"
+#include "rnicpi/cpp/channel.hpp"
 
 namespace softrnic::datapath {
 namespace {
@@ -157,9 +158,10 @@ struct QueuePair::SlotState {
 
 // The RDMA-mode part of a queue pair, from the RDMA-mode transition to ERROR.
 struct QueuePair::Stream {
-    Stream(iwarp::EngineOwner &owner, int socket, const ri_llp_params_t &params, const iwarp::EngineConfig &cfg,
-           uint32_t depth, std::atomic<uint32_t> &full)
-        : fd(socket), llp(params), engine(owner, cfg), slots(depth), full_streams(full) {
+    Stream(iwarp::EngineOwner &owner, int socket, std::unique_ptr<rdma::provider::Channel> same_host,
+           const ri_llp_params_t &params, const iwarp::EngineConfig &cfg, uint32_t depth,
+           std::atomic<uint32_t> &full)
+        : fd(socket), chan(std::move(same_host)), llp(params), engine(owner, cfg), slots(depth), full_streams(full) {
         parked.reserve(kBatchFrames);
     }
     ~Stream() {
@@ -170,10 +172,27 @@ struct QueuePair::Stream {
     // Drops the parked frames: the stream is over (at most kBatchFrames, so they are freed, not recycled).
     void unpark() { parked.clear(); }
 
+    // The stream's bytes go over the same-host channel when there is one, else over the TCP socket; the calls
+    // answer alike (see rnicpi/cpp/channel.hpp).
+    ssize_t send(iovec *iov, size_t n) noexcept { return chan ? chan->write(iov, n) : send_iov(fd, iov, n); }
+    ssize_t recv(void *buf, size_t len) noexcept { return chan ? chan->read(buf, len) : stream_recv(fd, buf, len); }
+    ssize_t recvv(iovec *iov, size_t n) noexcept {
+        if (chan) return chan->readv(iov, n);
+        msghdr m{};
+        m.msg_iov = iov;
+        m.msg_iovlen = n;
+        return stream_recvmsg(fd, &m);
+    }
+    // What the progress thread watches: the channel's bell, or the socket.
+    [[nodiscard]] int watched_fd() const noexcept { return chan ? chan->bell() : fd; }
+
     enum class Fail : uint8_t { none, local, llp_closed, llp_reset };
     uint64_t io_bytes = 0;  // bytes the socket took or gave so far: an inline pass that moves some did work
 
     int fd;
+    // The same-host channel (RI_LLP_SAME_HOST): the stream's bytes move through it, and the TCP socket fd is only
+    // the connection's control channel (its orderly close goes on it too).
+    std::unique_ptr<rdma::provider::Channel> chan;
     ri_llp_params_t llp;
     iwarp::Engine engine;
     std::vector<SlotState> slots;
@@ -222,6 +241,8 @@ struct QueuePair::Outcome {
     bool notify_r = false;
     bool unwatch = false;
     int close_fd = -1;
+    int watched_fd = -1;  // what the progress thread watched (the socket, or the channel's bell)
+    std::unique_ptr<rdma::provider::Channel> close_chan;  // closed after the progress thread let go of its bell
     bool tell_kvp = false;
     bool kick = false;
     std::optional<Clock::time_point> timer;  // the nudge's first deadline, for the progress thread

@@ -59,7 +59,7 @@ void QueuePair::receive(size_t budget, bool to_eagain) {
                 stage = small;
                 asked = sizeof small;
             }
-            n = stream_recv(s.fd, stage, asked);
+            n = s.recv(stage, asked);
             if (n > 0) (void)rx.feed(std::span<const uint8_t>(stage, static_cast<size_t>(n)));
         } else {
             // Payload goes straight to its placement target (no copy); what follows it (the trailer, the next
@@ -67,10 +67,7 @@ void QueuePair::receive(size_t budget, bool to_eagain) {
             uint8_t stage[kStageSize];
             iovec iov[2] = {{dst.data(), dst.size()}, {stage, sizeof stage}};
             asked = dst.size() + sizeof stage;
-            msghdr m{};
-            m.msg_iov = iov;
-            m.msg_iovlen = 2;
-            n = stream_recvmsg(s.fd, &m);
+            n = s.recvv(iov, 2);
             if (n > 0) {
                 const size_t placed = std::min(static_cast<size_t>(n), dst.size());
                 rx.advance(placed);

@@ -153,16 +153,16 @@ void QueuePair::transmit(size_t budget) {
             deferred = nullptr;
         }
         // Never for a frame resumed after a full socket.
-        if (answering) realign(b.iov, iovcnt);
+        if (answering && !s.chan) realign(b.iov, iovcnt);  // socket pages only
         bool interrupted = false;
         ssize_t n;
         if (deferred == nullptr) {
-            n = send_iov(s.fd, b.iov, iovcnt);
+            n = s.send(b.iov, iovcnt);
         } else {
-            n = send_iov(s.fd, b.iov, split);
+            n = s.send(b.iov, split);
             iwarp::finish_crc(*deferred);  // before the CRC field can be sent or its frame parked
             if (n >= 0 && static_cast<size_t>(n) == head) {
-                const ssize_t rest = send_iov(s.fd, b.iov + split, iovcnt - split);
+                const ssize_t rest = s.send(b.iov + split, iovcnt - split);
                 if (rest > 0) {
                     n += rest;
                 } else if (rest < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
@@ -187,7 +187,7 @@ void QueuePair::transmit(size_t budget) {
             s.io_bytes += static_cast<uint64_t>(n);
             s.heard = false;
             if (s.nudge_armed) nudge_sent_bytes();
-            providers::common::sent_on(s.emss, s.engine, s.fd, static_cast<size_t>(n));
+            if (!s.chan) providers::common::sent_on(s.emss, s.engine, s.fd, static_cast<size_t>(n));
         }
         // Hand the written bytes out in stream order: whole frames are sent, the rest waits.
         size_t left = static_cast<size_t>(n);
@@ -222,7 +222,8 @@ void QueuePair::transmit(size_t budget) {
             if (!s.out_watched) {
                 // The progress thread moves the backlog; a parked stream is the thread's again.
                 s.out_watched = true;
-                limit_unsent(s, setup_.tunables.unsent_budget, s.full_streams.fetch_add(1, std::memory_order_relaxed) + 1);
+                const uint32_t full = s.full_streams.fetch_add(1, std::memory_order_relaxed) + 1;
+                if (!s.chan) limit_unsent(s, setup_.tunables.unsent_budget, full);
                 parked_.store(false, std::memory_order_relaxed);
                 if (!update_interest()) out_->kick = true;  // the thread asks again
             }

@@ -21,6 +21,11 @@ struct Tunables {
     uint64_t unsent_budget = kDefaultUnsentBudget;
     /** @brief Whether an initiator met by silence sends the siw nudge (docs/siw-interop.md). */
     bool nudge = true;
+    /**
+     * @brief Whether the RNIC takes a same-host channel (rnicpi/ri_channel.h) when the kAL pairs two of its QPs on
+     *        this host; false keeps every stream on TCP.
+     */
+    bool same_host = true;
 };
 
 }  // namespace softrnic::datapath

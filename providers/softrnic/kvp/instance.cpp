@@ -55,6 +55,10 @@ constexpr TunableKey kTunableKeys[] = {
     {"siw_nudge",
      "an initiator whose first FPDUs met only silence sends a zero-length Write, for a Linux siw peer that had not "
      "yet taken its socket (docs/siw-interop.md). Default true"},
+    {"same_host",
+     "two QPs of this stack on one host whose connection the kAL holds both ends of move their bytes over a "
+     "shared-memory channel instead of TCP (docs/performance.md); false: always TCP. New connections follow a "
+     "change. Default true"},
 };
 
 // Sets tunable @p key to @p v; false (and @p error) for a bad value, nothing when @p key is not a tunable.
@@ -76,6 +80,14 @@ std::optional<bool> set_tunable(const std::string &key, const nlohmann::json &v,
         t.nudge = v.get<bool>();
         return true;
     }
+    if (key == "same_host") {
+        if (!v.is_boolean()) {
+            error = "softrnic option same_host must be true or false";
+            return false;
+        }
+        t.same_host = v.get<bool>();
+        return true;
+    }
     return std::nullopt;
 }
 
@@ -84,9 +96,10 @@ nlohmann::json tunables_json(const datapath::Tunables &t) {
     nlohmann::json all = nlohmann::json::object();
     for (const TunableKey &k : kTunableKeys) {
         const std::string key = k.key;
-        all[key] = {{"value", key == "unsent_budget" ? nlohmann::json(t.unsent_budget) : nlohmann::json(t.nudge)},
-                    {"settable", true},
-                    {"help", k.help}};
+        nlohmann::json value = key == "unsent_budget" ? nlohmann::json(t.unsent_budget)
+                               : key == "siw_nudge"   ? nlohmann::json(t.nudge)
+                                                      : nlohmann::json(t.same_host);
+        all[key] = {{"value", value}, {"settable", true}, {"help", k.help}};
     }
     return {{"tunables", all}};
 }
@@ -124,7 +137,7 @@ rdma::Expected<void> parse_options(const char *text, Limits &limits, MpaPolicy &
             return rdma::Error(RI_EINVAL, "unknown softrnic option '" + key +
                                               "' (known: max_qp, max_qp_wr, max_sge, max_inline, max_cq, max_cqe, "
                                               "max_pd, max_mr, max_mw, max_srq, max_srq_wr, max_ird, max_ord, "
-                                              "max_fast_reg_pages, mpa_crc, mpa_markers, mpa_peer2peer, unsent_budget, siw_nudge)");
+                                              "max_fast_reg_pages, mpa_crc, mpa_markers, mpa_peer2peer, unsent_budget, siw_nudge, same_host)");
         }
     }
     return {};
@@ -172,7 +185,7 @@ rdma::Expected<std::string> Instance::control(const char *request) {
         auto set = set_tunable(it.key(), it.value(), next, error);
         if (!set) {
             return rdma::Error(RI_EINVAL, "'" + it.key() + "' is not a softrnic control request (known: "
-                                          "unsent_budget, siw_nudge)");
+                                          "unsent_budget, siw_nudge, same_host)");
         }
         if (!*set) return rdma::Error(RI_EINVAL, error);
     }
@@ -194,6 +207,10 @@ void Instance::fill_attr(ri_rnic_attr_t &a) const {
     if (mpa_.crc) a.caps |= RI_CAP_MPA_CRC;
     if (mpa_.markers) a.caps |= RI_CAP_MPA_MARKERS;
     if (mpa_.peer2peer) a.caps |= RI_CAP_MPA_PEER2PEER;
+    {
+        std::lock_guard g(mutex_);
+        if (tunables_.same_host) a.caps |= RI_CAP_SAME_HOST;
+    }
     a.fw_version = 1;
     a.max_mr_size = limits_.max_mr_size;
     a.page_size_cap = 4096;

@@ -85,7 +85,7 @@ private:
     std::string netdev_;
     Limits limits_;
     MpaPolicy mpa_;
-    std::mutex mutex_;  // also tunables_
+    mutable std::mutex mutex_;  // also tunables_
     datapath::Tunables tunables_;
     std::array<uint32_t, kKinds> counts_{};
     IndexPool qp_nums_;

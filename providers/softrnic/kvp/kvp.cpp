@@ -555,7 +555,17 @@ ri_status_t Kvp::Qp::modify(const ri_qp_attr_t *in, uint32_t mask) {
     if ((mask & RI_QP_ATTR_LLP) != 0) {
         if (in->llp.fd < 0) return RI_OK;  // no stream to run (the state machine alone, as the control tests do)
         const int fd = ::fcntl(in->llp.fd, F_DUPFD_CLOEXEC, 0);
-        ri_status_t rc = fd >= 0 ? dp->attach(fd, in->llp) : RI_EBADF;  // attach closes it on failure
+        // The same-host path: the queue pair takes its own reference to the channel's end too (the kAL closes its
+        // copy after the call), as it does the socket.
+        const bool same_host = (in->llp.mpa_flags & RI_LLP_SAME_HOST) != 0;
+        ri_llp_params_t llp = in->llp;
+        if (same_host) llp.channel = llp.channel >= 0 ? ::fcntl(llp.channel, F_DUPFD_CLOEXEC, 0) : -1;
+        ri_status_t rc = RI_EBADF;
+        if (fd >= 0) {
+            rc = dp->attach(fd, llp);  // attach closes both on failure (and refuses the path without its channel)
+        } else if (same_host && llp.channel >= 0) {
+            ::close(llp.channel);
+        }
         if (rc != RI_OK) {
             std::lock_guard lock(mutex);
             attr.state = RI_QPS_IDLE;  // the transition did not happen

@@ -34,7 +34,8 @@ enum ri_rnic_cap {
     RI_CAP_MPA_MARKERS = 1u << 9,    /**< MPA markers. */
     RI_CAP_MPA_PEER2PEER = 1u << 10, /**< RFC 6581 enhanced connection setup. */
     RI_CAP_RESIZE_CQ = 1u << 11,     /**< Resize CQ. */
-    RI_CAP_SHARED_MR = 1u << 12      /**< Register Shared Memory Region. */
+    RI_CAP_SHARED_MR = 1u << 12,     /**< Register Shared Memory Region. */
+    RI_CAP_SAME_HOST = 1u << 13      /**< Takes a same-host channel at the RDMA-mode transition (ri_channel.h). */
 };
 
 /** @brief RNIC attributes, the result of Query RNIC. */
@@ -176,7 +177,12 @@ enum ri_mpa_flags {
     RI_MPA_CRC = 1u << 0,       /**< CRC32c on every FPDU. */
     RI_MPA_MARKERS = 1u << 1,   /**< Markers every 512 octets. */
     RI_MPA_PEER2PEER = 1u << 2, /**< RFC 6581 enhanced connection setup was used. */
-    RI_MPA_INITIATOR = 1u << 3  /**< This side sent the MPA request. */
+    RI_MPA_INITIATOR = 1u << 3, /**< This side sent the MPA request. */
+    /**
+     * Not an MPA option: the stream's bytes move over the same-host channel ri_llp_params_t::channel (ri_channel.h)
+     * instead of the TCP socket, which stays the connection's control channel (its end, orderly or abortive).
+     */
+    RI_LLP_SAME_HOST = 1u << 4
 };
 
 /** @brief RFC 6581 ready-to-receive message types. */
@@ -208,7 +214,11 @@ typedef struct ri_llp_params {
     ri_net_addr_t remote;    /**< Remote address of the stream. */
     uint16_t local_port;     /**< Local TCP port, host byte order. */
     uint16_t remote_port;    /**< Remote TCP port, host byte order. */
-    uint32_t reserved;       /**< Zero. */
+    /**
+     * With ::RI_LLP_SAME_HOST in mpa_flags: the end of the same-host channel's bell (ri_channel.h), owned by the QP
+     * after the transition as fd is. Otherwise zero, and not a descriptor.
+     */
+    int32_t channel;
 } ri_llp_params_t;
 
 /** @brief Bits of the Modify QP mask: which fields of ri_qp_attr_t apply. */

@@ -5,6 +5,7 @@
 #ifndef RNICPI_RNICPI_H
 #define RNICPI_RNICPI_H
 
+#include "rnicpi/ri_channel.h"
 #include "rnicpi/ri_host.h"
 #include "rnicpi/ri_module.h"
 #include "rnicpi/ri_syscall.h"

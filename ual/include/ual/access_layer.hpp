@@ -96,7 +96,7 @@ public:
     /** @cond INTERNAL */
     void async_event(uint32_t rnic, const ri_async_event_t &e) override;
     void completion(uint32_t cq) override;
-    void connection(const krdma_cm_event &e, krdma::UniqueFd fd) override;
+    void connection(const krdma_cm_event &e, krdma::UniqueFd fd, krdma::UniqueFd channel) override;
     void kal_gone() override;
     /** @endcond */
 

@@ -1,0 +1,391 @@
+/**
+ * @file channel.hpp
+ * @brief The same-host channel of ri_channel.h in C++: make_channel() for the kAL, which pairs two QPs, and
+ *        Channel for a provider's data path, which reads and writes it as it would a non-blocking TCP socket.
+ *        Header only; nothing of it crosses the ABI.
+ *
+ * Channel::write() and Channel::read() answer as send(2) and recv(2) on a non-blocking socket do: a byte count, or
+ * -1 with errno EAGAIN (no room, no bytes), ECONNRESET (the peer went away, or broke the ring's rules); read()
+ * answers 0 once the peer closed its direction and every byte before it was read. Neither makes a system call
+ * unless the other side sleeps and must be woken (a one-byte write to the bell).
+ */
+#ifndef RNICPI_CPP_CHANNEL_HPP
+#define RNICPI_CPP_CHANNEL_HPP
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "rnicpi/ri_channel.h"
+#include "rnicpi/ri_types.h"
+
+namespace rdma::provider {
+
+/// @cond INTERNAL
+// The channel's atomics and helpers: not part of the interface.
+namespace channel_detail {
+
+inline uint64_t load_acquire(const uint64_t &v) noexcept { return __atomic_load_n(&v, __ATOMIC_ACQUIRE); }
+inline void store_release(uint64_t &v, uint64_t x) noexcept { __atomic_store_n(&v, x, __ATOMIC_RELEASE); }
+inline uint32_t load_relaxed(const uint32_t &v) noexcept { return __atomic_load_n(&v, __ATOMIC_RELAXED); }
+inline void store_relaxed(uint32_t &v, uint32_t x) noexcept { __atomic_store_n(&v, x, __ATOMIC_RELAXED); }
+inline uint32_t exchange(uint32_t &v, uint32_t x) noexcept { return __atomic_exchange_n(&v, x, __ATOMIC_ACQ_REL); }
+// Between a store of one side's word and a load of the other side's (the index moved, then: does the other side
+// sleep? / I sleep, then: did the index move?): without it both could miss each other and sleep forever.
+inline void full_fence() noexcept { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+
+inline constexpr size_t kPage = 4096;
+inline constexpr size_t header_bytes() noexcept {
+    return (sizeof(ri_channel_header_t) + kPage - 1) & ~(kPage - 1);
+}
+
+// One SCM_RIGHTS descriptor with a hello.
+inline bool send_hello(int sock, const ri_channel_hello_t &h, int fd) noexcept {
+    iovec iov{const_cast<ri_channel_hello_t *>(&h), sizeof h};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    return ::sendmsg(sock, &m, MSG_DONTWAIT | MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof h);
+}
+
+}  // namespace channel_detail
+/// @endcond
+
+/** @brief The smallest ring a channel may have (bytes per direction). */
+inline constexpr uint64_t kChannelRingMin = 4096;
+/** @brief The largest ring a channel may have (bytes per direction). */
+inline constexpr uint64_t kChannelRingMax = uint64_t{1} << 30;
+
+/**
+ * @brief The kAL's side: makes a channel with rings of @p ring_size bytes each (a power of two within
+ *        kChannelRingMin..kChannelRingMax) and returns its two bell ends in @p ends (close-on-exec, non-blocking),
+ *        each already holding its hello and the memory file; the caller hands one to each QP. An errno on failure
+ *        (nothing is left open).
+ */
+[[nodiscard]] inline int make_channel(uint64_t ring_size, int ends[2]) noexcept {
+    using namespace channel_detail;
+    ends[0] = ends[1] = -1;
+    if (ring_size < kChannelRingMin || ring_size > kChannelRingMax || (ring_size & (ring_size - 1)) != 0) {
+        return EINVAL;
+    }
+    const uint64_t file_size = header_bytes() + 2 * ring_size;
+    const int mem = static_cast<int>(::syscall(SYS_memfd_create, "openrdma-channel", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (mem < 0) return errno;
+    auto fail = [&](int e) {
+        ::close(mem);
+        for (int i = 0; i < 2; ++i) {
+            if (ends[i] >= 0) ::close(ends[i]);
+            ends[i] = -1;
+        }
+        return e;
+    };
+    if (::ftruncate(mem, static_cast<off_t>(file_size)) != 0) return fail(errno);
+    void *p = ::mmap(nullptr, header_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, mem, 0);
+    if (p == MAP_FAILED) return fail(errno);
+    auto *h = static_cast<ri_channel_header_t *>(p);
+    h->magic = RI_CHANNEL_MAGIC;
+    h->version = RI_CHANNEL_VERSION;
+    h->ring_size = ring_size;
+    h->data_offset[0] = header_bytes();
+    h->data_offset[1] = header_bytes() + ring_size;
+    h->file_size = file_size;
+    // Fresh: both readers count as sleeping until they look (see ri_channel.h).
+    h->ring[0].reader_waiting = 1;
+    h->ring[1].reader_waiting = 1;
+    ::munmap(p, header_bytes());
+    // Sealed: neither QP can shrink the file under the other's mapping (a fault on every access) or grow it.
+    if (::fcntl(mem, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) return fail(errno);
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) != 0) return fail(errno);
+    ends[0] = sv[0];
+    ends[1] = sv[1];
+    // What is sent on one end is read on the other: each end's own hello goes into its peer.
+    for (uint32_t side = 0; side < 2; ++side) {
+        const ri_channel_hello_t hello{RI_CHANNEL_MAGIC, RI_CHANNEL_VERSION, side,
+                                       static_cast<uint32_t>(__builtin_ctzll(ring_size))};
+        if (!send_hello(ends[1 - side], hello, mem)) return fail(errno != 0 ? errno : EIO);
+    }
+    ::close(mem);
+    return 0;
+}
+
+/**
+ * @brief One QP's side of a channel: writes its ring, reads the other. Single writer and single reader per side (the
+ *        QP's lock); the other side is another process and is not trusted.
+ */
+class Channel {
+public:
+    Channel() = default;
+    Channel(const Channel &) = delete;
+    Channel &operator=(const Channel &) = delete;
+    ~Channel() { reset(); }
+
+    /**
+     * @brief Takes bell end @p bell (owned from now on, closed on failure too): reads its hello and maps the memory
+     *        file. ::RI_EBADF when @p bell is not a channel's end, ::RI_EPROTO for a hello or a file of another
+     *        layout, ::RI_ENOMEM when it cannot be mapped.
+     */
+    [[nodiscard]] ri_status_t open(int bell) noexcept {
+        using namespace channel_detail;
+        reset();
+        if (bell < 0) return RI_EBADF;
+        bell_ = bell;
+        ri_channel_hello_t hello{};
+        iovec iov{&hello, sizeof hello};
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+        msghdr m{};
+        m.msg_iov = &iov;
+        m.msg_iovlen = 1;
+        m.msg_control = control;
+        m.msg_controllen = sizeof control;
+        const ssize_t n = ::recvmsg(bell_, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        int mem = -1;
+        for (cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&m) : nullptr; c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
+                std::memcpy(&mem, CMSG_DATA(c), sizeof mem);
+            }
+        }
+        const ri_status_t rc = n < 0 ? RI_EBADF : map(hello, static_cast<size_t>(n), m.msg_flags, mem);
+        if (mem >= 0) ::close(mem);
+        if (rc != RI_OK) reset();
+        return rc;
+    }
+
+    /** @brief Unmaps the memory and closes the bell (the peer reads its end of file). */
+    void reset() noexcept {
+        if (base_ != nullptr) ::munmap(base_, size_);
+        base_ = nullptr;
+        if (bell_ >= 0) ::close(bell_);
+        bell_ = -1;
+        closed_ = false;
+        peer_gone_ = false;
+        tail_ = head_ = 0;
+    }
+
+    /** @brief Whether open() succeeded. */
+    [[nodiscard]] bool is_open() const noexcept { return base_ != nullptr; }
+    /** @brief The bell's end: readable when the other side rang, or went away. */
+    [[nodiscard]] int bell() const noexcept { return bell_; }
+    /** @brief The bytes of each ring. */
+    [[nodiscard]] uint64_t ring_size() const noexcept { return ring_; }
+
+    /** @brief Writes what fits of the gather list @p iov (@p n pieces); see the file comment for the answer. */
+    ssize_t write(const iovec *iov, size_t n) noexcept {
+        using namespace channel_detail;
+        if (peer_gone_ || closed_) return fail(peer_gone_ ? ECONNRESET : EPIPE);
+        ri_channel_ring_t &r = *out_;
+        const uint64_t head = load_acquire(r.head);
+        if (tail_ - head > ring_) return fail_broken();
+        size_t room = static_cast<size_t>(ring_ - (tail_ - head));
+        if (room == 0) return fail(EAGAIN);
+        size_t done = 0;
+        for (size_t i = 0; i < n && room > 0; ++i) {
+            const size_t len = iov[i].iov_len < room ? iov[i].iov_len : room;
+            put(out_data_, tail_ + done, static_cast<const uint8_t *>(iov[i].iov_base), len);
+            done += len;
+            room -= len;
+        }
+        if (done == 0) return 0;
+        tail_ += done;
+        store_release(r.tail, tail_);
+        full_fence();
+        if (load_relaxed(r.reader_waiting) != 0) ring_reader(r);
+        return static_cast<ssize_t>(done);
+    }
+
+    /** @brief Reads up to @p len bytes into @p buf; see the file comment for the answer. */
+    ssize_t read(void *buf, size_t len) noexcept {
+        iovec v{buf, len};
+        return readv(&v, 1);
+    }
+
+    /** @brief Reads into the scatter list @p iov (@p n pieces), in order; see the file comment for the answer. */
+    ssize_t readv(const iovec *iov, size_t n) noexcept {
+        using namespace channel_detail;
+        ri_channel_ring_t &r = *in_;
+        const uint64_t tail = load_acquire(r.tail);
+        const uint64_t avail = tail - head_;
+        if (avail > ring_) return fail_broken();
+        if (avail == 0) {
+            // The writer's FIN comes after its last byte: read the flag, then look at the index again.
+            if (__atomic_load_n(&r.closed, __ATOMIC_ACQUIRE) != 0 && load_acquire(r.tail) == head_) return 0;
+            return fail(peer_gone_ ? ECONNRESET : EAGAIN);
+        }
+        size_t left = static_cast<size_t>(avail);
+        size_t done = 0;
+        for (size_t i = 0; i < n && left > 0; ++i) {
+            const size_t len = iov[i].iov_len < left ? iov[i].iov_len : left;
+            get(in_data_, head_ + done, static_cast<uint8_t *>(iov[i].iov_base), len);
+            done += len;
+            left -= len;
+        }
+        if (done == 0) return 0;  // nothing asked for
+        head_ += done;
+        store_release(r.head, head_);
+        full_fence();
+        if (load_relaxed(r.writer_waiting) != 0) ring_writer(r);
+        return static_cast<ssize_t>(done);
+    }
+
+    /** @brief Bytes waiting to be read (a corrupt ring reads as some, so that the reader meets the error). */
+    [[nodiscard]] uint64_t readable() const noexcept {
+        return channel_detail::load_acquire(in_->tail) - head_;
+    }
+    /** @brief Whether the peer closed its direction (its FIN): after the bytes readable() counts, the end. */
+    [[nodiscard]] bool peer_closed() const noexcept { return __atomic_load_n(&in_->closed, __ATOMIC_ACQUIRE) != 0; }
+    /** @brief Room to write now (0 for a corrupt ring: the writer meets the error). */
+    [[nodiscard]] uint64_t writable() const noexcept {
+        const uint64_t used = tail_ - channel_detail::load_acquire(out_->head);
+        return used > ring_ ? 1 : ring_ - used;
+    }
+
+    /** @brief No more writes (the stream's FIN): the peer reads its end after the last byte. */
+    void close_write() noexcept {
+        if (closed_ || base_ == nullptr) return;
+        closed_ = true;
+        __atomic_store_n(&out_->closed, 1u, __ATOMIC_RELEASE);
+        channel_detail::full_fence();
+        ring_bell();  // whether or not it sleeps now: the reader's next wait must see the end
+    }
+
+    /**
+     * @brief The reader is about to sleep: asks the writer for the bell. False when bytes (or the end) came
+     *        meanwhile: read them instead, nobody will ring for them.
+     */
+    [[nodiscard]] bool arm_read() noexcept {
+        channel_detail::store_relaxed(in_->reader_waiting, 1);
+        channel_detail::full_fence();
+        return readable() == 0 && !peer_closed() && !peer_gone_;
+    }
+    /** @brief The reader polls on its own: the writer need not ring. */
+    void disarm_read() noexcept {
+        if (channel_detail::load_relaxed(in_->reader_waiting) != 0) channel_detail::store_relaxed(in_->reader_waiting, 0);
+    }
+    /** @brief The writer is about to wait for room: asks the reader for the bell. False when room came meanwhile. */
+    [[nodiscard]] bool arm_write() noexcept {
+        channel_detail::store_relaxed(out_->writer_waiting, 1);
+        channel_detail::full_fence();
+        return writable() == 0 && !peer_gone_;
+    }
+
+    /**
+     * @brief Empties the bell after it woke the caller; false when the peer's end is gone (its QP or its process),
+     *        after which reads answer ECONNRESET once the ring is empty and writes at once.
+     */
+    bool drain_bell() noexcept {
+        if (bell_ < 0) return false;
+        char buf[64];
+        for (;;) {
+            const ssize_t n = ::syscall(SYS_recvfrom, bell_, buf, sizeof buf, MSG_DONTWAIT, nullptr, nullptr);
+            if (n > 0) continue;
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return !peer_gone_;
+            peer_gone_ = true;  // end of file, or an error of the pair
+            return false;
+        }
+    }
+    /** @brief Whether the peer's end is known to be gone. */
+    [[nodiscard]] bool peer_gone() const noexcept { return peer_gone_; }
+
+private:
+    ri_status_t map(const ri_channel_hello_t &hello, size_t got, int msg_flags, int mem) noexcept {
+        using namespace channel_detail;
+        if (got != sizeof hello || (msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 || mem < 0) return RI_EBADF;
+        if (hello.magic != RI_CHANNEL_MAGIC || hello.version != RI_CHANNEL_VERSION || hello.side > 1 ||
+            hello.ring_log2 < 12 || hello.ring_log2 > 30) {
+            return RI_EPROTO;
+        }
+        const uint64_t ring = uint64_t{1} << hello.ring_log2;
+        const int seals = ::fcntl(mem, F_GET_SEALS);
+        struct stat st{};
+        // The layout follows from the hello and is checked against the file's size: nothing of the file is read
+        // here, so an idle QP's channel costs no memory (its pages are made when data first moves).
+        if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW) ||
+            ::fstat(mem, &st) != 0 || static_cast<uint64_t>(st.st_size) != header_bytes() + 2 * ring) {
+            return RI_EPROTO;
+        }
+        size_ = static_cast<size_t>(st.st_size);
+        void *p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, mem, 0);
+        if (p == MAP_FAILED) return RI_ENOMEM;
+        base_ = static_cast<uint8_t *>(p);
+        ring_ = ring;
+        const uint32_t side = hello.side;
+        auto *hdr = reinterpret_cast<ri_channel_header_t *>(base_);
+        out_ = &hdr->ring[side];
+        in_ = &hdr->ring[1 - side];
+        out_data_ = base_ + header_bytes() + side * ring;
+        in_data_ = base_ + header_bytes() + (1 - side) * ring;
+        tail_ = 0;  // a channel is handed out fresh (ri_channel.h)
+        head_ = 0;
+        return RI_OK;
+    }
+
+    void put(uint8_t *data, uint64_t at, const uint8_t *src, size_t len) const noexcept {
+        const size_t off = static_cast<size_t>(at & (ring_ - 1));
+        const size_t first = len < ring_ - off ? len : static_cast<size_t>(ring_ - off);
+        std::memcpy(data + off, src, first);
+        if (len > first) std::memcpy(data, src + first, len - first);
+    }
+    void get(const uint8_t *data, uint64_t at, uint8_t *dst, size_t len) const noexcept {
+        const size_t off = static_cast<size_t>(at & (ring_ - 1));
+        const size_t first = len < ring_ - off ? len : static_cast<size_t>(ring_ - off);
+        std::memcpy(dst, data + off, first);
+        if (len > first) std::memcpy(dst + first, data, len - first);
+    }
+
+    void ring_reader(ri_channel_ring_t &r) noexcept {
+        // Whoever clears the flag rings: one bell per sleep, however many writes come before the reader wakes.
+        if (channel_detail::exchange(r.reader_waiting, 0) != 0) ring_bell();
+    }
+    void ring_writer(ri_channel_ring_t &r) noexcept {
+        if (channel_detail::exchange(r.writer_waiting, 0) != 0) ring_bell();
+    }
+    void ring_bell() noexcept {
+        const char b = 0;
+        // A full bell (the sleeper has bells to read already) needs no more; a gone peer is met by the next call.
+        (void)::syscall(SYS_sendto, bell_, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL, nullptr, 0);
+    }
+    ssize_t fail(int e) noexcept {
+        errno = e;
+        return -1;
+    }
+    ssize_t fail_broken() noexcept {
+        peer_gone_ = true;  // an index beyond the ring's rules: the peer is not to be believed any more
+        return fail(ECONNRESET);
+    }
+
+    uint8_t *base_ = nullptr;
+    size_t size_ = 0;
+    int bell_ = -1;
+    uint64_t ring_ = 0;
+    ri_channel_ring_t *out_ = nullptr;
+    ri_channel_ring_t *in_ = nullptr;
+    uint8_t *out_data_ = nullptr;
+    const uint8_t *in_data_ = nullptr;
+    uint64_t tail_ = 0;  // this side's own copy of its ring's tail (never read back from shared memory)
+    uint64_t head_ = 0;  // this side's own copy of the other ring's head
+    bool closed_ = false;
+    bool peer_gone_ = false;
+};
+
+}  // namespace rdma::provider
+
+#endif  // RNICPI_CPP_CHANNEL_HPP
