@@ -153,7 +153,8 @@ TEST_F(SameHost, TwoConsumersOfOneKrdmadArePairedAndBothShowTheSameHostPath) {
         EXPECT_EQ(paths("stats"), (std::vector<std::string>{"same-host", "same-host"}));
         EXPECT_EQ(paths("resources"), (std::vector<std::string>{"same-host", "same-host"}));
         // Both ends alike: no CRC, no markers on the channel.
-        for (const auto &e : ctl_json({"stats"})["endpoints"]) {
+        const nlohmann::json stats = ctl_json({"stats"});  // the loop below must not outlive it
+        for (const auto &e : stats["endpoints"]) {
             EXPECT_FALSE(e["mpa"]["crc"].get<bool>()) << e.dump();
             EXPECT_FALSE(e["mpa"]["markers"].get<bool>()) << e.dump();
         }
@@ -266,7 +267,8 @@ TEST_F(SameHost, TwoHwstubConsumersArePairedAndTheOffloadEngineMovesTheStreamOve
         EXPECT_EQ(paths("stats"), (std::vector<std::string>{"same-host", "same-host"}));
         EXPECT_EQ(paths("resources"), (std::vector<std::string>{"same-host", "same-host"}));
         // The engine moved 256 KiB and more each way: over TCP only the MPA negotiation went.
-        for (const auto &e : ctl_json({"stats"})["endpoints"]) {
+        const nlohmann::json stats = ctl_json({"stats"});  // the loop below must not outlive it
+        for (const auto &e : stats["endpoints"]) {
             if (e["state"] != "connected") continue;
             EXPECT_LT(e["bytes_received"].get<uint64_t>(), 4096u) << e.dump();
         }
