@@ -136,6 +136,12 @@ void uncharge_memory(void *host_ctx, uint64_t bytes) {
 
 rdma::Expected<std::shared_ptr<void>> charge_shared_memory(Context &ctx, uint64_t bytes) {
     refresh_pin_limit(ctx, false);
+    // Shared memory is a speed-up, never a reason for a registration or a queue to fail: it may take the process's
+    // budget only up to half its limit, so that the other half stays for what must be pinned.
+    if (ctx.pins.pinned_bytes() + ctx.pins.charged_bytes() + bytes > ctx.pins.limit() / 2) {
+        return rdma::Error(RI_ENOSPC, "shared memory would take the process's pinned and charged memory past half "
+                                      "its limit of " + std::to_string(ctx.pins.limit()) + " bytes");
+    }
     if (auto r = ctx.pins.charge(bytes); !r) {
         refresh_pin_limit(ctx, true);  // a limit raised meanwhile is seen before the refusal
         if (auto again = ctx.pins.charge(bytes); !again) return again.error();

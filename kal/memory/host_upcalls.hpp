@@ -25,7 +25,8 @@ struct Context;
 /**
  * @brief Charges @p bytes of memory the kAL shares with @p ctx's process on its behalf (its ring of a same-host
  *        channel) to the process's account, against the limits kVP memory meets (the process's RLIMIT_MEMLOCK or
- *        the per-process limit, its user's and the host's budgets). Returns a token that gives the bytes back when
+ *        the per-process limit, its user's and the host's budgets), and only while the process's pinned and charged
+ *        memory stays within half its limit: the other half stays for what must be pinned. Returns a token that gives the bytes back when
  *        its last copy goes (it keeps the account alive until then), or ::RI_ENOSPC with the reason. A refusal is
  *        not counted among the pin refusals of `rdmactl limits`: nothing fails, the connection stays on the wire.
  */
