@@ -76,7 +76,8 @@ about = {
     "bench_samehost_wire": "The same two processes with the RNIC's same_host option off: iWARP over TCP loopback.",
     "bench_rdma": "softrnic through the uAL and an embedded kAL: Writes into a target process (its own kAL: the "
                   "wire), and, between two endpoints of one process (one kAL: the same-host channel), 8-byte Write "
-                  "ping-pong, connection setup and memory per idle QP; each beside raw TCP in the same run.",
+                  "ping-pong, connection setup and memory per idle QP (a paired connection's first frame touches two "
+                  "shared pages of its channel, counted once per end here); each beside raw TCP in the same run.",
     "bench_offload": "hwstub (offload engines in krdmad) next to softrnic and raw TCP: consumer CPU per GB, "
                      "bandwidth, 8-byte latency idle and with the engines busy.",
     "bench_verbs": "The control path through the uAL and softrnic, embedded kAL and a krdmad process: privileged "
