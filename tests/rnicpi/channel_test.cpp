@@ -139,16 +139,9 @@ TEST(Channel, ABrokenIndexFromThePeerIsAResetNotAnOverrun) {
     ASSERT_EQ(victim.open(ends[1]), RI_OK);
     // Side 0 is hostile: it takes its hello itself and maps the memory file on its own.
     ri_channel_hello_t hello{};
-    iovec iov{&hello, sizeof hello};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr m{};
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = control;
-    m.msg_controllen = sizeof control;
-    ASSERT_EQ(::recvmsg(ends[0], &m, 0), static_cast<ssize_t>(sizeof hello));
-    int mem = -1;
-    std::memcpy(&mem, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof mem);
+    int mem = -1, flags = 0;
+    ASSERT_EQ(rdma::provider::channel_detail::recv_hello(ends[0], hello, mem, flags), static_cast<ssize_t>(sizeof hello));
+    ASSERT_GE(mem, 0) << "the hello came without the memory file";
     void *base = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, mem, 0);
     ASSERT_NE(base, MAP_FAILED);
     auto *hdr = static_cast<ri_channel_header_t *>(base);
@@ -161,9 +154,10 @@ TEST(Channel, ABrokenIndexFromThePeerIsAResetNotAnOverrun) {
     int ends2[2];
     ASSERT_EQ(make_channel(4096, ends2), 0);
     ASSERT_EQ(victim2.open(ends2[1]), RI_OK);
-    ASSERT_EQ(::recvmsg(ends2[0], &m, 0), static_cast<ssize_t>(sizeof hello));
     int mem2 = -1;
-    std::memcpy(&mem2, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof mem2);
+    ASSERT_EQ(rdma::provider::channel_detail::recv_hello(ends2[0], hello, mem2, flags),
+              static_cast<ssize_t>(sizeof hello));
+    ASSERT_GE(mem2, 0) << "the hello came without the memory file";
     void *base2 = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, mem2, 0);
     ASSERT_NE(base2, MAP_FAILED);
     static_cast<ri_channel_header_t *>(base2)->ring[1].head = 1u << 20;  // consumed more than was ever written

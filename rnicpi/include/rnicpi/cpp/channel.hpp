@@ -66,6 +66,27 @@ inline bool send_hello(int sock, const ri_channel_hello_t &h, int fd) noexcept {
     return ::sendmsg(sock, &m, MSG_DONTWAIT | MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof h);
 }
 
+// Reads one hello from @p sock (non-blocking): recvmsg(2)'s result; the descriptor it carried in @p fd (-1 when
+// none; close-on-exec) and the message's flags (truncation) in @p msg_flags.
+inline ssize_t recv_hello(int sock, ri_channel_hello_t &hello, int &fd, int &msg_flags) noexcept {
+    iovec iov{&hello, sizeof hello};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    const ssize_t n = ::recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    fd = -1;
+    msg_flags = n >= 0 ? m.msg_flags : 0;
+    for (cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&m) : nullptr; c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
+            std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+        }
+    }
+    return n;
+}
+
 }  // namespace channel_detail
 /// @endcond
 
@@ -149,21 +170,10 @@ public:
         if (bell < 0) return RI_EBADF;
         bell_ = bell;
         ri_channel_hello_t hello{};
-        iovec iov{&hello, sizeof hello};
-        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-        msghdr m{};
-        m.msg_iov = &iov;
-        m.msg_iovlen = 1;
-        m.msg_control = control;
-        m.msg_controllen = sizeof control;
-        const ssize_t n = ::recvmsg(bell_, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         int mem = -1;
-        for (cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&m) : nullptr; c != nullptr; c = CMSG_NXTHDR(&m, c)) {
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
-                std::memcpy(&mem, CMSG_DATA(c), sizeof mem);
-            }
-        }
-        const ri_status_t rc = n < 0 ? RI_EBADF : map(hello, static_cast<size_t>(n), m.msg_flags, mem);
+        int flags = 0;
+        const ssize_t n = recv_hello(bell_, hello, mem, flags);
+        const ri_status_t rc = n < 0 ? RI_EBADF : map(hello, static_cast<size_t>(n), flags, mem);
         if (mem >= 0) ::close(mem);
         if (rc != RI_OK) reset();
         return rc;
