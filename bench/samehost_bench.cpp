@@ -35,6 +35,7 @@
 
 #include "endpoint_attributes.hpp"
 #include "harness.hpp"
+#include "krdmad_consumer.hpp"
 #include "krdmad_process.hpp"
 #include "tcp_baseline.hpp"
 #include "ual/access_layer.hpp"
@@ -76,45 +77,13 @@ void kill_all_and_die(int sig) {
     ::raise(sig);
 }
 
-// One consumer process: its access layer, sr0, a PZ, a registered buffer (messages, then cells), one CQ.
-struct Consumer {
-    std::shared_ptr<ual::AccessLayer> al;
-    std::shared_ptr<ual::Adapter> adapter;
-    std::shared_ptr<ual::ProtectionZone> pz;
-    std::shared_ptr<ual::SimpleDispatcher> dto, cm;
-    std::shared_ptr<ual::CompletionQueue> cq;
-    std::vector<uint8_t> buf;
-    std::shared_ptr<ual::MemoryRegion> mr;
-
+// One consumer process: its buffer holds the messages, then the cells.
+struct Consumer : bench::KrdmadConsumer {
     std::string open(const std::filesystem::path &device) {
-        ual::Options o;
-        o.device = device;
-        al = bench::open_when_served(o, nullptr, 1000);
-        if (!al) return "krdmad did not serve " + device.string();
-        auto ad = al->open_adapter("sr0");
-        if (!ad) return "open_adapter: " + ad.error().to_string();
-        adapter = *ad;
-        pz = *adapter->create_pz();
-        dto = *ual::SimpleDispatcher::create(ual::EventStream::dto, 4096);
-        cm = *ual::SimpleDispatcher::create(ual::EventStream::cm_message, 1024);
-        auto c = adapter->create_cq(8192, dto);
-        if (!c) return "create_cq: " + c.error().to_string();
-        cq = *c;
-        buf.assign(kBuffer + kCells, 1);
-        std::memset(buf.data() + kCreditCell, 0, 8);  // no Send received yet
-        auto m = pz->register_memory(buf.data(), buf.size(),
-                                     RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_READ);
-        if (!m) return "register_memory: " + m.error().to_string();
-        mr = *m;
-        return "";
+        std::string why = KrdmadConsumer::open(device, kBuffer + kCells, 1024, 8192);
+        if (why.empty()) std::memset(buf.data() + kCreditCell, 0, 8);  // no Send received yet
+        return why;
     }
-    std::shared_ptr<ual::Endpoint> endpoint(uint32_t depth, uint64_t context) {
-        auto e = pz->create_endpoint(bench::endpoint_attributes(depth, context), cq, cq);
-        if (!e) return nullptr;
-        (*e)->set_connection_dispatcher(cm);
-        return *e;
-    }
-    uint64_t addr(size_t off = 0) const { return reinterpret_cast<uint64_t>(buf.data() + off); }
 };
 
 struct Peer {

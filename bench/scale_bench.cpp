@@ -35,6 +35,7 @@
 
 #include "endpoint_attributes.hpp"
 #include "harness.hpp"
+#include "krdmad_consumer.hpp"
 #include "krdmad_process.hpp"
 #include "ual/access_layer.hpp"
 
@@ -81,46 +82,11 @@ void raise_descriptor_limit() {
     }
 }
 
-/** @brief One consumer process's objects: the access layer, the RNIC open, a PZ, a registered buffer, one CQ. */
-struct Consumer {
-    std::shared_ptr<ual::AccessLayer> al;
-    std::shared_ptr<ual::Adapter> adapter;
-    std::shared_ptr<ual::ProtectionZone> pz;
-    std::shared_ptr<ual::SimpleDispatcher> dto, cm;
-    std::shared_ptr<ual::CompletionQueue> cq;
-    std::vector<uint8_t> buf;
-    std::shared_ptr<ual::MemoryRegion> mr;
-
-    /** @brief Opens sr0 through @p device (waiting up to 10 s for krdmad to serve); empty, or why not. */
+/** @brief One consumer process: its buffer of kBuffer bytes, and room for every connection's events (queued until
+ *         read). */
+struct Consumer : bench::KrdmadConsumer {
     std::string open(const std::filesystem::path &device, size_t connections) {
-        ual::Options o;
-        o.device = device;
-        al = bench::open_when_served(o, nullptr, 1000);
-        if (!al) return "krdmad did not serve " + device.string();
-        auto ad = al->open_adapter("sr0");
-        if (!ad) return "open_adapter: " + ad.error().to_string();
-        adapter = *ad;
-        pz = *adapter->create_pz();
-        dto = *ual::SimpleDispatcher::create(ual::EventStream::dto, 4096);
-        // Every connection's events are queued until read: room for all of them.
-        cm = *ual::SimpleDispatcher::create(ual::EventStream::cm_message, 2 * connections + 64);
-        auto c = adapter->create_cq(4096, dto);
-        if (!c) return "create_cq: " + c.error().to_string();
-        cq = *c;
-        buf.assign(kBuffer, 1);
-        auto m = pz->register_memory(buf.data(), buf.size(),
-                                     RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_READ);
-        if (!m) return "register_memory: " + m.error().to_string();
-        mr = *m;
-        return "";
-    }
-
-    /** @brief An endpoint of depth @p depth on the CQ whose connection events carry @p context. */
-    std::shared_ptr<ual::Endpoint> endpoint(uint32_t depth, uint64_t context) {
-        auto e = pz->create_endpoint(bench::endpoint_attributes(depth, context), cq, cq);
-        if (!e) return nullptr;
-        (*e)->set_connection_dispatcher(cm);
-        return *e;
+        return KrdmadConsumer::open(device, kBuffer, 2 * connections + 64);
     }
 };
 
