@@ -10,7 +10,9 @@
 //    spinning TCP ping-pong (target <= 0.2x); 64 KiB Write ping-pong (target <= 0.5x);
 //  - 64 QPs of 64 KiB Writes between the two processes vs 64 TCP streams (target >= 5x).
 //
-//   bench_samehost [--seconds S] [--path same-host|wire] [--ring BYTES] [--krdmad PATH] [--json FILE]
+//   bench_samehost [--seconds S] [--path same-host|wire] [--ring BYTES] [--pull-min BYTES] [--krdmad PATH]
+//                  [--json FILE]
+// --pull-min sets softrnic's pull_min option: 0 moves every byte through the channel's rings (two copies).
 //
 // Exit status non-zero only when something failed. krdmad and the passive process go with it on every way out.
 #include <fcntl.h>
@@ -311,9 +313,11 @@ int main(int argc, char **argv) {
     bench::Figures figures("bench_samehost", argc, argv);
     std::string krdmad = BENCH_KRDMAD;
     std::string path = "same-host";
-    std::string ring;  // llp.same_host.ring_bytes, or krdmad's default
+    std::string ring;      // llp.same_host.ring_bytes, or krdmad's default
+    std::string pull_min;  // softrnic's pull_min, or its default
     for (int i = 1; i + 1 < argc; ++i) {
         if (std::strcmp(argv[i], "--ring") == 0) ring = argv[i + 1];
+        if (std::strcmp(argv[i], "--pull-min") == 0) pull_min = argv[i + 1];
         if (std::strcmp(argv[i], "--krdmad") == 0) krdmad = argv[i + 1];
         if (std::strcmp(argv[i], "--path") == 0) path = argv[i + 1];
     }
@@ -337,7 +341,8 @@ int main(int argc, char **argv) {
           << (ring.empty() ? "" : R"("llp": {"same_host": {"ring_bytes": )" + ring + "}}, ")
           << R"("rnics": [{"provider": "softrnic", )"
           << R"("name": "sr0", "address": "127.0.0.1", "options": {"same_host": )"
-          << (path == "wire" ? "false" : "true") << "}}]}";
+          << (path == "wire" ? "false" : "true") << (pull_min.empty() ? "" : R"(, "pull_min": )" + pull_min)
+          << "}}]}";
     }
     bench::Krdmad daemon(0, krdmad, config, dir.path() / "krdmad.log");
     if (daemon.pid() <= 0) return 1;

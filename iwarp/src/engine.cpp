@@ -146,6 +146,12 @@ std::optional<TermCode> Engine::on_header(const Header &h, size_t len) {
         return h.tagged ? term::kDdpTaggedInvalidVersion : term::kDdpUntaggedInvalidVersion;
     }
     if (h.rdmap_version != kRdmapVersion) return term::kRdmapInvalidVersion;
+    // Single copy on a same-host channel: a pull (to a side that takes them) or a pull's acknowledgement (to a side
+    // that sent some). Elsewhere the bit is reserved and ignored.
+    if ((h.ddp_reserved & kDdpPull) != 0 && (cfg_.accept_pull || pulls_sent_ != 0)) {
+        rx_hdr_ = h;
+        return on_pull_header(h, len);
+    }
     const OpcodeInfo &info = opcode_info(h.opcode);
     if (!info.valid || h.tagged != info.tagged) return term::kRdmapUnexpectedOpcode;
     if (!info.tagged && h.qn != static_cast<uint32_t>(info.queue)) return term::kDdpInvalidQn;
@@ -186,6 +192,70 @@ std::optional<TermCode> Engine::on_header(const Header &h, size_t len) {
             return std::nullopt;
     }
     return term::kRdmapUnexpectedOpcode;
+}
+
+std::optional<TermCode> Engine::on_pull_header(const Header &h, size_t len) {
+    if (rtr_pending_ != 0) return term::kLlpNoMatchingRtr;  // the RTR comes first, and it is never a pull
+    if (h.opcode == kPullAckOpcode && !h.tagged) {
+        // Cumulative: the pulls of this side the peer has done, more than it said before and no more than were sent.
+        const uint32_t ahead = h.msn - pulls_acked_;
+        if (len != 0 || !h.last || ahead == 0 || ahead > pulls_sent_ - pulls_acked_) {
+            return term::kRdmapUnexpectedOpcode;
+        }
+        rx_kind_ = RxKind::pull_ack;
+        return std::nullopt;
+    }
+    if (!cfg_.accept_pull) return term::kRdmapUnexpectedOpcode;
+    const OpcodeInfo &info = opcode_info(h.opcode);
+    if (!info.valid || h.tagged != info.tagged || (h.op() != Opcode::rdma_write && !info.send)) {
+        return term::kRdmapUnexpectedOpcode;
+    }
+    // Acknowledged whatever its checks find: as on the wire, where a Send or Write completes at its sender once sent
+    // and the peer's Terminate follows, the sender completes it before it meets the Terminate.
+    ++pulls_taken_;
+    if (!info.tagged) {
+        if (h.qn != static_cast<uint32_t>(Queue::send)) return term::kDdpInvalidQn;
+        if (h.msn != rx_msn_[0]) return term::kDdpMsnRange;
+        if (h.mo != 0 || recv_active_) return term::kDdpInvalidMo;
+    }
+    // A pull is one whole message; its payload, the descriptor, is checked once it is in.
+    if (!h.last || len < 8 || len > kPullDescriptorMax) return term::kRdmapCatastrophicStream;
+    rx_kind_ = RxKind::pull;
+    return std::nullopt;
+}
+
+std::optional<TermCode> Engine::take_pull(size_t len) {
+    rx_kind_ = RxKind::none;
+    const uint32_t total = be::get32(pull_desc_);
+    const uint32_t n = be::get32(pull_desc_ + 4);
+    if (n == 0 || n > kMaxSge || len != 8 + 12 * size_t{n}) return term::kRdmapCatastrophicStream;
+    iovec remote[kMaxSge];
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+        const uint8_t *p = pull_desc_ + 8 + 12 * size_t{i};
+        remote[i] = iovec{reinterpret_cast<void *>(static_cast<uintptr_t>(be::get64(p))), be::get32(p + 8)};
+        sum += remote[i].iov_len;
+    }
+    if (sum != total || total == 0) return term::kRdmapCatastrophicStream;
+    // The checks the message's bytes would meet on the wire, for all of them at once.
+    iovec local[kMaxSge];
+    size_t nlocal = 1;
+    if (rx_hdr_.tagged) {
+        if (auto t = check_tagged(rx_hdr_, total, RI_ACCESS_REMOTE_WRITE, false)) return t;
+        local[0] = iovec{rx_tagged_base_, total};
+    } else {
+        if (auto t = start_send(rx_hdr_, total)) return t;
+        nlocal = gather(recv_.sge, recv_.num_sge, 0, total, local);
+    }
+    if (rx_foreign_) {
+        rx_foreign_ = false;
+        return term::kRdmapLocalCatastrophic;  // the owner's memory is elsewhere: it should not take pulls
+    }
+    if (!owner_.pull(local, nlocal, remote, n)) return term::kRdmapLocalCatastrophic;
+    ++stats_.rx_fpdus;
+    ++stats_.rx_pulls;
+    stats_.rx_bytes += total;
+    return end_segment(total);
 }
 
 std::optional<TermCode> Engine::check_tagged(const Header &h, size_t len, uint32_t need, bool read_response) {
@@ -269,8 +339,11 @@ std::span<uint8_t> Engine::payload_target(size_t offset, size_t remaining) {
         case RxKind::read_request:
         case RxKind::terminate:
             return {control_ + offset, std::min(remaining, sizeof control_ - offset)};
+        case RxKind::pull:
+            return {pull_desc_ + offset, std::min(remaining, sizeof pull_desc_ - offset)};
         case RxKind::none:
         case RxKind::discard:
+        case RxKind::pull_ack:
             return {};
     }
     return {};
@@ -315,12 +388,23 @@ bool Engine::place_foreign(size_t len) noexcept {
 
 std::optional<TermCode> Engine::on_segment_end() {
     const size_t len = rx_.current_payload_len();
+    if (rx_kind_ == RxKind::pull) return take_pull(len);
+    if (rx_kind_ == RxKind::pull_ack) {
+        rx_kind_ = RxKind::none;
+        pulls_acked_ = rx_hdr_.msn;
+        complete_tx_events();
+        return std::nullopt;
+    }
     if (rx_foreign_) {
         rx_foreign_ = false;
         if (!place_foreign(len)) return term::kRdmapLocalCatastrophic;
     }
     ++stats_.rx_fpdus;
     stats_.rx_bytes += len;
+    return end_segment(len);
+}
+
+std::optional<TermCode> Engine::end_segment(size_t len) {
     const RxKind kind = rx_kind_;
     rx_kind_ = RxKind::none;
     switch (kind) {
@@ -368,6 +452,8 @@ std::optional<TermCode> Engine::on_segment_end() {
             return t.code;  // stops the receive side; no Terminate goes back
         }
         case RxKind::none:
+        case RxKind::pull:
+        case RxKind::pull_ack:
             return term::kDdpLocalCatastrophic;
     }
     rtr_pending_ = 0;  // the RTR arrived: this side may send now
@@ -394,16 +480,23 @@ void Engine::abort(TermCode code) noexcept {
     rx_.abort(code);
 }
 
-void Engine::push_tx_event(uint64_t seq, uint64_t wr_id, Completion::Kind kind, uint32_t bytes) noexcept {
+void Engine::push_tx_event(uint64_t seq, uint64_t wr_id, Completion::Kind kind, uint32_t bytes, bool pulled,
+                           uint32_t pull) noexcept {
     // A request keeps its send queue slot until this event completes it (see post()), so this never overflows.
-    events_[(ev_head_ + ev_count_) % events_.size()] = TxEvent{seq, wr_id, kind, bytes, false};
+    events_[(ev_head_ + ev_count_) % events_.size()] = TxEvent{seq, wr_id, kind, bytes, false, pulled, pull};
     ++ev_count_;
 }
 
 void Engine::frame_sent() noexcept {
     ++frames_sent_;
+    complete_tx_events();
+}
+
+void Engine::complete_tx_events() noexcept {
+    // In order: a request sent after a pull completes after it, as a send queue's completions must.
     while (ev_count_ > 0 && events_[ev_head_].seq <= frames_sent_) {
         const TxEvent &e = events_[ev_head_];
+        if (e.pulled && static_cast<int32_t>(pulls_acked_ - e.pull) < 0) break;
         if (!e.internal) owner_.completed(Completion{e.wr_id, e.kind, e.bytes});
         ev_head_ = (ev_head_ + 1) % events_.size();
         --ev_count_;
@@ -477,6 +570,10 @@ bool Engine::build_request(TxFrame &frame) noexcept {
         ++ord_count_;
     } else {
         const size_t total = total_length(wr.sge, wr.num_sge);
+        if (sq_sent_ == 0 && cfg_.pull_min != 0 && total >= cfg_.pull_min && !wr.foreign &&
+            owner_.peer_takes_pulls() && build_pull(wr, total, frame)) {
+            return true;
+        }
         const bool write = wr.type == WorkType::write;
         h.opcode = static_cast<uint8_t>(work_opcode(wr.type));
         h.tagged = opcode_info(h.opcode).tagged;
@@ -513,6 +610,48 @@ bool Engine::build_request(TxFrame &frame) noexcept {
                       static_cast<uint32_t>(total));
         sq_sent_ = 0;
     }
+    sq_head_ = (sq_head_ + 1) % sq_.size();
+    --sq_count_;
+    return true;
+}
+
+bool Engine::build_pull(WorkRequest &wr, size_t total, TxFrame &frame) noexcept {
+    // The message's own header, whole (L set), with the pull bit; its payload says where the bytes lie here.
+    Header h;
+    h.opcode = static_cast<uint8_t>(work_opcode(wr.type));
+    h.tagged = opcode_info(h.opcode).tagged;
+    h.ddp_reserved = kDdpPull;
+    const bool write = wr.type == WorkType::write;
+    if (write) {
+        h.stag = wr.remote_stag;
+        h.to = wr.remote_to;
+    } else {
+        h.qn = static_cast<uint32_t>(Queue::send);
+        h.msn = tx_msn_[0];
+        if (opcode_info(h.opcode).invalidate) h.inv_stag = wr.inv_stag;
+    }
+    uint8_t *d = frame.snapshot;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < wr.num_sge; ++i) {
+        if (wr.sge[i].len == 0) continue;
+        uint8_t *p = d + 8 + 12 * size_t{n};
+        be::put64(p, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(wr.sge[i].addr)));
+        be::put32(p + 8, static_cast<uint32_t>(wr.sge[i].len));
+        ++n;
+    }
+    const size_t dlen = 8 + 12 * size_t{n};
+    if (h.size() + dlen > cfg_.mulpdu) return false;  // frames too small to carry it: the bytes go themselves
+    be::put32(d, static_cast<uint32_t>(total));
+    be::put32(d + 4, n);
+    const iovec v{d, dlen};
+    tx_.build(h, {}, std::span<const iovec>(&v, 1), frame);
+    if (!write) ++tx_msn_[0];
+    ++pulls_sent_;
+    ++stats_.tx_pulls;
+    stats_.tx_bytes += total;
+    // Done once this frame is sent and the peer says it copied the bytes (the buffer is then the consumer's again).
+    push_tx_event(frames_built_ + 1, wr.wr_id, write ? Completion::Kind::write : Completion::Kind::send,
+                  static_cast<uint32_t>(total), true, pulls_sent_);
     sq_head_ = (sq_head_ + 1) % sq_.size();
     --sq_count_;
     return true;
@@ -567,7 +706,20 @@ bool Engine::next_frame(TxFrame &frame, bool defer_crc) noexcept {
 }
 
 bool Engine::next_frame(TxFrame &frame) noexcept {
-    bool built = !rx_.failed() && build_message(frame);
+    bool built = false;
+    if (pulls_taken_ != pulls_acked_out_ && !peer_terminated_) {
+        // Pulls done (or refused): acknowledged before anything else, a Terminate included.
+        Header h;
+        h.ddp_reserved = kDdpPull;
+        h.opcode = kPullAckOpcode;
+        h.msn = pulls_taken_;
+        tx_.build(h, {}, {}, frame);
+        pulls_acked_out_ = pulls_taken_;
+        ++frames_built_;
+        ++stats_.tx_fpdus;
+        return true;
+    }
+    built = !rx_.failed() && build_message(frame);
     // After a failure, including one build_message() just hit, the Terminate is the last frame.
     if (!built && rx_.failed()) {
         if (peer_terminated_ || terminate_built_) return false;

@@ -6,9 +6,12 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <optional>
+#include <string>
 
 #include "krdma/net_addr.hpp"
 #include "rnicpi/cpp/channel.hpp"
@@ -520,6 +523,28 @@ namespace kal {
 // ---------------------------------------------------------------------------------------------------------------
 // The same-host path: two endpoints of this kAL holding the two ends of one TCP connection
 
+namespace {
+
+// Whether process @p pid is in the kAL's own pid namespace (so its number means the same to the peer's process,
+// which the kAL also found there).
+bool in_own_pid_namespace(pid_t pid) {
+    if (pid == ::getpid()) return true;
+    struct stat mine{}, theirs{};
+    const std::string path = "/proc/" + std::to_string(pid) + "/ns/pid";
+    return ::stat("/proc/self/ns/pid", &mine) == 0 && ::stat(path.c_str(), &theirs) == 0 &&
+           mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino;
+}
+
+}  // namespace
+
+bool Endpoint::vouch_for_pull(const Peer *a, const Peer *b, int32_t pids[2]) {
+    if (a == nullptr || b == nullptr || a->pid <= 0 || b->pid <= 0 || a->uid != b->uid) return false;
+    if (!in_own_pid_namespace(a->pid) || !in_own_pid_namespace(b->pid)) return false;
+    pids[0] = a->pid;
+    pids[1] = b->pid;
+    return true;
+}
+
 bool Endpoint::may_pair() const noexcept {
     // A hosted consumer's or an offloading RNIC's stream runs in the kVP, which takes the channel at the transition
     // as a uVP would; pair() asks both RNICs whether they take one (RI_CAP_SAME_HOST).
@@ -595,8 +620,13 @@ void Endpoint::pair() {
                       e.message().c_str());
         return;  // a charge taken goes with its token
     }
+    // Single copy: both RNICs read a version 2 hello, and the kAL vouches for both processes (one user, pids that
+    // mean the same in both ends' namespaces); the kernel still checks each pull (process_vm_readv's ptrace rule).
+    int32_t pids[2] = {0, 0};
+    const bool pull = (a.caps & b.caps & RI_CAP_CHANNEL_PULL) != 0 && hooks.peer_of &&
+                      vouch_for_pull(hooks.peer_of(client_), hooks.peer_of(m->client_), pids);
     int ends[2];
-    if (const int err = rdma::provider::make_channel(ring, ends); err != 0) {
+    if (const int err = rdma::provider::make_channel(ring, ends, pull ? pids : nullptr); err != 0) {
         RDMA_LOG_WARN(kComponent, "client %u: QP %#lx stays on the wire: cannot make a same-host channel: %s", client_,
                       static_cast<unsigned long>(qp_handle_), std::strerror(err));
         return;
@@ -605,9 +635,11 @@ void Endpoint::pair() {
     m->channel_.reset(ends[1]);
     channel_charge_ = std::move(*charge_mine);
     m->channel_charge_ = std::move(*charge_theirs);
-    RDMA_LOG_DEBUG(kComponent, "client %u: QP %#lx paired with client %u's QP %#lx on this host (rings of %llu bytes)",
+    RDMA_LOG_DEBUG(kComponent,
+                   "client %u: QP %#lx paired with client %u's QP %#lx on this host (rings of %llu bytes, %s)",
                    client_, static_cast<unsigned long>(qp_handle_), m->client_,
-                   static_cast<unsigned long>(m->qp_handle_), static_cast<unsigned long long>(ring));
+                   static_cast<unsigned long>(m->qp_handle_), static_cast<unsigned long long>(ring),
+                   pull ? "single copy offered" : "ring copies only");
 }
 
 }  // namespace kal

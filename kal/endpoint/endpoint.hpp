@@ -82,6 +82,11 @@ struct SameHostHooks {
      *        released, or the refusal (over a limit: the connection stays on the wire).
      */
     std::function<rdma::Expected<std::shared_ptr<void>>(uint32_t client, uint64_t bytes)> charge;
+    /**
+     * @brief The process behind client @p client (SO_PEERCRED, in the kAL's pid namespace), or null: for single copy
+     *        (ri_channel.h), the kAL names each QP's peer process only when it can vouch for both. Optional.
+     */
+    std::function<const Peer *(uint32_t client)> peer_of;
     /** @brief Whether both hooks are set. */
     [[nodiscard]] explicit operator bool() const noexcept { return open_of && charge; }
 };
@@ -324,6 +329,9 @@ private:
     // The first of two to transition: makes the channel, takes one end and stashes the other in the mirror; nothing
     // (and the wire) when the two may not be paired or the channel cannot be made.
     void pair();
+    // Single copy: whether the kAL vouches for both processes @p a and @p b (one user, in its own pid namespace);
+    // then their pids, in that order, in @p pids.
+    static bool vouch_for_pull(const Peer *a, const Peer *b, int32_t pids[2]);
 
     Endpoints *m_;
     uint32_t client_;

@@ -18,6 +18,10 @@ SameHostHooks same_host_hooks(VerbCommands &verbs) {
         if (ctx == nullptr) return rdma::Error(RI_ENOENT, "the client is gone");
         return charge_shared_memory(*ctx, bytes);
     };
+    h.peer_of = [&verbs](uint32_t client) -> const Peer * {
+        Context *ctx = verbs.find_context(client);
+        return ctx != nullptr ? &ctx->peer : nullptr;
+    };
     return h;
 }
 

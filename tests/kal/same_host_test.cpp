@@ -169,6 +169,35 @@ TEST_F(SameHost, TwoConsumersOfOneKrdmadArePairedAndBothShowTheSameHostPath) {
     EXPECT_EQ(llp.mpa_flags & (RI_MPA_CRC | RI_MPA_MARKERS), 0u);
 }
 
+// Single copy (rnicpi/ri_channel.h): with pull_min at or below the Write's size, the 256 KiB Write between two
+// processes of one user is one frame whose bytes the receiver copies from the sender; without, the rings carry them
+// in FPDUs of at most 128 KiB. Either way the peer finds every byte.
+uint64_t fpdus_sent_by_both(const nlohmann::json &stats) {
+    uint64_t n = 0;
+    for (const auto &e : stats["endpoints"]) {
+        if (e["state"] == "connected") n += e["rdma"]["fpdus_sent"].get<uint64_t>();
+    }
+    return n;
+}
+
+TEST_F(SameHost, WithPullMinLargeWritesBetweenProcessesOfOneUserMoveBySingleCopy) {
+    start_krdmad("", R"({"pull_min": 65536})");
+    if (HasFatalFailure()) return;
+    uint64_t fpdus = 0;
+    (void)connect_and_exchange([&] { fpdus = fpdus_sent_by_both(ctl_json({"stats"})); });
+    ASSERT_FALSE(HasFailure()) << "the peer did not find the Write's bytes";
+    const uint64_t pulled = fpdus;
+    std::string out;
+    // Consumers that open the RNIC from now on take the new value.
+    ASSERT_EQ(rdmactl({"--device", device_.string(), "control", "sr0", R"({"pull_min": 0})"}, out), 0) << out;
+    std::filesystem::remove(dir_ / "peer.out");  // the next peer's port, not the last one's
+    (void)connect_and_exchange([&] { fpdus = fpdus_sent_by_both(ctl_json({"stats"})); });
+    ASSERT_FALSE(HasFailure()) << "the peer did not find the Write's bytes through the rings";
+    // Through the rings the Write is five frames (an FPDU carries at most 64 KiB); pulled, it is one, and its
+    // acknowledgement one more the other way.
+    EXPECT_EQ(pulled + 3, fpdus) << "frames sent by both ends with single copy: " << pulled << ", without: " << fpdus;
+}
+
 TEST_F(SameHost, TheRnicOptionSameHostFalseKeepsTheWire) {
     start_krdmad("", R"({"same_host": false})");
     if (HasFatalFailure()) return;

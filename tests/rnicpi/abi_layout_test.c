@@ -20,7 +20,7 @@
     _Static_assert(offsetof(type, field) == (off), "ABI: offset of " #type "." #field " changed")
 
 _Static_assert(sizeof(void *) == 8 && sizeof(long) == 8, "the RNIC-PI layout below is for LP64 targets");
-_Static_assert(RI_ABI_VERSION == 0x00010007u, "ABI version changed: update the layout below in the same commit");
+_Static_assert(RI_ABI_VERSION == 0x00010008u, "ABI version changed: update the layout below in the same commit");
 
 RDMA_SIZE(ri_channel_ring_t, 128, 8);
 RDMA_OFF(ri_channel_ring_t, tail, 0);
@@ -28,12 +28,16 @@ RDMA_OFF(ri_channel_ring_t, closed, 8);
 RDMA_OFF(ri_channel_ring_t, writer_waiting, 12);
 RDMA_OFF(ri_channel_ring_t, head, 64);
 RDMA_OFF(ri_channel_ring_t, reader_waiting, 72);
+RDMA_OFF(ri_channel_ring_t, reader_pulls, 76);
 RDMA_SIZE(ri_channel_header_t, 320, 8);
 RDMA_OFF(ri_channel_header_t, ring_size, 8);
 RDMA_OFF(ri_channel_header_t, data_offset, 16);
 RDMA_OFF(ri_channel_header_t, file_size, 32);
 RDMA_OFF(ri_channel_header_t, ring, 64);
-RDMA_SIZE(ri_channel_hello_t, 16, 4);
+RDMA_SIZE(ri_channel_hello_t, 24, 4);
+RDMA_OFF(ri_channel_hello_t, ring_log2, 12);
+RDMA_OFF(ri_channel_hello_t, flags, RI_CHANNEL_HELLO_V1_SIZE);
+RDMA_OFF(ri_channel_hello_t, peer_pid, 20);
 
 RDMA_SIZE(ri_rnic_attr_t, 192, 8);
 RDMA_OFF(ri_rnic_attr_t, name, 0);

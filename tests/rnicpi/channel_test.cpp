@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/wait.h>
 
 #include <cstring>
 #include <numeric>
@@ -16,9 +17,9 @@ using rdma::provider::make_channel;
 
 // Both ends of a fresh channel, opened.
 struct Pair {
-    explicit Pair(uint64_t ring = 4096) {
+    explicit Pair(uint64_t ring = 4096, const int32_t *pids = nullptr) {
         int ends[2];
-        const int e = make_channel(ring, ends);
+        const int e = make_channel(ring, ends, pids);
         EXPECT_EQ(e, 0) << "make_channel: " << std::strerror(e);
         if (e != 0) return;
         EXPECT_EQ(a.open(ends[0]), RI_OK) << "side 0 could not open its end";
@@ -140,7 +141,9 @@ TEST(Channel, ABrokenIndexFromThePeerIsAResetNotAnOverrun) {
     // Side 0 is hostile: it takes its hello itself and maps the memory file on its own.
     ri_channel_hello_t hello{};
     int mem = -1, flags = 0;
-    ASSERT_EQ(rdma::provider::channel_detail::recv_hello(ends[0], hello, mem, flags), static_cast<ssize_t>(sizeof hello));
+    ASSERT_EQ(rdma::provider::channel_detail::recv_hello(ends[0], hello, mem, flags),
+              static_cast<ssize_t>(RI_CHANNEL_HELLO_V1_SIZE))
+        << "a channel made without pids has version 1 hellos";
     ASSERT_GE(mem, 0) << "the hello came without the memory file";
     void *base = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, mem, 0);
     ASSERT_NE(base, MAP_FAILED);
@@ -156,7 +159,7 @@ TEST(Channel, ABrokenIndexFromThePeerIsAResetNotAnOverrun) {
     ASSERT_EQ(victim2.open(ends2[1]), RI_OK);
     int mem2 = -1;
     ASSERT_EQ(rdma::provider::channel_detail::recv_hello(ends2[0], hello, mem2, flags),
-              static_cast<ssize_t>(sizeof hello));
+              static_cast<ssize_t>(RI_CHANNEL_HELLO_V1_SIZE));
     ASSERT_GE(mem2, 0) << "the hello came without the memory file";
     void *base2 = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, mem2, 0);
     ASSERT_NE(base2, MAP_FAILED);
@@ -185,16 +188,115 @@ TEST(Channel, AnEndThatIsNotAChannelIsRefused) {
     ASSERT_EQ(::ftruncate(mem, 3 * 4096), 0);
     int pair[2];
     ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, pair), 0);
-    const ri_channel_hello_t hello{RI_CHANNEL_MAGIC, RI_CHANNEL_VERSION, 0, 12};
+    const ri_channel_hello_t hello{RI_CHANNEL_MAGIC, RI_CHANNEL_VERSION, 0, 12, 0, 0};
     ASSERT_TRUE(rdma::provider::channel_detail::send_hello(pair[1], hello, mem));
     Channel unsealed;
     EXPECT_EQ(unsealed.open(pair[0]), RI_EPROTO) << "a memory file that is not sealed must be refused";
     ::close(pair[1]);
     ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, pair), 0);
-    const ri_channel_hello_t wrong{RI_CHANNEL_MAGIC, RI_CHANNEL_VERSION + 1, 0, 12};
+    const ri_channel_hello_t wrong{RI_CHANNEL_MAGIC, RI_CHANNEL_VERSION + 1, 0, 12, 0, 0};
     ASSERT_TRUE(rdma::provider::channel_detail::send_hello(pair[1], wrong, mem));
     Channel other_version;
     EXPECT_EQ(other_version.open(pair[0]), RI_EPROTO) << "a hello of another layout version must be refused";
+    ::close(pair[1]);
+    ::close(mem);
+}
+
+// Single copy (ri_channel.h): what the kAL's pids allow, and what a pull copies.
+
+TEST(ChannelPull, WithoutPidsFromTheKalNoSideTakesPulls) {
+    Pair p;
+    EXPECT_FALSE(p.a.accept_pulls()) << "a version 1 hello names no peer: nothing to read from";
+    EXPECT_FALSE(p.b.peer_takes_pulls()) << "so the writer must not send pulls";
+}
+
+TEST(ChannelPull, APeerInThisProcessIsCopiedPlainlyTheLastByteLast) {
+    const int32_t pids[2] = {::getpid(), ::getpid()};
+    Pair p(4096, pids);
+    EXPECT_FALSE(p.a.peer_takes_pulls()) << "before its reader says so, a writer sends no pulls";
+    ASSERT_TRUE(p.b.accept_pulls()) << "side 1 may read its own process";
+    EXPECT_TRUE(p.a.peer_takes_pulls()) << "side 0 now sees that side 1 takes pulls in ring 0";
+    EXPECT_FALSE(p.b.peer_takes_pulls()) << "the other direction is side 0's to say";
+    std::vector<uint8_t> src(70000), dst(70000, 0);
+    std::iota(src.begin(), src.end(), uint8_t{3});
+    const iovec remote[2] = {{src.data(), 1000}, {src.data() + 1000, 69000}};
+    const iovec local[3] = {{dst.data(), 500}, {dst.data() + 500, 0}, {dst.data() + 500, 69500}};
+    ASSERT_TRUE(p.b.pull(local, 3, remote, 2)) << std::strerror(errno);
+    EXPECT_EQ(dst, src);
+    const iovec shorter[1] = {{dst.data(), 10}};
+    EXPECT_FALSE(p.b.pull(shorter, 1, remote, 2)) << "lists of different totals are refused";
+    EXPECT_EQ(errno, EINVAL);
+}
+
+TEST(ChannelPull, AnotherProcessIsReadWithProcessVmReadvAndItsDeathFailsThePull) {
+    std::vector<uint8_t> buf(1 << 20);
+    std::iota(buf.begin(), buf.end(), uint8_t{11});
+    int go[2];
+    ASSERT_EQ(::pipe(go), 0);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        // The peer: the same buffer at the same address (a copy of the parent's), until told to go.
+        char c;
+        (void)!::read(go[0], &c, 1);
+        ::_exit(0);
+    }
+    std::fill(buf.begin(), buf.end(), 0);  // the parent's copy differs from the child's now
+    const int32_t pids[2] = {child, ::getpid()};
+    Pair p(4096, pids);
+    ASSERT_TRUE(p.b.accept_pulls()) << "side 1's peer is the child, of this user: the kernel lets it read it";
+    std::vector<uint8_t> dst(buf.size(), 0);
+    const iovec remote{buf.data(), buf.size()};
+    const iovec local{dst.data(), dst.size()};
+    ASSERT_TRUE(p.b.pull(&local, 1, &remote, 1)) << std::strerror(errno);
+    std::vector<uint8_t> expect(buf.size());
+    std::iota(expect.begin(), expect.end(), uint8_t{11});
+    EXPECT_EQ(dst, expect) << "the bytes came from the child's memory, not this process's";
+    const iovec unmapped{reinterpret_cast<void *>(uintptr_t{4096}), 16};
+    const iovec local16{dst.data(), 16};
+    EXPECT_FALSE(p.b.pull(&local16, 1, &unmapped, 1)) << "a range the peer does not map fails the pull";
+    ASSERT_EQ(::write(go[1], "x", 1), 1);
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_FALSE(p.b.pull(&local, 1, &remote, 1)) << "a dead peer's bytes cannot be pulled";
+    ::close(go[0]);
+    ::close(go[1]);
+}
+
+TEST(ChannelPull, AProcessThatMayNotReadItsPeerDoesNotTakePulls) {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root, to drop to another user in a child";
+    const int32_t pids[2] = {::getpid(), 0};  // side 1's peer is this (root) process; side 1 goes to the child
+    int ends[2];
+    ASSERT_EQ(make_channel(4096, ends, pids), 0);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        // Another user may not read a root process: the kernel's ptrace rule, which the probe asks.
+        if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
+        Channel c;
+        const ri_status_t rc = c.open(ends[1]);
+        if (rc != RI_OK) ::_exit(10 + static_cast<int>(rc));
+        ::_exit(c.accept_pulls() ? 1 : 0);
+    }
+    ::close(ends[0]);
+    ::close(ends[1]);
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "1: it took pulls from a process it may not read; 2: setuid failed; 10 + a status: open failed";
+}
+
+TEST(ChannelPull, AVersion2HelloWithUnknownFlagsIsRefused) {
+    const int mem = static_cast<int>(::syscall(SYS_memfd_create, "x", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    ASSERT_GE(mem, 0);
+    ASSERT_EQ(::ftruncate(mem, 3 * 4096), 0);
+    ASSERT_EQ(::fcntl(mem, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+    int pair[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, pair), 0);
+    const ri_channel_hello_t hello{RI_CHANNEL_MAGIC, RI_CHANNEL_VERSION, 0, 12, 0x80, 1};
+    ASSERT_TRUE(rdma::provider::channel_detail::send_hello(pair[1], hello, mem));
+    Channel c;
+    EXPECT_EQ(c.open(pair[0]), RI_EPROTO) << "flags this version does not define must be refused";
     ::close(pair[1]);
     ::close(mem);
 }

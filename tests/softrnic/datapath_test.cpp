@@ -157,11 +157,13 @@ struct Mode {
     uint32_t fpdu_max = 16384;
     bool big = false;  // also the largest transfers (16 MiB Sends, 64 MiB Writes and Reads)
     uint64_t same_host_ring = 0;  // the stream moves over a same-host channel with rings this large (0: TCP)
+    bool pull = false;  // on the channel, messages of 4 KiB and more go by single copy (the kAL names the peer)
     std::string name() const {
         static const char *rtrs[] = {"nortr", "rtrsend", "rtrwrite", "rtrread"};
         return "rev" + std::to_string(revision) + (crc ? "_crc" : "_nocrc") + (markers ? "_markers" : "") + "_" +
                rtrs[rtr] + "_fpdu" + std::to_string(fpdu_max) +
-               (same_host_ring != 0 ? "_samehost" + std::to_string(same_host_ring >> 10) + "k" : "");
+               (same_host_ring != 0 ? "_samehost" + std::to_string(same_host_ring >> 10) + "k" : "") +
+               (pull ? "_pull" : "");
     }
 };
 
@@ -383,7 +385,9 @@ protected:
         int bells[2] = {-1, -1};
         if (m.same_host_ring != 0) {
             // What the kAL does when it holds both ends: a channel, one end per QP, and no CRC or markers.
-            const int e = rdma::provider::make_channel(m.same_host_ring, bells);
+            // With single copy both QPs' process is this one: pulls are plain copies.
+            const int32_t pids[2] = {::getpid(), ::getpid()};
+            const int e = rdma::provider::make_channel(m.same_host_ring, bells, m.pull ? pids : nullptr);
             EXPECT_EQ(e, 0) << "make_channel: " << std::strerror(e);
         }
         auto with_channel = [&](ri_llp_params_t l, int bell) {
@@ -498,7 +502,10 @@ protected:
 };
 
 // Every mode of the MPA negotiation.
-class Datapath : public Fixture, public ::testing::WithParamInterface<Mode> {};
+class Datapath : public Fixture, public ::testing::WithParamInterface<Mode> {
+protected:
+    std::string attach_options() const override { return GetParam().pull ? R"({"pull_min": 4096})" : ""; }
+};
 
 constexpr uint32_t kRemote = RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_READ;
 
@@ -585,7 +592,9 @@ INSTANTIATE_TEST_SUITE_P(Modes, Datapath,
                                            Mode{2, true, true, RI_RTR_SEND, 9000, false},
                                            // The same-host channel: a ring smaller than one FPDU, and a large one.
                                            Mode{2, false, false, RI_RTR_WRITE, 16384, true, 4096},
-                                           Mode{1, false, false, RI_RTR_NONE, 0, true, 1u << 20}),
+                                           Mode{1, false, false, RI_RTR_NONE, 0, true, 1u << 20},
+                                           // Single copy over a small ring: every message of 4 KiB or more.
+                                           Mode{2, false, false, RI_RTR_WRITE, 16384, true, 16384, true}),
                          [](const ::testing::TestParamInfo<Mode> &p) { return p.param.name(); });
 
 // The rest run in one mode: CRC, revision 2, peer-to-peer with a zero-length Write RTR. (Scatter/gather lists,

@@ -157,7 +157,35 @@ public:
         (void)dst, (void)src, (void)len;
         return false;
     }
+    /**
+     * @brief Single copy, sender: whether the peer takes pulls now (EngineConfig::pull_min). Asked once per message
+     *        of at least that size. The default: never.
+     */
+    virtual bool peer_takes_pulls() noexcept { return false; }
+    /**
+     * @brief Single copy, receiver (EngineConfig::accept_pull): copies the peer's bytes at @p remote (@p nremote
+     *        ranges of the peer's memory, as its pull named them) into @p local (@p nlocal ranges of this side's,
+     *        already checked), the last byte last; false when not every byte moved, which stops the stream with a
+     *        local catastrophic error. The default moves nothing.
+     */
+    virtual bool pull(const iovec *local, size_t nlocal, const iovec *remote, size_t nremote) noexcept {
+        (void)local, (void)nlocal, (void)remote, (void)nremote;
+        return false;
+    }
 };
+
+/**
+ * @brief Single copy over a same-host channel (rnicpi/ri_channel.h): the bit of Header::ddp_reserved that marks a
+ *        pull, whose payload is a pull descriptor, or (with opcode kPullAckOpcode) a pull's acknowledgement.
+ */
+inline constexpr uint8_t kDdpPull = 0x1;
+/** @brief The RDMAP opcode, reserved by RFC 5040, of a pull's acknowledgement (Header::msn: pulls done so far). */
+inline constexpr uint8_t kPullAckOpcode = 0xf;
+/**
+ * @brief A pull descriptor: the message's length (4), its count of ranges (4), then per range its address (8) and
+ *        length (4) in the sender's memory; at most kMaxSge ranges.
+ */
+inline constexpr size_t kPullDescriptorMax = 8 + 12 * kMaxSge;
 
 /** @brief Parameters of the engine, mostly from the MPA negotiation. */
 struct EngineConfig {
@@ -180,6 +208,17 @@ struct EngineConfig {
      * it, an inbound segment for foreign memory is a local catastrophic error.
      */
     bool foreign_memory = false;
+    /**
+     * Single copy, sender: a Send or RDMA Write from the owner's own memory of at least this many bytes goes as a
+     * pull when EngineOwner::peer_takes_pulls() says the peer takes them (the stream is a same-host channel); 0:
+     * never.
+     */
+    size_t pull_min = 0;
+    /**
+     * Single copy, receiver: pulls are taken (EngineOwner::pull() copies their bytes). Otherwise kDdpPull is a
+     * reserved bit like any other, ignored as RFC 5041 asks.
+     */
+    bool accept_pull = false;
 };
 
 /**
@@ -197,6 +236,8 @@ struct EngineStats {
     uint64_t tx_bytes = 0;  /**< Payload bytes sent. */
     uint64_t rx_fpdus = 0;  /**< FPDUs received. */
     uint64_t rx_bytes = 0;  /**< Payload bytes placed. */
+    uint64_t tx_pulls = 0;  /**< Messages sent as pulls (single copy; their bytes count in tx_bytes). */
+    uint64_t rx_pulls = 0;  /**< Pulls taken (single copy; their bytes count in rx_bytes). */
 };
 
 /** @brief The protocol engine of one queue pair. */
@@ -228,6 +269,7 @@ public:
      *        Send or Write, say).
      */
     [[nodiscard]] bool has_frame() const noexcept {
+        if (pulls_taken_ != pulls_acked_out_) return true;
         if (rx_.failed()) return !peer_terminated_ && !terminate_built_;
         if (rtr_pending_ != 0) return false;
         return rtr_to_send_ || nudge_to_send_ || irq_count_ > 0 || sq_count_ > 0;
@@ -287,10 +329,16 @@ private:
     bool build_request(TxFrame &frame) noexcept;
     bool build_message(TxFrame &frame) noexcept;
     bool place_foreign(size_t len) noexcept;
-    void push_tx_event(uint64_t seq, uint64_t wr_id, Completion::Kind kind, uint32_t bytes) noexcept;
+    void push_tx_event(uint64_t seq, uint64_t wr_id, Completion::Kind kind, uint32_t bytes, bool pulled = false,
+                       uint32_t pull = 0) noexcept;
+    void complete_tx_events() noexcept;
+    std::optional<TermCode> end_segment(size_t len);
+    std::optional<TermCode> on_pull_header(const Header &h, size_t len);
+    std::optional<TermCode> take_pull(size_t len);
+    bool build_pull(WorkRequest &wr, size_t total, TxFrame &frame) noexcept;
 
     // What the segment being received is.
-    enum class RxKind : uint8_t { none, tagged, send, read_request, terminate, discard };
+    enum class RxKind : uint8_t { none, tagged, send, read_request, terminate, discard, pull, pull_ack };
 
     struct ReadResponseJob {  // an inbound Read Request being answered (IRD ring)
         ReadRequest req;
@@ -312,6 +360,8 @@ private:
         Completion::Kind kind = Completion::Kind::send;
         uint32_t bytes = 0;
         bool internal = false;
+        bool pulled = false;  // a pull: due only once the peer acknowledged `pull` pulls
+        uint32_t pull = 0;
     };
 
     EngineOwner &owner_;
@@ -335,6 +385,13 @@ private:
     uint8_t rtr_pending_;                  // responder: the RTR type still awaited, 0 once it arrived
     bool peer_terminated_ = false;
     bool aborted_ = false;  // the owner's Terminate: no offending header to copy
+    // Single copy. Receiver: the pull descriptor being received, pulls taken so far and acknowledged so far.
+    uint8_t pull_desc_[kPullDescriptorMax]{};
+    uint32_t pulls_taken_ = 0;
+    uint32_t pulls_acked_out_ = 0;
+    // Sender: pulls sent so far, and acknowledged by the peer so far.
+    uint32_t pulls_sent_ = 0;
+    uint32_t pulls_acked_ = 0;
 
     // Rings.
     std::vector<WorkRequest> sq_;

@@ -29,7 +29,7 @@ extern "C" {
 /** @brief Major version: a different major is refused. */
 #define SOFTRNIC_ABI_MAJOR 1u
 /** @brief Minor version: grows when fields are appended. */
-#define SOFTRNIC_ABI_MINOR 2u
+#define SOFTRNIC_ABI_MINOR 3u
 /** @brief Version word of this header. */
 #define SOFTRNIC_ABI_VERSION ((SOFTRNIC_ABI_MAJOR << 16) | SOFTRNIC_ABI_MINOR)
 
@@ -59,7 +59,11 @@ struct softrnic_open_resp {
     uint32_t counter_slot_size;   /**< Bytes per slot: sizeof(struct softrnic_qp_counters). (1.1) */
     uint64_t unsent_budget;       /**< The RNIC's `unsent_budget` option: bytes full sockets share; 0: no limit. (1.2) */
     uint32_t siw_nudge;           /**< The RNIC's `siw_nudge` option: 1 on, 0 off. (1.2) */
-    uint32_t reserved2;           /**< Zero. (1.2) */
+    /**
+     * The RNIC's `pull_min` option: Sends and RDMA Writes of at least this many bytes to a peer that takes pulls on
+     * a same-host channel move by a single copy (rnicpi/ri_channel.h); 0: never. (1.3; a 1.2 kVP writes 0 here.)
+     */
+    uint32_t pull_min;
 };
 
 /**

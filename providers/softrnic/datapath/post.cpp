@@ -369,6 +369,14 @@ bool QueuePair::resolve_stag(uint32_t stag, iwarp::Region &out) {
     return true;
 }
 
+bool QueuePair::peer_takes_pulls() noexcept {
+    return stream_ && stream_->chan && stream_->chan->peer_takes_pulls();
+}
+
+bool QueuePair::pull(const iovec *local, size_t nlocal, const iovec *remote, size_t nremote) noexcept {
+    return stream_ && stream_->chan && stream_->chan->pull(local, nlocal, remote, nremote);
+}
+
 bool QueuePair::take_receive(iwarp::ReceiveBuffer &out) {
     bool limit = false;
     const ReceiveQueue::Take t = rq_.take(out, stags_, setup_.pd, limit, inbound_stag_);

@@ -155,8 +155,14 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
             framing.mpa_flags &= ~static_cast<uint32_t>(RI_MPA_CRC | RI_MPA_MARKERS);
         }
         const bool same_host = chan != nullptr;
-        stream_ = std::make_unique<Stream>(static_cast<iwarp::EngineOwner &>(*this), fd, std::move(chan), p,
-                                           iwarp::engine_config(framing, setup_.pd, std::min(sq_.depth(), kEngineQueue)),
+        iwarp::EngineConfig cfg = iwarp::engine_config(framing, setup_.pd, std::min(sq_.depth(), kEngineQueue));
+        if (chan) {
+            // Single copy: this side takes pulls if the kAL named the peer's process and it may read it; it sends
+            // them when the peer says it takes them (rnicpi/ri_channel.h).
+            cfg.accept_pull = chan->accept_pulls();
+            cfg.pull_min = setup_.tunables.pull_min;
+        }
+        stream_ = std::make_unique<Stream>(static_cast<iwarp::EngineOwner &>(*this), fd, std::move(chan), p, cfg,
                                            sq_.depth(), full_streams_);
         // The initiator's first bytes may reach a peer that has not yet handed its socket to its QP (Linux siw):
         // see docs/siw-interop.md. A same-host peer is this stack.

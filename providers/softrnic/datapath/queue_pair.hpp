@@ -167,6 +167,8 @@ private:
     bool invalidate_stag(uint32_t stag) override;
     void completed(const iwarp::Completion &c) override;
     void peer_terminated(const iwarp::Terminate &t) override;
+    bool peer_takes_pulls() noexcept override;
+    bool pull(const iovec *local, size_t nlocal, const iovec *remote, size_t nremote) noexcept override;
 
     ri_status_t check_send(const ri_send_wr_t &w, uint64_t &inline_len) const;
     void write_slot(const ri_send_wr_t &w, uint64_t inline_len);

@@ -10,6 +10,13 @@ namespace softrnic::datapath {
 inline constexpr uint64_t kDefaultUnsentBudget = 4u << 20;
 
 /**
+ * @brief The smallest message a same-host channel moves by single copy, by default (the `pull_min` option): none.
+ *        On the 2-core VM docs/performance.md comes from, the rings' two copies (one on each side's core) moved
+ *        24 GB/s where process_vm_readv's one moved 14 GB/s (bench_samehost --pull-min).
+ */
+inline constexpr uint32_t kDefaultPullMin = 0;
+
+/**
  * @brief The data path's tunables of one RNIC, its attach options (`rdmactl attach --options`, `rdmactl control`):
  *        the kVP keeps them, the uVP learns them from the Open RNIC reply.
  */
@@ -26,6 +33,12 @@ struct Tunables {
      *        this host; false keeps every stream on TCP.
      */
     bool same_host = true;
+    /**
+     * @brief On a same-host channel whose peer takes pulls (rnicpi/ri_channel.h), Sends and RDMA Writes of at least
+     *        this many bytes move by a single copy (the peer copies them out of this process's memory); 0: always
+     *        through the channel's rings.
+     */
+    uint32_t pull_min = kDefaultPullMin;
 };
 
 }  // namespace softrnic::datapath

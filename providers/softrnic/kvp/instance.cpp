@@ -59,6 +59,12 @@ constexpr TunableKey kTunableKeys[] = {
      "two QPs of this stack on one host whose connection the kAL holds both ends of move their bytes over a "
      "shared-memory channel instead of TCP (docs/performance.md); false: always TCP. New connections follow a "
      "change. Default true"},
+    {"pull_min",
+     "on a same-host channel between two processes of one user, Sends and RDMA Writes of at least this many bytes "
+     "move by a single copy: the receiver copies them straight from the sender's registered memory "
+     "(process_vm_readv) after its own checks; 0: always through the channel's rings. It halves the bytes copied, "
+     "but the one copy runs on the receiver's core alone: measure with bench_samehost --pull-min before turning it "
+     "on. New connections follow a change. Default 0"},
 };
 
 // Sets tunable @p key to @p v; false (and @p error) for a bad value, nothing when @p key is not a tunable.
@@ -88,6 +94,14 @@ std::optional<bool> set_tunable(const std::string &key, const nlohmann::json &v,
         t.same_host = v.get<bool>();
         return true;
     }
+    if (key == "pull_min") {
+        if (!v.is_number_unsigned() || v.get<uint64_t>() > UINT32_MAX) {
+            error = "softrnic option pull_min must be a number of bytes below 4 GiB (0: never)";
+            return false;
+        }
+        t.pull_min = v.get<uint32_t>();
+        return true;
+    }
     return std::nullopt;
 }
 
@@ -98,6 +112,7 @@ nlohmann::json tunables_json(const datapath::Tunables &t) {
         const std::string key = k.key;
         nlohmann::json value = key == "unsent_budget" ? nlohmann::json(t.unsent_budget)
                                : key == "siw_nudge"   ? nlohmann::json(t.nudge)
+                               : key == "pull_min"    ? nlohmann::json(t.pull_min)
                                                       : nlohmann::json(t.same_host);
         all[key] = {{"value", value}, {"settable", true}, {"help", k.help}};
     }
@@ -137,7 +152,7 @@ rdma::Expected<void> parse_options(const char *text, Limits &limits, MpaPolicy &
             return rdma::Error(RI_EINVAL, "unknown softrnic option '" + key +
                                               "' (known: max_qp, max_qp_wr, max_sge, max_inline, max_cq, max_cqe, "
                                               "max_pd, max_mr, max_mw, max_srq, max_srq_wr, max_ird, max_ord, "
-                                              "max_fast_reg_pages, mpa_crc, mpa_markers, mpa_peer2peer, unsent_budget, siw_nudge, same_host)");
+                                              "max_fast_reg_pages, mpa_crc, mpa_markers, mpa_peer2peer, unsent_budget, siw_nudge, same_host, pull_min)");
         }
     }
     return {};
@@ -185,7 +200,7 @@ rdma::Expected<std::string> Instance::control(const char *request) {
         auto set = set_tunable(it.key(), it.value(), next, error);
         if (!set) {
             return rdma::Error(RI_EINVAL, "'" + it.key() + "' is not a softrnic control request (known: "
-                                          "unsent_budget, siw_nudge, same_host)");
+                                          "unsent_budget, siw_nudge, same_host, pull_min)");
         }
         if (!*set) return rdma::Error(RI_EINVAL, error);
     }
@@ -209,7 +224,8 @@ void Instance::fill_attr(ri_rnic_attr_t &a) const {
     if (mpa_.peer2peer) a.caps |= RI_CAP_MPA_PEER2PEER;
     {
         std::lock_guard g(mutex_);
-        if (tunables_.same_host) a.caps |= RI_CAP_SAME_HOST;
+        // Every channel this RNIC takes it reads with a version 2 hello: it may move large messages by single copy.
+        if (tunables_.same_host) a.caps |= RI_CAP_SAME_HOST | RI_CAP_CHANNEL_PULL;
     }
     a.fw_version = 1;
     a.max_mr_size = limits_.max_mr_size;

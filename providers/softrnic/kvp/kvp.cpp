@@ -871,6 +871,7 @@ ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
             const datapath::Tunables t = open->instance->tunables();
             resp.unsent_budget = t.unsent_budget;
             resp.siw_nudge = t.nudge ? 1 : 0;
+            resp.pull_min = t.pull_min;
             if (fd >= 0) {
                 // The counters region goes to the uVP like a doorbell page: it maps it and writes its QPs' slots.
                 resp.counter_slots = open->counters->slots();

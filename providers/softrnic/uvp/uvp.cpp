@@ -266,6 +266,7 @@ ri_status_t Uvp::open_rnic(const ri_rnic_open_params_t *params, ri_rnic_t *out) 
     if (c.priv_len() >= sizeof resp) {
         r->tunables.unsent_budget = resp.unsent_budget;
         r->tunables.nudge = resp.siw_nudge != 0;
+        r->tunables.pull_min = resp.pull_min;  // 0 from a 1.2 kVP: no single copy
     }
     if (rc == RI_OK) rc = r->query(&r->attr);
     if (rc != RI_OK) {

@@ -22,6 +22,17 @@
  * ::RI_MPA_CRC and ::RI_MPA_MARKERS for both ends), so every check of the receiving side (STags, protection
  * domains, access rights, Terminate) is the one the wire gets: a peer reaches nothing it could not reach over TCP.
  * Each side treats the ring it reads, and the indices the other side writes, as untrusted input.
+ *
+ * Single copy (hello version 2, ::RI_CHANNEL_HELLO_PULL): when the kAL vouches for the peer's process (the same
+ * user, in the kAL's pid namespace, or the kAL's own process), the hello names it (ri_channel_hello_t::peer_pid).
+ * A reader that may read that process's memory (process_vm_readv(2), which the kernel allows only to a process that
+ * could ptrace it) says so in ri_channel_ring_t::reader_pulls; its peer may then send a large Send or RDMA Write as
+ * a pull: the message's own DDP header with the reserved DDP bit ::RI_CHANNEL_DDP_PULL set and, for payload, where
+ * the bytes lie in the sender's memory. The reader checks the header exactly as for the bytes themselves (STag,
+ * protection domain, access, bounds, receive buffer), copies the bytes straight from the sender into the target,
+ * and acknowledges the pull (opcode ::RI_CHANNEL_PULL_ACK), after which the sender completes the request. A peer
+ * reaches only what it could over TCP; the reader reads only where the sender pointed, in a process it could read
+ * anyway.
  */
 #ifndef RNICPI_RI_CHANNEL_H
 #define RNICPI_RI_CHANNEL_H
@@ -34,8 +45,14 @@ extern "C" {
 
 /** @brief ri_channel_header_t::magic and ri_channel_hello_t::magic: "RICH". */
 #define RI_CHANNEL_MAGIC 0x48434952u
-/** @brief The layout version of this header. */
-#define RI_CHANNEL_VERSION 1u
+/** @brief The layout version of this header, and of the longest hello (version 1 hellos are read too). */
+#define RI_CHANNEL_VERSION 2u
+/** @brief ri_channel_hello_t::flags: ri_channel_hello_t::peer_pid names the peer's process (single copy). */
+#define RI_CHANNEL_HELLO_PULL 1u
+/** @brief The reserved bit of the DDP control byte's reserved field that marks a pull (single copy). */
+#define RI_CHANNEL_DDP_PULL 1u
+/** @brief The RDMAP opcode (reserved by RFC 5040) of a pull's acknowledgement, sent with ::RI_CHANNEL_DDP_PULL. */
+#define RI_CHANNEL_PULL_ACK 0xfu
 
 /**
  * @brief One direction of a channel. Its indices count bytes from the start and never wrap (64 bits); a byte at
@@ -49,7 +66,7 @@ typedef struct ri_channel_ring {
     uint8_t pad0[48];        /**< Zero: the reader's words start a cache line. */
     uint64_t head;           /**< Reader: bytes consumed so far (release). */
     uint32_t reader_waiting; /**< Reader: nonzero while it waits for bytes (the writer rings after it moves tail). */
-    uint32_t reserved;       /**< Zero. */
+    uint32_t reader_pulls;   /**< Reader: nonzero once it takes pulls in this ring (single copy); zero before. */
     uint8_t pad1[48];        /**< Zero. */
 } ri_channel_ring_t;
 
@@ -74,7 +91,14 @@ typedef struct ri_channel_hello {
      * then ring 1) without reading the header: a paired QP that moves no data touches none of the channel's pages.
      */
     uint32_t ring_log2;
+    /** Version 2: a set of ::RI_CHANNEL_HELLO_PULL. (A version 1 hello ends before this field.) */
+    uint32_t flags;
+    /** Version 2, with ::RI_CHANNEL_HELLO_PULL: the peer QP's process, in the receiving end's pid namespace. */
+    int32_t peer_pid;
 } ri_channel_hello_t;
+
+/** @brief The size of a version 1 hello (no flags, no peer). */
+#define RI_CHANNEL_HELLO_V1_SIZE 16u
 
 #ifdef __cplusplus
 }

@@ -35,7 +35,9 @@ enum ri_rnic_cap {
     RI_CAP_MPA_PEER2PEER = 1u << 10, /**< RFC 6581 enhanced connection setup. */
     RI_CAP_RESIZE_CQ = 1u << 11,     /**< Resize CQ. */
     RI_CAP_SHARED_MR = 1u << 12,     /**< Register Shared Memory Region. */
-    RI_CAP_SAME_HOST = 1u << 13      /**< Takes a same-host channel at the RDMA-mode transition (ri_channel.h). */
+    RI_CAP_SAME_HOST = 1u << 13,     /**< Takes a same-host channel at the RDMA-mode transition (ri_channel.h). */
+    /** Reads a version 2 channel hello and may move large messages by single copy (ri_channel.h); ABI 1.8. */
+    RI_CAP_CHANNEL_PULL = 1u << 14
 };
 
 /** @brief RNIC attributes, the result of Query RNIC. */

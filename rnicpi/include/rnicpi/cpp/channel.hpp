@@ -50,8 +50,8 @@ inline constexpr size_t header_bytes() noexcept {
 }
 
 // One SCM_RIGHTS descriptor with a hello.
-inline bool send_hello(int sock, const ri_channel_hello_t &h, int fd) noexcept {
-    iovec iov{const_cast<ri_channel_hello_t *>(&h), sizeof h};
+inline bool send_hello(int sock, const ri_channel_hello_t &h, int fd, size_t len = sizeof(ri_channel_hello_t)) noexcept {
+    iovec iov{const_cast<ri_channel_hello_t *>(&h), len};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
     msghdr m{};
     m.msg_iov = &iov;
@@ -63,7 +63,7 @@ inline bool send_hello(int sock, const ri_channel_hello_t &h, int fd) noexcept {
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    return ::sendmsg(sock, &m, MSG_DONTWAIT | MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof h);
+    return ::sendmsg(sock, &m, MSG_DONTWAIT | MSG_NOSIGNAL) == static_cast<ssize_t>(len);
 }
 
 // Reads one hello from @p sock (non-blocking): recvmsg(2)'s result; the descriptor it carried in @p fd (-1 when
@@ -98,10 +98,12 @@ inline constexpr uint64_t kChannelRingMax = uint64_t{1} << 30;
 /**
  * @brief The kAL's side: makes a channel with rings of @p ring_size bytes each (a power of two within
  *        kChannelRingMin..kChannelRingMax) and returns its two bell ends in @p ends (close-on-exec, non-blocking),
- *        each already holding its hello and the memory file; the caller hands one to each QP. An errno on failure
- *        (nothing is left open).
+ *        each already holding its hello and the memory file; the caller hands one to each QP. With @p pids (the
+ *        processes of side 0's and side 1's QP, which the kAL vouches for; both RNICs take ::RI_CAP_CHANNEL_PULL)
+ *        each end's hello names its peer's process (version 2, ::RI_CHANNEL_HELLO_PULL); without, the hellos are
+ *        version 1. An errno on failure (nothing is left open).
  */
-[[nodiscard]] inline int make_channel(uint64_t ring_size, int ends[2]) noexcept {
+[[nodiscard]] inline int make_channel(uint64_t ring_size, int ends[2], const int32_t *pids = nullptr) noexcept {
     using namespace channel_detail;
     ends[0] = ends[1] = -1;
     if (ring_size < kChannelRingMin || ring_size > kChannelRingMax || (ring_size & (ring_size - 1)) != 0) {
@@ -140,9 +142,14 @@ inline constexpr uint64_t kChannelRingMax = uint64_t{1} << 30;
     ends[1] = sv[1];
     // What is sent on one end is read on the other: each end's own hello goes into its peer.
     for (uint32_t side = 0; side < 2; ++side) {
-        const ri_channel_hello_t hello{RI_CHANNEL_MAGIC, RI_CHANNEL_VERSION, side,
-                                       static_cast<uint32_t>(__builtin_ctzll(ring_size))};
-        if (!send_hello(ends[1 - side], hello, mem)) return fail(errno != 0 ? errno : EIO);
+        ri_channel_hello_t hello{RI_CHANNEL_MAGIC, pids != nullptr ? RI_CHANNEL_VERSION : 1u, side,
+                                 static_cast<uint32_t>(__builtin_ctzll(ring_size)), 0, 0};
+        if (pids != nullptr) {
+            hello.flags = RI_CHANNEL_HELLO_PULL;
+            hello.peer_pid = pids[1 - side];
+        }
+        const size_t len = pids != nullptr ? sizeof hello : RI_CHANNEL_HELLO_V1_SIZE;
+        if (!send_hello(ends[1 - side], hello, mem, len)) return fail(errno != 0 ? errno : EIO);
     }
     ::close(mem);
     return 0;
@@ -182,6 +189,10 @@ public:
     /** @brief Unmaps the memory and closes the bell (the peer reads its end of file). */
     void reset() noexcept {
         if (base_ != nullptr) ::munmap(base_, size_);
+        if (pidfd_ >= 0) ::close(pidfd_);
+        pidfd_ = -1;
+        peer_pid_ = 0;
+        pulls_ = Pulls::none;
         base_ = nullptr;
         if (bell_ >= 0) ::close(bell_);
         bell_ = -1;
@@ -315,14 +326,107 @@ public:
     /** @brief Whether the peer's end is known to be gone. */
     [[nodiscard]] bool peer_gone() const noexcept { return peer_gone_; }
 
+    /**
+     * @brief Single copy, the reader's side: takes pulls in the ring this side reads, if the kAL named the peer's
+     *        process (::RI_CHANNEL_HELLO_PULL) and this process may read its memory (the kernel's ptrace check, asked
+     *        with a process_vm_readv of an unmapped byte), and says so to the peer (ri_channel_ring_t::reader_pulls). Keeps a pidfd
+     *        of the peer, to tell after each pull that the pid still named the peer. False, and nothing said, when
+     *        any of it fails: the peer then sends its bytes through the ring.
+     */
+    bool accept_pulls() noexcept {
+        if (base_ == nullptr || peer_pid_ <= 0) return false;
+        if (pulls_ == Pulls::none) {
+            if (peer_pid_ == ::getpid()) {
+                pulls_ = Pulls::local;
+            } else {
+                // The kernel checks the ptrace rule before it reads a byte, and answers EPERM (or ESRCH) for a
+                // process this one may not read; the byte at address 0, which no process maps, then fails as EFAULT.
+                // (An empty range would prove nothing: it returns before the check.)
+                uint8_t probe = 0;
+                iovec local{&probe, 1};
+                iovec remote{nullptr, 1};
+                if (::process_vm_readv(peer_pid_, &local, 1, &remote, 1, 0) < 0 && errno != EFAULT) return false;
+                const int fd = static_cast<int>(::syscall(SYS_pidfd_open, peer_pid_, 0));
+                if (fd < 0) return false;
+                ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+                pidfd_ = fd;
+                pulls_ = Pulls::remote;
+            }
+        }
+        __atomic_store_n(&in_->reader_pulls, 1u, __ATOMIC_RELEASE);
+        return true;
+    }
+    /** @brief Single copy, the writer's side: whether the peer takes pulls in the ring this side writes. */
+    [[nodiscard]] bool peer_takes_pulls() const noexcept {
+        return base_ != nullptr && __atomic_load_n(&out_->reader_pulls, __ATOMIC_ACQUIRE) != 0;
+    }
+    /**
+     * @brief Single copy: copies the peer's bytes at @p remote (@p nremote ranges, in the peer's address space, as
+     *        its pull named them) into @p local (@p nlocal ranges here), in order, the last byte last (after every
+     *        other byte is visible: a consumer polling it finds the whole message). Only after accept_pulls(). False
+     *        when not every byte moved (a range the peer does not map, the peer gone; errno says which).
+     */
+    bool pull(const iovec *local, size_t nlocal, const iovec *remote, size_t nremote) noexcept {
+        size_t total = 0;
+        for (size_t i = 0; i < nlocal; ++i) total += local[i].iov_len;
+        size_t rtotal = 0;
+        for (size_t i = 0; i < nremote; ++i) rtotal += remote[i].iov_len;
+        if (total != rtotal || nlocal > kMaxPullPieces || nremote > kMaxPullPieces) return fail_pull(EINVAL);
+        if (total == 0) return true;
+        if (pulls_ == Pulls::local) return pull_local(local, nlocal, remote, nremote);
+        if (pulls_ != Pulls::remote) return fail_pull(EPERM);
+        // The local list with its last byte as a piece of its own: the kernel copies pieces in order, and a piece is
+        // a copy of its own, so that byte is stored after the others.
+        iovec l[kMaxPullPieces + 1];
+        size_t n = 0;
+        for (size_t i = 0; i < nlocal; ++i) {
+            if (local[i].iov_len > 0) l[n++] = local[i];
+        }
+        if (l[n - 1].iov_len > 1) {
+            l[n] = iovec{static_cast<uint8_t *>(l[n - 1].iov_base) + l[n - 1].iov_len - 1, 1};
+            --l[n - 1].iov_len;
+            ++n;
+        }
+        size_t done = 0;
+        size_t li = 0, ri = 0;
+        size_t loff = 0, roff = 0;
+        iovec lv[kMaxPullPieces + 1], rv[kMaxPullPieces];
+        // process_vm_readv may stop early (at a page the peer does not map): go on from there; no progress is a fault.
+        while (done < total) {
+            size_t nl = 0, nr = 0;
+            for (size_t i = li; i < n; ++i) {
+                lv[nl++] = i == li ? iovec{static_cast<uint8_t *>(l[i].iov_base) + loff, l[i].iov_len - loff} : l[i];
+            }
+            for (size_t i = ri; i < nremote; ++i) {
+                rv[nr++] = i == ri ? iovec{static_cast<uint8_t *>(remote[i].iov_base) + roff, remote[i].iov_len - roff}
+                                   : remote[i];
+            }
+            const ssize_t got = ::process_vm_readv(peer_pid_, lv, nl, rv, nr, 0);
+            if (got <= 0) return fail_pull(got == 0 ? EFAULT : errno);
+            done += static_cast<size_t>(got);
+            advance(l, n, li, loff, static_cast<size_t>(got));
+            advance(remote, nremote, ri, roff, static_cast<size_t>(got));
+        }
+        // The pid named the peer for the whole copy only if the peer still lives now (a pid is not reused before).
+        if (::syscall(SYS_pidfd_send_signal, pidfd_, 0, nullptr, 0) != 0) return fail_pull(ESRCH);
+        return true;
+    }
+    /** @brief Most ranges a pull names on either side. */
+    static constexpr size_t kMaxPullPieces = 16;
+
 private:
     ri_status_t map(const ri_channel_hello_t &hello, size_t got, int msg_flags, int mem) noexcept {
         using namespace channel_detail;
-        if (got != sizeof hello || (msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 || mem < 0) return RI_EBADF;
-        if (hello.magic != RI_CHANNEL_MAGIC || hello.version != RI_CHANNEL_VERSION || hello.side > 1 ||
-            hello.ring_log2 < 12 || hello.ring_log2 > 30) {
+        if ((got != sizeof hello && got != RI_CHANNEL_HELLO_V1_SIZE) || (msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 ||
+            mem < 0) {
+            return RI_EBADF;
+        }
+        const uint32_t version = got == RI_CHANNEL_HELLO_V1_SIZE ? 1u : RI_CHANNEL_VERSION;
+        if (hello.magic != RI_CHANNEL_MAGIC || hello.version != version || hello.side > 1 || hello.ring_log2 < 12 ||
+            hello.ring_log2 > 30 || (version >= 2 && (hello.flags & ~RI_CHANNEL_HELLO_PULL) != 0)) {
             return RI_EPROTO;
         }
+        peer_pid_ = version >= 2 && (hello.flags & RI_CHANNEL_HELLO_PULL) != 0 && hello.peer_pid > 0 ? hello.peer_pid : 0;
         const uint64_t ring = uint64_t{1} << hello.ring_log2;
         const int seals = ::fcntl(mem, F_GET_SEALS);
         struct stat st{};
@@ -373,6 +477,46 @@ private:
         // A full bell (the sleeper has bells to read already) needs no more; a gone peer is met by the next call.
         (void)::syscall(SYS_sendto, bell_, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL, nullptr, 0);
     }
+    bool pull_local(const iovec *local, size_t nlocal, const iovec *remote, size_t nremote) noexcept {
+        // The peer is this process (the embedded kAL, or both QPs in one consumer): plain copies, the last byte
+        // after a store fence. pull() checked that both lists hold as many bytes.
+        (void)nremote;
+        size_t li = 0, ri = 0, loff = 0, roff = 0;
+        size_t left = 0;
+        for (size_t i = 0; i < nlocal; ++i) left += local[i].iov_len;
+        while (left > 0) {
+            while (local[li].iov_len == loff) ++li, loff = 0;
+            while (remote[ri].iov_len == roff) ++ri, roff = 0;
+            size_t take = local[li].iov_len - loff < remote[ri].iov_len - roff ? local[li].iov_len - loff
+                                                                               : remote[ri].iov_len - roff;
+            if (take == left && take > 1) --take;  // the last byte goes alone
+            uint8_t *dst = static_cast<uint8_t *>(local[li].iov_base) + loff;
+            const uint8_t *src = static_cast<const uint8_t *>(remote[ri].iov_base) + roff;
+            if (left == 1) __atomic_thread_fence(__ATOMIC_RELEASE);
+            std::memcpy(dst, src, take);
+            loff += take;
+            roff += take;
+            left -= take;
+        }
+        return true;
+    }
+    static void advance(const iovec *v, size_t n, size_t &i, size_t &off, size_t by) noexcept {
+        while (by > 0 && i < n) {
+            const size_t room = v[i].iov_len - off;
+            if (by < room) {
+                off += by;
+                return;
+            }
+            by -= room;
+            ++i;
+            off = 0;
+        }
+        while (i < n && v[i].iov_len == 0) ++i;
+    }
+    bool fail_pull(int e) noexcept {
+        errno = e;
+        return false;
+    }
     ssize_t fail(int e) noexcept {
         errno = e;
         return -1;
@@ -394,6 +538,11 @@ private:
     uint64_t head_ = 0;  // this side's own copy of the other ring's head
     bool closed_ = false;
     bool peer_gone_ = false;
+    // Single copy: the peer's process as the kAL named it (0: not named), and how this side reads it.
+    enum class Pulls : uint8_t { none, local, remote };
+    int32_t peer_pid_ = 0;
+    int pidfd_ = -1;
+    Pulls pulls_ = Pulls::none;
 };
 
 }  // namespace rdma::provider
