@@ -399,9 +399,11 @@ int main(int argc, char **argv) {
         }
         const bool same_host = (path_flags & RI_LLP_SAME_HOST) != 0;
         if (rc == 0) {
+            std::string shown = same_host ? "same-host channel" : "wire (TCP)";
+            if (same_host && !pull_min.empty() && pull_min != "0") shown += ", single copy from " + pull_min + " bytes";
             std::printf("bench_samehost: two processes through krdmad pid %d, softrnic sr0 on 127.0.0.1; path: %s; "
                         "%.2f s per figure in %d alternating rounds (best of each)\n",
-                        daemon.pid(), same_host ? "same-host channel" : "wire (TCP)", seconds, kRounds);
+                        daemon.pid(), shown.c_str(), seconds, kRounds);
             if ((path == "wire") == same_host) {
                 std::fprintf(stderr, "bench_samehost: asked for the %s path and got the other\n", path.c_str());
                 rc = 1;

@@ -56,6 +56,7 @@ run bench_itapi 120 "$b/bench_itapi" --seconds 0.5
 run bench_scale 240 "$b/bench_scale" --seconds 1
 run bench_samehost 240 "$b/bench_samehost" --seconds 1
 run bench_samehost_wire 240 "$b/bench_samehost" --seconds 1 --path wire
+run bench_samehost_pull 240 "$b/bench_samehost" --seconds 1 --pull-min 65536
 OPENRDMA_EMBEDDED_CONFIG="$PWD/$out/embedded.json" run it_perf 180 "$build/tools/it_perf/it_perf" --loopback
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
@@ -74,6 +75,10 @@ about = {
                       "Write and Send bandwidth beside a TCP stream and one thread's memcpy, latency beside a spinning "
                       "TCP ping-pong, 64 QPs beside 64 TCP streams.",
     "bench_samehost_wire": "The same two processes with the RNIC's same_host option off: iWARP over TCP loopback.",
+    "bench_samehost_pull": "The same-host channel with softrnic's pull_min at 64 KiB: Sends and Writes of 64 KiB and "
+                           "more move by a single copy (the receiver's process_vm_readv from the sender) instead of "
+                           "the rings' two copies, one on each side's core. pull_min is 0 (off) by default because "
+                           "here the rings are faster.",
     "bench_rdma": "softrnic through the uAL and an embedded kAL: Writes into a target process (its own kAL: the "
                   "wire), and, between two endpoints of one process (one kAL: the same-host channel), 8-byte Write "
                   "ping-pong, connection setup and memory per idle QP (a paired connection's first frame touches two "
