@@ -272,7 +272,7 @@ void QueuePair::service() {
         park_asked_ = false;
         // Served by the thread (the consumer armed its CQ, the stream ended, output): not parked any more.
         bool change = parked_.exchange(false, std::memory_order_relaxed);
-        if (change) polls_seen_ = inline_polls_;
+        if (change) polls_seen_ = polls();
         pump(kServiceBudget);
         out_ = nullptr;
         if (stream_) {
@@ -285,12 +285,12 @@ void QueuePair::service() {
             // The consumer polled its CQ (with nothing there) again and again since the thread's last service: it
             // moves the stream itself, and the thread's wakeups for each message would only take its CPU and its
             // QP. Parked, the stream's input wakes nobody until the consumer stops polling or arms its CQ.
-            if (!s.out_watched && inline_polls_ - polls_seen_ >= kBusyPolls) {
+            if (!s.out_watched && polls() - polls_seen_ >= kBusyPolls) {
                 parked_.store(true, std::memory_order_relaxed);
                 Progress::get().parked(this);
                 change = true;
             }
-            polls_seen_ = inline_polls_;
+            polls_seen_ = polls();
             const bool wanted = !parked_.load(std::memory_order_relaxed) || s.out_watched;
             // A channel's bell is rung once per request in its rings: every service asks again.
             if ((change || s.chan || (wanted && !s.in_set)) && !update_interest()) {
@@ -308,7 +308,10 @@ bool QueuePair::try_service(const CompletionQueue &cq, uint64_t poll, bool *move
     Outcome o;
     {
         std::unique_lock g(mutex_, std::try_to_lock);
-        if (!g.owns_lock()) return false;
+        if (!g.owns_lock()) {
+            held_polls_.fetch_add(1, std::memory_order_relaxed);
+            return false;
+        }
         if (!stream_) return true;
         const uint64_t before = stream_->io_bytes;
         // Busy polling is polls of this QP close together. A QP among many on its CQ is reached by one empty poll
@@ -336,7 +339,7 @@ bool QueuePair::try_service(const CompletionQueue &cq, uint64_t poll, bool *move
         posts_since_poll_ = 0;
         // A consumer polling this hard is parked at the thread's next service; a stream whose socket never raises
         // an edge (a pure sender's) would never get one: one kick per service brings the thread to look.
-        if (!park_asked_ && !parked_.load(std::memory_order_relaxed) && inline_polls_ - polls_seen_ >= kBusyPolls) {
+        if (!park_asked_ && !parked_.load(std::memory_order_relaxed) && polls() - polls_seen_ >= kBusyPolls) {
             park_asked_ = true;
             o.kick = true;
         }
@@ -361,8 +364,8 @@ bool QueuePair::recheck_park() {
     std::unique_lock g(mutex_, std::try_to_lock);
     if (!g.owns_lock()) return parked_.load(std::memory_order_relaxed);
     if (!stream_ || !parked_.load(std::memory_order_relaxed)) return false;
-    if (inline_polls_ != polls_seen_) {
-        polls_seen_ = inline_polls_;
+    if (polls() != polls_seen_) {
+        polls_seen_ = polls();
         return true;  // still polled: stays the consumer's
     }
     parked_.store(false, std::memory_order_relaxed);

@@ -230,6 +230,13 @@ private:
     // service; parked_ is written under mutex_ and read anywhere (a CQ being armed unparks its QPs).
     uint32_t inline_polls_ = 0;
     uint32_t polls_seen_ = 0;
+    // Polls that found the QP held (by the progress thread serving it, usually): busy polling as much as the inline
+    // passes, or a stream the thread serves would never be parked while its consumer spins on the lock beside it.
+    std::atomic<uint32_t> held_polls_{0};
+    // Both kinds of poll so far (under mutex_).
+    [[nodiscard]] uint32_t polls() const noexcept {
+        return inline_polls_ + held_polls_.load(std::memory_order_relaxed);
+    }
     // The empty-poll number of the last inline pass from each of its CQs (under mutex_): passes more than
     // kAdjacentPolls of that CQ's polls apart are not busy polling of this QP.
     uint64_t last_poll_send_cq_ = 0;
