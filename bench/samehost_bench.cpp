@@ -244,10 +244,24 @@ double stream_bw(Consumer &c, std::vector<std::shared_ptr<ual::Endpoint>> &eps, 
     for (auto &ep : eps) {
         ri_sge_t s;
         ri_send_wr_t r = make_wr(c, s, RI_WR_RDMA_READ, kBuffer + 256, 1, peer.addr + kBuffer + 256, peer.rkey);
-        if (!ep->post_send({&r, 1}).ok()) return 0;
+        // The send queue may be full (a Write completes once its bytes left, or, by single copy, once the peer
+        // copied them): completions make room.
+        const auto give_up = clock_type::now() + 20s;
+        for (;;) {
+            auto st = ep->post_send({&r, 1});
+            if (st.ok()) break;
+            if (st.code() != RI_EAGAIN || clock_type::now() > give_up) {
+                std::fprintf(stderr, "bench_samehost: the Read behind the messages: %s\n", st.describe().c_str());
+                return 0;
+            }
+            if (!reap(*c.cq, done)) return 0;
+        }
         ++posted;
     }
-    if (!await(*c.cq, done, posted)) return 0;
+    if (!await(*c.cq, done, posted)) {
+        std::fprintf(stderr, "bench_samehost: %zu of %zu completions after 20 s\n", done, posted);
+        return 0;
+    }
     const size_t messages = posted - eps.size();
     return static_cast<double>(messages) * static_cast<double>(size) /
            std::chrono::duration<double>(clock_type::now() - t0).count();
