@@ -408,7 +408,8 @@ public:
             advance(remote, nremote, ri, roff, static_cast<size_t>(got));
         }
         // The pid named the peer for the whole copy only if the peer still lives now (a pid is not reused before).
-        if (::syscall(SYS_pidfd_send_signal, pidfd_, 0, nullptr, 0) != 0) return fail_pull(ESRCH);
+        // Signal 0 only asks; EPERM (the peer changed its credentials since) still says it lives.
+        if (::syscall(SYS_pidfd_send_signal, pidfd_, 0, nullptr, 0) != 0 && errno == ESRCH) return fail_pull(ESRCH);
         return true;
     }
     /** @brief Most ranges a pull names on either side. */
