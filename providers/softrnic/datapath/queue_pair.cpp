@@ -155,6 +155,7 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
             framing.mpa_flags &= ~static_cast<uint32_t>(RI_MPA_CRC | RI_MPA_MARKERS);
         }
         const bool same_host = chan != nullptr;
+        on_channel_.store(same_host, std::memory_order_relaxed);
         iwarp::EngineConfig cfg = iwarp::engine_config(framing, setup_.pd, std::min(sq_.depth(), kEngineQueue));
         if (chan) {
             // Single copy: this side takes pulls if the kAL named the peer's process and it may read it; it sends
@@ -309,7 +310,7 @@ bool QueuePair::try_service(const CompletionQueue &cq, uint64_t poll, bool *move
     {
         std::unique_lock g(mutex_, std::try_to_lock);
         if (!g.owns_lock()) {
-            held_polls_.fetch_add(1, std::memory_order_relaxed);
+            if (on_channel_.load(std::memory_order_relaxed)) held_polls_.fetch_add(1, std::memory_order_relaxed);
             return false;
         }
         if (!stream_) return true;
