@@ -406,6 +406,7 @@ void QueuePair::completed(const iwarp::Completion &c) {
             w.invalidated_stag = c.inv_stag;
         }
         out_->notify_r |= rcq_.add(w);
+        if (stream_) ++stream_->receives_done;
         return;
     }
     Stream &s = *stream_;

@@ -188,6 +188,7 @@ struct QueuePair::Stream {
 
     enum class Fail : uint8_t { none, local, llp_closed, llp_reset };
     uint64_t io_bytes = 0;  // bytes the socket took or gave so far: an inline pass that moves some did work
+    uint64_t receives_done = 0;  // receives completed so far (a pass that completed one returns to its consumer)
 
     int fd;
     // The same-host channel (RI_LLP_SAME_HOST): the stream's bytes move through it, and the TCP socket fd is only

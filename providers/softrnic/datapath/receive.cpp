@@ -46,6 +46,7 @@ void QueuePair::receive(size_t budget, bool to_eagain) {
     Stream &s = *stream_;
     iwarp::Receiver &rx = s.engine.receiver();
     size_t moved = 0;
+    const uint64_t receives_before = s.receives_done;
     // A reset met while sending still lets us read what the peer sent before it: a Terminate says why it reset.
     while (s.fail == Stream::Fail::none || s.fail == Stream::Fail::llp_reset) {
         std::span<uint8_t> dst = rx.next_buffer();
@@ -93,10 +94,12 @@ void QueuePair::receive(size_t budget, bool to_eagain) {
         s.io_bytes += static_cast<uint64_t>(n);
         s.heard = true;
         s.nudge_armed = false;  // the peer reads and speaks: it needs no nudge
-        // A parked channel's consumer reads on, up to kParkedChannelBudget: handing the rest to the progress thread
-        // would put a third thread on the copies, beside the two consumers (bench_samehost's 64 KiB Writes moved
-        // 24 GB/s that way, 40 without).
-        if (moved >= (s.chan && parked_.load(std::memory_order_relaxed) ? kParkedChannelBudget : budget)) {
+        // A parked channel's consumer reads on, up to kParkedChannelBudget, while it only places (Writes): handing
+        // the rest to the progress thread would put a third thread on the copies, beside the two consumers
+        // (bench_samehost's 64 KiB Writes moved 24 GB/s that way, 40 without). Once a receive completed, the
+        // consumer has work to see and receives to post again: the pass ends at the usual budget.
+        const bool read_on = s.chan && parked_.load(std::memory_order_relaxed) && s.receives_done == receives_before;
+        if (moved >= (read_on ? kParkedChannelBudget : budget)) {
             out_->kick = true;
             return;
         }
