@@ -327,7 +327,11 @@ bool QueuePair::try_service(const CompletionQueue &cq, uint64_t poll, bool *move
         // One that only waits leaves it to the thread and yields (a thread hand-off per refill cost a stream of
         // 1 MiB Writes a sixth of its bandwidth; taking over while only waiting slowed a 1 MiB ping-pong).
         if (stream_->tx_blocked) {
-            if (posts_since_poll_ == 0) return false;
+            // A same-host channel's ring is memory: a consumer that polls takes the backlog over as soon as the
+            // peer made room, posting or not. Left to the progress thread, every refill of a full ring was a bell
+            // and a wake-up, and a stream could stay that way for a tenth of a second at 5 GB/s (1 MiB Writes:
+            // 5 to 13 of 40 rounds of 0.1 s, against 0 or 1 taken over).
+            if (posts_since_poll_ == 0 && !stream_->chan) return false;
             if (stream_->chan) {
                 if (stream_->chan->writable() == 0) return false;
             } else {
