@@ -21,7 +21,7 @@
 #include "embedded_kal.hpp"
 #include "iwarp/framing.hpp"
 #include "krdmad_fixture.hpp"
-#include "mpa_session.hpp"
+#include "raw_mpa_peer.hpp"
 #include "status_matchers.hpp"
 
 namespace {
@@ -326,16 +326,8 @@ TEST_F(HostedConsumerTest, KilledPeerFlushesTheHostedQpAndTeardownReleasesEveryt
 // endpoint, reports it broken and closes its socket; a later Modify QP to ERROR (as the uAL still sends) changes
 // nothing. The peer is a raw MPA responder in this process.
 TEST(HostedConsumerEnd, ATerminateFromThePeerEndsTheEndpointWithoutTheUal) {
-    const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ASSERT_GE(lfd, 0);
-    krdma::UniqueFd listener(lfd);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
-    ASSERT_EQ(::listen(lfd, 4), 0);
-    socklen_t alen = sizeof a;
-    ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr *>(&a), &alen), 0);
+    testutil::RawMpaPeer peer;
+    ASSERT_TRUE(peer.listening()) << std::strerror(errno);
 
     Hosted h;
     struct Stop {
@@ -345,27 +337,11 @@ TEST(HostedConsumerEnd, ATerminateFromThePeerEndsTheEndpointWithoutTheUal) {
     ASSERT_EQ(h.start(1 << 16), "");
     for (uint64_t i = 0; i < 4; ++i) ASSERT_RI_OK(h.post_recv(i * 256, 256, 100 + i));
     const std::string hello = "hello";
-    ASSERT_OK(h.consumer->connect(h.qp, "127.0.0.1", ntohs(a.sin_port),
+    ASSERT_OK(h.consumer->connect(h.qp, "127.0.0.1", peer.port(),
                                     {reinterpret_cast<const uint8_t *>(hello.data()), hello.size()}, 9));
 
-    pollfd lp{lfd, POLLIN, 0};
-    ASSERT_EQ(::poll(&lp, 1, 10000), 1);
-    krdma::UniqueFd peer(::accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-    ASSERT_TRUE(peer);
-    const int fd = peer.get();
-    kal::llp::MpaSession mpa(fd);
-    ASSERT_OK(mpa.start_responder(iwarp::MpaConfig{}, kal::llp::MpaClock::now() + 10s));
-    const auto negotiate_until = [&](kal::llp::MpaState want) {
-        for (int i = 0; i < 200 && mpa.state() != want && !mpa.done(); ++i) {
-            pollfd p{fd, mpa.poll_events() != 0 ? mpa.poll_events() : short{POLLIN}, 0};
-            if (::poll(&p, 1, 50) > 0) (void)mpa.on_events(p.revents);
-        }
-        return mpa.state() == want;
-    };
-    ASSERT_TRUE(negotiate_until(kal::llp::MpaState::request_received));
-    ASSERT_OK(mpa.accept({}, 8, 8));
-    (void)mpa.on_writable();
-    ASSERT_TRUE(negotiate_until(kal::llp::MpaState::established));
+    ASSERT_EQ(peer.accept_and_negotiate(), "");
+    const int fd = peer.fd();
     auto est = h.next_cm();
     ASSERT_TRUE(est.has_value());
     ASSERT_EQ(est->type, uint32_t{KRDMA_CM_ESTABLISHED}) << "status " << est->status;
@@ -380,7 +356,7 @@ TEST(HostedConsumerEnd, ATerminateFromThePeerEndsTheEndpointWithoutTheUal) {
     hdr.opcode = static_cast<uint8_t>(iwarp::Opcode::terminate);
     hdr.qn = static_cast<uint32_t>(iwarp::Queue::terminate);
     hdr.msn = 1;
-    iwarp::Transmitter tx(iwarp::FramingOptions{mpa.result().crc, mpa.result().markers_tx});
+    iwarp::Transmitter tx(iwarp::FramingOptions{peer.mpa().result().crc, peer.mpa().result().markers_tx});
     auto frame = std::make_unique<iwarp::TxFrame>();
     tx.build(hdr, std::span<const uint8_t>(payload, n), {}, *frame);
     ASSERT_EQ(::writev(fd, frame->iov, static_cast<int>(frame->iovcnt)), static_cast<ssize_t>(frame->bytes));

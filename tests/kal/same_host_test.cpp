@@ -18,7 +18,7 @@
 #include <regex>
 
 #include "krdmad_fixture.hpp"
-#include "mpa_session.hpp"
+#include "raw_mpa_peer.hpp"
 #include "rdma_util.hpp"
 #include "status_matchers.hpp"
 
@@ -243,42 +243,15 @@ TEST_F(SameHost, APeerThatIsNotAKalEndpointStaysOnTheWire) {
     start_krdmad();
     if (HasFatalFailure()) return;
     // A raw MPA responder on a plain TCP listener of this process: the kAL holds only one end of the connection.
-    const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ASSERT_GE(lfd, 0);
-    struct Closer {
-        int fd;
-        ~Closer() { ::close(fd); }
-    } close_listener{lfd};
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
-    ASSERT_EQ(::listen(lfd, 4), 0);
-    socklen_t alen = sizeof a;
-    ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr *>(&a), &alen), 0);
+    testutil::RawMpaPeer peer;
+    ASSERT_TRUE(peer.listening()) << std::strerror(errno);
 
     Side s;
     ASSERT_EQ(s.open(device_.string(), "sr0", 1 << 16), "");
     auto ep = s.endpoint(9);
     ASSERT_NE(ep, nullptr);
-    ASSERT_OK(ep->connect("127.0.0.1", ntohs(a.sin_port), bytes_of("hi")));
-    pollfd lp{lfd, POLLIN, 0};
-    ASSERT_EQ(::poll(&lp, 1, 10000), 1);
-    const int fd = ::accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    ASSERT_GE(fd, 0);
-    Closer close_stream{fd};
-    kal::llp::MpaSession mpa(fd);
-    ASSERT_TRUE(mpa.start_responder(iwarp::MpaConfig{}, kal::llp::MpaClock::now() + std::chrono::seconds(10)));
-    const auto negotiate_until = [&](kal::llp::MpaState want) {
-        for (int i = 0; i < 200 && mpa.state() != want && !mpa.done(); ++i) {
-            pollfd p{fd, mpa.poll_events() != 0 ? mpa.poll_events() : short{POLLIN}, 0};
-            if (::poll(&p, 1, 50) > 0) (void)mpa.on_events(p.revents);
-        }
-        return mpa.state() == want;
-    };
-    ASSERT_TRUE(negotiate_until(kal::llp::MpaState::request_received));
-    ASSERT_TRUE(mpa.accept({}, 8, 8));
-    ASSERT_TRUE(negotiate_until(kal::llp::MpaState::established));
+    ASSERT_OK(ep->connect("127.0.0.1", peer.port(), bytes_of("hi")));
+    ASSERT_EQ(peer.accept_and_negotiate(), "");
     auto est = next_cm(s.cm);
     ASSERT_TRUE(est.has_value());
     ASSERT_EQ(est->id, static_cast<uint32_t>(CmEventId::established));
