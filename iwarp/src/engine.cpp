@@ -707,7 +707,7 @@ bool Engine::next_frame(TxFrame &frame, bool defer_crc) noexcept {
 
 bool Engine::next_frame(TxFrame &frame) noexcept {
     bool built = false;
-    if (pulls_taken_ != pulls_acked_out_ && !peer_terminated_) {
+    if (pull_ack_due()) {
         // Pulls done (or refused): acknowledged before anything else, a Terminate included.
         Header h;
         h.ddp_reserved = kDdpPull;
@@ -715,17 +715,16 @@ bool Engine::next_frame(TxFrame &frame) noexcept {
         h.msn = pulls_taken_;
         tx_.build(h, {}, {}, frame);
         pulls_acked_out_ = pulls_taken_;
-        ++frames_built_;
-        ++stats_.tx_fpdus;
-        return true;
-    }
-    built = !rx_.failed() && build_message(frame);
-    // After a failure, including one build_message() just hit, the Terminate is the last frame.
-    if (!built && rx_.failed()) {
-        if (peer_terminated_ || terminate_built_) return false;
-        build_terminate(frame);
-        terminate_built_ = true;
         built = true;
+    } else {
+        built = !rx_.failed() && build_message(frame);
+        // After a failure, including one build_message() just hit, the Terminate is the last frame.
+        if (!built && rx_.failed()) {
+            if (peer_terminated_ || terminate_built_) return false;
+            build_terminate(frame);
+            terminate_built_ = true;
+            built = true;
+        }
     }
     if (built) {
         ++frames_built_;

@@ -535,15 +535,17 @@ bool in_own_pid_namespace(pid_t pid) {
            mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino;
 }
 
-}  // namespace
-
-bool Endpoint::vouch_for_pull(const Peer *a, const Peer *b, int32_t pids[2]) {
+// Single copy: whether the kAL vouches for both processes @p a and @p b (one user, in its own pid namespace); then
+// their pids, in that order, in @p pids.
+bool vouch_for_pull(const Peer *a, const Peer *b, int32_t pids[2]) {
     if (a == nullptr || b == nullptr || a->pid <= 0 || b->pid <= 0 || a->uid != b->uid) return false;
     if (!in_own_pid_namespace(a->pid) || !in_own_pid_namespace(b->pid)) return false;
     pids[0] = a->pid;
     pids[1] = b->pid;
     return true;
 }
+
+}  // namespace
 
 bool Endpoint::may_pair() const noexcept {
     // A hosted consumer's or an offloading RNIC's stream runs in the kVP, which takes the channel at the transition

@@ -329,9 +329,6 @@ private:
     // The first of two to transition: makes the channel, takes one end and stashes the other in the mirror; nothing
     // (and the wire) when the two may not be paired or the channel cannot be made.
     void pair();
-    // Single copy: whether the kAL vouches for both processes @p a and @p b (one user, in its own pid namespace);
-    // then their pids, in that order, in @p pids.
-    static bool vouch_for_pull(const Peer *a, const Peer *b, int32_t pids[2]);
 
     Endpoints *m_;
     uint32_t client_;

@@ -269,7 +269,7 @@ public:
      *        Send or Write, say).
      */
     [[nodiscard]] bool has_frame() const noexcept {
-        if (pulls_taken_ != pulls_acked_out_) return true;
+        if (pull_ack_due()) return true;
         if (rx_.failed()) return !peer_terminated_ && !terminate_built_;
         if (rtr_pending_ != 0) return false;
         return rtr_to_send_ || nudge_to_send_ || irq_count_ > 0 || sq_count_ > 0;
@@ -332,6 +332,8 @@ private:
     void push_tx_event(uint64_t seq, uint64_t wr_id, Completion::Kind kind, uint32_t bytes, bool pulled = false,
                        uint32_t pull = 0) noexcept;
     void complete_tx_events() noexcept;
+    // Pulls taken since the last acknowledgement, to a peer that has not terminated.
+    [[nodiscard]] bool pull_ack_due() const noexcept { return pulls_taken_ != pulls_acked_out_ && !peer_terminated_; }
     std::optional<TermCode> end_segment(size_t len);
     std::optional<TermCode> on_pull_header(const Header &h, size_t len);
     std::optional<TermCode> take_pull(size_t len);

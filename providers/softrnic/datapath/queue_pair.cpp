@@ -331,10 +331,10 @@ bool QueuePair::try_service(const CompletionQueue &cq, uint64_t poll, bool *move
             // peer made room, posting or not. Left to the progress thread, every refill of a full ring was a bell
             // and a wake-up, and a stream could stay that way for a tenth of a second at 5 GB/s (1 MiB Writes:
             // 5 to 13 of 40 rounds of 0.1 s, against 0 or 1 taken over).
-            if (posts_since_poll_ == 0 && !stream_->chan) return false;
             if (stream_->chan) {
                 if (stream_->chan->writable() == 0) return false;
             } else {
+                if (posts_since_poll_ == 0) return false;
                 pollfd p{stream_->fd, POLLOUT, 0};
                 if (::poll(&p, 1, 0) != 1 || (p.revents & POLLOUT) == 0) return false;
             }
