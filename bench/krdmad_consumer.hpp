@@ -3,7 +3,9 @@
 #ifndef BENCH_KRDMAD_CONSUMER_HPP
 #define BENCH_KRDMAD_CONSUMER_HPP
 
+#include <csignal>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -14,6 +16,35 @@
 #include "ual/access_layer.hpp"
 
 namespace bench {
+
+/** @brief The passive consumer process of a two-process bench (0: none): killed when the bench ends or is killed. */
+inline volatile sig_atomic_t g_passive = 0;
+/** @brief The files a two-process bench makes in its private directory, for remember_dir(). */
+inline constexpr const char *kKrdmadDirFiles[] = {"krdmad.json", "krdma.sock", "krdmad.log", nullptr};
+
+/// @cond INTERNAL
+namespace consumer_detail {
+inline void kill_passive_and_krdmads() {
+    if (g_passive > 0) ::kill(g_passive, SIGKILL);
+    kill_krdmads();
+}
+inline void die(int sig) {
+    kill_passive_and_krdmads();
+    remove_dir_files();
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+}
+}  // namespace consumer_detail
+/// @endcond
+
+/**
+ * @brief Whether the bench exits or a fatal signal ends it, g_passive and every krdmad it started are killed (and,
+ *        on a signal, the files remember_dir() named removed): nothing outlives a two-process bench.
+ */
+inline void kill_children_at_exit() {
+    std::atexit(&consumer_detail::kill_passive_and_krdmads);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGABRT}) ::signal(sig, &consumer_detail::die);
+}
 
 /** @brief One consumer process's objects: the access layer, the RNIC open, a PZ, a registered buffer, one CQ. */
 struct KrdmadConsumer {

@@ -65,20 +65,6 @@ constexpr uint64_t kCredit = kRecvs - 2 * kCreditEvery;
 constexpr size_t kCreditCell = kBuffer + 512;
 uint64_t g_sends = 0;  // Sends the active side posted on its first QP
 
-volatile sig_atomic_t g_passive = 0;
-
-void kill_all() {
-    if (g_passive > 0) ::kill(g_passive, SIGKILL);
-    bench::kill_krdmads();
-}
-constexpr const char *kDirFiles[] = {"krdmad.json", "krdma.sock", "krdmad.log", nullptr};
-void kill_all_and_die(int sig) {
-    kill_all();
-    bench::remove_dir_files();
-    ::signal(sig, SIG_DFL);
-    ::raise(sig);
-}
-
 // One consumer process: its buffer holds the messages, then the cells.
 struct Consumer : bench::KrdmadConsumer {
     std::string open(const std::filesystem::path &device) {
@@ -341,11 +327,10 @@ int main(int argc, char **argv) {
     }
     ::unsetenv("OPENRDMA_EMBEDDED_CONFIG");
     ::unsetenv("KRDMA_DEVICE");
-    std::atexit(&kill_all);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGABRT}) ::signal(sig, &kill_all_and_die);
+    bench::kill_children_at_exit();
     bench::TempDir dir("openrdma-samehost");
     if (dir.path().empty()) return 1;
-    bench::remember_dir(dir.path(), kDirFiles);
+    bench::remember_dir(dir.path(), bench::kKrdmadDirFiles);
     const auto device = dir.path() / "krdma.sock";
     const auto config = dir.path() / "krdmad.json";
     {
@@ -367,7 +352,7 @@ int main(int argc, char **argv) {
         ::close(ctl[0]);
         ::_exit(run_passive(device, ctl[1]));
     }
-    g_passive = passive;
+    bench::g_passive = passive;
     ::close(ctl[1]);
     int rc = 0;
     {
@@ -553,6 +538,6 @@ int main(int argc, char **argv) {
     }
     ::close(ctl[0]);
     if (!bench::await_child(passive, 30, "bench_samehost: the passive process")) rc = 1;
-    g_passive = 0;
+    bench::g_passive = 0;
     return rc;
 }

@@ -48,23 +48,6 @@ constexpr size_t kBuffer = 1u << 20;
 constexpr uint32_t kWriteSize = 64u << 10;
 constexpr uint32_t kWindow = 16;
 
-volatile sig_atomic_t g_passive = 0;  // the passive process, for the handlers
-
-void kill_all() {
-    if (g_passive > 0) ::kill(g_passive, SIGKILL);
-    bench::kill_krdmads();
-}
-
-// The files this bench makes in its private directory, for the signal handler.
-constexpr const char *kDirFiles[] = {"krdmad.json", "krdma.sock", "krdmad.log", nullptr};
-
-void kill_all_and_die(int sig) {
-    kill_all();
-    bench::remove_dir_files();
-    ::signal(sig, SIG_DFL);
-    ::raise(sig);
-}
-
 /** @brief Resident set of process @p pid in KiB (0 when unreadable). */
 long rss_kib(pid_t pid) {
     std::ifstream in("/proc/" + std::to_string(pid) + "/statm");
@@ -252,12 +235,11 @@ int main(int argc, char **argv) {
     ::unsetenv("OPENRDMA_EMBEDDED_CONFIG");
     ::unsetenv("KRDMA_DEVICE");
     raise_descriptor_limit();
-    std::atexit(&kill_all);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGABRT}) ::signal(sig, &kill_all_and_die);
+    bench::kill_children_at_exit();
 
     bench::TempDir dir("openrdma-scale");
     if (dir.path().empty()) return 1;
-    bench::remember_dir(dir.path(), kDirFiles);
+    bench::remember_dir(dir.path(), bench::kKrdmadDirFiles);
     const auto device = dir.path() / "krdma.sock";
     const auto config = dir.path() / "krdmad.json";
     {
@@ -278,7 +260,7 @@ int main(int argc, char **argv) {
         ::close(ctl[0]);
         ::_exit(run_passive(device, connections, ctl[1]));
     }
-    g_passive = passive;
+    bench::g_passive = passive;
     ::close(ctl[1]);
     int rc = 0;
     {
@@ -373,6 +355,6 @@ int main(int argc, char **argv) {
     }
     ::close(ctl[0]);  // the passive process leaves when its end closes
     if (!bench::await_child(passive, 30, "bench_scale: the passive process")) rc = 1;
-    g_passive = 0;
+    bench::g_passive = 0;
     return rc;
 }
