@@ -17,11 +17,7 @@ using harness::settle;
 
 constexpr uint8_t kFill = 0xee;
 
-std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
-    std::vector<uint8_t> v(n);
-    for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 131 + seed + (i >> 9));
-    return v;
-}
+using harness::pattern;
 
 // Foreign memory as it must look: all kFill but @p data at @p offset.
 std::vector<uint8_t> expected_memory(size_t size, size_t offset, std::span<const uint8_t> data) {

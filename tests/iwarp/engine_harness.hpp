@@ -140,6 +140,13 @@ private:
     }
 };
 
+/** @brief @p n bytes of a pattern that differs with @p seed and does not repeat within a page. */
+inline std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+    std::vector<uint8_t> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 31 + seed + (i >> 8));
+    return v;
+}
+
 /** @brief Flattens a frame's gather list. */
 inline std::vector<uint8_t> bytes_of(const TxFrame &f) {
     std::vector<uint8_t> out;

@@ -18,11 +18,7 @@ using harness::pump;
 using harness::settle;
 using harness::wr_over;
 
-std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
-    std::vector<uint8_t> v(n);
-    for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 29 + seed + (i >> 9));
-    return v;
-}
+using harness::pattern;
 
 // An owner whose peer takes pulls (when told so) and who pulls by plain copies, counting them.
 class PullOwner : public Owner {

@@ -15,11 +15,7 @@ using harness::Owner;
 using harness::settle;
 using harness::wr_over;
 
-std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
-    std::vector<uint8_t> v(n);
-    for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 31 + seed + (i >> 8));
-    return v;
-}
+using harness::pattern;
 
 class EnginePair : public ::testing::Test {
 protected:
@@ -498,7 +494,7 @@ TEST_F(EnginePair, AWritesLastByteIsPlacedAloneAfterAllTheOthers) {
                 c.rx.markers = c.tx.markers = markers;
                 make(c, c);
                 auto src = pattern(size, 11);
-                src.back() = 0xa5;
+                src[size - 1] = 0xa5;
                 std::vector<uint8_t> target(size, 0);
                 ob.add_region(0x42, target, RI_ACCESS_REMOTE_WRITE);
                 WorkRequest w = wr_over(1, WorkType::write, src);
