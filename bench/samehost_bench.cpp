@@ -11,7 +11,8 @@
 //  - 64 QPs of 64 KiB Writes between the two processes vs 64 TCP streams (target >= 5x).
 //
 //   bench_samehost [--seconds S] [--path same-host|wire] [--ring BYTES] [--pull-min BYTES] [--krdmad PATH]
-//                  [--json FILE]
+//                  [--only WORDS] [--json FILE]
+// --only runs just the figures whose name contains WORDS ("Write 8 MiB", "round trip", "64 QPs"), to profile one.
 // --pull-min sets softrnic's pull_min option: 0 moves every byte through the channel's rings (two copies).
 //
 // Exit status non-zero only when something failed. krdmad and the passive process go with it on every way out.
@@ -315,12 +316,15 @@ int main(int argc, char **argv) {
     std::string path = "same-host";
     std::string ring;      // llp.same_host.ring_bytes, or krdmad's default
     std::string pull_min;  // softrnic's pull_min, or its default
+    std::string only;      // run only the figures whose name contains this
     for (int i = 1; i + 1 < argc; ++i) {
         if (std::strcmp(argv[i], "--ring") == 0) ring = argv[i + 1];
         if (std::strcmp(argv[i], "--pull-min") == 0) pull_min = argv[i + 1];
         if (std::strcmp(argv[i], "--krdmad") == 0) krdmad = argv[i + 1];
         if (std::strcmp(argv[i], "--path") == 0) path = argv[i + 1];
+        if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
     }
+    auto wanted = [&](const std::string &name) { return only.empty() || name.find(only) != std::string::npos; };
     if (path != "same-host" && path != "wire") {
         std::fprintf(stderr, "bench_samehost: --path is same-host or wire\n");
         return 2;
@@ -414,6 +418,10 @@ int main(int argc, char **argv) {
             const char *name = opcode == RI_WR_SEND ? "Send" : "RDMA Write";
             for (size_t size : {size_t{64} << 10, size_t{1} << 20, size_t{8} << 20}) {
                 if (rc != 0) break;
+                const std::string label = std::string(name) + " " +
+                                          (size >= (1u << 20) ? std::to_string(size >> 20) + " MiB"
+                                                              : std::to_string(size >> 10) + " KiB") + tag;
+                if (!wanted(label)) continue;
                 double bw = 0, tcp = 0, mem = 0;
                 std::vector<std::shared_ptr<ual::Endpoint>> one{eps.front()};
                 for (int r = 0; r < kRounds; ++r) {
@@ -423,9 +431,6 @@ int main(int argc, char **argv) {
                     if (got <= 0) rc = 1;
                     bw = std::max(bw, got);
                 }
-                const std::string label = std::string(name) + " " +
-                                          (size >= (1u << 20) ? std::to_string(size >> 20) + " MiB"
-                                                              : std::to_string(size >> 10) + " KiB") + tag;
                 bench::row(label, bw, "TCP stream", tcp);
                 std::printf("%-34s %9.2f GB/s   %-12s %9.2f GB/s   ratio %6.3f (target >= 0.4)\n", "",
                             bw / 1e9, "memcpy", mem / 1e9, bw / mem);
@@ -435,7 +440,7 @@ int main(int argc, char **argv) {
             }
         }
         // Latency, both ends polling.
-        if (rc == 0) {
+        if (rc == 0 && wanted("round trip")) {
             double tcp = 1e9, wlat = 1e9, slat = 1e9, rlat = 1e9, w64 = 1e9, tcp64 = 1e9;
             volatile uint8_t *mine = c.buf.data() + kBuffer;  // the passive side writes here
             for (int r = 0; r < kRounds && rc == 0; ++r) {
@@ -519,7 +524,8 @@ int main(int argc, char **argv) {
             }
         }
         // 64 QPs.
-        if (rc == 0 && connect(kQps - 1)) {
+        if (rc == 0 && !wanted("64 QPs of 64 KiB Writes")) {
+        } else if (rc == 0 && connect(kQps - 1)) {
             double bw = 0, tcp = 0;
             for (int r = 0; r < kRounds; ++r) {
                 tcp = std::max(tcp, tcp_streams(kQps, 64u << 10, seconds / kRounds));

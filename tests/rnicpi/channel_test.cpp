@@ -6,8 +6,10 @@
 #include <poll.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cstring>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -67,6 +69,44 @@ TEST(Channel, BytesGoEachWayInOrderAcrossTheRingsEnd) {
     uint8_t r[3] = {};
     EXPECT_EQ(p.a.read(r, 3), 3);
     EXPECT_EQ(std::memcmp(r, back, 3), 0) << "the other direction's bytes changed";
+}
+
+// write() and readv() hand their progress over every Channel::kPublishEvery bytes and take what the other side made
+// meanwhile; pieces of odd sizes that cross those marks and the ring's end must still arrive whole and in order
+// while both sides copy at once.
+TEST(Channel, LargeGatherAndScatterListsGoWholeWhileBothSidesCopyAtOnce) {
+    Pair p(256u << 10);
+    ASSERT_TRUE(p.a.is_open() && p.b.is_open()) << "the pair did not open";
+    constexpr size_t kTotal = 8u << 20;
+    std::vector<uint8_t> out(kTotal), in(kTotal);
+    for (size_t i = 0; i < kTotal; ++i) out[i] = static_cast<uint8_t>(i * 131 + (i >> 16));
+    std::thread reader([&] {
+        size_t got = 0;
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (got < kTotal && std::chrono::steady_clock::now() < give_up) {
+            // Three pieces: 1000 bytes, then 100 KiB + 3, then the rest of 200 KiB.
+            const size_t want = std::min<size_t>(200u << 10, kTotal - got);
+            const size_t a = std::min<size_t>(1000, want), b = std::min<size_t>((100u << 10) + 3, want - a);
+            iovec v[3] = {{in.data() + got, a}, {in.data() + got + a, b}, {in.data() + got + a + b, want - a - b}};
+            const ssize_t n = p.b.readv(v, 3);
+            if (n > 0) got += static_cast<size_t>(n);
+            if (n < 0 && errno != EAGAIN) return;
+        }
+    });
+    size_t sent = 0;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (sent < kTotal && std::chrono::steady_clock::now() < give_up) {
+        // Pieces of 7 bytes, 70 KiB + 1 and 300 KiB (more than the ring), as a batch of FPDUs would be.
+        const size_t want = std::min<size_t>((370u << 10) + 8, kTotal - sent);
+        const size_t a = std::min<size_t>(7, want), b = std::min<size_t>((70u << 10) + 1, want - a);
+        iovec v[3] = {{out.data() + sent, a}, {out.data() + sent + a, b}, {out.data() + sent + a + b, want - a - b}};
+        const ssize_t n = p.a.write(v, 3);
+        ASSERT_TRUE(n > 0 || errno == EAGAIN) << "write failed: " << std::strerror(errno);
+        if (n > 0) sent += static_cast<size_t>(n);
+    }
+    reader.join();
+    ASSERT_EQ(sent, kTotal) << "the writer did not get everything into the ring within 30 s";
+    EXPECT_TRUE(in == out) << "bytes were lost, doubled or reordered between publications";
 }
 
 TEST(Channel, AFullRingSaysEagainAndAnArmedWriterIsRungWhenRoomComes) {

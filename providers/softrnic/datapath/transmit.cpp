@@ -219,6 +219,10 @@ void QueuePair::transmit(size_t budget) {
         if (!s.parked.empty()) {
             if (interrupted) continue;
             s.tx_blocked = true;  // full: EPOLLOUT brings the progress thread back
+            // A channel whose consumer busy-polls (parked): its next poll takes the backlog on as soon as the peer
+            // made room (try_service), as service() leaves it. The thread's millisecond look takes the stream back
+            // if the polls stop (recheck_park).
+            if (s.chan && parked_.load(std::memory_order_relaxed)) return;
             if (!s.out_watched) {
                 // The progress thread moves the backlog; a parked stream is the thread's again.
                 s.out_watched = true;

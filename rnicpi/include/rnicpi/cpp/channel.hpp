@@ -207,6 +207,8 @@ public:
     [[nodiscard]] int bell() const noexcept { return bell_; }
     /** @brief The bytes of each ring. */
     [[nodiscard]] uint64_t ring_size() const noexcept { return ring_; }
+    /** @brief Bytes a write() copies before it lets the reader see them (and looks for more room). */
+    static constexpr size_t kPublishEvery = size_t{64} << 10;
 
     /** @brief Writes what fits of the gather list @p iov (@p n pieces); see the file comment for the answer. */
     ssize_t write(const iovec *iov, size_t n) noexcept {
@@ -217,12 +219,34 @@ public:
         if (tail_ - head > ring_) return fail_broken();
         size_t room = static_cast<size_t>(ring_ - (tail_ - head));
         if (room == 0) return fail(EAGAIN);
+        // Published every kPublishEvery bytes, so that a reader copies out while this writer copies in: a gather
+        // list as large as the ring, published once, made the two sides take turns (8 MiB Writes through a 512 KiB
+        // ring at half the speed of a 1 MiB one). Room the reader made meanwhile is taken too.
         size_t done = 0;
-        for (size_t i = 0; i < n && room > 0; ++i) {
-            const size_t len = iov[i].iov_len < room ? iov[i].iov_len : room;
-            put(out_data_, tail_ + done, static_cast<const uint8_t *>(iov[i].iov_base), len);
+        size_t shown = 0;  // of done, published
+        size_t off = 0;    // into iov[i]
+        for (size_t i = 0; i < n;) {
+            if (room == 0) {
+                const uint64_t h = load_acquire(r.head);
+                if (tail_ + done - h > ring_) return fail_broken();
+                room = static_cast<size_t>(ring_ - (tail_ + done - h));
+                if (room == 0) break;
+            }
+            size_t len = iov[i].iov_len - off;
+            len = len < room ? len : room;
+            len = len < kPublishEvery ? len : kPublishEvery;
+            put(out_data_, tail_ + done, static_cast<const uint8_t *>(iov[i].iov_base) + off, len);
             done += len;
             room -= len;
+            off += len;
+            if (off == iov[i].iov_len) {
+                off = 0;
+                ++i;
+            }
+            if (done - shown >= kPublishEvery) {
+                store_release(r.tail, tail_ + done);
+                shown = done;
+            }
         }
         if (done == 0) return 0;
         tail_ += done;
@@ -251,12 +275,33 @@ public:
             return fail(peer_gone_ ? ECONNRESET : EAGAIN);
         }
         size_t left = static_cast<size_t>(avail);
+        // Room handed back every kPublishEvery bytes, as write() publishes (there: why); bytes the writer published
+        // meanwhile are read too.
         size_t done = 0;
-        for (size_t i = 0; i < n && left > 0; ++i) {
-            const size_t len = iov[i].iov_len < left ? iov[i].iov_len : left;
-            get(in_data_, head_ + done, static_cast<uint8_t *>(iov[i].iov_base), len);
+        size_t shown = 0;  // of done, handed back
+        size_t off = 0;    // into iov[i]
+        for (size_t i = 0; i < n;) {
+            if (left == 0) {
+                const uint64_t t = load_acquire(r.tail);
+                if (t - head_ - done > ring_) return fail_broken();
+                left = static_cast<size_t>(t - head_ - done);
+                if (left == 0) break;
+            }
+            size_t len = iov[i].iov_len - off;
+            len = len < left ? len : left;
+            len = len < kPublishEvery ? len : kPublishEvery;
+            get(in_data_, head_ + done, static_cast<uint8_t *>(iov[i].iov_base) + off, len);
             done += len;
             left -= len;
+            off += len;
+            if (off == iov[i].iov_len) {
+                off = 0;
+                ++i;
+            }
+            if (done - shown >= kPublishEvery) {
+                store_release(r.head, head_ + done);
+                shown = done;
+            }
         }
         if (done == 0) return 0;  // nothing asked for
         head_ += done;
@@ -299,6 +344,10 @@ public:
     /** @brief The reader polls on its own: the writer need not ring. */
     void disarm_read() noexcept {
         if (channel_detail::load_relaxed(in_->reader_waiting) != 0) channel_detail::store_relaxed(in_->reader_waiting, 0);
+    }
+    /** @brief The writer polls for room on its own: the reader need not ring. */
+    void disarm_write() noexcept {
+        if (channel_detail::load_relaxed(out_->writer_waiting) != 0) channel_detail::store_relaxed(out_->writer_waiting, 0);
     }
     /** @brief The writer is about to wait for room: asks the reader for the bell. False when room came meanwhile. */
     [[nodiscard]] bool arm_write() noexcept {
