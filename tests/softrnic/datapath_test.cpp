@@ -715,6 +715,50 @@ TEST_F(Stream, AParkedStreamMeetsThePeersEndOnceItsConsumerStopsPolling) {
     EXPECT_EQ(state_of(b.qp), RI_QPS_ERROR);
 }
 
+// On a same-host channel, a busy-polling consumer moves its own stream: what one post or poll could not move (a
+// message beyond the poll's budget, a backlog behind a full ring) waits for its next poll, not for the progress
+// thread. A consumer that then stops polling must not strand it: the thread's millisecond look takes the stream back
+// and moves the rest, nobody polling on either side.
+TEST_F(Stream, LargeMessagesOverAChannelGoOnWhenTheBusyPollingEndsStopPolling) {
+    for (const uint64_t ring : {uint64_t{64} << 10, uint64_t{16} << 20}) {  // full ring; budget spent, ring not full
+        SCOPED_TRACE("ring of " + std::to_string(ring >> 10) + " KiB");
+        Mode m = mode();
+        m.crc = false;
+        m.same_host_ring = ring;
+        End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
+        connect(a, b, m);
+        Region src = region(pa_, pattern(8u << 20, 21), 0);
+        Region dst = region(pb_, std::vector<uint8_t>(8u << 20), kRemote);
+        // Parked: small Writes, each awaited by polling, then empty polls.
+        for (uint64_t i = 0; i < 32; ++i) {
+            ASSERT_RI_OK(send(a.qp, i, RI_WR_RDMA_WRITE, {src.sge(0, 64)}, RI_SEND_SIGNALED, dst.addr(), dst.keys.rkey));
+            ASSERT_EQ(wait(a.scq, 1).size(), 1u);
+        }
+        ASSERT_TRUE(busy_poll(a.scq));
+        ASSERT_RI_OK(send(a.qp, 100, RI_WR_RDMA_WRITE, {src.sge()}, RI_SEND_SIGNALED, dst.addr(), dst.keys.rkey));
+        // a stops polling now; b never polls.
+        EXPECT_TRUE(eventually([&] { return dst.bytes() == src.bytes(); }))
+            << "an 8 MiB Write stopped part way when its busy-polling sender stopped polling";
+        auto sw = wait(a.scq, 1);
+        ASSERT_EQ(sw.size(), 1u);
+        EXPECT_EQ(sw[0].status, RI_WC_SUCCESS);
+        // The other way: b busy-polls while 1 MiB Sends arrive, each pass of its polls ending at a completion,
+        // and stops polling after the first: the rest are placed without it.
+        for (uint64_t i = 0; i < 8; ++i) ASSERT_RI_OK(recv(b.qp, i, {dst.sge(i << 20, 1u << 20)}));
+        ASSERT_TRUE(busy_poll(b.rcq));
+        for (uint64_t i = 0; i < 8; ++i) ASSERT_RI_OK(send(a.qp, 200 + i, RI_WR_SEND, {src.sge(i << 20, 1u << 20)}));
+        uint32_t first = 0;  // one completion taken, however many are there
+        for (const auto until = Clock::now() + std::chrono::seconds(20); first == 0 && Clock::now() < until;) {
+            ri_wc_t wc;
+            ASSERT_RI_OK(v_->poll_cq(b.rcq, 1, &wc, &first));
+        }
+        ASSERT_EQ(first, 1u) << "the first Send did not complete at b within 20 s";
+        EXPECT_EQ(wait(a.scq, 8).size(), 8u) << "Sends stopped part way when their busy-polling receiver stopped polling";
+        EXPECT_TRUE(eventually([&] { return dst.bytes() == src.bytes(); })) << "the Sends' bytes did not all arrive";
+        EXPECT_EQ(wait(b.rcq, 7).size(), 7u);
+    }
+}
+
 TEST_F(Stream, PeerSocketClosedMidTransferFlushesWithoutHanging) {
     End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
     int kept = connect(a, b, mode(), true);

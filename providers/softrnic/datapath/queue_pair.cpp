@@ -391,9 +391,10 @@ bool QueuePair::recheck_park() {
         parked_.store(true, std::memory_order_relaxed);  // not in the set: looked at again in a millisecond
         return true;
     }
-    // Requests held for a poll that did not come go now (the thread serves it later in this pass), and so does the
-    // backlog of a full channel that the polls were moving (transmit()).
-    if (stream_->corked > 0 || stream_->tx_blocked) Progress::get().kick(this);
+    // Requests held for a poll that did not come go now (the thread serves it later in this pass), and so does what
+    // the polls were moving on a channel (the backlog of a full ring, a message beyond one poll's budget:
+    // transmit()); bytes left in the channel's ring are the arming's (update_interest).
+    if (sending(*stream_)) Progress::get().kick(this);
     return false;
 }
 

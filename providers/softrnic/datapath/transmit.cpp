@@ -238,7 +238,9 @@ void QueuePair::transmit(size_t budget) {
             return;
         }
         if (moved >= budget) {
-            out_->kick = true;  // the progress thread continues; the poster returns
+            // The progress thread continues; the poster returns. A parked channel's consumer continues itself at
+            // its next poll (as receive() leaves it).
+            if (!(s.chan && parked_.load(std::memory_order_relaxed))) out_->kick = true;
             return;
         }
     }
