@@ -57,17 +57,17 @@ struct KrdmadConsumer {
     std::shared_ptr<ual::MemoryRegion> mr;
 
     /**
-     * @brief Opens sr0 through @p device (waiting up to 10 s for krdmad to serve), a CQ of @p cq_depth, room for
-     *        @p cm_events connection events queued until read, and a buffer of @p buffer_bytes (each byte 1)
-     *        registered for local and remote access; empty, or why not.
+     * @brief Opens RNIC @p rnic through @p device (waiting up to 10 s for krdmad to serve), a CQ of @p cq_depth,
+     *        room for @p cm_events connection events queued until read, and a buffer of @p buffer_bytes (each byte
+     *        1) registered for local and remote access; empty, or why not.
      */
     std::string open(const std::filesystem::path &device, size_t buffer_bytes, size_t cm_events,
-                     uint32_t cq_depth = 4096) {
+                     uint32_t cq_depth = 4096, const std::string &rnic = "sr0") {
         ual::Options o;
         o.device = device;
         al = open_when_served(o, nullptr, 1000);
         if (!al) return "krdmad did not serve " + device.string();
-        auto ad = al->open_adapter("sr0");
+        auto ad = al->open_adapter(rnic);
         if (!ad) return "open_adapter: " + ad.error().to_string();
         adapter = *ad;
         pz = *adapter->create_pz();

@@ -10,7 +10,8 @@
 //    spinning TCP ping-pong (target <= 0.2x); 64 KiB Write ping-pong (target <= 0.5x);
 //  - 64 QPs of 64 KiB Writes between the two processes vs 64 TCP streams (target >= 5x).
 //
-//   bench_samehost [--seconds S] [--path same-host|wire] [--ring BYTES] [--pull-min BYTES] [--krdmad PATH]
+//   bench_samehost [--seconds S] [--provider softrnic|hwstub] [--path same-host|wire] [--ring BYTES]
+//                  [--pull-min BYTES] [--krdmad PATH]
 //                  [--only WORDS] [--json FILE]
 // --only runs just the figures whose name contains WORDS ("Write 8 MiB", "round trip", "64 QPs"), to profile one.
 // --pull-min sets softrnic's pull_min option: 0 moves every byte through the channel's rings (two copies).
@@ -48,6 +49,10 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
+// The RNIC both processes open: softrnic's sr0, or hwstub's hw0 with --provider hwstub.
+std::string g_provider = "softrnic";
+std::string g_rnic = "sr0";
+
 constexpr size_t kBuffer = 8u << 20;  // each process's registered buffer: the largest message
 constexpr size_t kCells = 4096;       // ping-pong cells live past the messages' end
 constexpr uint32_t kQps = 64;
@@ -69,7 +74,7 @@ uint64_t g_sends = 0;  // Sends the active side posted on its first QP
 // One consumer process: its buffer holds the messages, then the cells.
 struct Consumer : bench::KrdmadConsumer {
     std::string open(const std::filesystem::path &device) {
-        std::string why = KrdmadConsumer::open(device, kBuffer + kCells, 1024, 8192);
+        std::string why = KrdmadConsumer::open(device, kBuffer + kCells, 1024, 8192, g_rnic);
         if (why.empty()) std::memset(buf.data() + kCreditCell, 0, 8);  // no Send received yet
         return why;
     }
@@ -323,6 +328,18 @@ int main(int argc, char **argv) {
         if (std::strcmp(argv[i], "--krdmad") == 0) krdmad = argv[i + 1];
         if (std::strcmp(argv[i], "--path") == 0) path = argv[i + 1];
         if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
+        if (std::strcmp(argv[i], "--provider") == 0) g_provider = argv[i + 1];
+    }
+    if (g_provider != "softrnic" && g_provider != "hwstub") {
+        std::fprintf(stderr, "bench_samehost: --provider is softrnic or hwstub\n");
+        return 2;
+    }
+    if (g_provider == "hwstub") {
+        g_rnic = "hw0";
+        if (!pull_min.empty()) {
+            std::fprintf(stderr, "bench_samehost: --pull-min is softrnic's option\n");
+            return 2;
+        }
     }
     auto wanted = [&](const std::string &name) { return only.empty() || name.find(only) != std::string::npos; };
     if (path != "same-host" && path != "wire") {
@@ -340,10 +357,10 @@ int main(int argc, char **argv) {
     {
         std::ofstream f(config);
         f << R"({"device": ")" << device.string() << R"(", "provider_dir": ")" BENCH_PROVIDER_DIR
-          << R"(", "log_level": "warn", "modules": ["softrnic_kvp.so"], )"
+          << R"(", "log_level": "warn", "modules": [")" << g_provider << R"(_kvp.so"], )"
           << (ring.empty() ? "" : R"("llp": {"same_host": {"ring_bytes": )" + ring + "}}, ")
-          << R"("rnics": [{"provider": "softrnic", )"
-          << R"("name": "sr0", "address": "127.0.0.1", "options": {"same_host": )"
+          << R"("rnics": [{"provider": ")" << g_provider << R"(", )"
+          << R"("name": ")" << g_rnic << R"(", "address": "127.0.0.1", "options": {"same_host": )"
           << (path == "wire" ? "false" : "true") << (pull_min.empty() ? "" : R"(, "pull_min": )" + pull_min)
           << "}}]}";
     }
@@ -404,9 +421,9 @@ int main(int argc, char **argv) {
         if (rc == 0) {
             std::string shown = same_host ? "same-host channel" : "wire (TCP)";
             if (same_host && !pull_min.empty() && pull_min != "0") shown += ", single copy from " + pull_min + " bytes";
-            std::printf("bench_samehost: two processes through krdmad pid %d, softrnic sr0 on 127.0.0.1; path: %s; "
+            std::printf("bench_samehost: two processes through krdmad pid %d, %s %s on 127.0.0.1; path: %s; "
                         "%.2f s per figure in %d alternating rounds (best of each)\n",
-                        daemon.pid(), shown.c_str(), seconds, kRounds);
+                        daemon.pid(), g_provider.c_str(), g_rnic.c_str(), shown.c_str(), seconds, kRounds);
             if ((path == "wire") == same_host) {
                 std::fprintf(stderr, "bench_samehost: asked for the %s path and got the other\n", path.c_str());
                 rc = 1;
