@@ -759,6 +759,45 @@ TEST_F(Stream, LargeMessagesOverAChannelGoOnWhenTheBusyPollingEndsStopPolling) {
     }
 }
 
+// Both ends busy-poll and stream large Writes at each other through small rings: each fills its outbound ring and
+// can go on only once the other reads. A poll that finds its ring full still reads the inbound one (try_service);
+// one that did not left both ends waiting until the progress thread's look took the streams over.
+TEST_F(Stream, BusyPollingEndsWritingAtEachOtherThroughFullChannelsBothFinish) {
+    Mode m = mode();
+    m.crc = false;
+    m.same_host_ring = 64u << 10;
+    End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
+    connect(a, b, m);
+    constexpr size_t kSize = 4u << 20;
+    Region a_src = region(pa_, pattern(kSize, 31), 0), b_src = region(pb_, pattern(kSize, 32), 0);
+    Region a_dst = region(pa_, std::vector<uint8_t>(kSize), kRemote), b_dst = region(pb_, std::vector<uint8_t>(kSize), kRemote);
+    // Both parked: their consumer polls them without a pause (one thread here, both CQs in turn).
+    auto poll_both = [&](size_t &done) {
+        for (ri_cq_t c : {a.scq, b.scq}) {
+            ri_wc_t wc[8];
+            uint32_t got = 0;
+            if (v_->poll_cq(c, 8, wc, &got) != RI_OK) return false;
+            for (uint32_t k = 0; k < got; ++k) EXPECT_EQ(wc[k].status, RI_WC_SUCCESS);
+            done += got;
+        }
+        return true;
+    };
+    size_t done = 0;
+    for (const auto t = Clock::now() + std::chrono::milliseconds(20); Clock::now() < t;) ASSERT_TRUE(poll_both(done));
+    for (uint64_t i = 0; i < 4; ++i) {
+        const size_t off = i * (kSize / 4);
+        ASSERT_RI_OK(send(a.qp, i, RI_WR_RDMA_WRITE, {a_src.sge(off, kSize / 4)}, RI_SEND_SIGNALED, b_dst.addr() + off,
+                          b_dst.keys.rkey));
+        ASSERT_RI_OK(send(b.qp, i, RI_WR_RDMA_WRITE, {b_src.sge(off, kSize / 4)}, RI_SEND_SIGNALED, a_dst.addr() + off,
+                          a_dst.keys.rkey));
+    }
+    const auto until = Clock::now() + std::chrono::seconds(20);
+    while (done < 8 && Clock::now() < until) ASSERT_TRUE(poll_both(done));
+    ASSERT_EQ(done, 8u) << "Writes each way through full rings, both ends polling: only " << done << " of 8 completed";
+    EXPECT_TRUE(eventually([&] { return a_dst.bytes() == b_src.bytes() && b_dst.bytes() == a_src.bytes(); }))
+        << "the bytes of the Writes each way differ at their targets";
+}
+
 TEST_F(Stream, PeerSocketClosedMidTransferFlushesWithoutHanging) {
     End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
     int kept = connect(a, b, mode(), true);

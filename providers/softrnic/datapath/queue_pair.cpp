@@ -342,16 +342,17 @@ bool QueuePair::try_service(const CompletionQueue &cq, uint64_t poll, bool *move
             // and a wake-up, and a stream could stay that way for a tenth of a second at 5 GB/s (1 MiB Writes:
             // 5 to 13 of 40 rounds of 0.1 s, against 0 or 1 taken over).
             if (stream_->chan) {
-                // Not busy (nobody holds the QP: the peer has not read yet). Resumed only for a useful piece of
-                // room, not for each of the reader's hand-backs.
-                const uint64_t useful = std::min<uint64_t>(stream_->chan->ring_size() / 4, rdma::provider::Channel::kPublishEvery);
-                if (stream_->chan->writable() < useful) return true;
+                // Resumed only for a useful piece of room, not for each of the reader's hand-backs. Room or not,
+                // the poll goes on to read the inbound ring: a peer whose own ring is full may wait for that.
+                const uint64_t useful =
+                    std::min<uint64_t>(stream_->chan->ring_size() / 4, rdma::provider::Channel::kPublishEvery);
+                if (stream_->chan->writable() >= useful) stream_->tx_blocked = false;
             } else {
                 if (posts_since_poll_ == 0) return false;
                 pollfd p{stream_->fd, POLLOUT, 0};
                 if (::poll(&p, 1, 0) != 1 || (p.revents & POLLOUT) == 0) return false;
+                stream_->tx_blocked = false;
             }
-            stream_->tx_blocked = false;
         }
         if (close) ++inline_polls_;
         posts_since_poll_ = 0;
