@@ -199,8 +199,12 @@ rdma::Expected<Config> parse_config(const std::string &text, const std::string &
             if (l.contains("same_host")) {
                 const json &h = l["same_host"];
                 const std::string hw = w + ".same_host";
-                only_keys(h, hw, {"enabled", "ring_bytes"});
+                only_keys(h, hw, {"enabled", "ring_bytes", "rendezvous"});
                 s.same_host.enabled = flag(h, "enabled", hw, s.same_host.enabled);
+                s.same_host.rendezvous = str(h, "rendezvous", hw, s.same_host.rendezvous);
+                if (!s.same_host.rendezvous.empty() && s.same_host.rendezvous.front() != '/') {
+                    throw Bad{hw + ".rendezvous must be an absolute directory path"};
+                }
                 const uint64_t ring = num(h, "ring_bytes", hw, s.same_host.ring_bytes);
                 if (ring < rdma::provider::kChannelRingMin || ring > rdma::provider::kChannelRingMax ||
                     (ring & (ring - 1)) != 0) {

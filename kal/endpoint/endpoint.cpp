@@ -78,7 +78,14 @@ StreamEnd StreamEnd::of(const ri_net_addr_t &a, uint16_t p) noexcept {
 // Endpoints
 
 Endpoints::Endpoints(DeviceServer &server, const LlpSettings &settings, Deliver deliver, SameHostHooks same_host)
-    : server_(server), settings_(settings), deliver_(std::move(deliver)), same_host_(std::move(same_host)) {}
+    : server_(server), settings_(settings), deliver_(std::move(deliver)), same_host_(std::move(same_host)) {
+    if (settings_.same_host.enabled && !settings_.same_host.rendezvous.empty() && same_host_) {
+        rendezvous_ = std::make_unique<Rendezvous>(server_, settings_.same_host.rendezvous,
+                                                   [this](const RendezvousOffer &o, int tcp) {
+                                                       return Endpoint::answer_offer(*this, o, tcp);
+                                                   });
+    }
+}
 
 void Endpoints::detach_all() noexcept {
     for (Endpoint *e : all_) e->detach();
@@ -205,6 +212,7 @@ void Endpoint::start_passive(krdma::UniqueFd sock, llp::MpaSession session, bool
     deadline_ = session_->deadline();
     arm_timer(deadline_);
     (void)drive(EndpointInput::accept_started);
+    offer_pairing();  // before the reply: the initiator's kAL holds its end in setup until it comes
     negotiate(session_->on_writable());
 }
 
@@ -411,6 +419,7 @@ void Endpoint::negotiate(llp::MpaState s) {
         case llp::MpaState::request_received:
             if (auto_accept_) {
                 auto_accept_ = false;
+                offer_pairing();
                 if (auto st = session_->accept(pd_, ird_, ord_); !st) {
                     (void)drive(EndpointInput::setup_failed, failure(st.error().code()));
                     return;
@@ -594,21 +603,11 @@ void Endpoint::pair() {
     const SameHostHooks &hooks = m_->same_host_;
     KvpObject *mine = hooks.open_of(client_, qp_handle_);
     KvpObject *theirs = hooks.open_of(m->client_, m->qp_handle_);
-    if (mine == nullptr || theirs == nullptr) return;
     ri_rnic_attr_t a{}, b{};
-    if (mine->v->query_rnic(static_cast<ri_rnic_t>(mine->handle), &a) != RI_OK ||
-        theirs->v->query_rnic(static_cast<ri_rnic_t>(theirs->handle), &b) != RI_OK) {
-        return;
-    }
-    const char *why = nullptr;
-    if ((a.caps & RI_CAP_SAME_HOST) == 0 || (b.caps & RI_CAP_SAME_HOST) == 0) {
-        why = "an RNIC takes no same-host channel (option same_host false, or a provider without it)";
-    } else if (mine->v != theirs->v || a.vendor_id != b.vendor_id || a.vendor_part_id != b.vendor_part_id) {
-        why = "the two RNICs are of different providers";
-    }
-    if (why != nullptr) {
-        RDMA_LOG_DEBUG(kComponent, "client %u: QP %#lx stays on the wire: %s", client_,
-                       static_cast<unsigned long>(qp_handle_), why);
+    if (mine == nullptr || theirs == nullptr || !takes_channel(a) || !m->takes_channel(b)) return;
+    if (mine->v != theirs->v || a.vendor_id != b.vendor_id || a.vendor_part_id != b.vendor_part_id) {
+        RDMA_LOG_DEBUG(kComponent, "client %u: QP %#lx stays on the wire: the two RNICs are of different providers",
+                       client_, static_cast<unsigned long>(qp_handle_));
         return;
     }
     const uint64_t ring = m_->settings_.same_host.ring_bytes;
@@ -642,6 +641,83 @@ void Endpoint::pair() {
                    client_, static_cast<unsigned long>(qp_handle_), m->client_,
                    static_cast<unsigned long>(m->qp_handle_), static_cast<unsigned long long>(ring),
                    pull ? "single copy offered" : "ring copies only");
+}
+
+bool Endpoint::takes_channel(ri_rnic_attr_t &a) const {
+    KvpObject *open = m_->same_host_.open_of(client_, qp_handle_);
+    if (open == nullptr || open->v->query_rnic(static_cast<ri_rnic_t>(open->handle), &a) != RI_OK) return false;
+    if ((a.caps & RI_CAP_SAME_HOST) == 0) {
+        RDMA_LOG_DEBUG(kComponent, "client %u: QP %#lx stays on the wire: its RNIC takes no same-host channel "
+                       "(option same_host false, or a provider without it)", client_,
+                       static_cast<unsigned long>(qp_handle_));
+        return false;
+    }
+    return true;
+}
+
+void Endpoint::offer_pairing() {
+    if (m_ == nullptr || !m_->rendezvous_ || channel_ || !may_pair() || !sock_) return;
+    if (ends_.local.family == RI_AF_NONE || ends_.remote.family == RI_AF_NONE) return;
+    if (find_mirror() != nullptr) return;  // both ends are here: paired at the first transition
+    ri_rnic_attr_t a{};
+    if (!takes_channel(a)) return;
+    const uint64_t ring = m_->settings_.same_host.ring_bytes;
+    auto charge = m_->same_host_.charge(client_, ring);  // before the offer: a channel made must be taken
+    if (!charge) return;
+    RendezvousOffer o;
+    o.magic = kRendezvousMagic;
+    o.version = kRendezvousVersion;
+    o.family = ends_.local.family;
+    o.local_port = ends_.local_port;
+    o.remote_port = ends_.remote_port;
+    std::memcpy(o.local, ends_.local.addr, sizeof o.local);
+    std::memcpy(o.remote, ends_.remote.addr, sizeof o.remote);
+    o.vendor_id = a.vendor_id;
+    o.vendor_part_id = a.vendor_part_id;
+    o.ring_bytes = ring;
+    krdma::UniqueFd bell = m_->rendezvous_->offer(o, sock_.get(), std::chrono::milliseconds(500));
+    if (!bell) return;
+    channel_ = std::move(bell);
+    channel_charge_ = std::move(*charge);
+    RDMA_LOG_DEBUG(kComponent, "client %u: QP %#lx paired with another kAL's QP on this host (rings of %llu bytes)",
+                   client_, static_cast<unsigned long>(qp_handle_), static_cast<unsigned long long>(ring));
+}
+
+krdma::UniqueFd Endpoint::answer_offer(Endpoints &m, const RendezvousOffer &o, int tcp) {
+    if (o.family != RI_AF_INET && o.family != RI_AF_INET6) return {};
+    ri_net_addr_t local{}, remote{};
+    local.family = remote.family = o.family;
+    std::memcpy(local.addr, o.local, sizeof local.addr);
+    std::memcpy(remote.addr, o.remote, sizeof remote.addr);
+    const StreamEnd theirs = StreamEnd::of(local, o.local_port);
+    const StreamEnd mine = StreamEnd::of(remote, o.remote_port);
+    auto [it, end] = m.by_remote_.equal_range(theirs);
+    for (; it != end; ++it) {
+        Endpoint *e = it->second;
+        if (e->fsm_.state() != EndpointState::connecting || e->channel_ || !e->sock_ || !e->may_pair()) continue;
+        if (e->ends_.local.family == RI_AF_NONE) llp::local_end_of(e->sock_.get(), e->ends_);
+        if (StreamEnd::of(e->ends_.local, e->ends_.local_port) != mine) continue;
+        // Mirrored addresses prove nothing across namespaces: the sequence numbers do (a secret of the two ends).
+        if (!llp::one_connection(tcp, e->sock_.get())) {
+            RDMA_LOG_INFO(kComponent, "client %u: QP %#lx: an offer with its mirrored addresses is another "
+                          "connection (sequence numbers differ): not paired", e->client_,
+                          static_cast<unsigned long>(e->qp_handle_));
+            continue;
+        }
+        ri_rnic_attr_t a{};
+        if (!e->takes_channel(a) || a.vendor_id != o.vendor_id || a.vendor_part_id != o.vendor_part_id) return {};
+        auto charge = m.same_host_.charge(e->client_, o.ring_bytes);
+        if (!charge) return {};
+        int ends[2];
+        if (rdma::provider::make_channel(o.ring_bytes, ends, nullptr) != 0) return {};
+        e->channel_.reset(ends[0]);
+        e->channel_charge_ = std::move(*charge);
+        RDMA_LOG_DEBUG(kComponent, "client %u: QP %#lx paired with another kAL's QP on this host (rings of %llu "
+                       "bytes)", e->client_, static_cast<unsigned long>(e->qp_handle_),
+                       static_cast<unsigned long long>(o.ring_bytes));
+        return krdma::UniqueFd(ends[1]);
+    }
+    return {};
 }
 
 }  // namespace kal

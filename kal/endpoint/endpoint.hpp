@@ -33,6 +33,7 @@
 #include "kvp_object.hpp"
 #include "llp_settings.hpp"
 #include "mpa_session.hpp"
+#include "rendezvous.hpp"
 #include "server.hpp"
 
 namespace kal {
@@ -173,6 +174,8 @@ private:
     // Endpoints before their transition that may be paired, by the remote end of their connection: the one whose
     // remote end is another's local end (and the other way round) holds the other end of the same connection.
     std::multimap<StreamEnd, Endpoint *> by_remote_;
+    // The other kALs of this host (llp.same_host.rendezvous), or null.
+    std::unique_ptr<Rendezvous> rendezvous_;
     LlpCounters counters_;
     llp::AbortLinger linger_;  // connections reset once their last bytes (a Terminate, say) are acknowledged
     std::set<Endpoint *> all_;
@@ -191,6 +194,7 @@ private:
  *        its QP's record (KvpObject::link).
  */
 class Endpoint final : public QpLink {
+    friend class Endpoints;
     static constexpr size_t kEndpointType = static_cast<size_t>(ResourceType::endpoint);
 
 public:
@@ -329,6 +333,14 @@ private:
     // The first of two to transition: makes the channel, takes one end and stashes the other in the mirror; nothing
     // (and the wire) when the two may not be paired or the channel cannot be made.
     void pair();
+    // The RNIC attributes of this endpoint's QP when it may take a same-host channel, else why not (logged).
+    [[nodiscard]] bool takes_channel(ri_rnic_attr_t &a) const;
+    // A responder about to write its MPA reply, whose other end no endpoint here holds: offers the connection to the
+    // other kALs of the host (rendezvous.hpp) and keeps the channel end of the one that pairs it.
+    void offer_pairing();
+    // Another kAL's offer @p o of connection socket @p tcp: the endpoint of @p m holding its other end (in setup),
+    // proven one connection, keeps a new channel's end; the other end for the offering kAL, or empty.
+    static krdma::UniqueFd answer_offer(Endpoints &m, const RendezvousOffer &o, int tcp);
 
     Endpoints *m_;
     uint32_t client_;

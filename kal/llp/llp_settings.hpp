@@ -14,6 +14,7 @@
 #define KAL_LLP_LLP_SETTINGS_HPP
 
 #include <chrono>
+#include <string>
 #include <cstdint>
 
 #include "rnicpi/cpp/status.hpp"
@@ -28,6 +29,13 @@ namespace kal {
 struct SameHostSettings {
     bool enabled = true;          /**< false: every connection stays on the wire. */
     uint64_t ring_bytes = 524288; /**< Bytes of each direction's ring: a power of two from 4 KiB to 1 GiB. */
+    /**
+     * A directory the kALs of one host (one per network namespace, as in containers joined by veth pairs) share:
+     * each listens there, and a kAL about to answer a connection request offers its socket to the others, which
+     * pair it with the other end of the connection when they hold it (proven by its TCP sequence numbers).
+     * Empty (the default): only connections whose two ends this kAL holds are paired.
+     */
+    std::string rendezvous;
     bool operator==(const SameHostSettings &) const = default;
 };
 

@@ -25,6 +25,17 @@ void local_end_of(int fd, ri_llp_params_t &p);
  */
 [[nodiscard]] ri_llp_params_t addresses_of(int fd);
 
+/**
+ * @brief Whether TCP sockets @p a and @p b are the two ends of one connection, proven by the kernel's sequence
+ *        numbers: what each has sent (queued) reaches, within @p in_flight bytes still on their way, what the other
+ *        has received. Both numbers start at random (RFC 6528), so two other connections, even with mirrored
+ *        addresses in two network namespaces, match by chance with a probability of 2^-24 at 1 MiB; only a party
+ *        that sees the connection's packets knows them. Needs CAP_NET_ADMIN in the sockets' network namespaces
+ *        (the numbers are read in TCP repair mode, entered and left at once; leaving it sends no window probe where
+ *        the kernel allows, 4.19 on). False when either socket cannot tell.
+ */
+[[nodiscard]] bool one_connection(int a, int b, uint32_t in_flight = 1u << 20);
+
 }  // namespace kal::llp
 
 #endif  // KAL_LLP_SOCKET_ENDS_HPP

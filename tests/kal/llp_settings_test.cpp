@@ -87,6 +87,10 @@ TEST(LlpSettings, TheSameHostPathIsOnByDefaultWithHalfAMebibyteRings) {
     ASSERT_TRUE(only_size) << only_size.error().message();
     EXPECT_TRUE(only_size->llp.same_host.enabled);
     EXPECT_EQ(only_size->llp.same_host.ring_bytes, 1048576u);
+    EXPECT_TRUE(d->llp.same_host.rendezvous.empty()) << "other kALs of the host are met only where configured";
+    auto meet = kal::parse_config(R"({"llp": {"same_host": {"rendezvous": "/run/krdma/same-host"}}})");
+    ASSERT_TRUE(meet) << meet.error().message();
+    EXPECT_EQ(meet->llp.same_host.rendezvous, "/run/krdma/same-host");
 }
 
 TEST(LlpSettings, BadValuesNameTheKey) {
@@ -106,6 +110,8 @@ TEST(LlpSettings, BadValuesNameTheKey) {
         {R"({"llp": {"same_host": {"ring_bytes": 100000}}})", "config.llp.same_host.ring_bytes must be a power of two"},
         {R"({"llp": {"same_host": {"ring_bytes": 2048}}})", "config.llp.same_host.ring_bytes must be a power of two"},
         {R"({"llp": {"same_host": {"ring_bytes": 2147483648}}})", "from 4096 to 1073741824"},
+        {R"({"llp": {"same_host": {"rendezvous": "run/krdma"}}})", "rendezvous must be an absolute directory path"},
+        {R"({"llp": {"same_host": {"rendezvous": 1}}})", "config.llp.same_host.rendezvous"},
     };
     for (const Case &k : cases) {
         auto c = kal::parse_config(k.json);

@@ -20,6 +20,8 @@
 #include "krdmad_fixture.hpp"
 #include "raw_mpa_peer.hpp"
 #include "rdma_util.hpp"
+#include "rendezvous.hpp"
+#include "socket_ends.hpp"
 #include "status_matchers.hpp"
 
 namespace {
@@ -300,6 +302,128 @@ TEST_F(SameHost, TheHwstubOptionChangedAtRunTimeAppliesToNewConnections) {
         EXPECT_EQ(paths("stats"), (std::vector<std::string>{"wire", "wire"}));
     });
     EXPECT_EQ(llp.mpa_flags & RI_LLP_SAME_HOST, 0u);
+}
+
+// Two TCP sockets of one connection, made by connecting to a listener on 127.0.0.1.
+struct TcpPair {
+    krdma::UniqueFd client, server;
+};
+TcpPair loopback_connection(int listener) {
+    TcpPair p;
+    sockaddr_in a{};
+    socklen_t len = sizeof a;
+    if (::getsockname(listener, reinterpret_cast<sockaddr *>(&a), &len) != 0) return p;
+    p.client.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!p.client || ::connect(p.client.get(), reinterpret_cast<sockaddr *>(&a), len) != 0) return TcpPair{};
+    p.server.reset(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
+    return p;
+}
+
+// What a kAL answering another kAL's offer relies on (llp::one_connection, rendezvous.hpp): the two ends of one
+// connection are proven one by their sequence numbers, with bytes not yet read too; ends of two connections are
+// not; and the sockets work on afterwards (repair mode was left).
+TEST(LlpOneConnection, TheTwoEndsOfOneConnectionAreProvenAndEndsOfTwoAreNot) {
+    if (::geteuid() != 0) GTEST_SKIP() << "reading sequence numbers (TCP repair mode) needs CAP_NET_ADMIN";
+    krdma::UniqueFd l(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_TRUE(l && ::bind(l.get(), reinterpret_cast<sockaddr *>(&a), sizeof a) == 0 && ::listen(l.get(), 4) == 0)
+        << std::strerror(errno);
+    TcpPair one = loopback_connection(l.get()), two = loopback_connection(l.get());
+    ASSERT_TRUE(one.client && one.server && two.client && two.server) << std::strerror(errno);
+    EXPECT_TRUE(kal::llp::one_connection(one.client.get(), one.server.get())) << "the two ends of one connection";
+    EXPECT_TRUE(kal::llp::one_connection(two.server.get(), two.client.get())) << "either order";
+    EXPECT_FALSE(kal::llp::one_connection(one.client.get(), two.server.get())) << "ends of two connections";
+    EXPECT_FALSE(kal::llp::one_connection(two.client.get(), one.server.get())) << "ends of two connections";
+    const std::string unread(3000, 'x');
+    ASSERT_EQ(::send(one.client.get(), unread.data(), unread.size(), 0), static_cast<ssize_t>(unread.size()));
+    EXPECT_TRUE(kal::llp::one_connection(one.client.get(), one.server.get())) << "with 3000 bytes not read yet";
+    std::string got(unread.size(), '\0');
+    size_t n = 0;
+    while (n < unread.size()) {
+        const ssize_t r = ::recv(one.server.get(), got.data() + n, unread.size() - n, 0);
+        ASSERT_GT(r, 0) << "the connection broke after its sequence numbers were read: " << std::strerror(errno);
+        n += static_cast<size_t>(r);
+    }
+    EXPECT_EQ(got, unread);
+    ASSERT_EQ(::send(one.server.get(), "y", 1, 0), 1);
+    char c = 0;
+    ASSERT_EQ(::recv(one.client.get(), &c, 1, 0), 1);
+    EXPECT_EQ(c, 'y');
+    EXPECT_FALSE(kal::llp::one_connection(-1, one.server.get())) << "a socket that cannot tell proves nothing";
+}
+
+// Whatever reaches a kAL's rendezvous socket (rendezvous.hpp) gets an answer and pairs nothing unless it proves a
+// connection: a message of another size, an offer without a socket or of another version, an offer of a socket
+// whose connection no endpoint holds. krdmad stays up and pairs its own consumers as before.
+TEST_F(SameHost, TheRendezvousAnswersMalformedAndUnprovenOffersWithNo) {
+    if (::geteuid() != 0) GTEST_SKIP() << "the rendezvous directory is root's";
+    const auto dir = dir_ / "rendezvous";
+    start_krdmad(R"(, "llp": {"same_host": {"rendezvous": ")" + dir.string() + R"("}})");
+    if (HasFatalFailure()) return;
+    std::filesystem::path sock;
+    for (int i = 0; i < 100 && sock.empty(); ++i) {
+        if (std::filesystem::exists(dir)) {
+            for (const auto &e : std::filesystem::directory_iterator(dir)) sock = e.path();
+        }
+        if (sock.empty()) ::usleep(20000);
+    }
+    ASSERT_FALSE(sock.empty()) << "krdmad made no rendezvous socket in " << dir << "\n" << stderr_text();
+    krdma::UniqueFd l(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in la{};
+    la.sin_family = AF_INET;
+    la.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_TRUE(l && ::bind(l.get(), reinterpret_cast<sockaddr *>(&la), sizeof la) == 0 && ::listen(l.get(), 4) == 0);
+    TcpPair other = loopback_connection(l.get());
+    ASSERT_TRUE(other.client && other.server);
+    kal::RendezvousOffer good;
+    good.magic = kal::kRendezvousMagic;
+    good.version = kal::kRendezvousVersion;
+    good.family = RI_AF_INET;
+    good.local_port = 1;
+    good.remote_port = 2;
+    good.local[0] = good.remote[0] = 127;
+    good.local[3] = good.remote[3] = 1;
+    good.ring_bytes = 4096;
+    kal::RendezvousOffer old_version = good;
+    old_version.version = 99;
+    struct Try {
+        const char *what;
+        std::vector<uint8_t> bytes;
+        bool with_socket;
+    } tries[] = {
+        {"three bytes", {1, 2, 3}, true},
+        {"an offer without its socket", {reinterpret_cast<uint8_t *>(&good), reinterpret_cast<uint8_t *>(&good + 1)},
+         false},
+        {"an offer of another version",
+         {reinterpret_cast<uint8_t *>(&old_version), reinterpret_cast<uint8_t *>(&old_version + 1)}, true},
+        {"an offer of a connection nobody holds",
+         {reinterpret_cast<uint8_t *>(&good), reinterpret_cast<uint8_t *>(&good + 1)}, true},
+    };
+    for (const Try &t : tries) {
+        sockaddr_un a{};
+        ASSERT_TRUE(krdma::unix_address(sock, a));
+        krdma::UniqueFd c(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+        ASSERT_EQ(::connect(c.get(), reinterpret_cast<sockaddr *>(&a), sizeof a), 0) << t.what;
+        krdma_msg_hdr h{};
+        h.cmd = kal::kRendezvousMagic;
+        const int fds[1] = {other.client.get()};
+        ASSERT_TRUE(krdma::send(c.get(), h, t.bytes, t.with_socket ? std::span<const int>(fds, 1) : std::span<const int>()))
+            << t.what;
+        pollfd p{c.get(), POLLIN, 0};
+        ASSERT_EQ(::poll(&p, 1, 10000), 1) << "no answer to " << t.what;
+        auto m = std::make_unique<krdma::Message>();
+        ASSERT_EQ(krdma::receive(c.get(), *m, false), krdma::RecvResult::message) << t.what;
+        kal::RendezvousAnswer ans;
+        ASSERT_EQ(m->payload_len(), sizeof ans) << t.what;
+        std::memcpy(&ans, m->payload().data(), sizeof ans);
+        EXPECT_EQ(ans.paired, 0u) << t.what << " was paired";
+        EXPECT_EQ(m->nfds, 0u) << t.what << " got a channel end";
+    }
+    // Still serving, and still pairing its own consumers.
+    const ri_llp_params_t llp = connect_and_exchange([] {});
+    EXPECT_NE(llp.mpa_flags & RI_LLP_SAME_HOST, 0u);
 }
 
 }  // namespace

@@ -604,6 +604,56 @@ TEST_F(TwoHosts, RdmaBetweenNamespacesThroughTheirOwnKrdmads) {
     auto est = next_cm(s.cm);
     ASSERT_TRUE(est.has_value());
     ASSERT_EQ(est->id, static_cast<uint32_t>(CmEventId::established)) << "status " << est->detail;
+    ASSERT_TRUE(est->connection);
+    EXPECT_EQ(est->connection->llp.mpa_flags & RI_LLP_SAME_HOST, 0u) << "two krdmads without a rendezvous paired";
+    exchange(s, *ep, {size_t{1}, size_t{65537}, kBytes}, kBytes);
+    if (HasFatalFailure()) return;
+    ASSERT_OK(ep->disconnect());
+    EXPECT_TRUE(next_cm(s.cm).has_value());
+    EXPECT_EQ(wait_exit(pid), 0) << read_text(out) << read_text(dir_ / "peer.err");
+}
+
+// Two hosts that are two network namespaces of one host (containers joined by a veth pair), each with its own
+// krdmad, both of which meet in one rendezvous directory (llp.same_host.rendezvous): the responder's kAL offers the
+// connection, the initiator's proves by the sequence numbers that it holds the other end, and the two QPs move their
+// bytes over a same-host channel. Without the directory they stay on the wire (the test above).
+class TwoNamespacesOneHost : public TwoHosts {
+protected:
+    std::string extra_config() override {
+        return R"("llp": {"same_host": {"rendezvous": ")" + (dir_ / "rendezvous").string() + R"("}})";
+    }
+    // The paths of host A's connected endpoints, as `rdmactl stats` shows them.
+    std::vector<std::string> paths_a() {
+        std::string out;
+        EXPECT_EQ(rdmactl({"--device", dev_a_.string(), "--json", "stats"}, out), 0) << out;
+        std::vector<std::string> paths;
+        auto j = nlohmann::json::parse(out, nullptr, false);
+        if (j.is_discarded()) return paths;
+        for (const auto &e : j["endpoints"]) {
+            if (e["state"] == "connected") paths.push_back(e["path"].get<std::string>());
+        }
+        return paths;
+    }
+};
+
+TEST_F(TwoNamespacesOneHost, TheirKrdmadsPairTheConnectionOverASameHostChannel) {
+    const size_t kBytes = 4u << 20;
+    const auto out = dir_ / "peer.out";
+    auto [pid, port] = start_peer_b("accept", kBytes);
+    ASSERT_NE(port, 0) << read_text(dir_ / "peer.err");
+    Side s;
+    ASSERT_EQ(s.open(dev_a_.string(), addr_a_, kRdmaOffset + kBytes), "");
+    auto ep = s.endpoint();
+    ASSERT_NE(ep, nullptr);
+    for (uint64_t i = 0; i < 8; ++i) ASSERT_OK(post_recv(s, *ep, i * 256, 256, 100 + i));
+    ASSERT_OK(ep->connect(addr_b_, port, bytes_of("hello server")));
+    auto est = next_cm(s.cm);
+    ASSERT_TRUE(est.has_value());
+    ASSERT_EQ(est->id, static_cast<uint32_t>(CmEventId::established)) << "status " << est->detail;
+    ASSERT_TRUE(est->connection);
+    EXPECT_NE(est->connection->llp.mpa_flags & RI_LLP_SAME_HOST, 0u)
+        << "the two krdmads did not pair the connection\n" << read_text(dir_ / "a.err") << read_text(dir_ / "b.err");
+    EXPECT_EQ(paths_a(), std::vector<std::string>{"same-host"});
     exchange(s, *ep, {size_t{1}, size_t{65537}, kBytes}, kBytes);
     if (HasFatalFailure()) return;
     ASSERT_OK(ep->disconnect());
