@@ -222,6 +222,15 @@ void OffloadEngine::serve() {
         {
             std::lock_guard g(mutex_);
             set_sleeping(0);
+            // Awake: the channels' waiting flags go down, so that the engine's own writes into a ring it also reads
+            // (both QPs of a channel served here) and the peer's writes ring no bell while it looks anyway; the
+            // next sleep raises them again and looks at the rings after (arm_read/arm_write: no lost wake-up).
+            for (auto &[num, qp] : qps_) {
+                if (qp->stream && qp->stream->chan) {
+                    qp->stream->chan->disarm_read();
+                    qp->stream->chan->disarm_write();
+                }
+            }
             // The bells that rang are emptied, or the next poll would not sleep: a peer gone shows in the stream's
             // reads (after the bytes it left) and writes from now on.
             if (!bells.empty()) drain_rung(fds);
