@@ -57,6 +57,7 @@ run bench_scale 240 "$b/bench_scale" --seconds 1
 run bench_samehost 240 "$b/bench_samehost" --seconds 1
 run bench_samehost_wire 240 "$b/bench_samehost" --seconds 1 --path wire
 run bench_samehost_pull 240 "$b/bench_samehost" --seconds 1 --pull-min 65536
+run bench_samehost_hwstub 240 "$b/bench_samehost" --seconds 1 --provider hwstub
 OPENRDMA_EMBEDDED_CONFIG="$PWD/$out/embedded.json" run it_perf 180 "$build/tools/it_perf/it_perf" --loopback
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
@@ -79,6 +80,10 @@ about = {
                            "more move by a single copy (the receiver's process_vm_readv from the sender) instead of "
                            "the rings' two copies, one on each side's core. pull_min is 0 (off) by default because "
                            "here the rings are faster.",
+    "bench_samehost_hwstub": "The same two processes on hwstub (hw0): the offload engine in krdmad moves each "
+                             "byte from one consumer's memory into the channel and out into the other's "
+                             "(process_vm_readv, two ring copies, process_vm_writev), as a third thread beside the "
+                             "two polling consumers.",
     "bench_rdma": "softrnic through the uAL and an embedded kAL: Writes into a target process (its own kAL: the "
                   "wire), and, between two endpoints of one process (one kAL: the same-host channel), 8-byte Write "
                   "ping-pong, connection setup and memory per idle QP (a paired connection's first frame touches two "
