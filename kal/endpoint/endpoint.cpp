@@ -675,7 +675,8 @@ void Endpoint::offer_pairing() {
     o.vendor_id = a.vendor_id;
     o.vendor_part_id = a.vendor_part_id;
     o.ring_bytes = ring;
-    krdma::UniqueFd bell = m_->rendezvous_->offer(o, sock_.get(), std::chrono::milliseconds(500));
+    // Another kAL answers from its loop in microseconds; 100 ms leaves room for a busy one.
+    krdma::UniqueFd bell = m_->rendezvous_->offer(o, sock_.get(), std::chrono::milliseconds(100));
     if (!bell) return;
     channel_ = std::move(bell);
     channel_charge_ = std::move(*charge);

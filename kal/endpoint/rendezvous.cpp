@@ -126,20 +126,21 @@ void Rendezvous::serve(int fd, int wait_ms) {
     waiting_.erase(fd);  // closes an accepted connection (a connection served inside offer() is the caller's)
 }
 
-krdma::UniqueFd Rendezvous::offer(const RendezvousOffer &o, int tcp, std::chrono::milliseconds budget) {
+krdma::UniqueFd Rendezvous::offer(const RendezvousOffer &o, int tcp, std::chrono::milliseconds wait) {
     if (!listener_) return {};
+    const auto now = std::chrono::steady_clock::now();
+    std::erase_if(quiet_, [now](const auto &q) { return q.second <= now; });
     std::vector<std::string> others;
     if (DIR *d = ::opendir(dir_.c_str())) {
         while (dirent *e = ::readdir(d)) {
             const std::string name = e->d_name;
             if (name.rfind("kal-", 0) == 0 && name.size() > 9 && name.compare(name.size() - 5, 5, ".sock") == 0 &&
-                dir_ + "/" + name != path_) {
+                dir_ + "/" + name != path_ && quiet_.count(dir_ + "/" + name) == 0) {
                 others.push_back(dir_ + "/" + name);
             }
         }
         ::closedir(d);
     }
-    const auto end = std::chrono::steady_clock::now() + budget;
     krdma_msg_hdr h{};
     h.cmd = kOfferCmd;
     const int fds[1] = {tcp};
@@ -150,11 +151,15 @@ krdma::UniqueFd Rendezvous::offer(const RendezvousOffer &o, int tcp, std::chrono
             continue;
         }
         // Waits for the answer, serving the offers other kALs make meanwhile (one may be waiting for us).
+        const auto end = std::chrono::steady_clock::now() + wait;
         for (;;) {
             const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
             if (left.count() <= 0) {
-                RDMA_LOG_INFO(kComponent, "same-host rendezvous: %s did not answer in time", path.c_str());
-                return {};
+                RDMA_LOG_WARN(kComponent, "same-host rendezvous: %s did not answer within %lld ms: offered nothing for "
+                              "%lld s", path.c_str(), static_cast<long long>(wait.count()),
+                              static_cast<long long>(kQuietFor.count()));
+                quiet_[path] = std::chrono::steady_clock::now() + kQuietFor;
+                break;
             }
             pollfd p[2] = {{c.get(), POLLIN, 0}, {listener_.get(), POLLIN, 0}};
             if (::poll(p, 2, static_cast<int>(left.count())) <= 0) continue;

@@ -71,9 +71,14 @@ public:
 
     /**
      * @brief Offers connection @p o (TCP socket @p tcp) to every other kAL of the directory, in turn, until one
-     *        pairs it; waits at most @p budget for all the answers. The channel end the pairing kAL sent, or empty.
+     *        pairs it; waits at most @p wait for each answer. A kAL that did not answer in time is left out of the
+     *        offers for kQuietFor (a stopped or hung kAL would otherwise hold up every connection this one
+     *        accepts). The channel end the pairing kAL sent, or empty.
      */
-    [[nodiscard]] krdma::UniqueFd offer(const RendezvousOffer &o, int tcp, std::chrono::milliseconds budget);
+    [[nodiscard]] krdma::UniqueFd offer(const RendezvousOffer &o, int tcp, std::chrono::milliseconds wait);
+
+    /** @brief How long a kAL that did not answer an offer in time is offered nothing. */
+    static constexpr std::chrono::seconds kQuietFor{10};
 
 private:
     void on_listener();
@@ -86,6 +91,7 @@ private:
     Answer answer_;
     krdma::UniqueFd listener_;
     std::map<int, krdma::UniqueFd> waiting_;  // accepted connections whose offer has not come yet
+    std::map<std::string, std::chrono::steady_clock::time_point> quiet_;  // kALs left out until then
 };
 
 }  // namespace kal

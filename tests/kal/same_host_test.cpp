@@ -10,11 +10,13 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <filesystem>
 #include <regex>
 
 #include "krdmad_fixture.hpp"
@@ -424,6 +426,45 @@ TEST_F(SameHost, TheRendezvousAnswersMalformedAndUnprovenOffersWithNo) {
     // Still serving, and still pairing its own consumers.
     const ri_llp_params_t llp = connect_and_exchange([] {});
     EXPECT_NE(llp.mpa_flags & RI_LLP_SAME_HOST, 0u);
+}
+
+// A kAL of the rendezvous directory that takes an offer and never answers (stopped, hung) costs the offering kAL
+// one wait: it is left out of the offers after that, so it cannot hold up every connection the other accepts.
+TEST(Rendezvous, AKalThatDoesNotAnswerIsLeftOutOfTheNextOffers) {
+    char tmpl[] = "/tmp/openrdma-rendezvous-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr) << std::strerror(errno);
+    const std::filesystem::path dir(tmpl);
+    struct Gone {
+        std::filesystem::path p;
+        ~Gone() { std::filesystem::remove_all(p); }
+    } gone{dir};
+    kal::DeviceServer server(dir / "krdma");  // never listens: the rendezvous only needs its watch table
+    kal::Rendezvous r(server, dir.string(), [](const kal::RendezvousOffer &, int) { return krdma::UniqueFd(); });
+    ASSERT_TRUE(r.listening()) << "the rendezvous did not listen in " << dir;
+    // The silent kAL: a listener that never accepts.
+    krdma::UniqueFd silent(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    sockaddr_un a{};
+    ASSERT_TRUE(krdma::unix_address(dir / "kal-1.sock", a));
+    ASSERT_TRUE(silent && ::bind(silent.get(), reinterpret_cast<sockaddr *>(&a), sizeof a) == 0 &&
+                ::listen(silent.get(), 8) == 0)
+        << std::strerror(errno);
+    krdma::UniqueFd tcp(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    kal::RendezvousOffer o;
+    o.magic = kal::kRendezvousMagic;
+    o.version = kal::kRendezvousVersion;
+    EXPECT_FALSE(r.offer(o, tcp.get(), std::chrono::milliseconds(50))) << "a kAL that never answered paired";
+    auto offers_waiting = [&] {
+        int n = 0;
+        while (true) {
+            krdma::UniqueFd c(::accept4(silent.get(), nullptr, nullptr, SOCK_CLOEXEC));
+            if (!c) return n;
+            ++n;
+        }
+    };
+    EXPECT_EQ(offers_waiting(), 1) << "the first offer did not reach the silent kAL";
+    EXPECT_FALSE(r.offer(o, tcp.get(), std::chrono::milliseconds(50)));
+    EXPECT_FALSE(r.offer(o, tcp.get(), std::chrono::milliseconds(50)));
+    EXPECT_EQ(offers_waiting(), 0) << "the kAL that did not answer was offered connections again at once";
 }
 
 }  // namespace
