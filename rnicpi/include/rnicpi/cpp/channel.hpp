@@ -222,38 +222,19 @@ public:
         // Published every kPublishEvery bytes, so that a reader copies out while this writer copies in: a gather
         // list as large as the ring, published once, made the two sides take turns (8 MiB Writes through a 512 KiB
         // ring at half the speed of a 1 MiB one). Room the reader made meanwhile is taken too.
-        size_t done = 0;
-        size_t shown = 0;  // of done, published
-        size_t off = 0;    // into iov[i]
-        for (size_t i = 0; i < n;) {
-            if (room == 0) {
-                const uint64_t h = load_acquire(r.head);
-                if (tail_ + done - h > ring_) return fail_broken();
-                room = static_cast<size_t>(ring_ - (tail_ + done - h));
-                if (room == 0) break;
-            }
-            size_t len = iov[i].iov_len - off;
-            len = len < room ? len : room;
-            len = len < kPublishEvery ? len : kPublishEvery;
-            put(out_data_, tail_ + done, static_cast<const uint8_t *>(iov[i].iov_base) + off, len);
-            done += len;
-            room -= len;
-            off += len;
-            if (off == iov[i].iov_len) {
-                off = 0;
-                ++i;
-            }
-            if (done - shown >= kPublishEvery) {
-                store_release(r.tail, tail_ + done);
-                shown = done;
-            }
-        }
-        if (done == 0) return 0;
-        tail_ += done;
+        const ssize_t moved = move(
+            iov, n, tail_, room, [&](uint64_t at, uint8_t *p, size_t len) { put(out_data_, at, p, len); },
+            [&](uint64_t at) {
+                const uint64_t used = at - load_acquire(r.head);
+                return used > ring_ ? ring_ + 1 : ring_ - used;
+            },
+            [&](uint64_t at) { store_release(r.tail, at); });
+        if (moved <= 0) return moved;
+        tail_ += static_cast<uint64_t>(moved);
         store_release(r.tail, tail_);
         full_fence();
         if (load_relaxed(r.reader_waiting) != 0) ring_reader(r);
-        return static_cast<ssize_t>(done);
+        return moved;
     }
 
     /** @brief Reads up to @p len bytes into @p buf; see the file comment for the answer. */
@@ -274,41 +255,18 @@ public:
             if (__atomic_load_n(&r.closed, __ATOMIC_ACQUIRE) != 0 && load_acquire(r.tail) == head_) return 0;
             return fail(peer_gone_ ? ECONNRESET : EAGAIN);
         }
-        size_t left = static_cast<size_t>(avail);
         // Room handed back every kPublishEvery bytes, as write() publishes (there: why); bytes the writer published
         // meanwhile are read too.
-        size_t done = 0;
-        size_t shown = 0;  // of done, handed back
-        size_t off = 0;    // into iov[i]
-        for (size_t i = 0; i < n;) {
-            if (left == 0) {
-                const uint64_t t = load_acquire(r.tail);
-                if (t - head_ - done > ring_) return fail_broken();
-                left = static_cast<size_t>(t - head_ - done);
-                if (left == 0) break;
-            }
-            size_t len = iov[i].iov_len - off;
-            len = len < left ? len : left;
-            len = len < kPublishEvery ? len : kPublishEvery;
-            get(in_data_, head_ + done, static_cast<uint8_t *>(iov[i].iov_base) + off, len);
-            done += len;
-            left -= len;
-            off += len;
-            if (off == iov[i].iov_len) {
-                off = 0;
-                ++i;
-            }
-            if (done - shown >= kPublishEvery) {
-                store_release(r.head, head_ + done);
-                shown = done;
-            }
-        }
-        if (done == 0) return 0;  // nothing asked for
-        head_ += done;
+        const ssize_t moved = move(
+            iov, n, head_, static_cast<size_t>(avail),
+            [&](uint64_t at, uint8_t *p, size_t len) { get(in_data_, at, p, len); },
+            [&](uint64_t at) { return load_acquire(r.tail) - at; }, [&](uint64_t at) { store_release(r.head, at); });
+        if (moved <= 0) return moved;  // 0: nothing asked for
+        head_ += static_cast<uint64_t>(moved);
         store_release(r.head, head_);
         full_fence();
         if (load_relaxed(r.writer_waiting) != 0) ring_writer(r);
-        return static_cast<ssize_t>(done);
+        return moved;
     }
 
     /** @brief Bytes waiting to be read (a corrupt ring reads as some, so that the reader meets the error). */
@@ -465,6 +423,43 @@ public:
     static constexpr size_t kMaxPullPieces = 16;
 
 private:
+    // The copy loop of write() and readv(): moves the pieces of @p iov (@p n of them) through a ring from index @p at,
+    // where @p ready bytes (room, or bytes to read) are known to be, in steps of at most kPublishEvery. copy(index,
+    // piece, len) moves a step; publish(index) hands the progress over to the other side every kPublishEvery bytes;
+    // when @p ready runs out, more(index) tells how much more the other side allows now (more than the ring: its
+    // index is broken). The bytes moved, or fail_broken().
+    template <class Copy, class More, class Publish>
+    ssize_t move(const iovec *iov, size_t n, uint64_t at, size_t ready, Copy copy, More more,
+                 Publish publish) noexcept {
+        size_t done = 0;
+        size_t shown = 0;  // of done, published
+        size_t off = 0;    // into iov[i]
+        for (size_t i = 0; i < n;) {
+            if (ready == 0) {
+                const uint64_t allowed = more(at + done);
+                if (allowed > ring_) return fail_broken();
+                ready = static_cast<size_t>(allowed);
+                if (ready == 0) break;
+            }
+            size_t len = iov[i].iov_len - off;
+            len = len < ready ? len : ready;
+            len = len < kPublishEvery ? len : kPublishEvery;
+            copy(at + done, static_cast<uint8_t *>(iov[i].iov_base) + off, len);
+            done += len;
+            ready -= len;
+            off += len;
+            if (off == iov[i].iov_len) {
+                off = 0;
+                ++i;
+            }
+            if (done - shown >= kPublishEvery) {
+                publish(at + done);
+                shown = done;
+            }
+        }
+        return static_cast<ssize_t>(done);
+    }
+
     ri_status_t map(const ri_channel_hello_t &hello, size_t got, int msg_flags, int mem) noexcept {
         using namespace channel_detail;
         if ((got != sizeof hello && got != RI_CHANNEL_HELLO_V1_SIZE) || (msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 ||
