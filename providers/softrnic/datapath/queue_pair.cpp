@@ -403,6 +403,10 @@ bool QueuePair::sending(const Stream &s) const noexcept {
     return !s.tx_idle || s.tx_blocked || !s.parked.empty() || s.corked != 0 || sq_.count() != s.issued;
 }
 
+bool QueuePair::consumer_moves(const Stream &s) const noexcept {
+    return s.chan && parked_.load(std::memory_order_relaxed);
+}
+
 bool QueuePair::quiet(const Stream &s) const noexcept {
     return s.fail == Stream::Fail::none && !sending(s) && s.inflight == 0;
 }

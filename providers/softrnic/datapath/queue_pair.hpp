@@ -199,6 +199,9 @@ private:
     // Under mutex_: the stream sends nothing, has nothing in flight and has not failed; only its peer can give it
     // work.
     [[nodiscard]] bool quiet(const Stream &s) const noexcept;
+    // Under mutex_: the stream moves over a same-host channel and its consumer busy-polls it (parked): what one post
+    // or poll leaves (a full ring, a budget spent) waits for that consumer's next poll, not for the progress thread.
+    [[nodiscard]] bool consumer_moves(const Stream &s) const noexcept;
     void enter_error(int failing, uint32_t status, uint32_t vendor_err, uint32_t recv_status, bool tell_kvp);
     void flush_rings(int failing, uint32_t status, uint32_t vendor_err, uint32_t recv_status);
     int oldest_inflight() const;

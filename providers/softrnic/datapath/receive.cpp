@@ -98,12 +98,13 @@ void QueuePair::receive(size_t budget, bool to_eagain) {
         // the rest to the progress thread would put a third thread on the copies, beside the two consumers
         // (bench_samehost's 64 KiB Writes moved 24 GB/s that way, 40 without). Once a receive completed, the
         // consumer has work to see and receives to post again: the pass ends at the usual budget.
-        const bool read_on = s.chan && parked_.load(std::memory_order_relaxed) && s.receives_done == receives_before;
+        const bool own = consumer_moves(s);
+        const bool read_on = own && s.receives_done == receives_before;
         if (moved >= (read_on ? kParkedChannelBudget : budget)) {
             // The progress thread reads on, except for a parked channel's consumer, whose next poll does: the
             // thread's service would unpark the stream and the two threads would take it from each other (Sends of
             // 64 KiB to 8 MiB: 13-16 GB/s with the kick, 28-29 without, in one sitting).
-            if (!(s.chan && parked_.load(std::memory_order_relaxed))) out_->kick = true;
+            if (!own) out_->kick = true;
             return;
         }
         // A short read took what the socket held: asking again would most likely hear EAGAIN, a system call on the

@@ -222,7 +222,7 @@ void QueuePair::transmit(size_t budget) {
             // A channel whose consumer busy-polls (parked): its next poll takes the backlog on as soon as the peer
             // made room (try_service), as service() leaves it. The thread's millisecond look takes the stream back
             // if the polls stop (recheck_park).
-            if (s.chan && parked_.load(std::memory_order_relaxed)) return;
+            if (consumer_moves(s)) return;
             if (!s.out_watched) {
                 // The progress thread moves the backlog; a parked stream is the thread's again.
                 s.out_watched = true;
@@ -240,7 +240,7 @@ void QueuePair::transmit(size_t budget) {
         if (moved >= budget) {
             // The progress thread continues; the poster returns. A parked channel's consumer continues itself at
             // its next poll (as receive() leaves it).
-            if (!(s.chan && parked_.load(std::memory_order_relaxed))) out_->kick = true;
+            if (!consumer_moves(s)) out_->kick = true;
             return;
         }
     }
