@@ -66,14 +66,6 @@ std::optional<uint64_t> netns_cookie(int fd) {
 
 }  // namespace
 
-StreamEnd StreamEnd::of(const ri_net_addr_t &a, uint16_t p) noexcept {
-    StreamEnd e;
-    e.family = a.family;
-    std::memcpy(e.addr.data(), a.addr, a.family == RI_AF_INET6 ? 16 : 4);
-    e.port = p;
-    return e;
-}
-
 // ---------------------------------------------------------------------------------------------------------------
 // Endpoints
 
@@ -574,26 +566,33 @@ void Endpoint::unindex() noexcept {
     if (m_ != nullptr) m_->by_remote_.erase(index_it_);
 }
 
-Endpoint *Endpoint::find_mirror() {
-    if (ends_.local.family == RI_AF_NONE || ends_.remote.family == RI_AF_NONE) return nullptr;
-    const StreamEnd mine = StreamEnd::of(ends_.local, ends_.local_port);
-    const StreamEnd theirs = StreamEnd::of(ends_.remote, ends_.remote_port);
-    auto [it, end] = m_->by_remote_.equal_range(mine);
+template <class Accept>
+Endpoint *Endpoint::in_setup(Endpoints &m, const StreamEnd &local, const StreamEnd &remote, const Endpoint *except,
+                             Accept accept) {
+    auto [it, end] = m.by_remote_.equal_range(remote);
     for (; it != end; ++it) {
-        Endpoint *m = it->second;
+        Endpoint *e = it->second;
         // Not in RDMA mode yet, without a channel, with its socket: the one to stash the other end in.
-        if (m == this || m->fsm_.state() != EndpointState::connecting || m->channel_ || !m->sock_) continue;
+        if (e == except || e->fsm_.state() != EndpointState::connecting || e->channel_ || !e->sock_) continue;
         // An active endpoint learns its own port at its transition; its mirror asks for it now (once).
-        if (m->ends_.local.family == RI_AF_NONE) llp::local_end_of(m->sock_.get(), m->ends_);
-        if (StreamEnd::of(m->ends_.local, m->ends_.local_port) != theirs) continue;
-        // Mirrored ends in one network namespace are one TCP connection. The kAL's own sockets live in its own
-        // namespace; a converted one may come from another, where the same addresses name another connection.
-        const auto a = netns_cookie(sock_.get());
-        const auto b = netns_cookie(m->sock_.get());
-        if (a && b ? *a != *b : converted_ || m->converted_) continue;
-        return m;
+        if (e->ends_.local.family == RI_AF_NONE) llp::local_end_of(e->sock_.get(), e->ends_);
+        if (StreamEnd::of(e->ends_.local, e->ends_.local_port) != local) continue;
+        if (accept(*e)) return e;
     }
     return nullptr;
+}
+
+Endpoint *Endpoint::find_mirror() {
+    if (ends_.local.family == RI_AF_NONE || ends_.remote.family == RI_AF_NONE) return nullptr;
+    return in_setup(*m_, StreamEnd::of(ends_.remote, ends_.remote_port), StreamEnd::of(ends_.local, ends_.local_port),
+                    this, [this](const Endpoint &e) {
+                        // Mirrored ends in one network namespace are one TCP connection. The kAL's own sockets live
+                        // in its own namespace; a converted one may come from another, where the same addresses
+                        // name another connection.
+                        const auto a = netns_cookie(sock_.get());
+                        const auto b = netns_cookie(e.sock_.get());
+                        return a && b ? *a == *b : !(converted_ || e.converted_);
+                    });
 }
 
 void Endpoint::pair() {
@@ -667,11 +666,8 @@ void Endpoint::offer_pairing() {
     RendezvousOffer o;
     o.magic = kRendezvousMagic;
     o.version = kRendezvousVersion;
-    o.family = ends_.local.family;
-    o.local_port = ends_.local_port;
-    o.remote_port = ends_.remote_port;
-    std::memcpy(o.local, ends_.local.addr, sizeof o.local);
-    std::memcpy(o.remote, ends_.remote.addr, sizeof o.remote);
+    o.local = StreamEnd::of(ends_.local, ends_.local_port);
+    o.remote = StreamEnd::of(ends_.remote, ends_.remote_port);
     o.vendor_id = a.vendor_id;
     o.vendor_part_id = a.vendor_part_id;
     o.ring_bytes = ring;
@@ -685,40 +681,28 @@ void Endpoint::offer_pairing() {
 }
 
 krdma::UniqueFd Endpoint::answer_offer(Endpoints &m, const RendezvousOffer &o, int tcp) {
-    if (o.family != RI_AF_INET && o.family != RI_AF_INET6) return {};
-    ri_net_addr_t local{}, remote{};
-    local.family = remote.family = o.family;
-    std::memcpy(local.addr, o.local, sizeof local.addr);
-    std::memcpy(remote.addr, o.remote, sizeof remote.addr);
-    const StreamEnd theirs = StreamEnd::of(local, o.local_port);
-    const StreamEnd mine = StreamEnd::of(remote, o.remote_port);
-    auto [it, end] = m.by_remote_.equal_range(theirs);
-    for (; it != end; ++it) {
-        Endpoint *e = it->second;
-        if (e->fsm_.state() != EndpointState::connecting || e->channel_ || !e->sock_ || !e->may_pair()) continue;
-        if (e->ends_.local.family == RI_AF_NONE) llp::local_end_of(e->sock_.get(), e->ends_);
-        if (StreamEnd::of(e->ends_.local, e->ends_.local_port) != mine) continue;
+    Endpoint *e = in_setup(m, o.remote, o.local, nullptr, [tcp](const Endpoint &c) {
+        if (!c.may_pair()) return false;
         // Mirrored addresses prove nothing across namespaces: the sequence numbers do (a secret of the two ends).
-        if (!llp::one_connection(tcp, e->sock_.get())) {
-            RDMA_LOG_INFO(kComponent, "client %u: QP %#lx: an offer with its mirrored addresses is another "
-                          "connection (sequence numbers differ): not paired", e->client_,
-                          static_cast<unsigned long>(e->qp_handle_));
-            continue;
-        }
-        ri_rnic_attr_t a{};
-        if (!e->takes_channel(a) || a.vendor_id != o.vendor_id || a.vendor_part_id != o.vendor_part_id) return {};
-        auto charge = m.same_host_.charge(e->client_, o.ring_bytes);
-        if (!charge) return {};
-        int ends[2];
-        if (rdma::provider::make_channel(o.ring_bytes, ends, nullptr) != 0) return {};
-        e->channel_.reset(ends[0]);
-        e->channel_charge_ = std::move(*charge);
-        RDMA_LOG_DEBUG(kComponent, "client %u: QP %#lx paired with another kAL's QP on this host (rings of %llu "
-                       "bytes)", e->client_, static_cast<unsigned long>(e->qp_handle_),
-                       static_cast<unsigned long long>(o.ring_bytes));
-        return krdma::UniqueFd(ends[1]);
+        if (llp::one_connection(tcp, c.sock_.get())) return true;
+        RDMA_LOG_INFO(kComponent, "client %u: QP %#lx: an offer with its mirrored addresses is another connection "
+                      "(sequence numbers differ): not paired", c.client_, static_cast<unsigned long>(c.qp_handle_));
+        return false;
+    });
+    ri_rnic_attr_t a{};
+    if (e == nullptr || !e->takes_channel(a) || a.vendor_id != o.vendor_id || a.vendor_part_id != o.vendor_part_id) {
+        return {};
     }
-    return {};
+    auto charge = m.same_host_.charge(e->client_, o.ring_bytes);
+    if (!charge) return {};
+    int ends[2];
+    if (rdma::provider::make_channel(o.ring_bytes, ends, nullptr) != 0) return {};
+    e->channel_.reset(ends[0]);
+    e->channel_charge_ = std::move(*charge);
+    RDMA_LOG_DEBUG(kComponent, "client %u: QP %#lx paired with another kAL's QP on this host (rings of %llu bytes)",
+                   e->client_, static_cast<unsigned long>(e->qp_handle_),
+                   static_cast<unsigned long long>(o.ring_bytes));
+    return krdma::UniqueFd(ends[1]);
 }
 
 }  // namespace kal

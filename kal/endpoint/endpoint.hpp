@@ -92,16 +92,7 @@ struct SameHostHooks {
     [[nodiscard]] explicit operator bool() const noexcept { return open_of && charge; }
 };
 
-/** @brief One end of a TCP connection (address and port), as an ordered key. */
-struct StreamEnd {
-    uint16_t family = 0;               /**< ::ri_addr_family. */
-    std::array<uint8_t, 16> addr{};    /**< The address (IPv4: the first four bytes, the rest zero). */
-    uint16_t port = 0;                 /**< Host byte order. */
-    /** @brief Ordered by family, address, port. */
-    auto operator<=>(const StreamEnd &) const = default;
-    /** @brief The end @p a : @p p. */
-    [[nodiscard]] static StreamEnd of(const ri_net_addr_t &a, uint16_t p) noexcept;
-};
+using llp::StreamEnd;
 
 /** @brief A connection event record of @p type about kAL object @p object, with the consumer's @p context. */
 [[nodiscard]] inline krdma_cm_event cm_event(uint32_t type, uint64_t object, uint64_t context) {
@@ -328,6 +319,11 @@ private:
     void index_ends();
     // Leaves them.
     void unindex() noexcept;
+    // The endpoint of @p m in setup (not in RDMA mode yet, without a channel, with its socket), other than
+    // @p except, whose connection runs from @p local to @p remote and which @p accept takes; or null.
+    template <class Accept>
+    static Endpoint *in_setup(Endpoints &m, const StreamEnd &local, const StreamEnd &remote, const Endpoint *except,
+                              Accept accept);
     // The endpoint holding the other end of this one's connection, not yet in RDMA mode, or null.
     Endpoint *find_mirror();
     // The first of two to transition: makes the channel, takes one end and stashes the other in the mirror; nothing

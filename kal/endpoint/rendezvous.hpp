@@ -21,9 +21,11 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <type_traits>
 
 #include "krdma/message.hpp"
 #include "server.hpp"
+#include "socket_ends.hpp"
 
 namespace kal {
 
@@ -31,16 +33,14 @@ namespace kal {
 struct RendezvousOffer {
     uint32_t magic = 0;             /**< kRendezvousMagic. */
     uint32_t version = 0;           /**< kRendezvousVersion. */
-    uint16_t family = 0;            /**< ::ri_addr_family of both ends. */
-    uint16_t local_port = 0;        /**< The offering end's port (host byte order). */
-    uint16_t remote_port = 0;       /**< The other end's port. */
-    uint16_t reserved = 0;          /**< Zero. */
-    uint8_t local[16] = {};         /**< The offering end's address (IPv4: the first four bytes). */
-    uint8_t remote[16] = {};        /**< The other end's address. */
+    llp::StreamEnd local;           /**< The offering end of the connection. */
+    llp::StreamEnd remote;          /**< The other end. */
     uint32_t vendor_id = 0;         /**< The offering QP's RNIC: only one of the same provider pairs with it. */
     uint32_t vendor_part_id = 0;    /**< Likewise. */
     uint64_t ring_bytes = 0;        /**< Each direction's ring. */
 };
+
+static_assert(std::is_trivially_copyable_v<RendezvousOffer>, "an offer travels as its bytes");
 
 /** @brief The answer: paired (the channel's end attached) or not. */
 struct RendezvousAnswer {

@@ -5,11 +5,20 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <cstring>
 #include <optional>
 
 #include "krdma/net_addr.hpp"
 
 namespace kal::llp {
+
+StreamEnd StreamEnd::of(const ri_net_addr_t &a, uint16_t p) noexcept {
+    StreamEnd e;
+    e.family = a.family;
+    std::memcpy(e.addr.data(), a.addr, a.family == RI_AF_INET6 ? 16 : 4);
+    e.port = p;
+    return e;
+}
 
 std::string text_of(const ri_net_addr_t &a, uint16_t port) {
     const std::string t = a.family == RI_AF_NONE ? "?" : krdma::to_text(a);

@@ -5,6 +5,8 @@
 #ifndef KAL_LLP_SOCKET_ENDS_HPP
 #define KAL_LLP_SOCKET_ENDS_HPP
 
+#include <array>
+#include <compare>
 #include <cstdint>
 #include <string>
 
@@ -12,6 +14,17 @@
 #include "rnicpi/ri_verbs.h"
 
 namespace kal::llp {
+
+/** @brief One end of a TCP connection (address and port), as an ordered key (and, fixed in layout, a message's). */
+struct StreamEnd {
+    uint16_t family = 0;               /**< ::ri_addr_family. */
+    std::array<uint8_t, 16> addr{};    /**< The address (IPv4: the first four bytes, the rest zero). */
+    uint16_t port = 0;                 /**< Host byte order. */
+    /** @brief Ordered by family, address, port. */
+    auto operator<=>(const StreamEnd &) const = default;
+    /** @brief The end @p a : @p p. */
+    [[nodiscard]] static StreamEnd of(const ri_net_addr_t &a, uint16_t p) noexcept;
+};
 
 /** @brief @p a and @p port as "address:port" ("[address]:port" for IPv6, "?:port" for no address). */
 [[nodiscard]] std::string text_of(const ri_net_addr_t &a, uint16_t port);

@@ -382,11 +382,11 @@ TEST_F(SameHost, TheRendezvousAnswersMalformedAndUnprovenOffersWithNo) {
     kal::RendezvousOffer good;
     good.magic = kal::kRendezvousMagic;
     good.version = kal::kRendezvousVersion;
-    good.family = RI_AF_INET;
-    good.local_port = 1;
-    good.remote_port = 2;
-    good.local[0] = good.remote[0] = 127;
-    good.local[3] = good.remote[3] = 1;
+    good.local.family = good.remote.family = RI_AF_INET;
+    good.local.port = 1;
+    good.remote.port = 2;
+    good.local.addr[0] = good.remote.addr[0] = 127;
+    good.local.addr[3] = good.remote.addr[3] = 1;
     good.ring_bytes = 4096;
     kal::RendezvousOffer old_version = good;
     old_version.version = 99;
