@@ -11,6 +11,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -589,28 +591,38 @@ TEST_F(Connections, KilledPeerProcessEndsTheConnection) {
 
 namespace {
 
-// Two hosts (connection_fixtures.hpp): the passive peer runs inside the namespace on its own krdmad.
-TEST_F(TwoHosts, RdmaBetweenNamespacesThroughTheirOwnKrdmads) {
-    const size_t kBytes = 4u << 20;
-    const auto out = dir_ / "peer.out";
-    auto [pid, port] = start_peer_b("accept", kBytes);
-    ASSERT_NE(port, 0) << read_text(dir_ / "peer.err");
+// Host A's consumer (device @p dev, its RNIC chosen by its address @p addr_a) connects to the "accept" peer at
+// @p addr_b : @p port, hands the connection's negotiated parameters to @p established, moves 1 byte, 65,537 bytes and
+// @p bytes through it (exchange()) and disconnects.
+void rdma_to_peer(const std::filesystem::path &dev, const std::string &addr_a, const std::string &addr_b, uint16_t port,
+                  size_t bytes, const std::function<void(const ri_llp_params_t &)> &established) {
     Side s;
-    ASSERT_EQ(s.open(dev_a_.string(), addr_a_, kRdmaOffset + kBytes), "");  // the RNIC chosen by its address
+    ASSERT_EQ(s.open(dev.string(), addr_a, kRdmaOffset + bytes), "");
     auto ep = s.endpoint();
     ASSERT_NE(ep, nullptr);
     for (uint64_t i = 0; i < 8; ++i) ASSERT_OK(post_recv(s, *ep, i * 256, 256, 100 + i));
-    ASSERT_OK(ep->connect(addr_b_, port, bytes_of("hello server")));
+    ASSERT_OK(ep->connect(addr_b, port, bytes_of("hello server")));
     auto est = next_cm(s.cm);
     ASSERT_TRUE(est.has_value());
     ASSERT_EQ(est->id, static_cast<uint32_t>(CmEventId::established)) << "status " << est->detail;
     ASSERT_TRUE(est->connection);
-    EXPECT_EQ(est->connection->llp.mpa_flags & RI_LLP_SAME_HOST, 0u) << "two krdmads without a rendezvous paired";
-    exchange(s, *ep, {size_t{1}, size_t{65537}, kBytes}, kBytes);
-    if (HasFatalFailure()) return;
+    established(est->connection->llp);
+    exchange(s, *ep, {size_t{1}, size_t{65537}, bytes}, bytes);
+    if (::testing::Test::HasFatalFailure()) return;
     ASSERT_OK(ep->disconnect());
     EXPECT_TRUE(next_cm(s.cm).has_value());
-    EXPECT_EQ(wait_exit(pid), 0) << read_text(out) << read_text(dir_ / "peer.err");
+}
+
+// Two hosts (connection_fixtures.hpp): the passive peer runs inside the namespace on its own krdmad.
+TEST_F(TwoHosts, RdmaBetweenNamespacesThroughTheirOwnKrdmads) {
+    const size_t kBytes = 4u << 20;
+    auto [pid, port] = start_peer_b("accept", kBytes);
+    ASSERT_NE(port, 0) << read_text(dir_ / "peer.err");
+    rdma_to_peer(dev_a_, addr_a_, addr_b_, port, kBytes, [](const ri_llp_params_t &llp) {
+        EXPECT_EQ(llp.mpa_flags & RI_LLP_SAME_HOST, 0u) << "two krdmads without a rendezvous paired";
+    });
+    if (HasFatalFailure()) return;
+    EXPECT_EQ(wait_exit(pid), 0) << read_text(dir_ / "peer.out") << read_text(dir_ / "peer.err");
 }
 
 // Two hosts that are two network namespaces of one host (containers joined by a veth pair), each with its own
@@ -638,27 +650,15 @@ protected:
 
 TEST_F(TwoNamespacesOneHost, TheirKrdmadsPairTheConnectionOverASameHostChannel) {
     const size_t kBytes = 4u << 20;
-    const auto out = dir_ / "peer.out";
     auto [pid, port] = start_peer_b("accept", kBytes);
     ASSERT_NE(port, 0) << read_text(dir_ / "peer.err");
-    Side s;
-    ASSERT_EQ(s.open(dev_a_.string(), addr_a_, kRdmaOffset + kBytes), "");
-    auto ep = s.endpoint();
-    ASSERT_NE(ep, nullptr);
-    for (uint64_t i = 0; i < 8; ++i) ASSERT_OK(post_recv(s, *ep, i * 256, 256, 100 + i));
-    ASSERT_OK(ep->connect(addr_b_, port, bytes_of("hello server")));
-    auto est = next_cm(s.cm);
-    ASSERT_TRUE(est.has_value());
-    ASSERT_EQ(est->id, static_cast<uint32_t>(CmEventId::established)) << "status " << est->detail;
-    ASSERT_TRUE(est->connection);
-    EXPECT_NE(est->connection->llp.mpa_flags & RI_LLP_SAME_HOST, 0u)
-        << "the two krdmads did not pair the connection\n" << read_text(dir_ / "a.err") << read_text(dir_ / "b.err");
-    EXPECT_EQ(paths_a(), std::vector<std::string>{"same-host"});
-    exchange(s, *ep, {size_t{1}, size_t{65537}, kBytes}, kBytes);
+    rdma_to_peer(dev_a_, addr_a_, addr_b_, port, kBytes, [&](const ri_llp_params_t &llp) {
+        EXPECT_NE(llp.mpa_flags & RI_LLP_SAME_HOST, 0u)
+            << "the two krdmads did not pair the connection\n" << read_text(dir_ / "a.err") << read_text(dir_ / "b.err");
+        EXPECT_EQ(paths_a(), std::vector<std::string>{"same-host"});
+    });
     if (HasFatalFailure()) return;
-    ASSERT_OK(ep->disconnect());
-    EXPECT_TRUE(next_cm(s.cm).has_value());
-    EXPECT_EQ(wait_exit(pid), 0) << read_text(out) << read_text(dir_ / "peer.err");
+    EXPECT_EQ(wait_exit(pid), 0) << read_text(dir_ / "peer.out") << read_text(dir_ / "peer.err");
 }
 
 // An address of no RNIC's network: CONNECT is refused at once with the route's error.
