@@ -310,14 +310,21 @@ TEST_F(SameHost, TheHwstubOptionChangedAtRunTimeAppliesToNewConnections) {
 struct TcpPair {
     krdma::UniqueFd client, server;
 };
-TcpPair loopback_connection(int listener) {
-    TcpPair p;
+// A new connection on 127.0.0.1 (a port the kernel picks); empty ends when any step failed (errno says why).
+TcpPair loopback_connection() {
+    krdma::UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof a;
-    if (::getsockname(listener, reinterpret_cast<sockaddr *>(&a), &len) != 0) return p;
+    if (!listener || ::bind(listener.get(), reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 ||
+        ::listen(listener.get(), 1) != 0 || ::getsockname(listener.get(), reinterpret_cast<sockaddr *>(&a), &len) != 0) {
+        return {};
+    }
+    TcpPair p;
     p.client.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!p.client || ::connect(p.client.get(), reinterpret_cast<sockaddr *>(&a), len) != 0) return TcpPair{};
-    p.server.reset(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
+    p.server.reset(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
     return p;
 }
 
@@ -326,13 +333,7 @@ TcpPair loopback_connection(int listener) {
 // not; and the sockets work on afterwards (repair mode was left).
 TEST(LlpOneConnection, TheTwoEndsOfOneConnectionAreProvenAndEndsOfTwoAreNot) {
     if (::geteuid() != 0) GTEST_SKIP() << "reading sequence numbers (TCP repair mode) needs CAP_NET_ADMIN";
-    krdma::UniqueFd l(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_TRUE(l && ::bind(l.get(), reinterpret_cast<sockaddr *>(&a), sizeof a) == 0 && ::listen(l.get(), 4) == 0)
-        << std::strerror(errno);
-    TcpPair one = loopback_connection(l.get()), two = loopback_connection(l.get());
+    TcpPair one = loopback_connection(), two = loopback_connection();
     ASSERT_TRUE(one.client && one.server && two.client && two.server) << std::strerror(errno);
     EXPECT_TRUE(kal::llp::one_connection(one.client.get(), one.server.get())) << "the two ends of one connection";
     EXPECT_TRUE(kal::llp::one_connection(two.server.get(), two.client.get())) << "either order";
@@ -372,13 +373,8 @@ TEST_F(SameHost, TheRendezvousAnswersMalformedAndUnprovenOffersWithNo) {
         if (sock.empty()) ::usleep(20000);
     }
     ASSERT_FALSE(sock.empty()) << "krdmad made no rendezvous socket in " << dir << "\n" << stderr_text();
-    krdma::UniqueFd l(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in la{};
-    la.sin_family = AF_INET;
-    la.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_TRUE(l && ::bind(l.get(), reinterpret_cast<sockaddr *>(&la), sizeof la) == 0 && ::listen(l.get(), 4) == 0);
-    TcpPair other = loopback_connection(l.get());
-    ASSERT_TRUE(other.client && other.server);
+    TcpPair other = loopback_connection();
+    ASSERT_TRUE(other.client && other.server) << std::strerror(errno);
     kal::RendezvousOffer good;
     good.magic = kal::kRendezvousMagic;
     good.version = kal::kRendezvousVersion;
