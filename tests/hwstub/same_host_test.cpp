@@ -236,10 +236,11 @@ TEST_F(Paired, WorkPostedWhileTheEngineSleepsWakesItThroughTheBell) {
 }
 
 TEST(HwstubSameHost, TheTransitionRefusesTheFlagWithoutAChannel) {
-    Adapter a;
-    ASSERT_TRUE(a.start());
+    // The rings first, so that they outlive the engine's thread (Adapter's destructor joins it).
     HostCq cq(1, 16);
     HostQp qp(1, 16, 128, 1);
+    Adapter a;
+    ASSERT_TRUE(a.start());
     ASSERT_RI_OK(a.oe->add_cq(cq.setup()));
     ASSERT_RI_OK(a.oe->add_qp(qp.setup));
     Fd s1, s2;
