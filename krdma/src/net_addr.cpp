@@ -53,6 +53,13 @@ rdma::Expected<ri_net_addr_t> net_addr_from_sockaddr(const sockaddr_storage &ss,
     if (ss.ss_family == AF_INET6) {
         sockaddr_in6 sin6{};
         std::memcpy(&sin6, &ss, sizeof(sin6));
+        if (IN6_IS_ADDR_V4MAPPED(&sin6.sin6_addr)) {
+            // An IPv4 connection of a dual-stack socket: the peer and the wire see IPv4, and so do RNICs.
+            a.family = RI_AF_INET;
+            std::memcpy(a.addr, reinterpret_cast<const uint8_t *>(&sin6.sin6_addr) + 12, 4);
+            if (port != nullptr) *port = ntohs(sin6.sin6_port);
+            return a;
+        }
         a.family = RI_AF_INET6;
         a.scope_id = sin6.sin6_scope_id;
         std::memcpy(a.addr, &sin6.sin6_addr, sizeof(sin6.sin6_addr));

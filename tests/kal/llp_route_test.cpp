@@ -119,6 +119,15 @@ TEST(LlpNetAddr, ParsesAndPrintsBothFamilies) {
     sockaddr_storage unix_addr{};
     unix_addr.ss_family = AF_UNIX;
     EXPECT_FALSE(krdma::net_addr_from_sockaddr(unix_addr));
+    // A dual-stack socket's IPv4 connection (an IPv4-mapped IPv6 address) is the IPv4 address it maps: RNICs and
+    // peers know it by that.
+    sockaddr_storage mapped = krdma::to_sockaddr(addr("::ffff:127.0.0.1"), 5201);
+    ASSERT_EQ(mapped.ss_family, AF_INET6);
+    auto mapped_back = krdma::net_addr_from_sockaddr(mapped, &port);
+    ASSERT_OK(mapped_back);
+    EXPECT_EQ(mapped_back->family, RI_AF_INET) << "an IPv4-mapped address must come back as IPv4";
+    EXPECT_TRUE(krdma::same_net_addr(*mapped_back, addr("127.0.0.1"))) << krdma::to_text(*mapped_back);
+    EXPECT_EQ(port, 5201);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -21,7 +21,10 @@ namespace krdma {
  *        for anything else, ::RI_ENOENT for an unknown scope interface.
  */
 [[nodiscard]] rdma::Expected<ri_net_addr_t> parse_net_addr(std::string_view text);
-/** @brief The address (and port, host byte order) of an AF_INET or AF_INET6 socket address; ::RI_EINVAL otherwise. */
+/**
+ * @brief The address (and port, host byte order) of an AF_INET or AF_INET6 socket address (an IPv4-mapped IPv6
+ *        address as the IPv4 one); ::RI_EINVAL otherwise.
+ */
 [[nodiscard]] rdma::Expected<ri_net_addr_t> net_addr_from_sockaddr(const sockaddr_storage &ss, uint16_t *port = nullptr);
 /** @brief A socket address for @p addr and @p port (host byte order); family AF_UNSPEC for an empty address. */
 [[nodiscard]] sockaddr_storage to_sockaddr(const ri_net_addr_t &addr, uint16_t port) noexcept;
