@@ -179,10 +179,12 @@ void SimpleDispatcher::notify_completion() noexcept {
         if (!callback_) {
             ++notifications_;
             auto agg = aggregate_.lock();
-            // Woken after the lock is dropped: a waiter woken while it is held wakes only to sleep on the mutex
-            // (half a wake-up more per completion for a consumer sleeping in wait()).
-            lock.unlock();
+            // The descriptor is raised under the lock: LazyEventFd is guarded by it, and a quiet() racing an unlocked
+            // signal() lost the notification (the signal saw the flag the quiet was about to clear).
             efd_.signal();
+            // Waiters are woken after the lock is dropped: a waiter woken while it is held wakes only to sleep on
+            // the mutex (half a wake-up more per completion for a consumer sleeping in wait()).
+            lock.unlock();
             cv_.notify_all();
             if (agg) agg->wake();
             return;
