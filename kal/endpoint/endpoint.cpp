@@ -493,7 +493,9 @@ void Endpoint::transition() {
                       r.error().message().c_str(), std::strerror(r.error().code()));
     }
     const Driven d = drive(EndpointInput::established, {}, [this](krdma_cm_event &e) {
-        if (initiator_) krdma::set_private_data(e, session_->peer_private_data());
+        // The initiator learns the reply's private data here; so does a converted responder, which saw no
+        // connection request to learn the peer's from.
+        if (initiator_ || converted_) krdma::set_private_data(e, session_->peer_private_data());
     });
     session_.reset();
     channel_.reset();  // the owner or the kVP has its own now (or nobody will: the connection goes)

@@ -484,7 +484,8 @@ enum krdma_convert_role {
 /**
  * @brief CONVERT: an IDLE QP of the caller takes over the caller's connected TCP socket, passed with the request
  *        (SCM_RIGHTS): MPA negotiates on it and it becomes the QP's LLP stream (IT-API it_socket_convert). The
- *        outcome comes as a CM event, as for CONNECT. The socket must use the QP's RNIC's address.
+ *        outcome comes as a CM event, as for CONNECT; ESTABLISHED carries the peer's MPA private data on both
+ *        sides (the responder saw no connection request). The socket must use the QP's RNIC's address.
  */
 struct krdma_convert {
     uint64_t qp;                /**< Request: kAL handle of the QP. */
