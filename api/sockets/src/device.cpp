@@ -1,0 +1,160 @@
+// Per-RNIC state of the sockets layer, and the background thread.
+#include "device.hpp"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "libc.hpp"
+
+namespace openrdma::sockets {
+
+Watcher::Watcher() {
+    epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    wake_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = nullptr;
+    (void)real().epoll_ctl(epfd_, EPOLL_CTL_ADD, wake_, &ev);
+    thread_ = std::thread([this] { run(); });
+}
+
+Watcher::~Watcher() {
+    {
+        std::lock_guard lock(mutex_);
+        stop_ = true;
+    }
+    const uint64_t one = 1;
+    (void)real().write(wake_, &one, sizeof one);
+    if (thread_.joinable()) thread_.join();
+    std::map<Stream *, std::shared_ptr<Stream>> left;
+    {
+        std::lock_guard lock(mutex_);
+        left.swap(streams_);
+    }
+    left.clear();
+    real().close(epfd_);
+    real().close(wake_);
+}
+
+void Watcher::abandon() noexcept {
+    // The child of a fork has no thread here and the streams are its parent's: forget them without a destructor.
+    new std::map<Stream *, std::shared_ptr<Stream>>(std::move(streams_));
+    streams_.clear();
+    if (thread_.joinable()) thread_.detach();
+    stop_ = true;
+}
+
+void Watcher::add(const std::shared_ptr<Stream> &s) {
+    {
+        std::lock_guard lock(mutex_);
+        if (stop_) return;
+        streams_.emplace(s.get(), s);
+        for (const int fd : {s->notify_fd(), s->event_fd()}) {
+            if (fd >= 0 && registered_.insert(fd).second) {
+                epoll_event ev{};
+                ev.events = EPOLLIN;
+                ev.data.ptr = s.get();
+                (void)real().epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev);
+            }
+        }
+    }
+    const uint64_t one = 1;
+    (void)real().write(wake_, &one, sizeof one);
+}
+
+size_t Watcher::size() const {
+    std::lock_guard lock(mutex_);
+    return streams_.size();
+}
+
+void Watcher::run() {
+    epoll_event evs[64];
+    for (;;) {
+        const int n = ::epoll_wait(epfd_, evs, 64, 100);
+        std::vector<std::shared_ptr<Stream>> work;
+        {
+            std::lock_guard lock(mutex_);
+            if (stop_) return;
+            // Every held stream, notified or not: the ones just added, and the time-outs of closing ones.
+            work.reserve(streams_.size());
+            for (auto &[p, s] : streams_) work.push_back(s);
+        }
+        for (int i = 0; i < n; ++i) {
+            if (evs[i].data.ptr == nullptr) {
+                uint64_t v;
+                (void)real().read(wake_, &v, sizeof v);
+            }
+        }
+        for (auto &s : work) {
+            s->background();
+            // Nothing left to drive (the application's calls do the rest), or closed by the application and done:
+            // the watcher lets go (for a closed stream, the last reference: the QP goes with it, here, unlocked).
+            if (!s->wants_background() || s->finished()) {
+                std::lock_guard lock(mutex_);
+                // Looked at again under the lock: a stream that wants the thread again re-adds itself under it.
+                if (s->wants_background() && !s->finished()) continue;
+                for (const int fd : {s->notify_fd(), s->event_fd()}) {
+                    if (fd >= 0 && registered_.erase(fd) > 0) (void)real().epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+                }
+                streams_.erase(s.get());
+            }
+        }
+    }
+}
+
+rdma::Expected<std::shared_ptr<Device>> Device::open(const std::shared_ptr<ual::AccessLayer> &al,
+                                                     const std::string &address, const StreamShape &shape,
+                                                     Watcher *watcher) {
+    std::shared_ptr<Device> d(new Device(al, shape, watcher));
+    auto a = al->open_adapter(address);
+    if (!a) return a.error();
+    d->adapter_ = *a;
+    auto pz = d->adapter_->create_pz();
+    if (!pz) return pz.error();
+    d->pz_ = *pz;
+    return d;
+}
+
+Device::~Device() {
+    for (auto &c : chunks_) {
+        if (c.mr) (void)c.mr->close();
+        c.mr.reset();
+        ::munmap(c.addr, c.bytes);
+    }
+    chunks_.clear();
+    if (pz_) (void)pz_->close();
+    if (adapter_) (void)adapter_->close();
+}
+
+rdma::Expected<Block> Device::take() {
+    std::lock_guard lock(mutex_);
+    const size_t block = (shape_.bytes() + 4095) & ~size_t{4095};
+    if (free_.empty()) {
+        const size_t bytes = block * kBlocksPerChunk;
+        void *p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return rdma::Error(RI_ENOMEM, "sockets: no memory for a stream's buffers");
+        // A forked child must not share the parent's copy of registered memory (copy-on-write would move it).
+        (void)::madvise(p, bytes, MADV_DONTFORK);
+        auto mr = pz_->register_memory(p, bytes, RI_ACCESS_LOCAL_READ | RI_ACCESS_LOCAL_WRITE);
+        if (!mr) {
+            ::munmap(p, bytes);
+            return mr.error();
+        }
+        const size_t first = chunks_.size() * kBlocksPerChunk;
+        chunks_.push_back(Chunk{static_cast<uint8_t *>(p), bytes, *mr});
+        for (size_t i = kBlocksPerChunk; i-- > 0;) free_.push_back(first + i);
+    }
+    const size_t index = free_.back();
+    free_.pop_back();
+    const Chunk &c = chunks_[index / kBlocksPerChunk];
+    return Block{c.addr + (index % kBlocksPerChunk) * block, c.mr->keys().lkey, index};
+}
+
+void Device::give(size_t index) noexcept {
+    std::lock_guard lock(mutex_);
+    free_.push_back(index);
+}
+
+}  // namespace openrdma::sockets

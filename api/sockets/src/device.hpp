@@ -1,0 +1,104 @@
+/**
+ * @file device.hpp
+ * @brief What the sockets layer keeps per RNIC in a process: the adapter, one protection zone, the registered
+ *        memory its streams use (blocks carved from chunks registered once), and the background thread that drives
+ *        streams nobody is calling.
+ */
+#ifndef OPENRDMA_SOCKETS_DEVICE_HPP
+#define OPENRDMA_SOCKETS_DEVICE_HPP
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "stream.hpp"
+#include "ual/access_layer.hpp"
+
+namespace openrdma::sockets {
+
+/** @brief One stream's registered memory. */
+struct Block {
+    uint8_t *addr = nullptr; /**< Its first byte. */
+    uint32_t lkey = 0;       /**< The local STag of the region it lies in. */
+    size_t index = 0;        /**< Its number, to give it back. */
+};
+
+/**
+ * @brief The background thread: sleeps on the completion notifications of the streams that need it (queued bytes
+ *        waiting for credit, a close finishing, a watched mirror) and drives them. Streams nobody needs in the
+ *        background cost it nothing.
+ */
+class Watcher {
+public:
+    Watcher();
+    ~Watcher();
+    Watcher(const Watcher &) = delete;
+    Watcher &operator=(const Watcher &) = delete;
+    /** @brief Drives @p s until it no longer wants the background (and, once closed, until it finished). */
+    void add(const std::shared_ptr<Stream> &s);
+    /** @brief Streams held (closing ones included). */
+    [[nodiscard]] size_t size() const;
+    /** @brief Forgets everything without touching it (a forked child: the streams are the parent's). */
+    void abandon() noexcept;
+
+private:
+    void run();
+    mutable std::mutex mutex_;
+    std::map<Stream *, std::shared_ptr<Stream>> streams_;
+    std::set<int> registered_;
+    int epfd_ = -1;
+    int wake_ = -1;
+    bool stop_ = false;
+    std::thread thread_;
+};
+
+/** @brief An RNIC open in this process, for the sockets layer. Thread-safe. */
+class Device {
+public:
+    /** @brief Opens the RNIC serving @p address through @p al; its streams have @p shape. */
+    [[nodiscard]] static rdma::Expected<std::shared_ptr<Device>> open(const std::shared_ptr<ual::AccessLayer> &al,
+                                                                     const std::string &address,
+                                                                     const StreamShape &shape, Watcher *watcher);
+    ~Device();
+    /** @brief The access layer. */
+    [[nodiscard]] ual::AccessLayer &access_layer() const noexcept { return *al_; }
+    /** @brief The adapter. */
+    [[nodiscard]] ual::Adapter &adapter() const noexcept { return *adapter_; }
+    /** @brief The protection zone of every stream of this process on this RNIC. */
+    [[nodiscard]] ual::ProtectionZone &pz() const noexcept { return *pz_; }
+    /** @brief The shape of its streams. */
+    [[nodiscard]] const StreamShape &shape() const noexcept { return shape_; }
+    /** @brief A block of shape().bytes() registered bytes; registers another chunk when none is free. */
+    [[nodiscard]] rdma::Expected<Block> take();
+    /** @brief Gives block @p index back. */
+    void give(size_t index) noexcept;
+    /** @brief Hands @p s to the background thread. */
+    void watch(const std::shared_ptr<Stream> &s) { watcher_->add(s); }
+
+private:
+    struct Chunk {
+        uint8_t *addr = nullptr;
+        size_t bytes = 0;
+        std::shared_ptr<ual::MemoryRegion> mr;
+    };
+    Device(std::shared_ptr<ual::AccessLayer> al, const StreamShape &shape, Watcher *watcher)
+        : al_(std::move(al)), shape_(shape), watcher_(watcher) {}
+    static constexpr size_t kBlocksPerChunk = 4;
+    std::shared_ptr<ual::AccessLayer> al_;
+    std::shared_ptr<ual::Adapter> adapter_;
+    std::shared_ptr<ual::ProtectionZone> pz_;
+    const StreamShape shape_;
+    Watcher *watcher_;
+    std::mutex mutex_;
+    std::vector<Chunk> chunks_;
+    std::vector<size_t> free_;
+};
+
+}  // namespace openrdma::sockets
+
+#endif  // OPENRDMA_SOCKETS_DEVICE_HPP

@@ -1,0 +1,84 @@
+/**
+ * @file layer.hpp
+ * @brief The sockets layer of one process: its policy, its peer detection, the access layer it opens on first need,
+ *        the RNICs its streams use, and the count of every decision it made with its reason.
+ */
+#ifndef OPENRDMA_SOCKETS_LAYER_HPP
+#define OPENRDMA_SOCKETS_LAYER_HPP
+
+#include <sys/socket.h>
+
+#include <array>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "device.hpp"
+#include "policy.hpp"
+
+namespace openrdma::sockets {
+
+/** @brief Why a connection went the way it went. */
+enum class Reason : uint8_t {
+    rdma,           /**< Accelerated. */
+    policy,         /**< The policy said TCP for this address and port. */
+    no_detection,   /**< The layer cannot learn whether peers run it (no kAL, or the kAL cannot detect). */
+    peer_plain,     /**< The peer does not run the layer. */
+    no_rnic,        /**< No RNIC serves the connection's local address. */
+    convert_failed, /**< The peer runs the layer but the conversion failed (the connection is reset). */
+    count
+};
+
+/** @brief The name of @p r, as reported. */
+[[nodiscard]] const char *reason_name(Reason r) noexcept;
+
+/** @brief What detection says of a connection's peer. */
+enum class Peer : uint8_t { undecided, layer, plain };
+
+/** @brief The process's sockets layer. Thread-safe. */
+class Layer {
+public:
+    /** @brief The layer, made on first use; null when it is off for this process (then it never comes back). */
+    [[nodiscard]] static Layer *get() noexcept;
+    /** @brief The policy. */
+    [[nodiscard]] const Policy &policy() const noexcept { return policy_; }
+    /**
+     * @brief Marks TCP socket @p fd (before connect or listen) so that the handshake tells the peer this end runs
+     *        the layer; false with @p why when it cannot.
+     */
+    bool mark(int fd, Reason *why);
+    /** @brief What the marked, established socket @p fd learned of its peer. */
+    [[nodiscard]] Peer peer(int fd);
+    /** @brief The RNIC serving the local address of socket @p fd, opened on first use. */
+    [[nodiscard]] rdma::Expected<std::shared_ptr<Device>> device_for(int fd);
+    /** @brief Counts a decision. */
+    void count(Reason r) noexcept { decisions_[static_cast<size_t>(r)].fetch_add(1, std::memory_order_relaxed); }
+    /** @brief Decisions with reason @p r so far. */
+    [[nodiscard]] uint64_t decisions(Reason r) const noexcept {
+        return decisions_[static_cast<size_t>(r)].load(std::memory_order_relaxed);
+    }
+    /** @brief The stream shape of this process ($OPENRDMA_SOCKETS_SLOT, _SLOTS). */
+    [[nodiscard]] const StreamShape &shape() const noexcept { return shape_; }
+    /** @brief In a forked child: forget the parent's access layer, devices and thread without touching them. */
+    void forked_child() noexcept;
+
+private:
+    Layer() = default;
+    rdma::Expected<std::shared_ptr<ual::AccessLayer>> access_layer_locked();
+    Policy policy_;
+    StreamShape shape_;
+    bool assume_peer_ = false;  // OPENRDMA_SOCKETS_PEER=layer: every marked peer runs the layer (no detection)
+    std::mutex mutex_;
+    std::shared_ptr<ual::AccessLayer> al_;
+    std::string al_error_;
+    std::unique_ptr<Watcher> watcher_;
+    std::map<std::string, std::shared_ptr<Device>> devices_;
+    std::map<std::string, std::string> no_device_;  // address -> why it has none
+    std::array<std::atomic<uint64_t>, static_cast<size_t>(Reason::count)> decisions_{};
+};
+
+}  // namespace openrdma::sockets
+
+#endif  // OPENRDMA_SOCKETS_LAYER_HPP

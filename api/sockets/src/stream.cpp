@@ -1,0 +1,652 @@
+// The sockets layer's data path: a byte stream over RDMA Sends with credit-based flow control.
+#include "stream.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "device.hpp"
+#include "krdma/abi.h"
+#include "libc.hpp"
+#include "rnicpi/host/log.hpp"
+
+namespace openrdma::sockets {
+namespace {
+
+constexpr const char *kComponent = "sockets";
+// Send wr_ids have kSendBit (an error completion's opcode is not defined: the wr_id tells sends from receives, whose
+// wr_id is the receive buffer's index); kCtrlBit marks a message with no slot (credits or the end of stream alone).
+constexpr uint64_t kSendBit = 1ull << 62;
+constexpr uint64_t kCtrlBit = 1ull << 63;
+constexpr uint32_t kCtrlSlack = 4;         // send requests beyond the data slots (credit and end-of-stream messages)
+
+inline void cpu_relax() noexcept { __builtin_ia32_pause(); }
+
+}  // namespace
+
+Stream::Stream(std::shared_ptr<Device> device, const StreamShape &shape)
+    : device_(std::move(device)), shape_(shape), slot_len_(shape.send_slots), arrived_(shape.recv_slots) {}
+
+Stream::~Stream() {
+    if (event_fd_ >= 0) real().close(event_fd_);
+    if (ep_) (void)ep_->close();
+    if (cq_) (void)cq_->close();
+    if (mem_ != nullptr) device_->give(mem_index_);
+}
+
+rdma::Expected<std::shared_ptr<Stream>> Stream::start(const std::shared_ptr<Device> &device, int tcp, bool initiator,
+                                                     const StreamShape &shape) {
+    std::shared_ptr<Stream> s(new Stream(device, shape));
+    if (auto ok = s->setup(tcp, initiator); !ok) return ok.error();
+    return s;
+}
+
+rdma::Expected<void> Stream::setup(int tcp, bool initiator) {
+    event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (event_fd_ < 0) return rdma::Error(rdma::from_errno(errno), "sockets: eventfd");
+    auto dto = ual::SimpleDispatcher::create(ual::EventStream::dto, 64);
+    if (!dto) return dto.error();
+    dto_ = *dto;
+    const uint32_t depth = shape_.recv_slots + shape_.send_slots + 2 * kCtrlSlack;
+    auto cq = device_->adapter().create_cq(depth, dto_);
+    if (!cq) return cq.error();
+    cq_ = *cq;
+    ual::EndpointAttributes a;
+    a.sq_depth = shape_.send_slots + kCtrlSlack;
+    a.rq_depth = shape_.recv_slots;
+    a.sq_sge = 2;
+    a.rq_sge = 1;
+    a.rd_sge = 1;
+    a.ird = 0;
+    a.ord = 0;
+    auto ep = device_->pz().create_endpoint(a, cq_, cq_);
+    if (!ep) return ep.error();
+    ep_ = *ep;
+    auto block = device_->take();
+    if (!block) return block.error();
+    mem_ = block->addr;
+    lkey_ = block->lkey;
+    mem_index_ = block->index;
+    {
+        std::lock_guard lock(mutex_);
+        for (uint32_t i = 0; i < shape_.recv_slots; ++i) repost_locked(i);
+        owed_ = 0;  // the first buffers are the peer's initial credits, not owed ones
+        if (sticky_error_ != 0) return rdma::Error(RI_ENOMEM, "sockets: cannot post the receive buffers");
+    }
+    auto cm = ual::SimpleDispatcher::create(ual::EventStream::cm_message, 16);
+    if (!cm) return cm.error();
+    cm_ = *cm;
+    std::weak_ptr<Stream> weak = weak_from_this();
+    cm_->set_callback(
+        [weak](const ual::Event &e) {
+            if (auto self = weak.lock()) self->on_connection(e);
+        },
+        device_->access_layer().executor());
+    ep_->set_connection_dispatcher(cm_);
+    Hello h{};
+    std::memcpy(h.magic, "ORSK", 4);
+    h.version = 1;
+    h.recv_slots = shape_.recv_slots;
+    h.recv_slot_len = shape_.recv_slot_len();
+    const auto *p = reinterpret_cast<const uint8_t *>(&h);
+    return ep_->convert(tcp, std::span<const uint8_t>(p, sizeof h),
+                        initiator ? KRDMA_CONVERT_INITIATOR : KRDMA_CONVERT_RESPONDER);
+}
+
+void Stream::on_connection(const ual::Event &e) {
+    std::unique_lock lock(mutex_);
+    switch (static_cast<ual::CmEventId>(e.id)) {
+        case ual::CmEventId::established: {
+            Hello h{};
+            const auto &pd = e.connection ? e.connection->private_data : std::vector<uint8_t>{};
+            if (pd.size() < sizeof h) {
+                RDMA_LOG_WARN(kComponent, "the peer's MPA private data has %zu bytes, not a hello", pd.size());
+                fail_locked(EPROTO);
+                break;
+            }
+            std::memcpy(&h, pd.data(), sizeof h);
+            if (std::memcmp(h.magic, "ORSK", 4) != 0 || h.version != 1 || h.recv_slots == 0 ||
+                h.recv_slot_len <= sizeof(MessageHeader)) {
+                RDMA_LOG_WARN(kComponent, "the peer's hello is not one this layer speaks");
+                fail_locked(EPROTO);
+                break;
+            }
+            peer_slot_len_ = h.recv_slot_len;
+            credits_ = h.recv_slots;
+            same_host_.store((e.connection->llp.mpa_flags & RI_LLP_SAME_HOST) != 0, std::memory_order_relaxed);
+            if (state_.load() == State::converting) state_.store(State::open, std::memory_order_release);
+            post_locked();
+            break;
+        }
+        case ual::CmEventId::rejected:
+            fail_locked(ECONNREFUSED);
+            break;
+        case ual::CmEventId::unreachable:
+        case ual::CmEventId::timeout:
+            fail_locked(e.connection && e.connection->status != 0 ? e.connection->status : ETIMEDOUT);
+            break;
+        case ual::CmEventId::broken:
+            (void)poll_locked();
+            if (peer_fin_) {  // the peer ended its stream first (and exited): an end, not a reset
+                if (state_.load() != State::failed) state_.store(State::closed, std::memory_order_release);
+            } else {
+                fail_locked(ECONNRESET);
+            }
+            break;
+        case ual::CmEventId::peer_disconnect:
+            // In order: every message the peer sent came before it. What the CQ still holds is read first.
+            (void)poll_locked();
+            peer_fin_ = true;
+            break;
+        case ual::CmEventId::disconnected:
+            (void)poll_locked();
+            if (state_.load() != State::failed) state_.store(State::closed, std::memory_order_release);
+            break;
+        default:
+            break;
+    }
+    mirror_locked();
+    update_background_locked();
+    cv_.notify_all();
+    const uint64_t one = 1;
+    (void)real().write(event_fd_, &one, sizeof one);
+}
+
+uint8_t *Stream::send_slot(uint32_t seq) const noexcept {
+    return mem_ + static_cast<size_t>(shape_.recv_slots) * shape_.recv_slot_len() +
+           static_cast<size_t>(seq % shape_.send_slots) * shape_.slot;
+}
+
+uint8_t *Stream::recv_slot(uint32_t idx) const noexcept {
+    return mem_ + static_cast<size_t>(idx) * shape_.recv_slot_len();
+}
+
+void Stream::repost_locked(uint32_t slot) {
+    ri_sge_t sge{reinterpret_cast<uint64_t>(recv_slot(slot)), shape_.recv_slot_len(), lkey_};
+    ri_recv_wr_t wr{};
+    wr.wr_id = slot;
+    wr.sgl = &sge;
+    wr.num_sge = 1;
+    if (!ep_->post_recv(std::span<const ri_recv_wr_t>(&wr, 1))) {
+        if (sticky_error_ == 0) sticky_error_ = ENOMEM;
+        return;
+    }
+    ++owed_;
+}
+
+bool Stream::post_message_locked(uint32_t slot, uint32_t len, uint16_t flags) {
+    // The header goes from its own small buffer (one per send request outstanding, in the block's tail).
+    auto *hdrs = reinterpret_cast<MessageHeader *>(send_slot(0) + static_cast<size_t>(shape_.send_slots) * shape_.slot);
+    const uint32_t h = ctrl_seq_++ % (shape_.send_slots + 2 * kCtrlSlack);
+    hdrs[h] = MessageHeader{owed_, flags, 0};
+    ri_sge_t sge[2] = {{reinterpret_cast<uint64_t>(&hdrs[h]), sizeof(MessageHeader), lkey_},
+                       {reinterpret_cast<uint64_t>(send_slot(slot)), len, lkey_}};
+    ri_send_wr_t wr{};
+    wr.wr_id = kSendBit | ((flags & kMsgCredit) != 0 || len == 0 ? kCtrlBit : slot);
+    wr.opcode = RI_WR_SEND;
+    wr.flags = RI_SEND_SIGNALED;
+    wr.sgl = sge;
+    wr.num_sge = len == 0 ? 1 : 2;
+    if (!ep_->post_send(std::span<const ri_send_wr_t>(&wr, 1))) return false;
+    owed_ = 0;
+    --credits_;
+    ++sq_used_;
+    counters_.tx_messages.fetch_add(1, std::memory_order_relaxed);
+    return true;
+}
+
+void Stream::post_locked() {
+    if (state_.load(std::memory_order_relaxed) != State::open) return;
+    const uint32_t sq_max = shape_.send_slots + kCtrlSlack;
+    const uint32_t max_payload = std::min<uint32_t>(shape_.slot, peer_slot_len_ - sizeof(MessageHeader));
+    while (post_ != end_ && sq_used_ < sq_max) {
+        if (credits_ <= 1) {  // the last credit is kept for a credit-only message
+            counters_.credit_stalls.fetch_add(1, std::memory_order_relaxed);
+            break;
+        }
+        const uint32_t len = std::min(slot_len_[post_ % shape_.send_slots], max_payload);
+        const bool last = post_ + 1 == end_;
+        const uint16_t flags = last && fin_queued_ && !fin_sent_ ? kMsgFin : 0;
+        if (!post_message_locked(post_, len, flags)) break;
+        if (flags != 0) fin_sent_ = true;
+        ++post_;
+    }
+    if (fin_queued_ && !fin_sent_ && post_ == end_ && credits_ > 1 && sq_used_ < sq_max) {
+        if (post_message_locked(0, 0, kMsgFin)) fin_sent_ = true;
+    }
+    // Credits owed: alone once half the buffers are owed (messages with bytes carry them otherwise).
+    if (owed_ >= std::max<uint32_t>(1, shape_.recv_slots / 2) && credits_ >= 1 && sq_used_ < sq_max) {
+        (void)post_message_locked(0, 0, kMsgCredit);
+    }
+}
+
+void Stream::handle_locked(const ri_wc_t &wc) {
+    const bool is_send = (wc.wr_id & kSendBit) != 0;
+    if (wc.status != RI_WC_SUCCESS) {
+        if (is_send) {
+            --sq_used_;
+            if ((wc.wr_id & kCtrlBit) == 0) ++done_;
+        }
+        // A flush after an orderly end is the connection closing; anything else ends it.
+        if (wc.status == RI_WC_WR_FLUSH_ERR && (peer_fin_ || fin_sent_ || state_.load() == State::closed)) {
+            if (state_.load() == State::open) state_.store(State::closed, std::memory_order_release);
+            return;
+        }
+        fail_locked(ECONNRESET);
+        return;
+    }
+    if (!is_send) {
+        const uint32_t slot = static_cast<uint32_t>(wc.wr_id);
+        counters_.rx_messages.fetch_add(1, std::memory_order_relaxed);
+        if (slot >= shape_.recv_slots || wc.byte_len < sizeof(MessageHeader)) {
+            RDMA_LOG_WARN(kComponent, "a message of %u bytes into receive buffer %u: not the layer's", wc.byte_len, slot);
+            fail_locked(EPROTO);
+            return;
+        }
+        MessageHeader h;
+        std::memcpy(&h, recv_slot(slot), sizeof h);
+        credits_ += h.credits;
+        if ((h.flags & kMsgFin) != 0) peer_fin_ = true;
+        if (wc.byte_len == sizeof(MessageHeader) || rd_shut_) {
+            repost_locked(slot);
+            return;
+        }
+        arrived_[(arr_head_ + arr_count_) % shape_.recv_slots] = Arrived{slot, sizeof(MessageHeader), wc.byte_len};
+        ++arr_count_;
+        return;
+    }
+    --sq_used_;
+    if ((wc.wr_id & kCtrlBit) == 0) ++done_;  // completions come in order: the oldest posted slot is free
+}
+
+bool Stream::poll_locked() {
+    if (!cq_) return false;
+    ri_wc_t wc[16];
+    bool any = false;
+    for (;;) {
+        auto n = cq_->poll(std::span<ri_wc_t>(wc, 16));
+        if (!n || *n == 0) break;
+        for (size_t i = 0; i < *n; ++i) handle_locked(wc[i]);
+        any = true;
+        if (*n < 16) break;
+    }
+    if (any) {
+        post_locked();
+        cv_.notify_all();
+    }
+    return any;
+}
+
+void Stream::fail_locked(int err) {
+    if (state_.load() == State::failed) return;
+    state_.store(State::failed, std::memory_order_release);
+    error_ = err;
+    sticky_error_ = err;
+    cv_.notify_all();
+}
+
+size_t Stream::queued_slots_locked() const noexcept { return end_ - done_; }
+
+uint32_t Stream::readiness_locked() const {
+    const State st = state_.load(std::memory_order_relaxed);
+    if (st == State::failed) return POLLIN | POLLOUT | POLLERR | POLLHUP;
+    if (st == State::converting) return 0;
+    uint32_t ev = 0;
+    if (arr_count_ > 0 || peer_fin_ || rd_shut_) ev |= POLLIN;
+    if (peer_fin_) ev |= POLLRDHUP;
+    const bool room = end_ - done_ < shape_.send_slots ||
+                      (end_ != post_ && slot_len_[(end_ - 1) % shape_.send_slots] < shape_.slot);
+    if (!fin_queued_ && room && st == State::open) ev |= POLLOUT;
+    if (st == State::closed || (fin_queued_ && peer_fin_)) ev |= POLLHUP;
+    return ev;
+}
+
+uint32_t Stream::readiness() {
+    std::lock_guard lock(mutex_);
+    (void)poll_locked();
+    return readiness_locked();
+}
+
+void Stream::mirror_locked() {
+    if (mirror_ != nullptr) (void)mirror_->show(readiness_locked());
+}
+
+void Stream::update_background_locked() {
+    const bool want = post_ != end_ || (fin_queued_ && !fin_sent_) || closing_ || mirror_ != nullptr;
+    if (want && !background_.load(std::memory_order_relaxed)) {
+        background_.store(true, std::memory_order_release);
+        device_->watch(shared_from_this());
+    } else if (!want) {
+        background_.store(false, std::memory_order_release);
+    }
+}
+
+void Stream::wait_locked(std::unique_lock<std::mutex> &lock) {
+    if (leader_) {
+        cv_.wait_for(lock, std::chrono::milliseconds(100));
+        return;
+    }
+    leader_ = true;
+    // Spin first: the answer to a small message comes in microseconds, a sleep and a wake-up cost more.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(shape_.spin_ns);
+    bool got = false;
+    while (!got && std::chrono::steady_clock::now() < until) {
+        got = poll_locked();
+        if (got || state_.load(std::memory_order_relaxed) != State::open) break;
+        lock.unlock();
+        for (int i = 0; i < 32; ++i) cpu_relax();
+        lock.lock();
+    }
+    if (!got && state_.load(std::memory_order_relaxed) != State::failed) {
+        counters_.sleeps.fetch_add(1, std::memory_order_relaxed);
+        if (std::getenv("OPENRDMA_SOCKETS_TRACE") != nullptr) {
+            std::fprintf(stderr, "%ld wait: credits %u owed %u done %u posted %u end %u arrived %u\n",
+                         static_cast<long>(std::chrono::steady_clock::now().time_since_epoch().count() / 1000), credits_,
+                         owed_, done_, post_, end_, arr_count_);
+        }
+        lock.unlock();
+        // The dispatcher arms the CQ, looks again and sleeps until it notifies (or a connection event's flush).
+        auto e = dto_->wait(std::chrono::milliseconds(100));
+        lock.lock();
+        if (e) handle_locked(e->wc);
+        (void)poll_locked();
+        post_locked();
+    }
+    leader_ = false;
+    cv_.notify_all();
+}
+
+int Stream::wait_open(bool nonblock) {
+    std::unique_lock lock(mutex_);
+    while (state_.load() == State::converting) {
+        if (nonblock) return -EAGAIN;
+        cv_.wait_for(lock, std::chrono::milliseconds(100));
+    }
+    return state_.load() == State::failed ? -sticky_error_ : 0;
+}
+
+ssize_t Stream::send(std::span<const iovec> iov, bool nonblock) {
+    std::unique_lock lock(mutex_);
+    size_t want = 0;
+    for (const auto &v : iov) want += v.iov_len;
+    size_t total = 0, vi = 0, voff = 0;
+    for (;;) {
+        const State st = state_.load(std::memory_order_relaxed);
+        if (st == State::failed) {
+            const int e = sticky_error_;
+            sticky_error_ = EPIPE;  // reported once, then as TCP: a broken pipe
+            return total > 0 ? static_cast<ssize_t>(total) : -e;
+        }
+        if (fin_queued_ || st == State::closed) return total > 0 ? static_cast<ssize_t>(total) : -EPIPE;
+        if (st == State::open) {
+            (void)poll_locked();
+            // Fill the open slot, then new ones.
+            while (total < want) {
+                uint32_t room = 0;
+                uint8_t *dst = nullptr;
+                if (end_ != post_ && slot_len_[(end_ - 1) % shape_.send_slots] < shape_.slot) {
+                    uint32_t &len = slot_len_[(end_ - 1) % shape_.send_slots];
+                    room = shape_.slot - len;
+                    dst = send_slot(end_ - 1) + len;
+                } else if (end_ - done_ < shape_.send_slots) {
+                    slot_len_[end_ % shape_.send_slots] = 0;
+                    ++end_;
+                    room = shape_.slot;
+                    dst = send_slot(end_ - 1);
+                } else {
+                    break;
+                }
+                uint32_t &len = slot_len_[(end_ - 1) % shape_.send_slots];
+                while (room > 0 && vi < iov.size()) {
+                    const size_t n = std::min<size_t>(room, iov[vi].iov_len - voff);
+                    std::memcpy(dst, static_cast<const uint8_t *>(iov[vi].iov_base) + voff, n);
+                    dst += n;
+                    room -= static_cast<uint32_t>(n);
+                    len += static_cast<uint32_t>(n);
+                    total += n;
+                    voff += n;
+                    if (voff == iov[vi].iov_len) {
+                        ++vi;
+                        voff = 0;
+                    }
+                }
+            }
+            post_locked();
+            if (total == want) break;
+            if (nonblock && total > 0) break;
+        }
+        if (nonblock) {
+            if (st == State::open) counters_.credit_stalls.fetch_add(1, std::memory_order_relaxed);
+            mirror_locked();
+            update_background_locked();
+            return total > 0 ? static_cast<ssize_t>(total) : -EAGAIN;
+        }
+        wait_locked(lock);
+    }
+    counters_.tx_bytes.fetch_add(total, std::memory_order_relaxed);
+    mirror_locked();
+    update_background_locked();
+    return static_cast<ssize_t>(total);
+}
+
+ssize_t Stream::recv(std::span<const iovec> iov, int flags, bool nonblock) {
+    std::unique_lock lock(mutex_);
+    size_t want = 0;
+    for (const auto &v : iov) want += v.iov_len;
+    const bool peek = (flags & MSG_PEEK) != 0;
+    const bool all = (flags & MSG_WAITALL) != 0 && !peek;
+    size_t total = 0, vi = 0, voff = 0;
+    for (;;) {
+        const State st = state_.load(std::memory_order_relaxed);
+        if (st != State::converting) {
+            if (arr_count_ == 0) (void)poll_locked();
+            uint32_t k = 0;  // messages looked at (peek)
+            while (total < want && k < arr_count_) {
+                Arrived &a = arrived_[(arr_head_ + k) % shape_.recv_slots];
+                uint32_t begin = a.begin;
+                while (begin < a.end && vi < iov.size()) {
+                    const size_t n = std::min<size_t>(a.end - begin, iov[vi].iov_len - voff);
+                    std::memcpy(static_cast<uint8_t *>(iov[vi].iov_base) + voff, recv_slot(a.slot) + begin, n);
+                    begin += static_cast<uint32_t>(n);
+                    total += n;
+                    voff += n;
+                    if (voff == iov[vi].iov_len) {
+                        ++vi;
+                        voff = 0;
+                    }
+                }
+                if (peek) {
+                    ++k;
+                    continue;
+                }
+                a.begin = begin;
+                if (a.begin == a.end) {
+                    repost_locked(a.slot);
+                    arr_head_ = (arr_head_ + 1) % shape_.recv_slots;
+                    --arr_count_;
+                } else {
+                    break;
+                }
+            }
+            if (!peek && total > 0) post_locked();  // credits owed go back
+            if (total > 0 && (!all || total == want)) break;
+            if (arr_count_ == 0 && (peer_fin_ || rd_shut_)) break;  // end of stream: what was read, or 0
+            if (st == State::failed) {
+                if (total > 0) break;
+                const int e = sticky_error_;
+                return e == EPIPE ? 0 : -e;
+            }
+            if (st == State::closed && arr_count_ == 0) break;
+        }
+        if (nonblock) {
+            if (total > 0) break;
+            mirror_locked();
+            update_background_locked();
+            return -EAGAIN;
+        }
+        wait_locked(lock);
+    }
+    if (!peek) counters_.rx_bytes.fetch_add(total, std::memory_order_relaxed);
+    mirror_locked();
+    update_background_locked();
+    return static_cast<ssize_t>(total);
+}
+
+size_t Stream::readable_bytes() {
+    std::lock_guard lock(mutex_);
+    (void)poll_locked();
+    size_t n = 0;
+    for (uint32_t k = 0; k < arr_count_; ++k) {
+        const Arrived &a = arrived_[(arr_head_ + k) % shape_.recv_slots];
+        n += a.end - a.begin;
+    }
+    return n;
+}
+
+int Stream::shutdown(int how) {
+    std::lock_guard lock(mutex_);
+    if (how == SHUT_RD || how == SHUT_RDWR) {
+        rd_shut_ = true;
+        while (arr_count_ > 0) {  // what waits is dropped; later messages are dropped on arrival
+            repost_locked(arrived_[arr_head_].slot);
+            arr_head_ = (arr_head_ + 1) % shape_.recv_slots;
+            --arr_count_;
+        }
+    }
+    if (how == SHUT_WR || how == SHUT_RDWR) {
+        fin_queued_ = true;
+        post_locked();
+    }
+    mirror_locked();
+    update_background_locked();
+    cv_.notify_all();
+    return 0;
+}
+
+void Stream::close(bool abortive) {
+    bool reset = false;
+    {
+        std::lock_guard lock(mutex_);
+        closing_ = true;
+        abortive_ = abortive;
+        mirror_ = nullptr;  // the application's descriptor is gone
+        if (abortive || state_.load() == State::failed) {
+            reset = state_.load() != State::failed;
+            fail_locked(ECONNRESET);
+        } else {
+            fin_queued_ = true;
+            post_locked();
+        }
+        closing_deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        update_background_locked();
+    }
+    if (reset) (void)ep_->disconnect(true);
+}
+
+int Stream::take_error() {
+    std::lock_guard lock(mutex_);
+    (void)poll_locked();
+    const int e = error_;
+    error_ = 0;
+    return e;
+}
+
+void Stream::watch(Mirror *mirror) {
+    std::lock_guard lock(mutex_);
+    mirror_ = mirror;
+    (void)poll_locked();
+    mirror_locked();
+    update_background_locked();
+}
+
+int Stream::notify_fd() const noexcept { return dto_ ? dto_->fd() : -1; }
+
+void Stream::background() {
+    bool disconnect = false, abort = false;
+    {
+        std::lock_guard lock(mutex_);
+        uint64_t v;
+        (void)real().read(event_fd_, &v, sizeof v);
+        (void)poll_locked();
+        // Quiet the notification descriptor: a dequeue that finds nothing does.
+        for (;;) {
+            auto e = dto_->dequeue();
+            if (!e || !*e) break;
+            handle_locked((*e)->wc);
+        }
+        post_locked();
+        if (closing_ && state_.load() == State::open) {
+            const bool sent = fin_sent_ && done_ == end_ && sq_used_ == 0;
+            if (sent && !disconnecting_) {
+                disconnecting_ = true;
+                disconnect = true;
+            } else if (std::chrono::steady_clock::now() > closing_deadline_) {
+                abort = true;
+                fail_locked(ETIMEDOUT);
+            }
+        }
+        mirror_locked();
+        update_background_locked();
+        if (background_.load(std::memory_order_relaxed) && state_.load() != State::failed) {
+            // Armed, then looked at once more: a completion between the last poll and the arming would be missed.
+            (void)cq_->request_notify(RI_CQ_NOTIFY_NEXT);
+            if (poll_locked()) {
+                mirror_locked();
+                update_background_locked();
+            }
+        }
+    }
+    if (disconnect) (void)ep_->disconnect(false);
+    if (abort) (void)ep_->disconnect(true);
+}
+
+uint32_t Stream::arm() {
+    std::lock_guard lock(mutex_);
+    uint64_t v;
+    (void)real().read(event_fd_, &v, sizeof v);
+    for (;;) {  // through the dispatcher: a dequeue that finds nothing quiets the notification descriptor
+        auto e = dto_->dequeue();
+        if (!e || !*e) break;
+        handle_locked((*e)->wc);
+    }
+    (void)poll_locked();
+    post_locked();
+    cv_.notify_all();
+    if (state_.load() != State::failed) {
+        (void)cq_->request_notify(RI_CQ_NOTIFY_NEXT);
+        (void)poll_locked();
+    }
+    return readiness_locked();
+}
+
+bool Stream::drained() {
+    std::lock_guard lock(mutex_);
+    (void)poll_locked();
+    return state_.load() != State::open || (fin_sent_ && done_ == end_ && sq_used_ == 0);
+}
+
+std::string Stream::describe() {
+    std::lock_guard lock(mutex_);
+    char b[256];
+    std::snprintf(b, sizeof b,
+                  "state %d credits %u owed %u sq %u slots done %u posted %u end %u arrived %u peer_fin %d fin %d/%d "
+                  "error %d tx %lu rx %lu",
+                  static_cast<int>(state_.load()), credits_, owed_, sq_used_, done_, post_, end_, arr_count_, peer_fin_,
+                  fin_queued_, fin_sent_, sticky_error_, static_cast<unsigned long>(counters_.tx_messages.load()),
+                  static_cast<unsigned long>(counters_.rx_messages.load()));
+    return b;
+}
+
+bool Stream::finished() {
+    std::lock_guard lock(mutex_);
+    if (!closing_) return false;
+    const State st = state_.load();
+    return st == State::failed || st == State::closed ||
+           (disconnecting_ && std::chrono::steady_clock::now() > closing_deadline_);
+}
+
+}  // namespace openrdma::sockets

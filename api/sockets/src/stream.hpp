@@ -1,0 +1,242 @@
+/**
+ * @file stream.hpp
+ * @brief A TCP byte stream carried by an RDMA connection: the sockets layer's data path.
+ *
+ * A Stream takes a connected TCP socket, converts it into an RDMA connection on the same TCP connection (MPA on
+ * it, Endpoint::convert) and then moves the application's bytes as RDMA Sends into receive buffers the peer
+ * pre-registered and pre-posted, under credit-based flow control:
+ *
+ * - Every message starts with a MessageHeader that returns the credits of the receive buffers its sender reposted
+ *   since its last message. A sender spends one credit per message and never spends its last one on data, so that a
+ *   credit-only message can always go (two ends that fill each other's queues at once cannot deadlock).
+ * - Bytes the application writes are copied into the send slots (the socket's send buffer). A slot goes as soon as
+ *   a credit allows; while none does, later writes fill the same slot (coalescing without delay when credit is
+ *   there). Small writes go inline (copied by the provider at post time).
+ * - Received messages stay in their receive buffers until the application reads them (copied out once); a buffer
+ *   read to its end is reposted and its credit returned with the next message, or alone once half are owed.
+ *
+ * Waiting: a short busy poll of the completion queue, then sleep on its notification. One waiter polls the CQ; the
+ * others wait on a condition variable (leader and followers). Readiness for poll/epoll is mirrored on a Mirror
+ * (mirror.hpp) while the application watches the socket.
+ */
+#ifndef OPENRDMA_SOCKETS_STREAM_HPP
+#define OPENRDMA_SOCKETS_STREAM_HPP
+
+#include <sys/uio.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "mirror.hpp"
+#include "rnicpi/cpp/status.hpp"
+#include "ual/access_layer.hpp"
+
+namespace openrdma::sockets {
+
+class Device;
+
+/** @brief What the first bytes of every message carry. */
+struct MessageHeader {
+    uint32_t credits;  /**< Receive buffers the sender reposted since its previous message. */
+    uint16_t flags;    /**< A set of MessageFlags. */
+    uint16_t reserved; /**< Zero. */
+};
+static_assert(sizeof(MessageHeader) == 8);
+
+/** @brief MessageHeader::flags. */
+enum MessageFlags : uint16_t {
+    kMsgFin = 1u << 0,    /**< The sender shut down its direction after this message's bytes. */
+    kMsgCredit = 1u << 1  /**< No bytes: only credits. */
+};
+
+/** @brief What both ends announce in their MPA private data (and check in the peer's). */
+struct Hello {
+    char magic[4];          /**< "ORSK". */
+    uint16_t version;       /**< 1. */
+    uint16_t reserved;      /**< Zero. */
+    uint32_t recv_slots;    /**< Receive buffers this end posts: the peer's initial credits. */
+    uint32_t recv_slot_len; /**< Bytes of each, header included: the largest message the peer may send. */
+};
+static_assert(sizeof(Hello) == 16);
+
+/** @brief The sizes of a stream's buffers. */
+struct StreamShape {
+    uint32_t slot = 32 * 1024; /**< Payload bytes per message (send slot). */
+    uint32_t send_slots = 8;   /**< Send slots: the socket's send buffer is send_slots * slot bytes. */
+    uint32_t recv_slots = 8;   /**< Receive buffers posted (the peer's credits). */
+    uint32_t inline_max = 0;   /**< Writes up to this many bytes go inline (0: the RNIC's limit, at most 256). */
+    uint32_t spin_ns = 30000;  /**< Busy poll before sleeping. */
+    /** @brief Bytes of one receive buffer. */
+    [[nodiscard]] uint32_t recv_slot_len() const noexcept { return slot + 64; }
+    /** @brief Bytes of registered memory the stream needs. */
+    [[nodiscard]] size_t bytes() const noexcept {
+        return static_cast<size_t>(recv_slots) * recv_slot_len() + static_cast<size_t>(send_slots) * slot + 4096;
+    }
+};
+
+/** @brief Counters of one stream. */
+struct StreamCounters {
+    std::atomic<uint64_t> tx_bytes{0};    /**< Application bytes sent. */
+    std::atomic<uint64_t> rx_bytes{0};    /**< Application bytes delivered. */
+    std::atomic<uint64_t> tx_messages{0}; /**< Messages posted (data and credit-only). */
+    std::atomic<uint64_t> rx_messages{0}; /**< Messages received. */
+    std::atomic<uint64_t> credit_stalls{0}; /**< Times a write found no credit. */
+    std::atomic<uint64_t> sleeps{0};      /**< Times a caller slept on the completion queue. */
+};
+
+/** @brief One RDMA-mode stream. Thread-safe. */
+class Stream : public std::enable_shared_from_this<Stream> {
+public:
+    /** @brief Where the stream stands. */
+    enum class State : uint8_t { converting, open, failed, closed };
+
+    /**
+     * @brief Starts converting @p tcp (a connected TCP socket; the stream keeps its own duplicate) on @p device:
+     *        MPA with this end as the @p initiator or the responder. Returns once the conversion is under way; the
+     *        stream is open when the connection is established (I/O waits for it, or says EAGAIN).
+     */
+    [[nodiscard]] static rdma::Expected<std::shared_ptr<Stream>> start(const std::shared_ptr<Device> &device, int tcp,
+                                                                      bool initiator, const StreamShape &shape);
+    ~Stream();
+    Stream(const Stream &) = delete;
+    Stream &operator=(const Stream &) = delete;
+
+    /**
+     * @brief Writes the bytes of @p iov (sendmsg semantics): the count accepted, or -errno (EAGAIN when nothing fit
+     *        and @p nonblock, EPIPE after shutdown or the peer's reset, ECONNRESET for a broken connection).
+     */
+    ssize_t send(std::span<const iovec> iov, bool nonblock);
+    /**
+     * @brief Reads into @p iov (recvmsg semantics with MSG_PEEK and MSG_WAITALL in @p flags): the count read, 0 at
+     *        end of stream, or -errno (EAGAIN, ECONNRESET).
+     */
+    ssize_t recv(std::span<const iovec> iov, int flags, bool nonblock);
+    /** @brief Bytes readable now without waiting (FIONREAD). */
+    [[nodiscard]] size_t readable_bytes();
+    /** @brief shutdown(2): SHUT_WR sends the end of stream after the queued bytes; SHUT_RD drops what arrives. */
+    int shutdown(int how);
+    /**
+     * @brief The application closed its last descriptor: queued bytes still go (in the background, for up to
+     *        @p linger), then the connection ends in order; @p abortive resets it at once (SO_LINGER 0).
+     */
+    void close(bool abortive);
+    /** @brief poll(2) events now (POLLIN, POLLOUT, POLLRDHUP, POLLHUP, POLLERR). */
+    [[nodiscard]] uint32_t readiness();
+    /** @brief Blocks until the conversion ended: 0 when open, else -errno (the connection is reset). */
+    int wait_open(bool nonblock);
+    /** @brief The pending error (SO_ERROR), cleared. */
+    int take_error();
+
+    /** @brief Keeps @p mirror up to date from now on (the socket is watched by poll or epoll). */
+    void watch(Mirror *mirror);
+    /** @brief Drives the stream from the background thread: completions, queued bytes, the mirror. */
+    void background();
+    /** @brief True while the background thread has work here (queued bytes, closing, watched). */
+    [[nodiscard]] bool wants_background() const noexcept { return background_.load(std::memory_order_acquire); }
+    /** @brief The descriptor that polls readable when the completion queue notifies (once armed). */
+    [[nodiscard]] int notify_fd() const noexcept;
+    /** @brief The descriptor that polls readable when a connection event changed the stream (until arm()). */
+    [[nodiscard]] int event_fd() const noexcept { return event_fd_; }
+    /**
+     * @brief Takes what the completion queue holds, arms its notification (notify_fd() polls readable at the next
+     *        completion) and returns readiness() (poll and select sleep on it).
+     */
+    uint32_t arm();
+    /** @brief Every byte written went, the end of stream too (or the connection ended). */
+    [[nodiscard]] bool drained();
+    /** @brief Closed and everything sent, or failed: the stream can go. */
+    [[nodiscard]] bool finished();
+
+    /** @brief The stream's state in words (for traces and rdmactl). */
+    [[nodiscard]] std::string describe();
+    /** @brief The state. */
+    [[nodiscard]] State state() const noexcept { return state_.load(std::memory_order_acquire); }
+    /** @brief The counters. */
+    [[nodiscard]] const StreamCounters &counters() const noexcept { return counters_; }
+    /** @brief True when the kAL paired the two ends on this host (the same-host channel). */
+    [[nodiscard]] bool same_host() const noexcept { return same_host_.load(std::memory_order_relaxed); }
+    /** @brief The endpoint (for the extended interface). */
+    [[nodiscard]] const std::shared_ptr<ual::Endpoint> &endpoint() const noexcept { return ep_; }
+
+private:
+    struct Arrived {
+        uint32_t slot;
+        uint32_t begin;  // next unread byte within the slot
+        uint32_t end;    // one past the last byte
+    };
+    Stream(std::shared_ptr<Device> device, const StreamShape &shape);
+    rdma::Expected<void> setup(int tcp, bool initiator);
+    void on_connection(const ual::Event &e);
+
+    // Everything below with _locked runs under mutex_.
+    void handle_locked(const ri_wc_t &wc);
+    bool poll_locked();                       // handles what the CQ holds; true if anything came
+    void post_locked();                       // posts queued slots and owed credits as credit allows
+    bool post_message_locked(uint32_t slot, uint32_t len, uint16_t flags);
+    void repost_locked(uint32_t slot);
+    void fail_locked(int err);
+    uint32_t readiness_locked() const;
+    void mirror_locked();
+    void update_background_locked();
+    // Waits for progress: spins on the CQ, then sleeps on it (leader) or on cv_ (followers).
+    void wait_locked(std::unique_lock<std::mutex> &lock);
+    [[nodiscard]] size_t queued_slots_locked() const noexcept;
+    [[nodiscard]] uint8_t *send_slot(uint32_t seq) const noexcept;
+    [[nodiscard]] uint8_t *recv_slot(uint32_t idx) const noexcept;
+
+    std::shared_ptr<Device> device_;
+    const StreamShape shape_;
+    std::shared_ptr<ual::SimpleDispatcher> dto_, cm_;
+    std::shared_ptr<ual::CompletionQueue> cq_;
+    std::shared_ptr<ual::Endpoint> ep_;
+    uint8_t *mem_ = nullptr;   // the stream's registered memory (from the device's pool)
+    uint32_t lkey_ = 0;
+    size_t mem_index_ = 0;
+
+    mutable std::mutex mutex_;
+    std::condition_variable cv_;
+    std::atomic<State> state_{State::converting};
+    int error_ = 0;             // the errno the connection ended with (reported once through SO_ERROR)
+    int sticky_error_ = 0;      // what I/O says from now on
+    bool leader_ = false;       // a waiter polls or sleeps on the CQ
+    uint32_t peer_slot_len_ = 0;
+    uint32_t inline_max_ = 0;
+
+    // Sending. Slots are numbered by sequence: [done_, post_) posted, [post_, end_) holding bytes not yet posted
+    // (the last of them takes more bytes until it is full or posted); slot_len_ has the bytes of each.
+    uint32_t done_ = 0, post_ = 0, end_ = 0;
+    std::vector<uint32_t> slot_len_;
+    uint32_t credits_ = 0;      // messages the peer can take
+    uint32_t owed_ = 0;         // credits to return
+    uint32_t sq_used_ = 0;      // send requests outstanding
+    uint32_t ctrl_seq_ = 0;     // credit-only messages posted (their headers' slots)
+    bool fin_queued_ = false;   // shutdown(SHUT_WR): the end of stream goes after the queued bytes
+    bool fin_sent_ = false;
+    bool closing_ = false;      // the application closed: finish sending, then disconnect
+    bool abortive_ = false;
+    bool disconnecting_ = false;
+    std::chrono::steady_clock::time_point closing_deadline_{};
+
+    // Receiving: messages in arrival order.
+    std::vector<Arrived> arrived_;  // ring of recv_slots entries
+    uint32_t arr_head_ = 0, arr_count_ = 0;
+    bool peer_fin_ = false;
+    bool rd_shut_ = false;
+
+    Mirror *mirror_ = nullptr;
+    int event_fd_ = -1;  // an eventfd raised by connection events, for whoever sleeps on notify_fd()
+    std::atomic<bool> background_{false};
+    std::atomic<bool> same_host_{false};
+    StreamCounters counters_;
+};
+
+}  // namespace openrdma::sockets
+
+#endif  // OPENRDMA_SOCKETS_STREAM_HPP
