@@ -28,6 +28,7 @@ if(NOT depends_openrdma MATCHES "libitapi2 \\(= ${VERSION}\\)" OR NOT depends_op
 endif()
 foreach(check "openrdma:${p}/sbin/krdmad" "openrdma:${p}/bin/rdmactl" "openrdma:${p}/lib/systemd/system/krdmad.service"
               "openrdma:krdmad.json" "openrdma:${PROVIDER_SUBDIR}/softrnic_kvp.so" "openrdma:man8/krdmad.8"
+              "openrdma:${p}/bin/openrdma-run" "openrdma:libopenrdma_sockets.so" "openrdma:man1/openrdma-run.1"
               "libitapi2:libitapi.so.2" "openrdma-dev:include/it_api.h" "openrdma-dev:pkgconfig/itapi.pc"
               "openrdma-dev:examples/it_hello.c" "openrdma-dev:OpenRDMAConfig.cmake")
   string(REPLACE ":" ";" pair "${check}")

@@ -75,6 +75,9 @@ struct GlobalOptions {
     std::chrono::milliseconds timeout = std::chrono::seconds(10);
 };
 
+/** @brief Registers `rdmactl sockets`: the sockets layer's decisions and connections, per process. */
+void add_sockets_command(CLI::App &app, const GlobalOptions &global, int &exit_code);
+
 /** @brief Registers `rdmactl modinfo`: describe provider module files without a running krdmad. */
 void add_modinfo(CLI::App &app, const GlobalOptions &global, int &exit_code);
 

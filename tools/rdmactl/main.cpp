@@ -52,6 +52,7 @@ int main(int argc, char **argv) {
     rdmactl::add_stats_command(app, global, exit_code);
     rdmactl::add_limits_command(app, global, exit_code);
     rdmactl::add_dat_command(app, global, exit_code);
+    rdmactl::add_sockets_command(app, global, exit_code);
     // Global options anywhere on the line, as `rdma` takes them: `rdmactl list --json` as `rdmactl --json list`.
     for (CLI::App *sub : app.get_subcommands({})) sub->fallthrough();
     // The first word that is not an option (or an option's value) names the command: an unknown one is named as

@@ -2,10 +2,14 @@
 #include "layer.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <thread>
+#include <nlohmann/json.hpp>
 
 #include "embedded_link.hpp"
 #include "libc.hpp"
@@ -130,6 +134,125 @@ rdma::Expected<std::shared_ptr<Device>> Layer::device_for(int fd) {
     return *d;
 }
 
+namespace {
+
+std::string endpoint_text(const sockaddr_storage &ss) {
+    char text[INET6_ADDRSTRLEN] = {};
+    uint16_t port = 0;
+    if (ss.ss_family == AF_INET) {
+        const auto &in = reinterpret_cast<const sockaddr_in &>(ss);
+        ::inet_ntop(AF_INET, &in.sin_addr, text, sizeof text);
+        port = ntohs(in.sin_port);
+        return std::string(text) + ":" + std::to_string(port);
+    }
+    if (ss.ss_family == AF_INET6) {
+        const auto &in6 = reinterpret_cast<const sockaddr_in6 &>(ss);
+        if (IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr)) {
+            ::inet_ntop(AF_INET, reinterpret_cast<const uint8_t *>(&in6.sin6_addr) + 12, text, sizeof text);
+            return std::string(text) + ":" + std::to_string(ntohs(in6.sin6_port));
+        }
+        ::inet_ntop(AF_INET6, &in6.sin6_addr, text, sizeof text);
+        return "[" + std::string(text) + "]:" + std::to_string(ntohs(in6.sin6_port));
+    }
+    return "?";
+}
+
+}  // namespace
+
+void Layer::note(int fd, Reason r, bool server, const std::shared_ptr<Stream> &stream, int sock) {
+    count(r);
+    Noted n{fd, r, server, {}, {}, stream, static_cast<int64_t>(::time(nullptr))};
+    if (sock < 0) sock = fd;  // the TCP socket (a converted one's descriptor is the mirror)
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (real().getsockname(sock, reinterpret_cast<sockaddr *>(&ss), &len) == 0) n.local = endpoint_text(ss);
+    len = sizeof ss;
+    if (real().getpeername(sock, reinterpret_cast<sockaddr *>(&ss), &len) == 0) n.remote = endpoint_text(ss);
+    std::lock_guard lock(report_mutex_);
+    // Keep every live stream and the last 32 other decisions.
+    constexpr size_t kKept = 32;
+    size_t others = 0;
+    for (const auto &x : noted_) others += x.stream.expired() ? 1 : 0;
+    if (others >= kKept) {
+        for (auto it = noted_.begin(); it != noted_.end(); ++it) {
+            if (it->stream.expired()) {
+                noted_.erase(it);
+                break;
+            }
+        }
+    }
+    noted_.push_back(std::move(n));
+    dirty_ = true;
+    if (!reporting_) {
+        reporting_ = true;
+        report_path_ = std::string(kReportDir) + "/openrdma-sockets." + std::to_string(::getpid());
+        std::thread([this] { report_loop(); }).detach();
+    }
+}
+
+void Layer::report_loop() {
+    for (;;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        publish();
+    }
+}
+
+void Layer::publish() {
+    nlohmann::json j;
+    std::string path;
+    {
+        std::lock_guard lock(report_mutex_);
+        bool live = false;
+        for (const auto &n : noted_) live = live || !n.stream.expired();
+        if (!dirty_ && !live) return;  // counters of live streams move: rewritten while any lives
+        dirty_ = false;
+        path = report_path_;
+        j["pid"] = ::getpid();
+        j["uid"] = ::getuid();
+        j["program"] = program_name();
+        nlohmann::json d = nlohmann::json::object();
+        for (size_t r = 0; r < static_cast<size_t>(Reason::count); ++r) {
+            d[reason_name(static_cast<Reason>(r))] = decisions_[r].load(std::memory_order_relaxed);
+        }
+        j["decisions"] = d;
+        nlohmann::json conns = nlohmann::json::array();
+        for (const auto &n : noted_) {
+            nlohmann::json c;
+            c["fd"] = n.fd;
+            c["role"] = n.server ? "server" : "client";
+            c["local"] = n.local;
+            c["remote"] = n.remote;
+            c["decision"] = reason_name(n.reason);
+            c["since"] = n.when;
+            if (auto s = n.stream.lock()) {
+                c["path"] = s->same_host() ? "same-host" : "wire";
+                c["state"] = s->state_name();
+                c["tx_bytes"] = s->counters().tx_bytes.load(std::memory_order_relaxed);
+                c["rx_bytes"] = s->counters().rx_bytes.load(std::memory_order_relaxed);
+                c["credit_stalls"] = s->counters().credit_stalls.load(std::memory_order_relaxed);
+                c["sleeps"] = s->counters().sleeps.load(std::memory_order_relaxed);
+            } else {
+                c["path"] = n.reason == Reason::rdma ? "closed" : "tcp";
+            }
+            conns.push_back(std::move(c));
+        }
+        j["connections"] = std::move(conns);
+    }
+    // Written whole, then renamed: a reader never sees half a report.
+    const std::string tmp = path + ".tmp";
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) return;
+    const std::string text = j.dump() + "\n";
+    const bool ok = real().write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    real().close(fd);
+    if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) (void)::unlink(tmp.c_str());
+}
+
+void Layer::unpublish() noexcept {
+    std::lock_guard lock(report_mutex_);
+    if (reporting_) (void)::unlink(report_path_.c_str());
+}
+
 void Layer::forked_child() noexcept {
     // Everything here belongs to the parent (its device connection, its threads, its registered memory, which is not
     // even mapped in the child): let go of it without a destructor, and start over on first need.
@@ -144,6 +267,11 @@ void Layer::forked_child() noexcept {
     no_device_.clear();
     al_error_.clear();
     new (&mutex_) std::mutex();
+    // The child reports under its own process identifier, by its own thread, from its first decision on.
+    new (&report_mutex_) std::mutex();
+    noted_.clear();
+    reporting_ = false;
+    dirty_ = false;
 }
 
 }  // namespace openrdma::sockets

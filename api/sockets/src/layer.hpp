@@ -37,6 +37,9 @@ enum class Reason : uint8_t {
 /** @brief What detection says of a connection's peer. */
 enum class Peer : uint8_t { undecided, layer, plain };
 
+/** @brief Where each process's layer reports its decisions and connections, for rdmactl: DIR/openrdma-sockets.PID. */
+inline constexpr const char *kReportDir = "/dev/shm";
+
 /** @brief The process's sockets layer. Thread-safe. */
 class Layer {
 public:
@@ -55,6 +58,13 @@ public:
     [[nodiscard]] rdma::Expected<std::shared_ptr<Device>> device_for(int fd);
     /** @brief Counts a decision. */
     void count(Reason r) noexcept { decisions_[static_cast<size_t>(r)].fetch_add(1, std::memory_order_relaxed); }
+    /**
+     * @brief Counts the decision @p r about connected socket @p fd (@p server: accepted) and remembers it for the report
+     *        (the last few decisions, and every converted stream @p stream while it lives).
+     */
+    void note(int fd, Reason r, bool server, const std::shared_ptr<Stream> &stream = nullptr, int sock = -1);
+    /** @brief Removes this process's report (at exit). */
+    void unpublish() noexcept;
     /** @brief Decisions with reason @p r so far. */
     [[nodiscard]] uint64_t decisions(Reason r) const noexcept {
         return decisions_[static_cast<size_t>(r)].load(std::memory_order_relaxed);
@@ -77,6 +87,23 @@ private:
     std::map<std::string, std::shared_ptr<Device>> devices_;
     std::map<std::string, std::string> no_device_;  // address -> why it has none
     std::array<std::atomic<uint64_t>, static_cast<size_t>(Reason::count)> decisions_{};
+
+    // The report: what rdmactl shows. Written by its own thread, at most every half second while something changed.
+    struct Noted {
+        int fd;
+        Reason reason;
+        bool server;
+        std::string local, remote;
+        std::weak_ptr<Stream> stream;
+        int64_t when;  // seconds since the epoch
+    };
+    void publish();
+    void report_loop();
+    std::mutex report_mutex_;
+    std::vector<Noted> noted_;  // converted streams while they live, then the last decisions
+    bool dirty_ = false;
+    bool reporting_ = false;
+    std::string report_path_;
 };
 
 }  // namespace openrdma::sockets

@@ -136,7 +136,7 @@ void convert(int fd, Sock &s, bool initiator) {
     auto fail = [&](Reason r, const std::string &why) {
         RDMA_LOG_WARN(kComponent, "descriptor %d: the peer runs the layer but %s: the connection is reset", fd,
                       why.c_str());
-        layer->count(r);
+        layer->note(fd, r, !initiator);
         const linger l{1, 0};
         (void)real().setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
         (void)real().shutdown(fd, SHUT_RDWR);
@@ -158,7 +158,7 @@ void convert(int fd, Sock &s, bool initiator) {
     }
     s.mode = Sock::Mode::rdma;
     if (!s.epolls.empty()) s.stream->watch(s.mirror.get());
-    layer->count(Reason::rdma);
+    layer->note(fd, Reason::rdma, !initiator, s.stream, s.tcp);
 }
 
 // A marked client's connection is established (or failed): decide.
@@ -169,7 +169,7 @@ void decide_client(int fd, Sock &s) {
         convert(fd, s, true);
         return;
     }
-    layer->count(Reason::peer_plain);
+    layer->note(fd, Reason::peer_plain, false);
     s.mode = Sock::Mode::fresh;
 }
 
@@ -247,6 +247,7 @@ void forked_child() {
 // At exit, converted connections end in order (the bytes written go first, then the end of stream), as the
 // kernel would close a process's TCP sockets, instead of breaking when the process's device link goes.
 [[gnu::destructor]] void fini() {
+    if (Layer *l = Layer::get()) l->unpublish();
     std::vector<std::shared_ptr<Stream>> open;
     for (auto &slot : g_table) {
         Sock *s = slot.load(std::memory_order_acquire);
@@ -337,7 +338,8 @@ OPENRDMA_EXPORT int accept4(int fd, sockaddr *addr, socklen_t *len, int flags) {
         p = layer->peer(nfd);
     }
     if (p != Peer::layer) {
-        layer->count(Reason::peer_plain);
+        Inside in;
+        layer->note(nfd, Reason::peer_plain, true);
         return nfd;
     }
     auto *a = new Sock();
@@ -428,7 +430,8 @@ OPENRDMA_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags) {
 OPENRDMA_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const sockaddr *to, socklen_t tolen) {
     Sock *s = serving(fd);
     if (s == nullptr) return real().sendto(fd, buf, n, flags, to, tolen);
-    if (to != nullptr) return result(-EISCONN);
+    (void)to;  // as Linux's TCP: the address of a connected stream socket's sendto is ignored
+    (void)tolen;
     const iovec v{const_cast<void *>(buf), n};
     return do_send(*s, {&v, 1}, flags);
 }
@@ -444,7 +447,6 @@ OPENRDMA_EXPORT ssize_t sendmsg(int fd, const msghdr *m, int flags) {
     Sock *s = serving(fd);
     if (s == nullptr) return real().sendmsg(fd, m, flags);
     if (m->msg_iovlen > IOV_MAX) return result(-EINVAL);
-    if (m->msg_name != nullptr) return result(-EISCONN);
     return do_send(*s, {m->msg_iov, m->msg_iovlen}, flags);
 }
 
@@ -733,6 +735,7 @@ int poll_fds(pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask, bool u
                                                                                      std::chrono::steady_clock::now());
             wait = static_cast<int>(std::max<int64_t>(0, left.count()));
         }
+        if (const char *cap = std::getenv("OPENRDMA_SOCKETS_WAITCAP"); cap != nullptr && (wait < 0 || wait > std::atoi(cap))) wait = std::atoi(cap);
         if (wait != 0 && g_trace) {
             for (auto &[i, st] : streams) {
                 std::fprintf(stderr, "%ld poll fd %d events %x wait %d: %s\n",

@@ -629,6 +629,16 @@ bool Stream::drained() {
     return state_.load() != State::open || (fin_sent_ && done_ == end_ && sq_used_ == 0);
 }
 
+const char *Stream::state_name() const noexcept {
+    switch (state_.load(std::memory_order_relaxed)) {
+        case State::converting: return "converting";
+        case State::open: return "open";
+        case State::failed: return "failed";
+        case State::closed: return "closed";
+    }
+    return "?";
+}
+
 std::string Stream::describe() {
     std::lock_guard lock(mutex_);
     char b[256];

@@ -156,6 +156,8 @@ public:
 
     /** @brief The stream's state in words (for traces and rdmactl). */
     [[nodiscard]] std::string describe();
+    /** @brief The state as a word: converting, open, failed, closed. */
+    [[nodiscard]] const char *state_name() const noexcept;
     /** @brief The state. */
     [[nodiscard]] State state() const noexcept { return state_.load(std::memory_order_acquire); }
     /** @brief The counters. */
