@@ -266,6 +266,30 @@ int poll_fds(pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask, bool u
 
 }  // namespace
 
+namespace openrdma::sockets {
+
+std::shared_ptr<Stream> stream_of(int fd, const char **why, bool *nonblock) {
+    if (fd < 0 || fd >= kMaxFd) {
+        if (why != nullptr) *why = "bad-descriptor";
+        return nullptr;
+    }
+    Sock *s = g_table[fd].load(std::memory_order_acquire);
+    if (s == nullptr) {
+        if (why != nullptr) *why = "not-converted";
+        return nullptr;
+    }
+    std::lock_guard lock(s->mutex);
+    settle(fd, *s);
+    if (s->mode != Sock::Mode::rdma || !s->stream) {
+        if (why != nullptr) *why = s->mode == Sock::Mode::orphan ? "forked" : "not-converted";
+        return nullptr;
+    }
+    if (nonblock != nullptr) *nonblock = s->nonblock;
+    return s->stream;
+}
+
+}  // namespace openrdma::sockets
+
 extern "C" {
 
 OPENRDMA_EXPORT int socket(int domain, int type, int protocol) {

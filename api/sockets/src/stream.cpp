@@ -22,17 +22,24 @@ constexpr const char *kComponent = "sockets";
 // wr_id is the receive buffer's index); kCtrlBit marks a message with no slot (credits or the end of stream alone).
 constexpr uint64_t kSendBit = 1ull << 62;
 constexpr uint64_t kCtrlBit = 1ull << 63;
+constexpr uint64_t kXsBit = 1ull << 61;     // an operation of the extended interface (its slot in the low bits)
+constexpr uint32_t kXsSlots = 16;           // extended operations outstanding at once
+constexpr uint32_t kAdverts = 8;            // advertisement buffers (ring) in the block's tail
+constexpr size_t kPeerRegionsMax = 1024;    // regions advertised and not yet taken
 constexpr uint32_t kCtrlSlack = 4;         // send requests beyond the data slots (credit and end-of-stream messages)
+constexpr uint32_t kSqExtra = 4 + 16;      // kCtrlSlack + kXsSlots: the send queue beyond the data slots
 
 inline void cpu_relax() noexcept { __builtin_ia32_pause(); }
 
 }  // namespace
 
 Stream::Stream(std::shared_ptr<Device> device, const StreamShape &shape)
-    : device_(std::move(device)), shape_(shape), slot_len_(shape.send_slots), arrived_(shape.recv_slots) {}
+    : device_(std::move(device)), shape_(shape), slot_len_(shape.send_slots), arrived_(shape.recv_slots),
+      xs_ops_(kXsSlots) {}
 
 Stream::~Stream() {
     if (event_fd_ >= 0) real().close(event_fd_);
+    if (xs_fd_ >= 0) real().close(xs_fd_);
     if (ep_) (void)ep_->close();
     if (cq_) (void)cq_->close();
     if (mem_ != nullptr) device_->give(mem_index_);
@@ -47,22 +54,25 @@ rdma::Expected<std::shared_ptr<Stream>> Stream::start(const std::shared_ptr<Devi
 
 rdma::Expected<void> Stream::setup(int tcp, bool initiator) {
     event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (event_fd_ < 0) return rdma::Error(rdma::from_errno(errno), "sockets: eventfd");
+    xs_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (event_fd_ < 0 || xs_fd_ < 0) return rdma::Error(rdma::from_errno(errno), "sockets: eventfd");
     auto dto = ual::SimpleDispatcher::create(ual::EventStream::dto, 64);
     if (!dto) return dto.error();
     dto_ = *dto;
-    const uint32_t depth = shape_.recv_slots + shape_.send_slots + 2 * kCtrlSlack;
+    const uint32_t depth = shape_.recv_slots + shape_.send_slots + kSqExtra + kCtrlSlack;
     auto cq = device_->adapter().create_cq(depth, dto_);
     if (!cq) return cq.error();
     cq_ = *cq;
     ual::EndpointAttributes a;
-    a.sq_depth = shape_.send_slots + kCtrlSlack;
+    a.sq_depth = shape_.send_slots + kSqExtra;
     a.rq_depth = shape_.recv_slots;
     a.sq_sge = 2;
     a.rq_sge = 1;
     a.rd_sge = 1;
-    a.ird = 0;
-    a.ord = 0;
+    // The extended interface's one-sided operations: the regions' own rights decide what the peer may touch.
+    a.ird = 4;
+    a.ord = 4;
+    a.access = RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE;
     auto ep = device_->pz().create_endpoint(a, cq_, cq_);
     if (!ep) return ep.error();
     ep_ = *ep;
@@ -178,19 +188,24 @@ void Stream::repost_locked(uint32_t slot) {
     ++owed_;
 }
 
-bool Stream::post_message_locked(uint32_t slot, uint32_t len, uint16_t flags) {
-    // The header goes from its own small buffer (one per send request outstanding, in the block's tail).
-    auto *hdrs = reinterpret_cast<MessageHeader *>(send_slot(0) + static_cast<size_t>(shape_.send_slots) * shape_.slot);
-    const uint32_t h = ctrl_seq_++ % (shape_.send_slots + 2 * kCtrlSlack);
+uint8_t *Stream::tail() const noexcept {
+    return send_slot(0) + static_cast<size_t>(shape_.send_slots) * shape_.slot;
+}
+
+bool Stream::post_payload_locked(const ri_sge_t *payload, uint16_t flags, uint64_t wr_id) {
+    // The header goes from its own small buffer in the block's tail: one per send request the queue can hold, so
+    // the ring never reaches one still outstanding.
+    auto *hdrs = reinterpret_cast<MessageHeader *>(tail());
+    const uint32_t h = ctrl_seq_++ % (shape_.send_slots + kSqExtra);
     hdrs[h] = MessageHeader{owed_, flags, 0};
-    ri_sge_t sge[2] = {{reinterpret_cast<uint64_t>(&hdrs[h]), sizeof(MessageHeader), lkey_},
-                       {reinterpret_cast<uint64_t>(send_slot(slot)), len, lkey_}};
+    ri_sge_t sge[2] = {{reinterpret_cast<uint64_t>(&hdrs[h]), sizeof(MessageHeader), lkey_}, {}};
+    if (payload != nullptr) sge[1] = *payload;
     ri_send_wr_t wr{};
-    wr.wr_id = kSendBit | ((flags & kMsgCredit) != 0 || len == 0 ? kCtrlBit : slot);
+    wr.wr_id = wr_id;
     wr.opcode = RI_WR_SEND;
     wr.flags = RI_SEND_SIGNALED;
     wr.sgl = sge;
-    wr.num_sge = len == 0 ? 1 : 2;
+    wr.num_sge = payload != nullptr ? 2 : 1;
     if (!ep_->post_send(std::span<const ri_send_wr_t>(&wr, 1))) return false;
     owed_ = 0;
     --credits_;
@@ -199,9 +214,146 @@ bool Stream::post_message_locked(uint32_t slot, uint32_t len, uint16_t flags) {
     return true;
 }
 
+bool Stream::post_message_locked(uint32_t slot, uint32_t len, uint16_t flags) {
+    if (len == 0) return post_payload_locked(nullptr, flags, kSendBit | kCtrlBit);
+    const ri_sge_t data{reinterpret_cast<uint64_t>(send_slot(slot)), len, lkey_};
+    return post_payload_locked(&data, flags, kSendBit | slot);
+}
+
+int Stream::xs_post_locked(ri_send_wr_t &wr, uint32_t op, uint64_t context, uint64_t length) {
+    uint32_t i = 0;
+    while (i < kXsSlots && xs_ops_[i].busy) ++i;
+    if (i == kXsSlots) return -EAGAIN;  // as many operations outstanding as the queue takes
+    wr.wr_id = kSendBit | kXsBit | i;
+    if (!ep_->post_send(std::span<const ri_send_wr_t>(&wr, 1))) return -EIO;
+    xs_ops_[i] = XsOp{context, op, length, true};
+    ++sq_used_;
+    return 0;
+}
+
+void Stream::xs_complete_locked(const ri_wc_t &wc) {
+    --sq_used_;
+    const uint32_t i = static_cast<uint32_t>(wc.wr_id & 0xffff);
+    if (i >= kXsSlots || !xs_ops_[i].busy) return;
+    XsOp &o = xs_ops_[i];
+    int status = 0;
+    switch (wc.status) {
+        case RI_WC_SUCCESS: break;
+        case RI_WC_REM_ACCESS_ERR:
+        case RI_WC_LOC_PROT_ERR:
+        case RI_WC_LOC_ACCESS_ERR: status = EACCES; break;
+        case RI_WC_WR_FLUSH_ERR: status = ECANCELED; break;
+        default: status = EIO; break;
+    }
+    xs_done_.push_back(XsCompletion{o.context, o.op, status, status == 0 ? o.length : 0});
+    o.busy = false;
+    const uint64_t one = 1;
+    (void)real().write(xs_fd_, &one, sizeof one);
+}
+
+int Stream::advertise(const AdvertWire &a, bool nonblock) {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+        const State st = state_.load();
+        if (st == State::failed || st == State::closed) return -EPIPE;
+        if (st == State::open) {
+            (void)poll_locked();
+            if (credits_ > 1 && sq_used_ < shape_.send_slots + kCtrlSlack) {
+                // Its buffer: one of a small ring after the headers (the queue never holds more of them).
+                auto *ring = reinterpret_cast<AdvertWire *>(tail() + 64 * ((8 * (shape_.send_slots + kSqExtra) + 63) / 64));
+                AdvertWire &slot = ring[advert_seq_++ % kAdverts];
+                slot = a;
+                const ri_sge_t sge{reinterpret_cast<uint64_t>(&slot), sizeof slot, lkey_};
+                return post_payload_locked(&sge, kMsgAdvert, kSendBit | kCtrlBit) ? 0 : -EIO;
+            }
+        }
+        if (nonblock) return -EAGAIN;
+        wait_locked(lock);
+    }
+}
+
+int Stream::peer_region(AdvertWire &out, bool nonblock) {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+        (void)poll_locked();
+        if (!peer_regions_.empty()) {
+            out = peer_regions_.front();
+            peer_regions_.erase(peer_regions_.begin());
+            return 0;
+        }
+        const State st = state_.load();
+        if (st == State::failed) return -(sticky_error_ != 0 ? sticky_error_ : ECONNRESET);
+        if (st == State::closed || peer_fin_) return -EPIPE;
+        if (nonblock) return -EAGAIN;
+        wait_locked(lock);
+    }
+}
+
+int Stream::rdma(bool read, const ri_sge_t &local, uint64_t remote, uint32_t rkey, uint64_t context) {
+    std::lock_guard lock(mutex_);
+    if (state_.load() != State::open) return state_.load() == State::converting ? -EAGAIN : -EPIPE;
+    (void)poll_locked();
+    ri_send_wr_t wr{};
+    wr.opcode = read ? RI_WR_RDMA_READ : RI_WR_RDMA_WRITE;
+    wr.flags = RI_SEND_SIGNALED;
+    wr.sgl = &local;
+    wr.num_sge = 1;
+    wr.u.rdma.remote_addr = remote;
+    wr.u.rdma.rkey = rkey;
+    return xs_post_locked(wr, read ? 2 : 1, context, local.length);
+}
+
+int Stream::send_registered(const ri_sge_t &local, uint64_t context, bool nonblock) {
+    std::unique_lock lock(mutex_);
+    const uint32_t max_payload_of_peer = [&] { return peer_slot_len_ - static_cast<uint32_t>(sizeof(MessageHeader)); }();
+    uint64_t done = 0;
+    for (;;) {
+        const State st = state_.load();
+        if (st == State::failed || st == State::closed || fin_queued_) return -EPIPE;
+        if (st == State::open) {
+            (void)poll_locked();
+            // In order with write(): every byte copied before goes first.
+            post_locked();
+            while (post_ == end_ && credits_ > 1 && sq_used_ < shape_.send_slots + kCtrlSlack && done < local.length) {
+                const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(std::min(shape_.slot, max_payload_of_peer),
+                                                                            local.length - done));
+                const ri_sge_t piece{local.addr + done, n, local.lkey};
+                const bool last = done + n == local.length;
+                if (last) {
+                    uint32_t i = 0;
+                    while (i < kXsSlots && xs_ops_[i].busy) ++i;
+                    if (i == kXsSlots) break;
+                    if (!post_payload_locked(&piece, 0, kSendBit | kXsBit | i)) return -EIO;
+                    xs_ops_[i] = XsOp{context, 3, local.length, true};
+                } else if (!post_payload_locked(&piece, 0, kSendBit | kCtrlBit)) {
+                    return -EIO;
+                }
+                done += n;
+                counters_.tx_bytes.fetch_add(n, std::memory_order_relaxed);
+            }
+            if (done == local.length) return 0;
+        }
+        if (nonblock && done == 0) return -EAGAIN;
+        wait_locked(lock);
+    }
+}
+
+size_t Stream::take_completions(XsCompletion *out, size_t max) {
+    std::lock_guard lock(mutex_);
+    (void)poll_locked();
+    const size_t n = std::min(max, xs_done_.size());
+    std::copy(xs_done_.begin(), xs_done_.begin() + static_cast<std::ptrdiff_t>(n), out);
+    xs_done_.erase(xs_done_.begin(), xs_done_.begin() + static_cast<std::ptrdiff_t>(n));
+    if (xs_done_.empty()) {
+        uint64_t v;
+        (void)real().read(xs_fd_, &v, sizeof v);
+    }
+    return n;
+}
+
 void Stream::post_locked() {
     if (state_.load(std::memory_order_relaxed) != State::open) return;
-    const uint32_t sq_max = shape_.send_slots + kCtrlSlack;
+    const uint32_t sq_max = shape_.send_slots + kCtrlSlack;  // the extended operations have their own share
     const uint32_t max_payload = std::min<uint32_t>(shape_.slot, peer_slot_len_ - sizeof(MessageHeader));
     while (post_ != end_ && sq_used_ < sq_max) {
         if (credits_ <= 1) {  // the last credit is kept for a credit-only message
@@ -226,6 +378,12 @@ void Stream::post_locked() {
 
 void Stream::handle_locked(const ri_wc_t &wc) {
     const bool is_send = (wc.wr_id & kSendBit) != 0;
+    if (is_send && (wc.wr_id & kXsBit) != 0) {
+        xs_complete_locked(wc);
+        if (wc.status == RI_WC_SUCCESS || wc.status == RI_WC_WR_FLUSH_ERR) return;
+        fail_locked(ECONNRESET);  // an iWARP error on one operation ends the connection (a Terminate)
+        return;
+    }
     if (wc.status != RI_WC_SUCCESS) {
         if (is_send) {
             --sq_used_;
@@ -251,6 +409,18 @@ void Stream::handle_locked(const ri_wc_t &wc) {
         std::memcpy(&h, recv_slot(slot), sizeof h);
         credits_ += h.credits;
         if ((h.flags & kMsgFin) != 0) peer_fin_ = true;
+        if ((h.flags & kMsgAdvert) != 0) {
+            if (wc.byte_len < sizeof(MessageHeader) + sizeof(AdvertWire) || peer_regions_.size() >= kPeerRegionsMax) {
+                RDMA_LOG_WARN(kComponent, "a region advertisement that is short, or one too many: the connection ends");
+                fail_locked(EPROTO);
+                return;
+            }
+            AdvertWire a;
+            std::memcpy(&a, recv_slot(slot) + sizeof(MessageHeader), sizeof a);
+            peer_regions_.push_back(a);
+            repost_locked(slot);
+            return;
+        }
         if (wc.byte_len == sizeof(MessageHeader) || rd_shut_) {
             repost_locked(slot);
             return;

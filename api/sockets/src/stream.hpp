@@ -53,7 +53,26 @@ static_assert(sizeof(MessageHeader) == 8);
 /** @brief MessageHeader::flags. */
 enum MessageFlags : uint16_t {
     kMsgFin = 1u << 0,    /**< The sender shut down its direction after this message's bytes. */
-    kMsgCredit = 1u << 1  /**< No bytes: only credits. */
+    kMsgCredit = 1u << 1, /**< No bytes: only credits. */
+    kMsgAdvert = 1u << 2  /**< Not stream bytes: an advertised region (AdvertWire) for the extended interface. */
+};
+
+/** @brief An advertised region as it travels (xs_region_t's fields, fixed little-endian layout). */
+struct AdvertWire {
+    uint64_t addr;
+    uint64_t length;
+    uint32_t rkey;
+    uint32_t access;
+    uint64_t tag;
+};
+static_assert(sizeof(AdvertWire) == 32);
+
+/** @brief A completion of the extended interface (xs_completion_t's fields). */
+struct XsCompletion {
+    uint64_t context;
+    uint32_t op;
+    int32_t status;
+    uint64_t length;
 };
 
 /** @brief What both ends announce in their MPA private data (and check in the peer's). */
@@ -164,6 +183,22 @@ public:
     [[nodiscard]] const StreamCounters &counters() const noexcept { return counters_; }
     /** @brief True when the kAL paired the two ends on this host (the same-host channel). */
     [[nodiscard]] bool same_host() const noexcept { return same_host_.load(std::memory_order_relaxed); }
+    // The extended interface (xsocket.h). Each returns 0 or -errno.
+    /** @brief Sends @p a to the peer out of band (waits for a credit unless @p nonblock). */
+    int advertise(const AdvertWire &a, bool nonblock);
+    /** @brief The oldest region the peer advertised (waits unless @p nonblock). */
+    int peer_region(AdvertWire &out, bool nonblock);
+    /** @brief Posts an RDMA Write or Read (@p read) between @p local and the peer's @p rkey at @p remote. */
+    int rdma(bool read, const ri_sge_t &local, uint64_t remote, uint32_t rkey, uint64_t context);
+    /** @brief Sends registered bytes @p local in the byte stream without a copy (waits unless @p nonblock). */
+    int send_registered(const ri_sge_t &local, uint64_t context, bool nonblock);
+    /** @brief Takes up to @p max completions of the extended interface. */
+    size_t take_completions(XsCompletion *out, size_t max);
+    /** @brief Polls readable while completions of the extended interface wait. */
+    [[nodiscard]] int completion_fd() const noexcept { return xs_fd_; }
+    /** @brief The device (RNIC) the stream runs on. */
+    [[nodiscard]] const std::shared_ptr<Device> &device() const noexcept { return device_; }
+
     /** @brief The endpoint (for the extended interface). */
     [[nodiscard]] const std::shared_ptr<ual::Endpoint> &endpoint() const noexcept { return ep_; }
 
@@ -182,6 +217,8 @@ private:
     bool poll_locked();                       // handles what the CQ holds; true if anything came
     void post_locked();                       // posts queued slots and owed credits as credit allows
     bool post_message_locked(uint32_t slot, uint32_t len, uint16_t flags);
+    bool post_payload_locked(const ri_sge_t *payload, uint16_t flags, uint64_t wr_id);
+    [[nodiscard]] uint8_t *tail() const noexcept;  // headers and advertisements, after the send slots
     void repost_locked(uint32_t slot);
     void fail_locked(int err);
     uint32_t readiness_locked() const;
@@ -233,6 +270,20 @@ private:
     bool rd_shut_ = false;
 
     Mirror *mirror_ = nullptr;
+    // The extended interface: operations posted (by slot), regions the peer advertised, completions to take.
+    struct XsOp {
+        uint64_t context = 0;
+        uint32_t op = 0;
+        uint64_t length = 0;
+        bool busy = false;
+    };
+    int xs_post_locked(ri_send_wr_t &wr, uint32_t op, uint64_t context, uint64_t length);
+    void xs_complete_locked(const ri_wc_t &wc);
+    std::vector<XsOp> xs_ops_;
+    std::vector<AdvertWire> peer_regions_;
+    std::vector<XsCompletion> xs_done_;
+    uint32_t advert_seq_ = 0;
+    int xs_fd_ = -1;  // an eventfd, readable while xs_done_ holds completions
     int event_fd_ = -1;  // an eventfd raised by connection events, for whoever sleeps on notify_fd()
     std::atomic<bool> background_{false};
     std::atomic<bool> same_host_{false};
