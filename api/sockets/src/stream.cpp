@@ -109,6 +109,10 @@ rdma::Expected<void> Stream::setup(int tcp, bool initiator) {
 
 void Stream::on_connection(const ual::Event &e) {
     std::unique_lock lock(mutex_);
+    if (std::getenv("OPENRDMA_SOCKETS_TRACE") != nullptr) {
+        std::fprintf(stderr, "connection event %u (status %d) in state %s: credits %u arrived %u peer_fin %d\n", e.id,
+                     e.connection ? e.connection->status : 0, state_name(), credits_, arr_count_, peer_fin_);
+    }
     switch (static_cast<ual::CmEventId>(e.id)) {
         case ual::CmEventId::established: {
             Hello h{};

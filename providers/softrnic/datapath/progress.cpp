@@ -37,8 +37,19 @@ bool later(const std::pair<std::chrono::steady_clock::time_point, QueuePair *> &
 Progress &Progress::get() {
     std::lock_guard g(instance_mutex());
     Progress *&p = instance_ptr();
-    if (p == nullptr) p = new Progress;
+    if (p == nullptr) {
+        // A forked child that makes QPs of its own (a server's child serving its connection) needs a thread of its
+        // own: the parent's does not exist there.
+        static const int registered = ::pthread_atfork(nullptr, nullptr, &Progress::forget_in_child);
+        (void)registered;
+        p = new Progress;
+    }
     return *p;
+}
+
+void Progress::forget_in_child() noexcept {
+    instance_ptr() = nullptr;  // the parent's object stays, untouched: its thread and streams are the parent's
+    new (&instance_mutex()) std::mutex();  // a thread of the parent may have held it at the fork
 }
 
 void Progress::shutdown() {

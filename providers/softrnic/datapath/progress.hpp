@@ -26,6 +26,11 @@ public:
     [[nodiscard]] static Progress &get();
     /** @brief Stops the thread and frees the instance (module unload); every queue pair must be gone. */
     static void shutdown();
+    /**
+     * @brief In the child of a fork: forgets the parent's thread and its streams (they are not the child's) without
+     *        touching them; the child's first stream starts a thread of its own.
+     */
+    static void forget_in_child() noexcept;
 
     Progress(const Progress &) = delete;
     Progress &operator=(const Progress &) = delete;
