@@ -64,6 +64,16 @@ void Watcher::add(const std::shared_ptr<Stream> &s) {
     (void)real().write(wake_, &one, sizeof one);
 }
 
+void Watcher::refill(const std::weak_ptr<Device> &d) {
+    {
+        std::lock_guard lock(mutex_);
+        if (stop_) return;
+        refills_.push_back(d);
+    }
+    const uint64_t one = 1;
+    (void)real().write(wake_, &one, sizeof one);
+}
+
 size_t Watcher::size() const {
     std::lock_guard lock(mutex_);
     return streams_.size();
@@ -74,9 +84,11 @@ void Watcher::run() {
     for (;;) {
         const int n = ::epoll_wait(epfd_, evs, 64, 100);
         std::vector<std::shared_ptr<Stream>> work;
+        std::vector<std::weak_ptr<Device>> refills;
         {
             std::lock_guard lock(mutex_);
             if (stop_) return;
+            refills.swap(refills_);
             // Every held stream, notified or not: the ones just added, and the time-outs of closing ones.
             work.reserve(streams_.size());
             for (auto &[p, s] : streams_) work.push_back(s);
@@ -86,6 +98,9 @@ void Watcher::run() {
                 uint64_t v;
                 (void)real().read(wake_, &v, sizeof v);
             }
+        }
+        for (auto &w : refills) {
+            if (auto d = w.lock()) d->refill();
         }
         for (auto &s : work) {
             s->background();
@@ -114,10 +129,42 @@ rdma::Expected<std::shared_ptr<Device>> Device::open(const std::shared_ptr<ual::
     auto pz = d->adapter_->create_pz();
     if (!pz) return pz.error();
     d->pz_ = *pz;
+    d->self_ = d;
+    watcher->refill(d);  // kits ready before the first connection needs one
     return d;
 }
 
+std::optional<Kit> Device::take_kit() {
+    std::optional<Kit> k;
+    {
+        std::lock_guard lock(mutex_);
+        if (kits_.empty()) return std::nullopt;
+        k = std::move(kits_.back());
+        kits_.pop_back();
+    }
+    watcher_->refill(self_);
+    return k;
+}
+
+void Device::refill() {
+    for (;;) {
+        {
+            std::lock_guard lock(mutex_);
+            if (kits_.size() >= kKits) return;
+        }
+        auto k = make_kit(*this);
+        if (!k) return;  // a limit: connections make their own, and say why if they cannot
+        std::lock_guard lock(mutex_);
+        kits_.push_back(std::move(*k));
+    }
+}
+
 Device::~Device() {
+    for (auto &k : kits_) {
+        if (k.ep) (void)k.ep->close();
+        if (k.cq) (void)k.cq->close();
+    }
+    kits_.clear();
     for (auto &c : chunks_) {
         if (c.mr) (void)c.mr->close();
         c.mr.reset();

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -41,6 +42,8 @@ public:
     Watcher &operator=(const Watcher &) = delete;
     /** @brief Drives @p s until it no longer wants the background (and, once closed, until it finished). */
     void add(const std::shared_ptr<Stream> &s);
+    /** @brief Refills @p d's kits from the background thread. */
+    void refill(const std::weak_ptr<Device> &d);
     /** @brief Streams held (closing ones included). */
     [[nodiscard]] size_t size() const;
     /** @brief Forgets everything without touching it (a forked child: the streams are the parent's). */
@@ -51,11 +54,26 @@ private:
     mutable std::mutex mutex_;
     std::map<Stream *, std::shared_ptr<Stream>> streams_;
     std::set<int> registered_;
+    std::vector<std::weak_ptr<Device>> refills_;
     int epfd_ = -1;
     int wake_ = -1;
     bool stop_ = false;
     std::thread thread_;
 };
+
+class Device;
+
+/** @brief What a stream is made of before its connection: a QP and its CQ, and its registered block with every
+ *         receive posted. The background thread keeps a few ready (Device::take_kit()). */
+struct Kit {
+    std::shared_ptr<ual::SimpleDispatcher> dto; /**< The CQ's dispatcher. */
+    std::shared_ptr<ual::CompletionQueue> cq;   /**< Send and receive completions. */
+    std::shared_ptr<ual::Endpoint> ep;          /**< The QP, IDLE. */
+    Block block;                                /**< Its registered memory. */
+};
+
+/** @brief Makes a kit on @p device now (the round trips to the kAL: CQ and QP creation, maybe a registration). */
+[[nodiscard]] rdma::Expected<Kit> make_kit(Device &device);
 
 /** @brief An RNIC open in this process, for the sockets layer. Thread-safe. */
 class Device {
@@ -79,6 +97,12 @@ public:
     void give(size_t index) noexcept;
     /** @brief Hands @p s to the background thread. */
     void watch(const std::shared_ptr<Stream> &s) { watcher_->add(s); }
+    /** @brief A kit made ahead, if one is ready (the background thread makes the next). */
+    [[nodiscard]] std::optional<Kit> take_kit();
+    /** @brief Makes kits until kKits are ready (the background thread). */
+    void refill();
+    /** @brief Kits kept ready. */
+    static constexpr size_t kKits = 2;
 
 private:
     struct Chunk {
@@ -97,6 +121,8 @@ private:
     std::mutex mutex_;
     std::vector<Chunk> chunks_;
     std::vector<size_t> free_;
+    std::vector<Kit> kits_;
+    std::weak_ptr<Device> self_;
 };
 
 }  // namespace openrdma::sockets

@@ -33,6 +33,48 @@ inline void cpu_relax() noexcept { __builtin_ia32_pause(); }
 
 }  // namespace
 
+rdma::Expected<Kit> make_kit(Device &device) {
+    const StreamShape &shape = device.shape();
+    Kit k;
+    auto dto = ual::SimpleDispatcher::create(ual::EventStream::dto, 64);
+    if (!dto) return dto.error();
+    k.dto = *dto;
+    const uint32_t depth = shape.recv_slots + shape.send_slots + kSqExtra + kCtrlSlack;
+    auto cq = device.adapter().create_cq(depth, k.dto);
+    if (!cq) return cq.error();
+    k.cq = *cq;
+    ual::EndpointAttributes a;
+    a.sq_depth = shape.send_slots + kSqExtra;
+    a.rq_depth = shape.recv_slots;
+    a.sq_sge = 2;
+    a.rq_sge = 1;
+    a.rd_sge = 1;
+    // The extended interface's one-sided operations: the regions' own rights decide what the peer may touch.
+    a.ird = 4;
+    a.ord = 4;
+    a.access = RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE;
+    auto ep = device.pz().create_endpoint(a, k.cq, k.cq);
+    if (!ep) return ep.error();
+    k.ep = *ep;
+    auto block = device.take();
+    if (!block) return block.error();
+    k.block = *block;
+    // Every receive buffer posted: the peer's initial credits (receive i is buffer i, wr_id i).
+    for (uint32_t i = 0; i < shape.recv_slots; ++i) {
+        ri_sge_t sge{reinterpret_cast<uint64_t>(k.block.addr) + static_cast<uint64_t>(i) * shape.recv_slot_len(),
+                     shape.recv_slot_len(), k.block.lkey};
+        ri_recv_wr_t wr{};
+        wr.wr_id = i;
+        wr.sgl = &sge;
+        wr.num_sge = 1;
+        if (!k.ep->post_recv(std::span<const ri_recv_wr_t>(&wr, 1))) {
+            device.give(k.block.index);
+            return rdma::Error(RI_ENOMEM, "sockets: cannot post the receive buffers");
+        }
+    }
+    return k;
+}
+
 Stream::Stream(std::shared_ptr<Device> device, const StreamShape &shape)
     : device_(std::move(device)), shape_(shape), slot_len_(shape.send_slots), arrived_(shape.recv_slots),
       xs_ops_(kXsSlots) {}
@@ -56,37 +98,20 @@ rdma::Expected<void> Stream::setup(int tcp, bool initiator) {
     event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     xs_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (event_fd_ < 0 || xs_fd_ < 0) return rdma::Error(rdma::from_errno(errno), "sockets: eventfd");
-    auto dto = ual::SimpleDispatcher::create(ual::EventStream::dto, 64);
-    if (!dto) return dto.error();
-    dto_ = *dto;
-    const uint32_t depth = shape_.recv_slots + shape_.send_slots + kSqExtra + kCtrlSlack;
-    auto cq = device_->adapter().create_cq(depth, dto_);
-    if (!cq) return cq.error();
-    cq_ = *cq;
-    ual::EndpointAttributes a;
-    a.sq_depth = shape_.send_slots + kSqExtra;
-    a.rq_depth = shape_.recv_slots;
-    a.sq_sge = 2;
-    a.rq_sge = 1;
-    a.rd_sge = 1;
-    // The extended interface's one-sided operations: the regions' own rights decide what the peer may touch.
-    a.ird = 4;
-    a.ord = 4;
-    a.access = RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE;
-    auto ep = device_->pz().create_endpoint(a, cq_, cq_);
-    if (!ep) return ep.error();
-    ep_ = *ep;
-    auto block = device_->take();
-    if (!block) return block.error();
-    mem_ = block->addr;
-    lkey_ = block->lkey;
-    mem_index_ = block->index;
-    {
-        std::lock_guard lock(mutex_);
-        for (uint32_t i = 0; i < shape_.recv_slots; ++i) repost_locked(i);
-        owed_ = 0;  // the first buffers are the peer's initial credits, not owed ones
-        if (sticky_error_ != 0) return rdma::Error(RI_ENOMEM, "sockets: cannot post the receive buffers");
+    // A kit made ahead by the background thread, or one made now: the QP and CQ creation are the setup's
+    // round trips to the kAL that need not wait for the connection.
+    std::optional<Kit> kit = device_->take_kit();
+    if (!kit) {
+        auto made = make_kit(*device_);
+        if (!made) return made.error();
+        kit = std::move(*made);
     }
+    dto_ = kit->dto;
+    cq_ = kit->cq;
+    ep_ = kit->ep;
+    mem_ = kit->block.addr;
+    lkey_ = kit->block.lkey;
+    mem_index_ = kit->block.index;
     auto cm = ual::SimpleDispatcher::create(ual::EventStream::cm_message, 16);
     if (!cm) return cm.error();
     cm_ = *cm;
