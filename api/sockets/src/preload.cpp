@@ -57,6 +57,7 @@ struct Sock {
         listening,  // marked listener
         accepted,   // accepted from a marked listener, the peer runs the layer: converts on first use
         rdma,       // converted: the descriptor is the mirror, the bytes go through the stream
+        plain,      // decided: stays the kernel's TCP socket (the entry goes at the next call, costing nothing after)
         orphan      // converted in the parent of a fork: nothing here can serve it
     };
     std::mutex mutex;
@@ -140,7 +141,7 @@ void convert(int fd, Sock &s, bool initiator) {
         const linger l{1, 0};
         (void)real().setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
         (void)real().shutdown(fd, SHUT_RDWR);
-        s.mode = Sock::Mode::fresh;  // a kernel socket again, reset: the application sees what TCP shows
+        s.mode = Sock::Mode::plain;  // a kernel socket again, reset: the application sees what TCP shows
     };
     auto device = layer->device_for(fd);
     if (!device) return fail(Reason::no_rnic, device.error().message());
@@ -170,7 +171,7 @@ void decide_client(int fd, Sock &s) {
         return;
     }
     layer->note(fd, Reason::peer_plain, false);
-    s.mode = Sock::Mode::fresh;
+    s.mode = Sock::Mode::plain;
 }
 
 // Brings @p s to its steady mode before I/O: a finished non-blocking connect decided, an accepted connection
@@ -197,8 +198,15 @@ Sock::Mode settle(int fd, Sock &s) {
 Sock *serving(int fd) {
     Sock *s = lookup(fd);
     if (s == nullptr) return nullptr;
-    std::lock_guard lock(s->mutex);
-    const Sock::Mode m = settle(fd, *s);
+    Sock::Mode m;
+    {
+        std::lock_guard lock(s->mutex);
+        m = settle(fd, *s);
+    }
+    if (m == Sock::Mode::plain) {
+        release(drop(fd));  // the kernel's socket from now on: its calls no longer come here
+        return nullptr;
+    }
     return m == Sock::Mode::rdma || m == Sock::Mode::orphan ? s : nullptr;
 }
 
@@ -327,6 +335,9 @@ OPENRDMA_EXPORT int connect(int fd, const sockaddr *addr, socklen_t len) {
     } else if (err == EINPROGRESS) {
         s->mode = Sock::Mode::connecting;
     }
+    const bool plain = s->mode == Sock::Mode::plain;
+    lock.unlock();
+    if (plain) release(drop(fd));
     errno = err;
     return rc;
 }
