@@ -51,10 +51,13 @@ void Watcher::add(const std::shared_ptr<Stream> &s) {
         std::lock_guard lock(mutex_);
         if (stop_) return;
         streams_.emplace(s.get(), s);
+        if (!s->prompt()) return;  // looked at on the tick (see Stream::prompt)
         for (const int fd : {s->notify_fd(), s->event_fd()}) {
             if (fd >= 0 && registered_.insert(fd).second) {
                 epoll_event ev{};
-                ev.events = EPOLLIN;
+                // Edge-triggered: a stream whose application thread is asleep on it leaves the descriptor raised for
+                // that thread, and the background thread must not spin on it meanwhile.
+                ev.events = EPOLLIN | EPOLLET;
                 ev.data.ptr = s.get();
                 (void)real().epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev);
             }
@@ -82,7 +85,15 @@ size_t Watcher::size() const {
 void Watcher::run() {
     epoll_event evs[64];
     for (;;) {
-        const int n = ::epoll_wait(epfd_, evs, 64, 100);
+        // A short tick while bytes wait to go or a close to finish, a long one otherwise.
+        int tick = 100;
+        {
+            std::lock_guard lock(mutex_);
+            for (auto &[p, s] : streams_) {
+                if (s->urgent()) tick = 2;
+            }
+        }
+        const int n = ::epoll_wait(epfd_, evs, 64, tick);
         std::vector<std::shared_ptr<Stream>> work;
         std::vector<std::weak_ptr<Device>> refills;
         {

@@ -80,6 +80,7 @@ Layer *Layer::get() noexcept {
         l->shape_.slot = env_u32("OPENRDMA_SOCKETS_SLOT", l->shape_.slot, 1024, 1u << 20);
         l->shape_.send_slots = env_u32("OPENRDMA_SOCKETS_SLOTS", l->shape_.send_slots, 2, 256);
         l->shape_.recv_slots = l->shape_.send_slots;
+        l->shape_.spin_ns = 1000 * env_u32("OPENRDMA_SOCKETS_SPIN_US", l->shape_.spin_ns / 1000, 0, 1000000);
         const char *peer = std::getenv("OPENRDMA_SOCKETS_PEER");
         l->assume_peer_ = peer != nullptr && std::strcmp(peer, "layer") == 0;
         return l;

@@ -746,10 +746,19 @@ int poll_fds(pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask, bool u
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
     std::vector<pollfd> all(fds, fds + n);
     for (auto &[i, st] : streams) all[i].fd = -1;  // the mirror is not looked at: the stream answers
-    const size_t base = all.size();
     for (auto &[i, st] : streams) {
         all.push_back(pollfd{st->notify_fd(), POLLIN, 0});
         all.push_back(pollfd{st->event_fd(), POLLIN, 0});
+    }
+    // A short busy poll of the streams first (and of the kernel's descriptors, without sleeping, at its end): the
+    // answer to a small message or a credit comes in microseconds, a sleep and a wake-up cost more.
+    if (timeout_ms != 0) {
+        const auto spin_until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(Layer::get()->shape().spin_ns);
+        for (bool done = false; !done && std::chrono::steady_clock::now() < spin_until;) {
+            for (auto &[i, st] : streams) {
+                if ((st->readiness() & (static_cast<uint32_t>(fds[i].events) | POLLERR | POLLHUP)) != 0) done = true;
+            }
+        }
     }
     for (;;) {
         int ready = 0;
@@ -770,7 +779,6 @@ int poll_fds(pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask, bool u
                                                                                      std::chrono::steady_clock::now());
             wait = static_cast<int>(std::max<int64_t>(0, left.count()));
         }
-        if (const char *cap = std::getenv("OPENRDMA_SOCKETS_WAITCAP"); cap != nullptr && (wait < 0 || wait > std::atoi(cap))) wait = std::atoi(cap);
         if (wait != 0 && g_trace) {
             for (auto &[i, st] : streams) {
                 std::fprintf(stderr, "%ld poll fd %d events %x wait %d: %s\n",
@@ -778,8 +786,20 @@ int poll_fds(pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask, bool u
                              fds[i].fd, fds[i].events, wait, st->describe().c_str());
             }
         }
-        const int rc = kernel_poll(all.data(), static_cast<nfds_t>(all.size()), wait);
+        if (wait != 0) {
+            for (auto &[i, st] : streams) st->sleeping(true);
+        }
+        // Sleeps in slices of at most 200 ms: the streams' wake-ups come through their descriptors, and the slice
+        // only bounds the cost of one lost to the background thread (it looks again at every slice's end).
+        const int slice = wait < 0 || wait > 200 ? 200 : wait;
+        const int rc = kernel_poll(all.data(), static_cast<nfds_t>(all.size()), slice);
+        if (wait != 0) {
+            for (auto &[i, st] : streams) st->sleeping(false);
+        }
         if (rc < 0) return rc;
+        if (g_trace && rc == 0 && slice == 200) {
+            for (auto &[i, st] : streams) std::fprintf(stderr, "a slice ended with nothing: %s\n", st->describe().c_str());
+        }
         for (nfds_t i = 0; i < n; ++i) {
             if (all[i].fd >= 0) {
                 fds[i].revents = all[i].revents;
@@ -787,9 +807,14 @@ int poll_fds(pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask, bool u
             }
         }
         if (ready > 0 || wait == 0) return ready;
-        bool notified = false;
-        for (size_t k = base; k < all.size(); ++k) notified = notified || all[k].revents != 0;
-        if (!notified && timeout_ms >= 0 && std::chrono::steady_clock::now() >= deadline) return 0;
+        if (timeout_ms >= 0 && std::chrono::steady_clock::now() >= deadline) {
+            // The time is up: one last look at the streams before saying nothing came.
+            for (auto &[i, st] : streams) {
+                fds[i].revents = static_cast<short>(st->readiness() & (static_cast<uint32_t>(fds[i].events) | POLLERR | POLLHUP));
+                if (fds[i].revents != 0) ++ready;
+            }
+            return ready;
+        }
     }
 }
 

@@ -476,6 +476,12 @@ bool Stream::poll_locked() {
     if (any) {
         post_locked();
         cv_.notify_all();
+        // A thread asleep on this stream's descriptors may have been woken by the completions just taken, and
+        // found nothing: it looks again.
+        if (pollers_.load(std::memory_order_acquire) > 0) {
+            const uint64_t one = 1;
+            (void)real().write(event_fd_, &one, sizeof one);
+        }
     }
     return any;
 }
@@ -515,7 +521,11 @@ void Stream::mirror_locked() {
 }
 
 void Stream::update_background_locked() {
-    const bool want = post_ != end_ || (fin_queued_ && !fin_sent_) || closing_ || mirror_ != nullptr;
+    const bool urgent = post_ != end_ || (fin_queued_ && !fin_sent_) || closing_;
+    const bool want = urgent || mirror_ != nullptr;
+    urgent_.store(urgent, std::memory_order_release);
+    const bool was_prompt = prompt_.exchange(mirror_ != nullptr, std::memory_order_acq_rel);
+    if (mirror_ != nullptr && !was_prompt) background_.store(false, std::memory_order_relaxed);  // registers it
     if (want && !background_.load(std::memory_order_relaxed)) {
         background_.store(true, std::memory_order_release);
         device_->watch(shared_from_this());
@@ -540,23 +550,43 @@ void Stream::wait_locked(std::unique_lock<std::mutex> &lock) {
         for (int i = 0; i < 32; ++i) cpu_relax();
         lock.lock();
     }
-    if (!got && state_.load(std::memory_order_relaxed) != State::failed) {
+    if (!got && state_.load(std::memory_order_relaxed) != State::failed && !arm_locked()) {
         counters_.sleeps.fetch_add(1, std::memory_order_relaxed);
-        if (std::getenv("OPENRDMA_SOCKETS_TRACE") != nullptr) {
-            std::fprintf(stderr, "%ld wait: credits %u owed %u done %u posted %u end %u arrived %u\n",
-                         static_cast<long>(std::chrono::steady_clock::now().time_since_epoch().count() / 1000), credits_,
-                         owed_, done_, post_, end_, arr_count_);
-        }
+        // Armed and still nothing: sleep until the CQ notifies or another thread moved the stream (event_fd_).
+        // The bound is only a backstop: every way progress comes raises one of the two.
+        pollers_.fetch_add(1, std::memory_order_acq_rel);
         lock.unlock();
-        // The dispatcher arms the CQ, looks again and sleeps until it notifies (or a connection event's flush).
-        auto e = dto_->wait(std::chrono::milliseconds(100));
+        pollfd p[2] = {{dto_->fd(), POLLIN, 0}, {event_fd_, POLLIN, 0}};
+        (void)real().poll(p, 2, 100);
         lock.lock();
-        if (e) handle_locked(e->wc);
-        (void)poll_locked();
-        post_locked();
+        pollers_.fetch_sub(1, std::memory_order_acq_rel);
+        (void)arm_locked();  // takes what came and quiets the descriptors
     }
     leader_ = false;
     cv_.notify_all();
+}
+
+bool Stream::arm_locked() {
+    uint64_t v;
+    (void)real().read(event_fd_, &v, sizeof v);
+    bool any = false;
+    for (;;) {  // through the dispatcher: a dequeue that finds nothing quiets the notification descriptor
+        auto e = dto_->dequeue();
+        if (!e || !*e) break;
+        handle_locked((*e)->wc);
+        any = true;
+    }
+    any = poll_locked() || any;
+    if (state_.load() != State::failed) {
+        // Armed, then looked at once more: a completion between the last poll and the arming would be missed.
+        (void)cq_->request_notify(RI_CQ_NOTIFY_NEXT);
+        any = poll_locked() || any;
+    }
+    if (any) {
+        post_locked();
+        cv_.notify_all();
+    }
+    return any;
 }
 
 int Stream::wait_open(bool nonblock) {
@@ -766,6 +796,9 @@ int Stream::notify_fd() const noexcept { return dto_ ? dto_->fd() : -1; }
 
 void Stream::background() {
     bool disconnect = false, abort = false;
+    // An application thread asleep on this stream moves it itself: the background thread taking its completions
+    // would only leave it asleep over them.
+    if (pollers_.load(std::memory_order_acquire) > 0) return;
     {
         std::lock_guard lock(mutex_);
         uint64_t v;
@@ -790,8 +823,9 @@ void Stream::background() {
         }
         mirror_locked();
         update_background_locked();
-        if (background_.load(std::memory_order_relaxed) && state_.load() != State::failed) {
-            // Armed, then looked at once more: a completion between the last poll and the arming would be missed.
+        if (prompt_.load(std::memory_order_relaxed) && state_.load() != State::failed) {
+            // A watched mirror: armed, then looked at once more (a completion between the last poll and the
+            // arming would be missed).
             (void)cq_->request_notify(RI_CQ_NOTIFY_NEXT);
             if (poll_locked()) {
                 mirror_locked();
@@ -805,21 +839,16 @@ void Stream::background() {
 
 uint32_t Stream::arm() {
     std::lock_guard lock(mutex_);
-    uint64_t v;
-    (void)real().read(event_fd_, &v, sizeof v);
-    for (;;) {  // through the dispatcher: a dequeue that finds nothing quiets the notification descriptor
-        auto e = dto_->dequeue();
-        if (!e || !*e) break;
-        handle_locked((*e)->wc);
-    }
-    (void)poll_locked();
-    post_locked();
-    cv_.notify_all();
-    if (state_.load() != State::failed) {
-        (void)cq_->request_notify(RI_CQ_NOTIFY_NEXT);
-        (void)poll_locked();
-    }
+    (void)arm_locked();
     return readiness_locked();
+}
+
+void Stream::sleeping(bool asleep) noexcept {
+    if (asleep) {
+        pollers_.fetch_add(1, std::memory_order_acq_rel);
+    } else {
+        pollers_.fetch_sub(1, std::memory_order_acq_rel);
+    }
 }
 
 bool Stream::drained() {

@@ -159,6 +159,14 @@ public:
     void background();
     /** @brief True while the background thread has work here (queued bytes, closing, watched). */
     [[nodiscard]] bool wants_background() const noexcept { return background_.load(std::memory_order_acquire); }
+    /**
+     * @brief True while a mirror is kept (the socket is in an epoll set): the background thread sleeps on the
+     *        stream's notifications. Otherwise it looks at the stream on its short tick only, so that it never
+     *        takes the completions an application thread is about to poll.
+     */
+    [[nodiscard]] bool prompt() const noexcept { return prompt_.load(std::memory_order_acquire); }
+    /** @brief True while bytes or the end of stream wait to go, or a close to finish: the short tick. */
+    [[nodiscard]] bool urgent() const noexcept { return urgent_.load(std::memory_order_acquire); }
     /** @brief The descriptor that polls readable when the completion queue notifies (once armed). */
     [[nodiscard]] int notify_fd() const noexcept;
     /** @brief The descriptor that polls readable when a connection event changed the stream (until arm()). */
@@ -168,6 +176,8 @@ public:
      *        completion) and returns readiness() (poll and select sleep on it).
      */
     uint32_t arm();
+    /** @brief A thread starts (@p asleep) or stops sleeping on notify_fd() and event_fd() in poll(2). */
+    void sleeping(bool asleep) noexcept;
     /** @brief Every byte written went, the end of stream too (or the connection ended). */
     [[nodiscard]] bool drained();
     /** @brief Closed and everything sent, or failed: the stream can go. */
@@ -226,6 +236,9 @@ private:
     void update_background_locked();
     // Waits for progress: spins on the CQ, then sleeps on it (leader) or on cv_ (followers).
     void wait_locked(std::unique_lock<std::mutex> &lock);
+    // Takes every completion (quieting the notification descriptors), arms the CQ and looks once more; true when
+    // anything came.
+    bool arm_locked();
     [[nodiscard]] size_t queued_slots_locked() const noexcept;
     [[nodiscard]] uint8_t *send_slot(uint32_t seq) const noexcept;
     [[nodiscard]] uint8_t *recv_slot(uint32_t idx) const noexcept;
@@ -284,8 +297,11 @@ private:
     std::vector<XsCompletion> xs_done_;
     uint32_t advert_seq_ = 0;
     int xs_fd_ = -1;  // an eventfd, readable while xs_done_ holds completions
-    int event_fd_ = -1;  // an eventfd raised by connection events, for whoever sleeps on notify_fd()
+    int event_fd_ = -1;  // an eventfd raised by connection events and others' progress, for whoever sleeps
+    std::atomic<int> pollers_{0};  // threads asleep on notify_fd() and event_fd_
     std::atomic<bool> background_{false};
+    std::atomic<bool> prompt_{false};
+    std::atomic<bool> urgent_{false};
     std::atomic<bool> same_host_{false};
     StreamCounters counters_;
 };
