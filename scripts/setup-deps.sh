@@ -12,13 +12,16 @@ packages=(
   libcli11-dev                              # command lines of krdmad and the tools
   libnl-3-dev libnl-route-3-dev             # route and neighbour look-ups
   libsystemd-dev                            # sd_notify: krdmad as a Type=notify service
-  linux-libc-dev                            # UAPI headers (<linux/ioctl.h>, <linux/tcp.h>)
+  linux-libc-dev                            # UAPI headers (<linux/ioctl.h>, <linux/tcp.h>, <linux/bpf.h>)
+  clang libbpf-dev                          # the sockets layer's peer detection: a sockops program krdmad loads
   libdapl-dev libdapl2 dapl2-utils          # DAT 2.0 headers, registry (libdat2) and dapltest
   # tests, benchmarks, documentation
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   doxygen graphviz
   scdoc man-db                              # manual pages: scdoc builds them, man -l renders them in the tests
   gnuplot-nox                               # it_perf --plot (bandwidth and latency against message size)
+  # the sockets layer's tests and figures: unmodified Debian programs over openrdma-run
+  iperf3 sockperf socat netcat-openbsd
   # test hosts (network namespaces, veth) and process helpers
   iproute2 procps util-linux
   systemd                                   # systemd-analyze verify of the installed krdmad.service

@@ -171,7 +171,7 @@ rdma::Expected<Config> parse_config(const std::string &text, const std::string &
             only_keys(l, w,
                       {"connect_timeout_ms", "request_timeout_ms", "accept_timeout_ms", "max_pending_requests",
                        "user_timeout_ms", "keepalive_idle_s", "keepalive_interval_s", "keepalive_count",
-                       "same_host"});
+                       "same_host", "peer_detection"});
             using ms = std::chrono::milliseconds;
             using sec = std::chrono::seconds;
             LlpSettings &s = c.llp;
@@ -196,6 +196,7 @@ rdma::Expected<Config> parse_config(const std::string &text, const std::string &
             if (s.keepalive_idle.count() > 0 && (s.keepalive_interval.count() == 0 || s.keepalive_count == 0)) {
                 throw Bad{w + ": keepalive needs a positive keepalive_interval_s and keepalive_count"};
             }
+            s.peer_detection = flag(l, "peer_detection", w, s.peer_detection);
             if (l.contains("same_host")) {
                 const json &h = l["same_host"];
                 const std::string hw = w + ".same_host";

@@ -52,6 +52,7 @@ struct LlpSettings {
     std::chrono::seconds keepalive_interval{10};  /**< Between keepalive probes (TCP_KEEPINTVL). */
     uint32_t keepalive_count = 6;                  /**< Unanswered probes that end the connection (TCP_KEEPCNT). */
     SameHostSettings same_host;                    /**< The same-host path between consumers of this kAL. */
+    bool peer_detection = true;                    /**< The sockets layer's TCP peer detection (PEER_MARKS). */
     bool operator==(const LlpSettings &) const = default;
 };
 

@@ -1,6 +1,7 @@
 // The connection commands: LISTEN, DESTROY_LISTEN, CONNECT, ACCEPT, REJECT and CONVERT decoded, checked and handed
 // to the listen points and endpoints (kal/endpoint) and the LLP (kal/llp). Everything here runs on the device
 // server's thread.
+#include "krdma/peer_marks.hpp"
 #include "connection_commands.hpp"
 
 #include <arpa/inet.h>
@@ -76,6 +77,7 @@ ConnectionCommands::ConnectionCommands(VerbCommands &verbs, LlpSettings settings
     : verbs_(verbs),
       server_(verbs.server()),
       settings_(settings),
+      detection_(settings.peer_detection),
       endpoints_(server_, settings_,
                  [&verbs](uint32_t client_id, std::span<const uint8_t> record, std::span<const int> fds) {
                      return verbs.deliver_record(client_id, KRDMA_EVENT_CM, record, fds);
@@ -92,6 +94,17 @@ ConnectionCommands::ConnectionCommands(VerbCommands &verbs, LlpSettings settings
     server_.on(KRDMA_CMD_ACCEPT, [this](Connection &c, const Request &r, Reply &rep) { return accept(c, r, rep); });
     server_.on(KRDMA_CMD_REJECT, [this](Connection &c, const Request &r, Reply &rep) { return reject(c, r, rep); });
     server_.on(KRDMA_CMD_CONVERT, [this](Connection &c, const Request &r, Reply &rep) { return convert(c, r, rep); });
+    server_.on(KRDMA_CMD_PEER_MARKS, [this](Connection &, const Request &, Reply &rep) {
+        // Loaded on the first request: most kALs never serve a sockets layer (and a cgroup holds few programs).
+        auto fd = detection_.map_fd();
+        if (!fd) return rep.fail(fd.error().code(), fd.error().message());
+        krdma_peer_marks q{};
+        q.value_size = sizeof(krdma::PeerMark);
+        std::memcpy(rep.payload.data(), &q, sizeof q);
+        rep.fds[0] = *fd;
+        rep.nfds = 1;
+        return static_cast<int>(RI_OK);
+    });
     verbs_.count_endpoints_with([this](uint32_t client_id) {
         return static_cast<uint32_t>(std::count_if(endpoints_.begin(), endpoints_.end(),
                                                    [client_id](const Endpoint *e) { return e->client() == client_id; }));
@@ -160,7 +173,8 @@ ConnectionCommands::ConnectionCommands(VerbCommands &verbs, LlpSettings settings
 
 ConnectionCommands::~ConnectionCommands() {
     for (uint32_t cmd : {KRDMA_CMD_LISTEN, KRDMA_CMD_DESTROY_LISTEN, KRDMA_CMD_CONNECT, KRDMA_CMD_ACCEPT,
-                         KRDMA_CMD_REJECT, KRDMA_CMD_CONVERT, KRDMA_CMD_LIST_ENDPOINTS, KRDMA_CMD_LLP_COUNTERS}) {
+                         KRDMA_CMD_REJECT, KRDMA_CMD_CONVERT, KRDMA_CMD_LIST_ENDPOINTS, KRDMA_CMD_LLP_COUNTERS,
+                         KRDMA_CMD_PEER_MARKS}) {
         server_.off(cmd);
     }
     server_.on_tick(nullptr);

@@ -43,6 +43,7 @@
 
 #include "endpoint.hpp"
 #include "link_monitor.hpp"
+#include "peer_detection.hpp"
 #include "listen_point.hpp"
 #include "llp_settings.hpp"
 #include "route.hpp"
@@ -94,6 +95,7 @@ private:
     VerbCommands &verbs_;
     DeviceServer &server_;
     LlpSettings settings_;
+    llp::PeerDetection detection_;  // the sockets layer's peer detection, loaded on its first request
     Endpoints endpoints_;  // every endpoint, the counters, the abortive closes, the deadlines tick() visits
     ListenPoints listen_points_;  // every listen point and the connection requests waiting for ACCEPT or REJECT
     std::optional<llp::LinkMonitor> links_;  // the host's links, for RI_AE_RNIC_LINK_DOWN/UP

@@ -3,7 +3,7 @@ _rdmactl() {
     local cur prev words cword
     cur="${COMP_WORDS[COMP_CWORD]}"
     prev="${COMP_WORDS[COMP_CWORD-1]}"
-    local commands="modinfo list resources show attach detach control inject load unload modules consumers stats limits dat-conf"
+    local commands="modinfo list resources show attach detach control inject load unload modules consumers stats limits dat-conf sockets"
     local globals="--json --device --timeout --log-level --help --version"
     case "$prev" in
         --device|--provider-dir|--check|--library)
@@ -29,6 +29,7 @@ _rdmactl() {
         modinfo) options="--provider-dir --mode" ;;
         attach) options="--provider --name --address --netdev --options" ;;
         dat-conf) options="--check --by-address --library" ;;
+        sockets) options="--pid" ;;
         inject) options="--clear" ;;
         show) options="--verbose" ;;
     esac

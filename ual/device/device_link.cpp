@@ -210,6 +210,14 @@ public:
     uint32_t client_id() const noexcept override { return core_->client->hello().client_id; }
     bool can_convert_sockets() const noexcept override { return true; }
 
+    rdma::Expected<krdma::UniqueFd> peer_marks() override {
+        krdma_peer_marks q{};
+        auto r = core_->client->request(KRDMA_CMD_PEER_MARKS, {reinterpret_cast<const uint8_t *>(&q), sizeof q});
+        if (!r) return rdma::Error(r.error().code(), r.error().message());
+        if (r->fds.empty()) return rdma::Error(RI_EPROTO, "the kAL answered PEER_MARKS without the map");
+        return std::move(r->fds.front());
+    }
+
     rdma::Expected<std::vector<RnicDescription>> rnics() override {
         std::vector<RnicDescription> out;
         for (uint32_t i = 0;; ++i) {

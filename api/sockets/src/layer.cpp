@@ -81,8 +81,6 @@ Layer *Layer::get() noexcept {
         l->shape_.send_slots = env_u32("OPENRDMA_SOCKETS_SLOTS", l->shape_.send_slots, 2, 256);
         l->shape_.recv_slots = l->shape_.send_slots;
         l->shape_.spin_ns = 1000 * env_u32("OPENRDMA_SOCKETS_SPIN_US", l->shape_.spin_ns / 1000, 0, 1000000);
-        const char *peer = std::getenv("OPENRDMA_SOCKETS_PEER");
-        l->assume_peer_ = peer != nullptr && std::strcmp(peer, "layer") == 0;
         return l;
     }();
     return layer;
@@ -105,17 +103,50 @@ rdma::Expected<std::shared_ptr<ual::AccessLayer>> Layer::access_layer_locked() {
     return al_;
 }
 
+const krdma::PeerMarks *Layer::marks() {
+    std::lock_guard lock(mutex_);
+    if (marks_) return marks_.get();
+    if (!marks_error_.empty()) return nullptr;
+    auto al = access_layer_locked();
+    if (!al) {
+        marks_error_ = al.error().message();
+        return nullptr;
+    }
+    auto fd = (*al)->peer_marks();
+    if (!fd) {
+        // Said once: every connection of this process stays TCP, and rdmactl sockets counts them as no-detection.
+        marks_error_ = fd.error().message();
+        RDMA_LOG_WARN(kComponent, "no peer detection (%s): every connection stays TCP", marks_error_.c_str());
+        return nullptr;
+    }
+    marks_ = std::make_unique<krdma::PeerMarks>(std::move(*fd));
+    return marks_.get();
+}
+
 bool Layer::mark(int fd, Reason *why) {
-    (void)fd;
-    if (assume_peer_) return true;
-    // Peer detection through the kAL's sockops program: not yet in this build.
-    *why = Reason::no_detection;
-    return false;
+    const krdma::PeerMarks *m = marks();
+    if (m == nullptr) {
+        *why = Reason::no_detection;
+        return false;
+    }
+    if (!m->mark(fd).ok()) {
+        *why = Reason::no_detection;
+        return false;
+    }
+    return true;
 }
 
 Peer Layer::peer(int fd) {
-    (void)fd;
-    return assume_peer_ ? Peer::layer : Peer::plain;
+    const krdma::PeerMarks *m = marks();
+    if (m == nullptr) return Peer::plain;
+    auto k = m->peer(fd);
+    if (!k) return Peer::plain;
+    switch (*k) {
+        case krdma::PeerKind::layer: return Peer::layer;
+        case krdma::PeerKind::plain: return Peer::plain;
+        case krdma::PeerKind::undecided: break;
+    }
+    return Peer::undecided;
 }
 
 rdma::Expected<std::shared_ptr<Device>> Layer::device_for(int fd) {
@@ -169,6 +200,12 @@ void Layer::note(int fd, Reason r, bool server, const std::shared_ptr<Stream> &s
     if (real().getsockname(sock, reinterpret_cast<sockaddr *>(&ss), &len) == 0) n.local = endpoint_text(ss);
     len = sizeof ss;
     if (real().getpeername(sock, reinterpret_cast<sockaddr *>(&ss), &len) == 0) n.remote = endpoint_text(ss);
+    if (r == Reason::rdma) {
+        RDMA_LOG_INFO(kComponent, "descriptor %d (%s to %s): converted to RDMA", fd, n.local.c_str(), n.remote.c_str());
+    } else {
+        RDMA_LOG_INFO(kComponent, "descriptor %d (%s to %s): stays TCP (%s)", fd, n.local.c_str(), n.remote.c_str(),
+                      reason_name(r));
+    }
     std::lock_guard lock(report_mutex_);
     // Keep every live stream and the last 32 other decisions.
     constexpr size_t kKept = 32;
@@ -263,6 +300,8 @@ void Layer::forked_child() noexcept {
         watcher_->abandon();
         (void)watcher_.release();
     }
+    (void)marks_.release();  // the map's descriptor is the parent's copy too: it stays open for the child to use
+    marks_error_.clear();
     al_.reset();
     devices_.clear();
     no_device_.clear();

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "device.hpp"
+#include "krdma/peer_marks.hpp"
 #include "policy.hpp"
 
 namespace openrdma::sockets {
@@ -77,9 +78,12 @@ public:
 private:
     Layer() = default;
     rdma::Expected<std::shared_ptr<ual::AccessLayer>> access_layer_locked();
+    // The kAL's detection map, fetched on first need (null, and marks_error_ says why, when there is none).
+    const krdma::PeerMarks *marks();
+    std::unique_ptr<krdma::PeerMarks> marks_;
+    std::string marks_error_;
     Policy policy_;
     StreamShape shape_;
-    bool assume_peer_ = false;  // OPENRDMA_SOCKETS_PEER=layer: every marked peer runs the layer (no detection)
     std::mutex mutex_;
     std::shared_ptr<ual::AccessLayer> al_;
     std::string al_error_;

@@ -24,7 +24,7 @@ extern "C" {
 /** @brief Major protocol version; HELLO refuses a client with another major version. */
 #define KRDMA_ABI_VERSION 1u
 /** @brief Minor protocol version: what this header adds to major version 1 (see "Versions" below). */
-#define KRDMA_ABI_MINOR 3u
+#define KRDMA_ABI_MINOR 4u
 /** @brief The krdma_hello::abi_version word of version @p major.@p minor. */
 #define KRDMA_ABI_WORD(major, minor) ((uint32_t)(major) | ((uint32_t)(minor) << 16))
 /** @brief The major version in a krdma_hello::abi_version word. */
@@ -89,6 +89,7 @@ struct krdma_msg_hdr {
  * ACCEPT) and learns of their success from the connection's events; since the kAL serves one connection's requests
  * in order and answers them in order, the reply to any later request means every earlier quiet one succeeded.
  * Below minor 3 the flag is refused (EINVAL) as every nonzero request flag always was.
+ * Minor 4 adds PEER_MARKS (the sockets layer's peer detection); an older kAL answers it as an unknown command.
  */
 
 /** @brief HELLO: version handshake; the reply tells the client who the kAL thinks it is. */
@@ -241,6 +242,19 @@ struct krdma_limits {
 #define KRDMA_CMD_LIST_CLIENTS _IOWR(KRDMA_IOC_MAGIC, 0x11, struct krdma_list_clients)
 /** @brief LIMITS command code. */
 #define KRDMA_CMD_LIMITS _IOWR(KRDMA_IOC_MAGIC, 0x12, struct krdma_limits)
+
+/**
+ * @brief PEER_MARKS (minor 4): the map of the kAL's TCP peer detection, for the sockets layer. The reply passes the
+ *        map's descriptor (SCM_RIGHTS); its values are krdma::PeerMark (krdma/peer_marks.hpp). Open to every caller:
+ *        the map reaches only sockets the caller holds descriptors for. RI_EOPNOTSUPP, with the reason, when the
+ *        kAL cannot detect (llp.peer_detection is false, no privilege for BPF, no cgroup v2).
+ */
+struct krdma_peer_marks {
+    uint32_t value_size; /**< Reply: bytes of each value in the map (8). */
+    uint32_t reserved;   /**< Zero. */
+};
+/** @brief Command code of PEER_MARKS. */
+#define KRDMA_CMD_PEER_MARKS _IOWR(KRDMA_IOC_MAGIC, 0x13, struct krdma_peer_marks)
 /** @brief LIST_RNICS command code. */
 #define KRDMA_CMD_LIST_RNICS _IOWR(KRDMA_IOC_MAGIC, 0x10, struct krdma_list_rnics)
 /*

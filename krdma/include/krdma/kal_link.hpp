@@ -105,6 +105,13 @@ public:
     [[nodiscard]] virtual uint32_t client_id() const noexcept = 0;
     /** @brief Whether the consumer's own TCP sockets can become streams (convert()). */
     [[nodiscard]] virtual bool can_convert_sockets() const noexcept = 0;
+    /**
+     * @brief The kAL's TCP peer-detection map for the sockets layer (PEER_MARKS); ::RI_EOPNOTSUPP, with the kAL's
+     *        reason, when it has none.
+     */
+    [[nodiscard]] virtual rdma::Expected<krdma::UniqueFd> peer_marks() {
+        return rdma::Error(RI_EOPNOTSUPP, "this link has no peer detection");
+    }
 
     /** @brief The host's RNICs. */
     [[nodiscard]] virtual rdma::Expected<std::vector<RnicDescription>> rnics() = 0;

@@ -86,6 +86,8 @@ public:
      *        if this is the first use, opens it through the uVP, and registers the uAL's event handlers.
      */
     [[nodiscard]] rdma::Expected<std::shared_ptr<Adapter>> open_adapter(const std::string &name_or_address);
+    /** @brief The kAL's TCP peer-detection map (krdma/peer_marks.hpp), for the sockets layer. */
+    [[nodiscard]] rdma::Expected<krdma::UniqueFd> peer_marks() { return link_->peer_marks(); }
     /** @brief Runs callback jobs on the uAL's worker pool (for SimpleDispatcher::set_callback). */
     [[nodiscard]] SimpleDispatcher::Executor executor();
     /** @brief The link to the kAL. */

@@ -1,0 +1,104 @@
+// The kAL's TCP peer detection: the embedded sockops program, loaded with libbpf on first use.
+#include "peer_detection.hpp"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "rnicpi/host/log.hpp"
+
+// The object file clang built from bpf/peer_marks.bpf.c, in the library (peer_marks_object.S).
+extern "C" const unsigned char openrdma_peer_marks_object[];
+extern "C" const unsigned char openrdma_peer_marks_object_end[];
+
+namespace kal::llp {
+namespace {
+
+constexpr const char *kComponent = "llp";
+
+int quiet_libbpf(enum libbpf_print_level level, const char *fmt, va_list args) {
+    // libbpf's own chatter goes to the debug log; its warnings reach the failure's reason through errno.
+    if (level == LIBBPF_DEBUG) return 0;
+    char line[512];
+    std::vsnprintf(line, sizeof line, fmt, args);
+    RDMA_LOG_DEBUG(kComponent, "libbpf: %s", line);
+    return 0;
+}
+
+}  // namespace
+
+std::string cgroup2_root() {
+    std::ifstream in("/proc/self/mountinfo");
+    for (std::string line; std::getline(in, line);) {
+        // ... MOUNT_POINT ... - FSTYPE SOURCE OPTIONS
+        const auto dash = line.find(" - ");
+        if (dash == std::string::npos) continue;
+        std::istringstream after(line.substr(dash + 3));
+        std::string fstype;
+        after >> fstype;
+        if (fstype != "cgroup2") continue;
+        std::istringstream before(line.substr(0, dash));
+        std::string id, parent, devno, root, mount;
+        before >> id >> parent >> devno >> root >> mount;
+        if (root == "/") return mount;  // the hierarchy's root, not a container's view of a sub-tree
+    }
+    return {};
+}
+
+PeerDetection::~PeerDetection() {
+    if (link_ != nullptr) bpf_link__destroy(link_);  // detaches the program
+    if (object_ != nullptr) bpf_object__close(object_);
+}
+
+rdma::Expected<int> PeerDetection::map_fd() {
+    std::lock_guard lock(mutex_);
+    if (!tried_) {
+        tried_ = true;
+        if (auto ok = load_locked(); !ok) {
+            failure_ = ok.error().message();
+            RDMA_LOG_WARN(kComponent, "peer detection for the sockets layer is unavailable: %s", failure_.c_str());
+        }
+    }
+    if (map_fd_ < 0) return rdma::Error(RI_EOPNOTSUPP, "peer detection is unavailable: " + failure_);
+    return map_fd_;
+}
+
+rdma::Expected<void> PeerDetection::load_locked() {
+    if (!enabled_) return rdma::Error(RI_EOPNOTSUPP, "turned off (llp.peer_detection is false)");
+    const std::string root = cgroup2_root();
+    if (root.empty()) return rdma::Error(RI_EOPNOTSUPP, "no cgroup v2 hierarchy is mounted on this host");
+    libbpf_set_print(&quiet_libbpf);
+    LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "openrdma_peer_marks");
+    const size_t size = static_cast<size_t>(openrdma_peer_marks_object_end - openrdma_peer_marks_object);
+    object_ = bpf_object__open_mem(openrdma_peer_marks_object, size, &opts);
+    if (object_ == nullptr) {
+        return rdma::Error(rdma::from_errno(errno), std::string("the embedded program does not open: ") + std::strerror(errno));
+    }
+    if (bpf_object__load(object_) != 0) {
+        const int e = errno;
+        return rdma::Error(rdma::from_errno(e), std::string("loading the sockops program: ") + std::strerror(e) +
+                                                    (e == EPERM ? " (krdmad needs CAP_BPF and CAP_NET_ADMIN, or root)" : ""));
+    }
+    bpf_program *prog = bpf_object__find_program_by_name(object_, "openrdma_peer_marks");
+    bpf_map *map = bpf_object__find_map_by_name(object_, "peer_marks");
+    if (prog == nullptr || map == nullptr) return rdma::Error(RI_EINVAL, "the embedded object lacks its program or map");
+    const int cg = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (cg < 0) return rdma::Error(rdma::from_errno(errno), "cannot open " + root + ": " + std::strerror(errno));
+    link_ = bpf_program__attach_cgroup(prog, cg);
+    const int e = errno;
+    ::close(cg);
+    if (link_ == nullptr) {
+        return rdma::Error(rdma::from_errno(e), "attaching the sockops program to " + root + ": " + std::strerror(e));
+    }
+    map_fd_ = bpf_map__fd(map);
+    RDMA_LOG_INFO(kComponent, "peer detection for the sockets layer: sockops program attached to %s", root.c_str());
+    return {};
+}
+
+}  // namespace kal::llp

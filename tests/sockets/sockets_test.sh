@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# The sockets layer with unmodified programs (Debian's nc, socat, iperf3, sockperf, and sockprobe, a plain sockets
+# program of the tests) against a private krdmad with softrnic on 127.0.0.1: every byte checked, and what each
+# process decided read back from `rdmactl sockets`.
+#   sockets_test.sh CASE BUILD_DIR SOCKPROBE [SANITIZER_RUNTIME]
+# A sanitizer build's library needs its runtime first in these uninstrumented programs: it is preloaded before it.
+set -euo pipefail
+case_=$1
+build=$2
+probe=$3
+runtime=${4:-}
+lib=$build/api/sockets/libopenrdma_sockets.so
+source "$(dirname "$0")/../../scripts/private-krdmad.sh"
+private_krdmad sockets "$build"
+unset OPENRDMA_SOCKETS OPENRDMA_SOCKETS_POLICY
+export OPENRDMA_LOG=info  # the layer says which connections it converted
+# The server's log says it converted a connection (the checks below would pass over plain TCP too).
+converted() { grep -q "converted to RDMA" "$dir/server.err" || fail "the server converted no connection"; }
+
+# What runs a program with the layer (as openrdma-run does; with a sanitizer's runtime before the library when there
+# is one), and without it. Commands, not functions: setsid and bash -c run them.
+if [[ -n $runtime ]]; then
+    layer=(env ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 "LD_PRELOAD=$runtime $lib")
+else
+    layer=("$build/tools/openrdma-run/openrdma-run")
+fi
+plain=(env)
+
+fail() {
+    echo "FAILED: $*"
+    for f in "$dir"/*.log "$dir"/*.err; do [[ -s $f ]] && { echo "--- $(basename "$f")"; tail -c 2000 "$f"; echo; }; done
+    echo "--- krdmad"; tail -20 "$dir/krdmad.err"
+    exit 1
+}
+
+# A port nobody listens on (below the ephemeral range, away from the other tests' fixed ports).
+free_port() {
+    local p
+    for _ in $(seq 50); do
+        p=$((33000 + RANDOM % 4000))
+        ss -Htln "sport = :$p" | grep -q . || { echo "$p"; return; }
+    done
+    echo "no free port" >&2; exit 1
+}
+wait_listen() {  # wait_listen PORT: up to 10 s
+    for _ in $(seq 200); do ss -Htln "sport = :$1" | grep -q . && return 0; sleep 0.05; done
+    fail "nothing listened on port $1"
+}
+start() {  # start NAME layer|plain CMD...: in its own process group, killed at exit whatever happens
+    local name=$1 how=$2; shift 2
+    local -n wrap=$how
+    setsid "${wrap[@]}" "$@" > "$dir/$name.log" 2> "$dir/$name.err" &
+    started=$!
+    groups+=("$started")
+}
+# Waits up to 10 s until `rdmactl sockets` lists, for process PID, a connection decided DECISION on path PATH.
+expect_decision() {
+    local pid=$1 decision=$2 path=$3
+    for _ in $(seq 100); do
+        "$rdmactl" --json sockets > "$dir/rdmactl.json" 2>&1 || true
+        if python3 - "$dir/rdmactl.json" "$pid" "$decision" "$path" <<'PY'
+import json, sys
+reports = json.load(open(sys.argv[1]))
+ok = any(r["pid"] == int(sys.argv[2]) and any(c["decision"] == sys.argv[3] and c["path"] == sys.argv[4]
+         for c in r["connections"]) for r in reports)
+sys.exit(0 if ok else 1)
+PY
+        then return 0; fi
+        sleep 0.1
+    done
+    fail "process $pid never showed a connection decided $decision on path $path: $(cat "$dir/rdmactl.json")"
+}
+
+payload=$dir/payload.bin
+head -c 3000000 /dev/urandom > "$payload"
+
+# The nc process of session @p 1 (it starts behind timeout and a pipeline), waited for up to 5 s.
+nc_of() {
+    local pid
+    for _ in $(seq 100); do pid=$(pgrep -s "$1" -x nc | head -1); [[ -n $pid ]] && break; sleep 0.05; done
+    echo "$pid"
+}
+
+# nc_pair SERVER_WRAPPER CLIENT_WRAPPER DECISION_SERVER DECISION_CLIENT PATH: nc moves the payload; the client keeps
+# its connection open a moment so that its decision can be read.
+nc_pair() {
+    local port spid cpid
+    port=$(free_port)
+    start server "$1" timeout 30 nc -l 127.0.0.1 "$port"
+    spid=$started
+    wait_listen "$port"
+    # The received bytes are the server's standard output; the client's input ends 1.5 s after the payload.
+    local -n cwrap=$2
+    start client plain bash -c 'cat "$1" - < <(sleep 1.5) | "${@:2}"' _ "$payload" "${cwrap[@]}" \
+           timeout 30 nc -N 127.0.0.1 "$port"
+    cpid=$started
+    [[ $3 != - ]] && expect_decision "$(nc_of "$spid")" "$3" "$5"
+    [[ $4 != - ]] && expect_decision "$(nc_of "$cpid")" "$4" "$5"
+    wait "$cpid" || fail "the client failed"
+    for _ in $(seq 100); do kill -0 "$spid" 2>/dev/null || break; sleep 0.05; done
+    cmp "$payload" "$dir/server.log" || fail "the server did not receive the payload intact"
+}
+
+case $case_ in
+nc_both)
+    nc_pair layer layer rdma rdma same-host ;;
+nc_client_only)
+    # Only the client runs the layer: its peer said nothing in the handshake, the connection stays TCP.
+    nc_pair plain layer - peer-plain tcp ;;
+nc_server_only)
+    nc_pair layer plain peer-plain - tcp ;;
+policy_tcp)
+    # The policy leaves the port to TCP: decided "policy", bytes intact.
+    port=$(free_port)
+    export OPENRDMA_SOCKETS_POLICY="{\"rules\": [{\"action\": \"tcp\", \"ports\": \"$port\"}]}"
+    start server layer timeout 30 nc -l 127.0.0.1 "$port"
+    spid=$started
+    wait_listen "$port"
+    "${layer[@]}" timeout 30 nc -N 127.0.0.1 "$port" < "$payload" > /dev/null 2> "$dir/client.log" || fail "the client failed"
+    for _ in $(seq 100); do kill -0 "$spid" 2>/dev/null || break; sleep 0.05; done
+    cmp "$payload" "$dir/server.log" || fail "the payload changed"
+    ;;
+socat_fork_echo)
+    # A forking server (socat's fork: a child per connection serves it) echoing through cat; three clients in turn.
+    port=$(free_port)
+    start server layer timeout 60 socat TCP-LISTEN:"$port",reuseaddr,fork EXEC:cat
+    wait_listen "$port"
+    for i in 1 2 3; do
+        "${layer[@]}" timeout 30 socat -t 5 - TCP:127.0.0.1:"$port" < "$payload" > "$dir/echo$i.bin" 2> "$dir/client$i.log" ||
+            fail "client $i failed"
+        cmp "$payload" "$dir/echo$i.bin" || fail "client $i did not get its bytes back"
+    done
+    converted
+    ;;
+probe_epoll_echo)
+    # Edge-triggered epoll on a converted socket, MSG_PEEK, FIONREAD, writev, half-close, non-blocking I/O.
+    port=$(free_port)
+    start server layer timeout 30 "$probe" server "$port"
+    spid=$started
+    wait_listen "$port"
+    "${layer[@]}" timeout 30 "$probe" client "$port" 5000000 > "$dir/client.log" 2>&1 || fail "the probe's client failed"
+    grep -q "ok 5000000" "$dir/client.log" || fail "the probe's client did not get every byte back"
+    wait "$spid" || fail "the probe's server failed"
+    grep -q "echoed until end of file" "$dir/server.log" || fail "the server did not see the half-close"
+    converted
+    ;;
+refused)
+    # A non-blocking connect to a closed port fails as TCP's does.
+    port=$(free_port)
+    got=$("${layer[@]}" timeout 10 "$probe" refused "$port" 2>&1) || fail "the probe failed: $got"
+    want=$("${plain[@]}" timeout 10 "$probe" refused "$port" 2>&1)
+    [[ $got == "$want" && $got == ECONNREFUSED ]] || fail "through the layer: $got; without: $want"
+    ;;
+iperf3)
+    port=$(free_port)
+    start server layer timeout 60 iperf3 -s -1 -p "$port"
+    wait_listen "$port"
+    "${layer[@]}" timeout 60 iperf3 -c 127.0.0.1 -p "$port" -t 1 -J > "$dir/client.json" 2> "$dir/client.log" ||
+        fail "iperf3's client failed: $(tail -5 "$dir/client.json")"
+    python3 - "$dir/client.json" <<'PY' || fail "iperf3 moved nothing"
+import json, sys
+j = json.load(open(sys.argv[1]))
+sys.exit(0 if j["end"]["sum_received"]["bytes"] > 0 else 1)
+PY
+    converted
+    ;;
+sockperf)
+    port=$(free_port)
+    start server layer timeout 60 sockperf sr --tcp -i 127.0.0.1 -p "$port"
+    wait_listen "$port"
+    "${layer[@]}" timeout 60 sockperf pp --tcp -i 127.0.0.1 -p "$port" -t 1 -m 64 > "$dir/client.log" 2>&1 ||
+        fail "sockperf's client failed"
+    grep -q "avg-latency" "$dir/client.log" || fail "sockperf printed no latency"
+    converted
+    ;;
+kill9)
+    # The client killed mid-stream: the server sees the end (or a reset), in bounded time, with a correct prefix.
+    port=$(free_port)
+    start server layer timeout 60 nc -l 127.0.0.1 "$port"
+    spid=$started
+    wait_listen "$port"
+    start client plain bash -c 'head -c 2000000000 /dev/zero | "${@:1}"' _ "${layer[@]}" nc 127.0.0.1 "$port"
+    cpid=$started
+    for _ in $(seq 100); do [[ $(stat -c %s "$dir/server.log") -gt 1000000 ]] && break; sleep 0.05; done
+    kill -9 -- "-$cpid"
+    for _ in $(seq 200); do kill -0 "$spid" 2>/dev/null || break; sleep 0.05; done
+    kill -0 "$spid" 2>/dev/null && fail "the server did not see the client go within 10 s"
+    size=$(stat -c %s "$dir/server.log")
+    [[ $size -gt 0 ]] || fail "nothing arrived before the kill"
+    cmp -n "$size" "$dir/server.log" /dev/zero || fail "the bytes before the kill are not the ones sent"
+    converted
+    ;;
+*)
+    echo "unknown case $case_"; exit 2 ;;
+esac
+set +e  # the cleanup kills process groups that may have ended already
+echo "sockets $case_: passed"

@@ -1,0 +1,163 @@
+/*
+ * sockprobe: a plain sockets program (linked to nothing of OpenRDMA) that the sockets tests run under openrdma-run,
+ * for what the Debian programs do not show on their own.
+ *   sockprobe refused PORT         a non-blocking connect to 127.0.0.1:PORT (nobody listens); prints the SO_ERROR name
+ *   sockprobe server PORT          accepts one connection and echoes it with epoll (edge-triggered), MSG_PEEK and
+ *                                  FIONREAD on the way, until the client's half-close; then closes
+ *   sockprobe client PORT BYTES    connects, writes BYTES of a pattern with writev while reading the echo, half-closes,
+ *                                  reads to end of file; checks every byte; prints "ok BYTES"
+ * Exit status: 0 when every check held, 1 otherwise (with the reason on standard error).
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+static int fail(const char *what) {
+    fprintf(stderr, "sockprobe: %s: %s\n", what, strerror(errno));
+    return 1;
+}
+
+static struct sockaddr_in loopback(int port) {
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return a;
+}
+
+static unsigned char pattern(size_t i) { return (unsigned char)((i * 131u + (i >> 12)) & 0xff); }
+
+static int refused(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_in a = loopback(port);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) return fail("connect succeeded");
+    if (errno != EINPROGRESS && errno != ECONNREFUSED) return fail("connect");
+    if (errno == EINPROGRESS) {
+        struct pollfd p = {fd, POLLOUT, 0};
+        if (poll(&p, 1, 5000) != 1) return fail("poll did not say the connect ended");
+    }
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return fail("getsockopt");
+    printf("%s\n", err == ECONNREFUSED ? "ECONNREFUSED" : strerror(err));
+    return 0;
+}
+
+static int server(int port) {
+    int l = socket(AF_INET6, SOCK_STREAM, 0), one = 1;  /* dual stack: an IPv4 client arrives v4-mapped */
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in6 a;
+    memset(&a, 0, sizeof a);
+    a.sin6_family = AF_INET6;
+    a.sin6_port = htons((uint16_t)port);
+    if (bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 4) != 0) return fail("listen");
+    printf("listening\n");
+    fflush(stdout);
+    int fd = accept4(l, NULL, NULL, SOCK_NONBLOCK);
+    if (fd < 0) return fail("accept4");
+    int ep = epoll_create1(0);
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.fd = fd};
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0) return fail("epoll_ctl");
+    static char buf[65536];
+    int peeked = 0;
+    for (;;) {
+        struct epoll_event got;
+        int n = epoll_wait(ep, &got, 1, 10000);
+        if (n != 1) return fail("epoll_wait: nothing in 10 s");
+        for (;;) {  /* edge-triggered: drain until EAGAIN */
+            if (!peeked) {
+                int avail = 0;
+                ssize_t p = recv(fd, buf, 16, MSG_PEEK);
+                if (p > 0) {
+                    if (ioctl(fd, FIONREAD, &avail) != 0 || avail < p) return fail("FIONREAD below what MSG_PEEK saw");
+                    peeked = 1;
+                }
+            }
+            ssize_t r = read(fd, buf, sizeof buf);
+            if (r == 0) {
+                close(fd);
+                printf("echoed until end of file\n");
+                return 0;
+            }
+            if (r < 0) {
+                if (errno == EAGAIN) break;
+                return fail("read");
+            }
+            for (ssize_t off = 0; off < r;) {
+                ssize_t w = write(fd, buf + off, (size_t)(r - off));
+                if (w < 0 && errno == EAGAIN) {
+                    struct pollfd p = {fd, POLLOUT, 0};
+                    poll(&p, 1, 1000);
+                    continue;
+                }
+                if (w < 0) return fail("write");
+                off += w;
+            }
+        }
+    }
+}
+
+static int client(int port, size_t bytes) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = loopback(port);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) return fail("connect");
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    static unsigned char out[8192], in[65536];
+    size_t sent = 0, got = 0;
+    int shut = 0;
+    while (got < bytes || !shut) {
+        struct pollfd p = {fd, POLLIN | (sent < bytes ? POLLOUT : 0), 0};
+        if (poll(&p, 1, 10000) <= 0) return fail("poll: nothing in 10 s");
+        if (sent < bytes && (p.revents & POLLOUT)) {
+            size_t n = bytes - sent < sizeof out ? bytes - sent : sizeof out;
+            for (size_t i = 0; i < n; ++i) out[i] = pattern(sent + i);
+            struct iovec v[2] = {{out, n / 2}, {out + n / 2, n - n / 2}};
+            ssize_t w = writev(fd, v, 2);
+            if (w < 0 && errno != EAGAIN) return fail("writev");
+            if (w > 0) sent += (size_t)w;
+        }
+        if (sent == bytes && !shut) {
+            if (shutdown(fd, SHUT_WR) != 0) return fail("shutdown");
+            shut = 1;
+        }
+        if (p.revents & (POLLIN | POLLHUP)) {
+            ssize_t r = read(fd, in, sizeof in);
+            if (r < 0 && errno != EAGAIN) return fail("read");
+            if (r == 0) break;
+            for (ssize_t i = 0; i < r; ++i) {
+                if (in[i] != pattern(got + (size_t)i)) {
+                    fprintf(stderr, "sockprobe: byte %zu of the echo is wrong\n", got + (size_t)i);
+                    return 1;
+                }
+            }
+            if (r > 0) got += (size_t)r;
+        }
+    }
+    char tail;
+    if (got != bytes || read(fd, &tail, 1) != 0) {
+        fprintf(stderr, "sockprobe: %zu of %zu bytes came back before the end of file\n", got, bytes);
+        return 1;
+    }
+    printf("ok %zu\n", got);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "refused") == 0) return refused(atoi(argv[2]));
+    if (argc == 3 && strcmp(argv[1], "server") == 0) return server(atoi(argv[2]));
+    if (argc == 4 && strcmp(argv[1], "client") == 0) return client(atoi(argv[2]), strtoul(argv[3], NULL, 10));
+    fprintf(stderr, "usage: sockprobe refused PORT | server PORT | client PORT BYTES\n");
+    return 2;
+}
