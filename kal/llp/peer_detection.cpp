@@ -4,9 +4,11 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -71,8 +73,30 @@ rdma::Expected<int> PeerDetection::map_fd() {
 
 rdma::Expected<void> PeerDetection::load_locked() {
     if (!enabled_) return rdma::Error(RI_EOPNOTSUPP, "turned off (llp.peer_detection is false)");
-    const std::string root = cgroup2_root();
-    if (root.empty()) return rdma::Error(RI_EOPNOTSUPP, "no cgroup v2 hierarchy is mounted on this host");
+    std::string root = cgroup2_root();
+    std::string mounted;  // a private mount of the hierarchy, when none is visible here
+    if (root.empty()) {
+        // None in this mount namespace (`ip netns exec` gives its command a fresh /sys): mount the hierarchy for a
+        // moment; the program's link keeps the cgroup, not the mount.
+        char tmpl[] = "/tmp/krdmad-cgroup2-XXXXXX";
+        if (::mkdtemp(tmpl) == nullptr) return rdma::Error(rdma::from_errno(errno), "no cgroup v2 hierarchy is mounted");
+        if (::mount("none", tmpl, "cgroup2", 0, nullptr) != 0) {
+            const int e = errno;
+            ::rmdir(tmpl);
+            return rdma::Error(rdma::from_errno(e), std::string("no cgroup v2 hierarchy is mounted, and mounting one "
+                                                                "failed: ") + std::strerror(e));
+        }
+        root = mounted = tmpl;
+    }
+    struct Unmount {
+        const std::string &dir;
+        ~Unmount() {
+            if (!dir.empty()) {
+                (void)::umount2(dir.c_str(), MNT_DETACH);
+                (void)::rmdir(dir.c_str());
+            }
+        }
+    } unmount{mounted};
     libbpf_set_print(&quiet_libbpf);
     LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "openrdma_peer_marks");
     const size_t size = static_cast<size_t>(openrdma_peer_marks_object_end - openrdma_peer_marks_object);

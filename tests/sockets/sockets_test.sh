@@ -190,6 +190,60 @@ kill9)
     cmp -n "$size" "$dir/server.log" /dev/zero || fail "the bytes before the kill are not the ones sent"
     converted
     ;;
+twohosts_nc|twohosts_iperf3)
+    # Two hosts: a network namespace joined to this one by a veth pair, a krdmad in each with an RNIC on its veth
+    # address; the connection crosses the veth, so it is converted onto the wire (iWARP over that TCP connection).
+    [[ $(id -u) -eq 0 ]] || { echo "network namespaces need root: skipped"; exit 0; }
+    sub=$(( $$ % 16384 ))
+    net="10.232.$(( sub / 64 ))."
+    addr_a="$net$(( sub % 64 * 4 + 1 ))"
+    addr_b="$net$(( sub % 64 * 4 + 2 ))"
+    ns="orsk$$"
+    veth_a="osA$(( $$ % 100000 ))"
+    veth_b="osB$(( $$ % 100000 ))"
+    trap 'private_krdmad_cleanup; ip netns del "$ns" 2>/dev/null; ip link del "$veth_a" 2>/dev/null; true' EXIT
+    ip netns add "$ns"
+    ip link add "$veth_a" type veth peer name "$veth_b"
+    ip link set "$veth_b" netns "$ns"
+    ip addr add "$addr_a/30" dev "$veth_a"
+    ip link set "$veth_a" up
+    ip netns exec "$ns" sh -c "ip addr add $addr_b/30 dev $veth_b && ip link set $veth_b up && ip link set lo up"
+    for h in a b; do
+        a_var="addr_$h"
+        cat > "$dir/krdmad-$h.json" <<JSON
+{"device": "$dir/krdma-$h", "provider_dir": "$build/providers", "modules": ["softrnic_kvp.so"],
+ "rnics": [{"provider": "softrnic", "name": "sr$h", "address": "${!a_var}"}], "log_level": "warn"}
+JSON
+    done
+    start krdmad-a plain "$krdmad" --config "$dir/krdmad-a.json"
+    start krdmad-b plain ip netns exec "$ns" "$krdmad" --config "$dir/krdmad-b.json"
+    for _ in $(seq 100); do grep -q "ready on" "$dir/krdmad-a.log" && grep -q "ready on" "$dir/krdmad-b.log" && break; sleep 0.05; done
+    grep -q "ready on" "$dir/krdmad-b.log" || fail "the namespace's krdmad did not start"
+    port=$(free_port)
+    if [[ $case_ == twohosts_nc ]]; then
+        KRDMA_DEVICE=$dir/krdma-a start server layer timeout 30 nc -l "$addr_a" "$port"
+        spid=$started
+        wait_listen "$port"
+        KRDMA_DEVICE=$dir/krdma-b start client plain ip netns exec "$ns" bash -c \
+            'cat "$1" - < <(sleep 1.5) | "${@:2}"' _ "$payload" "${layer[@]}" timeout 30 nc -N "$addr_a" "$port"
+        cpid=$started
+        expect_decision "$(nc_of "$spid")" rdma wire
+        wait "$cpid" || fail "the client in the namespace failed"
+        for _ in $(seq 100); do kill -0 "$spid" 2>/dev/null || break; sleep 0.05; done
+        cmp "$payload" "$dir/server.log" || fail "the server did not receive the payload intact"
+    else
+        KRDMA_DEVICE=$dir/krdma-a start server layer timeout 60 iperf3 -s -1 -B "$addr_a" -p "$port"
+        wait_listen "$port"
+        KRDMA_DEVICE=$dir/krdma-b ip netns exec "$ns" "${layer[@]}" timeout 60 iperf3 -c "$addr_a" -p "$port" -t 1 -J \
+            > "$dir/client.json" 2> "$dir/client.err" || fail "iperf3's client failed: $(tail -5 "$dir/client.json")"
+        python3 - "$dir/client.json" <<'PY' || fail "iperf3 moved nothing"
+import json, sys
+j = json.load(open(sys.argv[1]))
+sys.exit(0 if j["end"]["sum_received"]["bytes"] > 0 else 1)
+PY
+    fi
+    converted
+    ;;
 *)
     echo "unknown case $case_"; exit 2 ;;
 esac
