@@ -55,6 +55,8 @@ Libc resolve() {
     find(l.select, "select");
     find(l.pselect, "pselect");
     find(l.epoll_ctl, "epoll_ctl");
+    find(l.epoll_wait, "epoll_wait");
+    find(l.epoll_pwait, "epoll_pwait");
     find(l.fork, "fork");
     find(l.execve, "execve");
     return l;

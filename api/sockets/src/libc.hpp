@@ -52,6 +52,8 @@ struct Libc {
     int (*select)(int, fd_set *, fd_set *, fd_set *, timeval *);
     int (*pselect)(int, fd_set *, fd_set *, fd_set *, const timespec *, const sigset_t *);
     int (*epoll_ctl)(int, int, int, epoll_event *);
+    int (*epoll_wait)(int, epoll_event *, int, int);
+    int (*epoll_pwait)(int, epoll_event *, int, int, const sigset_t *);
     pid_t (*fork)();
     int (*execve)(const char *, char *const[], char *const[]);
 };

@@ -31,6 +31,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "layer.hpp"
@@ -66,6 +67,8 @@ struct Sock {
     bool linger0 = false;
     int refs = 1;  // descriptors naming it (guarded by the table's mutex)
     int tcp = -1;  // the layer's own descriptor of the TCP socket once converted (names, options)
+    sockaddr_storage peer{};  // the peer's address once converted (recvfrom and recvmsg give it without a call)
+    socklen_t peer_len = 0;
     std::shared_ptr<Stream> stream;
     std::unique_ptr<Mirror> mirror;
     struct Reg {
@@ -76,6 +79,20 @@ struct Sock {
 };
 
 std::atomic<Sock *> g_table[kMaxFd];
+// Epoll instances that hold a converted socket: their waits spin on those streams before sleeping (guarded by
+// g_epoll_mutex; g_epoll_has says, without the lock, whether an instance has any).
+std::atomic<uint8_t> g_epoll_has[kMaxFd];
+std::mutex g_epoll_mutex;
+std::unordered_map<int, std::vector<int>> g_epoll_fds;
+
+void epoll_note(int epfd, int fd, bool in) {
+    if (epfd < 0 || epfd >= kMaxFd) return;
+    std::lock_guard lock(g_epoll_mutex);
+    auto &v = g_epoll_fds[epfd];
+    std::erase(v, fd);
+    if (in) v.push_back(fd);
+    g_epoll_has[epfd].store(v.empty() ? 0 : 1, std::memory_order_release);
+}
 std::mutex g_table_mutex;  // guards refs and the slots' changes (lookups read the slot without it)
 thread_local int t_inside = 0;
 const bool g_trace = std::getenv("OPENRDMA_SOCKETS_TRACE") != nullptr;  // the layer's own calls pass through
@@ -157,8 +174,11 @@ void convert(int fd, Sock &s, bool initiator) {
         s.stream.reset();
         return fail(Reason::convert_failed, std::string("dup3: ") + std::strerror(errno));
     }
+    s.peer_len = sizeof s.peer;
+    if (real().getpeername(s.tcp, reinterpret_cast<sockaddr *>(&s.peer), &s.peer_len) != 0) s.peer_len = 0;
     s.mode = Sock::Mode::rdma;
     if (!s.epolls.empty()) s.stream->watch(s.mirror.get());
+    for (const auto &r : s.epolls) epoll_note(r.epfd, fd, true);
     layer->note(fd, Reason::rdma, !initiator, s.stream, s.tcp);
 }
 
@@ -387,7 +407,12 @@ OPENRDMA_EXPORT int accept4(int fd, sockaddr *addr, socklen_t *len, int flags) {
 OPENRDMA_EXPORT int accept(int fd, sockaddr *addr, socklen_t *len) { return accept4(fd, addr, len, 0); }
 
 OPENRDMA_EXPORT int close(int fd) {
-    if (lookup(fd) == nullptr) return real().close(fd);
+    Sock *was = lookup(fd);
+    if (was == nullptr) return real().close(fd);
+    {
+        std::lock_guard lock(was->mutex);
+        for (const auto &r : was->epolls) epoll_note(r.epfd, fd, false);
+    }
     auto s = drop(fd);
     // The descriptor goes first: the mirror's other references go with the socket, after it.
     const int rc = real().close(fd);
@@ -426,7 +451,10 @@ OPENRDMA_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags) {
 OPENRDMA_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, sockaddr *from, socklen_t *fromlen) {
     Sock *s = serving(fd);
     if (s == nullptr) return real().recvfrom(fd, buf, n, flags, from, fromlen);
-    if (from != nullptr && fromlen != nullptr) (void)real().getpeername(s->tcp, from, fromlen);
+    if (from != nullptr && fromlen != nullptr) {
+        std::memcpy(from, &s->peer, std::min<socklen_t>(*fromlen, s->peer_len));
+        *fromlen = s->peer_len;
+    }
     const iovec v{buf, n};
     return do_recv(*s, {&v, 1}, flags);
 }
@@ -442,7 +470,10 @@ OPENRDMA_EXPORT ssize_t recvmsg(int fd, msghdr *m, int flags) {
     Sock *s = serving(fd);
     if (s == nullptr) return real().recvmsg(fd, m, flags);
     if (m->msg_iovlen > IOV_MAX) return result(-EINVAL);
-    if (m->msg_name != nullptr) (void)real().getpeername(s->tcp, static_cast<sockaddr *>(m->msg_name), &m->msg_namelen);
+    if (m->msg_name != nullptr) {
+        std::memcpy(m->msg_name, &s->peer, std::min<socklen_t>(m->msg_namelen, s->peer_len));
+        m->msg_namelen = s->peer_len;
+    }
     m->msg_controllen = 0;
     m->msg_flags = 0;
     return do_recv(*s, {m->msg_iov, m->msg_iovlen}, flags);
@@ -666,7 +697,77 @@ OPENRDMA_EXPORT int epoll_ctl(int epfd, int op, int fd, epoll_event *ev) {
         Inside in;
         s->stream->watch(s->mirror.get());
     }
+    if (s->mode == Sock::Mode::rdma) epoll_note(epfd, fd, op != EPOLL_CTL_DEL);
     return rc;
+}
+
+// An epoll instance that holds converted sockets is answered in user space while any of them is ready: their
+// readiness is the streams', read without a system call, and the kernel is asked only (without waiting) for its
+// own descriptors. Before it sleeps it spins a while on the streams: the answer to a small message comes in
+// microseconds, the background thread's wake-up and the mirror's in tens. Asleep, the mirrors wake it.
+// Returns the events found (0: none, sleep in the kernel).
+static int epoll_user(int epfd, epoll_event *events, int max, int timeout, const sigset_t *mask, bool pwait) {
+    if (max <= 0 || epfd < 0 || epfd >= kMaxFd || g_epoll_has[epfd].load(std::memory_order_acquire) == 0 ||
+        t_inside != 0) {
+        return 0;
+    }
+    std::vector<int> fds;
+    {
+        std::lock_guard lock(g_epoll_mutex);
+        auto it = g_epoll_fds.find(epfd);
+        if (it != g_epoll_fds.end()) fds = it->second;
+    }
+    Layer *layer = Layer::get();
+    if (layer == nullptr) return 0;
+    Inside in;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout == 0 ? 0 : layer->shape().spin_ns);
+    for (;;) {
+        int n = 0;
+        for (int fd : fds) {
+            if (n == max) break;
+            Sock *s = fd >= 0 && fd < kMaxFd ? g_table[fd].load(std::memory_order_acquire) : nullptr;
+            if (s == nullptr || s->mode != Sock::Mode::rdma || !s->stream) continue;
+            epoll_event want{};
+            bool found = false;
+            {
+                std::lock_guard lock(s->mutex);
+                for (const auto &r : s->epolls) {
+                    if (r.epfd == epfd) {
+                        want = r.ev;
+                        found = true;
+                    }
+                }
+            }
+            if (!found) continue;
+            const uint32_t ready = s->stream->refresh() & (want.events | EPOLLERR | EPOLLHUP);
+            // A stream only writable, asked for output alongside input, waits like the kernel's: reported, since
+            // writability is readiness too.
+            if (ready != 0) events[n++] = epoll_event{ready, want.data};
+        }
+        if (n > 0) {
+            // The kernel's own descriptors, without waiting; the mirrors among them are not reported twice.
+            epoll_event more[64];
+            const int room = std::min(max - n, 64);
+            const int k = pwait ? real().epoll_pwait(epfd, more, room, 0, mask) : real().epoll_wait(epfd, more, room, 0);
+            for (int i = 0; i < k; ++i) {
+                bool dup = false;
+                for (int j = 0; j < n && !dup; ++j) dup = events[j].data.u64 == more[i].data.u64;
+                if (!dup) events[n++] = more[i];
+            }
+            return n;
+        }
+        if (std::chrono::steady_clock::now() >= until) return 0;
+    }
+}
+
+OPENRDMA_EXPORT int epoll_wait(int epfd, epoll_event *events, int max, int timeout) {
+    if (const int n = epoll_user(epfd, events, max, timeout, nullptr, false); n > 0) return n;
+    return real().epoll_wait(epfd, events, max, timeout);
+}
+
+OPENRDMA_EXPORT int epoll_pwait(int epfd, epoll_event *events, int max, int timeout, const sigset_t *mask) {
+    if (const int n = epoll_user(epfd, events, max, timeout, mask, true); n > 0) return n;
+    return real().epoll_pwait(epfd, events, max, timeout, mask);
 }
 
 OPENRDMA_EXPORT int poll(pollfd *fds, nfds_t n, int timeout) { return poll_fds(fds, n, timeout, nullptr, false); }

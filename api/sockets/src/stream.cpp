@@ -510,6 +510,13 @@ uint32_t Stream::readiness_locked() const {
     return ev;
 }
 
+uint32_t Stream::refresh() {
+    std::lock_guard lock(mutex_);
+    (void)poll_locked();
+    mirror_locked();
+    return readiness_locked();
+}
+
 uint32_t Stream::readiness() {
     std::lock_guard lock(mutex_);
     (void)poll_locked();

@@ -148,6 +148,8 @@ public:
     void close(bool abortive);
     /** @brief poll(2) events now (POLLIN, POLLOUT, POLLRDHUP, POLLHUP, POLLERR). */
     [[nodiscard]] uint32_t readiness();
+    /** @brief Takes what the CQ holds and shows the readiness on the mirror; the readiness (epoll_wait's spin). */
+    uint32_t refresh();
     /** @brief Blocks until the conversion ended: 0 when open, else -errno (the connection is reset). */
     int wait_open(bool nonblock);
     /** @brief The pending error (SO_ERROR), cleared. */
