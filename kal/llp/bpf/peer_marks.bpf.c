@@ -36,7 +36,13 @@ int openrdma_peer_marks(struct bpf_sock_ops *skops) {
     const int flags = BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG | BPF_SOCK_OPS_PARSE_ALL_HDR_OPT_CB_FLAG;
     __u8 option[4] = {254, 4, 0x4f, 0x52};
     /* The option callbacks come only for sockets whose flags were set below (marked ones); a SYN-ACK's comes for
-     * the listener's request, which has no storage of its own: no map look-up there. */
+     * the listener's request, which has no storage of its own: no map look-up there. A syncookie SYN-ACK carries no
+     * option: the listener keeps no SYN then, so its child could not tell what the client said, and the two ends
+     * must never disagree (the client would convert alone). */
+    if ((skops->op == BPF_SOCK_OPS_HDR_OPT_LEN_CB || skops->op == BPF_SOCK_OPS_WRITE_HDR_OPT_CB) &&
+        (skops->args[0] & BPF_WRITE_HDR_TCP_SYNACK_COOKIE) != 0) {
+        return 1;
+    }
     if (skops->op == BPF_SOCK_OPS_HDR_OPT_LEN_CB) {
         if (skops->skb_tcp_flags & TCPHDR_SYN) bpf_reserve_hdr_opt(skops, sizeof option, 0);
         return 1;
