@@ -21,7 +21,7 @@ packages=(
   scdoc man-db                              # manual pages: scdoc builds them, man -l renders them in the tests
   gnuplot-nox                               # it_perf --plot (bandwidth and latency against message size)
   # the sockets layer's tests and figures: unmodified Debian programs over openrdma-run
-  iperf3 sockperf socat netcat-openbsd
+  iperf3 sockperf socat netcat-openbsd python3   # python3 reads their JSON (iperf3 -J, rdmactl --json)
   # test hosts (network namespaces, veth) and process helpers
   iproute2 procps util-linux
   systemd                                   # systemd-analyze verify of the installed krdmad.service
