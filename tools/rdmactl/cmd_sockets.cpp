@@ -1,6 +1,7 @@
 // rdmactl sockets: what the sockets layer (openrdma-run) decided in each process that runs it: the count of each
 // decision with its reason, the connections it converted (path, state, bytes) and its last other decisions. Each
-// process publishes its report in /dev/shm/openrdma-sockets.PID; no krdmad is asked.
+// process publishes its report in /dev/shm/openrdma-sockets.PID; no krdmad is asked. The report of a process that
+// is gone (killed before its exit handlers ran) is removed.
 #include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -32,7 +33,11 @@ std::vector<nlohmann::json> reports(std::optional<long> only_pid, std::string &p
         const long pid = std::strtol(name.c_str() + std::strlen(kPrefix), &end, 10);
         if (*end != '\0' || pid <= 0) continue;
         if (only_pid && pid != *only_pid) continue;
-        if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) continue;
+        if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+            // Left by a process that died without its exit handlers (kill -9): removed when the caller may.
+            (void)::unlink((std::string(kDir) + "/" + name).c_str());
+            continue;
+        }
         std::ifstream in(std::string(kDir) + "/" + name);
         std::stringstream ss;
         ss << in.rdbuf();
