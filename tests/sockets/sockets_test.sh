@@ -146,6 +146,19 @@ probe_epoll_echo)
     grep -q "echoed until end of file" "$dir/server.log" || fail "the server did not see the half-close"
     converted
     ;;
+probe_fork_echo)
+    # A forking server whose children echo with blocking I/O, close and _exit: every echoed byte arrives, twice.
+    port=$(free_port)
+    start server layer timeout 60 "$probe" forking "$port" 2
+    spid=$started
+    wait_listen "$port"
+    for i in 1 2; do
+        "${layer[@]}" timeout 30 "$probe" client "$port" 4000000 > "$dir/client$i.log" 2>&1 ||
+            fail "client $i did not get every byte back"
+    done
+    wait "$spid" || fail "the forking server failed"
+    converted
+    ;;
 refused)
     # A non-blocking connect to a closed port fails as TCP's does.
     port=$(free_port)

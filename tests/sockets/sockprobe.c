@@ -4,6 +4,7 @@
  *   sockprobe refused PORT         a non-blocking connect to 127.0.0.1:PORT (nobody listens); prints the SO_ERROR name
  *   sockprobe server PORT          accepts one connection and echoes it with epoll (edge-triggered), MSG_PEEK and
  *                                  FIONREAD on the way, until the client's half-close; then closes
+ *   sockprobe forking PORT N       a child per connection echoes it (blocking I/O), closes and _exits; N connections
  *   sockprobe client PORT BYTES    connects, writes BYTES of a pattern with writev while reading the echo, half-closes,
  *                                  reads to end of file; checks every byte; prints "ok BYTES"
  * Exit status: 0 when every check held, 1 otherwise (with the reason on standard error).
@@ -21,6 +22,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int fail(const char *what) {
@@ -109,6 +111,46 @@ static int server(int port) {
     }
 }
 
+/* A forking server: a child per connection echoes it with blocking read and write until the client's half-close,
+ * then closes and leaves with _exit (no exit handlers): the close must not lose the echo's tail. */
+static int forking(int port, int connections) {
+    int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = loopback(port);
+    if (bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 4) != 0) return fail("listen");
+    printf("listening\n");
+    fflush(stdout);
+    for (int i = 0; i < connections; ++i) {
+        int fd = accept(l, NULL, NULL);
+        if (fd < 0) return fail("accept");
+        pid_t child = fork();
+        if (child == 0) {
+            close(l);
+            static char buf[65536];
+            for (;;) {
+                ssize_t r = read(fd, buf, sizeof buf);
+                if (r <= 0) break;
+                for (ssize_t off = 0; off < r;) {
+                    ssize_t w = write(fd, buf + off, (size_t)(r - off));
+                    if (w <= 0) _exit(1);
+                    off += w;
+                }
+            }
+            close(fd);
+            _exit(0);
+        }
+        close(fd);
+        int status = 0;
+        waitpid(child, &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "sockprobe: the child serving connection %d failed\n", i);
+            return 1;
+        }
+    }
+    printf("served %d connections\n", connections);
+    return 0;
+}
+
 static int client(int port, size_t bytes) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = loopback(port);
@@ -165,6 +207,7 @@ static int client(int port, size_t bytes) {
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "refused") == 0) return refused(atoi(argv[2]));
     if (argc == 3 && strcmp(argv[1], "server") == 0) return server(atoi(argv[2]));
+    if (argc == 4 && strcmp(argv[1], "forking") == 0) return forking(atoi(argv[2]), atoi(argv[3]));
     if (argc == 4 && strcmp(argv[1], "client") == 0) return client(atoi(argv[2]), strtoul(argv[3], NULL, 10));
     fprintf(stderr, "usage: sockprobe refused PORT | server PORT | client PORT BYTES\n");
     return 2;

@@ -123,10 +123,26 @@ std::unique_ptr<Sock> drop(int fd) {
 }
 
 // The application's last descriptor of @p s went: the stream finishes in the background.
+std::mutex g_closing_mutex;
+std::vector<std::weak_ptr<Stream>> g_closing;  // closed by the program, maybe still sending (for the exit handler)
+
 void release(std::unique_ptr<Sock> s) {
     if (!s) return;
     Inside in;
-    if (s->stream) s->stream->close(s->linger0);
+    if (s->stream) {
+        s->stream->close(s->linger0);
+        if (!s->linger0) {
+            if (!s->nonblock) {
+                // A blocking close waits (a while) for the queued bytes to go, as a lingering TCP close would: a
+                // forked server's child that closes and exits must not take its answer's tail with it.
+                s->stream->flush(std::chrono::seconds(5));
+            } else {
+                std::lock_guard lock(g_closing_mutex);
+                std::erase_if(g_closing, [](const std::weak_ptr<Stream> &w) { return w.expired(); });
+                g_closing.push_back(s->stream);
+            }
+        }
+    }
     s->stream.reset();
     s->mirror.reset();
     if (s->tcp >= 0) real().close(s->tcp);
@@ -281,12 +297,20 @@ void forked_child() {
         Sock *s = slot.load(std::memory_order_acquire);
         if (s != nullptr && s->mode == Sock::Mode::rdma && s->stream) open.push_back(s->stream);
     }
+    {
+        // And the ones the program closed without waiting (non-blocking) that are still sending.
+        std::lock_guard lock(g_closing_mutex);
+        for (auto &w : g_closing) {
+            if (auto st = w.lock()) open.push_back(st);
+        }
+    }
     if (open.empty()) return;
     Inside in;
     for (auto &st : open) (void)st->shutdown(SHUT_WR);
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     for (auto &st : open) {
-        while (!st->drained() && std::chrono::steady_clock::now() < until) st->background();
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+        if (left.count() > 0) st->flush(left);
     }
 }
 

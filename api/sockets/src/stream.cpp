@@ -783,6 +783,18 @@ void Stream::close(bool abortive) {
     if (reset) (void)ep_->disconnect(true);
 }
 
+void Stream::flush(std::chrono::milliseconds limit) {
+    std::unique_lock lock(mutex_);
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (state_.load() == State::open && !(fin_sent_ && done_ == end_ && sq_used_ == 0) &&
+           std::chrono::steady_clock::now() < until) {
+        (void)poll_locked();
+        post_locked();
+        if (fin_sent_ && done_ == end_ && sq_used_ == 0) break;
+        wait_locked(lock);
+    }
+}
+
 int Stream::take_error() {
     std::lock_guard lock(mutex_);
     (void)poll_locked();

@@ -146,6 +146,11 @@ public:
      *        @p linger), then the connection ends in order; @p abortive resets it at once (SO_LINGER 0).
      */
     void close(bool abortive);
+    /**
+     * @brief After close(): waits up to @p limit until every byte and the end of stream went (or the connection
+     *        ended). A process that exits right after closing would otherwise take its queued bytes with it.
+     */
+    void flush(std::chrono::milliseconds limit);
     /** @brief poll(2) events now (POLLIN, POLLOUT, POLLRDHUP, POLLHUP, POLLERR). */
     [[nodiscard]] uint32_t readiness();
     /** @brief Takes what the CQ holds and shows the readiness on the mirror; the readiness (epoll_wait's spin). */
