@@ -73,6 +73,21 @@ PY
     fail "process $pid never showed a connection decided $decision on path $path: $(cat "$dir/rdmactl.json")"
 }
 
+# Waits up to 10 s until `rdmactl sockets` counts, for process PID, at least one decision REASON.
+expect_count() {
+    local pid=$1 reason=$2
+    for _ in $(seq 100); do
+        "$rdmactl" --json sockets > "$dir/rdmactl.json" 2>&1 || true
+        python3 - "$dir/rdmactl.json" "$pid" "$reason" <<'PY' && return 0
+import json, sys
+reports = json.load(open(sys.argv[1]))
+sys.exit(0 if any(r["pid"] == int(sys.argv[2]) and r["decisions"].get(sys.argv[3], 0) > 0 for r in reports) else 1)
+PY
+        sleep 0.1
+    done
+    fail "process $pid never counted a decision $reason: $(cat "$dir/rdmactl.json")"
+}
+
 payload=$dir/payload.bin
 head -c 3000000 /dev/urandom > "$payload"
 
@@ -118,6 +133,7 @@ policy_tcp)
     start server layer timeout 30 nc -l 127.0.0.1 "$port"
     spid=$started
     wait_listen "$port"
+    expect_count "$(nc_of "$spid")" policy
     "${layer[@]}" timeout 30 nc -N 127.0.0.1 "$port" < "$payload" > /dev/null 2> "$dir/client.log" || fail "the client failed"
     for _ in $(seq 100); do kill -0 "$spid" 2>/dev/null || break; sleep 0.05; done
     cmp "$payload" "$dir/server.log" || fail "the payload changed"

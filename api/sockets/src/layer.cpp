@@ -191,6 +191,20 @@ std::string endpoint_text(const sockaddr_storage &ss) {
 
 }  // namespace
 
+void Layer::start_report() noexcept {
+    std::lock_guard lock(report_mutex_);
+    dirty_ = true;
+    if (reporting_) return;
+    reporting_ = true;
+    reported_.store(true, std::memory_order_relaxed);
+    report_path_ = std::string(kReportDir) + "/openrdma-sockets." + std::to_string(::getpid());
+    try {
+        std::thread([this] { report_loop(); }).detach();
+    } catch (...) {
+        reporting_ = false;  // no thread: no report, nothing else lost
+    }
+}
+
 void Layer::note(int fd, Reason r, bool server, const std::shared_ptr<Stream> &stream, int sock) {
     count(r);
     Noted n{fd, r, server, {}, {}, stream, static_cast<int64_t>(::time(nullptr))};
@@ -221,11 +235,6 @@ void Layer::note(int fd, Reason r, bool server, const std::shared_ptr<Stream> &s
     }
     noted_.push_back(std::move(n));
     dirty_ = true;
-    if (!reporting_) {
-        reporting_ = true;
-        report_path_ = std::string(kReportDir) + "/openrdma-sockets." + std::to_string(::getpid());
-        std::thread([this] { report_loop(); }).detach();
-    }
 }
 
 void Layer::report_loop() {
@@ -311,6 +320,7 @@ void Layer::forked_child() noexcept {
     new (&report_mutex_) std::mutex();
     noted_.clear();
     reporting_ = false;
+    reported_.store(false, std::memory_order_relaxed);
     dirty_ = false;
 }
 

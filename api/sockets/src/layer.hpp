@@ -57,8 +57,11 @@ public:
     [[nodiscard]] Peer peer(int fd);
     /** @brief The RNIC serving the local address of socket @p fd, opened on first use. */
     [[nodiscard]] rdma::Expected<std::shared_ptr<Device>> device_for(int fd);
-    /** @brief Counts a decision. */
-    void count(Reason r) noexcept { decisions_[static_cast<size_t>(r)].fetch_add(1, std::memory_order_relaxed); }
+    /** @brief Counts a decision (and publishes the report from now on, so that rdmactl sees this process). */
+    void count(Reason r) noexcept {
+        decisions_[static_cast<size_t>(r)].fetch_add(1, std::memory_order_relaxed);
+        if (!reported_.load(std::memory_order_relaxed)) start_report();
+    }
     /**
      * @brief Counts the decision @p r about connected socket @p fd (@p server: accepted) and remembers it for the report
      *        (the last few decisions, and every converted stream @p stream while it lives).
@@ -103,6 +106,8 @@ private:
     };
     void publish();
     void report_loop();
+    void start_report() noexcept;
+    std::atomic<bool> reported_{false};  // the report thread runs
     std::mutex report_mutex_;
     std::vector<Noted> noted_;  // converted streams while they live, then the last decisions
     bool dirty_ = false;
