@@ -66,7 +66,8 @@ void add_sockets_command(CLI::App &app, const GlobalOptions &global, int &exit_c
     CLI::App *cmd = app.add_subcommand(
         "sockets", "Show what the sockets layer (openrdma-run) decided in each process: counts by reason, converted "
                    "connections with their path, state and bytes, and the last connections left to TCP and why");
-    auto *pid = new std::optional<long>();  // lives as long as the app
+    static std::optional<long> only_pid;  // the option's value: lives as long as the program
+    std::optional<long> *pid = &only_pid;
     cmd->add_option_function<long>("--pid", [pid](long p) { *pid = p; }, "Only this process");
     cmd->callback([&global, &exit_code, pid] {
         std::string problems;
