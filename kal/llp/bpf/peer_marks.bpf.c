@@ -66,12 +66,15 @@ int openrdma_peer_marks(struct bpf_sock_ops *skops) {
         bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | flags);
         break;
     case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
-        /* The SYN-ACK: did the server's handshake carry the option? */
+        /* The SYN-ACK: did the server's handshake carry the option? Decided: no more option callbacks, so the
+         * connection's later packets cost nothing here. */
         m->peer = bpf_load_hdr_opt(skops, option, sizeof option, 0) > 0 ? 1 : 2;
+        bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags & ~flags);
         break;
     case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
-        /* The client's SYN, saved by the listener (TCP_SAVE_SYN). */
+        /* The client's SYN, saved by the listener (TCP_SAVE_SYN); the child stops the callbacks as above. */
         m->peer = bpf_load_hdr_opt(skops, option, sizeof option, BPF_LOAD_HDR_OPT_TCP_SYN) > 0 ? 1 : 2;
+        bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags & ~flags);
         break;
     default:
         break;
