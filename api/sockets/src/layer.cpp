@@ -1,7 +1,6 @@
 // The sockets layer of one process.
 #include "layer.hpp"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <unistd.h>
@@ -12,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedded_link.hpp"
+#include "krdma/net_addr.hpp"
 #include "libc.hpp"
 #include "rnicpi/host/log.hpp"
 
@@ -33,22 +33,23 @@ uint32_t env_u32(const char *name, uint32_t def, uint32_t lo, uint32_t hi) {
 }
 
 // The local address of socket @p fd as text (an IPv4-mapped IPv6 address as IPv4), or empty.
+// @p ss as text (an IPv4-mapped address as IPv4), with its port ("[address]:port" for IPv6) when @p with_port;
+// @p none when it is no IP address.
+std::string address_text(const sockaddr_storage &ss, bool with_port, const char *none) {
+    uint16_t port = 0;
+    auto a = krdma::net_addr_from_sockaddr(ss, &port);
+    if (!a) return none;
+    const std::string text = krdma::to_text(*a);
+    if (!with_port) return text;
+    return (a->family == RI_AF_INET6 ? "[" + text + "]" : text) + ":" + std::to_string(port);
+}
+
+// The local address of socket @p fd as text, or empty.
 std::string local_address(int fd) {
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
     if (real().getsockname(fd, reinterpret_cast<sockaddr *>(&ss), &len) != 0) return {};
-    char text[INET6_ADDRSTRLEN] = {};
-    if (ss.ss_family == AF_INET) {
-        ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in *>(&ss)->sin_addr, text, sizeof text);
-    } else if (ss.ss_family == AF_INET6) {
-        const auto &a6 = reinterpret_cast<sockaddr_in6 *>(&ss)->sin6_addr;
-        if (IN6_IS_ADDR_V4MAPPED(&a6)) {
-            ::inet_ntop(AF_INET, reinterpret_cast<const uint8_t *>(&a6) + 12, text, sizeof text);
-        } else {
-            ::inet_ntop(AF_INET6, &a6, text, sizeof text);
-        }
-    }
-    return text;
+    return address_text(ss, false, "");
 }
 
 }  // namespace
@@ -166,30 +167,6 @@ rdma::Expected<std::shared_ptr<Device>> Layer::device_for(int fd) {
     return *d;
 }
 
-namespace {
-
-std::string endpoint_text(const sockaddr_storage &ss) {
-    char text[INET6_ADDRSTRLEN] = {};
-    uint16_t port = 0;
-    if (ss.ss_family == AF_INET) {
-        const auto &in = reinterpret_cast<const sockaddr_in &>(ss);
-        ::inet_ntop(AF_INET, &in.sin_addr, text, sizeof text);
-        port = ntohs(in.sin_port);
-        return std::string(text) + ":" + std::to_string(port);
-    }
-    if (ss.ss_family == AF_INET6) {
-        const auto &in6 = reinterpret_cast<const sockaddr_in6 &>(ss);
-        if (IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr)) {
-            ::inet_ntop(AF_INET, reinterpret_cast<const uint8_t *>(&in6.sin6_addr) + 12, text, sizeof text);
-            return std::string(text) + ":" + std::to_string(ntohs(in6.sin6_port));
-        }
-        ::inet_ntop(AF_INET6, &in6.sin6_addr, text, sizeof text);
-        return "[" + std::string(text) + "]:" + std::to_string(ntohs(in6.sin6_port));
-    }
-    return "?";
-}
-
-}  // namespace
 
 void Layer::start_report() noexcept {
     std::lock_guard lock(report_mutex_);
@@ -211,9 +188,9 @@ void Layer::note(int fd, Reason r, bool server, const std::shared_ptr<Stream> &s
     if (sock < 0) sock = fd;  // the TCP socket (a converted one's descriptor is the mirror)
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
-    if (real().getsockname(sock, reinterpret_cast<sockaddr *>(&ss), &len) == 0) n.local = endpoint_text(ss);
+    if (real().getsockname(sock, reinterpret_cast<sockaddr *>(&ss), &len) == 0) n.local = address_text(ss, true, "?");
     len = sizeof ss;
-    if (real().getpeername(sock, reinterpret_cast<sockaddr *>(&ss), &len) == 0) n.remote = endpoint_text(ss);
+    if (real().getpeername(sock, reinterpret_cast<sockaddr *>(&ss), &len) == 0) n.remote = address_text(ss, true, "?");
     if (r == Reason::rdma) {
         RDMA_LOG_INFO(kComponent, "descriptor %d (%s to %s): converted to RDMA", fd, n.local.c_str(), n.remote.c_str());
     } else {

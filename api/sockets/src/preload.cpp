@@ -122,6 +122,25 @@ std::unique_ptr<Sock> drop(int fd) {
     return std::unique_ptr<Sock>(s);
 }
 
+// Makes the descriptor @p make() duplicates name @p s too (dup, dup2, dup3, F_DUPFD), under the table's lock so
+// that a close racing it cannot free @p s in between.
+template <class Make>
+int duplicate(Sock *s, Make make) {
+    std::lock_guard lock(g_table_mutex);
+    const int nfd = make();
+    if (s != nullptr && nfd >= 0 && nfd < kMaxFd) {
+        ++s->refs;
+        put(nfd, s);
+    }
+    return nfd;
+}
+
+// The peer's address of converted socket @p s, as recvfrom and recvmsg give it (truncated to *@p len bytes).
+void peer_address(const Sock &s, void *out, socklen_t *len) {
+    std::memcpy(out, &s.peer, std::min<socklen_t>(*len, s.peer_len));
+    *len = s.peer_len;
+}
+
 // The application's last descriptor of @p s went: the stream finishes in the background.
 std::mutex g_closing_mutex;
 std::vector<std::weak_ptr<Stream>> g_closing;  // closed by the program, maybe still sending (for the exit handler)
@@ -475,10 +494,7 @@ OPENRDMA_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags) {
 OPENRDMA_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, sockaddr *from, socklen_t *fromlen) {
     Sock *s = serving(fd);
     if (s == nullptr) return real().recvfrom(fd, buf, n, flags, from, fromlen);
-    if (from != nullptr && fromlen != nullptr) {
-        std::memcpy(from, &s->peer, std::min<socklen_t>(*fromlen, s->peer_len));
-        *fromlen = s->peer_len;
-    }
+    if (from != nullptr && fromlen != nullptr) peer_address(*s, from, fromlen);
     const iovec v{buf, n};
     return do_recv(*s, {&v, 1}, flags);
 }
@@ -494,10 +510,7 @@ OPENRDMA_EXPORT ssize_t recvmsg(int fd, msghdr *m, int flags) {
     Sock *s = serving(fd);
     if (s == nullptr) return real().recvmsg(fd, m, flags);
     if (m->msg_iovlen > IOV_MAX) return result(-EINVAL);
-    if (m->msg_name != nullptr) {
-        std::memcpy(m->msg_name, &s->peer, std::min<socklen_t>(m->msg_namelen, s->peer_len));
-        m->msg_namelen = s->peer_len;
-    }
+    if (m->msg_name != nullptr) peer_address(*s, m->msg_name, &m->msg_namelen);
     m->msg_controllen = 0;
     m->msg_flags = 0;
     return do_recv(*s, {m->msg_iov, m->msg_iovlen}, flags);
@@ -636,13 +649,7 @@ OPENRDMA_EXPORT int fcntl(int fd, int cmd, ...) {
         if (fl < 0 || s->mode != Sock::Mode::rdma) return fl;
         return s->nonblock ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
     }
-    std::lock_guard lock(g_table_mutex);
-    const int nfd = real().fcntl(fd, cmd, arg);
-    if (nfd >= 0 && nfd < kMaxFd) {
-        ++s->refs;
-        put(nfd, s);
-    }
-    return nfd;
+    return duplicate(s, [&] { return real().fcntl(fd, cmd, arg); });
 }
 
 OPENRDMA_EXPORT int ioctl(int fd, unsigned long req, ...) {
@@ -672,15 +679,7 @@ static int dup_onto(int oldfd, int newfd, int flags, bool three) {
     }
     if (oldfd == newfd) return three ? real().dup3(oldfd, newfd, flags) : real().dup2(oldfd, newfd);
     auto old = drop(newfd);  // the descriptor dup2 closes
-    int rc;
-    {
-        std::lock_guard lock(g_table_mutex);
-        rc = three ? real().dup3(oldfd, newfd, flags) : real().dup2(oldfd, newfd);
-        if (rc >= 0 && s != nullptr && rc < kMaxFd) {
-            ++s->refs;
-            put(rc, s);
-        }
-    }
+    const int rc = duplicate(s, [&] { return three ? real().dup3(oldfd, newfd, flags) : real().dup2(oldfd, newfd); });
     release(std::move(old));
     return rc;
 }
@@ -688,13 +687,7 @@ static int dup_onto(int oldfd, int newfd, int flags, bool three) {
 OPENRDMA_EXPORT int dup(int fd) {
     Sock *s = lookup(fd);
     if (s == nullptr) return real().dup(fd);
-    std::lock_guard lock(g_table_mutex);
-    const int nfd = real().dup(fd);
-    if (nfd >= 0 && nfd < kMaxFd) {
-        ++s->refs;
-        put(nfd, s);
-    }
-    return nfd;
+    return duplicate(s, [&] { return real().dup(fd); });
 }
 
 OPENRDMA_EXPORT int dup2(int oldfd, int newfd) { return dup_onto(oldfd, newfd, 0, false); }

@@ -31,6 +31,32 @@ constexpr uint32_t kSqExtra = 4 + 16;      // kCtrlSlack + kXsSlots: the send qu
 
 inline void cpu_relax() noexcept { __builtin_ia32_pause(); }
 
+// A position in a program's gather or scatter list, moved along as bytes are copied to or from it.
+struct IovCursor {
+    std::span<const iovec> iov;
+    size_t vi = 0, voff = 0;
+    // Copies up to @p n bytes between @p buf and the list (@p into_iov: from buf into the list); the count moved.
+    size_t copy(uint8_t *buf, size_t n, bool into_iov) noexcept {
+        size_t moved = 0;
+        while (moved < n && vi < iov.size()) {
+            const size_t k = std::min(n - moved, iov[vi].iov_len - voff);
+            uint8_t *at = static_cast<uint8_t *>(iov[vi].iov_base) + voff;
+            if (into_iov) {
+                std::memcpy(at, buf + moved, k);
+            } else {
+                std::memcpy(buf + moved, at, k);
+            }
+            moved += k;
+            voff += k;
+            if (voff == iov[vi].iov_len) {
+                ++vi;
+                voff = 0;
+            }
+        }
+        return moved;
+    }
+};
+
 }  // namespace
 
 rdma::Expected<Kit> make_kit(Device &device) {
@@ -494,8 +520,6 @@ void Stream::fail_locked(int err) {
     cv_.notify_all();
 }
 
-size_t Stream::queued_slots_locked() const noexcept { return end_ - done_; }
-
 uint32_t Stream::readiness_locked() const {
     const State st = state_.load(std::memory_order_relaxed);
     if (st == State::failed) return POLLIN | POLLOUT | POLLERR | POLLHUP;
@@ -573,7 +597,7 @@ void Stream::wait_locked(std::unique_lock<std::mutex> &lock) {
     cv_.notify_all();
 }
 
-bool Stream::arm_locked() {
+bool Stream::drain_locked() {
     uint64_t v;
     (void)real().read(event_fd_, &v, sizeof v);
     bool any = false;
@@ -584,32 +608,27 @@ bool Stream::arm_locked() {
         any = true;
     }
     any = poll_locked() || any;
+    post_locked();
+    if (any) cv_.notify_all();
+    return any;
+}
+
+bool Stream::arm_locked() {
+    bool any = drain_locked();
     if (state_.load() != State::failed) {
         // Armed, then looked at once more: a completion between the last poll and the arming would be missed.
         (void)cq_->request_notify(RI_CQ_NOTIFY_NEXT);
         any = poll_locked() || any;
     }
-    if (any) {
-        post_locked();
-        cv_.notify_all();
-    }
     return any;
-}
-
-int Stream::wait_open(bool nonblock) {
-    std::unique_lock lock(mutex_);
-    while (state_.load() == State::converting) {
-        if (nonblock) return -EAGAIN;
-        cv_.wait_for(lock, std::chrono::milliseconds(100));
-    }
-    return state_.load() == State::failed ? -sticky_error_ : 0;
 }
 
 ssize_t Stream::send(std::span<const iovec> iov, bool nonblock) {
     std::unique_lock lock(mutex_);
     size_t want = 0;
     for (const auto &v : iov) want += v.iov_len;
-    size_t total = 0, vi = 0, voff = 0;
+    size_t total = 0;
+    IovCursor from{iov};
     for (;;) {
         const State st = state_.load(std::memory_order_relaxed);
         if (st == State::failed) {
@@ -622,34 +641,16 @@ ssize_t Stream::send(std::span<const iovec> iov, bool nonblock) {
             (void)poll_locked();
             // Fill the open slot, then new ones.
             while (total < want) {
-                uint32_t room = 0;
-                uint8_t *dst = nullptr;
-                if (end_ != post_ && slot_len_[(end_ - 1) % shape_.send_slots] < shape_.slot) {
-                    uint32_t &len = slot_len_[(end_ - 1) % shape_.send_slots];
-                    room = shape_.slot - len;
-                    dst = send_slot(end_ - 1) + len;
-                } else if (end_ - done_ < shape_.send_slots) {
+                const bool open_slot = end_ != post_ && slot_len_[(end_ - 1) % shape_.send_slots] < shape_.slot;
+                if (!open_slot) {
+                    if (end_ - done_ >= shape_.send_slots) break;  // every slot holds bytes: no room
                     slot_len_[end_ % shape_.send_slots] = 0;
                     ++end_;
-                    room = shape_.slot;
-                    dst = send_slot(end_ - 1);
-                } else {
-                    break;
                 }
                 uint32_t &len = slot_len_[(end_ - 1) % shape_.send_slots];
-                while (room > 0 && vi < iov.size()) {
-                    const size_t n = std::min<size_t>(room, iov[vi].iov_len - voff);
-                    std::memcpy(dst, static_cast<const uint8_t *>(iov[vi].iov_base) + voff, n);
-                    dst += n;
-                    room -= static_cast<uint32_t>(n);
-                    len += static_cast<uint32_t>(n);
-                    total += n;
-                    voff += n;
-                    if (voff == iov[vi].iov_len) {
-                        ++vi;
-                        voff = 0;
-                    }
-                }
+                const size_t n = from.copy(send_slot(end_ - 1) + len, shape_.slot - len, false);
+                len += static_cast<uint32_t>(n);
+                total += n;
             }
             post_locked();
             if (total == want) break;
@@ -675,7 +676,8 @@ ssize_t Stream::recv(std::span<const iovec> iov, int flags, bool nonblock) {
     for (const auto &v : iov) want += v.iov_len;
     const bool peek = (flags & MSG_PEEK) != 0;
     const bool all = (flags & MSG_WAITALL) != 0 && !peek;
-    size_t total = 0, vi = 0, voff = 0;
+    size_t total = 0;
+    IovCursor to{iov};
     for (;;) {
         const State st = state_.load(std::memory_order_relaxed);
         if (st != State::converting) {
@@ -683,18 +685,9 @@ ssize_t Stream::recv(std::span<const iovec> iov, int flags, bool nonblock) {
             uint32_t k = 0;  // messages looked at (peek)
             while (total < want && k < arr_count_) {
                 Arrived &a = arrived_[(arr_head_ + k) % shape_.recv_slots];
-                uint32_t begin = a.begin;
-                while (begin < a.end && vi < iov.size()) {
-                    const size_t n = std::min<size_t>(a.end - begin, iov[vi].iov_len - voff);
-                    std::memcpy(static_cast<uint8_t *>(iov[vi].iov_base) + voff, recv_slot(a.slot) + begin, n);
-                    begin += static_cast<uint32_t>(n);
-                    total += n;
-                    voff += n;
-                    if (voff == iov[vi].iov_len) {
-                        ++vi;
-                        voff = 0;
-                    }
-                }
+                const size_t n = to.copy(recv_slot(a.slot) + a.begin, a.end - a.begin, true);
+                const uint32_t begin = a.begin + static_cast<uint32_t>(n);
+                total += n;
                 if (peek) {
                     ++k;
                     continue;
@@ -768,7 +761,6 @@ void Stream::close(bool abortive) {
     {
         std::lock_guard lock(mutex_);
         closing_ = true;
-        abortive_ = abortive;
         mirror_ = nullptr;  // the application's descriptor is gone
         if (abortive || state_.load() == State::failed) {
             reset = state_.load() != State::failed;
@@ -820,16 +812,7 @@ void Stream::background() {
     if (pollers_.load(std::memory_order_acquire) > 0) return;
     {
         std::lock_guard lock(mutex_);
-        uint64_t v;
-        (void)real().read(event_fd_, &v, sizeof v);
-        (void)poll_locked();
-        // Quiet the notification descriptor: a dequeue that finds nothing does.
-        for (;;) {
-            auto e = dto_->dequeue();
-            if (!e || !*e) break;
-            handle_locked((*e)->wc);
-        }
-        post_locked();
+        (void)drain_locked();
         if (closing_ && state_.load() == State::open) {
             const bool sent = fin_sent_ && done_ == end_ && sq_used_ == 0;
             if (sent && !disconnecting_) {
@@ -868,12 +851,6 @@ void Stream::sleeping(bool asleep) noexcept {
     } else {
         pollers_.fetch_sub(1, std::memory_order_acq_rel);
     }
-}
-
-bool Stream::drained() {
-    std::lock_guard lock(mutex_);
-    (void)poll_locked();
-    return state_.load() != State::open || (fin_sent_ && done_ == end_ && sq_used_ == 0);
 }
 
 const char *Stream::state_name() const noexcept {

@@ -11,7 +11,7 @@
  *   credit-only message can always go (two ends that fill each other's queues at once cannot deadlock).
  * - Bytes the application writes are copied into the send slots (the socket's send buffer). A slot goes as soon as
  *   a credit allows; while none does, later writes fill the same slot (coalescing without delay when credit is
- *   there). Small writes go inline (copied by the provider at post time).
+ *   there).
  * - Received messages stay in their receive buffers until the application reads them (copied out once); a buffer
  *   read to its end is reposted and its credit returned with the next message, or alone once half are owed.
  *
@@ -90,7 +90,6 @@ struct StreamShape {
     uint32_t slot = 32 * 1024; /**< Payload bytes per message (send slot). */
     uint32_t send_slots = 8;   /**< Send slots: the socket's send buffer is send_slots * slot bytes. */
     uint32_t recv_slots = 8;   /**< Receive buffers posted (the peer's credits). */
-    uint32_t inline_max = 0;   /**< Writes up to this many bytes go inline (0: the RNIC's limit, at most 256). */
     uint32_t spin_ns = 30000;  /**< Busy poll before sleeping. */
     /** @brief Bytes of one receive buffer. */
     [[nodiscard]] uint32_t recv_slot_len() const noexcept { return slot + 64; }
@@ -155,8 +154,6 @@ public:
     [[nodiscard]] uint32_t readiness();
     /** @brief Takes what the CQ holds and shows the readiness on the mirror; the readiness (epoll_wait's spin). */
     uint32_t refresh();
-    /** @brief Blocks until the conversion ended: 0 when open, else -errno (the connection is reset). */
-    int wait_open(bool nonblock);
     /** @brief The pending error (SO_ERROR), cleared. */
     int take_error();
 
@@ -185,8 +182,6 @@ public:
     uint32_t arm();
     /** @brief A thread starts (@p asleep) or stops sleeping on notify_fd() and event_fd() in poll(2). */
     void sleeping(bool asleep) noexcept;
-    /** @brief Every byte written went, the end of stream too (or the connection ended). */
-    [[nodiscard]] bool drained();
     /** @brief Closed and everything sent, or failed: the stream can go. */
     [[nodiscard]] bool finished();
 
@@ -243,10 +238,11 @@ private:
     void update_background_locked();
     // Waits for progress: spins on the CQ, then sleeps on it (leader) or on cv_ (followers).
     void wait_locked(std::unique_lock<std::mutex> &lock);
-    // Takes every completion (quieting the notification descriptors), arms the CQ and looks once more; true when
-    // anything came.
+    // Takes every completion, through the dispatcher so that its descriptor is quieted (and event_fd_), then posts
+    // what credit allows; true when anything came.
+    bool drain_locked();
+    // drain_locked(), then arms the CQ and looks once more; true when anything came.
     bool arm_locked();
-    [[nodiscard]] size_t queued_slots_locked() const noexcept;
     [[nodiscard]] uint8_t *send_slot(uint32_t seq) const noexcept;
     [[nodiscard]] uint8_t *recv_slot(uint32_t idx) const noexcept;
 
@@ -266,7 +262,6 @@ private:
     int sticky_error_ = 0;      // what I/O says from now on
     bool leader_ = false;       // a waiter polls or sleeps on the CQ
     uint32_t peer_slot_len_ = 0;
-    uint32_t inline_max_ = 0;
 
     // Sending. Slots are numbered by sequence: [done_, post_) posted, [post_, end_) holding bytes not yet posted
     // (the last of them takes more bytes until it is full or posted); slot_len_ has the bytes of each.
@@ -279,7 +274,6 @@ private:
     bool fin_queued_ = false;   // shutdown(SHUT_WR): the end of stream goes after the queued bytes
     bool fin_sent_ = false;
     bool closing_ = false;      // the application closed: finish sending, then disconnect
-    bool abortive_ = false;
     bool disconnecting_ = false;
     std::chrono::steady_clock::time_point closing_deadline_{};
 
