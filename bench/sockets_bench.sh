@@ -25,15 +25,8 @@ ns="" veth_a=""
 trap 'private_krdmad_cleanup; [[ -n $ns ]] && ip netns del "$ns" 2>/dev/null; [[ -n $veth_a ]] && ip link del "$veth_a" 2>/dev/null; true' EXIT
 
 # A port no socket uses, below the ephemeral range and the tests' ports.
-port() {
-    local p
-    for _ in $(seq 50); do
-        p=$((32000 + RANDOM % 700))
-        ss -Htan "sport = :$p" | grep -q . || { echo "$p"; return; }
-    done
-    echo 32767
-}
-wait_listen() { for _ in $(seq 200); do ss -Htln "sport = :$1" | grep -q . && return 0; sleep 0.05; done; return 1; }
+port() { free_port 32000 700 || echo 32767; }
+wait_listen() { port_listens "$1"; }
 
 # iperf3 WRAP_SERVER WRAP_CLIENT ADDR [NS]: Gbit/s received (the best of nothing else: one run).
 iperf() {

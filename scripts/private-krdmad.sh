@@ -2,6 +2,8 @@
 # every process group the script starts killed on exit, whatever happens.
 #   private_krdmad NAME BUILD_DIR   sets dir, device, kpid, krdmad, rdmactl, rping; KRDMA_DEVICE for the consumers
 #   groups+=("$pid")                a process group (started with setsid) to kill on exit
+#   free_port LOW COUNT             a TCP port in [LOW, LOW + COUNT) that no socket uses, in any state
+#   port_listens PORT               waits up to 10 s for a listener on PORT (status 1 if none came)
 groups=()
 private_krdmad() {
   local name=$1 build=$2
@@ -34,4 +36,18 @@ private_krdmad_cleanup() {
   for g in "${groups[@]}"; do kill -9 -- "-$g" 2>/dev/null; done
   wait 2>/dev/null
   rm -rf "$dir"
+}
+free_port() {
+  local p _
+  for _ in $(seq 50); do
+    p=$(( $1 + RANDOM % $2 ))
+    ss -Htan "sport = :$p" | grep -q . || { echo "$p"; return 0; }
+  done
+  echo "no free port in $1..$(( $1 + $2 - 1 ))" >&2
+  return 1
+}
+port_listens() {
+  local _
+  for _ in $(seq 200); do ss -Htln "sport = :$1" | grep -q . && return 0; sleep 0.05; done
+  return 1
 }

@@ -36,18 +36,8 @@ fail() {
 # A port no socket uses, in any state: below the kernel's ephemeral range (32768-60999 by default, where a client
 # socket of a test running beside this one may hold it), away from the other tests' ports (it_hello 22000-26999,
 # xs_hello 27000-29999, dapltest 21000).
-free_port() {
-    local p
-    for _ in $(seq 50); do
-        p=$((30000 + RANDOM % 2000))
-        ss -Htan "sport = :$p" | grep -q . || { echo "$p"; return; }
-    done
-    echo "no free port" >&2; exit 1
-}
-wait_listen() {  # wait_listen PORT: up to 10 s
-    for _ in $(seq 200); do ss -Htln "sport = :$1" | grep -q . && return 0; sleep 0.05; done
-    fail "nothing listened on port $1"
-}
+test_port() { free_port 30000 2000; }
+wait_listen() { port_listens "$1" || fail "nothing listened on port $1"; }
 start() {  # start NAME layer|plain CMD...: in its own process group, killed at exit whatever happens
     local name=$1 how=$2; shift 2
     local -n wrap=$how
@@ -102,7 +92,7 @@ nc_of() {
 # its connection open a moment so that its decision can be read.
 nc_pair() {
     local port spid cpid
-    port=$(free_port)
+    port=$(test_port)
     start server "$1" timeout 30 nc -l 127.0.0.1 "$port"
     spid=$started
     wait_listen "$port"
@@ -128,7 +118,7 @@ nc_server_only)
     nc_pair layer plain peer-plain - tcp ;;
 policy_tcp)
     # The policy leaves the port to TCP: decided "policy", bytes intact.
-    port=$(free_port)
+    port=$(test_port)
     export OPENRDMA_SOCKETS_POLICY="{\"rules\": [{\"action\": \"tcp\", \"ports\": \"$port\"}]}"
     start server layer timeout 30 nc -l 127.0.0.1 "$port"
     spid=$started
@@ -140,7 +130,7 @@ policy_tcp)
     ;;
 socat_fork_echo)
     # A forking server (socat's fork: a child per connection serves it) echoing through cat; three clients in turn.
-    port=$(free_port)
+    port=$(test_port)
     start server layer timeout 60 socat TCP-LISTEN:"$port",reuseaddr,fork EXEC:cat
     wait_listen "$port"
     for i in 1 2 3; do
@@ -152,7 +142,7 @@ socat_fork_echo)
     ;;
 probe_epoll_echo)
     # Edge-triggered epoll on a converted socket, MSG_PEEK, FIONREAD, writev, half-close, non-blocking I/O.
-    port=$(free_port)
+    port=$(test_port)
     start server layer timeout 30 "$probe" server "$port"
     spid=$started
     wait_listen "$port"
@@ -164,7 +154,7 @@ probe_epoll_echo)
     ;;
 probe_fork_echo)
     # A forking server whose children echo with blocking I/O, close and _exit: every echoed byte arrives, twice.
-    port=$(free_port)
+    port=$(test_port)
     start server layer timeout 60 "$probe" forking "$port" 2
     spid=$started
     wait_listen "$port"
@@ -177,13 +167,13 @@ probe_fork_echo)
     ;;
 refused)
     # A non-blocking connect to a closed port fails as TCP's does.
-    port=$(free_port)
+    port=$(test_port)
     got=$("${layer[@]}" timeout 10 "$probe" refused "$port" 2>&1) || fail "the probe failed: $got"
     want=$("${plain[@]}" timeout 10 "$probe" refused "$port" 2>&1)
     [[ $got == "$want" && $got == ECONNREFUSED ]] || fail "through the layer: $got; without: $want"
     ;;
 iperf3)
-    port=$(free_port)
+    port=$(test_port)
     start server layer timeout 60 iperf3 -s -1 -p "$port"
     wait_listen "$port"
     "${layer[@]}" timeout 60 iperf3 -c 127.0.0.1 -p "$port" -t 1 -J > "$dir/client.json" 2> "$dir/client.log" ||
@@ -196,7 +186,7 @@ PY
     converted
     ;;
 sockperf)
-    port=$(free_port)
+    port=$(test_port)
     start server layer timeout 60 sockperf sr --tcp -i 127.0.0.1 -p "$port"
     wait_listen "$port"
     "${layer[@]}" timeout 60 sockperf pp --tcp -i 127.0.0.1 -p "$port" -t 1 -m 64 > "$dir/client.log" 2>&1 ||
@@ -206,7 +196,7 @@ sockperf)
     ;;
 kill9)
     # The client killed mid-stream: the server sees the end (or a reset), in bounded time, with a correct prefix.
-    port=$(free_port)
+    port=$(test_port)
     start server layer timeout 60 nc -l 127.0.0.1 "$port"
     spid=$started
     wait_listen "$port"
@@ -250,7 +240,7 @@ JSON
     start krdmad-b plain ip netns exec "$ns" "$krdmad" --config "$dir/krdmad-b.json"
     for _ in $(seq 100); do grep -q "ready on" "$dir/krdmad-a.log" && grep -q "ready on" "$dir/krdmad-b.log" && break; sleep 0.05; done
     grep -q "ready on" "$dir/krdmad-b.log" || fail "the namespace's krdmad did not start"
-    port=$(free_port)
+    port=$(test_port)
     if [[ $case_ == twohosts_nc ]]; then
         KRDMA_DEVICE=$dir/krdma-a start server layer timeout 30 nc -l "$addr_a" "$port"
         spid=$started

@@ -7,8 +7,6 @@ set -euo pipefail
 hello=$1
 source "$(dirname "$0")/../../scripts/private-krdmad.sh"
 private_krdmad xs-hello "$2"
-# Until krdmad detects the peer's layer in the TCP handshake, both ends are told they run it.
-export OPENRDMA_SOCKETS_PEER=layer
 run_pair() {  # run_pair LABEL: server and client; their outputs in $dir/LABEL.{server,client}, statuses in rc_s, rc_c
     local label=$1 port
     for _ in 1 2 3 4 5; do
