@@ -344,9 +344,15 @@ int Stream::peer_region(AdvertWire &out, bool nonblock) {
     }
 }
 
-int Stream::rdma(bool read, const ri_sge_t &local, uint64_t remote, uint32_t rkey, uint64_t context) {
-    std::lock_guard lock(mutex_);
-    if (state_.load() != State::open) return state_.load() == State::converting ? -EAGAIN : -EPIPE;
+int Stream::rdma(bool read, const ri_sge_t &local, uint64_t remote, uint32_t rkey, uint64_t context,
+                 bool nonblock) {
+    std::unique_lock lock(mutex_);
+    // The peer's messages (its advertisement) can come before this end has handled its ESTABLISHED event.
+    while (state_.load() == State::converting) {
+        if (nonblock) return -EAGAIN;
+        wait_locked(lock);
+    }
+    if (state_.load() != State::open) return -EPIPE;
     (void)poll_locked();
     ri_send_wr_t wr{};
     wr.opcode = read ? RI_WR_RDMA_READ : RI_WR_RDMA_WRITE;

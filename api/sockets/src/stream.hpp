@@ -200,8 +200,9 @@ public:
     int advertise(const AdvertWire &a, bool nonblock);
     /** @brief The oldest region the peer advertised (waits unless @p nonblock). */
     int peer_region(AdvertWire &out, bool nonblock);
-    /** @brief Posts an RDMA Write or Read (@p read) between @p local and the peer's @p rkey at @p remote. */
-    int rdma(bool read, const ri_sge_t &local, uint64_t remote, uint32_t rkey, uint64_t context);
+    /** @brief Posts an RDMA Write or Read (@p read) between @p local and the peer's @p rkey at @p remote (waits for
+     *         the conversion to end unless @p nonblock). */
+    int rdma(bool read, const ri_sge_t &local, uint64_t remote, uint32_t rkey, uint64_t context, bool nonblock);
     /** @brief Sends registered bytes @p local in the byte stream without a copy (waits unless @p nonblock). */
     int send_registered(const ri_sge_t &local, uint64_t context, bool nonblock);
     /** @brief Takes up to @p max completions of the extended interface. */

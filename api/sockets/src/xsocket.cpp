@@ -126,12 +126,13 @@ OPENRDMA_EXPORT int xs_peer_region(int fd, xs_region_t *region, int nonblock) {
 
 static int one_sided(int fd, bool read, int64_t handle, size_t offset, size_t len, const xs_region_t *remote,
                      uint64_t remote_offset, uint64_t context) {
-    auto s = rdma_stream(fd);
+    bool nonblock = false;
+    auto s = rdma_stream(fd, &nonblock);
     if (!s) return -1;
     if (remote == nullptr || remote_offset > remote->length || len > remote->length - remote_offset) return fail(EINVAL);
     ri_sge_t sge{};
     if (!local_range(*s, handle, offset, len, sge)) return -1;
-    const int rc = s->rdma(read, sge, remote->addr + remote_offset, remote->rkey, context);
+    const int rc = s->rdma(read, sge, remote->addr + remote_offset, remote->rkey, context, nonblock);
     return rc == 0 ? 0 : fail(-rc);
 }
 
