@@ -4,15 +4,16 @@
 # latency on one host (same-host path) and between two network namespaces (iWARP over a veth pair; root only),
 # connection setup (conn_rate: connect + accept + a byte each way), and a program the layer does not accelerate
 # (openrdma-run --off) against the same program without the layer.
-#   sockets_bench.sh BUILD_DIR [--seconds S] [--rounds N] [--only WORDS]
+#   sockets_bench.sh BUILD_DIR [--seconds S] [--rounds N] [--only WORDS] [--connections N (setup, default 300)]
 set -euo pipefail
 build=$1; shift
-seconds=2 rounds=3 only=""
+seconds=2 rounds=3 only="" connections=300
 while [[ $# -gt 0 ]]; do
     case $1 in
         --seconds) seconds=$2; shift 2 ;;
         --rounds) rounds=$2; shift 2 ;;
         --only) only=$2; shift 2 ;;
+        --connections) connections=$2; shift 2 ;;
         *) echo "unknown option $1"; exit 2 ;;
     esac
 done
@@ -56,7 +57,7 @@ setup() {
     local s=$!
     groups+=("$s")
     wait_listen "$p"
-    $1 "$rate" client "$p" 300 | sed -n 's/^rate //p'
+    $1 "$rate" client "$p" "$connections" | sed -n 's/^rate //p'
     kill -9 -- "-$s" 2>/dev/null || true
 }
 
