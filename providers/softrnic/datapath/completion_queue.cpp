@@ -27,10 +27,11 @@ bool CompletionQueue::add(const ri_wc_t &wc) noexcept {
     std::memcpy(ring_.next(), &wc, sizeof wc);
     ring_.push();
     idle_.store(false, std::memory_order_release);
-    const bool fire = armed_ == RI_CQ_NOTIFY_NEXT ||
-                      (armed_ == RI_CQ_NOTIFY_SOLICITED &&
+    const uint32_t armed = armed_.load(std::memory_order_relaxed);
+    const bool fire = armed == RI_CQ_NOTIFY_NEXT ||
+                      (armed == RI_CQ_NOTIFY_SOLICITED &&
                        ((wc.flags & RI_WC_SOLICITED) != 0 || wc.status != RI_WC_SUCCESS));
-    if (fire) armed_ = 0;
+    if (fire) armed_.store(0, std::memory_order_relaxed);
     return fire;
 }
 
@@ -89,17 +90,24 @@ ri_status_t CompletionQueue::request_notify(uint32_t type) noexcept {
     {
         std::lock_guard g(lock_);
         // A solicited request does not weaken an armed "next".
-        if (armed_ != RI_CQ_NOTIFY_NEXT) armed_ = type;
+        if (armed_.load(std::memory_order_relaxed) != RI_CQ_NOTIFY_NEXT) armed_.store(type, std::memory_order_relaxed);
     }
+    // Pairs with the fence in QueuePair::service() between parking a stream and looking at its CQs: either that
+    // service sees this CQ armed and does not park, or the loop below sees the stream parked.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     // A consumer that arms its CQ is about to sleep: streams it was moving by polling (parked) go back to the
-    // progress thread now, not at its next millisecond look. Nothing to do, and no system call, otherwise.
-    // Only tried: a handler may arm the CQ from inside this CQ's inline progress, which holds qps_mutex_ on the
-    // same thread; whoever holds it is polling the streams anyway, and the thread's next look unparks the rest.
+    // progress thread now. Nothing to do, and no system call, otherwise. Only tried: a handler may arm the CQ from
+    // inside this CQ's inline progress, which holds qps_mutex_ on the same thread, and another thread's poll may
+    // hold it. Then the progress thread looks at its parked streams at once (an armed CQ's are unparked): before,
+    // they waited for the thread's millisecond look, which kept them parked while polls had come in the last
+    // millisecond, and a consumer that alternates between polling and sleeping met that delay at every sleep.
     std::unique_lock q(qps_mutex_, std::try_to_lock);
-    if (q.owns_lock()) {
-        for (QueuePair *qp : qps_) {
-            if (qp->parked()) Progress::get().kick(qp);
-        }
+    if (!q.owns_lock()) {
+        Progress::get().look_at_parked();
+        return RI_OK;
+    }
+    for (QueuePair *qp : qps_) {
+        if (qp->parked()) Progress::get().kick(qp);
     }
     return RI_OK;
 }

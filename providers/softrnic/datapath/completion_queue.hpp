@@ -41,8 +41,18 @@ public:
      *        pairs (those whose lock is free). ::RI_EOVERFLOW once empty after a completion was lost.
      */
     [[nodiscard]] ri_status_t poll(uint32_t max, ri_wc_t *wc, uint32_t *polled);
-    /** @brief Request Completion Notification (::ri_cq_notify). */
+    /**
+     * @brief Request Completion Notification (::ri_cq_notify). The consumer is about to sleep: queue pairs it was
+     *        moving by polling (parked) go back to the progress thread now, so what it leaves to polls that no
+     *        longer come (input, held requests) is moved and completed, and the CEH fires, without a timer.
+     */
     [[nodiscard]] ri_status_t request_notify(uint32_t type) noexcept;
+    /**
+     * @brief Whether a notification was requested and has not fired (any thread, no lock): a queue pair whose CQ
+     *        is armed is not left to its consumer's polls (QueuePair::service). Read after a sequentially consistent
+     *        fence that follows the reader's own store (see QueuePair::service and request_notify).
+     */
+    [[nodiscard]] bool armed() const noexcept { return armed_.load(std::memory_order_relaxed) != 0; }
 
     /** @brief Lets poll() drive @p qp (at create of a QP using this CQ). */
     void attach(QueuePair *qp);
@@ -54,7 +64,7 @@ private:
 
     SpinLock lock_;  // the ring and the arming state
     SlotRing ring_;
-    uint32_t armed_ = 0;     // 0 or the ::ri_cq_notify type requested
+    std::atomic<uint32_t> armed_{0};  // 0 or the ::ri_cq_notify type requested (written under lock_)
     bool overflow_ = false;  // a completion was lost: the CQ is in error
     // Nothing in the ring and no loss to report (set under lock_, read without it): an empty poll, most of a busy
     // poller's polls, looks at this instead of taking the lock twice. A completion added while a poll looks is

@@ -159,6 +159,16 @@ void Progress::kick(QueuePair *qp) {
     (void)!::write(wake_, &one, sizeof one);
 }
 
+void Progress::look_at_parked() {
+    if (on_thread()) {
+        look_.store(true, std::memory_order_relaxed);  // the pass under way looks next
+        return;
+    }
+    look_.store(true, std::memory_order_release);
+    const uint64_t one = 1;
+    (void)!::write(wake_, &one, sizeof one);
+}
+
 void Progress::timer(QueuePair *qp, std::chrono::steady_clock::time_point when) {
     if (on_thread()) {
         timers_.emplace_back(when, qp);
@@ -250,9 +260,10 @@ void Progress::run() {
         const int n = ::epoll_wait(epoll_, events, kEvents, wait);
         std::lock_guard g(mutex_);
         if (stop_) return;
+        const bool asked = look_.exchange(false, std::memory_order_acquire);
         if (!parked_.empty()) {
             const auto now = std::chrono::steady_clock::now();
-            if (now - last_look >= std::chrono::milliseconds(1)) {
+            if (asked || now - last_look >= std::chrono::milliseconds(1)) {
                 last_look = now;
                 // recheck_park gives a stream its input back (its pending bytes raise an edge at once) or keeps
                 // it parked; a QP removed since was erased from parked_ by the removal.
@@ -287,7 +298,7 @@ void Progress::run() {
             if (watched_.count(again[i]) != 0) again[i]->service();
         }
         again.clear();
-        more = !again_.empty();
+        more = !again_.empty() || look_.load(std::memory_order_relaxed);
         seen = generation_;
         wait = next_wait(more);
     }

@@ -63,6 +63,12 @@ public:
     /** @brief Serves @p qp soon, without waiting for a socket event (work left over by a budget). */
     void kick(QueuePair *qp);
     /**
+     * @brief Looks at every parked stream at once rather than at the next millisecond look (QueuePair::recheck_park):
+     *        a CQ was armed whose queue pairs the caller could not reach (CompletionQueue::request_notify). Safe
+     *        from any thread.
+     */
+    void look_at_parked();
+    /**
      * @brief Calls QueuePair::nudge_due() for @p qp on the thread at @p when, and again at each time it answers
      *        (the nudge timer: a few per connection, in its first second). Safe from any thread.
      */
@@ -93,6 +99,7 @@ private:
     SpinLock kick_lock_;               // kicks from other threads, merged into again_ by the thread
     std::vector<QueuePair *> kicked_;
     std::vector<QueuePair *> parked_;  // the thread's: QPs whose input edges are off while their consumer polls
+    std::atomic<bool> look_{false};    // look_at_parked() asked for a look before the millisecond is over
     using Deadline = std::pair<std::chrono::steady_clock::time_point, QueuePair *>;
     void merge_timers();
     void merge_timers_locked();  // with kick_lock_ held

@@ -285,8 +285,9 @@ void QueuePair::service() {
             }
             // The consumer polled its CQ (with nothing there) again and again since the thread's last service: it
             // moves the stream itself, and the thread's wakeups for each message would only take its CPU and its
-            // QP. Parked, the stream's input wakes nobody until the consumer stops polling or arms its CQ.
-            const bool polled = polls() - polls_seen_ >= kBusyPolls;
+            // QP. Parked, the stream's input wakes nobody until the consumer stops polling or arms its CQ. A
+            // consumer that armed a CQ of this QP is going to sleep (or sleeps): not parked while it is armed.
+            const bool polled = polls() - polls_seen_ >= kBusyPolls && !cq_armed();
             // A full channel is memory, not a socket: a consumer that polls moves its backlog as soon as the peer
             // made room (try_service). Left to the thread, every read of the peer rang a bell, and the thread and
             // the polling consumer took the QP from each other (8 MiB Writes through a 512 KiB ring: 12-15 GB/s
@@ -298,8 +299,18 @@ void QueuePair::service() {
             }
             if (!s.out_watched && polled) {
                 parked_.store(true, std::memory_order_relaxed);
-                Progress::get().parked(this);
-                change = true;
+                // A CQ armed since the look above: CompletionQueue::request_notify() stores its arming, fences and
+                // then looks for parked QPs; this stores the park, fences and looks at the arming, so one of the
+                // two sees the other. Seen here: the park is undone and the stream served again at once (it may
+                // have just given up watching a full channel for its consumer's polls).
+                std::atomic_thread_fence(std::memory_order_seq_cst);
+                if (cq_armed()) {
+                    parked_.store(false, std::memory_order_relaxed);
+                    o.kick = true;
+                } else {
+                    Progress::get().parked(this);
+                    change = true;
+                }
             }
             polls_seen_ = polls();
             const bool wanted = !parked_.load(std::memory_order_relaxed) || s.out_watched;
@@ -358,7 +369,8 @@ bool QueuePair::try_service(const CompletionQueue &cq, uint64_t poll, bool *move
         posts_since_poll_ = 0;
         // A consumer polling this hard is parked at the thread's next service; a stream whose socket never raises
         // an edge (a pure sender's) would never get one: one kick per service brings the thread to look.
-        if (!park_asked_ && !parked_.load(std::memory_order_relaxed) && polls() - polls_seen_ >= kBusyPolls) {
+        if (!park_asked_ && !parked_.load(std::memory_order_relaxed) && polls() - polls_seen_ >= kBusyPolls &&
+            !cq_armed()) {
             park_asked_ = true;
             o.kick = true;
         }
@@ -381,9 +393,15 @@ bool QueuePair::recheck_park() {
     // put the thread to sleep on the futex and make the consumer's unlock a system call and a wake-up, which on a
     // busy host preempts a spinning consumer (most of the futex calls of a 64 KiB ping-pong were this look).
     std::unique_lock g(mutex_, std::try_to_lock);
-    if (!g.owns_lock()) return parked_.load(std::memory_order_relaxed);
+    const bool armed = cq_armed();
+    if (!g.owns_lock()) {
+        // A consumer that armed a CQ of this QP is about to sleep and must not wait for the next look: the thread
+        // serves the QP in this pass (service() waits for the lock and unparks).
+        if (armed && parked_.load(std::memory_order_relaxed)) Progress::get().kick(this);
+        return parked_.load(std::memory_order_relaxed);
+    }
     if (!stream_ || !parked_.load(std::memory_order_relaxed)) return false;
-    if (polls() != polls_seen_) {
+    if (polls() != polls_seen_ && !armed) {
         polls_seen_ = polls();
         return true;  // still polled: stays the consumer's
     }

@@ -142,7 +142,8 @@ public:
     bool try_service(const CompletionQueue &cq, uint64_t poll, bool *moved = nullptr);
     /**
      * @brief Progress thread, for a parked QP (its consumer busy-polls): true while the consumer polled since the
-     *        last look; else the stream gets its input edges back and the answer is false.
+     *        last look and none of the QP's CQs is armed; else the stream gets its input edges back and the answer
+     *        is false.
      */
     bool recheck_park();
     /**
@@ -202,6 +203,9 @@ private:
     // Under mutex_: the stream moves over a same-host channel and its consumer busy-polls it (parked): what one post
     // or poll leaves (a full ring, a budget spent) waits for that consumer's next poll, not for the progress thread.
     [[nodiscard]] bool consumer_moves(const Stream &s) const noexcept;
+    // Any thread: a consumer armed one of the QP's CQs to sleep until a completion (CompletionQueue::armed): what
+    // the QP would leave to that consumer's polls would wait for polls that do not come, so it is not parked.
+    [[nodiscard]] bool cq_armed() const noexcept { return scq_.armed() || rcq_.armed(); }
     void enter_error(int failing, uint32_t status, uint32_t vendor_err, uint32_t recv_status, bool tell_kvp);
     void flush_rings(int failing, uint32_t status, uint32_t vendor_err, uint32_t recv_status);
     int oldest_inflight() const;
