@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -797,6 +798,124 @@ TEST_F(Stream, BusyPollingEndsWritingAtEachOtherThroughFullChannelsBothFinish) {
     EXPECT_TRUE(eventually([&] { return a_dst.bytes() == b_src.bytes() && b_dst.bytes() == a_src.bytes(); }))
         << "the bytes of the Writes each way differ at their targets";
 }
+
+// A consumer that alternates between busy-polling its CQ and sleeping on its notification (the sockets layer does
+// that before every sleep): it polls until the stream is parked (the consumer moves it), arms the CQ, looks once
+// more and sleeps on an eventfd its CEH raises. Whatever becomes due once it armed (input read or left for its
+// polls, completions) must be completed and notified while it sleeps: nobody else polls its QP but a second thread
+// of its own that now and then polls the same CQ (as the sockets layer's watcher does), which holds the CQ's lock
+// when the consumer arms. The peer sends in bursts, each awaited, with pauses between them. A sleep that hears
+// nothing within 5 s with Sends outstanding fails the test (never a hang); both the wire and a same-host channel.
+void raise_eventfd(void *ctx, ri_rnic_t, ri_cq_t) {
+    const uint64_t one = 1;
+    (void)!::write(static_cast<int>(reinterpret_cast<intptr_t>(ctx)), &one, sizeof one);
+}
+
+class ArmedSleeper : public Fixture, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(ArmedSleeper, IsWokenForEveryBurstItsPeerSends) {
+    const int efd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    ASSERT_GE(efd, 0);
+    cleanup_.push_back([efd] { ::close(efd); });  // after the QPs and CQs (cleanups run last first)
+    uint32_t ceh = 0;
+    ASSERT_RI_OK(v_->set_ceh(rb_, &raise_eventfd, reinterpret_cast<void *>(static_cast<intptr_t>(efd)), &ceh));
+    Mode m;
+    if (GetParam()) {
+        m.crc = false;
+        m.same_host_ring = 256u << 10;
+    }
+    constexpr uint32_t kDepth = 64;
+    End a = end(ra_, pa_, &ev_a_, qp_attr(kDepth)), b = end(rb_, pb_, &ev_b_, qp_attr(kDepth), ceh);
+    connect(a, b, m);
+    constexpr uint32_t kLen = 4096;
+    Region src = region(pa_, pattern(kLen, 41), 0);
+    Region dst = region(pb_, std::vector<uint8_t>(size_t{kLen} * kDepth), RI_ACCESS_LOCAL_WRITE);
+    for (uint64_t i = 0; i < kDepth; ++i) ASSERT_RI_OK(recv(b.qp, i, {dst.sge(i * kLen, kLen)}));
+
+    constexpr int kBursts = 150;
+    constexpr uint32_t kBurst = 5;  // at most kDepth outstanding: each burst is awaited before the next
+    std::atomic<uint64_t> received{0};
+    std::atomic<bool> done{false};
+    std::mutex repost;  // post_recv from both of b's pollers
+    auto take = [&](ri_wc_t *wc, uint32_t got) {
+        std::lock_guard g(repost);
+        for (uint32_t k = 0; k < got; ++k) {
+            EXPECT_EQ(wc[k].status, RI_WC_SUCCESS);
+            EXPECT_EQ(recv(b.qp, wc[k].wr_id, {dst.sge(wc[k].wr_id * kLen, kLen)}), RI_OK);
+        }
+        received.fetch_add(got);
+    };
+    // b's second poller: an empty poll of the CQ now and then.
+    std::thread watcher([&] {
+        while (!done.load()) {
+            ri_wc_t wc[8];
+            uint32_t got = 0;
+            if (v_->poll_cq(b.rcq, 8, wc, &got) == RI_OK && got > 0) take(wc, got);
+            std::this_thread::sleep_for(std::chrono::microseconds(300));
+        }
+    });
+    // a: bursts of Sends, each completed at a before a pause and the next.
+    std::thread sender([&] {
+        for (int i = 0; i < kBursts && !done.load(); ++i) {
+            for (uint32_t k = 0; k < kBurst; ++k) {
+                EXPECT_EQ(send(a.qp, static_cast<uint64_t>(i) * kBurst + k, RI_WR_SEND, {src.sge()}), RI_OK);
+            }
+            if (wait(a.scq, kBurst, 10).size() != kBurst) break;
+            const uint64_t want = static_cast<uint64_t>(i + 1) * kBurst;
+            for (const auto until = Clock::now() + std::chrono::seconds(10); received.load() < want && !done.load() &&
+                                                                              Clock::now() < until;) {
+                std::this_thread::sleep_for(std::chrono::microseconds(50));
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(200 * (i % 4)));
+        }
+    });
+    // b's consumer: busy-polls (parking the stream), arms, looks once more, sleeps on the eventfd.
+    const uint64_t total = uint64_t{kBursts} * kBurst;
+    int sleeps = 0;
+    std::string failure;
+    while (received.load() < total) {
+        ri_wc_t wc[16];
+        uint32_t got = 0;
+        for (const auto until = Clock::now() + std::chrono::microseconds(300); Clock::now() < until;) {
+            ASSERT_RI_OK(v_->poll_cq(b.rcq, 16, wc, &got));
+            if (got > 0) {
+                take(wc, got);
+                break;
+            }
+        }
+        if (got > 0) continue;
+        ASSERT_RI_OK(v_->request_cq_notify(b.rcq, RI_CQ_NOTIFY_NEXT));
+        ASSERT_RI_OK(v_->poll_cq(b.rcq, 16, wc, &got));
+        if (got > 0) {
+            take(wc, got);
+            continue;
+        }
+        const uint64_t before = received.load();
+        pollfd p{efd, POLLIN, 0};
+        ++sleeps;
+        if (::poll(&p, 1, 5000) != 1) {
+            // The peer may simply have finished a burst and paused: a sleep without news is a failure only when
+            // Sends were outstanding (completed at a) all along.
+            if (received.load() == before && received.load() < total) {
+                failure = "asleep 5 s on an armed CQ with " + std::to_string(received.load()) + " of " +
+                          std::to_string(total) + " Sends received";
+                break;
+            }
+            continue;
+        }
+        uint64_t n = 0;
+        (void)!::read(efd, &n, sizeof n);
+    }
+    done.store(true);
+    sender.join();
+    watcher.join();
+    EXPECT_TRUE(failure.empty()) << failure;
+    EXPECT_EQ(received.load(), total);
+    EXPECT_GT(sleeps, 0) << "the consumer never slept: the test did not test the sleep";
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, ArmedSleeper, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool> &i) { return i.param ? "SameHostChannel" : "Wire"; });
 
 TEST_F(Stream, PeerSocketClosedMidTransferFlushesWithoutHanging) {
     End a = end(ra_, pa_, &ev_a_), b = end(rb_, pb_, &ev_b_);
