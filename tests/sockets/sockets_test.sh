@@ -186,12 +186,31 @@ PY
     converted
     ;;
 sockperf)
+    # A ping-pong of 64-byte messages: they go inline (from the program's buffer at post time, no send slot).
     port=$(test_port)
     start server layer timeout 60 sockperf sr --tcp -i 127.0.0.1 -p "$port"
     wait_listen "$port"
-    "${layer[@]}" timeout 60 sockperf pp --tcp -i 127.0.0.1 -p "$port" -t 1 -m 64 > "$dir/client.log" 2>&1 ||
-        fail "sockperf's client failed"
+    "${layer[@]}" timeout 60 sockperf pp --tcp -i 127.0.0.1 -p "$port" -t 3 -m 64 > "$dir/client.log" 2>&1 &
+    client=$!
+    inline=""
+    for _ in $(seq 100); do
+        "$rdmactl" --json sockets > "$dir/rdmactl.json" 2>&1 || true
+        inline=$(python3 - "$dir/rdmactl.json" <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1])):
+    for c in r["connections"] if r["program"] == "sockperf" else []:
+        if c["role"] == "server" and c.get("tx_inline", 0) > 0 and c.get("rx_bytes", 0) > 0:
+            print(c["tx_inline"], c["tx_messages"])
+PY
+        )
+        [[ -n $inline ]] && break
+        sleep 0.1
+    done
+    wait "$client" || fail "sockperf's client failed"
     grep -q "avg-latency" "$dir/client.log" || fail "sockperf printed no latency"
+    [[ -n $inline ]] || fail "the server's answers of 64 bytes never went inline: $(cat "$dir/rdmactl.json")"
+    read -r n m <<< "$inline"
+    (( n * 10 >= m * 9 )) || fail "only $n of the server's $m messages went inline (64-byte answers all should)"
     converted
     ;;
 kill9)

@@ -6,6 +6,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "libc.hpp"
 
 namespace openrdma::sockets {
@@ -137,6 +139,7 @@ rdma::Expected<std::shared_ptr<Device>> Device::open(const std::shared_ptr<ual::
     auto a = al->open_adapter(address);
     if (!a) return a.error();
     d->adapter_ = *a;
+    if (auto attr = d->adapter_->query(); attr) d->max_inline_ = std::min(attr->max_inline, kInlineMax);
     auto pz = d->adapter_->create_pz();
     if (!pz) return pz.error();
     d->pz_ = *pz;

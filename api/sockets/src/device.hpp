@@ -91,6 +91,13 @@ public:
     [[nodiscard]] ual::ProtectionZone &pz() const noexcept { return *pz_; }
     /** @brief The shape of its streams. */
     [[nodiscard]] const StreamShape &shape() const noexcept { return shape_; }
+    /**
+     * @brief Bytes a stream's QP carries inline (header included): what the RNIC offers, at most kInlineMax. A
+     *        message this small goes from the application's buffer at post time, without a send slot.
+     */
+    [[nodiscard]] uint32_t max_inline() const noexcept { return max_inline_; }
+    /** @brief The most inline bytes a stream asks for (more makes every send queue entry larger). */
+    static constexpr uint32_t kInlineMax = 256;
     /** @brief A block of shape().bytes() registered bytes; registers another chunk when none is free. */
     [[nodiscard]] rdma::Expected<Block> take();
     /** @brief Gives block @p index back. */
@@ -117,6 +124,7 @@ private:
     std::shared_ptr<ual::Adapter> adapter_;
     std::shared_ptr<ual::ProtectionZone> pz_;
     const StreamShape shape_;
+    uint32_t max_inline_ = 0;
     Watcher *watcher_;
     std::mutex mutex_;
     std::vector<Chunk> chunks_;

@@ -253,6 +253,9 @@ void Layer::publish() {
                 c["state"] = s->state_name();
                 c["tx_bytes"] = s->counters().tx_bytes.load(std::memory_order_relaxed);
                 c["rx_bytes"] = s->counters().rx_bytes.load(std::memory_order_relaxed);
+                c["tx_messages"] = s->counters().tx_messages.load(std::memory_order_relaxed);
+                c["tx_inline"] = s->counters().tx_inline.load(std::memory_order_relaxed);
+                c["rx_messages"] = s->counters().rx_messages.load(std::memory_order_relaxed);
                 c["credit_stalls"] = s->counters().credit_stalls.load(std::memory_order_relaxed);
                 c["sleeps"] = s->counters().sleeps.load(std::memory_order_relaxed);
             } else {

@@ -31,6 +31,8 @@ constexpr uint32_t kSqExtra = 4 + 16;      // kCtrlSlack + kXsSlots: the send qu
 
 inline void cpu_relax() noexcept { __builtin_ia32_pause(); }
 
+}  // namespace
+
 // A position in a program's gather or scatter list, moved along as bytes are copied to or from it.
 struct IovCursor {
     std::span<const iovec> iov;
@@ -57,8 +59,6 @@ struct IovCursor {
     }
 };
 
-}  // namespace
-
 rdma::Expected<Kit> make_kit(Device &device) {
     const StreamShape &shape = device.shape();
     Kit k;
@@ -75,6 +75,7 @@ rdma::Expected<Kit> make_kit(Device &device) {
     a.sq_sge = 2;
     a.rq_sge = 1;
     a.rd_sge = 1;
+    a.max_inline = device.max_inline();
     // The extended interface's one-sided operations: the regions' own rights decide what the peer may touch.
     a.ird = 4;
     a.ord = 4;
@@ -266,6 +267,33 @@ bool Stream::post_payload_locked(const ri_sge_t *payload, uint16_t flags, uint64
     --credits_;
     ++sq_used_;
     counters_.tx_messages.fetch_add(1, std::memory_order_relaxed);
+    return true;
+}
+
+bool Stream::post_inline_locked(IovCursor &from, size_t len) {
+    if (len + sizeof(MessageHeader) > device_->max_inline() || len > peer_slot_len_ - sizeof(MessageHeader) ||
+        credits_ <= 1 || sq_used_ >= shape_.send_slots + kCtrlSlack) {
+        return false;
+    }
+    alignas(8) uint8_t buf[Device::kInlineMax];
+    const MessageHeader h{owed_, 0, 0};
+    std::memcpy(buf, &h, sizeof h);
+    IovCursor at = from;  // moved only once the message went
+    (void)at.copy(buf + sizeof h, len, false);
+    const ri_sge_t sge{reinterpret_cast<uint64_t>(buf), static_cast<uint32_t>(sizeof h + len), 0};  // no lkey
+    ri_send_wr_t wr{};
+    wr.wr_id = kSendBit | kCtrlBit;  // no slot to free at its completion
+    wr.opcode = RI_WR_SEND;
+    wr.flags = RI_SEND_SIGNALED | RI_SEND_INLINE;
+    wr.sgl = &sge;
+    wr.num_sge = 1;
+    if (!ep_->post_send(std::span<const ri_send_wr_t>(&wr, 1))) return false;
+    from = at;
+    owed_ = 0;
+    --credits_;
+    ++sq_used_;
+    counters_.tx_messages.fetch_add(1, std::memory_order_relaxed);
+    counters_.tx_inline.fetch_add(1, std::memory_order_relaxed);
     return true;
 }
 
@@ -645,7 +673,9 @@ ssize_t Stream::send(std::span<const iovec> iov, bool nonblock) {
         if (fin_queued_ || st == State::closed) return total > 0 ? static_cast<ssize_t>(total) : -EPIPE;
         if (st == State::open) {
             (void)poll_locked();
-            // Fill the open slot, then new ones.
+            // A small write with nothing queued goes inline, from the caller's buffer at post time: no send slot,
+            // so a ping-pong never waits for a slot's completion. Larger ones fill the open slot, then new ones.
+            if (total == 0 && want > 0 && post_ == end_ && post_inline_locked(from, want)) total = want;
             while (total < want) {
                 const bool open_slot = end_ != post_ && slot_len_[(end_ - 1) % shape_.send_slots] < shape_.slot;
                 if (!open_slot) {

@@ -9,6 +9,8 @@
  * - Every message starts with a MessageHeader that returns the credits of the receive buffers its sender reposted
  *   since its last message. A sender spends one credit per message and never spends its last one on data, so that a
  *   credit-only message can always go (two ends that fill each other's queues at once cannot deadlock).
+ * - A small write with nothing queued goes inline (the RNIC copies it from the caller's buffer at post time) and takes
+ *   no send slot.
  * - Bytes the application writes are copied into the send slots (the socket's send buffer). A slot goes as soon as
  *   a credit allows; while none does, later writes fill the same slot (coalescing without delay when credit is
  *   there).
@@ -41,6 +43,7 @@
 namespace openrdma::sockets {
 
 class Device;
+struct IovCursor;
 
 /** @brief What the first bytes of every message carry. */
 struct MessageHeader {
@@ -104,6 +107,7 @@ struct StreamCounters {
     std::atomic<uint64_t> tx_bytes{0};    /**< Application bytes sent. */
     std::atomic<uint64_t> rx_bytes{0};    /**< Application bytes delivered. */
     std::atomic<uint64_t> tx_messages{0}; /**< Messages posted (data and credit-only). */
+    std::atomic<uint64_t> tx_inline{0};   /**< Of them, small writes posted inline from the caller's buffer. */
     std::atomic<uint64_t> rx_messages{0}; /**< Messages received. */
     std::atomic<uint64_t> credit_stalls{0}; /**< Times a write found no credit. */
     std::atomic<uint64_t> sleeps{0};      /**< Times a caller slept on the completion queue. */
@@ -231,6 +235,9 @@ private:
     void post_locked();                       // posts queued slots and owed credits as credit allows
     bool post_message_locked(uint32_t slot, uint32_t len, uint16_t flags);
     bool post_payload_locked(const ri_sge_t *payload, uint16_t flags, uint64_t wr_id);
+    // A write of @p len bytes (at most the inline size) from @p from, posted inline; false (nothing moved) when it
+    // cannot go now that way.
+    bool post_inline_locked(IovCursor &from, size_t len);
     [[nodiscard]] uint8_t *tail() const noexcept;  // headers and advertisements, after the send slots
     void repost_locked(uint32_t slot);
     void fail_locked(int err);
