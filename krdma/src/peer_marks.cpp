@@ -28,7 +28,7 @@ rdma::Status PeerMarks::mark(int sock) const noexcept {
     return rdma::Status(RI_OK);
 }
 
-rdma::Expected<PeerKind> PeerMarks::peer(int sock) const noexcept {
+rdma::Expected<PeerMark> PeerMarks::look(int sock) const noexcept {
     if (sock < 0) return rdma::Error(RI_EBADF, "not a descriptor");
     PeerMark v{};
     bpf_attr a{};
@@ -36,9 +36,16 @@ rdma::Expected<PeerKind> PeerMarks::peer(int sock) const noexcept {
     a.key = reinterpret_cast<uint64_t>(&sock);
     a.value = reinterpret_cast<uint64_t>(&v);
     if (bpf(BPF_MAP_LOOKUP_ELEM, a) != 0) {
-        if (errno == ENOENT) return PeerKind::undecided;  // never marked
+        if (errno == ENOENT) return PeerMark{};  // never marked
         return rdma::Error(rdma::from_errno(errno), std::string("peer marks: ") + std::strerror(errno));
     }
+    return v;
+}
+
+rdma::Expected<PeerKind> PeerMarks::peer(int sock) const noexcept {
+    auto m = look(sock);
+    if (!m) return m.error();
+    const PeerMark &v = *m;
     if (v.marked == 0 || v.peer == 0) return PeerKind::undecided;
     return v.peer == 1 ? PeerKind::layer : PeerKind::plain;
 }

@@ -5,6 +5,10 @@
  *   sockprobe server PORT          accepts one connection and echoes it with epoll (edge-triggered), MSG_PEEK and
  *                                  FIONREAD on the way, until the client's half-close; then closes
  *   sockprobe forking PORT N       a child per connection echoes it (blocking I/O), closes and _exits; N connections
+ *   sockprobe execing PORT N       as forking, but each child executes `sockprobe stdio-echo` with the connection as
+ *                                  its standard input and output (inetd's way), which echoes them
+ *   sockprobe reexec PORT N        listens, then executes `sockprobe serve-listener FD N` keeping the listener (a
+ *                                  server that starts its new binary): it accepts N connections and echoes each
  *   sockprobe client PORT BYTES    connects, writes BYTES of a pattern with writev while reading the echo, half-closes,
  *                                  reads to end of file; checks every byte; prints "ok BYTES"
  * Exit status: 0 when every check held, 1 otherwise (with the reason on standard error).
@@ -204,11 +208,92 @@ static int client(int port, size_t bytes) {
     return 0;
 }
 
+/* Echoes standard input to standard output with blocking I/O until end of file. */
+static int stdio_echo(void) {
+    static char buf[65536];
+    for (;;) {
+        ssize_t r = read(0, buf, sizeof buf);
+        if (r == 0) return 0;
+        if (r < 0) return fail("read of standard input");
+        for (ssize_t off = 0; off < r;) {
+            ssize_t w = write(1, buf + off, (size_t)(r - off));
+            if (w <= 0) return fail("write of standard output");
+            off += w;
+        }
+    }
+}
+
+static int execing(int port, int connections) {
+    int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = loopback(port);
+    if (bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 4) != 0) return fail("listen");
+    for (int i = 0; i < connections; ++i) {
+        int fd = accept(l, NULL, NULL);
+        if (fd < 0) return fail("accept");
+        pid_t child = fork();
+        if (child == 0) {
+            if (dup2(fd, 0) != 0 || dup2(fd, 1) != 1) _exit(fail("dup2"));
+            close(fd);
+            close(l);
+            execl("/proc/self/exe", "sockprobe", "stdio-echo", (char *)NULL);
+            _exit(fail("exec"));
+        }
+        close(fd);
+        int status = 0;
+        waitpid(child, &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "sockprobe: the program serving connection %d failed\n", i);
+            return 1;
+        }
+    }
+    printf("served %d connections\n", connections);
+    return 0;
+}
+
+/* Accepts @p connections on inherited listener @p l and echoes each until its end of file. */
+static int serve_listener(int l, int connections) {
+    static char buf[65536];
+    for (int i = 0; i < connections; ++i) {
+        int fd = accept(l, NULL, NULL);
+        if (fd < 0) return fail("accept on the inherited listener");
+        for (;;) {
+            ssize_t r = read(fd, buf, sizeof buf);
+            if (r == 0) break;
+            if (r < 0) return fail("read");
+            for (ssize_t off = 0; off < r;) {
+                ssize_t w = write(fd, buf + off, (size_t)(r - off));
+                if (w <= 0) return fail("write");
+                off += w;
+            }
+        }
+        close(fd);
+    }
+    printf("served %d connections\n", connections);
+    return 0;
+}
+
+static int reexec(int port, const char *connections) {
+    int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = loopback(port);
+    if (bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 4) != 0) return fail("listen");
+    char fd[16];
+    snprintf(fd, sizeof fd, "%d", l);
+    execl("/proc/self/exe", "sockprobe", "serve-listener", fd, connections, (char *)NULL);
+    return fail("exec");
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "refused") == 0) return refused(atoi(argv[2]));
     if (argc == 3 && strcmp(argv[1], "server") == 0) return server(atoi(argv[2]));
     if (argc == 4 && strcmp(argv[1], "forking") == 0) return forking(atoi(argv[2]), atoi(argv[3]));
     if (argc == 4 && strcmp(argv[1], "client") == 0) return client(atoi(argv[2]), strtoul(argv[3], NULL, 10));
-    fprintf(stderr, "usage: sockprobe refused PORT | server PORT | client PORT BYTES\n");
+    if (argc == 4 && strcmp(argv[1], "execing") == 0) return execing(atoi(argv[2]), atoi(argv[3]));
+    if (argc == 2 && strcmp(argv[1], "stdio-echo") == 0) return stdio_echo();
+    if (argc == 4 && strcmp(argv[1], "reexec") == 0) return reexec(atoi(argv[2]), argv[3]);
+    if (argc == 4 && strcmp(argv[1], "serve-listener") == 0) return serve_listener(atoi(argv[2]), atoi(argv[3]));
+    fprintf(stderr, "usage: sockprobe refused PORT | server PORT | forking PORT N | execing PORT N | reexec PORT N | "
+                    "client PORT BYTES\n");
     return 2;
 }

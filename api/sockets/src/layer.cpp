@@ -150,6 +150,13 @@ Peer Layer::peer(int fd) {
     return Peer::undecided;
 }
 
+krdma::PeerMark Layer::look(int fd) {
+    const krdma::PeerMarks *m = marks();
+    if (m == nullptr) return {};
+    auto v = m->look(fd);
+    return v ? *v : krdma::PeerMark{};
+}
+
 rdma::Expected<std::shared_ptr<Device>> Layer::device_for(int fd) {
     const std::string addr = local_address(fd);
     std::lock_guard lock(mutex_);

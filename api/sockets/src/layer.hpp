@@ -55,6 +55,11 @@ public:
     bool mark(int fd, Reason *why);
     /** @brief What the marked, established socket @p fd learned of its peer. */
     [[nodiscard]] Peer peer(int fd);
+    /**
+     * @brief The detection map's whole value for socket @p fd (all zero when none, or when there is no map): how a
+     *        socket this process inherited across exec was left (marked, its peer, its role).
+     */
+    [[nodiscard]] krdma::PeerMark look(int fd);
     /** @brief The RNIC serving the local address of socket @p fd, opened on first use. */
     [[nodiscard]] rdma::Expected<std::shared_ptr<Device>> device_for(int fd);
     /** @brief Counts a decision (and publishes the report from now on, so that rdmactl sees this process). */

@@ -8,6 +8,7 @@
 //
 // The client converts at once (its peer may be waiting for its first byte); an accepted connection converts on its
 // first use, so that a server that forks a child per connection converts it in the child that serves it.
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -19,6 +20,7 @@
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -302,9 +304,71 @@ void forked_child() {
     new (&g_table_mutex) std::mutex();
 }
 
+// Sockets inherited across exec are served as if this program had made them: an established connection whose
+// peer runs the layer and that the previous program had not converted yet (an accepted one converts on first use:
+// inetd's handlers, a forking server's child that execs a worker), and a marked listener (a server that executes its
+// new binary keeping its listeners). Otherwise the peer, which converts, would be answered by the kernel's TCP and
+// its MPA request read as data. A converted connection's descriptor is its mirror, not a TCP socket: its stream
+// ended with the program that held it, as a process's RDMA connections do at exec. The detection map says which
+// is which: marked by the program before, the peer's answer, and whether this end connected or was accepted.
+void adopt_inherited() {
+    std::vector<std::pair<ino_t, int>> tcp;  // the socket (its inode: dup'd descriptors share it), the descriptor
+    if (DIR *d = ::opendir("/proc/self/fd"); d != nullptr) {
+        const int own = ::dirfd(d);
+        while (const dirent *e = ::readdir(d)) {
+            char *end = nullptr;
+            const long fd = std::strtol(e->d_name, &end, 10);
+            if (end == e->d_name || *end != '\0' || fd == own || fd < 0 || fd >= kMaxFd) continue;
+            struct stat st{};
+            if (::fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+            int v[3] = {0, 0, 0};
+            const int opts[3] = {SO_DOMAIN, SO_TYPE, SO_PROTOCOL};
+            bool ok = true;
+            for (int i = 0; i < 3 && ok; ++i) {
+                socklen_t l = sizeof v[i];
+                ok = real().getsockopt(static_cast<int>(fd), SOL_SOCKET, opts[i], &v[i], &l) == 0;
+            }
+            if (ok && is_tcp(v[0], v[1], v[2])) tcp.emplace_back(st.st_ino, static_cast<int>(fd));
+        }
+        ::closedir(d);
+    }
+    if (tcp.empty()) return;  // the usual start: nothing inherited, nothing asked of the kAL
+    Layer *layer = Layer::get();
+    if (layer == nullptr) return;
+    Inside in;
+    std::sort(tcp.begin(), tcp.end());
+    for (size_t i = 0, next = 0; i < tcp.size(); i = next) {
+        next = i + 1;
+        while (next < tcp.size() && tcp[next].first == tcp[i].first) ++next;
+        const int fd = tcp[i].second;  // one Sock for every descriptor of the socket, as dup() makes
+        const krdma::PeerMark m = layer->look(fd);
+        if (m.marked == 0) continue;
+        int listening = 0;
+        socklen_t l = sizeof listening;
+        (void)real().getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &l);
+        Sock::Mode mode;
+        if (listening != 0) {
+            mode = Sock::Mode::listening;
+        } else if (m.peer == 1 && m.role == 2) {
+            mode = Sock::Mode::accepted;
+        } else if (m.peer == 0 || (m.peer == 1 && m.role == 1)) {
+            mode = Sock::Mode::connecting;  // decided (and converted, as the initiator) once established
+        } else {
+            continue;  // a plain peer, or a krdmad that does not record roles: TCP, as before
+        }
+        auto *s = new Sock();
+        s->mode = mode;
+        s->nonblock = (real().fcntl(fd, F_GETFL) & O_NONBLOCK) != 0;
+        s->refs = static_cast<int>(next - i);
+        for (size_t k = i; k < next; ++k) put(tcp[k].second, s);
+        if (g_trace) std::fprintf(stderr, "sockets: descriptor %d inherited (mode %d)\n", fd, static_cast<int>(mode));
+    }
+}
+
 [[gnu::constructor]] void init() {
     (void)real();
     ::pthread_atfork(nullptr, nullptr, &forked_child);
+    adopt_inherited();
 }
 
 // At exit, converted connections end in order (the bytes written go first, then the end of stream), as the

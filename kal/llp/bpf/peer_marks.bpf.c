@@ -20,7 +20,8 @@
 struct peer_mark {
     __u8 marked; /* set by the process: this end runs the layer */
     __u8 peer;   /* set here once established: 1 the peer's handshake carried the option, 2 it did not */
-    __u8 reserved[6];
+    __u8 role;   /* set here once established: 1 this end connected, 2 it was accepted */
+    __u8 reserved[5];
 };
 
 struct {
@@ -69,11 +70,13 @@ int openrdma_peer_marks(struct bpf_sock_ops *skops) {
         /* The SYN-ACK: did the server's handshake carry the option? Decided: no more option callbacks, so the
          * connection's later packets cost nothing here. */
         m->peer = bpf_load_hdr_opt(skops, option, sizeof option, 0) > 0 ? 1 : 2;
+        m->role = 1;
         bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags & ~flags);
         break;
     case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
         /* The client's SYN, saved by the listener (TCP_SAVE_SYN); the child stops the callbacks as above. */
         m->peer = bpf_load_hdr_opt(skops, option, sizeof option, BPF_LOAD_HDR_OPT_TCP_SYN) > 0 ? 1 : 2;
+        m->role = 2;
         bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags & ~flags);
         break;
     default:

@@ -22,7 +22,9 @@ namespace krdma {
 struct PeerMark {
     uint8_t marked = 0;       /**< This end runs the layer (set by its process). */
     uint8_t peer = 0;         /**< 0 not decided yet, 1 the peer's handshake carried the option, 2 it did not. */
-    uint8_t reserved[6] = {}; /**< Zero. */
+    uint8_t role = 0;         /**< Once established: 1 this end connected, 2 it was accepted (0: a krdmad before
+                                   the role was recorded, or not established). */
+    uint8_t reserved[5] = {}; /**< Zero. */
 };
 static_assert(sizeof(PeerMark) == 8);
 
@@ -40,6 +42,11 @@ public:
     [[nodiscard]] rdma::Status mark(int sock) const noexcept;
     /** @brief What marked socket @p sock learned of its peer (undecided before the handshake, or when unmarked). */
     [[nodiscard]] rdma::Expected<PeerKind> peer(int sock) const noexcept;
+    /**
+     * @brief The whole value of socket @p sock (all zero when it has none): whether it was marked, by a process
+     *        that may since have called exec, and its role. A socket that is not TCP has none.
+     */
+    [[nodiscard]] rdma::Expected<PeerMark> look(int sock) const noexcept;
 
 private:
     UniqueFd map_;
