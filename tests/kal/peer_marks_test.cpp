@@ -90,6 +90,12 @@ TEST_F(PeerMarks, MarkedEndsLearnWhetherTheirPeerIsMarkedAndUnmarkedEndsLearnNot
         ASSERT_NO_FATAL_FAILURE(pair(*m, k.client, k.server, c, s));
         EXPECT_EQ(kind(*m, c), k.client_sees) << "the client's view of its peer";
         EXPECT_EQ(kind(*m, s), k.server_sees) << "the accepted socket's view of its peer";
+        // A marked end also records which end it is (a program executed with the socket learns it from the map).
+        auto lc = m->look(c), ls = m->look(s);
+        ASSERT_OK(lc);
+        ASSERT_OK(ls);
+        EXPECT_EQ(lc->role, k.client ? 1 : 0) << "a marked client records that it connected";
+        EXPECT_EQ(ls->role, k.server ? 2 : 0) << "a marked listener's accepted socket records that it was accepted";
         // The option costs no payload byte: what one end writes is exactly what the other reads.
         ASSERT_EQ(::write(c, "ping", 4), 4);
         char buf[8] = {};
