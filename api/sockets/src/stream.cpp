@@ -883,6 +883,7 @@ uint32_t Stream::arm() {
 
 void Stream::sleeping(bool asleep) noexcept {
     if (asleep) {
+        counters_.sleeps.fetch_add(1, std::memory_order_relaxed);
         pollers_.fetch_add(1, std::memory_order_acq_rel);
     } else {
         pollers_.fetch_sub(1, std::memory_order_acq_rel);
