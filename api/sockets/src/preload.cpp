@@ -397,7 +397,36 @@ void adopt_inherited() {
     }
 }
 
-int poll_fds(pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask, bool use_ppoll);
+// What one poll, select or epoll_wait works with, kept by the thread so that a call allocates nothing once the
+// vectors have grown. A call made by a signal handler that interrupted one of them gets vectors of its own.
+struct Scratch {
+    std::vector<pollfd> set;                          // select's sets as a poll set
+    std::vector<pollfd> all;                          // the kernel's descriptors and the streams' notifications
+    std::vector<std::pair<size_t, Stream *>> streams; // converted sockets among the caller's
+    std::vector<int> fds;                             // an epoll instance's converted sockets
+};
+thread_local Scratch t_scratch;
+thread_local bool t_scratch_busy = false;
+
+// The thread's Scratch, or @p own when the thread's is in use (a signal handler's call).
+class ScratchUse {
+public:
+    explicit ScratchUse(Scratch &own) noexcept : mine_(!t_scratch_busy), s_(mine_ ? t_scratch : own) {
+        t_scratch_busy = true;
+    }
+    ~ScratchUse() {
+        if (mine_) t_scratch_busy = false;
+    }
+    ScratchUse(const ScratchUse &) = delete;
+    ScratchUse &operator=(const ScratchUse &) = delete;
+    Scratch &get() noexcept { return s_; }
+
+private:
+    bool mine_;
+    Scratch &s_;
+};
+
+int poll_fds(pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask, bool use_ppoll, Scratch &sc);
 
 }  // namespace
 
@@ -792,11 +821,14 @@ static int epoll_user(int epfd, epoll_event *events, int max, int timeout, const
         t_inside != 0) {
         return 0;
     }
-    std::vector<int> fds;
+    Scratch own;
+    ScratchUse use(own);
+    std::vector<int> &fds = use.get().fds;
+    fds.clear();
     {
         std::lock_guard lock(g_epoll_mutex);
         auto it = g_epoll_fds.find(epfd);
-        if (it != g_epoll_fds.end()) fds = it->second;
+        if (it != g_epoll_fds.end()) fds.assign(it->second.begin(), it->second.end());
     }
     Layer *layer = Layer::get();
     if (layer == nullptr) return 0;
@@ -851,11 +883,17 @@ OPENRDMA_EXPORT int epoll_pwait(int epfd, epoll_event *events, int max, int time
     return real().epoll_pwait(epfd, events, max, timeout, mask);
 }
 
-OPENRDMA_EXPORT int poll(pollfd *fds, nfds_t n, int timeout) { return poll_fds(fds, n, timeout, nullptr, false); }
+OPENRDMA_EXPORT int poll(pollfd *fds, nfds_t n, int timeout) {
+    Scratch own;
+    ScratchUse sc(own);
+    return poll_fds(fds, n, timeout, nullptr, false, sc.get());
+}
 
 OPENRDMA_EXPORT int ppoll(pollfd *fds, nfds_t n, const timespec *ts, const sigset_t *mask) {
     const int ms = ts == nullptr ? -1 : static_cast<int>(ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000);
-    return poll_fds(fds, n, ms, mask, true);
+    Scratch own;
+    ScratchUse sc(own);
+    return poll_fds(fds, n, ms, mask, true, sc.get());
 }
 
 static int select_fds(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout, const sigset_t *mask, bool pselect_) {
@@ -864,7 +902,11 @@ static int select_fds(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout, co
         if ((r != nullptr && FD_ISSET(fd, r)) || (w != nullptr && FD_ISSET(fd, w))) ours = lookup(fd) != nullptr;
     }
     if (!ours) return -2;  // the caller passes it on untouched
-    std::vector<pollfd> p;
+    Scratch own;
+    ScratchUse use(own);
+    Scratch &sc = use.get();
+    std::vector<pollfd> &p = sc.set;
+    p.clear();
     for (int fd = 0; fd < nfds; ++fd) {
         short ev = 0;
         if (r != nullptr && FD_ISSET(fd, r)) ev |= POLLIN;
@@ -872,7 +914,7 @@ static int select_fds(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout, co
         if (e != nullptr && FD_ISSET(fd, e)) ev |= POLLPRI;
         if (ev != 0) p.push_back(pollfd{fd, ev, 0});
     }
-    const int rc = poll_fds(p.data(), p.size(), timeout, mask, pselect_);
+    const int rc = poll_fds(p.data(), p.size(), timeout, mask, pselect_, sc);
     if (rc < 0) return rc;
     if (r != nullptr) FD_ZERO(r);
     if (w != nullptr) FD_ZERO(w);
@@ -913,8 +955,9 @@ namespace {
 
 // poll(2) over kernel descriptors and RDMA streams at once: the streams' readiness is read in user space, and the
 // wait sleeps on the kernel descriptors and the streams' completion notifications together.
-int poll_fds(pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask, bool use_ppoll) {
-    std::vector<std::pair<size_t, Stream *>> streams;
+int poll_fds(pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask, bool use_ppoll, Scratch &sc) {
+    auto &streams = sc.streams;
+    streams.clear();
     for (nfds_t i = 0; i < n; ++i) {
         if (Sock *s = serving(fds[i].fd); s != nullptr && s->mode == Sock::Mode::rdma) streams.emplace_back(i, s->stream.get());
     }
@@ -926,7 +969,8 @@ int poll_fds(pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask, bool u
     if (streams.empty()) return kernel_poll(fds, n, timeout_ms);
     Inside in;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
-    std::vector<pollfd> all(fds, fds + n);
+    auto &all = sc.all;
+    all.assign(fds, fds + n);
     for (auto &[i, st] : streams) all[i].fd = -1;  // the mirror is not looked at: the stream answers
     for (auto &[i, st] : streams) {
         all.push_back(pollfd{st->notify_fd(), POLLIN, 0});
