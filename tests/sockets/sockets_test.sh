@@ -195,6 +195,31 @@ probe_reexec)
     grep -c "converted to RDMA" "$dir/server.err" | grep -qx 2 ||
         fail "the re-executed server did not convert its connections: $(cat "$dir/server.err")"
     ;;
+declined)
+    # An end that cannot convert (its pinned-memory limit is too small for a stream's buffers) declines with MPA's
+    # own frames and both ends stay TCP on the same connection: every byte echoed, the server first, then the client.
+    [[ $(id -u) -eq 0 ]] || { echo "declined: needs root (a user with a small RLIMIT_MEMLOCK)"; exit 0; }
+    chmod 755 "$dir"
+    chmod 666 "$device"
+    # As nobody, with an RLIMIT_MEMLOCK of 1 MiB: a stream's buffers (2 MiB per chunk of them) cannot be pinned.
+    small=(bash -c 'ulimit -l 1024 && exec setpriv --reuid=65534 --regid=65534 --clear-groups "$@"' _ "${layer[@]}")
+    for side in server client; do
+        port=$(test_port)
+        if [[ $side == server ]]; then srv=("${small[@]}"); cli=("${layer[@]}"); else srv=("${layer[@]}"); cli=("${small[@]}"); fi
+        start server srv timeout 30 "$probe" server "$port"
+        spid=$started
+        wait_listen "$port"
+        "${cli[@]}" timeout 30 "$probe" client "$port" 2000000 > "$dir/client.log" 2> "$dir/client.err" ||
+            fail "with the $side short of memory, the client did not get every byte back"
+        grep -q "ok 2000000" "$dir/client.log" || fail "with the $side short of memory, the echo was not whole"
+        wait "$spid" || fail "with the $side short of memory, the server failed"
+        if [[ $side == server ]]; then lacking=server.err other=client.err; else lacking=client.err other=server.err; fi
+        grep -q "declined, the connection stays TCP" "$dir/$lacking" ||
+            fail "the $side, short of memory, did not say it declined: $(cat "$dir/$lacking")"
+        grep -q "peer-declined" "$dir/$other" || fail "the $side's peer did not count a decline: $(cat "$dir/$other")"
+        grep -q "is reset" "$dir/server.err" "$dir/client.err" && fail "a connection was reset instead of declined"
+    done
+    ;;
 refused)
     # A non-blocking connect to a closed port fails as TCP's does.
     port=$(test_port)

@@ -82,7 +82,8 @@ void add_sockets_command(CLI::App &app, const GlobalOptions &global, int &exit_c
             if (pid->has_value()) exit_code = 1;
             return;
         }
-        static const char *kReasons[] = {"rdma", "policy", "no-detection", "peer-plain", "no-rnic", "convert-failed"};
+        static const char *kReasons[] = {"rdma",    "policy",         "no-detection", "peer-plain",
+                                         "no-rnic", "convert-failed", "declined",     "peer-declined"};
         std::printf("%-8s %-6s %-16s", "PID", "UID", "PROGRAM");
         for (const char *r : kReasons) std::printf(" %14s", r);
         std::printf("\n");

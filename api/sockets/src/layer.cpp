@@ -62,6 +62,8 @@ const char *reason_name(Reason r) noexcept {
         case Reason::peer_plain: return "peer-plain";
         case Reason::no_rnic: return "no-rnic";
         case Reason::convert_failed: return "convert-failed";
+        case Reason::declined: return "declined";
+        case Reason::peer_declined: return "peer-declined";
         case Reason::count: break;
     }
     return "?";
@@ -186,6 +188,22 @@ void Layer::start_report() noexcept {
         std::thread([this] { report_loop(); }).detach();
     } catch (...) {
         reporting_ = false;  // no thread: no report, nothing else lost
+    }
+}
+
+void Layer::revise(const Stream *stream, Reason r) {
+    std::lock_guard lock(report_mutex_);
+    for (auto &n : noted_) {
+        auto s = n.stream.lock();
+        if (s.get() != stream || n.reason != Reason::rdma) continue;
+        decisions_[static_cast<size_t>(Reason::rdma)].fetch_sub(1, std::memory_order_relaxed);
+        decisions_[static_cast<size_t>(r)].fetch_add(1, std::memory_order_relaxed);
+        n.reason = r;
+        n.stream.reset();
+        RDMA_LOG_INFO(kComponent, "descriptor %d (%s to %s): stays TCP after all (%s)", n.fd, n.local.c_str(),
+                      n.remote.c_str(), reason_name(r));
+        dirty_ = true;
+        return;
     }
 }
 

@@ -29,6 +29,8 @@ enum class Reason : uint8_t {
     peer_plain,     /**< The peer does not run the layer. */
     no_rnic,        /**< No RNIC serves the connection's local address. */
     convert_failed, /**< The peer runs the layer but the conversion failed (the connection is reset). */
+    declined,       /**< This end could not convert (no memory or QP left, no RNIC) and declined: both stay TCP. */
+    peer_declined,  /**< The peer's layer declined the conversion: both stay TCP. */
     count
 };
 
@@ -72,6 +74,11 @@ public:
      *        (the last few decisions, and every converted stream @p stream while it lives).
      */
     void note(int fd, Reason r, bool server, const std::shared_ptr<Stream> &stream = nullptr, int sock = -1);
+    /**
+     * @brief A connection noted converting (@p stream) went another way after all (@p r: the peer declined): its
+     *        decision is counted again under @p r.
+     */
+    void revise(const Stream *stream, Reason r);
     /** @brief Removes this process's report (at exit). */
     void unpublish() noexcept;
     /** @brief Decisions with reason @p r so far. */

@@ -40,6 +40,7 @@
 #include "libc.hpp"
 #include "mirror.hpp"
 #include "rnicpi/host/log.hpp"
+#include "decline.hpp"
 #include "stream.hpp"
 
 using namespace openrdma::sockets;
@@ -183,8 +184,10 @@ bool swap_to_mirror(int fd, Sock &s) {
     return true;
 }
 
-// Converts connected socket @p fd (the peer runs the layer). On failure the connection is shut down: the peer,
-// which converts too, must not read this end's bytes as MPA nor wait for them.
+// Converts connected socket @p fd (the peer runs the layer). An end that cannot (no RNIC, no memory or QP left)
+// declines with MPA's frames and both ends stay TCP (decline.hpp); so does a responder whose initiator declined.
+// Any other failure shuts the connection down: the peer, which converts too, must not read this end's bytes as MPA
+// nor wait for them.
 void convert(int fd, Sock &s, bool initiator) {
     Inside in;
     Layer *layer = Layer::get();
@@ -197,13 +200,35 @@ void convert(int fd, Sock &s, bool initiator) {
         (void)real().shutdown(fd, SHUT_RDWR);
         s.mode = Sock::Mode::plain;  // a kernel socket again, reset: the application sees what TCP shows
     };
+    auto decline = [&](Reason r, const std::string &why) {
+        auto done = initiator ? decline_as_initiator(fd, kDeclineWait) : decline_request(fd, kDeclineWait);
+        if (!done) return fail(Reason::convert_failed, why + ", and declining failed (" + done.error().message() + ")");
+        RDMA_LOG_WARN(kComponent, "descriptor %d: the peer runs the layer but %s: declined, the connection stays TCP",
+                      fd, why.c_str());
+        layer->note(fd, r, !initiator);
+        s.mode = Sock::Mode::plain;
+    };
     auto device = layer->device_for(fd);
-    if (!device) return fail(Reason::no_rnic, device.error().message());
+    if (!device) return decline(Reason::no_rnic, device.error().message());
+    auto stream = Stream::prepare(*device, layer->shape());
+    if (!stream) return decline(Reason::declined, stream.error().message());
+    if (!initiator) {
+        // The initiator's request is looked at first: an initiator that could not convert declined in it.
+        std::string why;
+        switch (peek_request(fd, kDeclineWait, why)) {
+            case Request::converts: break;
+            case Request::declines:
+                if (auto d = decline_request(fd, kDeclineWait); !d) return fail(Reason::convert_failed, d.error().message());
+                layer->note(fd, Reason::peer_declined, true);
+                s.mode = Sock::Mode::plain;
+                return;
+            case Request::none: return fail(Reason::convert_failed, "no MPA request came: " + why);
+        }
+    }
     s.tcp = real().fcntl(fd, F_DUPFD_CLOEXEC, 0);
     auto mirror = std::make_unique<Mirror>();
     if (s.tcp < 0 || !mirror->open()) return fail(Reason::convert_failed, std::string("no descriptor: ") + std::strerror(errno));
-    auto stream = Stream::start(*device, fd, initiator, layer->shape());
-    if (!stream) return fail(Reason::convert_failed, stream.error().message());
+    if (auto ok = (*stream)->begin(fd, initiator); !ok) return fail(Reason::convert_failed, ok.error().message());
     s.stream = *stream;
     s.mirror = std::move(mirror);
     if (!swap_to_mirror(fd, s)) {
@@ -217,6 +242,29 @@ void convert(int fd, Sock &s, bool initiator) {
     if (!s.epolls.empty()) s.stream->watch(s.mirror.get());
     for (const auto &r : s.epolls) epoll_note(r.epfd, fd, true);
     layer->note(fd, Reason::rdma, !initiator, s.stream, s.tcp);
+}
+
+// The peer declined the conversion of @p s (its stream says so): the application's descriptor @p fd names the TCP
+// socket again, with its epoll registrations and the blocking mode the application set (the kAL made the socket
+// non-blocking for MPA), and its calls go to the kernel from now on.
+void fall_back(int fd, Sock &s) {
+    Layer *layer = Layer::get();
+    layer->revise(s.stream.get(), Reason::peer_declined);
+    const int fdflags = real().fcntl(fd, F_GETFD);
+    for (const auto &r : s.epolls) {
+        (void)real().epoll_ctl(r.epfd, EPOLL_CTL_DEL, fd, nullptr);
+        epoll_note(r.epfd, fd, false);
+    }
+    const int fl = real().fcntl(s.tcp, F_GETFL);
+    if (fl >= 0) (void)real().fcntl(s.tcp, F_SETFL, s.nonblock ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK));
+    (void)real().dup3(s.tcp, fd, (fdflags & FD_CLOEXEC) != 0 ? O_CLOEXEC : 0);
+    for (auto r : s.epolls) (void)real().epoll_ctl(r.epfd, EPOLL_CTL_ADD, fd, &r.ev);
+    real().close(s.tcp);
+    s.tcp = -1;
+    s.stream->close(false);
+    s.stream.reset();
+    s.mirror.reset();
+    s.mode = Sock::Mode::plain;
 }
 
 // A marked client's connection is established (or failed): decide.
@@ -247,6 +295,9 @@ Sock::Mode settle(int fd, Sock &s) {
         }
     } else if (s.mode == Sock::Mode::accepted) {
         convert(fd, s, false);
+    } else if (s.mode == Sock::Mode::rdma && s.stream && s.stream->state() == Stream::State::declined) {
+        Inside in;
+        fall_back(fd, s);
     }
     return s.mode;
 }
@@ -275,18 +326,46 @@ ssize_t result(ssize_t r) {
     return r;
 }
 
-ssize_t do_send(Sock &s, std::span<const iovec> iov, int flags) {
+// The peer declined while the caller waited in the stream: the descriptor goes back to the TCP socket (settle()),
+// and the call is made there.
+msghdr settle_declined(int fd, Sock &s, std::span<const iovec> iov) {
+    {
+        std::lock_guard lock(s.mutex);
+        settle(fd, s);
+    }
+    msghdr m{};
+    m.msg_iov = const_cast<iovec *>(iov.data());
+    m.msg_iovlen = iov.size();
+    return m;
+}
+
+ssize_t do_send(int fd, Sock &s, std::span<const iovec> iov, int flags) {
     if (s.mode == Sock::Mode::orphan) return result(-EIO);
-    Inside in;
-    ssize_t r = s.stream->send(iov, s.nonblock || (flags & MSG_DONTWAIT) != 0);
+    ssize_t r;
+    {
+        Inside in;
+        r = s.stream->send(iov, s.nonblock || (flags & MSG_DONTWAIT) != 0);
+    }
+    if (r == Stream::kDeclined) {
+        const msghdr m = settle_declined(fd, s, iov);
+        return real().sendmsg(fd, &m, flags);
+    }
     if (r == -EPIPE && (flags & MSG_NOSIGNAL) == 0) ::raise(SIGPIPE);
     return result(r);
 }
 
-ssize_t do_recv(Sock &s, std::span<const iovec> iov, int flags) {
+ssize_t do_recv(int fd, Sock &s, std::span<const iovec> iov, int flags) {
     if (s.mode == Sock::Mode::orphan) return result(-EIO);
-    Inside in;
-    return result(s.stream->recv(iov, flags, s.nonblock || (flags & MSG_DONTWAIT) != 0));
+    ssize_t r;
+    {
+        Inside in;
+        r = s.stream->recv(iov, flags, s.nonblock || (flags & MSG_DONTWAIT) != 0);
+    }
+    if (r == Stream::kDeclined) {
+        msghdr m = settle_declined(fd, s, iov);
+        return real().recvmsg(fd, &m, flags);
+    }
+    return result(r);
 }
 
 void forked_child() {
@@ -574,14 +653,14 @@ OPENRDMA_EXPORT ssize_t read(int fd, void *buf, size_t n) {
     Sock *s = serving(fd);
     if (s == nullptr) return real().read(fd, buf, n);
     const iovec v{buf, n};
-    return do_recv(*s, {&v, 1}, 0);
+    return do_recv(fd, *s, {&v, 1}, 0);
 }
 
 OPENRDMA_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags) {
     Sock *s = serving(fd);
     if (s == nullptr) return real().recv(fd, buf, n, flags);
     const iovec v{buf, n};
-    return do_recv(*s, {&v, 1}, flags);
+    return do_recv(fd, *s, {&v, 1}, flags);
 }
 
 OPENRDMA_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, sockaddr *from, socklen_t *fromlen) {
@@ -589,14 +668,14 @@ OPENRDMA_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, sockadd
     if (s == nullptr) return real().recvfrom(fd, buf, n, flags, from, fromlen);
     if (from != nullptr && fromlen != nullptr) peer_address(*s, from, fromlen);
     const iovec v{buf, n};
-    return do_recv(*s, {&v, 1}, flags);
+    return do_recv(fd, *s, {&v, 1}, flags);
 }
 
 OPENRDMA_EXPORT ssize_t readv(int fd, const iovec *iov, int cnt) {
     Sock *s = serving(fd);
     if (s == nullptr) return real().readv(fd, iov, cnt);
     if (cnt < 0 || cnt > IOV_MAX) return result(-EINVAL);
-    return do_recv(*s, {iov, static_cast<size_t>(cnt)}, 0);
+    return do_recv(fd, *s, {iov, static_cast<size_t>(cnt)}, 0);
 }
 
 OPENRDMA_EXPORT ssize_t recvmsg(int fd, msghdr *m, int flags) {
@@ -606,21 +685,21 @@ OPENRDMA_EXPORT ssize_t recvmsg(int fd, msghdr *m, int flags) {
     if (m->msg_name != nullptr) peer_address(*s, m->msg_name, &m->msg_namelen);
     m->msg_controllen = 0;
     m->msg_flags = 0;
-    return do_recv(*s, {m->msg_iov, m->msg_iovlen}, flags);
+    return do_recv(fd, *s, {m->msg_iov, m->msg_iovlen}, flags);
 }
 
 OPENRDMA_EXPORT ssize_t write(int fd, const void *buf, size_t n) {
     Sock *s = serving(fd);
     if (s == nullptr) return real().write(fd, buf, n);
     const iovec v{const_cast<void *>(buf), n};
-    return do_send(*s, {&v, 1}, 0);
+    return do_send(fd, *s, {&v, 1}, 0);
 }
 
 OPENRDMA_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags) {
     Sock *s = serving(fd);
     if (s == nullptr) return real().send(fd, buf, n, flags);
     const iovec v{const_cast<void *>(buf), n};
-    return do_send(*s, {&v, 1}, flags);
+    return do_send(fd, *s, {&v, 1}, flags);
 }
 
 OPENRDMA_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const sockaddr *to, socklen_t tolen) {
@@ -629,24 +708,24 @@ OPENRDMA_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, con
     (void)to;  // as Linux's TCP: the address of a connected stream socket's sendto is ignored
     (void)tolen;
     const iovec v{const_cast<void *>(buf), n};
-    return do_send(*s, {&v, 1}, flags);
+    return do_send(fd, *s, {&v, 1}, flags);
 }
 
 OPENRDMA_EXPORT ssize_t writev(int fd, const iovec *iov, int cnt) {
     Sock *s = serving(fd);
     if (s == nullptr) return real().writev(fd, iov, cnt);
     if (cnt < 0 || cnt > IOV_MAX) return result(-EINVAL);
-    return do_send(*s, {iov, static_cast<size_t>(cnt)}, 0);
+    return do_send(fd, *s, {iov, static_cast<size_t>(cnt)}, 0);
 }
 
 OPENRDMA_EXPORT ssize_t sendmsg(int fd, const msghdr *m, int flags) {
     Sock *s = serving(fd);
     if (s == nullptr) return real().sendmsg(fd, m, flags);
     if (m->msg_iovlen > IOV_MAX) return result(-EINVAL);
-    return do_send(*s, {m->msg_iov, m->msg_iovlen}, flags);
+    return do_send(fd, *s, {m->msg_iov, m->msg_iovlen}, flags);
 }
 
-static ssize_t sendfile_to(Sock &s, int in_fd, off_t *offset, size_t count) {
+static ssize_t sendfile_to(int out_fd, Sock &s, int in_fd, off_t *offset, size_t count) {
     // Through a buffer: the file's pages are not registered memory.
     std::vector<uint8_t> buf(std::min<size_t>(count, 256 * 1024));
     size_t done = 0;
@@ -657,7 +736,7 @@ static ssize_t sendfile_to(Sock &s, int in_fd, off_t *offset, size_t count) {
         if (got < 0) return done > 0 ? static_cast<ssize_t>(done) : -1;
         if (got == 0) break;
         const iovec v{buf.data(), static_cast<size_t>(got)};
-        const ssize_t put = do_send(s, {&v, 1}, 0);
+        const ssize_t put = do_send(out_fd, s, {&v, 1}, 0);
         if (put < 0) {
             if (offset == nullptr) (void)::lseek(in_fd, -got, SEEK_CUR);
             if (done > 0) break;
@@ -676,13 +755,13 @@ static ssize_t sendfile_to(Sock &s, int in_fd, off_t *offset, size_t count) {
 OPENRDMA_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count) {
     Sock *s = serving(out_fd);
     if (s == nullptr) return real().sendfile(out_fd, in_fd, offset, count);
-    return sendfile_to(*s, in_fd, offset, count);
+    return sendfile_to(out_fd, *s, in_fd, offset, count);
 }
 
 OPENRDMA_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off_t *offset, size_t count) {
     Sock *s = serving(out_fd);
     if (s == nullptr) return real().sendfile64(out_fd, in_fd, offset, count);
-    return sendfile_to(*s, in_fd, offset, count);
+    return sendfile_to(out_fd, *s, in_fd, offset, count);
 }
 
 OPENRDMA_EXPORT int getsockname(int fd, sockaddr *addr, socklen_t *len) {

@@ -114,14 +114,36 @@ Stream::~Stream() {
     if (mem_ != nullptr) device_->give(mem_index_);
 }
 
-rdma::Expected<std::shared_ptr<Stream>> Stream::start(const std::shared_ptr<Device> &device, int tcp, bool initiator,
-                                                     const StreamShape &shape) {
+rdma::Expected<std::shared_ptr<Stream>> Stream::prepare(const std::shared_ptr<Device> &device,
+                                                       const StreamShape &shape) {
     std::shared_ptr<Stream> s(new Stream(device, shape));
-    if (auto ok = s->setup(tcp, initiator); !ok) return ok.error();
+    if (auto ok = s->setup(); !ok) return ok.error();
     return s;
 }
 
-rdma::Expected<void> Stream::setup(int tcp, bool initiator) {
+rdma::Expected<std::shared_ptr<Stream>> Stream::start(const std::shared_ptr<Device> &device, int tcp, bool initiator,
+                                                     const StreamShape &shape) {
+    auto s = prepare(device, shape);
+    if (!s) return s.error();
+    if (auto ok = (*s)->begin(tcp, initiator); !ok) return ok.error();
+    return s;
+}
+
+Hello Stream::decline_hello() noexcept {
+    Hello h{};
+    std::memcpy(h.magic, "ORSK", 4);
+    h.version = 1;
+    return h;  // recv_slots 0: this end takes no message
+}
+
+bool Stream::is_decline(std::span<const uint8_t> pd) noexcept {
+    Hello h{};
+    if (pd.size() < sizeof h) return false;
+    std::memcpy(&h, pd.data(), sizeof h);
+    return std::memcmp(h.magic, "ORSK", 4) == 0 && h.version == 1 && h.recv_slots == 0;
+}
+
+rdma::Expected<void> Stream::setup() {
     event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     xs_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (event_fd_ < 0 || xs_fd_ < 0) return rdma::Error(rdma::from_errno(errno), "sockets: eventfd");
@@ -139,6 +161,10 @@ rdma::Expected<void> Stream::setup(int tcp, bool initiator) {
     mem_ = kit->block.addr;
     lkey_ = kit->block.lkey;
     mem_index_ = kit->block.index;
+    return {};
+}
+
+rdma::Expected<void> Stream::begin(int tcp, bool initiator) {
     auto cm = ual::SimpleDispatcher::create(ual::EventStream::cm_message, 16);
     if (!cm) return cm.error();
     cm_ = *cm;
@@ -189,7 +215,13 @@ void Stream::on_connection(const ual::Event &e) {
             break;
         }
         case ual::CmEventId::rejected:
-            fail_locked(ECONNREFUSED);
+            // The peer's layer declined (it has not the memory or the QP for one more stream): nothing was sent
+            // but the two MPA frames, so the connection goes on as TCP. Any other refusal ends it.
+            if (e.connection && is_decline(e.connection->private_data) && state_.load() == State::converting) {
+                state_.store(State::declined, std::memory_order_release);
+            } else {
+                fail_locked(ECONNREFUSED);
+            }
             break;
         case ual::CmEventId::unreachable:
         case ual::CmEventId::timeout:
@@ -338,6 +370,7 @@ int Stream::advertise(const AdvertWire &a, bool nonblock) {
     std::unique_lock lock(mutex_);
     for (;;) {
         const State st = state_.load();
+        if (st == State::declined) return -EOPNOTSUPP;  // TCP after all: not in RDMA mode
         if (st == State::failed || st == State::closed) return -EPIPE;
         if (st == State::open) {
             (void)poll_locked();
@@ -365,6 +398,7 @@ int Stream::peer_region(AdvertWire &out, bool nonblock) {
             return 0;
         }
         const State st = state_.load();
+        if (st == State::declined) return -EOPNOTSUPP;
         if (st == State::failed) return -(sticky_error_ != 0 ? sticky_error_ : ECONNRESET);
         if (st == State::closed || peer_fin_) return -EPIPE;
         if (nonblock) return -EAGAIN;
@@ -380,6 +414,7 @@ int Stream::rdma(bool read, const ri_sge_t &local, uint64_t remote, uint32_t rke
         if (nonblock) return -EAGAIN;
         wait_locked(lock);
     }
+    if (state_.load() == State::declined) return -EOPNOTSUPP;
     if (state_.load() != State::open) return -EPIPE;
     (void)poll_locked();
     ri_send_wr_t wr{};
@@ -398,6 +433,7 @@ int Stream::send_registered(const ri_sge_t &local, uint64_t context, bool nonblo
     uint64_t done = 0;
     for (;;) {
         const State st = state_.load();
+        if (st == State::declined) return -EOPNOTSUPP;
         if (st == State::failed || st == State::closed || fin_queued_) return -EPIPE;
         if (st == State::open) {
             (void)poll_locked();
@@ -557,6 +593,7 @@ void Stream::fail_locked(int err) {
 uint32_t Stream::readiness_locked() const {
     const State st = state_.load(std::memory_order_relaxed);
     if (st == State::failed) return POLLIN | POLLOUT | POLLERR | POLLHUP;
+    if (st == State::declined) return POLLIN | POLLOUT;  // the caller's next call goes on with the TCP socket
     if (st == State::converting) return 0;
     uint32_t ev = 0;
     if (arr_count_ > 0 || peer_fin_ || rd_shut_) ev |= POLLIN;
@@ -670,6 +707,7 @@ ssize_t Stream::send(std::span<const iovec> iov, bool nonblock) {
             sticky_error_ = EPIPE;  // reported once, then as TCP: a broken pipe
             return total > 0 ? static_cast<ssize_t>(total) : -e;
         }
+        if (st == State::declined) return kDeclined;
         if (fin_queued_ || st == State::closed) return total > 0 ? static_cast<ssize_t>(total) : -EPIPE;
         if (st == State::open) {
             (void)poll_locked();
@@ -716,6 +754,7 @@ ssize_t Stream::recv(std::span<const iovec> iov, int flags, bool nonblock) {
     IovCursor to{iov};
     for (;;) {
         const State st = state_.load(std::memory_order_relaxed);
+        if (st == State::declined) return kDeclined;
         if (st != State::converting) {
             if (arr_count_ == 0) (void)poll_locked();
             uint32_t k = 0;  // messages looked at (peek)
@@ -798,7 +837,9 @@ void Stream::close(bool abortive) {
         std::lock_guard lock(mutex_);
         closing_ = true;
         mirror_ = nullptr;  // the application's descriptor is gone
-        if (abortive || state_.load() == State::failed) {
+        if (state_.load() == State::declined) {
+            // A TCP connection: its end is the kernel's, at the close of its last descriptor.
+        } else if (abortive || state_.load() == State::failed) {
             reset = state_.load() != State::failed;
             fail_locked(ECONNRESET);
         } else {
@@ -896,6 +937,7 @@ const char *Stream::state_name() const noexcept {
         case State::open: return "open";
         case State::failed: return "failed";
         case State::closed: return "closed";
+        case State::declined: return "declined";
     }
     return "?";
 }
@@ -916,7 +958,7 @@ bool Stream::finished() {
     std::lock_guard lock(mutex_);
     if (!closing_) return false;
     const State st = state_.load();
-    return st == State::failed || st == State::closed ||
+    return st == State::failed || st == State::closed || st == State::declined ||
            (disconnecting_ && std::chrono::steady_clock::now() > closing_deadline_);
 }
 

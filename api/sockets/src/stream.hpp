@@ -116,8 +116,26 @@ struct StreamCounters {
 /** @brief One RDMA-mode stream. Thread-safe. */
 class Stream : public std::enable_shared_from_this<Stream> {
 public:
-    /** @brief Where the stream stands. */
-    enum class State : uint8_t { converting, open, failed, closed };
+    /**
+     * @brief Where the stream stands. declined: the peer answered the conversion with the layer's decline (MPA's
+     *        reject carrying a Hello with no receive buffers): the connection goes on as TCP, on the same socket.
+     */
+    enum class State : uint8_t { converting, open, failed, closed, declined };
+    /** @brief What send() and recv() answer once the stream is declined: the caller goes on with the TCP socket. */
+    static constexpr ssize_t kDeclined = -100000;
+
+    /**
+     * @brief Makes a stream on @p device with what it needs before its connection (a QP and its CQ, registered
+     *        memory with every receive posted); nothing is sent yet, so a failure here leaves the TCP connection
+     *        untouched (the caller declines the conversion and stays TCP).
+     */
+    [[nodiscard]] static rdma::Expected<std::shared_ptr<Stream>> prepare(const std::shared_ptr<Device> &device,
+                                                                        const StreamShape &shape);
+    /**
+     * @brief Starts converting @p tcp (a connected TCP socket): MPA on it, with this end as the @p initiator or the
+     *        responder. Returns once the conversion is under way.
+     */
+    [[nodiscard]] rdma::Expected<void> begin(int tcp, bool initiator);
 
     /**
      * @brief Starts converting @p tcp (a connected TCP socket; the stream keeps its own duplicate) on @p device:
@@ -126,6 +144,10 @@ public:
      */
     [[nodiscard]] static rdma::Expected<std::shared_ptr<Stream>> start(const std::shared_ptr<Device> &device, int tcp,
                                                                       bool initiator, const StreamShape &shape);
+    /** @brief The Hello of an end that does not convert (no receive buffers): sent in MPA private data. */
+    [[nodiscard]] static Hello decline_hello() noexcept;
+    /** @brief True when @p pd (MPA private data) is a Hello that declines the conversion. */
+    [[nodiscard]] static bool is_decline(std::span<const uint8_t> pd) noexcept;
     ~Stream();
     Stream(const Stream &) = delete;
     Stream &operator=(const Stream &) = delete;
@@ -226,7 +248,7 @@ private:
         uint32_t end;    // one past the last byte
     };
     Stream(std::shared_ptr<Device> device, const StreamShape &shape);
-    rdma::Expected<void> setup(int tcp, bool initiator);
+    rdma::Expected<void> setup();
     void on_connection(const ual::Event &e);
 
     // Everything below with _locked runs under mutex_.
