@@ -89,6 +89,10 @@ void QueuePair::flush_rings(int failing, uint32_t status, uint32_t vendor_err, u
 }
 
 void QueuePair::enter_error(int failing, uint32_t status, uint32_t vendor_err, uint32_t recv_status, bool tell_kvp) {
+    // The kVP hears of it before the flushed completions can be polled: a consumer that saw them and moves the QP on
+    // (ERROR -> IDLE) sends its request after this report, and the kAL runs them in order. Reported after the lock
+    // (in finish()), it could come after the consumer's and put the kVP's QP back in ERROR.
+    if (tell_kvp) owner_.entered_error();
     flush_rings(failing, status, vendor_err, recv_status);
     Outcome &o = *out_;
     if (shared_rq_ && state_ != RI_QPS_IDLE) add_event(RI_AE_QP_LAST_WQE_REACHED);
@@ -109,14 +113,12 @@ void QueuePair::enter_error(int failing, uint32_t status, uint32_t vendor_err, u
         stream_.reset();
     }
     set_state(RI_QPS_ERROR);
-    o.tell_kvp |= tell_kvp;
 }
 
 void QueuePair::finish(Outcome &o) {
     if (o.unwatch) Progress::get().remove(this, o.watched_fd);
     if (o.close_fd >= 0) ::close(o.close_fd);
     o.close_chan.reset();  // the peer reads its bell's end of file: this QP is gone
-    if (o.tell_kvp) owner_.entered_error();
     for (uint32_t i = 0; i < o.nevents; ++i) owner_.async_event(o.events[i]);
     if (o.notify_s) scq_.notify();
     if (o.notify_r && !(&rcq_ == &scq_ && o.notify_s)) rcq_.notify();  // one call per CQ

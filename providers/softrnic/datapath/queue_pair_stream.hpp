@@ -244,7 +244,6 @@ struct QueuePair::Outcome {
     int close_fd = -1;
     int watched_fd = -1;  // what the progress thread watched (the socket, or the channel's bell)
     std::unique_ptr<rdma::provider::Channel> close_chan;  // closed after the progress thread let go of its bell
-    bool tell_kvp = false;
     bool kick = false;
     std::optional<Clock::time_point> timer;  // the nudge's first deadline, for the progress thread
     uint32_t nevents = 0;
