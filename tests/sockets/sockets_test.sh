@@ -195,6 +195,28 @@ probe_reexec)
     grep -c "converted to RDMA" "$dir/server.err" | grep -qx 2 ||
         fail "the re-executed server did not convert its connections: $(cat "$dir/server.err")"
     ;;
+ipv6)
+    # IPv6: nc over ::1, through a krdmad of its own whose RNIC serves ::1; every byte checked.
+    ip -6 addr show dev lo 2>/dev/null | grep -q "::1" || { echo "ipv6: no ::1 on lo here"; exit 0; }
+    cat > "$dir/krdmad6.json" <<JSON
+{"device": "$dir/krdma6", "provider_dir": "$build/providers", "modules": ["softrnic_kvp.so"],
+ "rnics": [{"provider": "softrnic", "name": "sr6", "address": "::1"}], "log_level": "warn"}
+JSON
+    setsid "$krdmad" --config "$dir/krdmad6.json" > "$dir/krdmad6.out" 2> "$dir/krdmad6.err" &
+    groups+=("$!")
+    for _ in $(seq 100); do grep -q "ready on" "$dir/krdmad6.out" 2>/dev/null && break; sleep 0.05; done
+    grep -q "ready on" "$dir/krdmad6.out" || fail "the krdmad of ::1 did not start: $(cat "$dir/krdmad6.err")"
+    export KRDMA_DEVICE=$dir/krdma6
+    port=$(test_port)
+    start server layer timeout 30 nc -6 -l ::1 "$port"
+    spid=$started
+    wait_listen "$port"
+    "${layer[@]}" timeout 30 nc -6 -N ::1 "$port" < "$payload" 2> "$dir/client.err" || fail "nc's client over ::1 failed"
+    wait "$spid" || fail "nc's server over ::1 failed"
+    cmp "$payload" "$dir/server.log" || fail "the bytes that came over ::1 are not the bytes sent"
+    grep -q "(\[::1\]:$port to \[::1\]:[0-9]*): converted to RDMA" "$dir/server.err" ||
+        fail "the server did not convert its IPv6 connection: $(cat "$dir/server.err")"
+    ;;
 declined)
     # An end that cannot convert (its pinned-memory limit is too small for a stream's buffers) declines with MPA's
     # own frames and both ends stay TCP on the same connection: every byte echoed, the server first, then the client.
