@@ -195,6 +195,24 @@ probe_reexec)
     grep -c "converted to RDMA" "$dir/server.err" | grep -qx 2 ||
         fail "the re-executed server did not convert its connections: $(cat "$dir/server.err")"
     ;;
+probe_churn)
+    # Connections in turn through one server process: once a connection ended, its QP, CQ and buffers serve the
+    # next (brought back to IDLE, not destroyed and made again). Each connection's bytes differ from the others'.
+    port=$(test_port)
+    start server layer timeout 60 "$probe" reexec "$port" 30
+    spid=$started
+    wait_listen "$port"
+    "${layer[@]}" timeout 60 "$probe" churn "$port" 30 200000 > "$dir/client.log" 2> "$dir/client.err" ||
+        fail "a connection of the churn did not get its own bytes back: $(tail -5 "$dir/client.err")"
+    grep -q "churned 30 connections" "$dir/client.log" || fail "the churn did not finish"
+    wait "$spid" || fail "the server failed"
+    for side in server client; do
+        c=$(grep -c "converted to RDMA" "$dir/$side.err" || true)
+        [[ $c -eq 30 ]] || fail "the $side converted $c of its 30 connections"
+        r=$(grep -c "on a QP reused" "$dir/$side.err" || true)
+        echo "the $side reused a QP for $r of 30 connections"; (( r >= 15 )) || fail "the $side reused the QP of an ended connection for only $r of 30 (a QP and its CQ made and destroyed per connection)"
+    done
+    ;;
 ipv6)
     # IPv6: nc over ::1, through a krdmad of its own whose RNIC serves ::1; every byte checked.
     ip -6 addr show dev lo 2>/dev/null | grep -q "::1" || { echo "ipv6: no ::1 on lo here"; exit 0; }

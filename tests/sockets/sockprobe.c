@@ -9,6 +9,8 @@
  *                                  its standard input and output (inetd's way), which echoes them
  *   sockprobe reexec PORT N        listens, then executes `sockprobe serve-listener FD N` keeping the listener (a
  *                                  server that starts its new binary): it accepts N connections and echoes each
+ *   sockprobe churn PORT N BYTES   N clients in turn, each with bytes of its own (a stale byte of an earlier
+ *                                  connection shows)
  *   sockprobe client PORT BYTES    connects, writes BYTES of a pattern with writev while reading the echo, half-closes,
  *                                  reads to end of file; checks every byte; prints "ok BYTES"
  * Exit status: 0 when every check held, 1 otherwise (with the reason on standard error).
@@ -43,7 +45,8 @@ static struct sockaddr_in loopback(int port) {
     return a;
 }
 
-static unsigned char pattern(size_t i) { return (unsigned char)((i * 131u + (i >> 12)) & 0xff); }
+static unsigned g_seed; /* churn: each connection's bytes differ, so that a byte of an earlier one shows */
+static unsigned char pattern(size_t i) { return (unsigned char)(((i + g_seed * 7919u) * 131u + (i >> 12)) & 0xff); }
 
 static int refused(int port) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
@@ -204,6 +207,7 @@ static int client(int port, size_t bytes) {
         fprintf(stderr, "sockprobe: %zu of %zu bytes came back before the end of file\n", got, bytes);
         return 1;
     }
+    if (close(fd) != 0) return fail("close");
     printf("ok %zu\n", got);
     return 0;
 }
@@ -284,6 +288,19 @@ static int reexec(int port, const char *connections) {
     return fail("exec");
 }
 
+/* @p connections in turn, each a client() with bytes of its own. */
+static int churn(int port, int connections, size_t bytes) {
+    for (int i = 0; i < connections; ++i) {
+        g_seed = (unsigned)i + 1;
+        if (client(port, bytes) != 0) {
+            fprintf(stderr, "sockprobe: connection %d of the churn failed\n", i);
+            return 1;
+        }
+    }
+    printf("churned %d connections\n", connections);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "refused") == 0) return refused(atoi(argv[2]));
     if (argc == 3 && strcmp(argv[1], "server") == 0) return server(atoi(argv[2]));
@@ -293,6 +310,7 @@ int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "stdio-echo") == 0) return stdio_echo();
     if (argc == 4 && strcmp(argv[1], "reexec") == 0) return reexec(atoi(argv[2]), argv[3]);
     if (argc == 4 && strcmp(argv[1], "serve-listener") == 0) return serve_listener(atoi(argv[2]), atoi(argv[3]));
+    if (argc == 5 && strcmp(argv[1], "churn") == 0) return churn(atoi(argv[2]), atoi(argv[3]), strtoul(argv[4], NULL, 10));
     fprintf(stderr, "usage: sockprobe refused PORT | server PORT | forking PORT N | execing PORT N | reexec PORT N | "
                     "client PORT BYTES\n");
     return 2;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "libc.hpp"
 
@@ -160,7 +161,74 @@ std::optional<Kit> Device::take_kit() {
     return k;
 }
 
+namespace {
+std::atomic<uint64_t> g_kits_made{0};
+std::atomic<uint64_t> g_kits_reused{0};
+}  // namespace
+
+void count_kit_made() noexcept { g_kits_made.fetch_add(1, std::memory_order_relaxed); }
+
+KitCounts kit_counts() noexcept {
+    return KitCounts{g_kits_made.load(std::memory_order_relaxed), g_kits_reused.load(std::memory_order_relaxed)};
+}
+
+void Device::recycle(Kit k) {
+    {
+        std::lock_guard lock(mutex_);
+        used_.push_back(std::move(k));
+    }
+    watcher_->refill(self_);
+}
+
+void Device::close_kit(Kit &k) noexcept {
+    if (k.ep) (void)k.ep->close();
+    if (k.cq) (void)k.cq->close();
+    if (k.block.addr != nullptr) give(k.block.index);
+    k = Kit{};
+}
+
+bool Device::reset_kit(Kit &k) {
+    // ERROR first: whatever is still posted (the receives of a connection that never reached RDMA mode, sends a
+    // failure left) is flushed. Then IDLE, where the QP takes a new stream.
+    ri_qp_attr_t a{};
+    a.state = RI_QPS_ERROR;
+    if (!k.ep->modify(a, RI_QP_ATTR_STATE).ok()) return false;
+    a.state = RI_QPS_IDLE;
+    if (!k.ep->modify(a, RI_QP_ATTR_STATE).ok()) return false;
+    ri_wc_t wc[16];
+    for (;;) {
+        auto n = k.cq->poll(std::span<ri_wc_t>(wc, 16));
+        if (!n) return false;
+        if (*n == 0) break;
+    }
+    for (;;) {  // notifications the last connection left
+        auto e = k.dto->dequeue();
+        if (!e || !*e) break;
+    }
+    return post_receives(k, shape_);
+}
+
 void Device::refill() {
+    std::vector<Kit> used;
+    {
+        std::lock_guard lock(mutex_);
+        used.swap(used_);
+    }
+    for (auto &k : used) {
+        bool keep;
+        {
+            std::lock_guard lock(mutex_);
+            keep = kits_.size() < kKitsKept;
+        }
+        if (keep && reset_kit(k)) {
+            g_kits_reused.fetch_add(1, std::memory_order_relaxed);
+            k.reused = true;
+            std::lock_guard lock(mutex_);
+            kits_.push_back(std::move(k));
+        } else {
+            close_kit(k);
+        }
+    }
     for (;;) {
         {
             std::lock_guard lock(mutex_);
@@ -174,11 +242,13 @@ void Device::refill() {
 }
 
 Device::~Device() {
-    for (auto &k : kits_) {
-        if (k.ep) (void)k.ep->close();
-        if (k.cq) (void)k.cq->close();
+    for (auto *v : {&kits_, &used_}) {
+        for (auto &k : *v) {
+            if (k.ep) (void)k.ep->close();
+            if (k.cq) (void)k.cq->close();
+        }
+        v->clear();
     }
-    kits_.clear();
     for (auto &c : chunks_) {
         if (c.mr) (void)c.mr->close();
         c.mr.reset();

@@ -70,10 +70,23 @@ struct Kit {
     std::shared_ptr<ual::CompletionQueue> cq;   /**< Send and receive completions. */
     std::shared_ptr<ual::Endpoint> ep;          /**< The QP, IDLE. */
     Block block;                                /**< Its registered memory. */
+    bool reused = false;                        /**< It served a connection before (Device::recycle()). */
 };
 
 /** @brief Makes a kit on @p device now (the round trips to the kAL: CQ and QP creation, maybe a registration). */
 [[nodiscard]] rdma::Expected<Kit> make_kit(Device &device);
+/** @brief Posts every receive buffer of @p k (receive i is buffer i, wr_id i): the peer's initial credits. */
+[[nodiscard]] bool post_receives(const Kit &k, const StreamShape &shape);
+
+/** @brief Kits made and kits reused in this process (the report's "kits"). */
+struct KitCounts {
+    uint64_t made = 0;   /**< Made: a QP, its CQ and a block. */
+    uint64_t reused = 0; /**< Taken back after a connection ended, brought back to IDLE and used again. */
+};
+/** @brief The counts so far. */
+[[nodiscard]] KitCounts kit_counts() noexcept;
+/** @brief Counts a kit made (make_kit()). */
+void count_kit_made() noexcept;
 
 /** @brief An RNIC open in this process, for the sockets layer. Thread-safe. */
 class Device {
@@ -106,10 +119,21 @@ public:
     void watch(const std::shared_ptr<Stream> &s) { watcher_->add(s); }
     /** @brief A kit made ahead, if one is ready (the background thread makes the next). */
     [[nodiscard]] std::optional<Kit> take_kit();
-    /** @brief Makes kits until kKits are ready (the background thread). */
+    /**
+     * @brief Takes back the kit of a stream whose connection ended (its last connection event came, so no other
+     *        reaches its QP): the background thread moves the QP to ERROR (flushing what is posted) and to IDLE,
+     *        reposts its receives and keeps it for the next connection, or closes it when enough are kept. A
+     *        connection then costs one round trip to the kAL here instead of the four of a QP and a CQ made and
+     *        destroyed, and no memory mapped, locked and unmapped.
+     */
+    void recycle(Kit k);
+    /** @brief Brings back the kits given to recycle(), then makes kits until kKits are ready (the background
+     *         thread). */
     void refill();
-    /** @brief Kits kept ready. */
+    /** @brief Kits kept ready (made ahead, or reused). */
     static constexpr size_t kKits = 2;
+    /** @brief At most this many kits are kept: each holds a block of registered memory. */
+    static constexpr size_t kKitsKept = 4;
 
 private:
     struct Chunk {
@@ -130,7 +154,12 @@ private:
     std::vector<Chunk> chunks_;
     std::vector<size_t> free_;
     std::vector<Kit> kits_;
+    std::vector<Kit> used_;  // given back by ended streams, not yet brought back to IDLE
     std::weak_ptr<Device> self_;
+    // Closes @p k's QP and CQ and gives its block back.
+    void close_kit(Kit &k) noexcept;
+    // The QP to ERROR and IDLE, the CQ and its dispatcher drained, the receives posted: false when any step failed.
+    bool reset_kit(Kit &k);
 };
 
 }  // namespace openrdma::sockets

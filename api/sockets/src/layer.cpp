@@ -217,7 +217,8 @@ void Layer::note(int fd, Reason r, bool server, const std::shared_ptr<Stream> &s
     len = sizeof ss;
     if (real().getpeername(sock, reinterpret_cast<sockaddr *>(&ss), &len) == 0) n.remote = address_text(ss, true, "?");
     if (r == Reason::rdma) {
-        RDMA_LOG_INFO(kComponent, "descriptor %d (%s to %s): converted to RDMA", fd, n.local.c_str(), n.remote.c_str());
+        RDMA_LOG_INFO(kComponent, "descriptor %d (%s to %s): converted to RDMA%s", fd, n.local.c_str(), n.remote.c_str(),
+                      stream && stream->kit_reused() ? " (on a QP reused)" : "");
     } else {
         RDMA_LOG_INFO(kComponent, "descriptor %d (%s to %s): stays TCP (%s)", fd, n.local.c_str(), n.remote.c_str(),
                       reason_name(r));
@@ -253,8 +254,11 @@ void Layer::publish() {
         std::lock_guard lock(report_mutex_);
         bool live = false;
         for (const auto &n : noted_) live = live || !n.stream.expired();
-        if (!dirty_ && !live) return;  // counters of live streams move: rewritten while any lives
+        const KitCounts kits = kit_counts();
+        // Counters of live streams move: rewritten while any lives, and when kits were made or reused.
+        if (!dirty_ && !live && kits.made == kits_published_.made && kits.reused == kits_published_.reused) return;
         dirty_ = false;
+        kits_published_ = kits;
         path = report_path_;
         j["pid"] = ::getpid();
         j["uid"] = ::getuid();
@@ -264,6 +268,7 @@ void Layer::publish() {
             d[reason_name(static_cast<Reason>(r))] = decisions_[r].load(std::memory_order_relaxed);
         }
         j["decisions"] = d;
+        j["kits"] = {{"made", kits.made}, {"reused", kits.reused}};
         nlohmann::json conns = nlohmann::json::array();
         for (const auto &n : noted_) {
             nlohmann::json c;

@@ -123,6 +123,7 @@ private:
     std::mutex report_mutex_;
     std::vector<Noted> noted_;  // converted streams while they live, then the last decisions
     bool dirty_ = false;
+    KitCounts kits_published_;
     bool reporting_ = false;
     std::string report_path_;
 };

@@ -87,6 +87,15 @@ rdma::Expected<Kit> make_kit(Device &device) {
     if (!block) return block.error();
     k.block = *block;
     // Every receive buffer posted: the peer's initial credits (receive i is buffer i, wr_id i).
+    if (!post_receives(k, shape)) {
+        device.give(k.block.index);
+        return rdma::Error(RI_ENOMEM, "sockets: cannot post the receive buffers");
+    }
+    count_kit_made();
+    return k;
+}
+
+bool post_receives(const Kit &k, const StreamShape &shape) {
     for (uint32_t i = 0; i < shape.recv_slots; ++i) {
         ri_sge_t sge{reinterpret_cast<uint64_t>(k.block.addr) + static_cast<uint64_t>(i) * shape.recv_slot_len(),
                      shape.recv_slot_len(), k.block.lkey};
@@ -94,12 +103,9 @@ rdma::Expected<Kit> make_kit(Device &device) {
         wr.wr_id = i;
         wr.sgl = &sge;
         wr.num_sge = 1;
-        if (!k.ep->post_recv(std::span<const ri_recv_wr_t>(&wr, 1))) {
-            device.give(k.block.index);
-            return rdma::Error(RI_ENOMEM, "sockets: cannot post the receive buffers");
-        }
+        if (!k.ep->post_recv(std::span<const ri_recv_wr_t>(&wr, 1))) return false;
     }
-    return k;
+    return true;
 }
 
 Stream::Stream(std::shared_ptr<Device> device, const StreamShape &shape)
@@ -109,6 +115,11 @@ Stream::Stream(std::shared_ptr<Device> device, const StreamShape &shape)
 Stream::~Stream() {
     if (event_fd_ >= 0) real().close(event_fd_);
     if (xs_fd_ >= 0) real().close(xs_fd_);
+    if (cm_final_ && ep_ && cq_ && dto_ && mem_ != nullptr) {
+        // The connection's last event came: nothing more reaches the QP, which can serve the next connection.
+        device_->recycle(Kit{dto_, cq_, ep_, Block{mem_, lkey_, mem_index_}});
+        return;
+    }
     if (ep_) (void)ep_->close();
     if (cq_) (void)cq_->close();
     if (mem_ != nullptr) device_->give(mem_index_);
@@ -161,6 +172,7 @@ rdma::Expected<void> Stream::setup() {
     mem_ = kit->block.addr;
     lkey_ = kit->block.lkey;
     mem_index_ = kit->block.index;
+    kit_reused_ = kit->reused;
     return {};
 }
 
@@ -215,6 +227,7 @@ void Stream::on_connection(const ual::Event &e) {
             break;
         }
         case ual::CmEventId::rejected:
+            cm_final_ = true;
             // The peer's layer declined (it has not the memory or the QP for one more stream): nothing was sent
             // but the two MPA frames, so the connection goes on as TCP. Any other refusal ends it.
             if (e.connection && is_decline(e.connection->private_data) && state_.load() == State::converting) {
@@ -225,9 +238,11 @@ void Stream::on_connection(const ual::Event &e) {
             break;
         case ual::CmEventId::unreachable:
         case ual::CmEventId::timeout:
+            cm_final_ = true;
             fail_locked(e.connection && e.connection->status != 0 ? e.connection->status : ETIMEDOUT);
             break;
         case ual::CmEventId::broken:
+            cm_final_ = true;
             (void)poll_locked();
             if (peer_fin_) {  // the peer ended its stream first (and exited): an end, not a reset
                 if (state_.load() != State::failed) state_.store(State::closed, std::memory_order_release);
@@ -236,11 +251,14 @@ void Stream::on_connection(const ual::Event &e) {
             }
             break;
         case ual::CmEventId::peer_disconnect:
+            // A connection's end is reported once (peer_disconnect, broken or disconnected): this is its last event.
+            cm_final_ = true;
             // In order: every message the peer sent came before it. What the CQ still holds is read first.
             (void)poll_locked();
             peer_fin_ = true;
             break;
         case ual::CmEventId::disconnected:
+            cm_final_ = true;
             (void)poll_locked();
             if (state_.load() != State::failed) state_.store(State::closed, std::memory_order_release);
             break;
@@ -892,7 +910,12 @@ void Stream::background() {
         (void)drain_locked();
         if (closing_ && state_.load() == State::open) {
             const bool sent = fin_sent_ && done_ == end_ && sq_used_ == 0;
-            if (sent && !disconnecting_) {
+            if (sent && cm_final_) {
+                // The peer ended first and the kAL reported the connection's end (once a connection): a disconnect
+                // of ours would be refused and no event would follow. Everything went: closed. (Before, the stream
+                // and its QP waited out the close's 60 s deadline.)
+                state_.store(State::closed, std::memory_order_release);
+            } else if (sent && !disconnecting_) {
                 disconnecting_ = true;
                 disconnect = true;
             } else if (std::chrono::steady_clock::now() > closing_deadline_) {
@@ -958,6 +981,13 @@ bool Stream::finished() {
     std::lock_guard lock(mutex_);
     if (!closing_) return false;
     const State st = state_.load();
+    if (st == State::closed && !cm_final_) {
+        // Ended in order (the flushes came), its last connection event not yet: held a little longer, so that its
+        // QP can serve another connection once no event of this one can reach it (Device::recycle()).
+        const auto now = std::chrono::steady_clock::now();
+        if (closed_seen_ == std::chrono::steady_clock::time_point{}) closed_seen_ = now;
+        return now - closed_seen_ > std::chrono::seconds(1);
+    }
     return st == State::failed || st == State::closed || st == State::declined ||
            (disconnecting_ && std::chrono::steady_clock::now() > closing_deadline_);
 }

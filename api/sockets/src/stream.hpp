@@ -219,6 +219,8 @@ public:
     [[nodiscard]] State state() const noexcept { return state_.load(std::memory_order_acquire); }
     /** @brief The counters. */
     [[nodiscard]] const StreamCounters &counters() const noexcept { return counters_; }
+    /** @brief True when its QP, CQ and buffers served a connection before (Device::recycle()). */
+    [[nodiscard]] bool kit_reused() const noexcept { return kit_reused_; }
     /** @brief True when the kAL paired the two ends on this host (the same-host channel). */
     [[nodiscard]] bool same_host() const noexcept { return same_host_.load(std::memory_order_relaxed); }
     // The extended interface (xsocket.h). Each returns 0 or -errno.
@@ -291,6 +293,9 @@ private:
     int error_ = 0;             // the errno the connection ended with (reported once through SO_ERROR)
     int sticky_error_ = 0;      // what I/O says from now on
     bool leader_ = false;       // a waiter polls or sleeps on the CQ
+    bool cm_final_ = false;     // the connection's last event came (its kit can be reused)
+    bool kit_reused_ = false;   // its QP served a connection before
+    std::chrono::steady_clock::time_point closed_seen_{};  // finished() first saw it closed without its last event
     uint32_t peer_slot_len_ = 0;
 
     // Sending. Slots are numbered by sequence: [done_, post_) posted, [post_, end_) holding bytes not yet posted
