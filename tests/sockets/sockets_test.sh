@@ -5,6 +5,8 @@
 #   sockets_test.sh CASE BUILD_DIR SOCKPROBE [SANITIZER_RUNTIME]
 # A sanitizer build's library needs its runtime first in these uninstrumented programs: it is preloaded before it.
 set -euo pipefail
+# A command that fails under set -e says which, before the cleanup runs.
+trap 'echo "FAILED: line $LINENO: $BASH_COMMAND (status $?)"' ERR
 case_=$1
 build=$2
 probe=$3
