@@ -50,14 +50,25 @@ latency() {
         sed -n 's/.*avg-latency=\([0-9.]*\).*/\1/p'
     kill -9 -- "-$s" 2>/dev/null || true
 }
-# conn_rate WRAP: connections per second.
+# conn_rate WRAP: connections per second. Through the layer, the CPU each process spent per connection goes to
+# $dir/setup-cpu (printed after the figure: where a setup's time goes).
+cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }  # clock ticks, user + system
 setup() {
     local p; p=$(port)
     setsid $1 "$rate" server "$p" > /dev/null 2>&1 &
     local s=$!
     groups+=("$s")
     wait_listen "$p"
-    $1 "$rate" client "$p" "$connections" | sed -n 's/^rate //p'
+    local k0 s0 out
+    k0=$(cpu_of "$kpid"); s0=$(cpu_of "$s")
+    out=$($1 "$rate" client "$p" "$connections")
+    if [[ $1 != env ]]; then
+        local hz; hz=$(getconf CLK_TCK)
+        printf 'client %s us, server %s us, krdmad %s us\n' "$(sed -n 's/^cpu_us //p' <<< "$out")" \
+            "$(( ($(cpu_of "$s") - s0) * 1000000 / hz / connections ))" \
+            "$(( ($(cpu_of "$kpid") - k0) * 1000000 / hz / connections ))" > "$dir/setup-cpu"
+    fi
+    sed -n 's/^rate //p' <<< "$out"
     kill -9 -- "-$s" 2>/dev/null || true
 }
 
@@ -83,6 +94,7 @@ echo "bench_sockets: each figure beside plain TCP in the same run, best of $roun
 figure "iperf3 one host (same-host path)" Gbit/s max ">= 3x" "iperf $run $run 127.0.0.1" "iperf env env 127.0.0.1"
 figure "sockperf 64 B latency one host" us min "<= 0.3x" "latency $run $run 127.0.0.1" "latency env env 127.0.0.1"
 figure "connection setup one host" conn/s max ">= 0.5x" "setup $run" "setup env"
+[[ -s $dir/setup-cpu ]] && echo "  CPU per connection through the layer (last round): $(cat "$dir/setup-cpu")"
 figure "iperf3 not accelerated (--off)" Gbit/s max ">= 0.98x" "iperf '$run --off' '$run --off' 127.0.0.1" \
     "iperf env env 127.0.0.1"
 if [[ $(id -u) -ne 0 ]]; then
