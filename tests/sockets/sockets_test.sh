@@ -245,13 +245,17 @@ declined)
     chmod 666 "$device"
     # As nobody, with an RLIMIT_MEMLOCK of 1 MiB: a stream's buffers (2 MiB per chunk of them) cannot be pinned.
     small=(bash -c 'ulimit -l 1024 && exec setpriv --reuid=65534 --regid=65534 --clear-groups "$@"' _ "${layer[@]}")
-    for side in server client; do
+    # The third run: the server declines while the client waits in epoll (its descriptor goes back from the mirror
+    # to the TCP socket, its registration with it).
+    for side in server client server-epoll; do
         port=$(test_port)
+        mode=client
+        [[ $side == server-epoll ]] && { side=server; mode=eclient; }
         if [[ $side == server ]]; then srv=("${small[@]}"); cli=("${layer[@]}"); else srv=("${layer[@]}"); cli=("${small[@]}"); fi
         start server srv timeout 30 "$probe" server "$port"
         spid=$started
         wait_listen "$port"
-        "${cli[@]}" timeout 30 "$probe" client "$port" 2000000 > "$dir/client.log" 2> "$dir/client.err" ||
+        "${cli[@]}" timeout 30 "$probe" "$mode" "$port" 2000000 > "$dir/client.log" 2> "$dir/client.err" ||
             fail "with the $side short of memory, the client did not get every byte back"
         grep -q "ok 2000000" "$dir/client.log" || fail "with the $side short of memory, the echo was not whole"
         wait "$spid" || fail "with the $side short of memory, the server failed"

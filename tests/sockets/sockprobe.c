@@ -9,6 +9,7 @@
  *                                  its standard input and output (inetd's way), which echoes them
  *   sockprobe reexec PORT N        listens, then executes `sockprobe serve-listener FD N` keeping the listener (a
  *                                  server that starts its new binary): it accepts N connections and echoes each
+ *   sockprobe eclient PORT BYTES   as client, waiting in an epoll instance the socket joined right after connect
  *   sockprobe churn PORT N BYTES   N clients in turn, each with bytes of its own (a stale byte of an earlier
  *                                  connection shows)
  *   sockprobe client PORT BYTES    connects, writes BYTES of a pattern with writev while reading the echo, half-closes,
@@ -158,17 +159,41 @@ static int forking(int port, int connections) {
     return 0;
 }
 
-static int client(int port, size_t bytes) {
+/* Waits for @p fd with poll, or with the epoll instance @p ep (level-triggered, registered by the caller). */
+static int wait_ready(int fd, int ep, short events, struct pollfd *p) {
+    p->fd = fd;
+    p->events = events;
+    p->revents = 0;
+    if (ep < 0) return poll(p, 1, 10000);
+    struct epoll_event ev = {(events & POLLIN ? EPOLLIN : 0) | (events & POLLOUT ? EPOLLOUT : 0), {.fd = fd}};
+    if (epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev) != 0) return -1;
+    int n = epoll_wait(ep, &ev, 1, 10000);
+    if (n == 1) p->revents = (short)((ev.events & EPOLLIN ? POLLIN : 0) | (ev.events & EPOLLOUT ? POLLOUT : 0) |
+                                     (ev.events & EPOLLHUP ? POLLHUP : 0) | (ev.events & EPOLLERR ? POLLERR : 0));
+    return n;
+}
+
+/* With @p use_epoll, the socket waits in an epoll instance it joined right after connect (while its conversion
+ * was still under way). */
+static int client_with(int port, size_t bytes, int use_epoll) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = loopback(port);
     if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) return fail("connect");
+    int ep = -1;
+    if (use_epoll) {
+        ep = epoll_create1(0);
+        struct epoll_event ev = {EPOLLIN, {.fd = fd}};
+        if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0) return fail("epoll");
+    }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     static unsigned char out[8192], in[65536];
     size_t sent = 0, got = 0;
     int shut = 0;
     while (got < bytes || !shut) {
-        struct pollfd p = {fd, POLLIN | (sent < bytes ? POLLOUT : 0), 0};
-        if (poll(&p, 1, 10000) <= 0) return fail("poll: nothing in 10 s");
+        struct pollfd p;
+        if (wait_ready(fd, ep, (short)(POLLIN | (sent < bytes ? POLLOUT : 0)), &p) <= 0) {
+            return fail(use_epoll ? "epoll_wait: nothing in 10 s" : "poll: nothing in 10 s");
+        }
         if (sent < bytes && (p.revents & POLLOUT)) {
             size_t n = bytes - sent < sizeof out ? bytes - sent : sizeof out;
             for (size_t i = 0; i < n; ++i) out[i] = pattern(sent + i);
@@ -208,9 +233,12 @@ static int client(int port, size_t bytes) {
         return 1;
     }
     if (close(fd) != 0) return fail("close");
+    if (ep >= 0) close(ep);
     printf("ok %zu\n", got);
     return 0;
 }
+
+static int client(int port, size_t bytes) { return client_with(port, bytes, 0); }
 
 /* Echoes standard input to standard output with blocking I/O until end of file. */
 static int stdio_echo(void) {
@@ -306,6 +334,7 @@ int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "server") == 0) return server(atoi(argv[2]));
     if (argc == 4 && strcmp(argv[1], "forking") == 0) return forking(atoi(argv[2]), atoi(argv[3]));
     if (argc == 4 && strcmp(argv[1], "client") == 0) return client(atoi(argv[2]), strtoul(argv[3], NULL, 10));
+    if (argc == 4 && strcmp(argv[1], "eclient") == 0) return client_with(atoi(argv[2]), strtoul(argv[3], NULL, 10), 1);
     if (argc == 4 && strcmp(argv[1], "execing") == 0) return execing(atoi(argv[2]), atoi(argv[3]));
     if (argc == 2 && strcmp(argv[1], "stdio-echo") == 0) return stdio_echo();
     if (argc == 4 && strcmp(argv[1], "reexec") == 0) return reexec(atoi(argv[2]), argv[3]);
