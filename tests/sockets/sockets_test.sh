@@ -197,6 +197,19 @@ probe_reexec)
     grep -c "converted to RDMA" "$dir/server.err" | grep -qx 2 ||
         fail "the re-executed server did not convert its connections: $(cat "$dir/server.err")"
     ;;
+probe_sendfile)
+    # sendfile(2) on a converted socket (a file server's way): the file's bytes echoed back intact.
+    port=$(test_port)
+    start server layer timeout 30 "$probe" server "$port"
+    spid=$started
+    wait_listen "$port"
+    "${layer[@]}" timeout 30 "$probe" sendfile "$port" "$payload" > "$dir/client.log" 2> "$dir/client.err" ||
+        fail "the file sent with sendfile did not come back intact: $(tail -3 "$dir/client.err")"
+    grep -q "sent 3000000 bytes with sendfile" "$dir/client.log" || fail "sendfile did not send the whole file"
+    wait "$spid" || fail "the server failed"
+    grep -q "converted to RDMA" "$dir/client.err" || fail "the client did not convert its connection"
+    converted
+    ;;
 probe_churn)
     # Connections in turn through one server process: once a connection ended, its QP, CQ and buffers serve the
     # next (brought back to IDLE, not destroyed and made again). Each connection's bytes differ from the others'.

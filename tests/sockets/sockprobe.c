@@ -10,6 +10,7 @@
  *   sockprobe reexec PORT N        listens, then executes `sockprobe serve-listener FD N` keeping the listener (a
  *                                  server that starts its new binary): it accepts N connections and echoes each
  *   sockprobe eclient PORT BYTES   as client, waiting in an epoll instance the socket joined right after connect
+ *   sockprobe sendfile PORT FILE   sends FILE with sendfile(2), half-closes, checks the echo against the file
  *   sockprobe churn PORT N BYTES   N clients in turn, each with bytes of its own (a stale byte of an earlier
  *                                  connection shows)
  *   sockprobe client PORT BYTES    connects, writes BYTES of a pattern with writev while reading the echo, half-closes,
@@ -22,10 +23,13 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -316,6 +320,66 @@ static int reexec(int port, const char *connections) {
     return fail("exec");
 }
 
+/* What the reader thread of sendfile_client() checks: the echo of file @p path on @p fd, @p size bytes. */
+struct echo_check {
+    int fd;
+    const char *path;
+    size_t size;
+    int ok;
+};
+
+static void *read_echo(void *arg) {
+    struct echo_check *c = arg;
+    static unsigned char in[65536], want[65536];
+    int check = open(c->path, O_RDONLY);
+    size_t got = 0;
+    for (;;) {
+        ssize_t r = read(c->fd, in, sizeof in);
+        if (r < 0) {
+            perror("sockprobe: read of the echo");
+            return NULL;
+        }
+        if (r == 0) break;
+        if (pread(check, want, (size_t)r, (off_t)got) != r || memcmp(in, want, (size_t)r) != 0) {
+            fprintf(stderr, "sockprobe: the echo differs from the file near byte %zu\n", got);
+            return NULL;
+        }
+        got += (size_t)r;
+    }
+    close(check);
+    if (got != c->size) {
+        fprintf(stderr, "sockprobe: %zu of %zu bytes came back\n", got, c->size);
+        return NULL;
+    }
+    c->ok = 1;
+    return NULL;
+}
+
+/* Sends file @p path with sendfile(2) (blocking socket) while a thread reads the echo and checks it against the
+ * file (neither direction's buffers can fill up and stall), then half-closes. */
+static int sendfile_client(int port, const char *path) {
+    int file = open(path, O_RDONLY);
+    struct stat st;
+    if (file < 0 || fstat(file, &st) != 0) return fail("open the file");
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = loopback(port);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) return fail("connect");
+    struct echo_check c = {fd, path, (size_t)st.st_size, 0};
+    pthread_t reader;
+    if (pthread_create(&reader, NULL, read_echo, &c) != 0) return fail("pthread_create");
+    off_t off = 0;
+    while (off < st.st_size) {
+        ssize_t n = sendfile(fd, file, &off, (size_t)(st.st_size - off));
+        if (n <= 0) return fail("sendfile");
+    }
+    if (shutdown(fd, SHUT_WR) != 0) return fail("shutdown");
+    pthread_join(reader, NULL);
+    if (!c.ok) return 1;
+    close(fd);
+    printf("sent %lld bytes with sendfile\n", (long long)off);
+    return 0;
+}
+
 /* @p connections in turn, each a client() with bytes of its own. */
 static int churn(int port, int connections, size_t bytes) {
     for (int i = 0; i < connections; ++i) {
@@ -339,6 +403,7 @@ int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "stdio-echo") == 0) return stdio_echo();
     if (argc == 4 && strcmp(argv[1], "reexec") == 0) return reexec(atoi(argv[2]), argv[3]);
     if (argc == 4 && strcmp(argv[1], "serve-listener") == 0) return serve_listener(atoi(argv[2]), atoi(argv[3]));
+    if (argc == 4 && strcmp(argv[1], "sendfile") == 0) return sendfile_client(atoi(argv[2]), argv[3]);
     if (argc == 5 && strcmp(argv[1], "churn") == 0) return churn(atoi(argv[2]), atoi(argv[3]), strtoul(argv[4], NULL, 10));
     fprintf(stderr, "usage: sockprobe refused PORT | server PORT | forking PORT N | execing PORT N | reexec PORT N | "
                     "client PORT BYTES\n");

@@ -726,8 +726,9 @@ OPENRDMA_EXPORT ssize_t sendmsg(int fd, const msghdr *m, int flags) {
 }
 
 static ssize_t sendfile_to(int out_fd, Sock &s, int in_fd, off_t *offset, size_t count) {
-    // Through a buffer: the file's pages are not registered memory.
-    std::vector<uint8_t> buf(std::min<size_t>(count, 256 * 1024));
+    // Through a buffer: the file's pages are not registered memory. The thread's own, made once: a server that sends
+    // files calls this per response.
+    thread_local std::vector<uint8_t> buf(256 * 1024);
     size_t done = 0;
     while (done < count) {
         const size_t want = std::min(buf.size(), count - done);
