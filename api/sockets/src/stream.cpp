@@ -156,8 +156,7 @@ bool Stream::is_decline(std::span<const uint8_t> pd) noexcept {
 
 rdma::Expected<void> Stream::setup() {
     event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    xs_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (event_fd_ < 0 || xs_fd_ < 0) return rdma::Error(rdma::from_errno(errno), "sockets: eventfd");
+    if (event_fd_ < 0) return rdma::Error(rdma::from_errno(errno), "sockets: eventfd");
     // A kit made ahead by the background thread, or one made now: the QP and CQ creation are the setup's
     // round trips to the kAL that need not wait for the connection.
     std::optional<Kit> kit = device_->take_kit();
@@ -381,7 +380,7 @@ void Stream::xs_complete_locked(const ri_wc_t &wc) {
     xs_done_.push_back(XsCompletion{o.context, o.op, status, status == 0 ? o.length : 0});
     o.busy = false;
     const uint64_t one = 1;
-    (void)real().write(xs_fd_, &one, sizeof one);
+    if (xs_fd_ >= 0) (void)real().write(xs_fd_, &one, sizeof one);
 }
 
 int Stream::advertise(const AdvertWire &a, bool nonblock) {
@@ -481,6 +480,15 @@ int Stream::send_registered(const ri_sge_t &local, uint64_t context, bool nonblo
     }
 }
 
+int Stream::completion_fd() {
+    std::lock_guard lock(mutex_);
+    if (xs_fd_ < 0) {
+        // Made on first request: a connection that never uses the extended interface costs no descriptor.
+        xs_fd_ = ::eventfd(xs_done_.empty() ? 0 : 1, EFD_CLOEXEC | EFD_NONBLOCK);
+    }
+    return xs_fd_;
+}
+
 size_t Stream::take_completions(XsCompletion *out, size_t max) {
     std::lock_guard lock(mutex_);
     (void)poll_locked();
@@ -489,7 +497,7 @@ size_t Stream::take_completions(XsCompletion *out, size_t max) {
     xs_done_.erase(xs_done_.begin(), xs_done_.begin() + static_cast<std::ptrdiff_t>(n));
     if (xs_done_.empty()) {
         uint64_t v;
-        (void)real().read(xs_fd_, &v, sizeof v);
+        if (xs_fd_ >= 0) (void)real().read(xs_fd_, &v, sizeof v);
     }
     return n;
 }

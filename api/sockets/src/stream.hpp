@@ -236,7 +236,7 @@ public:
     /** @brief Takes up to @p max completions of the extended interface. */
     size_t take_completions(XsCompletion *out, size_t max);
     /** @brief Polls readable while completions of the extended interface wait. */
-    [[nodiscard]] int completion_fd() const noexcept { return xs_fd_; }
+    [[nodiscard]] int completion_fd();
     /** @brief The device (RNIC) the stream runs on. */
     [[nodiscard]] const std::shared_ptr<Device> &device() const noexcept { return device_; }
 
@@ -332,7 +332,7 @@ private:
     std::vector<AdvertWire> peer_regions_;
     std::vector<XsCompletion> xs_done_;
     uint32_t advert_seq_ = 0;
-    int xs_fd_ = -1;  // an eventfd, readable while xs_done_ holds completions
+    int xs_fd_ = -1;  // an eventfd, readable while xs_done_ holds completions (made on first request)
     int event_fd_ = -1;  // an eventfd raised by connection events and others' progress, for whoever sleeps
     std::atomic<int> pollers_{0};  // threads asleep on notify_fd() and event_fd_
     std::atomic<bool> background_{false};
