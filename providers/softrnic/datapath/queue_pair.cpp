@@ -158,9 +158,10 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
         on_channel_.store(same_host, std::memory_order_relaxed);
         iwarp::EngineConfig cfg = iwarp::engine_config(framing, setup_.pd, std::min(sq_.depth(), kEngineQueue));
         if (chan) {
-            // Single copy: this side takes pulls if the kAL named the peer's process and it may read it; it sends
-            // them when the peer says it takes them (rnicpi/ri_channel.h).
-            cfg.accept_pull = chan->accept_pulls();
+            // Single copy: this side takes pulls if its RNIC has single copy on (pull_min), the kAL named the peer's
+            // process and it may read it; it sends them when the peer says it takes them (rnicpi/ri_channel.h). With
+            // single copy off (the default) the probe of the peer's memory and its pidfd cost a connection nothing.
+            cfg.accept_pull = setup_.tunables.pull_min != 0 && chan->accept_pulls();
             cfg.pull_min = setup_.tunables.pull_min;
         }
         stream_ = std::make_unique<Stream>(static_cast<iwarp::EngineOwner &>(*this), fd, std::move(chan), p, cfg,

@@ -12,7 +12,8 @@ inline constexpr uint64_t kDefaultUnsentBudget = 4u << 20;
 /**
  * @brief The smallest message a same-host channel moves by single copy, by default (the `pull_min` option): none.
  *        On the 2-core VM docs/performance.md comes from, the rings' two copies (one on each side's core) moved
- *        24 GB/s where process_vm_readv's one moved 14 GB/s (bench_samehost --pull-min).
+ *        24 GB/s where process_vm_readv's one moved 14 GB/s (bench_samehost --pull-min). A reader whose RNIC
+ *        leaves it at 0 takes no pulls: single copy needs it at both ends.
  */
 inline constexpr uint32_t kDefaultPullMin = 0;
 

@@ -353,9 +353,8 @@ public:
                 iovec local{&probe, 1};
                 iovec remote{nullptr, 1};
                 if (::process_vm_readv(peer_pid_, &local, 1, &remote, 1, 0) < 0 && errno != EFAULT) return false;
-                const int fd = static_cast<int>(::syscall(SYS_pidfd_open, peer_pid_, 0));
+                const int fd = static_cast<int>(::syscall(SYS_pidfd_open, peer_pid_, 0));  // close-on-exec already
                 if (fd < 0) return false;
-                ::fcntl(fd, F_SETFD, FD_CLOEXEC);
                 pidfd_ = fd;
                 pulls_ = Pulls::remote;
             }
