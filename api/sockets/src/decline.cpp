@@ -35,9 +35,10 @@ bool wait_for(int fd, short events, Clock::time_point until) {
     }
 }
 
+using FrameBuffer = std::array<uint8_t, kMaxFrame>;
+
 // Peeks at what @p fd holds until a whole MPA frame of @p kind is there; its size, or an error.
-rdma::Expected<size_t> peek_frame(int fd, iwarp::MpaKind kind, std::array<uint8_t, kMaxFrame> &buf,
-                                  Clock::time_point until) {
+rdma::Expected<size_t> peek_frame(int fd, iwarp::MpaKind kind, FrameBuffer &buf, Clock::time_point until) {
     size_t need = iwarp::kMpaFrameHeaderLen;
     for (;;) {
         const ssize_t n = real().recv(fd, buf.data(), buf.size(), MSG_PEEK | MSG_DONTWAIT);
@@ -98,16 +99,30 @@ std::span<const uint8_t> decline_bytes(const Hello &h) {
     return {reinterpret_cast<const uint8_t *>(&h), sizeof h};
 }
 
+// Waits until @p until for the whole MPA frame of @p kind on @p fd and decodes it; its private data points into
+// @p buf. With @p consume the frame's bytes are taken from the socket (exactly them), otherwise only looked at.
+rdma::Expected<iwarp::MpaFrame> read_frame(int fd, iwarp::MpaKind kind, FrameBuffer &buf, Clock::time_point until,
+                                           bool consume) {
+    auto n = peek_frame(fd, kind, buf, until);
+    if (!n) return n.error();
+    if (consume) {
+        if (auto ok = take(fd, buf.data(), *n); !ok) return ok.error();
+    }
+    return iwarp::decode_mpa(std::span<const uint8_t>(buf.data(), *n), kind);
+}
+
+rdma::Expected<void> send_frame(int fd, const iwarp::MpaFrame &f, Clock::time_point until) {
+    FrameBuffer out{};
+    auto len = iwarp::encode_mpa(f, out);
+    if (!len) return len.error();
+    return send_all(fd, std::span<const uint8_t>(out.data(), *len), until);
+}
+
 }  // namespace
 
 Request peek_request(int fd, std::chrono::milliseconds limit, std::string &why) {
-    std::array<uint8_t, kMaxFrame> buf{};
-    auto n = peek_frame(fd, iwarp::MpaKind::request, buf, Clock::now() + limit);
-    if (!n) {
-        why = n.error().message();
-        return Request::none;
-    }
-    auto f = iwarp::decode_mpa(std::span<const uint8_t>(buf.data(), *n), iwarp::MpaKind::request);
+    FrameBuffer buf{};
+    auto f = read_frame(fd, iwarp::MpaKind::request, buf, Clock::now() + limit, false);
     if (!f) {
         why = f.error().message();
         return Request::none;
@@ -117,31 +132,21 @@ Request peek_request(int fd, std::chrono::milliseconds limit, std::string &why) 
 
 rdma::Expected<void> decline_request(int fd, std::chrono::milliseconds limit) {
     const auto until = Clock::now() + limit;
-    std::array<uint8_t, kMaxFrame> buf{};
-    auto n = peek_frame(fd, iwarp::MpaKind::request, buf, until);
-    if (!n) return n.error();
-    if (auto ok = take(fd, buf.data(), *n); !ok) return ok.error();
-    auto request = iwarp::decode_mpa(std::span<const uint8_t>(buf.data(), *n), iwarp::MpaKind::request);
+    FrameBuffer buf{};
+    auto request = read_frame(fd, iwarp::MpaKind::request, buf, until, true);
     if (!request) return request.error();
-    const Hello h = Stream::decline_hello();
-    std::array<uint8_t, kMaxFrame> out{};
-    auto len = iwarp::encode_mpa(iwarp::reject_reply(*request, decline_bytes(h)), out);
-    if (!len) return len.error();
-    return send_all(fd, std::span<const uint8_t>(out.data(), *len), until);
+    const Hello h = Stream::hello();  // no receive buffers: the decline
+    return send_frame(fd, iwarp::reject_reply(*request, decline_bytes(h)), until);
 }
 
 rdma::Expected<void> decline_as_initiator(int fd, std::chrono::milliseconds limit) {
     const auto until = Clock::now() + limit;
-    const Hello h = Stream::decline_hello();
-    std::array<uint8_t, kMaxFrame> out{};
-    auto len = iwarp::encode_mpa(iwarp::make_request(iwarp::MpaConfig{}, decline_bytes(h)), out);
-    if (!len) return len.error();
-    if (auto ok = send_all(fd, std::span<const uint8_t>(out.data(), *len), until); !ok) return ok.error();
-    std::array<uint8_t, kMaxFrame> buf{};
-    auto n = peek_frame(fd, iwarp::MpaKind::reply, buf, until);
-    if (!n) return n.error();
-    if (auto ok = take(fd, buf.data(), *n); !ok) return ok.error();
-    auto reply = iwarp::decode_mpa(std::span<const uint8_t>(buf.data(), *n), iwarp::MpaKind::reply);
+    const Hello h = Stream::hello();  // no receive buffers: the decline
+    if (auto ok = send_frame(fd, iwarp::make_request(iwarp::MpaConfig{}, decline_bytes(h)), until); !ok) {
+        return ok.error();
+    }
+    FrameBuffer buf{};
+    auto reply = read_frame(fd, iwarp::MpaKind::reply, buf, until, true);
     if (!reply) return reply.error();
     if (!reply->reject) return rdma::Error(RI_EPROTO, "the peer accepted a conversion this end declined");
     return {};

@@ -243,10 +243,7 @@ void Device::refill() {
 
 Device::~Device() {
     for (auto *v : {&kits_, &used_}) {
-        for (auto &k : *v) {
-            if (k.ep) (void)k.ep->close();
-            if (k.cq) (void)k.cq->close();
-        }
+        for (auto &k : *v) close_kit(k);
         v->clear();
     }
     for (auto &c : chunks_) {

@@ -127,6 +127,8 @@ public:
      *        destroyed, and no memory mapped, locked and unmapped.
      */
     void recycle(Kit k);
+    /** @brief Closes @p k's QP and CQ (those it has) and gives its block back (if it has one). */
+    void close_kit(Kit &k) noexcept;
     /** @brief Brings back the kits given to recycle(), then makes kits until kKits are ready (the background
      *         thread). */
     void refill();
@@ -156,8 +158,6 @@ private:
     std::vector<Kit> kits_;
     std::vector<Kit> used_;  // given back by ended streams, not yet brought back to IDLE
     std::weak_ptr<Device> self_;
-    // Closes @p k's QP and CQ and gives its block back.
-    void close_kit(Kit &k) noexcept;
     // The QP to ERROR and IDLE, the CQ and its dispatcher drained, the receives posted: false when any step failed.
     bool reset_kit(Kit &k);
 };

@@ -115,14 +115,13 @@ Stream::Stream(std::shared_ptr<Device> device, const StreamShape &shape)
 Stream::~Stream() {
     if (event_fd_ >= 0) real().close(event_fd_);
     if (xs_fd_ >= 0) real().close(xs_fd_);
+    Kit k{dto_, cq_, ep_, Block{mem_, lkey_, mem_index_}};
     if (cm_final_ && ep_ && cq_ && dto_ && mem_ != nullptr) {
         // The connection's last event came: nothing more reaches the QP, which can serve the next connection.
-        device_->recycle(Kit{dto_, cq_, ep_, Block{mem_, lkey_, mem_index_}});
-        return;
+        device_->recycle(std::move(k));
+    } else {
+        device_->close_kit(k);
     }
-    if (ep_) (void)ep_->close();
-    if (cq_) (void)cq_->close();
-    if (mem_ != nullptr) device_->give(mem_index_);
 }
 
 rdma::Expected<std::shared_ptr<Stream>> Stream::prepare(const std::shared_ptr<Device> &device,
@@ -132,19 +131,13 @@ rdma::Expected<std::shared_ptr<Stream>> Stream::prepare(const std::shared_ptr<De
     return s;
 }
 
-rdma::Expected<std::shared_ptr<Stream>> Stream::start(const std::shared_ptr<Device> &device, int tcp, bool initiator,
-                                                     const StreamShape &shape) {
-    auto s = prepare(device, shape);
-    if (!s) return s.error();
-    if (auto ok = (*s)->begin(tcp, initiator); !ok) return ok.error();
-    return s;
-}
-
-Hello Stream::decline_hello() noexcept {
+Hello Stream::hello(uint32_t recv_slots, uint32_t recv_slot_len) noexcept {
     Hello h{};
     std::memcpy(h.magic, "ORSK", 4);
     h.version = 1;
-    return h;  // recv_slots 0: this end takes no message
+    h.recv_slots = recv_slots;
+    h.recv_slot_len = recv_slot_len;
+    return h;
 }
 
 bool Stream::is_decline(std::span<const uint8_t> pd) noexcept {
@@ -186,11 +179,7 @@ rdma::Expected<void> Stream::begin(int tcp, bool initiator) {
         },
         device_->access_layer().executor());
     ep_->set_connection_dispatcher(cm_);
-    Hello h{};
-    std::memcpy(h.magic, "ORSK", 4);
-    h.version = 1;
-    h.recv_slots = shape_.recv_slots;
-    h.recv_slot_len = shape_.recv_slot_len();
+    const Hello h = hello(shape_.recv_slots, shape_.recv_slot_len());
     const auto *p = reinterpret_cast<const uint8_t *>(&h);
     return ep_->convert(tcp, std::span<const uint8_t>(p, sizeof h),
                         initiator ? KRDMA_CONVERT_INITIATOR : KRDMA_CONVERT_RESPONDER);
@@ -305,14 +294,18 @@ bool Stream::post_payload_locked(const ri_sge_t *payload, uint16_t flags, uint64
     hdrs[h] = MessageHeader{owed_, flags, 0};
     ri_sge_t sge[2] = {{reinterpret_cast<uint64_t>(&hdrs[h]), sizeof(MessageHeader), lkey_}, {}};
     if (payload != nullptr) sge[1] = *payload;
+    return post_send_locked(sge, payload != nullptr ? 2 : 1, 0, wr_id);
+}
+
+bool Stream::post_send_locked(const ri_sge_t *sgl, uint32_t nsge, uint32_t send_flags, uint64_t wr_id) {
     ri_send_wr_t wr{};
     wr.wr_id = wr_id;
     wr.opcode = RI_WR_SEND;
-    wr.flags = RI_SEND_SIGNALED;
-    wr.sgl = sge;
-    wr.num_sge = payload != nullptr ? 2 : 1;
+    wr.flags = RI_SEND_SIGNALED | send_flags;
+    wr.sgl = sgl;
+    wr.num_sge = nsge;
     if (!ep_->post_send(std::span<const ri_send_wr_t>(&wr, 1))) return false;
-    owed_ = 0;
+    owed_ = 0;  // the message's header returned them
     --credits_;
     ++sq_used_;
     counters_.tx_messages.fetch_add(1, std::memory_order_relaxed);
@@ -330,18 +323,9 @@ bool Stream::post_inline_locked(IovCursor &from, size_t len) {
     IovCursor at = from;  // moved only once the message went
     (void)at.copy(buf + sizeof h, len, false);
     const ri_sge_t sge{reinterpret_cast<uint64_t>(buf), static_cast<uint32_t>(sizeof h + len), 0};  // no lkey
-    ri_send_wr_t wr{};
-    wr.wr_id = kSendBit | kCtrlBit;  // no slot to free at its completion
-    wr.opcode = RI_WR_SEND;
-    wr.flags = RI_SEND_SIGNALED | RI_SEND_INLINE;
-    wr.sgl = &sge;
-    wr.num_sge = 1;
-    if (!ep_->post_send(std::span<const ri_send_wr_t>(&wr, 1))) return false;
+    // No slot to free at its completion: kCtrlBit.
+    if (!post_send_locked(&sge, 1, RI_SEND_INLINE, kSendBit | kCtrlBit)) return false;
     from = at;
-    owed_ = 0;
-    --credits_;
-    ++sq_used_;
-    counters_.tx_messages.fetch_add(1, std::memory_order_relaxed);
     counters_.tx_inline.fetch_add(1, std::memory_order_relaxed);
     return true;
 }

@@ -138,14 +138,10 @@ public:
     [[nodiscard]] rdma::Expected<void> begin(int tcp, bool initiator);
 
     /**
-     * @brief Starts converting @p tcp (a connected TCP socket; the stream keeps its own duplicate) on @p device:
-     *        MPA with this end as the @p initiator or the responder. Returns once the conversion is under way; the
-     *        stream is open when the connection is established (I/O waits for it, or says EAGAIN).
+     * @brief The Hello an end sends in MPA private data: its @p recv_slots receive buffers of @p recv_slot_len bytes
+     *        (none: the end declines the conversion).
      */
-    [[nodiscard]] static rdma::Expected<std::shared_ptr<Stream>> start(const std::shared_ptr<Device> &device, int tcp,
-                                                                      bool initiator, const StreamShape &shape);
-    /** @brief The Hello of an end that does not convert (no receive buffers): sent in MPA private data. */
-    [[nodiscard]] static Hello decline_hello() noexcept;
+    [[nodiscard]] static Hello hello(uint32_t recv_slots = 0, uint32_t recv_slot_len = 0) noexcept;
     /** @brief True when @p pd (MPA private data) is a Hello that declines the conversion. */
     [[nodiscard]] static bool is_decline(std::span<const uint8_t> pd) noexcept;
     ~Stream();
@@ -259,6 +255,9 @@ private:
     void post_locked();                       // posts queued slots and owed credits as credit allows
     bool post_message_locked(uint32_t slot, uint32_t len, uint16_t flags);
     bool post_payload_locked(const ri_sge_t *payload, uint16_t flags, uint64_t wr_id);
+    // Posts one signaled Send of @p sgl (a message whose header carries owed_) and counts it: credit spent, owed
+    // credits returned, a send request more outstanding.
+    bool post_send_locked(const ri_sge_t *sgl, uint32_t nsge, uint32_t send_flags, uint64_t wr_id);
     // A write of @p len bytes (at most the inline size) from @p from, posted inline; false (nothing moved) when it
     // cannot go now that way.
     bool post_inline_locked(IovCursor &from, size_t len);
