@@ -167,35 +167,27 @@ probe_fork_echo)
     wait "$spid" || fail "the forking server failed"
     converted
     ;;
-probe_exec_echo)
-    # inetd's way: a child per accepted connection executes a program with it as standard input and output. The
-    # connection was not converted before exec; the new program's layer takes it over from the detection map.
+probe_exec_echo|probe_reexec)
+    # exec. probe_exec_echo, inetd's way: a child per accepted connection executes a program with it as standard
+    # input and output; the connection was not converted before exec, and the new program's layer takes it over from
+    # the detection map. probe_reexec: a server executes its new binary keeping its listener, which stays marked, and
+    # the connections the new program accepts convert.
+    if [[ $case_ == probe_exec_echo ]]; then
+        mode=execing server_is="the server that executes a program per connection"
+    else
+        mode=reexec server_is="the re-executed server"
+    fi
     port=$(test_port)
-    start server layer timeout 60 "$probe" execing "$port" 2
+    start server layer timeout 60 "$probe" "$mode" "$port" 2
     spid=$started
     wait_listen "$port"
     for i in 1 2; do
         "${layer[@]}" timeout 30 "$probe" client "$port" 3000000 > "$dir/client$i.log" 2>&1 ||
-            fail "client $i did not get every byte back through the executed program: $(cat "$dir/client$i.log")"
+            fail "client $i did not get every byte back from $server_is: $(cat "$dir/client$i.log")"
     done
-    wait "$spid" || fail "the server that executes a program per connection failed: $(cat "$dir/server.err")"
+    wait "$spid" || fail "$server_is failed: $(cat "$dir/server.err")"
     grep -c "converted to RDMA" "$dir/server.err" | grep -qx 2 ||
-        fail "the executed programs did not convert their inherited connections: $(cat "$dir/server.err")"
-    ;;
-probe_reexec)
-    # A server that executes its new binary keeping its listener: the listener stays marked, and the connections
-    # the new program accepts convert.
-    port=$(test_port)
-    start server layer timeout 60 "$probe" reexec "$port" 2
-    spid=$started
-    wait_listen "$port"
-    for i in 1 2; do
-        "${layer[@]}" timeout 30 "$probe" client "$port" 3000000 > "$dir/client$i.log" 2>&1 ||
-            fail "client $i did not get every byte back from the re-executed server: $(cat "$dir/client$i.log")"
-    done
-    wait "$spid" || fail "the re-executed server failed: $(cat "$dir/server.err")"
-    grep -c "converted to RDMA" "$dir/server.err" | grep -qx 2 ||
-        fail "the re-executed server did not convert its connections: $(cat "$dir/server.err")"
+        fail "$server_is did not convert the connections it served: $(cat "$dir/server.err")"
     ;;
 probe_sendfile)
     # sendfile(2) on a converted socket (a file server's way): the file's bytes echoed back intact.

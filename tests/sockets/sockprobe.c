@@ -123,39 +123,66 @@ static int server(int port) {
     }
 }
 
-/* A forking server: a child per connection echoes it with blocking read and write until the client's half-close,
- * then closes and leaves with _exit (no exit handlers): the close must not lose the echo's tail. */
-static int forking(int port, int connections) {
+/* An IPv4 listener on 127.0.0.1:@p port (SO_REUSEADDR), or -1 after saying why. */
+static int listen_loopback(int port) {
     int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
     setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     struct sockaddr_in a = loopback(port);
-    if (bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 4) != 0) return fail("listen");
-    printf("listening\n");
-    fflush(stdout);
+    if (bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 4) != 0) {
+        fail("listen");
+        return -1;
+    }
+    return l;
+}
+
+/* Echoes @p in to @p out with blocking read and write until end of file: 0, or -1 after a failed read, -2 after a
+ * failed write (errno tells). */
+static int echo(int in, int out) {
+    static char buf[65536];
+    for (;;) {
+        ssize_t r = read(in, buf, sizeof buf);
+        if (r == 0) return 0;
+        if (r < 0) return -1;
+        for (ssize_t off = 0; off < r;) {
+            ssize_t w = write(out, buf + off, (size_t)(r - off));
+            if (w <= 0) return -2;
+            off += w;
+        }
+    }
+}
+
+/* A forking server of @p connections: a child per connection, which echoes it itself with blocking read and write
+ * until the client's half-close, then closes and leaves with _exit (no exit handlers: the close must not lose the
+ * echo's tail); or, with @p exec_worker, executes `sockprobe stdio-echo` with the connection as its standard input
+ * and output (inetd's way). */
+static int fork_per_connection(int port, int connections, int exec_worker) {
+    int l = listen_loopback(port);
+    if (l < 0) return 1;
+    if (!exec_worker) {
+        printf("listening\n");
+        fflush(stdout);
+    }
     for (int i = 0; i < connections; ++i) {
         int fd = accept(l, NULL, NULL);
         if (fd < 0) return fail("accept");
         pid_t child = fork();
         if (child == 0) {
             close(l);
-            static char buf[65536];
-            for (;;) {
-                ssize_t r = read(fd, buf, sizeof buf);
-                if (r <= 0) break;
-                for (ssize_t off = 0; off < r;) {
-                    ssize_t w = write(fd, buf + off, (size_t)(r - off));
-                    if (w <= 0) _exit(1);
-                    off += w;
-                }
+            if (exec_worker) {
+                if (dup2(fd, 0) != 0 || dup2(fd, 1) != 1) _exit(fail("dup2"));
+                close(fd);
+                execl("/proc/self/exe", "sockprobe", "stdio-echo", (char *)NULL);
+                _exit(fail("exec"));
             }
+            const int rc = echo(fd, fd);  /* a failed read ends the echo as the end of file does */
             close(fd);
-            _exit(0);
+            _exit(rc == -2 ? 1 : 0);
         }
         close(fd);
         int status = 0;
         waitpid(child, &status, 0);
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            fprintf(stderr, "sockprobe: the child serving connection %d failed\n", i);
+            fprintf(stderr, "sockprobe: the %s serving connection %d failed\n", exec_worker ? "program" : "child", i);
             return 1;
         }
     }
@@ -246,62 +273,22 @@ static int client(int port, size_t bytes) { return client_with(port, bytes, 0); 
 
 /* Echoes standard input to standard output with blocking I/O until end of file. */
 static int stdio_echo(void) {
-    static char buf[65536];
-    for (;;) {
-        ssize_t r = read(0, buf, sizeof buf);
-        if (r == 0) return 0;
-        if (r < 0) return fail("read of standard input");
-        for (ssize_t off = 0; off < r;) {
-            ssize_t w = write(1, buf + off, (size_t)(r - off));
-            if (w <= 0) return fail("write of standard output");
-            off += w;
-        }
+    switch (echo(0, 1)) {
+        case 0: return 0;
+        case -1: return fail("read of standard input");
+        default: return fail("write of standard output");
     }
-}
-
-static int execing(int port, int connections) {
-    int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = loopback(port);
-    if (bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 4) != 0) return fail("listen");
-    for (int i = 0; i < connections; ++i) {
-        int fd = accept(l, NULL, NULL);
-        if (fd < 0) return fail("accept");
-        pid_t child = fork();
-        if (child == 0) {
-            if (dup2(fd, 0) != 0 || dup2(fd, 1) != 1) _exit(fail("dup2"));
-            close(fd);
-            close(l);
-            execl("/proc/self/exe", "sockprobe", "stdio-echo", (char *)NULL);
-            _exit(fail("exec"));
-        }
-        close(fd);
-        int status = 0;
-        waitpid(child, &status, 0);
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            fprintf(stderr, "sockprobe: the program serving connection %d failed\n", i);
-            return 1;
-        }
-    }
-    printf("served %d connections\n", connections);
-    return 0;
 }
 
 /* Accepts @p connections on inherited listener @p l and echoes each until its end of file. */
 static int serve_listener(int l, int connections) {
-    static char buf[65536];
     for (int i = 0; i < connections; ++i) {
         int fd = accept(l, NULL, NULL);
         if (fd < 0) return fail("accept on the inherited listener");
-        for (;;) {
-            ssize_t r = read(fd, buf, sizeof buf);
-            if (r == 0) break;
-            if (r < 0) return fail("read");
-            for (ssize_t off = 0; off < r;) {
-                ssize_t w = write(fd, buf + off, (size_t)(r - off));
-                if (w <= 0) return fail("write");
-                off += w;
-            }
+        switch (echo(fd, fd)) {
+            case 0: break;
+            case -1: return fail("read");
+            default: return fail("write");
         }
         close(fd);
     }
@@ -310,10 +297,8 @@ static int serve_listener(int l, int connections) {
 }
 
 static int reexec(int port, const char *connections) {
-    int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = loopback(port);
-    if (bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 4) != 0) return fail("listen");
+    int l = listen_loopback(port);
+    if (l < 0) return 1;
     char fd[16];
     snprintf(fd, sizeof fd, "%d", l);
     execl("/proc/self/exe", "sockprobe", "serve-listener", fd, connections, (char *)NULL);
@@ -396,10 +381,10 @@ static int churn(int port, int connections, size_t bytes) {
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "refused") == 0) return refused(atoi(argv[2]));
     if (argc == 3 && strcmp(argv[1], "server") == 0) return server(atoi(argv[2]));
-    if (argc == 4 && strcmp(argv[1], "forking") == 0) return forking(atoi(argv[2]), atoi(argv[3]));
+    if (argc == 4 && strcmp(argv[1], "forking") == 0) return fork_per_connection(atoi(argv[2]), atoi(argv[3]), 0);
     if (argc == 4 && strcmp(argv[1], "client") == 0) return client(atoi(argv[2]), strtoul(argv[3], NULL, 10));
     if (argc == 4 && strcmp(argv[1], "eclient") == 0) return client_with(atoi(argv[2]), strtoul(argv[3], NULL, 10), 1);
-    if (argc == 4 && strcmp(argv[1], "execing") == 0) return execing(atoi(argv[2]), atoi(argv[3]));
+    if (argc == 4 && strcmp(argv[1], "execing") == 0) return fork_per_connection(atoi(argv[2]), atoi(argv[3]), 1);
     if (argc == 2 && strcmp(argv[1], "stdio-echo") == 0) return stdio_echo();
     if (argc == 4 && strcmp(argv[1], "reexec") == 0) return reexec(atoi(argv[2]), argv[3]);
     if (argc == 4 && strcmp(argv[1], "serve-listener") == 0) return serve_listener(atoi(argv[2]), atoi(argv[3]));
