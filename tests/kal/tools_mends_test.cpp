@@ -194,6 +194,11 @@ bool wait_for_text(const fs::path &file, const std::string &text) {
     return false;
 }
 
+// A listening port for this test process, below the kernel's ephemeral range (32768-60999 by default): a port in
+// that range can be the local end of any other test's connection at the moment the server binds it, and bind then
+// fails with EADDRINUSE.
+std::string test_port(int salt) { return std::to_string(21000 + (::getpid() + salt) % 10000); }
+
 // Whether a TCP socket on @p port is in @p state (/proc/net/tcp: "01" established, "0A" listening; 20 s at most):
 // neither side's output says so without -d, which prints every iteration.
 bool tcp_state(const std::string &port, const std::string &wanted) {
@@ -213,7 +218,7 @@ TEST_F(Mends, RpingKilledKrdmadMidRunFailsBothSides) {
     ::unsetenv("OPENRDMA_EMBEDDED_CONFIG");
     const auto sout = dir_ / "server.out";
     const auto cout = dir_ / "client.out";
-    const std::string port = std::to_string(21000 + ::getpid() % 20000);
+    const std::string port = test_port(0);
     // Many more iterations than fit in the time before the kill.
     const pid_t server = spawn(IT_RPING_PATH, {"-s", "-a", "127.0.0.1", "-p", port, "-C", "100000000"}, sout, sout);
     ASSERT_TRUE(tcp_state(port, "0A")) << read_text(sout) << stderr_text();
@@ -264,7 +269,7 @@ TEST_F(Mends, RpingServerCountsTheIterationsItWasAskedFor) {
     start_krdmad();
     ::setenv("KRDMA_DEVICE", device_.c_str(), 1);
     ::unsetenv("OPENRDMA_EMBEDDED_CONFIG");
-    const std::string port = std::to_string(21000 + (::getpid() + 7) % 20000);
+    const std::string port = test_port(7);
     for (const auto &[server_count, expect] : {std::pair<std::string, int>{"5", 0}, {"8", 1}}) {
         const auto sout = dir_ / ("server" + server_count + ".out");
         const auto cout = dir_ / ("client" + server_count + ".out");
