@@ -2,6 +2,7 @@
 #include "rights.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +25,13 @@ ino_t ns_inode(const std::string &link) {
 }
 
 }  // namespace
+
+bool in_own_pid_namespace(pid_t pid) {
+    if (pid == ::getpid()) return true;
+    struct stat mine {}, theirs {};
+    return ::stat("/proc/self/ns/pid", &mine) == 0 && ::stat(proc_path(pid, "ns/pid").c_str(), &theirs) == 0 &&
+           mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino;
+}
 
 std::optional<uint64_t> process_start_time(pid_t pid) {
     std::ifstream in(proc_path(pid, "stat"));

@@ -45,6 +45,12 @@ struct Rights {
 [[nodiscard]] std::optional<uint64_t> process_start_time(pid_t pid);
 
 /**
+ * @brief Whether process @p pid is in krdmad's own pid namespace, so that its number means the same to every other
+ *        process krdmad found there (false when it cannot be told).
+ */
+[[nodiscard]] bool in_own_pid_namespace(pid_t pid);
+
+/**
  * @brief The rights of process @p pid, provided it is still the process that started at @p start_time (0: do not
  *        check). Capabilities count only when the process shares krdmad's user namespace: a root of a container's
  *        namespace is not root here.

@@ -303,7 +303,8 @@ void DeviceServer::adopt(krdma::UniqueFd s) {
     }
     auto c = std::make_unique<Connection>();
     c->sock_ = std::move(s);
-    c->peer_ = Peer{cred.pid, cred.uid, cred.gid, next_client_id_++, process_start_time(cred.pid).value_or(0)};
+    c->peer_ = Peer{cred.pid, cred.uid, cred.gid, next_client_id_++, process_start_time(cred.pid).value_or(0),
+                    in_own_pid_namespace(cred.pid)};
     RDMA_LOG_INFO(kComponent, "client %u connected: pid %d uid %u", c->peer_.client_id, static_cast<int>(cred.pid),
                   static_cast<unsigned>(cred.uid));
     add(epoll_.get(), c->fd(), EPOLLIN, tag(kClient, c->peer_.client_id));

@@ -42,6 +42,8 @@ struct Peer {
     gid_t gid = 0;          /**< Group id. */
     uint32_t client_id = 0; /**< The kAL's identifier of the connection. */
     uint64_t start_time = 0; /**< When process ::pid started (kal::process_start_time(); 0: unknown). */
+    /** @brief Whether ::pid is in krdmad's own pid namespace (kal::in_own_pid_namespace(), read once at connect). */
+    bool own_pid_namespace = false;
 };
 
 /** @brief One connected client. */

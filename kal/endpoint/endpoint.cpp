@@ -528,21 +528,11 @@ namespace kal {
 
 namespace {
 
-// Whether process @p pid is in the kAL's own pid namespace (so its number means the same to the peer's process,
-// which the kAL also found there).
-bool in_own_pid_namespace(pid_t pid) {
-    if (pid == ::getpid()) return true;
-    struct stat mine{}, theirs{};
-    const std::string path = "/proc/" + std::to_string(pid) + "/ns/pid";
-    return ::stat("/proc/self/ns/pid", &mine) == 0 && ::stat(path.c_str(), &theirs) == 0 &&
-           mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino;
-}
-
 // Single copy: whether the kAL vouches for both processes @p a and @p b (one user, in its own pid namespace); then
 // their pids, in that order, in @p pids.
 bool vouch_for_pull(const Peer *a, const Peer *b, int32_t pids[2]) {
     if (a == nullptr || b == nullptr || a->pid <= 0 || b->pid <= 0 || a->uid != b->uid) return false;
-    if (!in_own_pid_namespace(a->pid) || !in_own_pid_namespace(b->pid)) return false;
+    if (!a->own_pid_namespace || !b->own_pid_namespace) return false;  // read once, when each connected
     pids[0] = a->pid;
     pids[1] = b->pid;
     return true;

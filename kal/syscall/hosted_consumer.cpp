@@ -63,7 +63,8 @@ HostedConsumer::HostedConsumer(VerbCommands &verbs, ConnectionCommands &connecti
       connections_(connections),
       sink_(std::make_shared<Sink>(std::move(callbacks))),
       conn_(Peer{::getpid(), ::getuid(), ::getgid(),
-                 verbs.host([sink = sink_](uint32_t code, std::span<const uint8_t> r) { (*sink)(code, r); })}),
+                 verbs.host([sink = sink_](uint32_t code, std::span<const uint8_t> r) { (*sink)(code, r); }),
+                 0, true}),
       name_(std::move(name)) {
     RDMA_LOG_INFO(kComponent, "consumer '%s' hosted in the kAL as client %#x", name_.c_str(), client_id());
 }
