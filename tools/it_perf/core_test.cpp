@@ -2,9 +2,14 @@
 // ratios and formats, and the gnuplot script.
 #include <gtest/gtest.h>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <numeric>
+#include <thread>
 
 #include "plot.hpp"
+#include "process_counters.hpp"
 #include "report.hpp"
 #include "stats.hpp"
 #include "tcp_baseline.hpp"
@@ -169,6 +174,33 @@ TEST(ItPerfPlot, ScriptHasBothPanelsAndATerminalFallback) {
     EXPECT_NE(s.find("$bw_write_rdma << EOD\n65536 2\nEOD"), std::string::npos) << s;
     EXPECT_NE(s.find("$lat_write_tcp << EOD\n8 10\nEOD"), std::string::npos) << s;
     EXPECT_NE(s.find("set logscale x 2"), std::string::npos);
+}
+
+// The setup test's counters: every thread's system calls, those of a thread started after the counters opened
+// included.
+TEST(ItPerfProcessCounters, CountTheSystemCallsOfEveryThread) {
+    std::string why;
+    const ProcessCounters c = ProcessCounters::open(0, &why);
+    EXPECT_EQ(c.pid(), ::getpid());
+    const ProcessReading before = c.read();
+    std::thread t([] {
+        for (int i = 0; i < 1000; ++i) (void)::syscall(SYS_getppid);
+    });
+    t.join();
+    const ProcessReading after = c.read();
+    if (!before.syscalls) GTEST_SKIP() << "system calls cannot be counted here: " << why;
+    ASSERT_TRUE(after.syscalls.has_value()) << "a counter that read once must read again";
+    EXPECT_GE(*after.syscalls - *before.syscalls, 1000u) << "the 1,000 getppid calls of a thread started after the "
+                                                            "counters opened were not all counted";
+    EXPECT_LT(*after.syscalls - *before.syscalls, 100000u) << "counted far more than this test made";
+}
+
+TEST(ItPerfProcessCounters, SwitchesOfALiveThreadAndTheServerOfASocket) {
+    const ProcessCounters c = ProcessCounters::open(0);
+    const uint64_t before = c.read().switches;
+    for (int i = 0; i < 20; ++i) ::usleep(100);
+    EXPECT_GE(c.read().switches - before, 20u) << "20 sleeps of this thread are 20 voluntary switches at least";
+    EXPECT_EQ(server_of_socket("/nonexistent/krdma.sock"), 0) << "no socket there: no server";
 }
 
 }  // namespace

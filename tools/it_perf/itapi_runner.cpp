@@ -638,9 +638,39 @@ rdma::Expected<void> ItapiClient::Impl::drain_credits(uint64_t expected) {
     return {};
 }
 
+namespace {
+
+// Adds what each process of @p counted did since @p before (read then) to @p into.
+void add_costs(const std::vector<const ProcessCounters *> &counted, const std::vector<ProcessReading> &before,
+               std::vector<ProcessCosts> &into) {
+    into.resize(counted.size());
+    for (size_t i = 0; i < counted.size() && i < before.size(); ++i) {
+        const ProcessReading now = counted[i]->read();
+        if (now.syscalls && before[i].syscalls) {
+            into[i].syscalls = into[i].syscalls.value_or(0) + (*now.syscalls - *before[i].syscalls);
+        }
+        into[i].switches += now.switches - std::min(now.switches, before[i].switches);
+    }
+}
+
+std::vector<ProcessReading> read_all(const std::vector<const ProcessCounters *> &counted) {
+    std::vector<ProcessReading> r;
+    r.reserve(counted.size());
+    for (const ProcessCounters *c : counted) r.push_back(c->read());
+    return r;
+}
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+}  // namespace
+
 rdma::Expected<double> run_itapi_setup(const std::string &ia, const std::string &host, uint16_t port,
-                                       uint32_t in_flight, uint64_t count) {
+                                       uint32_t in_flight, uint64_t count, SetupSteps *steps,
+                                       const std::vector<const ProcessCounters *> &counted) {
     if (in_flight == 0 || count == 0) return rdma::Error(EINVAL, "the setup test needs endpoints to connect");
+    SetupSteps scratch;
+    SetupSteps &st = steps != nullptr ? *steps : scratch;
+    st = SetupSteps{};
     auto i = Interface::open(ia);
     if (!i) return i.error();
     Interface &itf = **i;
@@ -658,10 +688,12 @@ rdma::Expected<double> run_itapi_setup(const std::string &ia, const std::string 
     double timed = 0;
     uint64_t done = 0;
     std::vector<it_ep_handle_t> eps;
+    std::vector<std::pair<it_ep_handle_t, Clock::time_point>> connect_at;  // when each endpoint's connect was posted
     // Disconnects a batch and waits (untimed, bounded) until every end is gone, so the next batch starts on an
     // idle host and the server has freed its endpoints.
     auto tear_down = [&]() -> rdma::Expected<void> {
         size_t pending = 0;
+        const auto t_disconnect = Clock::now();
         for (it_ep_handle_t ep : eps) {
             if (it_ep_disconnect(ep, nullptr, 0) == IT_SUCCESS) ++pending;
         }
@@ -673,13 +705,18 @@ rdma::Expected<double> run_itapi_setup(const std::string &ia, const std::string 
                 --pending;
             }
         }
+        st.disconnect += seconds_since(t_disconnect);
+        const auto t_destroy = Clock::now();
         for (it_ep_handle_t ep : eps) itf.free_ep(ep);
+        st.destroy += seconds_since(t_destroy);
         eps.clear();
         if (pending > 0) return rdma::Error(ETIMEDOUT, "setup test: probes still connected 15 s after it_ep_disconnect");
         return {};
     };
     while (done < count) {
         const auto batch = static_cast<uint32_t>(std::min<uint64_t>(in_flight, count - done));
+        const std::vector<ProcessReading> life_before = read_all(counted);
+        const auto t_create = Clock::now();
         for (uint32_t k = 0; k < batch; ++k) {
             auto ep = itf.create_ep(*dto, *cm, 1, 1, kControlSize);
             if (!ep) {
@@ -688,14 +725,20 @@ rdma::Expected<double> run_itapi_setup(const std::string &ia, const std::string 
             }
             eps.push_back(*ep);
         }
+        st.create += seconds_since(t_create);
+        const std::vector<ProcessReading> setup_before = read_all(counted);
         const auto t0 = Clock::now();
+        connect_at.clear();
         for (it_ep_handle_t ep : eps) {
+            const auto t_connect = Clock::now();
             if (const it_status_t s = it_ep_connect(ep, &*path, nullptr, &q, IT_CONNECT_FLAG_TWO_WAY, pd, sizeof pd);
                 s != IT_SUCCESS) {
                 (void)tear_down();
                 return call_error("it_ep_connect", "setup probe to port " + std::to_string(port), s);
             }
+            connect_at.emplace_back(ep, t_connect);
         }
+        st.connect += seconds_since(t0);
         for (uint32_t up = 0; up < batch;) {
             auto ev = wait_event(*cm, std::chrono::duration_cast<std::chrono::milliseconds>(kConnectTimeout),
                                  "IT_CM_MSG_CONN_ESTABLISHED_EVENT of a setup probe");
@@ -709,12 +752,19 @@ rdma::Expected<double> run_itapi_setup(const std::string &ia, const std::string 
                                                      " (is an it_perf server listening on port " +
                                                      std::to_string(port) + "?)");
             }
+            const auto at = std::find_if(connect_at.begin(), connect_at.end(),
+                                         [&](const auto &c) { return c.first == ev->conn.ep; });
+            if (at != connect_at.end()) st.established += seconds_since(at->second);
             ++up;
         }
-        timed += std::chrono::duration<double>(Clock::now() - t0).count();
+        timed += seconds_since(t0);
+        add_costs(counted, setup_before, st.setup);
         done += batch;
         if (auto t = tear_down(); !t) return t.error();
+        add_costs(counted, life_before, st.life);
     }
+    st.connections = done;
+    st.timed = timed;
     return static_cast<double>(done) / timed;
 }
 

@@ -21,9 +21,11 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "process_counters.hpp"
 #include "rnicpi/cpp/status.hpp"
 #include "stats.hpp"
 #include "test_case.hpp"
@@ -74,15 +76,42 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
-/** @brief The client: one session with a server. */
+/** @brief What the processes of a setup test did: the change of their counters (process_counters.hpp). */
+struct ProcessCosts {
+    std::optional<uint64_t> syscalls; /**< System calls; nullopt when they cannot be counted. */
+    uint64_t switches = 0;            /**< Context switches. */
+};
+
+/**
+ * @brief Where the setup test's time and work went, summed over its connections: each step a connection passes on
+ *        the client, and the work of each process counted (the client, its server, krdmad).
+ */
+struct SetupSteps {
+    uint64_t connections = 0; /**< Connections made. */
+    double create = 0;        /**< Seconds in it_ep_rc_create (before the clock starts). */
+    double connect = 0;       /**< Seconds in it_ep_connect (the call, not the connection). */
+    double established = 0;   /**< Sum over connections of it_ep_connect to IT_CM_MSG_CONN_ESTABLISHED_EVENT. */
+    double disconnect = 0;    /**< Seconds from a batch's first it_ep_disconnect to its last disconnect event. */
+    double destroy = 0;       /**< Seconds in it_ep_free. */
+    double timed = 0;         /**< The clock's seconds: each batch's first it_ep_connect to its last establishment. */
+    /** @brief Per process counted, in the order given: its work while the clock ran (connect to established). */
+    std::vector<ProcessCosts> setup;
+    /** @brief Per process counted: its work over the connections' whole lives (create to destroy). */
+    std::vector<ProcessCosts> life;
+};
+
 /**
  * @brief The setup-rate test: connects @p count endpoints to the server at @p host : @p port (outside any session),
  *        @p in_flight at once. The clock runs from the first it_ep_connect of a batch until every endpoint of it is
  *        established (connect, MPA and the RDMA-mode transition at both ends, the server's accept included); the
- *        batch's teardown is not timed. Connections per second.
+ *        batch's teardown is not timed. Connections per second. With @p steps, also where the time went and what
+ *        each process of @p counted did (see SetupSteps).
  */
 rdma::Expected<double> run_itapi_setup(const std::string &ia, const std::string &host, uint16_t port,
-                                       uint32_t in_flight, uint64_t count);
+                                       uint32_t in_flight, uint64_t count, SetupSteps *steps = nullptr,
+                                       const std::vector<const ProcessCounters *> &counted = {});
+
+/** @brief The client: one session with a server. */
 
 class ItapiClient {
 public:

@@ -19,10 +19,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <thread>
 
 #include "itapi_names.hpp"
+#include "krdma/abi.h"
 #include "itapi_runner.hpp"
 #include "plot.hpp"
 #include "report.hpp"
@@ -232,6 +234,70 @@ bool end_server(std::optional<ServerChild> &child, const std::string &host, cons
     return true;
 }
 
+// The processes whose work the setup test counts: this one, the loopback server (when forked), and the krdmad
+// serving $KRDMA_DEVICE (none when the kAL is embedded: its work is then this process's and the server's).
+struct SetupCounted {
+    std::vector<std::string> names;
+    std::vector<ProcessCounters> counters;
+    std::string why_not;  // why system calls are not counted (empty: they are)
+    [[nodiscard]] std::vector<const ProcessCounters *> pointers() const {
+        std::vector<const ProcessCounters *> p;
+        for (const ProcessCounters &c : counters) p.push_back(&c);
+        return p;
+    }
+};
+
+SetupCounted count_setup(const std::optional<ServerChild> &child) {
+    SetupCounted s;
+    std::string why;
+    auto add = [&](const std::string &name, pid_t pid) {
+        s.names.push_back(name);
+        s.counters.push_back(ProcessCounters::open(pid, &why));
+        if (!why.empty()) s.why_not = why;
+    };
+    add("it_perf", 0);
+    if (child) add("server", child->pid());
+    const char *embedded = std::getenv("OPENRDMA_EMBEDDED_CONFIG");
+    if (embedded == nullptr || *embedded == '\0') {
+        const char *device = std::getenv("KRDMA_DEVICE");
+        const pid_t k = server_of_socket(device != nullptr && *device != '\0' ? device : KRDMA_DEFAULT_DEVICE);
+        if (k > 0 && k != ::getpid()) add("krdmad", k);
+    }
+    return s;
+}
+
+// Prints where the best RDMA round's time and work went, per connection (cmtime's breakdown, with the work of each
+// process beside it).
+void print_steps(uint32_t in_flight, const SetupSteps &st, const SetupCounted &counted) {
+    if (st.connections == 0) return;
+    const double n = static_cast<double>(st.connections);
+    auto us = [n](double seconds) { return seconds / n * 1e6; };
+    std::printf("  where the time went, %u in flight (the best RDMA round, per connection):\n", in_flight);
+    std::printf("    %-12s %10.1f us   it_ep_rc_create (before the clock starts)\n", "create", us(st.create));
+    std::printf("    %-12s %10.1f us   it_ep_connect's call\n", "connect", us(st.connect));
+    std::printf("    %-12s %10.1f us   it_ep_connect to ESTABLISHED: TCP, MPA, the server's accept and both "
+                "RDMA-mode transitions (mean latency; %u overlap)\n",
+                "establish", us(st.established), in_flight);
+    std::printf("    %-12s %10.1f us   the clock per connection (1 / rate)\n", "  timed", us(st.timed));
+    std::printf("    %-12s %10.1f us   it_ep_disconnect to the last disconnect event (batch wall time)\n",
+                "disconnect", us(st.disconnect));
+    std::printf("    %-12s %10.1f us   it_ep_free\n", "destroy", us(st.destroy));
+    auto row = [&](const char *what, const std::vector<ProcessCosts> &costs) {
+        std::printf("    %-30s", what);
+        for (size_t i = 0; i < counted.names.size(); ++i) {
+            const ProcessCosts c = i < costs.size() ? costs[i] : ProcessCosts{};
+            char sys[32] = "?";
+            if (c.syscalls) std::snprintf(sys, sizeof sys, "%.1f", static_cast<double>(*c.syscalls) / n);
+            std::printf("  %s %s syscalls, %.1f switches;", counted.names[i].c_str(), sys,
+                        static_cast<double>(c.switches) / n);
+        }
+        std::printf("\n");
+    };
+    row("work, connect to established:", st.setup);
+    row("work, create to destroy:", st.life);
+    if (!counted.why_not.empty()) std::printf("    (system calls not counted: %s)\n", counted.why_not.c_str());
+}
+
 // The setup-rate test: connections per second, RDMA (connect, MPA, RDMA mode at both ends) against TCP (connect,
 // accept, a header and its answer), at each count in flight; RDMA and TCP alternate and the best of each is kept.
 int run_setup(const Args &a) {
@@ -245,27 +311,32 @@ int run_setup(const Args &a) {
     std::printf("Connection setup, %llu connections per run, best of %d rounds (ratio = RDMA / TCP, target >= 0.50)\n",
                 static_cast<unsigned long long>(count), rounds);
     std::printf("%-12s %16s %16s %8s\n", "in flight", "RDMA conn/s", "TCP conn/s", "ratio");
+    const SetupCounted counted = count_setup(child);
     bool failed = false;
     for (uint32_t k : in_flight) {
         double best_rdma = 0, best_tcp = 0;
+        SetupSteps best_steps, steps;
         for (int r = 0; r < rounds && !failed; ++r) {
             for (int side = 0; side < 2; ++side) {
                 const bool tcp_turn = (side == 0) == (r % 2 == 0);
                 auto rate = tcp_turn ? run_tcp_setup(host, ports.tcp, k, count)
                                      : (a.tcp_only ? rdma::Expected<double>(0.0)
-                                                   : run_itapi_setup(a.ia, host, ports.rdma, k, count));
+                                                   : run_itapi_setup(a.ia, host, ports.rdma, k, count, &steps,
+                                                                     counted.pointers()));
                 if (!rate) {
                     std::fprintf(stderr, "it_perf: setup, %u in flight: %s\n", k, rate.error().to_string().c_str());
                     failed = true;
                     break;
                 }
                 double &best = tcp_turn ? best_tcp : best_rdma;
+                if (!tcp_turn && *rate > best) best_steps = steps;
                 best = std::max(best, *rate);
             }
         }
         const double ratio = best_tcp > 0 ? best_rdma / best_tcp : 0;
         std::printf("%-12u %16.0f %16.0f %8.3f  (target >= 0.50, %s)\n", k, best_rdma, best_tcp, ratio,
                     ratio >= 0.5 ? "met" : "missed");
+        if (!a.tcp_only) print_steps(k, best_steps, counted);
     }
     if (!end_server(child, host, ports, failed)) failed = true;
     return failed ? 1 : 0;

@@ -45,4 +45,10 @@ timeout -s KILL 100 "$perf" --loopback --setup --inflight 4,32 --iters 64 --roun
 lines=$(grep -cE '^(4|32) +[0-9]+ +[0-9]+ +[0-9.]+ +\(target >= 0.50' "$work/setup.txt")
 [ "$lines" -eq 2 ] || { echo "--setup: expected a rate for 4 and 32 in flight"; cat "$work/setup.txt"; exit 1; }
 if grep -qE '^(4|32) +0 ' "$work/setup.txt"; then echo "--setup: no RDMA rate"; cat "$work/setup.txt"; exit 1; fi
-echo "it_perf smoke test: setup rate at 4 and 32 in flight"
+# Where the time went: each step with its time, and the work of the client and of its server per connection.
+for step in create connect establish disconnect destroy; do
+    grep -qE "^    $step +[0-9.]+ us" "$work/setup.txt" || { echo "--setup: no time for step $step"; cat "$work/setup.txt"; exit 1; }
+done
+work_lines=$(grep -cE '^    work, connect to established: +it_perf [0-9.?]+ syscalls, [0-9.]+ switches; +server ' "$work/setup.txt")
+[ "$work_lines" -eq 2 ] || { echo "--setup: expected the client's and the server's work at 4 and 32 in flight"; cat "$work/setup.txt"; exit 1; }
+echo "it_perf smoke test: setup rate at 4 and 32 in flight, with where the time went"
