@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -87,7 +88,11 @@ struct KrdmadConsumer {
     /** @brief An endpoint of depth @p depth on the CQ whose connection events carry @p context. */
     std::shared_ptr<ual::Endpoint> endpoint(uint32_t depth, uint64_t context) {
         auto e = pz->create_endpoint(endpoint_attributes(depth, context), cq, cq);
-        if (!e) return nullptr;
+        if (!e) {
+            std::fprintf(stderr, "creating endpoint %llu: %s\n", static_cast<unsigned long long>(context),
+                         e.error().to_string().c_str());
+            return nullptr;
+        }
         (*e)->set_connection_dispatcher(cm);
         return *e;
     }

@@ -6,7 +6,11 @@
 //  - memory per idle connected QP: the resident growth of both consumer processes and krdmad over the batch, per
 //    QP (two per connection); socket buffers are kernel memory and not counted (target <= 8 KiB);
 //  - one active QP among them: its 8-byte RDMA Read round trip and its 64 KiB RDMA Write bandwidth, measured before
-//    the batch (the QP alone) and after it, and their ratio (target: the same figures, ratio about 1).
+//    the batch (the QP alone) and after it, and their ratio (target: the same figures, ratio about 1);
+//  - teardown (issue 42: back to baseline in under 1 s of krdmad CPU): the passive process killed with SIGKILL (its
+//    half of the QPs, and the connections they held), then this process destroying its half; for each, krdmad's CPU
+//    time and the wall time until krdmad holds no more descriptors than before the batch (its reference to each
+//    connection's socket is one).
 //
 //   bench_scale [--connections N (default 5000: 10,000 QPs)] [--in-flight N (default 256)] [--seconds S]
 //              [--krdmad PATH] [--json FILE]
@@ -29,6 +33,7 @@
 #include <fstream>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,10 +61,68 @@ long rss_kib(pid_t pid) {
     return resident * (::sysconf(_SC_PAGESIZE) / 1024);
 }
 
-/** @brief The soft descriptor limit raised to the hard one: every connection is a socket in each consumer. */
+/** @brief CPU time (user and system) process @p pid has used so far, in seconds (0 when unreadable). */
+double cpu_seconds(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(in, line)) return 0;
+    const size_t close = line.rfind(')');  // the command may hold anything: count fields from its end
+    if (close == std::string::npos) return 0;
+    std::istringstream rest(line.substr(close + 1));
+    std::string field;
+    for (int i = 0; i < 11; ++i) rest >> field;  // fields 3 (state) to 13
+    unsigned long long utime = 0, stime = 0;
+    rest >> utime >> stime;                        // fields 14 and 15
+    return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+/** @brief How many descriptors process @p pid holds (-1 when unreadable). */
+long descriptors(pid_t pid) {
+    std::error_code ec;
+    long n = 0;
+    for (auto it = std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+        ++n;
+    }
+    return ec ? -1 : n;
+}
+
+/** @brief A teardown's cost to krdmad: its CPU seconds and the wall seconds until its descriptors came down. */
+struct Teardown {
+    double cpu = 0;
+    double wall = 0;
+    bool done = false;  // the descriptors came down within the time allowed
+};
+
+/**
+ * @brief Runs @p act (a teardown), then waits (60 s at most) until krdmad (@p pid) holds at most @p target
+ *        descriptors and its CPU time stops growing.
+ */
+template <class Act>
+Teardown tear_down(pid_t pid, long target, Act &&act) {
+    Teardown t;
+    const double cpu0 = cpu_seconds(pid);
+    const auto t0 = clock_type::now();
+    act();
+    const auto give_up = t0 + 60s;
+    while (descriptors(pid) > target && clock_type::now() < give_up) std::this_thread::sleep_for(1ms);
+    t.wall = std::chrono::duration<double>(clock_type::now() - t0).count();
+    t.done = descriptors(pid) <= target;
+    // Work queued behind the last close (abortive closes lingering, timers) shows as CPU a little later.
+    std::this_thread::sleep_for(100ms);
+    t.cpu = cpu_seconds(pid) - cpu0;
+    return t;
+}
+
+/**
+ * @brief The soft descriptor limit raised to the hard one, and the hard one to 2^20 when this process may (root):
+ *        every connection is a socket in each consumer and in krdmad, which inherits the limit.
+ */
 void raise_descriptor_limit() {
     rlimit l{};
-    if (::getrlimit(RLIMIT_NOFILE, &l) == 0 && l.rlim_cur < l.rlim_max) {
+    if (::getrlimit(RLIMIT_NOFILE, &l) != 0) return;
+    if (const rlimit big{1u << 20, 1u << 20}; l.rlim_max < big.rlim_max && ::setrlimit(RLIMIT_NOFILE, &big) == 0) return;
+    if (l.rlim_cur < l.rlim_max) {
         l.rlim_cur = l.rlim_max;
         (void)::setrlimit(RLIMIT_NOFILE, &l);
     }
@@ -202,7 +265,11 @@ Active measure(Consumer &c, ual::Endpoint &ep, const Hello &peer, double seconds
 bool await_established(ual::SimpleDispatcher &cm, std::set<uint64_t> want) {
     while (!want.empty()) {
         auto e = cm.wait(30s);
-        if (!e) return false;
+        if (!e) {
+            std::fprintf(stderr, "bench_scale: waiting for %zu connections: %s\n", want.size(),
+                         e.error().to_string().c_str());
+            return false;
+        }
         if (want.count(e->context) == 0) continue;
         if (e->id != static_cast<uint32_t>(ual::CmEventId::established)) {
             std::fprintf(stderr, "bench_scale: connection event %u instead of established\n", e->id);
@@ -263,6 +330,7 @@ int main(int argc, char **argv) {
     bench::g_passive = passive;
     ::close(ctl[1]);
     int rc = 0;
+    bool killed = false;  // the passive process was killed (the teardown measure), not asked to leave
     {
         Consumer c;
         Hello peer;
@@ -281,13 +349,19 @@ int main(int argc, char **argv) {
             std::set<uint64_t> want;
             for (size_t i = 0; i < n; ++i) {
                 auto ep = c.endpoint(eps.empty() ? 2 * kWindow : 4, ++context);
-                if (!ep || !ep->connect("127.0.0.1", peer.port).ok()) return false;
+                if (!ep) return false;
+                if (auto st = ep->connect("127.0.0.1", peer.port); !st) {
+                    std::fprintf(stderr, "bench_scale: connect %llu: %s\n", static_cast<unsigned long long>(context),
+                                 st.error().to_string().c_str());
+                    return false;
+                }
                 want.insert(context);
                 eps.push_back(std::move(ep));
             }
             return await_established(*c.cm, std::move(want));
         };
         Active alone, among;
+        const long krdmad_fds = descriptors(daemon.pid());  // before any connection: the baseline of the teardowns
         if (rc == 0) {
             std::printf("bench_scale: softrnic sr0 on 127.0.0.1 (CRC on) through krdmad pid %d, passive process pid "
                         "%d; %zu connections (%zu QPs), %zu in flight\n",
@@ -351,10 +425,32 @@ int main(int argc, char **argv) {
             figures.add("active QP among the idle: 64 KiB Write", among.write_bps / 1e9, "GB/s", "the QP alone",
                         alone.write_bps / 1e9, -1, "about 1x");
         }
+        if (rc == 0 && krdmad_fds > 0) {
+            // kill -9 of the passive process: krdmad destroys its QPs and closes the connections they held (this
+            // process's ends then see the peer gone). Its descriptors come down by one socket per connection.
+            const long full = descriptors(daemon.pid());
+            const Teardown killing = tear_down(daemon.pid(), full - static_cast<long>(connections), [&] {
+                ::kill(passive, SIGKILL);
+                (void)::waitpid(passive, nullptr, 0);
+            });
+            killed = true;
+            bench::g_passive = 0;
+            // This process destroys its QPs one by one (a round trip each): krdmad back to where it began.
+            const Teardown closing = tear_down(daemon.pid(), krdmad_fds, [&] { eps.clear(); });
+            auto report = [&](const char *what, const Teardown &t) {
+                std::printf("%-34s %9.0f ms     krdmad CPU (target < 1000 ms), %.0f ms until its descriptors are back%s\n",
+                            what, t.cpu * 1e3, t.wall * 1e3, t.done ? "" : " (they did not come back in 60 s)");
+                figures.add(std::string(what) + ": krdmad CPU", t.cpu * 1e3, "ms", "< 1000 ms", t.done && t.cpu < 1.0);
+                if (!t.done) rc = 1;
+            };
+            const std::string qps = std::to_string(connections) + " QPs";
+            report(("teardown, kill -9 of " + qps).c_str(), killing);
+            report(("teardown, destroy of " + qps).c_str(), closing);
+        }
         eps.clear();
     }
     ::close(ctl[0]);  // the passive process leaves when its end closes
-    if (!bench::await_child(passive, 30, "bench_scale: the passive process")) rc = 1;
+    if (!killed && !bench::await_child(passive, 30, "bench_scale: the passive process")) rc = 1;
     bench::g_passive = 0;
     return rc;
 }
