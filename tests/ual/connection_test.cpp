@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -71,6 +72,60 @@ std::string connect_within(Side &s, ual::Endpoint &client, ual::Endpoint &server
         }
     }
     return "";
+}
+
+// Leader/follower (ual::EventPump): a thread waiting for connection events reads the kAL's records itself. An event
+// that reaches its dispatcher from another thread wakes it at once (it sleeps in the pump, not on the dispatcher);
+// a second thread waiting on another dispatcher, while the first leads, gets what the leader delivers for it.
+TEST_F(Connections, WaitersReadTheKalThemselvesAndAnotherThreadsPostWakesThem) {
+    Side s;
+    ASSERT_EQ(s.open(device_.string(), "sr0", 4096), "");
+    auto client = s.endpoint(1);  // binds s.cm to the link's pump
+    auto server = s.endpoint(2);
+    ASSERT_TRUE(client && server);
+
+    std::thread poster([&s] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        ual::Event e;
+        e.stream = ual::EventStream::cm_message;
+        e.context = 77;
+        s.cm->post(e);
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    auto posted = s.cm->wait(std::chrono::seconds(60));
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    poster.join();
+    ASSERT_TRUE(posted) << posted.error().to_string();
+    EXPECT_EQ(posted->context, 77u);
+    EXPECT_LT(waited, std::chrono::seconds(30)) << "another thread's post did not wake the waiter reading the kAL: "
+                                                   "it slept toward its 60 s deadline";
+
+    // One thread waits for both ESTABLISHED events (and leads), this one for the request, then accepts it.
+    auto l = s.adapter->listen(0, s.requests, 3);
+    ASSERT_TRUE(l) << l.error().to_string();
+    std::vector<ual::Event> established;
+    std::thread waiter([&] {
+        for (int i = 0; i < 2; ++i) {
+            auto e = next_cm(s.cm);
+            if (!e) return;
+            established.push_back(*e);
+        }
+    });
+    ASSERT_OK(client->connect("127.0.0.1", (*l)->port()));
+    auto req = next_cm(s.requests);
+    if (!req || !req->connection) {
+        waiter.join();
+        FAIL() << "the request never reached its waiter while another thread read the kAL";
+    }
+    ASSERT_OK(server->accept(req->connection->request));
+    waiter.join();
+    ASSERT_EQ(established.size(), 2u) << "an ESTABLISHED event was lost between the leader and the event thread";
+    std::set<uint64_t> contexts;
+    for (const ual::Event &e : established) {
+        EXPECT_EQ(e.id, static_cast<uint32_t>(CmEventId::established)) << "status " << e.detail;
+        contexts.insert(e.context);
+    }
+    EXPECT_EQ(contexts, (std::set<uint64_t>{1, 2}));
 }
 
 TEST_F(Connections, TwoProcessesConnectWithPrivateDataAndMoveEveryByte) {

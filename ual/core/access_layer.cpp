@@ -298,6 +298,7 @@ rdma::Expected<std::shared_ptr<ListenPoint>> Adapter::listen(uint16_t port, std:
     }
     std::shared_ptr<ListenPoint> lp(new ListenPoint());
     lp->adapter_ = shared_from_this();
+    if (requests) requests->set_pump(al_->link_->event_pump());  // a waiter for requests reads the kAL itself
     lp->requests_ = std::move(requests);
     lp->cookie_ = al_->enroll(ObjectKind::listener, lp);
     auto r = al_->link_->listen(ref_, port, backlog, context, lp->cookie_);
@@ -321,8 +322,13 @@ rdma::Expected<ri_rnic_attr_t> Adapter::query() const {
     return attr;
 }
 
+void Adapter::share_event_pump(SimpleDispatcher &d) { d.set_pump(al_->link_->event_pump()); }
+
 void Adapter::set_async_dispatchers(std::shared_ptr<SimpleDispatcher> affiliated,
                                     std::shared_ptr<SimpleDispatcher> unaffiliated) {
+    for (const auto *d : {&affiliated, &unaffiliated}) {
+        if (*d) (*d)->set_pump(al_->link_->event_pump());
+    }
     std::lock_guard lock(mutex_);
     affiliated_ = std::move(affiliated);
     unaffiliated_ = std::move(unaffiliated);
@@ -535,6 +541,8 @@ rdma::Status Endpoint::close() {
 }
 
 void Endpoint::set_connection_dispatcher(std::shared_ptr<SimpleDispatcher> events) {
+    // A waiter for this endpoint's connection events reads the kAL itself (leader/follower).
+    if (events && pz_) events->set_pump(pz_->adapter()->al_->link_->event_pump());
     std::lock_guard lock(cm_mutex_);
     cm_ = std::move(events);
 }

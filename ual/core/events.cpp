@@ -102,7 +102,13 @@ bool SimpleDispatcher::post(const Event &e) noexcept {
             auto agg = signal_fd_locked(wake_waiters);
             auto fn = notifier_;
             auto nrun = notifier_run_;
+            // A waiter reading the kAL itself sleeps in the pump, not on cv_: an event from another thread (a
+            // provider's, the consumer's) wakes it there. Its own deliveries need no nudge.
+            const bool nudge = leader_ != std::thread::id{} && leader_ != std::this_thread::get_id();
             lock.unlock();
+            if (nudge) {
+                if (auto pump = pump_.lock()) pump->nudge();
+            }
             if (wake_waiters) cv_.notify_all();
             if (agg) agg->wake();
             if (!fn) return true;
@@ -271,10 +277,32 @@ rdma::Expected<Event> SimpleDispatcher::wait(std::chrono::milliseconds timeout) 
         }
     }
     std::unique_lock lock(mutex_);
+    if (count_ < threshold_ && !callback_ && leader_ == std::thread::id{}) {
+        // Leader/follower: rather than sleep until the event thread reads the kAL's record and wakes this thread,
+        // read it here (one wake-up instead of two). Only one waiter of a dispatcher leads; the others sleep on
+        // cv_, which the leader's deliveries notify. A pump already led by another thread says no at once.
+        if (auto pump = pump_.lock()) {
+            leader_ = std::this_thread::get_id();
+            lock.unlock();
+            (void)pump->lead(deadline, [this] {
+                std::lock_guard l(mutex_);
+                return count_ >= threshold_ || callback_;
+            });
+            pump.reset();
+            lock.lock();
+            leader_ = std::thread::id{};
+        }
+    }
     if (!cv_.wait_until(lock, deadline, [&] { return count_ >= threshold_; }) && count_ == 0) {
         return rdma::Error(RI_ETIMEDOUT, "no event within the timeout");
     }
     return *take_locked();  // at the threshold, or below it but present when the time ran out
+}
+
+void SimpleDispatcher::set_pump(const std::shared_ptr<EventPump> &pump) {
+    if (stream_ == EventStream::dto) return;  // completions come from the CQ, not from the kAL's records
+    std::lock_guard lock(mutex_);
+    pump_ = pump;
 }
 
 void SimpleDispatcher::set_callback(Callback cb, Executor run) {

@@ -114,6 +114,13 @@ rdma::Expected<void> DeviceClient::handshake(const std::string &where, std::chro
     if (::epoll_ctl(watch_.get(), EPOLL_CTL_ADD, sock_.get(), &ev) != 0) {
         return rdma::Error(errno, std::string("epoll_ctl: ") + std::strerror(errno));
     }
+    // The event thread watches watch_ through a set of its own: a thread that leads mutes it there, and a call's
+    // mute of the socket in watch_ holds for both.
+    events_watch_.reset(::epoll_create1(EPOLL_CLOEXEC));
+    if (!events_watch_) return rdma::Error(errno, std::string("epoll_create1: ") + std::strerror(errno));
+    if (::epoll_ctl(events_watch_.get(), EPOLL_CTL_ADD, watch_.get(), &ev) != 0) {
+        return rdma::Error(errno, std::string("epoll_ctl: ") + std::strerror(errno));
+    }
     krdma_hello h{};
     h.abi_version = KRDMA_ABI_WORD(KRDMA_ABI_VERSION, KRDMA_ABI_MINOR);
     auto reply = call(KRDMA_CMD_HELLO, {reinterpret_cast<const uint8_t *>(&h), sizeof h}, {}, wait);
@@ -264,11 +271,17 @@ void DeviceClient::settle_posted_before(uint32_t seq) {
     std::erase_if(posted_, [seq](const auto &p) { return static_cast<int32_t>(p.first - seq) < 0; });
 }
 
-void DeviceClient::watch_socket(bool on) noexcept {
+void DeviceClient::lead(bool on) noexcept {
+    epoll_event ev{};
+    ev.events = on ? 0u : static_cast<uint32_t>(EPOLLIN);
+    (void)::epoll_ctl(events_watch_.get(), EPOLL_CTL_MOD, watch_.get(), &ev);
+}
+
+void DeviceClient::mute(bool on) noexcept {
     // Level-triggered: turning the watch back on reports anything that arrived meanwhile. A muted socket still
     // reports a hang-up, which only makes the poller wait for the call and then find the connection closed.
     epoll_event ev{};
-    ev.events = on ? static_cast<uint32_t>(EPOLLIN) : 0u;
+    ev.events = on ? 0u : static_cast<uint32_t>(EPOLLIN);
     (void)::epoll_ctl(watch_.get(), EPOLL_CTL_MOD, sock_.get(), &ev);
 }
 
@@ -276,10 +289,10 @@ rdma::Expected<void> DeviceClient::exchange(uint32_t cmd, std::span<const uint8_
                                             std::chrono::milliseconds timeout) {
     // The reply would wake the event poller, which could only wait for this call to end: mute the socket for it
     // while the call reads it (event records read meanwhile are queued and announced on queued_fd()).
-    watch_socket(false);
+    mute(true);
     struct Unmute {
         DeviceClient *self;
-        ~Unmute() { self->watch_socket(true); }
+        ~Unmute() { self->mute(false); }
     } unmute{this};
     auto seq = send_locked(cmd, request, fds, 0);
     if (!seq) return seq.error();

@@ -126,11 +126,18 @@ public:
      */
     void take_events(std::vector<krdma_event> &events, std::vector<CmRecord> &cm_events);
     /**
-     * @brief A descriptor to poll() for event records: readable when the socket is, except while a call is reading
-     *        the socket itself (its reply would otherwise wake the poller for nothing). Events a call reads are
-     *        queued and announced by queued_fd().
+     * @brief The event thread's descriptor to poll() for event records: readable when the socket is, except while
+     *        a call is reading the socket itself (its reply would otherwise wake the poller for nothing) or a thread
+     *        leads (lead_fd()). Events a call reads are queued and announced by queued_fd().
      */
-    [[nodiscard]] int fd() const noexcept { return watch_.get(); }
+    [[nodiscard]] int fd() const noexcept { return events_watch_.get(); }
+    /**
+     * @brief A leader's descriptor (a thread that reads the kAL in the event thread's stead, see ual::EventPump):
+     *        readable when the socket is, except while a call reads it. Call lead(true) first.
+     */
+    [[nodiscard]] int lead_fd() const noexcept { return watch_.get(); }
+    /** @brief A thread starts (@p on) or stops leading: fd() is muted meanwhile, lead_fd() is not. One epoll_ctl. */
+    void lead(bool on) noexcept;
     /** @brief The device socket itself. */
     [[nodiscard]] int socket() const noexcept { return sock_.get(); }
     /**
@@ -172,12 +179,14 @@ private:
     // kind read on the way are announced). Takes mutex_.
     template <class Record, class Other>
     std::optional<Record> next_of(std::deque<Record> &queue, const std::deque<Other> &other);
-    void watch_socket(bool on) noexcept;
 
     krdma::UniqueFd sock_;
     krdma::UniqueFd queued_;  // eventfd raised when call() queues an event
     bool announced_ = false;  // queued_ was raised and not read since (under queue_mutex_)
-    krdma::UniqueFd watch_;   // epoll set of the socket for the event poller; the socket is muted during a call
+    // Mutes the socket in watch_ while a call reads it (@p on), or unmutes it. mutex_ held: one call at a time.
+    void mute(bool on) noexcept;
+    krdma::UniqueFd watch_;         // epoll set of the socket, muted during calls: a leader polls it
+    krdma::UniqueFd events_watch_;  // epoll set of watch_, muted while a thread leads: the event thread polls it
     krdma_hello hello_{};
     std::atomic<bool> closed_{false};
     void read_refusal();          // reads a KRDMA_EVENT_REFUSED record left after the kAL closed the connection

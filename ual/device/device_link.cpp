@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -45,6 +46,13 @@ struct Core {
     uint64_t created = 0;
     uint32_t created_number = 0;  // the created object's number, when the kAL said (protocol 1.2: a QP's)
     std::string create_refusal;  // the kAL's reason when it refused the create op in flight
+    // Whoever reads and delivers the kAL's records holds this: the event thread, or a waiting consumer thread
+    // that leads (Pump). Records are so delivered in the order they came, by one thread at a time.
+    std::mutex delivery;
+    bool device_open = true;                  // under delivery: the device connection has not closed
+    std::vector<krdma_event> events;          // under delivery: one wake-up's records, storage kept
+    std::vector<CmRecord> cm_events;
+    krdma::UniqueFd nudge_fd;                 // wakes a leader (EventPump::nudge)
 };
 
 // One RNIC open: the uVP's host context (its syscalls arrive with it) and its event handlers' context.
@@ -127,12 +135,46 @@ bool deliver(Core &core, F &&f) {
     return !core.stopping;
 }
 
+// Takes every record waiting (on the socket, or queued by calls) and delivers them in order; false when the
+// thread must stop. Called with core.delivery held.
+bool take_and_deliver(Core &core) {
+    DeviceClient &client = *core.client;
+    std::vector<krdma_event> &events = core.events;
+    std::vector<CmRecord> &cm_events = core.cm_events;
+    events.clear();
+    cm_events.clear();
+    client.take_events(events, cm_events);
+    for (const krdma_event &e : events) {
+        bool go = true;
+        switch (e.event) {
+            case KRDMA_EVENT_COMPLETION: go = deliver(core, [&](LinkEvents &s) { s.completion(e.cookie); }); break;
+            case KRDMA_EVENT_ASYNC: {
+                const ri_async_event_t a{e.resource_type, e.event_id, e.resource_id, e.context,
+                                         static_cast<uint32_t>(e.detail), 0};
+                go = deliver(core, [&](LinkEvents &s) { s.async_event(e.cookie, a); });
+                break;
+            }
+            case KRDMA_EVENT_SHUTDOWN: go = deliver(core, [](LinkEvents &s) { s.kal_gone(); }); break;
+            default: break;  // an event this uAL does not know
+        }
+        if (!go) return false;
+    }
+    for (CmRecord &c : cm_events) {
+        if (!deliver(core, [&](LinkEvents &s) { s.connection(c.event, std::move(c.fd), std::move(c.channel)); })) {
+            return false;
+        }
+    }
+    if (core.device_open && client.closed()) {
+        core.device_open = false;
+        RDMA_LOG_WARN(kComponent, "the kAL closed the device: every RNIC of this process is unusable");
+        if (!deliver(core, [](LinkEvents &s) { s.kal_gone(); })) return false;
+    }
+    return true;
+}
+
 void event_loop(std::shared_ptr<Core> core) {
     DeviceClient &client = *core->client;
-    bool device_open = true;
-    // One wake-up's records, taken in one batch (kept between wake-ups so their storage is reused).
-    std::vector<krdma_event> events;
-    std::vector<CmRecord> cm_events;
+    bool device_open = true;  // this thread's copy of core->device_open, read under delivery
     for (;;) {
         pollfd fds[3] = {{core->stop_fd.get(), POLLIN, 0},
                          {device_open ? client.fd() : -1, POLLIN, 0},
@@ -143,36 +185,68 @@ void event_loop(std::shared_ptr<Core> core) {
             return;
         }
         if (fds[0].revents != 0 || core->stopping) return;
-        events.clear();
-        cm_events.clear();
-        client.take_events(events, cm_events);
-        for (const krdma_event &e : events) {
-            bool go = true;
-            switch (e.event) {
-                case KRDMA_EVENT_COMPLETION:
-                    go = deliver(*core, [&](LinkEvents &s) { s.completion(e.cookie); });
-                    break;
-                case KRDMA_EVENT_ASYNC: {
-                    const ri_async_event_t a{e.resource_type, e.event_id, e.resource_id, e.context,
-                                             static_cast<uint32_t>(e.detail), 0};
-                    go = deliver(*core, [&](LinkEvents &s) { s.async_event(e.cookie, a); });
-                    break;
-                }
-                case KRDMA_EVENT_SHUTDOWN: go = deliver(*core, [](LinkEvents &s) { s.kal_gone(); }); break;
-                default: break;  // an event this uAL does not know
-            }
-            if (!go) return;
+        std::unique_lock d(core->delivery, std::try_to_lock);
+        if (!d.owns_lock()) {
+            // A consumer thread leads (it reads the socket, muted for this thread, and the calls' queue): what
+            // woke this one is its to take. Never wait for it here: its delivery may destroy the link, whose
+            // destructor joins this thread.
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+            continue;
         }
-        for (CmRecord &c : cm_events) {
-            if (!deliver(*core, [&](LinkEvents &s) { s.connection(c.event, std::move(c.fd), std::move(c.channel)); })) return;
-        }
-        if (device_open && client.closed()) {
-            device_open = false;
-            RDMA_LOG_WARN(kComponent, "the kAL closed the device: every RNIC of this process is unusable");
-            if (!deliver(*core, [](LinkEvents &s) { s.kal_gone(); })) return;
-        }
+        if (!take_and_deliver(*core)) return;
+        device_open = core->device_open;
     }
 }
+
+// The link's EventPump: a waiting consumer thread does the event thread's work (see EventPump).
+class Pump final : public EventPump {
+public:
+    explicit Pump(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+
+    bool lead(std::chrono::steady_clock::time_point deadline, const std::function<bool()> &ready) override {
+        Core &core = *core_;
+        std::unique_lock d(core.delivery, std::try_to_lock);
+        if (!d.owns_lock() || core.stopping) return false;
+        DeviceClient &client = *core.client;
+        // The event thread no longer wakes for the socket: this thread reads it (not while a call of another thread
+        // reads its reply: lead_fd() is muted then). Unmuted when this thread stops, the socket wakes the event thread
+        // for anything that came meanwhile (level-triggered).
+        client.lead(true);
+        struct Unmute {
+            DeviceClient &c;
+            ~Unmute() { c.lead(false); }
+        } unmute{client};
+        for (;;) {
+            if (ready() || core.stopping) return true;
+            const auto now = std::chrono::steady_clock::now();
+            if (now >= deadline) return true;
+            // Nothing but the socket, the calls' queue, a nudge or the stop wakes this thread before its deadline (an
+            // infinite wait's is centuries away: poll's int of milliseconds takes the rest in several turns).
+            const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
+            pollfd fds[4] = {{core.stop_fd.get(), POLLIN, 0},
+                             {core.device_open ? client.lead_fd() : -1, POLLIN, 0},
+                             {client.queued_fd(), POLLIN, 0},
+                             {core.nudge_fd.get(), POLLIN, 0}};
+            const int r = ::poll(fds, 4, static_cast<int>(std::min<int64_t>(left, INT32_MAX)));
+            if (r < 0 && errno != EINTR) return true;  // the caller waits as it would have
+            if (r <= 0) continue;
+            if (fds[0].revents != 0) return true;
+            if (fds[3].revents != 0) {
+                uint64_t n;
+                (void)!::read(core.nudge_fd.get(), &n, sizeof n);
+            }
+            if ((fds[1].revents | fds[2].revents) != 0 && !take_and_deliver(core)) return true;
+        }
+    }
+
+    void nudge() noexcept override {
+        const uint64_t one = 1;
+        (void)!::write(core_->nudge_fd.get(), &one, sizeof one);
+    }
+
+private:
+    std::shared_ptr<Core> core_;  // outlives the link while a leader uses it
+};
 
 class DeviceLink final : public KalLink {
 public:
@@ -200,6 +274,9 @@ public:
         core_->sink = std::move(sink);
         core_->stop_fd.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
         if (!core_->stop_fd) return rdma::Error(errno, std::string("eventfd failed: ") + std::strerror(errno));
+        core_->nudge_fd.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+        if (!core_->nudge_fd) return rdma::Error(errno, std::string("eventfd failed: ") + std::strerror(errno));
+        pump_ = std::make_shared<Pump>(core_);
         thread_ = std::thread(event_loop, core_);
         // Named for top -H, perf and gdb: a consumer's threads are otherwise all called after its program.
         ::pthread_setname_np(thread_.native_handle(), "ual-events");
@@ -208,6 +285,7 @@ public:
 
     std::string_view kind() const noexcept override { return embedded_ ? "embedded" : "krdmad"; }
     uint32_t client_id() const noexcept override { return core_->client->hello().client_id; }
+    std::shared_ptr<EventPump> event_pump() override { return pump_; }
     bool can_convert_sockets() const noexcept override { return true; }
 
     rdma::Expected<krdma::UniqueFd> peer_marks() override {
@@ -561,6 +639,7 @@ private:
     std::mutex mutex_;  // guards the loader and the opens
     std::map<ri_rnic_t, std::unique_ptr<Open>> opens_;
     std::thread thread_;
+    std::shared_ptr<Pump> pump_;  // made by start()
 };
 
 }  // namespace

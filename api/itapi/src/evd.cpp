@@ -201,6 +201,10 @@ ITAPI_EXPORT it_status_t it_evd_create(it_ia_handle_t ia_handle, it_event_type_t
         }
         e->sd = std::move(*sd);
         e->sd->set_tag(e->handle);
+        // A thread waiting for connection or asynchronous events reads the kAL itself (one wake-up, not two).
+        if (stream != ual::EventStream::dto && stream != ual::EventStream::software) {
+            ia->adapter->share_event_pump(*e->sd);
+        }
         if (stream == ual::EventStream::dto) {
             auto cq = ia->adapter->create_cq(static_cast<uint32_t>(sevd_queue_size), e->sd);
             if (!cq) {

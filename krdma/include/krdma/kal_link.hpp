@@ -21,7 +21,9 @@
 #ifndef KRDMA_KAL_LINK_HPP
 #define KRDMA_KAL_LINK_HPP
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -72,6 +74,25 @@ struct ListenResult {
 };
 
 /**
+ * @brief Leader/follower for the kAL's records: a thread about to sleep until an event arrives reads the kAL's
+ *        device itself and delivers what it reads, instead of sleeping while the link's event thread wakes, reads
+ *        and then wakes it (one wake-up per record instead of two). One thread leads at a time; the event thread
+ *        does the rest. Thread-safe.
+ */
+class EventPump {
+public:
+    virtual ~EventPump() = default;
+    /**
+     * @brief Reads and delivers the kAL's records in the calling thread until @p ready() holds, @p deadline passes,
+     *        the link stops or nudge() is called. False at once, with nothing done, when another thread leads or
+     *        delivers: the caller then waits as it would without a pump. @p ready must not call into the link.
+     */
+    virtual bool lead(std::chrono::steady_clock::time_point deadline, const std::function<bool()> &ready) = 0;
+    /** @brief Wakes the thread that leads: what it waits for came from elsewhere (a provider's thread, a post). */
+    virtual void nudge() noexcept = 0;
+};
+
+/**
  * @brief Where a link delivers what the kAL and the provider's own handlers report, each named by its object's
  *        cookie. Called from the link's event thread or a provider's thread; must not block for long.
  */
@@ -103,6 +124,8 @@ public:
     [[nodiscard]] virtual std::string_view kind() const noexcept = 0;
     /** @brief The kAL's identifier of this consumer (as rdmactl lists it). */
     [[nodiscard]] virtual uint32_t client_id() const noexcept = 0;
+    /** @brief The link's EventPump, for dispatchers whose waiters may read the kAL themselves; null for none. */
+    [[nodiscard]] virtual std::shared_ptr<EventPump> event_pump() { return nullptr; }
     /** @brief Whether the consumer's own TCP sockets can become streams (convert()). */
     [[nodiscard]] virtual bool can_convert_sockets() const noexcept = 0;
     /**

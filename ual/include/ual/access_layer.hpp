@@ -152,6 +152,13 @@ public:
      */
     [[nodiscard]] rdma::Expected<std::shared_ptr<CompletionQueue>> create_cq(uint32_t depth,
                                                                             const std::shared_ptr<SimpleDispatcher> &dto);
+    /**
+     * @brief Lets a thread that waits on @p d read and deliver this access layer's kAL records itself
+     *        (leader/follower, see EventPump): for a dispatcher that events reach through a consumer's own callback
+     *        (an API layer's queue behind a per-endpoint dispatcher). Listen points, endpoints and the async
+     *        dispatchers given here get it without asking.
+     */
+    void share_event_pump(SimpleDispatcher &d);
     /** @brief Where this adapter's asynchronous events go (either may be null: those events are dropped). */
     void set_async_dispatchers(std::shared_ptr<SimpleDispatcher> affiliated,
                                std::shared_ptr<SimpleDispatcher> unaffiliated);

@@ -18,8 +18,10 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <vector>
 
+#include "krdma/kal_link.hpp"
 #include "krdma/message.hpp"
 #include "rnicpi/cpp/status.hpp"
 #include "rnicpi/rnicpi.h"
@@ -159,6 +161,12 @@ public:
     void set_notifier(std::function<void()> fn, Executor run = {});
     /** @brief Queued events. */
     [[nodiscard]] size_t pending() const;
+    /**
+     * @brief Lets a thread that waits on this dispatcher (not a DTO one) read and deliver the kAL's records itself
+     *        through @p pump (leader/follower) instead of sleeping until the event thread does. Set by the access
+     *        layer when the dispatcher is bound to a listen point or an endpoint; held weakly.
+     */
+    void set_pump(const std::shared_ptr<EventPump> &pump);
     /** @brief Attaches a value of the dispatcher's owner (an API layer's object), reported by aggregates. */
     void set_tag(uint64_t tag) noexcept { tag_.store(tag, std::memory_order_relaxed); }
     /** @brief The owner's value from set_tag(). */
@@ -197,6 +205,8 @@ private:
     Executor notifier_run_;
     std::atomic<uint64_t> tag_{0};
     std::weak_ptr<AggregateDispatcher> aggregate_;
+    std::weak_ptr<EventPump> pump_;  // the link's, once bound (set_pump)
+    std::thread::id leader_;         // a waiter leading through pump_ (posts from other threads nudge it)
     // Guards cq_ against the CQ going while it is polled. Recursive: a callback run inline by a notification
     // from inside a poll polls again.
     std::recursive_mutex poll_mutex_;
