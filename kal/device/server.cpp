@@ -380,6 +380,21 @@ bool DeviceServer::serve(Connection &c) {
             return true;
         }
         case krdma::RecvResult::message:
+            if (message_.fds_lost) {
+                // The request is whole but its descriptors did not fit this process: refuse it, saying why.
+                krdma_msg_hdr hdr{};
+                hdr.cmd = message_.hdr.cmd;
+                hdr.seq = message_.hdr.seq;
+                hdr.status = RI_ENOSPC;
+                hdr.flags = KRDMA_MSG_REPLY;
+                static constexpr std::string_view kWhy =
+                    "krdmad could not take the descriptors the request carried: it is at its RLIMIT_NOFILE "
+                    "(raise LimitNOFILE=)";
+                RDMA_LOG_WARN(kComponent, "client %u: %s", c.peer().client_id, kWhy.data());
+                const std::span<const uint8_t> why(reinterpret_cast<const uint8_t *>(kWhy.data()), kWhy.size());
+                (void)krdma::send(c.fd(), hdr, c.abi_minor_ >= 1 ? why : std::span<const uint8_t>());
+                return true;
+            }
             dispatch(c, message_);
             return true;
     }

@@ -32,6 +32,7 @@ bool unix_address(const std::filesystem::path &path, sockaddr_un &out) noexcept 
 RecvResult receive(int fd, Message &m, bool wait) noexcept {
     for (auto &f : m.fds) f.reset();
     m.nfds = 0;
+    m.fds_lost = false;
     std::memset(&m.hdr, 0, sizeof m.hdr);
     iovec iov[2] = {{&m.hdr, sizeof m.hdr}, {m.body.data(), m.body.size() - sizeof m.hdr}};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * (KRDMA_MAX_FDS + 4))];
@@ -70,17 +71,20 @@ RecvResult receive(int fd, Message &m, bool wait) noexcept {
         if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP)) != 0) return RecvResult::closed;
         return RecvResult::invalid;
     }
-    bool bad = too_many || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 ||
-               static_cast<size_t>(n) < sizeof(krdma_msg_hdr) || m.hdr.length != static_cast<size_t>(n);
-    if (bad) {
+    const bool bad = too_many || (msg.msg_flags & MSG_TRUNC) != 0 || static_cast<size_t>(n) < sizeof(krdma_msg_hdr) ||
+                     m.hdr.length != static_cast<size_t>(n);
+    if (bad || (msg.msg_flags & MSG_CTRUNC) != 0) {
         for (auto &f : m.fds) f.reset();
         m.nfds = 0;
-        return RecvResult::invalid;
+        if (bad) return RecvResult::invalid;
+        // Only the descriptors were cut (the kernel could not install them all): the message is still one to answer.
+        m.fds_lost = true;
     }
     return RecvResult::message;
 }
 
-rdma::Status send(int fd, krdma_msg_hdr hdr, std::span<const uint8_t> payload, std::span<const int> fds) noexcept {
+rdma::Status send(int fd, krdma_msg_hdr hdr, std::span<const uint8_t> payload, std::span<const int> fds,
+                  bool wait) noexcept {
     if (sizeof hdr + payload.size() > KRDMA_MAX_MESSAGE || fds.size() > KRDMA_MAX_FDS) {
         return rdma::Status(RI_EMSGSIZE);
     }
@@ -101,7 +105,7 @@ rdma::Status send(int fd, krdma_msg_hdr hdr, std::span<const uint8_t> payload, s
     }
     ssize_t n;
     do {
-        n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+        n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | (wait ? 0 : MSG_DONTWAIT));
     } while (n < 0 && errno == EINTR);
     if (n < 0) return rdma::Status(errno);
     return {};

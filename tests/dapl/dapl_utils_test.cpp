@@ -286,6 +286,14 @@ TEST_F(Dtestcm, SixtyConnectionsMultiListenPolling) {
     expect_connected(60);
 }
 
+// -m -c 1000 -b 20 (issue 42): a thousand connections, 2,000 QPs on one RNIC. The client posts a thousand disconnects
+// in a row while their events come back: the device socket filled both ways, and a client that waited for room
+// without reading hung with krdmad waiting for it to read (20 to 30% of runs before the fix).
+TEST_F(Dtestcm, ThousandConnectionsMultiListenPolling) {
+    ASSERT_NO_FATAL_FAILURE(run_pair(DTESTCM_PATH, {"-m", "-c", "1000", "-b", "20"}, 90));
+    expect_connected(1000);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // dtestsrq: ping (0x55) from the client on every EP, pong (0xAA) back; receives checked for order and header.
 

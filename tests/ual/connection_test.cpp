@@ -5,9 +5,12 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -126,6 +129,54 @@ TEST_F(Connections, WaitersReadTheKalThemselvesAndAnotherThreadsPostWakesThem) {
         contexts.insert(e.context);
     }
     EXPECT_EQ(contexts, (std::set<uint64_t>{1, 2}));
+}
+
+// A process at its descriptor limit when its connections' sockets arrive (the kernel cuts them from the ESTABLISHED
+// records, MSG_CTRUNC) hears that both connections broke, with EMFILE, instead of waiting for ever.
+TEST_F(Connections, SocketsThatCannotArriveBreakTheConnectionWithEmfile) {
+    Side s;
+    ASSERT_EQ(s.open(device_.string(), "sr0", 4096), "");
+    auto client = s.endpoint(1);
+    auto server = s.endpoint(2);
+    ASSERT_TRUE(client && server);
+    auto l = s.adapter->listen(0, s.requests, 3);
+    ASSERT_TRUE(l) << l.error().to_string();
+    ASSERT_OK(client->connect("127.0.0.1", (*l)->port()));
+    auto req = next_cm(s.requests);
+    ASSERT_TRUE(req && req->connection) << "no connection request";
+    rlimit before{};
+    ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &before), 0);
+    // The limit just above the highest descriptor open, and every free number below it taken: no descriptor can be
+    // installed from here on, so the records' sockets are cut (poll() still takes a few descriptors: nfds must not
+    // exceed the limit).
+    int highest = 0;
+    for (const auto &f : std::filesystem::directory_iterator("/proc/self/fd")) {
+        highest = std::max(highest, std::atoi(f.path().filename().c_str()));
+    }
+    rlimit full = before;
+    full.rlim_cur = static_cast<rlim_t>(highest) + 1;
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &full), 0);
+    std::vector<krdma::UniqueFd> fillers;
+    for (;;) {
+        krdma::UniqueFd f(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+        if (!f) break;
+        fillers.push_back(std::move(f));
+    }
+    const auto accepted = server->accept(req->connection->request);
+    std::vector<ual::Event> got;
+    for (int i = 0; i < 2; ++i) {
+        auto e = next_cm(s.cm);
+        if (!e) break;
+        got.push_back(*e);
+    }
+    fillers.clear();
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &before), 0);
+    ASSERT_OK(accepted);
+    ASSERT_EQ(got.size(), 2u) << "a connection whose socket could not arrive was never reported";
+    for (const ual::Event &e : got) {
+        EXPECT_EQ(e.id, static_cast<uint32_t>(CmEventId::broken)) << "context " << e.context;
+        EXPECT_EQ(e.detail, static_cast<uint32_t>(EMFILE)) << "context " << e.context;
+    }
 }
 
 TEST_F(Connections, TwoProcessesConnectWithPrivateDataAndMoveEveryByte) {

@@ -191,6 +191,14 @@ bool DeviceClient::take_event(krdma::Message &m, bool *queued) {
         std::memcpy(&r.event, m.body.data(), sizeof r.event);
         if (m.nfds > 0) r.fd = std::move(m.fds[0]);
         if (m.nfds > 1) r.channel = std::move(m.fds[1]);
+        if (m.fds_lost && r.event.type == KRDMA_CM_ESTABLISHED) {
+            // The connection's socket could not be installed here: it is lost to this process, which hears so
+            // rather than wait for an establishment that never comes.
+            RDMA_LOG_WARN(kComponent, "a connection's socket did not reach this process: it is at its descriptor "
+                                      "limit (RLIMIT_NOFILE; raise ulimit -n); the connection is reported broken");
+            r.event.type = KRDMA_CM_BROKEN;
+            r.event.status = EMFILE;
+        }
         // The kAL reports on a QP's connection only after it served the CONNECT or ACCEPT posted for it: a quiet
         // one that succeeded is settled here too, for a consumer that makes no other call meanwhile.
         if (!posted_.empty()) {
@@ -238,13 +246,38 @@ bool DeviceClient::take_posted_reply(krdma::Message &m, bool *queued) {
     return true;
 }
 
+rdma::Status DeviceClient::send_reading_locked(const krdma_msg_hdr &hdr, std::span<const uint8_t> request,
+                                               std::span<const int> fds) {
+    // The kAL stops reading a client's requests while records it sent that client wait unread (it holds them, and
+    // polls for writability only): a request that waits for room in a full socket must read those records meanwhile,
+    // or each side waits for the other for ever. The event thread, which would read them, waits for mutex_, held
+    // here (dtestcm's client posting 500-1000 disconnects in a row while their connection events came back).
+    for (;;) {
+        rdma::Status s = krdma::send(sock_.get(), hdr, request, fds, false);
+        if (s.code() != EAGAIN) return s;
+        pollfd p{sock_.get(), POLLIN | POLLOUT, 0};
+        if (::poll(&p, 1, -1) < 0 && errno != EINTR) return rdma::Status(errno);
+        if ((p.revents & POLLIN) == 0) continue;  // room (or a hang-up, which the next send reports)
+        bool queued = false;
+        for (;;) {
+            const krdma::RecvResult r = krdma::receive(sock_.get(), message_);
+            if (r == krdma::RecvResult::closed) closed_ = true;
+            if (r != krdma::RecvResult::message) break;
+            // A call's reply cannot be among them (a call holds mutex_ until its reply): events and posted replies.
+            if (!take_event(message_, &queued)) (void)take_posted_reply(message_, &queued);
+        }
+        if (queued) announce_locked();
+        if (closed_) return rdma::Status(EPIPE);
+    }
+}
+
 rdma::Expected<uint32_t> DeviceClient::send_locked(uint32_t cmd, std::span<const uint8_t> request,
                                                    std::span<const int> fds, uint32_t flags) {
     krdma_msg_hdr hdr{};
     hdr.cmd = cmd;
     hdr.seq = next_seq_++;
     hdr.flags = flags;
-    if (rdma::Status s = krdma::send(sock_.get(), hdr, request, fds); !s.ok()) {
+    if (rdma::Status s = send_reading_locked(hdr, request, fds); !s.ok()) {
         if (s.code() == EPIPE || s.code() == ECONNRESET) {
             // A kAL that refused the connection said why before it closed: read that, if it is there.
             read_refusal();
@@ -343,6 +376,10 @@ rdma::Expected<void> DeviceClient::exchange(uint32_t cmd, std::span<const uint8_
         }
         if ((message_.hdr.flags & KRDMA_MSG_REPLY) == 0 || message_.hdr.seq != *seq) continue;  // stale reply
         if (!posted_.empty()) settle_posted_before(*seq);
+        if (message_.fds_lost) {
+            return rdma::Error(RI_ENOSPC, "the kAL's reply came without its descriptors: this process is at its "
+                                          "descriptor limit (RLIMIT_NOFILE; raise ulimit -n)");
+        }
         return {};
     }
 }

@@ -162,6 +162,10 @@ private:
     // held.
     [[nodiscard]] rdma::Expected<uint32_t> send_locked(uint32_t cmd, std::span<const uint8_t> request,
                                                        std::span<const int> fds, uint32_t flags);
+    // Sends one message, blocking while the socket is full but reading (and queueing, announced) what the kAL
+    // sends meanwhile: the kAL reads no more requests until its records are read. mutex_ held.
+    [[nodiscard]] rdma::Status send_reading_locked(const krdma_msg_hdr &hdr, std::span<const uint8_t> request,
+                                                   std::span<const int> fds);
     // Forgets the posted requests sent before @p seq, whose reply just came: they succeeded quietly. mutex_ held.
     void settle_posted_before(uint32_t seq);
     // An event record (true): queued (*queued set when given), or kept as the kAL's refusal. mutex_ held.

@@ -60,6 +60,11 @@ struct Message {
     std::array<uint8_t, KRDMA_MAX_MESSAGE> body{}; /**< Payload bytes (hdr.length - sizeof hdr of them). */
     std::array<UniqueFd, KRDMA_MAX_FDS> fds;       /**< Descriptors received or to send. */
     size_t nfds = 0;                               /**< Entries used in Message::fds. */
+    /**
+     * @brief The message is whole but the descriptors it carried did not all arrive (MSG_CTRUNC: the receiver is at
+     *        its RLIMIT_NOFILE); none is kept. The receiver answers or reports that, rather than drop the message.
+     */
+    bool fds_lost = false;
 
     /** @brief Payload length. */
     [[nodiscard]] size_t payload_len() const noexcept { return hdr.length - sizeof(krdma_msg_hdr); }
@@ -83,11 +88,12 @@ enum class RecvResult {
 [[nodiscard]] RecvResult receive(int fd, Message &m, bool wait = false) noexcept;
 
 /**
- * @brief Sends header @p hdr (its length is set here) with @p payload and @p fds as one packet.
+ * @brief Sends header @p hdr (its length is set here) with @p payload and @p fds as one packet; without @p wait
+ *        (MSG_DONTWAIT) a full socket answers EAGAIN even when it is a blocking one.
  * @return ::RI_EMSGSIZE for an oversized message, or the errno of sendmsg.
  */
 [[nodiscard]] rdma::Status send(int fd, krdma_msg_hdr hdr, std::span<const uint8_t> payload,
-                                std::span<const int> fds = {}) noexcept;
+                                std::span<const int> fds = {}, bool wait = true) noexcept;
 
 /** @brief The socket address of device path @p path; false when the path does not fit a sockaddr_un. */
 [[nodiscard]] bool unix_address(const std::filesystem::path &path, sockaddr_un &out) noexcept;

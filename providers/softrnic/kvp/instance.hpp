@@ -18,7 +18,9 @@ namespace softrnic::kvp {
 
 // Per-instance limits; attach options may lower (or raise, up to the hard maxima) each one.
 struct Limits {
-    uint32_t max_qp = 1024;
+    // Two per connection on one host (both ends on this RNIC): 8,192 connections, as a host of many clients needs;
+    // the counters region has a slot per QP but stays sparse until a QP uses it.
+    uint32_t max_qp = 16384;
     uint32_t max_qp_wr = 4096;
     uint32_t max_sge = 8;
     uint32_t max_inline = 256;
