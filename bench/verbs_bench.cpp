@@ -10,8 +10,13 @@
 //
 // Hostings: the embedded kAL (a server thread in this process) always; with --krdmad PATH also a real krdmad
 // process, started here on a private device path in /tmp, in its own process group, killed when the bench ends.
-// Run: build/bench/bench_verbs [--seconds S] [--krdmad build/kal/krdmad] [--json FILE]
+// With --cpu N every thread (this process's and krdmad's) runs on CPU N: on a virtual machine, waking a thread that
+// sleeps on another vCPU costs the waker tens of microseconds of hypervisor time, and whether two threads that
+// ping-pong share a vCPU decides each round's time more than the code does (registration unpinned came out at 27 or
+// at 80-120 us from one run to the next). Pinned, the figures measure the stack's work.
+// Run: build/bench/bench_verbs [--seconds S] [--krdmad build/kal/krdmad] [--cpu N] [--json FILE]
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -22,6 +27,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -47,10 +53,12 @@ double seconds_per_call(double seconds, Body &&body) {
     return 1.0 / bench::bytes_per_second(seconds, 1, body);  // 1 "byte" per call: calls per second
 }
 
+// One figure and its baseline; with @p limit > 0, the ratio's target (met when it is at most @p limit).
 void print_row(bench::Figures &figures, const char *hosting, const std::string &name, double t,
-               const std::string &base_name, double base, const char *note = "", const char *target = "") {
+               const std::string &base_name, double base, const char *note = "", const char *target = "",
+               double limit = 0) {
     figures.add(std::string(hosting) + ": " + name, t * 1e6, "us", base_name, base * 1e6, t / base, target,
-                *target == '\0' ? -1 : (t / base <= 1.5));
+                limit <= 0 ? -1 : (t / base <= limit));
     std::printf("%-9s %-34s %10.2f us %10.0f/s   %-32s %9.2f us %10.0f/s   ratio %6.2f%s\n", hosting, name.c_str(),
                 t * 1e6, 1.0 / t, base_name.c_str(), base * 1e6, 1.0 / base, t / base, note);
 }
@@ -152,7 +160,8 @@ bool measure(bench::Figures &figures, const char *hosting, const std::shared_ptr
     }
     const double query = rt.figure;
     print_row(figures, hosting, "privileged round trip (query)", query,
-              "bare SEQPACKET ping-pong " + std::to_string(kSyscallMessage) + " B", rt.baseline, "   (target <= 1.5)", "<= 1.5x");
+              "bare SEQPACKET ping-pong " + std::to_string(kSyscallMessage) + " B", rt.baseline, "   (target <= 1.2)",
+              "<= 1.2x", 1.2);
 
     // Memory registration: the region is touched first so no page fault is measured on either side.
     auto pz = a->create_pz();
@@ -184,6 +193,12 @@ bool measure(bench::Figures &figures, const char *hosting, const std::shared_ptr
             return false;
         }
         print_row(figures, hosting, "MR register+deregister " + label, reg.figure, "mlock+munlock " + label, reg.baseline);
+        if (size == (size_t{4} << 10)) {
+            // Issue 42's target: what registration costs beyond the pinning itself, in privileged round trips.
+            const double beyond = std::max(reg.figure - reg.baseline, 0.0);
+            print_row(figures, hosting, "  the same less mlock+munlock", beyond, "privileged round trip (query)",
+                      query, "   (round trips' worth; target <= 2)", "<= 2 round trips", 2.0);
+        }
     }
 
     // QP create + destroy on one CQ made once, next to the round trip measured above.
@@ -208,7 +223,7 @@ bool measure(bench::Figures &figures, const char *hosting, const std::shared_ptr
         return false;
     }
     print_row(figures, hosting, "QP create+destroy (CQ made once)", qp.figure, "privileged round trip (query)", qp.baseline,
-              "   (round trips' worth)");
+              "   (round trips' worth; target <= 2)", "<= 2 round trips", 2.0);
     return true;
 }
 
@@ -218,8 +233,20 @@ int main(int argc, char **argv) {
     const double seconds = bench::budget_from_args(argc, argv);
     bench::Figures figures("bench_verbs", argc, argv);
     std::string krdmad;
+    int cpu = -1;
     for (int i = 1; i + 1 < argc; ++i) {
         if (std::strcmp(argv[i], "--krdmad") == 0) krdmad = argv[i + 1];
+        if (std::strcmp(argv[i], "--cpu") == 0) cpu = std::atoi(argv[i + 1]);
+    }
+    if (cpu >= 0) {
+        // Every thread of this process and the krdmad it forks inherit the affinity (none runs yet).
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        if (::sched_setaffinity(0, sizeof set, &set) != 0) {
+            std::perror("bench_verbs: sched_setaffinity");
+            return 1;
+        }
     }
     bench::TempDir dir("openrdma-bench");
     if (dir.path().empty()) {
@@ -231,8 +258,8 @@ int main(int argc, char **argv) {
     std::ofstream(config) << config_json(device);
 
     std::printf("softrnic sr0 on 127.0.0.1; %.2f s per figure and its baseline, alternating in %d rounds, best round of "
-                "each; ratio = time per operation / the baseline's\n",
-                seconds, kRounds);
+                "each; ratio = time per operation / the baseline's; %s\n",
+                seconds, kRounds, cpu >= 0 ? ("every thread on CPU " + std::to_string(cpu)).c_str() : "threads unpinned");
     std::printf("%-9s %-34s %13s %12s   %-32s %12s %12s\n", "hosting", "figure", "per op", "rate", "baseline",
                 "per op", "rate");
     int rc = 0;
