@@ -356,6 +356,16 @@ bool DeviceServer::flush_held(Connection &c) {
     return serve(c);  // requests that waited behind the held messages
 }
 
+void DeviceServer::refuse_message(Connection &c, int status, std::string_view why) {
+    krdma_msg_hdr hdr{};
+    hdr.cmd = message_.hdr.cmd;
+    hdr.seq = message_.hdr.seq;
+    hdr.status = status;
+    hdr.flags = KRDMA_MSG_REPLY;
+    const std::span<const uint8_t> text(reinterpret_cast<const uint8_t *>(why.data()), why.size());
+    (void)krdma::send(c.fd(), hdr, c.abi_minor_ >= 1 ? text : std::span<const uint8_t>());
+}
+
 bool DeviceServer::serve(Connection &c) {
     // One message per readiness: a client waits for each reply, so reading on until EAGAIN would cost every request
     // a second recvmsg that finds nothing. A client with more queued is polled readable again at once.
@@ -365,34 +375,20 @@ bool DeviceServer::serve(Connection &c) {
             return true;
         case krdma::RecvResult::closed:
             return false;
-        case krdma::RecvResult::invalid: {
+        case krdma::RecvResult::invalid:
             // Answer with what could be read of the header, so a client waiting on that sequence wakes up.
-            krdma_msg_hdr hdr{};
-            hdr.cmd = message_.hdr.cmd;
-            hdr.seq = message_.hdr.seq;
-            hdr.status = RI_EMSGSIZE;
-            hdr.flags = KRDMA_MSG_REPLY;
-            static constexpr std::string_view kWhy =
-                "malformed message: truncated, longer than KRDMA_MAX_MESSAGE, with too many descriptors, or its "
-                "header's length is not its size";
-            const std::span<const uint8_t> why(reinterpret_cast<const uint8_t *>(kWhy.data()), kWhy.size());
-            (void)krdma::send(c.fd(), hdr, c.abi_minor_ >= 1 ? why : std::span<const uint8_t>());
+            refuse_message(c, RI_EMSGSIZE,
+                           "malformed message: truncated, longer than KRDMA_MAX_MESSAGE, with too many descriptors, "
+                           "or its header's length is not its size");
             return true;
-        }
         case krdma::RecvResult::message:
             if (message_.fds_lost) {
                 // The request is whole but its descriptors did not fit this process: refuse it, saying why.
-                krdma_msg_hdr hdr{};
-                hdr.cmd = message_.hdr.cmd;
-                hdr.seq = message_.hdr.seq;
-                hdr.status = RI_ENOSPC;
-                hdr.flags = KRDMA_MSG_REPLY;
                 static constexpr std::string_view kWhy =
                     "krdmad could not take the descriptors the request carried: it is at its RLIMIT_NOFILE "
                     "(raise LimitNOFILE=)";
                 RDMA_LOG_WARN(kComponent, "client %u: %s", c.peer().client_id, kWhy.data());
-                const std::span<const uint8_t> why(reinterpret_cast<const uint8_t *>(kWhy.data()), kWhy.size());
-                (void)krdma::send(c.fd(), hdr, c.abi_minor_ >= 1 ? why : std::span<const uint8_t>());
+                refuse_message(c, RI_ENOSPC, kWhy);
                 return true;
             }
             dispatch(c, message_);

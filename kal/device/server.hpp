@@ -247,6 +247,8 @@ private:
     bool turn(int timeout_ms);  // one wait and what it found; false when stopped
     void end_loop();  // the loop stopped: run waiting tasks; later call_on_loop() calls run inline
     bool serve(Connection &c);  // false when the connection is gone
+    // Answers the message just received (its header, as far as it was read) with @p status and reason @p why.
+    void refuse_message(Connection &c, int status, std::string_view why);
     bool flush_held(Connection &c);  // false when the connection is gone
     bool has_held(const Connection &c) const {
         std::lock_guard lock(mutex_);
