@@ -395,8 +395,30 @@ void AggregateDispatcher::wake_locked_free() noexcept {
 }
 
 void AggregateDispatcher::wake() noexcept {
-    std::lock_guard lock(mutex_);
-    wake_locked_free();
+    std::shared_ptr<EventPump> nudge;
+    {
+        std::lock_guard lock(mutex_);
+        wake_locked_free();
+        // A waiter reading the kAL sleeps in the pump: a member's event from another thread (a CQ's notification,
+        // a post) wakes it there. Its own deliveries need no nudge.
+        if (leader_ != std::thread::id{} && leader_ != std::this_thread::get_id()) nudge = leader_pump_.lock();
+    }
+    if (nudge) nudge->nudge();
+}
+
+std::shared_ptr<EventPump> AggregateDispatcher::member_pump() {
+    std::vector<std::shared_ptr<SimpleDispatcher>> members;
+    {
+        std::lock_guard lock(mutex_);
+        for (auto &w : members_) {
+            if (auto s = w.lock()) members.push_back(std::move(s));
+        }
+    }
+    for (auto &m : members) {
+        std::lock_guard l(m->mutex_);
+        if (auto p = m->pump_.lock()) return p;
+    }
+    return nullptr;
 }
 
 rdma::Expected<std::optional<Event>> AggregateDispatcher::dequeue(uint64_t *source_tag) {
@@ -449,6 +471,23 @@ rdma::Expected<Event> AggregateDispatcher::wait(std::chrono::milliseconds timeou
             r = dequeue(source_tag);
             if (!r) return r.error();
             if (*r) return **r;
+        }
+        // Leader/follower, as SimpleDispatcher::wait(): read the kAL here rather than sleep until the event thread
+        // has read it and wakes this thread.
+        if (auto pump = member_pump()) {
+            std::unique_lock lock(mutex_);
+            if (leader_ == std::thread::id{} && wakeups_ == seen) {
+                leader_ = std::this_thread::get_id();
+                leader_pump_ = pump;
+                lock.unlock();
+                (void)pump->lead(deadline, [this, seen] {
+                    std::lock_guard l(mutex_);
+                    return wakeups_ != seen;
+                });
+                lock.lock();
+                leader_ = std::thread::id{};
+                leader_pump_.reset();
+            }
         }
         std::unique_lock lock(mutex_);
         if (!cv_.wait_until(lock, deadline, [&] { return wakeups_ != seen; })) {

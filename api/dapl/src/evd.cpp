@@ -354,6 +354,8 @@ DAT_RETURN create_evd(Ia *ia, DAT_COUNT qlen, DAT_EVD_FLAGS flags, Evd **out) {
         (void)evd->agg->add(evd->requests);
     }
     (void)evd->agg->add(evd->queue);
+    // A thread waiting for connection or asynchronous events reads the kAL itself (one wake-up, not two).
+    if (flags & (DAT_EVD_CR_FLAG | DAT_EVD_CONNECTION_FLAG | DAT_EVD_ASYNC_FLAG)) ia->adapter->share_event_pump(*evd->queue);
     if (flags & DAT_EVD_ASYNC_FLAG) {
         ia->async_evd = evd;
         ia->adapter->set_async_dispatchers(evd->queue, evd->queue);
