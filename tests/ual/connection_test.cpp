@@ -129,6 +129,27 @@ TEST_F(Connections, WaitersReadTheKalThemselvesAndAnotherThreadsPostWakesThem) {
         contexts.insert(e.context);
     }
     EXPECT_EQ(contexts, (std::set<uint64_t>{1, 2}));
+
+    // An aggregate's waiter leads through its member's pump as well; a member's post from another thread wakes it.
+    auto agg = ual::AggregateDispatcher::create();
+    ASSERT_TRUE(agg) << agg.error().to_string();
+    ASSERT_TRUE((*agg)->add(s.cm)) << "the connection dispatcher could not join an aggregate";
+    std::thread poster2([&s] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        ual::Event e;
+        e.stream = ual::EventStream::cm_message;
+        e.context = 78;
+        s.cm->post(e);
+    });
+    const auto t1 = std::chrono::steady_clock::now();
+    auto via = (*agg)->wait(std::chrono::seconds(60));
+    const auto waited2 = std::chrono::steady_clock::now() - t1;
+    poster2.join();
+    ASSERT_TRUE(via) << via.error().to_string();
+    EXPECT_EQ(via->context, 78u);
+    EXPECT_LT(waited2, std::chrono::seconds(30)) << "a member's post did not wake the aggregate's waiter reading the "
+                                                    "kAL: it slept toward its 60 s deadline";
+    (*agg)->remove(s.cm);
 }
 
 // A process at its descriptor limit when its connections' sockets arrive (the kernel cuts them from the ESTABLISHED
