@@ -157,6 +157,7 @@ void Endpoint::start_active(krdma::UniqueFd sock, const iwarp::MpaConfig &cfg, s
     sock_ = std::move(sock);
     initiator_ = true;
     tcp_connecting_ = true;
+    if (how != EndpointInput::convert_started) step_at_ = Clock::now();
     if (how == EndpointInput::convert_started) {
         converted_ = true;
         // The consumer's socket: its ends are known now, so that its mirror can find it.
@@ -195,6 +196,7 @@ void Endpoint::start_converted_responder(krdma::UniqueFd sock, const iwarp::MpaC
 
 void Endpoint::start_passive(krdma::UniqueFd sock, llp::MpaSession session, bool liveness_set,
                              const ri_llp_params_t &ends) {
+    step_at_ = Clock::now();  // ACCEPT served
     sock_ = std::move(sock);
     liveness_set_ = liveness_set;
     ends_ = ends;
@@ -237,6 +239,10 @@ void Endpoint::on_events(short revents) {
                 return;
             }
             tcp_connecting_ = false;
+            if (step_at_ != Clock::time_point{}) {
+                m_->counters_.tcp_connect_ns += ns_since(step_at_);
+                step_at_ = Clock::now();
+            }
             session_ = std::make_unique<llp::MpaSession>(sock_.get());
             if (auto st = session_->start_initiator(cfg_, pd_, deadline_); !st) {
                 (void)drive(EndpointInput::setup_failed, failure(st.error().code()));
@@ -487,6 +493,7 @@ void Endpoint::transition() {
     llp_ = a.llp;
     llp_.fd = -1;
     llp_.channel = same_host ? -1 : 0;  // the kAL's descriptors are nobody else's business
+    if (step_at_ != Clock::time_point{}) (initiator_ ? m_->counters_.mpa_active_ns : m_->counters_.accept_ns) += ns_since(step_at_);
     // Before the socket leaves: a dead peer or path must fail it in bounded time, not after TCP's minutes.
     if (auto r = liveness_set_ ? rdma::Expected<void>{} : llp::set_liveness(sock_.get(), m_->settings_); !r) {
         RDMA_LOG_CLIENT(warn, kComponent, "client %u: QP %#lx: %s: %s", client_, static_cast<unsigned long>(qp_handle_),

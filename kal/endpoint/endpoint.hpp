@@ -49,7 +49,18 @@ struct LlpCounters {
     uint64_t timeouts = 0;           /**< Setups that ran out of time. */
     uint64_t peer_disconnects = 0;   /**< Connections the peer closed in order. */
     uint64_t resets = 0;             /**< Connections reset or broken (by the peer or by us). */
+    uint64_t tcp_connect_ns = 0;     /**< Active setups: CONNECT served to TCP connected, summed. */
+    uint64_t mpa_active_ns = 0;      /**< Active setups: TCP connected to RDMA mode, summed. */
+    uint64_t request_ns = 0;         /**< Passive setups: TCP accepted to the request reported, summed. */
+    uint64_t decision_ns = 0;        /**< Passive setups: the request reported to ACCEPT served, summed. */
+    uint64_t accept_ns = 0;          /**< Passive setups: ACCEPT served to RDMA mode, summed. */
 };
+
+/** @brief Nanoseconds from @p since to now, for LlpCounters' sums of setup steps. */
+[[nodiscard]] inline uint64_t ns_since(std::chrono::steady_clock::time_point since) noexcept {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - since).count());
+}
 
 /** @brief One endpoint as the administrator sees it. */
 struct EndpointInfo {
@@ -371,6 +382,9 @@ private:
     krdma::UniqueFd channel_;
     std::shared_ptr<void> channel_charge_;  // this side's ring, charged to its owner's process until the endpoint goes
     bool converted_ = false;                // its socket came from the consumer (CONVERT)
+    // When the current setup step began (CONNECT served, TCP connected, ACCEPT served), for LlpCounters' sums;
+    // unset (epoch) for a converted socket, whose steps are not counted.
+    Clock::time_point step_at_{};
     bool indexed_ = false;
     std::multimap<StreamEnd, Endpoint *>::iterator index_it_;
 };

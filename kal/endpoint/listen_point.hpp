@@ -102,6 +102,7 @@ private:
     llp::MpaSession session_;
     ri_llp_params_t ends_{};  // local and remote address and port, learned at accept (fd -1)
     bool announced_ = false;  // the consumer has the CONNECT_REQUEST event
+    std::chrono::steady_clock::time_point step_at_ = std::chrono::steady_clock::now();  // TCP accepted, then reported
 };
 
 /** @brief What an accepted request hands to its QP's endpoint (Endpoint::start_passive()). */

@@ -148,6 +148,11 @@ ConnectionCommands::ConnectionCommands(VerbCommands &verbs, LlpSettings settings
         a.active_opens = endpoints_.counters().active_opens;
         a.passive_opens = endpoints_.counters().passive_opens;
         a.established = endpoints_.counters().established;
+        a.tcp_connect_ns = endpoints_.counters().tcp_connect_ns;
+        a.mpa_active_ns = endpoints_.counters().mpa_active_ns;
+        a.request_ns = endpoints_.counters().request_ns;
+        a.decision_ns = endpoints_.counters().decision_ns;
+        a.accept_ns = endpoints_.counters().accept_ns;
         a.rejected = endpoints_.counters().rejected;
         a.peer_rejected = endpoints_.counters().peer_rejected;
         a.failed = endpoints_.counters().failed;

@@ -129,6 +129,15 @@ TEST_F(Connections, WaitersReadTheKalThemselvesAndAnotherThreadsPostWakesThem) {
         contexts.insert(e.context);
     }
     EXPECT_EQ(contexts, (std::set<uint64_t>{1, 2}));
+    {
+        // Both ends were krdmad's: every setup step of the connection is timed (rdmactl stats, protocol 1.5).
+        std::string out;
+        ASSERT_EQ(rdmactl({"--device", device_.string(), "--json", "stats"}, out), 0) << out;
+        const auto setup = nlohmann::json::parse(out)["setup_us"];
+        for (const char *step : {"tcp_connect", "mpa_active", "request", "decision", "accept"}) {
+            EXPECT_GT(setup[step].get<double>(), 0.0) << "setup step " << step << " was not timed: " << out;
+        }
+    }
 
     // An aggregate's waiter leads through its member's pump as well; a member's post from another thread wakes it.
     auto agg = ual::AggregateDispatcher::create();

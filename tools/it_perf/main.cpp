@@ -26,6 +26,7 @@
 #include "itapi_names.hpp"
 #include "krdma/abi.h"
 #include "itapi_runner.hpp"
+#include "kal_steps.hpp"
 #include "plot.hpp"
 #include "report.hpp"
 #include "server_child.hpp"
@@ -239,7 +240,8 @@ bool end_server(std::optional<ServerChild> &child, const std::string &host, cons
 struct SetupCounted {
     std::vector<std::string> names;
     std::vector<ProcessCounters> counters;
-    std::string why_not;  // why system calls are not counted (empty: they are)
+    std::string why_not;             // why system calls are not counted (empty: they are)
+    std::optional<KalCounters> kal;  // krdmad's LLP counters, when a krdmad serves the test
     [[nodiscard]] std::vector<const ProcessCounters *> pointers() const {
         std::vector<const ProcessCounters *> p;
         for (const ProcessCounters &c : counters) p.push_back(&c);
@@ -260,15 +262,34 @@ SetupCounted count_setup(const std::optional<ServerChild> &child) {
     const char *embedded = std::getenv("OPENRDMA_EMBEDDED_CONFIG");
     if (embedded == nullptr || *embedded == '\0') {
         const char *device = std::getenv("KRDMA_DEVICE");
-        const pid_t k = server_of_socket(device != nullptr && *device != '\0' ? device : KRDMA_DEFAULT_DEVICE);
-        if (k > 0 && k != ::getpid()) add("krdmad", k);
+        const std::string path = device != nullptr && *device != '\0' ? device : KRDMA_DEFAULT_DEVICE;
+        const pid_t k = server_of_socket(path);
+        if (k > 0 && k != ::getpid()) {
+            add("krdmad", k);
+            s.kal = KalCounters::open(path);
+        }
     }
     return s;
 }
 
+// What krdmad's LLP counters moved by from @p before to @p after.
+krdma_llp_counters counters_moved(const krdma_llp_counters &before, const krdma_llp_counters &after) {
+    krdma_llp_counters d{};
+    d.established = after.established - before.established;
+    d.active_opens = after.active_opens - before.active_opens;
+    d.passive_opens = after.passive_opens - before.passive_opens;
+    d.tcp_connect_ns = after.tcp_connect_ns - before.tcp_connect_ns;
+    d.mpa_active_ns = after.mpa_active_ns - before.mpa_active_ns;
+    d.request_ns = after.request_ns - before.request_ns;
+    d.decision_ns = after.decision_ns - before.decision_ns;
+    d.accept_ns = after.accept_ns - before.accept_ns;
+    return d;
+}
+
 // Prints where the best RDMA round's time and work went, per connection (cmtime's breakdown, with the work of each
-// process beside it).
-void print_steps(uint32_t in_flight, const SetupSteps &st, const SetupCounted &counted) {
+// process beside it, and krdmad's own steps when it reports them).
+void print_steps(uint32_t in_flight, const SetupSteps &st, const SetupCounted &counted,
+                 const krdma_llp_counters *kal) {
     if (st.connections == 0) return;
     const double n = static_cast<double>(st.connections);
     auto us = [n](double seconds) { return seconds / n * 1e6; };
@@ -278,6 +299,25 @@ void print_steps(uint32_t in_flight, const SetupSteps &st, const SetupCounted &c
     std::printf("    %-12s %10.1f us   it_ep_connect to ESTABLISHED: TCP, MPA, the server's accept and both "
                 "RDMA-mode transitions (mean latency; %u overlap)\n",
                 "establish", us(st.established), in_flight);
+    if (kal != nullptr && kal->active_opens > 0 && kal->passive_opens > 0) {
+        // krdmad's steps of the same connections (both ends are its own on one host), per connection.
+        const double a = static_cast<double>(kal->active_opens), p = static_cast<double>(kal->passive_opens);
+        auto kus = [](uint64_t ns, double count) { return static_cast<double>(ns) / count / 1e3; };
+        if (kal->tcp_connect_ns + kal->mpa_active_ns + kal->decision_ns == 0) {
+            std::printf("    %-12s %13s   (this krdmad reports no setup steps: protocol before 1.5)\n", "  in krdmad", "");
+        } else {
+            std::printf("    %-12s %10.1f us   krdmad, active end: CONNECT to TCP connected\n", "  TCP",
+                        kus(kal->tcp_connect_ns, a));
+            std::printf("    %-12s %10.1f us   krdmad, active end: TCP connected to RDMA mode (MPA both ways, "
+                        "the steps below)\n", "  MPA", kus(kal->mpa_active_ns, a));
+            std::printf("    %-12s %10.1f us   krdmad, passive end: TCP accepted to the request reported (MPA "
+                        "Request read)\n", "  request", kus(kal->request_ns, p));
+            std::printf("    %-12s %10.1f us   the server: the request reported to its ACCEPT (event to the "
+                        "server, it_ep_rc_create, it_ep_accept)\n", "  accept", kus(kal->decision_ns, p));
+            std::printf("    %-12s %10.1f us   krdmad, passive end: ACCEPT to RDMA mode (MPA Reply, the "
+                        "transition)\n", "  reply", kus(kal->accept_ns, p));
+        }
+    }
     std::printf("    %-12s %10.1f us   the clock per connection (1 / rate)\n", "  timed", us(st.timed));
     std::printf("    %-12s %10.1f us   it_ep_disconnect to the last disconnect event (batch wall time)\n",
                 "disconnect", us(st.disconnect));
@@ -311,14 +351,21 @@ int run_setup(const Args &a) {
     std::printf("Connection setup, %llu connections per run, best of %d rounds (ratio = RDMA / TCP, target >= 0.50)\n",
                 static_cast<unsigned long long>(count), rounds);
     std::printf("%-12s %16s %16s %8s\n", "in flight", "RDMA conn/s", "TCP conn/s", "ratio");
-    const SetupCounted counted = count_setup(child);
+    SetupCounted counted = count_setup(child);
     bool failed = false;
     for (uint32_t k : in_flight) {
         double best_rdma = 0, best_tcp = 0;
         SetupSteps best_steps, steps;
+        krdma_llp_counters best_kal{}, kal_before{};
+        bool have_best_kal = false, have_kal_before = false;
         for (int r = 0; r < rounds && !failed; ++r) {
             for (int side = 0; side < 2; ++side) {
                 const bool tcp_turn = (side == 0) == (r % 2 == 0);
+                if (!tcp_turn && counted.kal) {
+                    const auto now = counted.kal->read();
+                    have_kal_before = now.has_value();
+                    if (now) kal_before = *now;
+                }
                 auto rate = tcp_turn ? run_tcp_setup(host, ports.tcp, k, count)
                                      : (a.tcp_only ? rdma::Expected<double>(0.0)
                                                    : run_itapi_setup(a.ia, host, ports.rdma, k, count, &steps,
@@ -329,14 +376,23 @@ int run_setup(const Args &a) {
                     break;
                 }
                 double &best = tcp_turn ? best_tcp : best_rdma;
-                if (!tcp_turn && *rate > best) best_steps = steps;
+                if (!tcp_turn && *rate > best) {
+                    best_steps = steps;
+                    have_best_kal = false;
+                    if (have_kal_before) {
+                        if (auto after = counted.kal->read()) {
+                            best_kal = counters_moved(kal_before, *after);
+                            have_best_kal = true;
+                        }
+                    }
+                }
                 best = std::max(best, *rate);
             }
         }
         const double ratio = best_tcp > 0 ? best_rdma / best_tcp : 0;
         std::printf("%-12u %16.0f %16.0f %8.3f  (target >= 0.50, %s)\n", k, best_rdma, best_tcp, ratio,
                     ratio >= 0.5 ? "met" : "missed");
-        if (!a.tcp_only) print_steps(k, best_steps, counted);
+        if (!a.tcp_only) print_steps(k, best_steps, counted, have_best_kal ? &best_kal : nullptr);
     }
     if (!end_server(child, host, ports, failed)) failed = true;
     return failed ? 1 : 0;

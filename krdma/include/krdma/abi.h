@@ -24,7 +24,7 @@ extern "C" {
 /** @brief Major protocol version; HELLO refuses a client with another major version. */
 #define KRDMA_ABI_VERSION 1u
 /** @brief Minor protocol version: what this header adds to major version 1 (see "Versions" below). */
-#define KRDMA_ABI_MINOR 4u
+#define KRDMA_ABI_MINOR 5u
 /** @brief The krdma_hello::abi_version word of version @p major.@p minor. */
 #define KRDMA_ABI_WORD(major, minor) ((uint32_t)(major) | ((uint32_t)(minor) << 16))
 /** @brief The major version in a krdma_hello::abi_version word. */
@@ -90,6 +90,8 @@ struct krdma_msg_hdr {
  * in order and answers them in order, the reply to any later request means every earlier quiet one succeeded.
  * Below minor 3 the flag is refused (EINVAL) as every nonzero request flag always was.
  * Minor 4 adds PEER_MARKS (the sockets layer's peer detection); an older kAL answers it as an unknown command.
+ * Minor 5 fills the five words krdma_llp_counters reserved with the time connection setup spent in each of its
+ * steps (tcp_connect_ns ... accept_ns); an older kAL leaves them zero. Nothing else changes.
  */
 
 /** @brief HELLO: version handshake; the reply tells the client who the kAL thinks it is. */
@@ -532,7 +534,12 @@ struct krdma_llp_counters {
     uint64_t resets;            /**< Connections reset or broken. */
     uint64_t listen_points;     /**< Listen points now. */
     uint64_t pending_requests;  /**< Connection requests waiting now. */
-    uint64_t reserved[5];       /**< Zero. */
+    /* Minor 5: setup's steps, in nanoseconds summed over the connections that finished each (zero before). */
+    uint64_t tcp_connect_ns;    /**< Active: CONNECT served to the TCP connection made. */
+    uint64_t mpa_active_ns;     /**< Active: TCP connected to RDMA mode (MPA Request out, the peer's decision, Reply in). */
+    uint64_t request_ns;        /**< Passive: TCP accepted to the CONNECT_REQUEST record sent (the MPA Request read). */
+    uint64_t decision_ns;       /**< Passive: the request reported to ACCEPT served (the consumer's work). */
+    uint64_t accept_ns;         /**< Passive: ACCEPT served to RDMA mode (the MPA Reply sent, the transition). */
 };
 
 /** @brief LISTEN command code. */
