@@ -77,6 +77,18 @@ std::string connect_within(Side &s, ual::Endpoint &client, ual::Endpoint &server
     return "";
 }
 
+// A thread that posts a connection event of context @p context to @p d in 100 ms (from another thread than the
+// waiter's, as a provider's handler would).
+std::thread post_later(const std::shared_ptr<ual::SimpleDispatcher> &d, uint64_t context) {
+    return std::thread([d, context] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        ual::Event e;
+        e.stream = ual::EventStream::cm_message;
+        e.context = context;
+        d->post(e);
+    });
+}
+
 // Leader/follower (ual::EventPump): a thread waiting for connection events reads the kAL's records itself. An event
 // that reaches its dispatcher from another thread wakes it at once (it sleeps in the pump, not on the dispatcher);
 // a second thread waiting on another dispatcher, while the first leads, gets what the leader delivers for it.
@@ -87,13 +99,7 @@ TEST_F(Connections, WaitersReadTheKalThemselvesAndAnotherThreadsPostWakesThem) {
     auto server = s.endpoint(2);
     ASSERT_TRUE(client && server);
 
-    std::thread poster([&s] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        ual::Event e;
-        e.stream = ual::EventStream::cm_message;
-        e.context = 77;
-        s.cm->post(e);
-    });
+    std::thread poster = post_later(s.cm, 77);
     const auto t0 = std::chrono::steady_clock::now();
     auto posted = s.cm->wait(std::chrono::seconds(60));
     const auto waited = std::chrono::steady_clock::now() - t0;
@@ -143,13 +149,7 @@ TEST_F(Connections, WaitersReadTheKalThemselvesAndAnotherThreadsPostWakesThem) {
     auto agg = ual::AggregateDispatcher::create();
     ASSERT_TRUE(agg) << agg.error().to_string();
     ASSERT_TRUE((*agg)->add(s.cm)) << "the connection dispatcher could not join an aggregate";
-    std::thread poster2([&s] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        ual::Event e;
-        e.stream = ual::EventStream::cm_message;
-        e.context = 78;
-        s.cm->post(e);
-    });
+    std::thread poster2 = post_later(s.cm, 78);
     const auto t1 = std::chrono::steady_clock::now();
     auto via = (*agg)->wait(std::chrono::seconds(60));
     const auto waited2 = std::chrono::steady_clock::now() - t1;
