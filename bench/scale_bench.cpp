@@ -2,7 +2,8 @@
 // private device path), softrnic on 127.0.0.1. The passive process listens and accepts every connection; this
 // process connects them, up to --in-flight at once. Printed:
 //
-//  - the setup rate of the whole batch (connections per second, both ends established);
+//  - the setup rate of the whole batch (connections per second, both ends established), next to raw TCP connect +
+//    accept of as many connections, as many in flight, measured before it (target >= 0.5x);
 //  - memory per idle connected QP: the resident growth of both consumer processes and krdmad over the batch, per
 //    QP (two per connection); socket buffers are kernel memory and not counted (target <= 8 KiB);
 //  - one active QP among them: its 8-byte RDMA Read round trip and its 64 KiB RDMA Write bandwidth, measured before
@@ -18,14 +19,18 @@
 // Exit status non-zero only when something failed. Every process it starts goes with it: krdmad and the passive
 // process are killed (their process groups, PR_SET_PDEATHSIG) on every way out.
 #include <fcntl.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -85,6 +90,51 @@ long descriptors(pid_t pid) {
         ++n;
     }
     return ec ? -1 : n;
+}
+
+/**
+ * @brief The baseline of the setup rate: @p connections raw TCP connections on 127.0.0.1, @p in_flight connects at
+ *        a time, each counted once a thread of this process has accepted it; all held until the last, then closed.
+ *        Connections per second; 0 when a connect failed.
+ */
+double tcp_setup_rate(size_t connections, size_t in_flight) {
+    krdma::UniqueFd l(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (!l || ::bind(l.get(), reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 ||
+        ::listen(l.get(), static_cast<int>(std::max<size_t>(in_flight, 128))) != 0 ||
+        ::getsockname(l.get(), reinterpret_cast<sockaddr *>(&a), &len) != 0) {
+        return 0;
+    }
+    std::vector<krdma::UniqueFd> clients, servers;
+    clients.reserve(connections);
+    servers.reserve(connections);
+    std::atomic<size_t> accepted{0};
+    std::thread acceptor([&] {
+        while (servers.size() < connections) {
+            krdma::UniqueFd s(::accept4(l.get(), nullptr, nullptr, SOCK_CLOEXEC));
+            if (!s) return;  // the listener was shut down: a connect failed
+            servers.push_back(std::move(s));
+            accepted.store(servers.size(), std::memory_order_release);
+        }
+    });
+    const auto t0 = clock_type::now();
+    bool ok = true;
+    while (ok && clients.size() < connections) {
+        const size_t batch = std::min(in_flight, connections - clients.size());
+        for (size_t i = 0; i < batch && ok; ++i) {
+            krdma::UniqueFd c(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+            ok = c && ::connect(c.get(), reinterpret_cast<const sockaddr *>(&a), sizeof a) == 0;
+            clients.push_back(std::move(c));
+        }
+        while (ok && accepted.load(std::memory_order_acquire) < clients.size()) std::this_thread::yield();
+    }
+    const double took = std::chrono::duration<double>(clock_type::now() - t0).count();
+    ::shutdown(l.get(), SHUT_RDWR);  // an acceptor still waiting (a connect failed) returns
+    acceptor.join();
+    return ok ? static_cast<double>(connections) / took : 0;
 }
 
 /** @brief A teardown's cost to krdmad: its CPU seconds and the wall seconds until its descriptors came down. */
@@ -377,6 +427,8 @@ int main(int argc, char **argv) {
             std::fprintf(stderr, "bench_scale: the active QP's transfers failed\n");
             rc = 1;
         }
+        // The same number of raw TCP connections, the same number in flight, before the batch (closed again).
+        const double tcp_rate = rc == 0 ? tcp_setup_rate(connections - 1, in_flight) : 0;
         if (rc == 0) {
             const long before = rss_kib(::getpid()) + rss_kib(passive) + rss_kib(daemon.pid());
             const auto t0 = clock_type::now();
@@ -396,13 +448,17 @@ int main(int argc, char **argv) {
             const long after = rss_kib(::getpid()) + rss_kib(passive) + rss_kib(daemon.pid());
             if (rc == 0) {
                 const double qps = 2.0 * static_cast<double>(connections - 1);
-                std::printf("%-34s %9.0f /s     (%zu connections in %.2f s, %zu in flight)\n", "connection setup",
-                            static_cast<double>(connections - 1) / took, connections - 1, took, in_flight);
+                const double rate = static_cast<double>(connections - 1) / took;
+                std::printf("%-34s %9.0f /s     (%zu connections in %.2f s, %zu in flight); TCP connect+accept %.0f /s, "
+                            "ratio %.3f (target >= 0.5)\n",
+                            "connection setup", rate, connections - 1, took, in_flight, tcp_rate,
+                            tcp_rate > 0 ? rate / tcp_rate : 0.0);
                 std::printf("%-34s %9.2f KiB    (RSS growth of both consumers and krdmad per QP, %.0f QPs; target "
                             "<= 8 KiB)\n",
                             "memory per idle connected QP", static_cast<double>(after - before) / qps, qps);
-                figures.add("connection setup, " + std::to_string(in_flight) + " in flight",
-                            static_cast<double>(connections - 1) / took, "/s");
+                figures.add("connection setup, " + std::to_string(in_flight) + " in flight", rate, "/s",
+                            "TCP connect+accept", tcp_rate, tcp_rate > 0 ? rate / tcp_rate : 0.0, ">= 0.5x",
+                            tcp_rate > 0 && rate / tcp_rate >= 0.5);
                 const double per_qp = static_cast<double>(after - before) / qps;
                 figures.add("memory per idle connected QP, " + std::to_string(static_cast<long>(qps)) + " QPs", per_qp,
                             "KiB", "<= 8 KiB", per_qp <= 8);
