@@ -207,6 +207,39 @@ TEST_F(Connections, SocketsThatCannotArriveBreakTheConnectionWithEmfile) {
         EXPECT_EQ(e.id, static_cast<uint32_t>(CmEventId::broken)) << "context " << e.context;
         EXPECT_EQ(e.detail, static_cast<uint32_t>(EMFILE)) << "context " << e.context;
     }
+
+    // Below even the event thread's own three descriptors its poll() fails (EINVAL): a request's record wakes it
+    // meanwhile, and nobody waits (no thread reads the kAL in its stead). Once the limit is back, it must still
+    // deliver: the two ESTABLISHED events of the accepted connection arrive with nobody waiting for them either.
+    auto client2 = s.endpoint(3);
+    auto server2 = s.endpoint(4);
+    ASSERT_TRUE(client2 && server2);
+    full.rlim_cur = 0;
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &full), 0);
+    const bool posted = client2->connect("127.0.0.1", (*l)->port()).ok();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &before), 0);
+    ASSERT_TRUE(posted);
+    // Dequeue, not wait: a waiter would read the kAL itself and hide a dead event thread.
+    auto poll_for = [](const std::shared_ptr<ual::SimpleDispatcher> &d, size_t n) {
+        std::vector<ual::Event> out;
+        for (int i = 0; i < 2000 && out.size() < n; ++i) {
+            auto e = d->dequeue();
+            if (e && *e) {
+                out.push_back(**e);
+            } else {
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+        }
+        return out;
+    };
+    const auto reqs = poll_for(s.requests, 1);
+    ASSERT_EQ(reqs.size(), 1u) << "the request's record was not delivered";
+    ASSERT_TRUE(reqs[0].connection);
+    ASSERT_OK(server2->accept(reqs[0].connection->request));
+    const auto est = poll_for(s.cm, 2);
+    ASSERT_EQ(est.size(), 2u) << "the event thread delivered nothing after its poll failed for a while";
+    for (const ual::Event &e : est) EXPECT_EQ(e.id, static_cast<uint32_t>(CmEventId::established)) << e.detail;
 }
 
 TEST_F(Connections, TwoProcessesConnectWithPrivateDataAndMoveEveryByte) {

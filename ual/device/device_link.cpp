@@ -175,15 +175,25 @@ bool take_and_deliver(Core &core) {
 void event_loop(std::shared_ptr<Core> core) {
     DeviceClient &client = *core->client;
     bool device_open = true;  // this thread's copy of core->device_open, read under delivery
+    bool said = false;        // a failed poll was logged (once: it may repeat until the cause goes)
     for (;;) {
         pollfd fds[3] = {{core->stop_fd.get(), POLLIN, 0},
                          {device_open ? client.fd() : -1, POLLIN, 0},
                          {client.queued_fd(), POLLIN, 0}};
         if (::poll(fds, 3, -1) < 0) {
             if (errno == EINTR) continue;
-            RDMA_LOG_ERROR(kComponent, "event thread: poll failed: %s", std::strerror(errno));
-            return;
+            // EINVAL while RLIMIT_NOFILE is below the three descriptors, ENOMEM: passing conditions. Ending the
+            // thread would leave every event of this process unread for good; try again a little later.
+            if (!said) {
+                RDMA_LOG_ERROR(kComponent, "event thread: poll failed: %s (trying again every 10 ms)",
+                               std::strerror(errno));
+                said = true;
+            }
+            if (core->stopping) return;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            continue;
         }
+        said = false;
         if (fds[0].revents != 0 || core->stopping) return;
         std::unique_lock d(core->delivery, std::try_to_lock);
         if (!d.owns_lock()) {
