@@ -88,8 +88,13 @@ ri_status_t pin_range(void *host_ctx, uint64_t addr, uint64_t length, uint32_t, 
         }
         RDMA_LOG_DEBUG(kComponent, "client %u: pinned %#lx+%lu", ctx->peer.client_id,
                        static_cast<unsigned long>(r->range.start), static_cast<unsigned long>(r->range.bytes()));
-        // Locking the whole pinned range is always right: every page of it is pinned now.
-        ctx->pin_ops.push_back(krdma_pin_op{r->range.start, r->range.bytes(), KRDMA_PIN_LOCK, 0});
+        // Locking the whole pinned range is always right: every page of it is pinned now. A range whose every page
+        // was pinned already is locked already (the owner locked each pin's pages when it was made, and unlocks
+        // them only when the last pin goes): no instruction, no system call in the owner (a registration inside a
+        // registered pool, DAPL's LMR per transfer, a registration cache's overlapping entries).
+        if (!r->newly_pinned.empty()) {
+            ctx->pin_ops.push_back(krdma_pin_op{r->range.start, r->range.bytes(), KRDMA_PIN_LOCK, 0});
+        }
         *out = ri_pin_t{r->pin_id, r->range.start, r->range.bytes(), 4096, 0};
         return RI_OK;
     } catch (const std::bad_alloc &) {

@@ -10,6 +10,7 @@
 
 #include "adapter_manager.hpp"
 #include "rnicpi/host/log.hpp"
+#include "krdma/pins.hpp"
 #include "rnic_calls.hpp"
 #include "syscall.hpp"
 #include "verb_commands.hpp"
@@ -394,6 +395,62 @@ TEST_F(Syscall, RegistrationsPinThroughTheKalAndShareOverlaps) {
     }
     EXPECT_EQ(budget_.used(), 0u);
     (void)b;
+}
+
+// A registration whose every page another registration pinned already costs its owner no lock, nor its
+// deregistration an unlock: the kAL's reply carries no instruction for them. One that adds pages locks its range.
+TEST_F(Syscall, ARegistrationInsidePinnedPagesLocksNothing) {
+    auto c = client();
+    uint64_t rnic = open_rnic(*c);
+    uint64_t pd = 0;
+    ASSERT_RI_OK(sys(*c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &pd));
+    std::vector<uint8_t> buf(20 * 4096);
+    const uint64_t base = (reinterpret_cast<uint64_t>(buf.data()) + 4095) & ~uint64_t{4095};
+    auto mr_of = [](uint64_t addr, uint64_t len) {
+        ri_mr_reg_t r{};
+        r.addr = addr;
+        r.length = len;
+        r.iova = addr;
+        r.access = RI_ACCESS_LOCAL_WRITE;
+        return r;
+    };
+    const ri_mr_reg_t pool = mr_of(base, 8 * 4096);
+    uint64_t whole = 0;
+    ri_mr_keys_t keys{};
+    ASSERT_RI_OK(sys(*c, RI_REGISTER_MR, pd, &pool, sizeof pool, &keys, sizeof keys, &whole));
+    // The raw request, to see the kAL's pin instructions (device_syscall carries them out and keeps them).
+    auto raw = [&](uint32_t op, uint64_t object, const void *param, uint32_t len, krdma_syscall &s) {
+        s = krdma_syscall{};
+        s.op = op;
+        s.object = object;
+        s.param_len = len;
+        if (len > 0) std::memcpy(s.param, param, len);
+        auto r = c->call_into(KRDMA_CMD_SYSCALL, {reinterpret_cast<const uint8_t *>(&s), sizeof s},
+                              {reinterpret_cast<uint8_t *>(&s), sizeof s});
+        return r && r->status == 0;
+    };
+    krdma_syscall s{};
+    const ri_mr_reg_t inside = mr_of(base + 4096 + 100, 3 * 4096);
+    ASSERT_TRUE(raw(RI_REGISTER_MR, pd, &inside, sizeof inside, s));
+    EXPECT_EQ(s.npins, 0u) << "a registration inside pinned pages asked for a lock";
+    const uint64_t inner = s.handle_out;
+    ASSERT_TRUE(raw(RI_DEREGISTER_MR, inner, nullptr, 0, s));
+    EXPECT_EQ(s.npins, 0u) << "its deregistration asked for an unlock while the pool still pins the pages";
+    // Two new pages past the pool: the lock covers the registration's whole range.
+    const ri_mr_reg_t past = mr_of(base + 6 * 4096, 4 * 4096);
+    ASSERT_TRUE(raw(RI_REGISTER_MR, pd, &past, sizeof past, s));
+    ASSERT_EQ(s.npins, 1u);
+    EXPECT_EQ(s.pins[0].op, static_cast<uint32_t>(KRDMA_PIN_LOCK));
+    EXPECT_EQ(s.pins[0].addr, base + 6 * 4096);
+    EXPECT_EQ(s.pins[0].length, 4u * 4096);
+    EXPECT_EQ(krdma::apply_pins({s.pins, s.npins}), 0);  // as the uAL would: the owner holds what the kAL counts
+    ASSERT_TRUE(raw(RI_DEREGISTER_MR, s.handle_out, nullptr, 0, s));
+    ASSERT_EQ(s.npins, 1u) << "the pages only the second registration held were not unlocked";
+    EXPECT_EQ(s.pins[0].op, static_cast<uint32_t>(KRDMA_PIN_UNLOCK));
+    EXPECT_EQ(s.pins[0].addr, base + 8 * 4096);
+    EXPECT_EQ(s.pins[0].length, 2u * 4096);
+    EXPECT_EQ(krdma::apply_pins({s.pins, s.npins}), 0);
+    ASSERT_RI_OK(sys(*c, RI_DEREGISTER_MR, whole, nullptr, 0));
 }
 
 TEST_F(Syscall, HandlesAreCheckedAgainstTheCallersOwnTable) {
