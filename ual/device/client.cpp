@@ -258,14 +258,9 @@ rdma::Status DeviceClient::send_reading_locked(const krdma_msg_hdr &hdr, std::sp
         pollfd p{sock_.get(), POLLIN | POLLOUT, 0};
         if (::poll(&p, 1, -1) < 0 && errno != EINTR) return rdma::Status(errno);
         if ((p.revents & POLLIN) == 0) continue;  // room (or a hang-up, which the next send reports)
+        // A call's reply cannot be among them (a call holds mutex_ until its reply): events and posted replies.
         bool queued = false;
-        for (;;) {
-            const krdma::RecvResult r = krdma::receive(sock_.get(), message_);
-            if (r == krdma::RecvResult::closed) closed_ = true;
-            if (r != krdma::RecvResult::message) break;
-            // A call's reply cannot be among them (a call holds mutex_ until its reply): events and posted replies.
-            if (!take_event(message_, &queued)) (void)take_posted_reply(message_, &queued);
-        }
+        read_waiting_locked(&queued);
         if (queued) announce_locked();
         if (closed_) return rdma::Status(EPIPE);
     }
@@ -442,14 +437,19 @@ void DeviceClient::take_announcement() {
     }
 }
 
-void DeviceClient::receive_all_locked() {
-    take_announcement();
+void DeviceClient::read_waiting_locked(bool *queued) {
     for (;;) {
         const krdma::RecvResult r = krdma::receive(sock_.get(), message_);
         if (r == krdma::RecvResult::closed) closed_ = true;
         if (r != krdma::RecvResult::message) return;
-        if (!take_event(message_)) (void)take_posted_reply(message_);  // a stray reply without a caller is dropped
+        // A stray reply without a caller is dropped.
+        if (!take_event(message_, queued)) (void)take_posted_reply(message_, queued);
     }
+}
+
+void DeviceClient::receive_all_locked() {
+    take_announcement();
+    read_waiting_locked(nullptr);
 }
 
 template <class Record, class Other>

@@ -175,6 +175,9 @@ private:
     bool take_posted_reply(krdma::Message &m, bool *queued = nullptr);
     // Reads every record on the socket into the queues, and the queued_ announcement if one was made. mutex_ held.
     void receive_all_locked();
+    // Reads every message waiting on the socket without blocking: records into the queues (*queued set, when given,
+    // if one was queued), posted requests' replies settled. mutex_ held.
+    void read_waiting_locked(bool *queued);
     // Announces records a call read (they are no longer on the socket) on queued_. mutex_ held.
     void announce_locked();
     // Reads the queued_ announcement, if one was made (takes queue_mutex_).
