@@ -301,8 +301,13 @@ rdma::Expected<Event> SimpleDispatcher::wait(std::chrono::milliseconds timeout) 
 
 void SimpleDispatcher::set_pump(const std::shared_ptr<EventPump> &pump) {
     if (stream_ == EventStream::dto) return;  // completions come from the CQ, not from the kAL's records
-    std::lock_guard lock(mutex_);
-    pump_ = pump;
+    std::shared_ptr<AggregateDispatcher> agg;
+    {
+        std::lock_guard lock(mutex_);
+        pump_ = pump;
+        agg = aggregate_.lock();
+    }
+    if (agg) agg->adopt_pump(pump);  // its waiters lead through it too
 }
 
 void SimpleDispatcher::set_callback(Callback cb, Executor run) {
@@ -360,11 +365,14 @@ rdma::Expected<std::shared_ptr<AggregateDispatcher>> AggregateDispatcher::create
 }
 
 rdma::Expected<void> AggregateDispatcher::add(const std::shared_ptr<SimpleDispatcher> &member) {
+    std::shared_ptr<EventPump> pump;
     {
         std::lock_guard m(member->mutex_);
         if (!member->aggregate_.expired()) return rdma::Error(RI_EBUSY, "the dispatcher already has an aggregate");
         member->aggregate_ = weak_from_this();
+        pump = member->pump_.lock();
     }
+    if (pump) adopt_pump(pump);
     std::lock_guard lock(mutex_);
     members_.push_back(member);
     wake_locked_free();
@@ -401,24 +409,14 @@ void AggregateDispatcher::wake() noexcept {
         wake_locked_free();
         // A waiter reading the kAL sleeps in the pump: a member's event from another thread (a CQ's notification,
         // a post) wakes it there. Its own deliveries need no nudge.
-        if (leader_ != std::thread::id{} && leader_ != std::this_thread::get_id()) nudge = leader_pump_.lock();
+        if (leader_ != std::thread::id{} && leader_ != std::this_thread::get_id()) nudge = pump_.lock();
     }
     if (nudge) nudge->nudge();
 }
 
-std::shared_ptr<EventPump> AggregateDispatcher::member_pump() {
-    std::vector<std::shared_ptr<SimpleDispatcher>> members;
-    {
-        std::lock_guard lock(mutex_);
-        for (auto &w : members_) {
-            if (auto s = w.lock()) members.push_back(std::move(s));
-        }
-    }
-    for (auto &m : members) {
-        std::lock_guard l(m->mutex_);
-        if (auto p = m->pump_.lock()) return p;
-    }
-    return nullptr;
+void AggregateDispatcher::adopt_pump(const std::shared_ptr<EventPump> &pump) {
+    std::lock_guard lock(mutex_);
+    if (pump_.expired()) pump_ = pump;
 }
 
 rdma::Expected<std::optional<Event>> AggregateDispatcher::dequeue(uint64_t *source_tag) {
@@ -472,24 +470,20 @@ rdma::Expected<Event> AggregateDispatcher::wait(std::chrono::milliseconds timeou
             if (!r) return r.error();
             if (*r) return **r;
         }
+        std::unique_lock lock(mutex_);
         // Leader/follower, as SimpleDispatcher::wait(): read the kAL here rather than sleep until the event thread
         // has read it and wakes this thread.
-        if (auto pump = member_pump()) {
-            std::unique_lock lock(mutex_);
-            if (leader_ == std::thread::id{} && wakeups_ == seen) {
-                leader_ = std::this_thread::get_id();
-                leader_pump_ = pump;
-                lock.unlock();
-                (void)pump->lead(deadline, [this, seen] {
-                    std::lock_guard l(mutex_);
-                    return wakeups_ != seen;
-                });
-                lock.lock();
-                leader_ = std::thread::id{};
-                leader_pump_.reset();
-            }
+        if (auto pump = pump_.lock(); pump && leader_ == std::thread::id{} && wakeups_ == seen) {
+            leader_ = std::this_thread::get_id();
+            lock.unlock();
+            (void)pump->lead(deadline, [this, seen] {
+                std::lock_guard l(mutex_);
+                return wakeups_ != seen;
+            });
+            pump.reset();
+            lock.lock();
+            leader_ = std::thread::id{};
         }
-        std::unique_lock lock(mutex_);
         if (!cv_.wait_until(lock, deadline, [&] { return wakeups_ != seen; })) {
             return rdma::Error(RI_ETIMEDOUT, "no event within the timeout");
         }

@@ -238,16 +238,16 @@ private:
     void wake() noexcept;
     void wake_locked_free() noexcept;
 
-    // The pump of the first member that has one (SimpleDispatcher::set_pump), for a waiter to lead through.
-    std::shared_ptr<EventPump> member_pump();
+    // A member's pump (SimpleDispatcher::set_pump), kept when it joins or gets one: for a waiter to lead through.
+    void adopt_pump(const std::shared_ptr<EventPump> &pump);
 
     mutable std::mutex mutex_;
     std::condition_variable cv_;
     std::vector<std::weak_ptr<SimpleDispatcher>> members_;
     size_t next_ = 0;
     uint64_t wakeups_ = 0;
-    std::thread::id leader_;             // a waiter leading through leader_pump_ (a member's wake-up nudges it)
-    std::weak_ptr<EventPump> leader_pump_;
+    std::weak_ptr<EventPump> pump_;      // a member's pump (adopt_pump), the first one kept
+    std::thread::id leader_;             // a waiter leading through pump_ (a member's wake-up nudges it)
     mutable detail::LazyEventFd efd_;  // readable from a member's wake-up until a dequeue finds nothing
 };
 
