@@ -49,6 +49,7 @@ using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 using bench::Fd;
+using bench::loopback_listener;
 using bench::io_all;
 
 // Context switches of this process (every thread) so far: each is a thread that went to sleep and was woken, or was
@@ -57,19 +58,6 @@ long context_switches() {
     rusage u{};
     ::getrusage(RUSAGE_SELF, &u);
     return u.ru_nvcsw + u.ru_nivcsw;
-}
-
-// A TCP listener on 127.0.0.1 at a port the host chooses; its address in @p a.
-Fd loopback_listener(int backlog, sockaddr_in &a) {
-    Fd l(::socket(AF_INET, SOCK_STREAM, 0));
-    a = sockaddr_in{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(l.fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
-    ::listen(l.fd, backlog);
-    socklen_t len = sizeof a;
-    ::getsockname(l.fd, reinterpret_cast<sockaddr *>(&a), &len);
-    return l;
 }
 
 // Rounds each bandwidth and latency figure alternates with its baseline, keeping the best of each: on a shared

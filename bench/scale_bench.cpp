@@ -19,7 +19,6 @@
 // Exit status non-zero only when something failed. Every process it starts goes with it: krdmad and the passive
 // process are killed (their process groups, PR_SET_PDEATHSIG) on every way out.
 #include <fcntl.h>
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -45,6 +44,7 @@
 
 #include "endpoint_attributes.hpp"
 #include "harness.hpp"
+#include "tcp_baseline.hpp"
 #include "krdmad_consumer.hpp"
 #include "krdmad_process.hpp"
 #include "ual/access_layer.hpp"
@@ -98,23 +98,16 @@ long descriptors(pid_t pid) {
  *        Connections per second; 0 when a connect failed.
  */
 double tcp_setup_rate(size_t connections, size_t in_flight) {
-    krdma::UniqueFd l(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (!l || ::bind(l.get(), reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 ||
-        ::listen(l.get(), static_cast<int>(std::max<size_t>(in_flight, 128))) != 0 ||
-        ::getsockname(l.get(), reinterpret_cast<sockaddr *>(&a), &len) != 0) {
-        return 0;
-    }
+    const bench::Fd l = bench::loopback_listener(static_cast<int>(std::max<size_t>(in_flight, 128)), a);
+    if (l.fd < 0) return 0;
     std::vector<krdma::UniqueFd> clients, servers;
     clients.reserve(connections);
     servers.reserve(connections);
     std::atomic<size_t> accepted{0};
     std::thread acceptor([&] {
         while (servers.size() < connections) {
-            krdma::UniqueFd s(::accept4(l.get(), nullptr, nullptr, SOCK_CLOEXEC));
+            krdma::UniqueFd s(::accept4(l.fd, nullptr, nullptr, SOCK_CLOEXEC));
             if (!s) return;  // the listener was shut down: a connect failed
             servers.push_back(std::move(s));
             accepted.store(servers.size(), std::memory_order_release);
@@ -132,7 +125,7 @@ double tcp_setup_rate(size_t connections, size_t in_flight) {
         while (ok && accepted.load(std::memory_order_acquire) < clients.size()) std::this_thread::yield();
     }
     const double took = std::chrono::duration<double>(clock_type::now() - t0).count();
-    ::shutdown(l.get(), SHUT_RDWR);  // an acceptor still waiting (a connect failed) returns
+    ::shutdown(l.fd, SHUT_RDWR);  // an acceptor still waiting (a connect failed) returns
     acceptor.join();
     return ok ? static_cast<double>(connections) / took : 0;
 }

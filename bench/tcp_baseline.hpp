@@ -38,17 +38,28 @@ struct Fd {
     }
 };
 
-/** @brief A connected TCP pair over 127.0.0.1, TCP_NODELAY on both ends (as the RNICs' streams have). */
-inline bool tcp_pair(Fd &c, Fd &s) {
+/**
+ * @brief A TCP listener on 127.0.0.1 at a port the host picks, with @p backlog; its address in @p a. Its fd is -1
+ *        when it could not listen.
+ */
+inline Fd loopback_listener(int backlog, sockaddr_in &a) {
     Fd l(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in a{};
+    a = sockaddr_in{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof a;
-    if (::bind(l.fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 || ::listen(l.fd, 1) != 0 ||
+    if (l.fd < 0 || ::bind(l.fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 || ::listen(l.fd, backlog) != 0 ||
         ::getsockname(l.fd, reinterpret_cast<sockaddr *>(&a), &len) != 0) {
-        return false;
+        return Fd();
     }
+    return l;
+}
+
+/** @brief A connected TCP pair over 127.0.0.1, TCP_NODELAY on both ends (as the RNICs' streams have). */
+inline bool tcp_pair(Fd &c, Fd &s) {
+    sockaddr_in a{};
+    Fd l = loopback_listener(1, a);
+    if (l.fd < 0) return false;
     c = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (::connect(c.fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) return false;
     s = Fd(::accept4(l.fd, nullptr, nullptr, SOCK_CLOEXEC));
