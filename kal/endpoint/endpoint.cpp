@@ -239,10 +239,7 @@ void Endpoint::on_events(short revents) {
                 return;
             }
             tcp_connecting_ = false;
-            if (step_at_ != Clock::time_point{}) {
-                m_->counters_.tcp_connect_ns += ns_since(step_at_);
-                step_at_ = Clock::now();
-            }
+            if (step_at_ != Clock::time_point{}) m_->counters_.tcp_connect_ns += lap(step_at_);
             session_ = std::make_unique<llp::MpaSession>(sock_.get());
             if (auto st = session_->start_initiator(cfg_, pd_, deadline_); !st) {
                 (void)drive(EndpointInput::setup_failed, failure(st.error().code()));
@@ -493,7 +490,7 @@ void Endpoint::transition() {
     llp_ = a.llp;
     llp_.fd = -1;
     llp_.channel = same_host ? -1 : 0;  // the kAL's descriptors are nobody else's business
-    if (step_at_ != Clock::time_point{}) (initiator_ ? m_->counters_.mpa_active_ns : m_->counters_.accept_ns) += ns_since(step_at_);
+    if (step_at_ != Clock::time_point{}) (initiator_ ? m_->counters_.mpa_active_ns : m_->counters_.accept_ns) += lap(step_at_);
     // Before the socket leaves: a dead peer or path must fail it in bounded time, not after TCP's minutes.
     if (auto r = liveness_set_ ? rdma::Expected<void>{} : llp::set_liveness(sock_.get(), m_->settings_); !r) {
         RDMA_LOG_CLIENT(warn, kComponent, "client %u: QP %#lx: %s: %s", client_, static_cast<unsigned long>(qp_handle_),

@@ -56,10 +56,15 @@ struct LlpCounters {
     uint64_t accept_ns = 0;          /**< Passive setups: ACCEPT served to RDMA mode, summed. */
 };
 
-/** @brief Nanoseconds from @p since to now, for LlpCounters' sums of setup steps. */
-[[nodiscard]] inline uint64_t ns_since(std::chrono::steady_clock::time_point since) noexcept {
-    return static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - since).count());
+/**
+ * @brief Nanoseconds from @p at to now, for LlpCounters' sums of setup steps; @p at becomes now, where the next
+ *        step begins (one clock read for both).
+ */
+[[nodiscard]] inline uint64_t lap(std::chrono::steady_clock::time_point &at) noexcept {
+    const auto now = std::chrono::steady_clock::now();
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - at).count();
+    at = now;
+    return static_cast<uint64_t>(ns);
 }
 
 /** @brief One endpoint as the administrator sees it. */

@@ -106,7 +106,7 @@ rdma::Expected<PendingRequest *> ListenPoints::undecided(uint32_t client, uint64
 rdma::Expected<AcceptedRequest> ListenPoints::accept(PendingRequest &p, std::span<const uint8_t> pd, uint16_t ird,
                                                      uint16_t ord) {
     if (auto st = p.session_.accept(pd, ird, ord); !st) return st.error();
-    endpoints_.counters().decision_ns += ns_since(p.step_at_);
+    endpoints_.counters().decision_ns += lap(p.step_at_);
     // The request becomes the QP's endpoint: the socket and the session move over. The socket stays in the epoll
     // set: the endpoint's first watch replaces the request's (one epoll_ctl where removing and adding again took
     // two), and a stale event of the request finds no request under its id.
@@ -214,8 +214,7 @@ void ListenPoints::pending_events(uint64_t id, short revents) {
         case llp::MpaState::request_received: {
             if (p.announced_) break;
             p.announced_ = true;
-            endpoints_.counters().request_ns += ns_since(p.step_at_);
-            p.step_at_ = Clock::now();
+            endpoints_.counters().request_ns += lap(p.step_at_);
             krdma_cm_event e = cm_event(KRDMA_CM_CONNECT_REQUEST, p.lp_->handle_, p.lp_->context_);
             e.cookie = p.lp_->cookie_;
             e.request = id;
