@@ -40,6 +40,16 @@ fail() {
 # xs_hello 27000-29999, dapltest 21000).
 test_port() { free_port 30000 2000; }
 wait_listen() { port_listens "$1" || fail "nothing listened on port $1"; }
+# start_probe_server SECONDS MODE [ARGS...]: sockprobe's MODE server under the layer on a free port ($port), bounded
+# by SECONDS, its pid in $spid; it listens when this returns.
+start_probe_server() {
+    local seconds=$1 mode=$2
+    shift 2
+    port=$(test_port)
+    start server layer timeout "$seconds" "$probe" "$mode" "$port" "$@"
+    spid=$started
+    wait_listen "$port"
+}
 start() {  # start NAME layer|plain CMD...: in its own process group, killed at exit whatever happens
     local name=$1 how=$2; shift 2
     local -n wrap=$how
@@ -144,10 +154,7 @@ socat_fork_echo)
     ;;
 probe_epoll_echo)
     # Edge-triggered epoll on a converted socket, MSG_PEEK, FIONREAD, writev, half-close, non-blocking I/O.
-    port=$(test_port)
-    start server layer timeout 30 "$probe" server "$port"
-    spid=$started
-    wait_listen "$port"
+    start_probe_server 30 server
     "${layer[@]}" timeout 30 "$probe" client "$port" 5000000 > "$dir/client.log" 2>&1 || fail "the probe's client failed"
     grep -q "ok 5000000" "$dir/client.log" || fail "the probe's client did not get every byte back"
     wait "$spid" || fail "the probe's server failed"
@@ -156,10 +163,7 @@ probe_epoll_echo)
     ;;
 probe_fork_echo)
     # A forking server whose children echo with blocking I/O, close and _exit: every echoed byte arrives, twice.
-    port=$(test_port)
-    start server layer timeout 60 "$probe" forking "$port" 2
-    spid=$started
-    wait_listen "$port"
+    start_probe_server 60 forking 2
     for i in 1 2; do
         "${layer[@]}" timeout 30 "$probe" client "$port" 4000000 > "$dir/client$i.log" 2>&1 ||
             fail "client $i did not get every byte back"
@@ -177,10 +181,7 @@ probe_exec_echo|probe_reexec)
     else
         mode=reexec server_is="the re-executed server"
     fi
-    port=$(test_port)
-    start server layer timeout 60 "$probe" "$mode" "$port" 2
-    spid=$started
-    wait_listen "$port"
+    start_probe_server 60 "$mode" 2
     for i in 1 2; do
         "${layer[@]}" timeout 30 "$probe" client "$port" 3000000 > "$dir/client$i.log" 2>&1 ||
             fail "client $i did not get every byte back from $server_is: $(cat "$dir/client$i.log")"
@@ -191,10 +192,7 @@ probe_exec_echo|probe_reexec)
     ;;
 probe_sendfile)
     # sendfile(2) on a converted socket (a file server's way): the file's bytes echoed back intact.
-    port=$(test_port)
-    start server layer timeout 30 "$probe" server "$port"
-    spid=$started
-    wait_listen "$port"
+    start_probe_server 30 server
     "${layer[@]}" timeout 30 "$probe" sendfile "$port" "$payload" > "$dir/client.log" 2> "$dir/client.err" ||
         fail "the file sent with sendfile did not come back intact: $(tail -3 "$dir/client.err")"
     grep -q "sent 3000000 bytes with sendfile" "$dir/client.log" || fail "sendfile did not send the whole file"
@@ -205,10 +203,7 @@ probe_sendfile)
 probe_churn)
     # Connections in turn through one server process: once a connection ended, its QP, CQ and buffers serve the
     # next (brought back to IDLE, not destroyed and made again). Each connection's bytes differ from the others'.
-    port=$(test_port)
-    start server layer timeout 60 "$probe" reexec "$port" 30
-    spid=$started
-    wait_listen "$port"
+    start_probe_server 60 reexec 30
     "${layer[@]}" timeout 60 "$probe" churn "$port" 30 200000 > "$dir/client.log" 2> "$dir/client.err" ||
         fail "a connection of the churn did not get its own bytes back: $(tail -5 "$dir/client.err")"
     grep -q "churned 30 connections" "$dir/client.log" || fail "the churn did not finish"
