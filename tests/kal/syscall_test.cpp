@@ -41,6 +41,16 @@ uint64_t locked_bytes() {
     return kib * 1024;
 }
 
+// The parameters of a registration of [@p addr, @p addr + @p len) at iova @p addr with @p access.
+ri_mr_reg_t mr_reg(uint64_t addr, uint64_t len, uint32_t access) {
+    ri_mr_reg_t r{};
+    r.addr = addr;
+    r.length = len;
+    r.iova = addr;
+    r.access = access;
+    return r;
+}
+
 class Syscall : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -354,11 +364,7 @@ TEST_F(Syscall, RegistrationsPinThroughTheKalAndShareOverlaps) {
     std::vector<uint8_t> buf(40 * 4096);
     uint64_t base = (reinterpret_cast<uint64_t>(buf.data()) + 4095) & ~uint64_t{4095};
     auto reg = [&](uint64_t addr, uint64_t len, uint64_t *mr) {
-        ri_mr_reg_t r{};
-        r.addr = addr;
-        r.length = len;
-        r.iova = addr;
-        r.access = RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE;
+        const ri_mr_reg_t r = mr_reg(addr, len, RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE);
         ri_mr_keys_t keys{};
         return sys(*c, RI_REGISTER_MR, pd, &r, sizeof r, &keys, sizeof keys, mr);
     };
@@ -406,14 +412,7 @@ TEST_F(Syscall, ARegistrationInsidePinnedPagesLocksNothing) {
     ASSERT_RI_OK(sys(*c, RI_ALLOC_PD, rnic, nullptr, 0, nullptr, 0, &pd));
     std::vector<uint8_t> buf(20 * 4096);
     const uint64_t base = (reinterpret_cast<uint64_t>(buf.data()) + 4095) & ~uint64_t{4095};
-    auto mr_of = [](uint64_t addr, uint64_t len) {
-        ri_mr_reg_t r{};
-        r.addr = addr;
-        r.length = len;
-        r.iova = addr;
-        r.access = RI_ACCESS_LOCAL_WRITE;
-        return r;
-    };
+    auto mr_of = [](uint64_t addr, uint64_t len) { return mr_reg(addr, len, RI_ACCESS_LOCAL_WRITE); };
     const ri_mr_reg_t pool = mr_of(base, 8 * 4096);
     uint64_t whole = 0;
     ri_mr_keys_t keys{};
