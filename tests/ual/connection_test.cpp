@@ -77,16 +77,28 @@ std::string connect_within(Side &s, ual::Endpoint &client, ual::Endpoint &server
     return "";
 }
 
-// A thread that posts a connection event of context @p context to @p d in 100 ms (from another thread than the
-// waiter's, as a provider's handler would).
-std::thread post_later(const std::shared_ptr<ual::SimpleDispatcher> &d, uint64_t context) {
-    return std::thread([d, context] {
+// What wait_for_post() saw: the wait's result and how long it took.
+struct Waited {
+    rdma::Expected<ual::Event> event;
+    std::chrono::steady_clock::duration took;
+};
+
+// Runs @p wait (a wait of 60 s) while another thread, as a provider's handler would, posts a connection event of
+// context @p context to @p d 100 ms in.
+template <class Wait>
+Waited wait_for_post(const std::shared_ptr<ual::SimpleDispatcher> &d, uint64_t context, Wait &&wait) {
+    std::thread poster([d, context] {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         ual::Event e;
         e.stream = ual::EventStream::cm_message;
         e.context = context;
         d->post(e);
     });
+    const auto t0 = std::chrono::steady_clock::now();
+    Waited w{wait(), {}};
+    w.took = std::chrono::steady_clock::now() - t0;
+    poster.join();
+    return w;
 }
 
 // Leader/follower (ual::EventPump): a thread waiting for connection events reads the kAL's records itself. An event
@@ -99,15 +111,11 @@ TEST_F(Connections, WaitersReadTheKalThemselvesAndAnotherThreadsPostWakesThem) {
     auto server = s.endpoint(2);
     ASSERT_TRUE(client && server);
 
-    std::thread poster = post_later(s.cm, 77);
-    const auto t0 = std::chrono::steady_clock::now();
-    auto posted = s.cm->wait(std::chrono::seconds(60));
-    const auto waited = std::chrono::steady_clock::now() - t0;
-    poster.join();
-    ASSERT_TRUE(posted) << posted.error().to_string();
-    EXPECT_EQ(posted->context, 77u);
-    EXPECT_LT(waited, std::chrono::seconds(30)) << "another thread's post did not wake the waiter reading the kAL: "
-                                                   "it slept toward its 60 s deadline";
+    const Waited posted = wait_for_post(s.cm, 77, [&] { return s.cm->wait(std::chrono::seconds(60)); });
+    ASSERT_TRUE(posted.event) << posted.event.error().to_string();
+    EXPECT_EQ(posted.event->context, 77u);
+    EXPECT_LT(posted.took, std::chrono::seconds(30)) << "another thread's post did not wake the waiter reading the "
+                                                        "kAL: it slept toward its 60 s deadline";
 
     // One thread waits for both ESTABLISHED events (and leads), this one for the request, then accepts it.
     auto l = s.adapter->listen(0, s.requests, 3);
@@ -149,15 +157,11 @@ TEST_F(Connections, WaitersReadTheKalThemselvesAndAnotherThreadsPostWakesThem) {
     auto agg = ual::AggregateDispatcher::create();
     ASSERT_TRUE(agg) << agg.error().to_string();
     ASSERT_TRUE((*agg)->add(s.cm)) << "the connection dispatcher could not join an aggregate";
-    std::thread poster2 = post_later(s.cm, 78);
-    const auto t1 = std::chrono::steady_clock::now();
-    auto via = (*agg)->wait(std::chrono::seconds(60));
-    const auto waited2 = std::chrono::steady_clock::now() - t1;
-    poster2.join();
-    ASSERT_TRUE(via) << via.error().to_string();
-    EXPECT_EQ(via->context, 78u);
-    EXPECT_LT(waited2, std::chrono::seconds(30)) << "a member's post did not wake the aggregate's waiter reading the "
-                                                    "kAL: it slept toward its 60 s deadline";
+    const Waited via = wait_for_post(s.cm, 78, [&] { return (*agg)->wait(std::chrono::seconds(60)); });
+    ASSERT_TRUE(via.event) << via.event.error().to_string();
+    EXPECT_EQ(via.event->context, 78u);
+    EXPECT_LT(via.took, std::chrono::seconds(30)) << "a member's post did not wake the aggregate's waiter reading the "
+                                                     "kAL: it slept toward its 60 s deadline";
     (*agg)->remove(s.cm);
 }
 
