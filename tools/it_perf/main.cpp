@@ -275,7 +275,6 @@ SetupCounted count_setup(const std::optional<ServerChild> &child) {
 // What krdmad's LLP counters moved by from @p before to @p after.
 krdma_llp_counters counters_moved(const krdma_llp_counters &before, const krdma_llp_counters &after) {
     krdma_llp_counters d{};
-    d.established = after.established - before.established;
     d.active_opens = after.active_opens - before.active_opens;
     d.passive_opens = after.passive_opens - before.passive_opens;
     d.tcp_connect_ns = after.tcp_connect_ns - before.tcp_connect_ns;
