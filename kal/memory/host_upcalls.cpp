@@ -93,7 +93,7 @@ ri_status_t pin_range(void *host_ctx, uint64_t addr, uint64_t length, uint32_t, 
         // them only when the last pin goes): no instruction, no system call in the owner (a registration inside a
         // registered pool, DAPL's LMR per transfer, a registration cache's overlapping entries).
         if (!r->newly_pinned.empty()) {
-            ctx->pin_ops.push_back(krdma_pin_op{r->range.start, r->range.bytes(), KRDMA_PIN_LOCK, 0});
+            ctx->instruct(krdma_pin_op{r->range.start, r->range.bytes(), KRDMA_PIN_LOCK, 0});
         }
         *out = ri_pin_t{r->pin_id, r->range.start, r->range.bytes(), 4096, 0};
         return RI_OK;
@@ -108,7 +108,7 @@ ri_status_t unpin_range(void *host_ctx, uint64_t pin_id) {
     try {
         auto r = ctx->pins.unpin(pin_id);
         if (!r) return r.error().code();
-        for (const PageRange &g : *r) ctx->pin_ops.push_back(krdma_pin_op{g.start, g.bytes(), KRDMA_PIN_UNLOCK, 0});
+        for (const PageRange &g : *r) ctx->instruct(krdma_pin_op{g.start, g.bytes(), KRDMA_PIN_UNLOCK, 0});
         return RI_OK;
     } catch (const std::bad_alloc &) {
         return RI_ENOMEM;

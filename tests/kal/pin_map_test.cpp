@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "accounts.hpp"
+#include "context.hpp"
 #include "pin_map.hpp"
 #include "status_matchers.hpp"
 
@@ -220,6 +221,30 @@ TEST(MappedCheck, ALargeRangeIsCheckedWithoutFaultingItIn) {
     for (unsigned char v : resident) in += v & 1u;
     EXPECT_EQ(in, 0u) << "pages faulted in by the check";
     (void)::munmap(base, kPages * P);
+}
+
+TEST(PinInstructions, LocksOfRangesThatMeetFoldIntoOne) {
+    std::vector<krdma_pin_op> ops;
+    // A QP's send ring (3 pages) and receive ring (2 pages, the first shared with the send ring's last).
+    kal::add_pin_instruction(ops, {10 * P, 3 * P, KRDMA_PIN_LOCK, 0});
+    kal::add_pin_instruction(ops, {12 * P, 2 * P, KRDMA_PIN_LOCK, 0});
+    ASSERT_EQ(ops.size(), 1u) << "two locks of pages that overlap were not folded into one";
+    EXPECT_EQ(ops[0].addr, 10 * P);
+    EXPECT_EQ(ops[0].length, 4 * P);
+    // A range that only touches the last one's end folds too; one past a gap does not (the gap is not pinned).
+    kal::add_pin_instruction(ops, {14 * P, P, KRDMA_PIN_LOCK, 0});
+    kal::add_pin_instruction(ops, {16 * P, P, KRDMA_PIN_LOCK, 0});
+    ASSERT_EQ(ops.size(), 2u) << "a lock across a gap of unpinned pages was folded in";
+    EXPECT_EQ(ops[0].length, 5 * P);
+    // An unlock never folds into a lock, and a lock after it starts anew: the order of the owner's calls is kept.
+    kal::add_pin_instruction(ops, {16 * P, P, KRDMA_PIN_UNLOCK, 0});
+    kal::add_pin_instruction(ops, {15 * P, P, KRDMA_PIN_UNLOCK, 0});
+    kal::add_pin_instruction(ops, {16 * P, P, KRDMA_PIN_LOCK, 0});
+    ASSERT_EQ(ops.size(), 4u);
+    EXPECT_EQ(ops[2].op, static_cast<uint32_t>(KRDMA_PIN_UNLOCK));
+    EXPECT_EQ(ops[2].addr, 15 * P);
+    EXPECT_EQ(ops[2].length, 2 * P);
+    EXPECT_EQ(ops[3].op, static_cast<uint32_t>(KRDMA_PIN_LOCK));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdio>
@@ -498,10 +499,20 @@ ri_status_t Kvp::Pd::make_qp(Cq *scq, Cq *rcq, Srq *srq, ri_qp_init_attr_t *a, c
     }
     if (req != nullptr) {
         say(RI_LOG_DEBUG, "create_qp: pinning the QP's rings with ri_vm_pin_range");
-        if (ri_status_t rc = Pin::make(rnic->host_ctx, req->sq.addr, req->sq.length, true, &qp->sq_ring); rc != RI_OK) {
+        // The uVP lays both rings in one mapping: when their pages meet, one pin holds both (one check that the
+        // pages are mapped, one lock in the owner) and covers no page that neither ring is on.
+        const uint64_t page = 4096;
+        const uint64_t sq_end = req->sq.addr + req->sq.length;
+        const uint64_t rq_end = req->rq.addr + req->rq.length;
+        const bool meet = req->rq.length > 0 && sq_end >= req->sq.addr && rq_end >= req->rq.addr &&
+                          req->rq.addr / page <= (sq_end + page - 1) / page &&
+                          req->sq.addr / page <= (rq_end + page - 1) / page;
+        const uint64_t first = meet ? std::min(req->sq.addr, req->rq.addr) : req->sq.addr;
+        const uint64_t length = meet ? std::max(sq_end, rq_end) - first : req->sq.length;
+        if (ri_status_t rc = Pin::make(rnic->host_ctx, first, length, true, &qp->sq_ring); rc != RI_OK) {
             return rc;
         }
-        if (req->rq.length > 0) {
+        if (req->rq.length > 0 && !meet) {
             if (ri_status_t rc = Pin::make(rnic->host_ctx, req->rq.addr, req->rq.length, true, &qp->rq_ring);
                 rc != RI_OK) {
                 return rc;
