@@ -63,5 +63,40 @@ TEST(RingMemory, LargeRingsGetTheirOwnPages) {
     EXPECT_TRUE(moved.ok());
 }
 
+TEST(RingMemory, AFreedLargeRingServesTheNextOfItsSizeZeroed) {
+    auto arena = std::make_shared<RingArena>();
+    const size_t size = 4 * RingArena::kPage;
+    uint8_t *first = nullptr;
+    {
+        RingMemory m(arena, size - 100);
+        ASSERT_TRUE(m.ok());
+        first = m.data();
+        std::fill(m.data(), m.data() + size, uint8_t{0x5a});
+    }
+    RingMemory other(arena, 2 * RingArena::kPage);  // another size: a mapping of its own
+    RingMemory again(arena, size);
+    ASSERT_TRUE(other.ok());
+    ASSERT_TRUE(again.ok());
+    EXPECT_NE(other.data(), first) << "a mapping of another size was handed out";
+    EXPECT_EQ(again.data(), first) << "the freed mapping of the same size was not reused";
+    EXPECT_TRUE(std::all_of(again.data(), again.data() + size, [](uint8_t x) { return x == 0; }))
+        << "a reused mapping must come back zeroed, as a new one does";
+}
+
+TEST(RingMemory, TheArenaKeepsABoundedAmountOfFreedRings) {
+    // Freeing many large rings at once keeps some of them mapped, up to the bound; the rest are unmapped.
+    auto arena = std::make_shared<RingArena>();
+    const size_t size = 16 * RingArena::kPage;  // 64 KiB
+    std::vector<RingMemory> rings;
+    for (int i = 0; i < 16; ++i) rings.emplace_back(arena, size);
+    EXPECT_EQ(arena->kept_bytes(), 0u);
+    rings.clear();
+    EXPECT_GT(arena->kept_bytes(), 0u) << "no freed ring was kept";
+    EXPECT_LE(arena->kept_bytes(), size_t{256} * 1024) << "the arena kept more than its bound of freed rings";
+    RingMemory again(arena, size);
+    EXPECT_EQ(arena->kept_bytes() % size, 0u);
+    EXPECT_LT(arena->kept_bytes(), size_t{256} * 1024) << "take() did not use a kept ring";
+}
+
 }  // namespace
 }  // namespace softrnic::datapath

@@ -114,7 +114,46 @@ public:
         free_[size_class(length)].push_back(p);
     }
 
+    // A zeroed mapping of at least @p length bytes, for rings larger than kMaxBlock: one given back of the same size
+    // when there is one (its pages are in memory already: no mmap, no page fault, no munmap when it was freed),
+    // else a new one. Not ok() when out of memory.
+    Mapping take(size_t length) {
+        const size_t rounded = (length + kPage - 1) / kPage * kPage;
+        Mapping m;
+        {
+            std::lock_guard g(lock_);
+            for (size_t i = 0; i < cached_.size(); ++i) {
+                if (cached_[i].size() != rounded) continue;
+                m = std::move(cached_[i]);
+                cached_[i] = std::move(cached_.back());
+                cached_.pop_back();
+                cached_bytes_ -= rounded;
+                break;
+            }
+        }
+        if (!m.ok()) return Mapping(length);
+        std::memset(m.data(), 0, m.size());
+        return m;
+    }
+    // Gives back a mapping take() returned: kept for the next take() while the arena keeps at most kCachedBytes,
+    // unmapped otherwise.
+    void keep(Mapping m) {
+        std::lock_guard g(lock_);
+        if (!m.ok() || cached_bytes_ + m.size() > kCachedBytes) return;  // m unmaps as it goes
+        cached_bytes_ += m.size();
+        cached_.push_back(std::move(m));
+    }
+
+    // Bytes of freed mappings kept for take().
+    [[nodiscard]] size_t kept_bytes() {
+        std::lock_guard g(lock_);
+        return cached_bytes_;
+    }
+
 private:
+    // What the arena keeps of freed mappings: sixteen QPs' rings at the default depths, so a server that accepts
+    // and frees connections all day maps and faults no ring memory after the first ones.
+    static constexpr size_t kCachedBytes = 256 * 1024;
     static constexpr size_t kChunk = 16 * kPage;
     static constexpr size_t kClasses = 4;  // 256, 512, 1024, 2048
     static size_t size_class(size_t length) {
@@ -126,24 +165,25 @@ private:
     std::vector<Mapping> chunks_;
     size_t next_page_ = 0;
     std::vector<uint8_t *> free_[kClasses];
+    std::vector<Mapping> cached_;
+    size_t cached_bytes_ = 0;
 };
 
-// Queue memory of one queue pair: a block of the arena when small, else a mapping of its own.
+// Queue memory of one queue pair: a block of the arena when small, else a mapping of its own (which the arena
+// keeps for the next queue pair of its size when this one goes).
 class RingMemory {
 public:
     RingMemory() = default;
     RingMemory(std::shared_ptr<RingArena> arena, size_t length) {
         if (length <= RingArena::kMaxBlock) {
             base_ = arena->get(length);
-            if (base_ != nullptr) {
-                arena_ = std::move(arena);
-                length_ = length;
-            }
+            length_ = length;
         } else {
-            own_ = Mapping(length);
+            own_ = arena->take(length);
             base_ = own_.data();
             length_ = own_.size();
         }
+        if (base_ != nullptr) arena_ = std::move(arena);
     }
     RingMemory(RingMemory &&o) noexcept
         : arena_(std::move(o.arena_)), own_(std::move(o.own_)), base_(std::exchange(o.base_, nullptr)),
@@ -168,7 +208,11 @@ public:
 
 private:
     void reset() noexcept {
-        if (arena_ && base_ != nullptr) arena_->put(base_, length_);
+        if (arena_ && own_.ok()) {
+            arena_->keep(std::move(own_));
+        } else if (arena_ && base_ != nullptr) {
+            arena_->put(base_, length_);
+        }
         arena_.reset();
         own_ = Mapping();
         base_ = nullptr;
