@@ -1,6 +1,7 @@
 // The uAL's event dispatchers: queues with thresholds and overflow, pollable descriptors, callbacks on an
 // executor, and aggregation across dispatchers.
 #include <poll.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -63,6 +64,25 @@ TEST(SimpleDispatcher, ADescriptorAskedForLateSaysWhatIsAlreadyQueued) {
     auto dto = ual::SimpleDispatcher::create(ual::EventStream::dto, 4);
     ASSERT_OK(dto);
     EXPECT_FALSE(readable((*dto)->fd()));
+}
+
+TEST(SimpleDispatcher, OnlyADescriptorAskedForIsMade) {
+    // An endpoint's own dispatcher, or a queue only ever waited on, costs no descriptor (and no eventfd/close pair
+    // per connection); the first fd() makes it, later ones return the same.
+    auto d = ual::SimpleDispatcher::create(ual::EventStream::software, 4);
+    ASSERT_OK(d);
+    const int next = ::dup(0);
+    ASSERT_GE(next, 0);
+    ::close(next);
+    auto other = ual::SimpleDispatcher::create(ual::EventStream::cm_message, 4);
+    auto agg = ual::AggregateDispatcher::create();
+    ASSERT_TRUE(other && agg);
+    const int probe = ::dup(0);
+    EXPECT_EQ(probe, next) << "creating dispatchers opened a descriptor nobody asked for";
+    ::close(probe);
+    const int fd = (*d)->fd();
+    ASSERT_GE(fd, 0);
+    EXPECT_EQ((*d)->fd(), fd);
 }
 
 TEST(AggregateDispatcher, ItsDescriptorFollowsItsMembers) {

@@ -9,12 +9,6 @@
 namespace ual {
 namespace {
 
-rdma::Expected<krdma::UniqueFd> make_eventfd() {
-    krdma::UniqueFd fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!fd) return rdma::Error(errno, "eventfd failed");
-    return fd;
-}
-
 void raise(int fd) noexcept {
     uint64_t one = 1;
     (void)!::write(fd, &one, sizeof one);
@@ -30,6 +24,10 @@ void drain(int fd) noexcept {
 namespace detail {
 
 int LazyEventFd::want() noexcept {
+    if (!fd_) {
+        fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+        if (!fd_) return -1;
+    }
     if (!wanted_) {
         wanted_ = true;
         // Nobody could poll it until now, so it was not kept: bring it in line.
@@ -57,8 +55,8 @@ void LazyEventFd::quiet() noexcept {
 
 }  // namespace detail
 
-SimpleDispatcher::SimpleDispatcher(EventStream stream, uint32_t capacity, uint32_t threshold, krdma::UniqueFd efd)
-    : stream_(stream), threshold_(threshold == 0 ? 1 : threshold), ring_(capacity), efd_(std::move(efd)) {}
+SimpleDispatcher::SimpleDispatcher(EventStream stream, uint32_t capacity, uint32_t threshold)
+    : stream_(stream), threshold_(threshold == 0 ? 1 : threshold), ring_(capacity) {}
 
 SimpleDispatcher::~SimpleDispatcher() = default;
 
@@ -66,9 +64,7 @@ rdma::Expected<std::shared_ptr<SimpleDispatcher>> SimpleDispatcher::create(Event
                                                                           uint32_t threshold) {
     if (capacity == 0 || capacity > (1u << 20)) return rdma::Error(RI_ERANGE, "queue capacity must be 1..1048576");
     if (threshold > capacity) return rdma::Error(RI_EINVAL, "the threshold exceeds the queue capacity");
-    auto fd = make_eventfd();
-    if (!fd) return fd.error();
-    return std::shared_ptr<SimpleDispatcher>(new SimpleDispatcher(stream, capacity, threshold, std::move(*fd)));
+    return std::shared_ptr<SimpleDispatcher>(new SimpleDispatcher(stream, capacity, threshold));
 }
 
 int SimpleDispatcher::fd() const noexcept {
@@ -359,9 +355,7 @@ size_t SimpleDispatcher::pending() const {
 }
 
 rdma::Expected<std::shared_ptr<AggregateDispatcher>> AggregateDispatcher::create() {
-    auto fd = make_eventfd();
-    if (!fd) return fd.error();
-    return std::shared_ptr<AggregateDispatcher>(new AggregateDispatcher(std::move(*fd)));
+    return std::shared_ptr<AggregateDispatcher>(new AggregateDispatcher());
 }
 
 rdma::Expected<void> AggregateDispatcher::add(const std::shared_ptr<SimpleDispatcher> &member) {

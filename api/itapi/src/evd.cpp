@@ -1,5 +1,6 @@
 // IT-API event dispatchers: SEVDs over the access layer's simple dispatchers (a DTO SEVD is a completion queue),
 // AEVDs over its aggregate dispatchers, callbacks over its notification mode.
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -192,6 +193,11 @@ ITAPI_EXPORT it_status_t it_evd_create(it_ia_handle_t ia_handle, it_event_type_t
             return failed("it_evd_create", agg.error(), from_ri(agg.error().code(), IT_ERR_RESOURCES));
         }
         e->agg = std::move(*agg);
+        if ((evd_flag & IT_EVD_CREATE_FD) && e->agg->fd() < 0) {
+            const int err = errno;
+            destroy_child(ia, e);
+            return failed("it_evd_create", rdma::Error(err, "eventfd failed"), IT_ERR_RESOURCES);
+        }
     } else {
         const auto threshold = static_cast<uint32_t>(sevd_threshold == IT_THRESHOLD_DISABLE ? 1 : sevd_threshold);
         auto sd = ual::SimpleDispatcher::create(stream, static_cast<uint32_t>(sevd_queue_size), threshold);
@@ -201,6 +207,11 @@ ITAPI_EXPORT it_status_t it_evd_create(it_ia_handle_t ia_handle, it_event_type_t
         }
         e->sd = std::move(*sd);
         e->sd->set_tag(e->handle);
+        if ((evd_flag & IT_EVD_CREATE_FD) && e->sd->fd() < 0) {
+            const int err = errno;
+            destroy_child(ia, e);
+            return failed("it_evd_create", rdma::Error(err, "eventfd failed"), IT_ERR_RESOURCES);
+        }
         // A thread waiting for connection or asynchronous events reads the kAL itself (one wake-up, not two).
         if (stream != ual::EventStream::dto && stream != ual::EventStream::software) {
             ia->adapter->share_event_pump(*e->sd);

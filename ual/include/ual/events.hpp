@@ -79,15 +79,17 @@ class CompletionQueue;
 namespace detail {
 
 /**
- * @brief A dispatcher's pollable descriptor (an eventfd), kept only once somebody asked for it: until then a
- *        signal costs no system call and is only remembered, so the first want() can say it. Not thread-safe: its
+ * @brief A dispatcher's pollable descriptor (an eventfd), made and kept only once somebody asked for it: until then
+ *        a signal costs no system call and is only remembered, so the first want() can say it, and a dispatcher
+ *        nobody polls (an endpoint's own, a DTO queue waited on) costs no descriptor at all. Not thread-safe: its
  *        dispatcher's mutex guards it.
  */
 class LazyEventFd {
 public:
-    /** @brief Over eventfd @p fd. */
-    explicit LazyEventFd(krdma::UniqueFd fd) noexcept : fd_(std::move(fd)) {}
-    /** @brief The descriptor, kept from now on: readable at once when a signal came since the last quiet(). */
+    /**
+     * @brief The descriptor, made on the first call and kept from now on: readable at once when a signal came since
+     *        the last quiet(). -1 (and errno) when no eventfd could be made; a later call tries again.
+     */
     [[nodiscard]] int want() noexcept;
     /** @brief Something waits: readable (one write until quiet()), or remembered while nobody wants it. */
     void signal() noexcept;
@@ -176,7 +178,7 @@ private:
     friend class AggregateDispatcher;
     friend class CompletionQueue;
     friend class Adapter;
-    SimpleDispatcher(EventStream stream, uint32_t capacity, uint32_t threshold, krdma::UniqueFd efd);
+    SimpleDispatcher(EventStream stream, uint32_t capacity, uint32_t threshold);
     std::optional<Event> take_locked();
     // Raises the eventfd for a queued event; @p wake_waiters says whether cv_ must be notified, and the aggregate
     // (if any) is returned to be woken: both after mutex_ is let go.
@@ -234,7 +236,7 @@ public:
 
 private:
     friend class SimpleDispatcher;
-    explicit AggregateDispatcher(krdma::UniqueFd efd) : efd_(std::move(efd)) {}
+    AggregateDispatcher() = default;
     void wake() noexcept;
     void wake_locked_free() noexcept;
 
