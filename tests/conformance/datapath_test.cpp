@@ -203,6 +203,52 @@ TEST_F(Datapath, CompletionsComeInPostingOrder) {
     for (uint64_t k = 0; k < sends; ++k) EXPECT_EQ(rw[k].wr_id, 1000 + k);
 }
 
+TEST_F(Datapath, AResizedCompletionQueueKeepsWhatWaitsInIt) {
+    EndOptions o;
+    o.cq_depth = 16;
+    Pair &p = pair();
+    connect(p, o, o);
+    auto attempt = [&] {
+        auto r = p.a.cq->resize(32);
+        return r ? RI_OK : r.error().code();
+    };
+    CONFORMANCE_REQUIRE(consumer_.has(RI_CAP_RESIZE_CQ), attempt(), "resizing a CQ (RI_CAP_RESIZE_CQ)");
+    // Completions made before a resize and polled after it all come, in order, whichever ring they were in.
+    for (uint64_t i = 0; i < 12; ++i) {
+        ASSERT_OK(p.a.send(i, RI_WR_RDMA_WRITE, {p.a.sge(i * 64, 64)}, RI_SEND_SIGNALED, p.b.addr(i * 64), p.b.rkey()));
+    }
+    auto first = p.a.completions(2);
+    ASSERT_EQ(first.size(), 2u);
+    auto grown = p.a.cq->resize(64);
+    ASSERT_OK(grown) << grown.error().to_string();
+    EXPECT_GE(*grown, 64u);
+    auto rest = p.a.completions(10);
+    ASSERT_EQ(rest.size(), 10u) << "completions made before the resize were lost";
+    for (uint64_t k = 0; k < 10; ++k) {
+        EXPECT_EQ(rest[k].wr_id, 2 + k) << "completion " << k << " after the resize, out of order";
+        EXPECT_EQ(rest[k].status, static_cast<uint32_t>(RI_WC_SUCCESS));
+    }
+    // The data path goes on as before on the new ring; an empty ring may shrink.
+    for (uint64_t i = 0; i < 40; ++i) {
+        ASSERT_OK(p.a.send(100 + i, RI_WR_RDMA_WRITE, {p.a.sge(0, 8)}, RI_SEND_SIGNALED, p.b.addr(0), p.b.rkey()));
+    }
+    auto more = p.a.completions(40);
+    ASSERT_EQ(more.size(), 40u);
+    for (uint64_t k = 0; k < 40; ++k) EXPECT_EQ(more[k].wr_id, 100 + k);
+    auto shrunk = p.a.cq->resize(4);
+    ASSERT_OK(shrunk) << shrunk.error().to_string();
+    EXPECT_GE(*shrunk, 4u);
+    // What no CQ can be.
+    auto none = p.a.cq->resize(0);
+    ASSERT_FALSE(none) << "a CQ of no entries";
+    EXPECT_EQ(none.error().code(), RI_EINVAL) << none.error().to_string();
+    if (consumer_.attr.max_cqe < UINT32_MAX) {
+        auto huge = p.a.cq->resize(consumer_.attr.max_cqe + 1);
+        ASSERT_FALSE(huge) << "a CQ beyond the RNIC's max_cqe";
+        EXPECT_EQ(huge.error().code(), RI_ERANGE) << huge.error().to_string();
+    }
+}
+
 // Moved from tests/softrnic/datapath_test.cpp (UnsignaledWorkCompletesSilently): only signaled requests complete
 // visibly, and unsignaled ones give back their queue slots all the same.
 TEST_F(Datapath, UnsignaledRequestsCompleteSilently) {

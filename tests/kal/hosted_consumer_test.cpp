@@ -216,6 +216,11 @@ TEST_F(HostedConsumerTest, ConnectsToAUalConsumerAndMovesVerifiedSendsWritesAndR
         EXPECT_TRUE(h.changed.wait_for(g, 5s, [&h] { return h.completions > 0; })) << "no completion event";
     }
 
+    // Resize CQ on the kVP's own data path, between transfers: what follows completes on the new ring.
+    uint32_t actual = 0;
+    ASSERT_RI_OK(h.cq.verbs->resize_cq(static_cast<ri_cq_t>(h.cq.kvp), 1024, &actual));
+    EXPECT_EQ(actual, 1024u);
+    EXPECT_STATUS(h.cq.verbs->resize_cq(static_cast<ri_cq_t>(h.cq.kvp), 0, &actual), RI_EINVAL);
     uint32_t seed = 1;
     for (size_t size : {size_t{1}, size_t{4099}, size_t{1} << 20, kBytes}) {
         SCOPED_TRACE("size " + std::to_string(size));

@@ -209,10 +209,10 @@ TEST_F(Softrnic, OpenQueryAndClose) {
     ASSERT_RI_OK(v_->query_rnic(r, &a));
     EXPECT_STREQ(a.name, "sr0");
     const uint32_t want = RI_CAP_SRQ | RI_CAP_MW_TYPE2 | RI_CAP_SEND_INV | RI_CAP_ZERO_BASED | RI_CAP_MPA_CRC |
-                          RI_CAP_MPA_PEER2PEER | RI_CAP_FAST_REG;
+                          RI_CAP_MPA_PEER2PEER | RI_CAP_FAST_REG | RI_CAP_RESIZE_CQ;
     EXPECT_EQ(a.caps & want, want);
-    // Nothing it cannot do: no atomics, no CQ resize, no markers, no type 1 windows (nothing would bind them).
-    EXPECT_EQ(a.caps & (RI_CAP_ATOMICS | RI_CAP_RESIZE_CQ | RI_CAP_MPA_MARKERS | RI_CAP_MW_TYPE1), 0u);
+    // Nothing it cannot do: no atomics, no markers, no type 1 windows (nothing would bind them).
+    EXPECT_EQ(a.caps & (RI_CAP_ATOMICS | RI_CAP_MPA_MARKERS | RI_CAP_MW_TYPE1), 0u);
     EXPECT_EQ(a.max_private_data, 508u);
     EXPECT_GT(a.max_qp, 0u);
     EXPECT_GT(a.max_qp_wr, 0u);
@@ -264,8 +264,19 @@ TEST_F(Softrnic, CompletionQueues) {
     ASSERT_RI_OK(v_->query_cq(c, &q));
     EXPECT_EQ(q.cqe, 32u);
     // Depths beyond the limits: the conformance suite (Verbs.LimitsAreRefusedCleanly).
+    // Resize CQ: a new ring, pinned in place of the old one (512 entries take more pages than 32).
+    EXPECT_NE(a.caps & RI_CAP_RESIZE_CQ, 0u) << "softrnic resizes CQs and must say so";
+    const uint64_t small_pinned = usage().pinned;
     uint32_t actual = 0;
-    EXPECT_STATUS(v_->resize_cq(c, 64, &actual), RI_EOPNOTSUPP);
+    ASSERT_RI_OK(v_->resize_cq(c, 512, &actual));
+    EXPECT_EQ(actual, 512u);
+    ASSERT_RI_OK(v_->query_cq(c, &q));
+    EXPECT_EQ(q.cqe, 512u) << "the kVP does not know the new depth";
+    EXPECT_GT(usage().pinned, small_pinned) << "the bigger ring is not what is pinned";
+    EXPECT_STATUS(v_->resize_cq(c, 0, &actual), RI_EINVAL);
+    EXPECT_STATUS(v_->resize_cq(c, a.max_cqe + 1, &actual), RI_ERANGE);
+    ASSERT_RI_OK(v_->resize_cq(c, 32, &actual));
+    EXPECT_EQ(usage().pinned, small_pinned) << "the old ring stayed pinned after a resize";
     EXPECT_STATUS(v_->request_cq_notify(c, 7), RI_EINVAL);
     EXPECT_RI_OK(v_->request_cq_notify(c, RI_CQ_NOTIFY_NEXT));
     EXPECT_TRUE(poll(c).empty());

@@ -28,8 +28,8 @@ extern "C" {
 
 /** @brief Major version: a different major is refused. */
 #define SOFTRNIC_ABI_MAJOR 1u
-/** @brief Minor version: grows when fields are appended. */
-#define SOFTRNIC_ABI_MINOR 3u
+/** @brief Minor version: grows when fields or requests are appended (4: Resize CQ with a new ring). */
+#define SOFTRNIC_ABI_MINOR 4u
 /** @brief Version word of this header. */
 #define SOFTRNIC_ABI_VERSION ((SOFTRNIC_ABI_MAJOR << 16) | SOFTRNIC_ABI_MINOR)
 
@@ -103,6 +103,23 @@ struct softrnic_create_cq_resp {
     struct softrnic_priv_hdr hdr; /**< Version. */
     uint32_t cq_id;               /**< The kVP's identifier of the CQ (per RNIC instance). */
     uint32_t cqe;                 /**< Entries provided. */
+};
+
+/**
+ * @brief Resize CQ request (minor 4): the new completion ring (::softrnic_cq_slot_size() per entry), which the
+ *        kVP pins in place of the old one; the parameter is the entries wanted. A kVP of an older minor answers
+ *        ::RI_EOPNOTSUPP (and does not advertise ::RI_CAP_RESIZE_CQ).
+ */
+struct softrnic_resize_cq_req {
+    struct softrnic_priv_hdr hdr; /**< Version. */
+    struct softrnic_ring ring;    /**< The new ring. */
+};
+
+/** @brief Resize CQ reply. */
+struct softrnic_resize_cq_resp {
+    struct softrnic_priv_hdr hdr; /**< Version. */
+    uint32_t cqe;                 /**< Entries provided. */
+    uint32_t reserved;            /**< Zero. */
 };
 
 /** @brief Create QP request: the send and receive rings (the receive ring is empty with an SRQ). */

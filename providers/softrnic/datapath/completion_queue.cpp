@@ -112,6 +112,25 @@ ri_status_t CompletionQueue::request_notify(uint32_t type) noexcept {
     return RI_OK;
 }
 
+ri_status_t CompletionQueue::resize(uint8_t *ring, uint32_t depth) noexcept {
+    if (ring == nullptr || depth == 0) return RI_EINVAL;
+    std::lock_guard g(lock_);
+    if (ring_.count() > depth) return RI_EINVAL;
+    SlotRing moved(ring, depth, sizeof(ri_wc_t));
+    while (!ring_.empty()) {
+        std::memcpy(moved.next(), ring_.front(), sizeof(ri_wc_t));
+        moved.push();
+        ring_.pop();
+    }
+    ring_ = moved;
+    return RI_OK;
+}
+
+uint32_t CompletionQueue::pending() noexcept {
+    std::lock_guard g(lock_);
+    return ring_.count();
+}
+
 void CompletionQueue::attach(QueuePair *qp) {
     std::lock_guard g(qps_mutex_);
     qps_.push_back(qp);

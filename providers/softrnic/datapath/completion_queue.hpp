@@ -54,6 +54,15 @@ public:
      */
     [[nodiscard]] bool armed() const noexcept { return armed_.load(std::memory_order_relaxed) != 0; }
 
+    /**
+     * @brief Resize CQ: moves the ring to @p depth slots at @p ring, keeping the completions not yet polled, in
+     *        order, and the overflow state. ::RI_EINVAL, with nothing changed, when more than @p depth are waiting.
+     *        The caller frees the old ring once this returns (no poll or add uses it any more).
+     */
+    [[nodiscard]] ri_status_t resize(uint8_t *ring, uint32_t depth) noexcept;
+    /** @brief Completions waiting in the ring. */
+    [[nodiscard]] uint32_t pending() noexcept;
+
     /** @brief Lets poll() drive @p qp (at create of a QP using this CQ). */
     void attach(QueuePair *qp);
     /** @brief Stops poll() from driving @p qp; waits for a poll using it (at destroy). */

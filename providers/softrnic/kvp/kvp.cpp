@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include "completion_queue.hpp"
 #include "counter_region.hpp"
@@ -49,6 +50,11 @@ public:
     Charge(const Charge &) = delete;
     Charge &operator=(const Charge &) = delete;
     ~Charge() { release(); }
+    // Exchanges what this and @p o charge (a resized ring's charge takes the old one's place).
+    void swap(Charge &o) noexcept {
+        std::swap(host_ctx_, o.host_ctx_);
+        std::swap(bytes_, o.bytes_);
+    }
     // Charges @p bytes more to @p host_ctx (nothing when the host does not account).
     ri_status_t add(void *host_ctx, uint64_t bytes) {
         if (host_ctx == nullptr || bytes == 0 || !RI_HOST_HAS(&host(), mem_charge)) return RI_OK;
@@ -226,8 +232,10 @@ struct Kvp {
             *out = attr;
             return RI_OK;
         }
-        // No resize: the completion ring is fixed at create (the uVP maps it once). The table's slot stays empty, so
-        // the loader's stub answers RI_EOPNOTSUPP and modinfo lists resize_cq as not supported.
+        // Resize CQ of the local data path (a consumer hosted in the kAL); a uVP's CQ is resized with its new ring
+        // (RI_RESIZE_CQ's private block, resize_to()).
+        ri_status_t resize(uint32_t cqe, uint32_t *actual) { return resize_to(cqe, nullptr, actual); }
+        ri_status_t resize_to(uint32_t cqe, const softrnic_ring *new_ring, uint32_t *actual);
         // A uVP's CQ is polled in its process: here it is always empty.
         ri_status_t poll(uint32_t max, ri_wc_t *wc, uint32_t *polled) {
             if (dp) return dp->poll(max, wc, polled);
@@ -466,6 +474,36 @@ ri_status_t Kvp::Rnic::make_cq(ri_cq_attr_t *attr, const softrnic_ring *ring, ri
         cq->dp = std::make_unique<datapath::CompletionQueue>(cq->memory.data(), attr->cqe, &Cq::notify, cq.get());
     }
     *out = to_handle<ri_cq_t>(cq.release());
+    return RI_OK;
+}
+
+ri_status_t Kvp::Cq::resize_to(uint32_t cqe, const softrnic_ring *new_ring, uint32_t *actual) {
+    if (actual == nullptr || cqe == 0) return RI_EINVAL;
+    if (cqe > rnic->instance->limits().max_cqe) return RI_ERANGE;
+    const size_t bytes = static_cast<size_t>(cqe) * softrnic_cq_slot_size();
+    if (new_ring != nullptr) {
+        // A uVP's CQ: the uVP moves its completions to the new ring once this succeeds; the new ring's pages are
+        // pinned in place of the old ring's (which the uVP still holds until then, unpinned).
+        if (!ring) return RI_EINVAL;  // a CQ of the local data path has no ring of a uVP
+        if (new_ring->length < bytes) return RI_EINVAL;
+        std::shared_ptr<Pin> fresh;
+        if (ri_status_t rc = Pin::make(rnic->host_ctx, new_ring->addr, new_ring->length, true, &fresh); rc != RI_OK) {
+            return rc;
+        }
+        ring = std::move(fresh);
+    } else if (dp) {
+        Charge fresh_charge;
+        if (ri_status_t rc = fresh_charge.add(rnic->host_ctx, bytes); rc != RI_OK) return rc;
+        datapath::Mapping fresh(bytes);
+        if (!fresh.ok()) return RI_ENOMEM;
+        if (ri_status_t rc = dp->resize(fresh.data(), cqe); rc != RI_OK) return rc;  // more completions waiting
+        memory = std::move(fresh);
+        memory_charge.swap(fresh_charge);  // the old ring's charge goes with `fresh_charge`
+    } else {
+        return RI_EINVAL;  // a uVP's CQ, resized without its new ring
+    }
+    attr.cqe = cqe;
+    *actual = cqe;
     return RI_OK;
 }
 
@@ -903,6 +941,20 @@ ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
             resp.cq_id = from_handle<Cq>(cq)->id;
             resp.cqe = attr.cqe;
             (void)reply.write_result(attr);  // cannot fail: read_create checked the room
+            return reply.write_priv(resp);
+        }
+        case RI_RESIZE_CQ: {
+            if (!reply.has_priv()) return RI_ENOSYS;
+            softrnic_resize_cq_req req;
+            uint32_t cqe = 0;
+            if (ri_status_t rc = reply.read_priv(&req); rc != RI_OK) return rc;
+            if (ri_status_t rc = reply.read_param(&cqe); rc != RI_OK) return rc;
+            if (ri_status_t rc = reply.check_room(sizeof(softrnic_resize_cq_resp), sizeof(uint32_t), 0); rc != RI_OK) {
+                return rc;
+            }
+            softrnic_resize_cq_resp resp{};
+            if (ri_status_t rc = from_handle<Cq>(k->object)->resize_to(cqe, &req.ring, &resp.cqe); rc != RI_OK) return rc;
+            (void)reply.write_result(resp.cqe);  // cannot fail: the room was checked
             return reply.write_priv(resp);
         }
         case RI_CREATE_QP: {

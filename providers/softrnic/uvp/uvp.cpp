@@ -111,6 +111,7 @@ struct Uvp {
     struct Cq : Forwarded {
         Rnic *rnic = nullptr;
         ri_cq_attr_t attr{};
+        std::mutex resize_mutex;  // one resize at a time (its ring swap is the data path's, under the ring's lock)
         Mapping memory;
         std::unique_ptr<datapath::CompletionQueue> dp;  // on `memory`
 
@@ -122,7 +123,7 @@ struct Uvp {
 
         ri_status_t destroy() { return forward_destroy(RI_DESTROY_CQ); }
         ri_status_t query(ri_cq_attr_t *out) { return forward_query(RI_QUERY_CQ, out); }
-        // No resize: the ring is mapped once at create (no RESIZE_CQ capability; the loader's stub answers).
+        ri_status_t resize(uint32_t cqe, uint32_t *actual);
         ri_status_t poll(uint32_t max, ri_wc_t *wc, uint32_t *polled) { return dp->poll(max, wc, polled); }
         ri_status_t request_notify(uint32_t type) { return dp->request_notify(type); }
     };
@@ -311,6 +312,38 @@ ri_status_t Uvp::Rnic::create_cq(ri_cq_attr_t *want, ri_cq_t *out) {
     cq->attr = *want;
     cq->dp = std::make_unique<datapath::CompletionQueue>(cq->memory.data(), want->cqe, &Cq::notify, cq.get());
     *out = to_handle<ri_cq_t>(cq.release());
+    return RI_OK;
+}
+
+ri_status_t Uvp::Cq::resize(uint32_t cqe, uint32_t *actual) {
+    if (actual == nullptr || cqe == 0) return RI_EINVAL;
+    if (cqe > rnic->attr.max_cqe) return RI_ERANGE;
+    if ((rnic->attr.caps & RI_CAP_RESIZE_CQ) == 0) return RI_EOPNOTSUPP;  // a kVP of an older minor
+    // Cheap refusal first: a ring too small for what waits (checked again, under the ring's lock, at the move).
+    if (dp->pending() > cqe) return RI_EINVAL;
+    std::lock_guard g(resize_mutex);
+    Mapping fresh(static_cast<size_t>(cqe) * softrnic_cq_slot_size());
+    if (!fresh.ok()) return RI_ENOMEM;
+    // The kVP pins the new ring in place of the old; then the completions move to it.
+    auto tell = [this](uint32_t entries, const Mapping &ring) -> ri_status_t {
+        auto req = hdr_init<softrnic_resize_cq_req>();
+        req.ring = softrnic_ring{ring.address(), ring.size()};
+        softrnic_resize_cq_resp resp{};
+        uint32_t provided = 0;
+        Call c(RI_RESIZE_CQ, handle);
+        c.param(entries).result(&provided).priv(req, &resp);
+        if (ri_status_t rc = c.run(rnic->host_ctx); rc != RI_OK) return rc;
+        return priv_ok(c, resp) && provided >= entries ? RI_OK : RI_EPROTO;
+    };
+    if (ri_status_t rc = tell(cqe, fresh); rc != RI_OK) return rc;
+    if (ri_status_t rc = dp->resize(fresh.data(), cqe); rc != RI_OK) {
+        // More completions arrived than the new ring holds: the old ring stays, pinned again.
+        (void)tell(attr.cqe, memory);
+        return rc;
+    }
+    memory = std::move(fresh);
+    attr.cqe = cqe;
+    *actual = cqe;
     return RI_OK;
 }
 
