@@ -119,6 +119,52 @@ TEST(HwstubQueues, CqesAreValidByOwnerBitAcrossManyPassesAndAFullCqOverflows) {
     EXPECT_EQ(oe.occupancy(), kDepth);
 }
 
+TEST(HwstubQueues, AResizedCqKeepsWhatWaitsAndItsOwnerBitsAcrossPassesOfTheNewDepth) {
+    // Six passes over a ring of 4 first, so the free-running indexes are far from 0 and the owner bits of the new
+    // depth differ from the old ones for some slots.
+    std::vector<hwstub_cqe> small(4), big(16), tiny(2);
+    hwstub_cq_ctrl ctrl{}, ctrl2{}, ctrl3{};
+    CqWriter oe(small.data(), 4, &ctrl);
+    CqReader host(small.data(), 4, &ctrl);
+    hwstub_cqe out{};
+    uint64_t id = 0, next_read = 0;
+    for (; id < 23; ++id) {
+        hwstub_cqe c{};
+        c.wr_id = id;
+        ASSERT_TRUE(oe.push(c));
+        if (id % 2 == 1) {
+            while (host.poll(out)) ASSERT_EQ(out.wr_id, next_read++);
+        }
+    }
+    for (; id < 26; ++id) {  // four wait: 22 (pushed after the last read) to 25
+        hwstub_cqe c{};
+        c.wr_id = id;
+        ASSERT_TRUE(oe.push(c));
+    }
+    ASSERT_EQ(oe.occupancy(), 4u);
+    host.arm(true);
+    EXPECT_FALSE(oe.move_to(tiny.data(), 2, &ctrl3)) << "4 CQEs wait: a ring of 2 cannot take them";
+    EXPECT_FALSE(oe.move_to(big.data(), 12, &ctrl2)) << "not a power of two";
+    ASSERT_TRUE(oe.move_to(big.data(), 16, &ctrl2));
+    host = CqReader(big.data(), 16, &ctrl2);  // what HostCq::switch_to() does
+    EXPECT_EQ(oe.occupancy(), 4u);
+    // The pending arm (solicited only) moved with the CQ.
+    EXPECT_FALSE(oe.take_arm(false));
+    EXPECT_TRUE(oe.take_arm(true));
+    // Many passes of the new depth, the host behind by up to 16.
+    for (; id < 200; ++id) {
+        hwstub_cqe c{};
+        c.wr_id = id;
+        ASSERT_TRUE(oe.push(c)) << id;
+        if (id % 7 == 0) {
+            while (host.poll(out)) ASSERT_EQ(out.wr_id, next_read++) << "after the resize";
+        }
+    }
+    while (host.poll(out)) ASSERT_EQ(out.wr_id, next_read++);
+    EXPECT_EQ(next_read, 200u) << "a CQE was lost or repeated across the resize";
+    EXPECT_FALSE(host.overflowed());
+}
+
 TEST(HwstubQueues, AnArmIsAnsweredOnceAndASolicitedArmWaitsForASolicitedCqe) {
     hwstub_cqe ring[2]{};
     hwstub_cq_ctrl ctrl{};

@@ -60,6 +60,24 @@ struct hwstub_create_cq_resp {
     uint32_t map_size;          /**< Bytes to map. */
 };
 
+/** @brief Resize CQ request (the parameter is the entries wanted). */
+struct hwstub_resize_cq_req {
+    struct hwstub_priv_hdr hdr; /**< Header. */
+};
+
+/**
+ * @brief Resize CQ reply (fd: the CQ's new memory, control block and ring, laid out as at create). The adapter has
+ *        moved the CQEs not consumed yet to the new ring and writes there from now on; the old memory is the
+ *        uVP's to unmap.
+ */
+struct hwstub_resize_cq_resp {
+    struct hwstub_priv_hdr hdr; /**< Header. */
+    uint32_t depth;             /**< CQEs in the new ring (a power of two, at least what was asked). */
+    uint32_t ring_offset;       /**< Offset of the ring in the mapping. */
+    uint32_t map_size;          /**< Bytes to map. */
+    uint32_t reserved;          /**< Zero. */
+};
+
 /** @brief Create QP request. */
 struct hwstub_create_qp_req {
     struct hwstub_priv_hdr hdr; /**< Header. */

@@ -236,6 +236,14 @@ public:
         return RI_OK;
     }
 
+    /** @brief Stops polls and arms of this CQ while the returned lock lives (a resize). */
+    [[nodiscard]] std::unique_lock<std::mutex> hold() { return std::unique_lock(lock_); }
+    /**
+     * @brief After the adapter moved the CQ (CqWriter::move_to()), reads the new ring of @p depth CQEs at @p ring
+     *        with control block @p ctrl, from the consumer index the adapter copied there. Call with hold()'s lock.
+     */
+    void switch_to(hwstub_cqe *ring, uint32_t depth, hwstub_cq_ctrl *ctrl) noexcept { reader_ = CqReader(ring, depth, ctrl); }
+
 private:
     std::mutex lock_;
     CqReader reader_;

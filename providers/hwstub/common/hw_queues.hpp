@@ -180,6 +180,41 @@ public:
         word(ctrl_->producer).store(producer_, std::memory_order_relaxed);
         return true;
     }
+    /**
+     * @brief Resize CQ, as the adapter does it: from now on this writer fills the ring of @p depth CQEs at @p ring
+     *        with control block @p ctrl (fresh memory), which receives the CQEs the host has not consumed, at the
+     *        slots and with the owner bits the new depth gives their free-running indexes, and the counters, the
+     *        pending arm and the overflow flag; every other slot is marked not yet written for its next index. The
+     *        host must not poll meanwhile (it holds its CQ, see HostCq::hold()). False, with nothing changed, when
+     *        more CQEs wait than @p depth holds or @p depth is not a power of two.
+     */
+    bool move_to(hwstub_cqe *ring, uint32_t depth, hwstub_cq_ctrl *ctrl) noexcept {
+        if (ring == nullptr || ctrl == nullptr || depth == 0 || (depth & (depth - 1)) != 0) return false;
+        const uint32_t consumer = word(ctrl_->consumer).load(std::memory_order_acquire);
+        if (producer_ - consumer > depth) return false;
+        for (uint32_t k = 0; k < depth; ++k) {
+            const uint32_t index = producer_ + k;
+            ring[index & (depth - 1)].owner = static_cast<uint8_t>(owner_bit(index, depth) ^ 1u);
+        }
+        for (uint32_t index = consumer; index != producer_; ++index) {
+            hwstub_cqe e;
+            std::memcpy(&e, &ring_[index & (depth_ - 1)], sizeof e);
+            e.owner = owner_bit(index, depth);
+            std::memcpy(&ring[index & (depth - 1)], &e, sizeof e);
+        }
+        word(ctrl->consumer).store(consumer, std::memory_order_relaxed);
+        word(ctrl->arm_seq).store(word(ctrl_->arm_seq).load(std::memory_order_relaxed), std::memory_order_relaxed);
+        word(ctrl->arm_solicited)
+            .store(word(ctrl_->arm_solicited).load(std::memory_order_relaxed), std::memory_order_relaxed);
+        word(ctrl->notified_seq)
+            .store(word(ctrl_->notified_seq).load(std::memory_order_relaxed), std::memory_order_relaxed);
+        word(ctrl->overflow).store(word(ctrl_->overflow).load(std::memory_order_relaxed), std::memory_order_relaxed);
+        word(ctrl->producer).store(producer_, std::memory_order_release);
+        ring_ = ring;
+        depth_ = depth;
+        ctrl_ = ctrl;
+        return true;
+    }
     /** @brief Sets the overflow flag without a full ring (an injected CQ overflow). */
     void set_overflow() noexcept { word(ctrl_->overflow).store(1, std::memory_order_release); }
     /**

@@ -74,6 +74,12 @@ public:
     [[nodiscard]] uint8_t *data() const noexcept { return base_; }
     [[nodiscard]] size_t size() const noexcept { return size_; }
     [[nodiscard]] int fd() const noexcept { return fd_; }
+    // Exchanges the blocks (a resized CQ's new memory takes the old one's place).
+    void swap(SharedBlock &o) noexcept {
+        std::swap(base_, o.base_);
+        std::swap(size_, o.size_);
+        std::swap(fd_, o.fd_);
+    }
 
 private:
     uint8_t *base_ = nullptr;
@@ -645,7 +651,7 @@ struct Kvp {
             a->vendor_part_id = 0x4857;  // "HW"
             a->hw_version = HWSTUB_HW_MAJOR;
             a->caps = RI_CAP_ZERO_BASED | RI_CAP_SEND_INV | RI_CAP_MPA_CRC | RI_CAP_MPA_MARKERS |
-                      RI_CAP_MPA_PEER2PEER;
+                      RI_CAP_MPA_PEER2PEER | RI_CAP_RESIZE_CQ;
             if (inst->same_host.load(std::memory_order_relaxed)) a->caps |= RI_CAP_SAME_HOST;
             a->fw_version = HWSTUB_HW_VERSION;
             const Limits &l = inst->limits;
@@ -705,6 +711,12 @@ struct Kvp {
             *out = attr;
             return RI_OK;
         }
+        // Resize CQ of a consumer hosted here; a uVP's comes as RI_RESIZE_CQ with its private block (and takes the
+        // new memory's descriptor).
+        ri_status_t resize(uint32_t cqe, uint32_t *actual) { return move(cqe, actual, nullptr); }
+        // New memory for @p cqe CQEs, to which the adapter moves the CQ; with @p fd, a duplicate of its descriptor
+        // made first (nothing changes when none can be made).
+        ri_status_t move(uint32_t cqe, uint32_t *actual, int *fd);
         // A consumer with a uVP polls in its process; a consumer hosted here polls here.
         ri_status_t poll(uint32_t max, ri_wc_t *wc, uint32_t *polled) { return host_side->poll(max, wc, polled); }
         ri_status_t request_notify(uint32_t type) { return host_side->request_notify(type); }
@@ -837,6 +849,37 @@ ri_status_t Kvp::Rnic::create_cq(ri_cq_attr_t *a, ri_cq_t *out) {
                                                a->ceh_id};
     }
     *out = to_handle<ri_cq_t>(cq.release());
+    return RI_OK;
+}
+
+ri_status_t Kvp::Cq::move(uint32_t cqe, uint32_t *actual, int *fd) {
+    if (actual == nullptr || cqe == 0) return RI_EINVAL;
+    Instance *inst = rnic->inst;
+    if (cqe > inst->limits.max_cqe) return RI_ERANGE;
+    if (ri_status_t rc = inst->verb_fault.fire("resize_cq"); rc != RI_OK) return rc;
+    const uint32_t depth = pow2_at_least(cqe);
+    const size_t ring_offset = sizeof(hwstub_cq_ctrl);
+    SharedBlock fresh;
+    if (ri_status_t rc = fresh.make("hwstub-cq", ring_offset + static_cast<size_t>(depth) * sizeof(hwstub_cqe));
+        rc != RI_OK) {
+        return rc;
+    }
+    if (fd != nullptr) {
+        *fd = ::fcntl(fresh.fd(), F_DUPFD_CLOEXEC, 0);
+        if (*fd < 0) return RI_ENOSPC;
+    }
+    auto *ctrl = reinterpret_cast<hwstub_cq_ctrl *>(fresh.data());
+    auto *ring = reinterpret_cast<hwstub_cqe *>(fresh.data() + ring_offset);
+    // A hosted consumer's polls wait while the adapter moves the CQ (a uVP holds its own side the same way).
+    auto hold = host_side->hold();
+    if (ri_status_t rc = rnic->engine->resize_cq({id, ring, depth, ctrl}); rc != RI_OK) {
+        if (fd != nullptr) ::close(*fd);
+        return rc;
+    }
+    host_side->switch_to(ring, depth, ctrl);
+    memory.swap(fresh);  // the old block is unmapped with `fresh`: the adapter no longer writes it
+    attr.cqe = depth;
+    *actual = depth;
     return RI_OK;
 }
 
@@ -1101,6 +1144,25 @@ ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
             resp.ring_offset = sizeof(hwstub_cq_ctrl);
             resp.map_size = static_cast<uint32_t>(c->memory.size());
             (void)reply.write_result(attr);  // cannot fail: check_room held
+            return reply.write_priv(resp);
+        }
+        case RI_RESIZE_CQ: {
+            if (!reply.has_priv()) return RI_ENOSYS;
+            hwstub_resize_cq_req req;
+            uint32_t cqe = 0;
+            if (ri_status_t rc = reply.read_priv(&req); rc != RI_OK) return rc;
+            if (ri_status_t rc = reply.read_param(&cqe); rc != RI_OK) return rc;
+            if (ri_status_t rc = reply.check_room(sizeof(hwstub_resize_cq_resp), sizeof(uint32_t), 1); rc != RI_OK) {
+                return rc;
+            }
+            Cq *c = from_handle<Cq>(k->object);
+            hwstub_resize_cq_resp resp{};
+            int fd = -1;
+            if (ri_status_t rc = c->move(cqe, &resp.depth, &fd); rc != RI_OK) return rc;
+            (void)reply.pass_fd(fd);  // cannot fail: check_room held
+            resp.ring_offset = sizeof(hwstub_cq_ctrl);
+            resp.map_size = static_cast<uint32_t>(c->memory.size());
+            (void)reply.write_result(resp.depth);
             return reply.write_priv(resp);
         }
         case RI_CREATE_QP: {

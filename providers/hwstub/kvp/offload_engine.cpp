@@ -75,6 +75,13 @@ ri_status_t OffloadEngine::remove_cq(uint32_t id) {
     return RI_OK;
 }
 
+ri_status_t OffloadEngine::resize_cq(const CqSetup &cq) {
+    std::lock_guard g(mutex_);
+    auto it = cqs_.find(cq.id);
+    if (it == cqs_.end()) return RI_ENOENT;
+    return it->second->writer.move_to(cq.ring, cq.depth, cq.ctrl) ? RI_OK : RI_EINVAL;
+}
+
 ri_status_t OffloadEngine::add_qp(const QpSetup &qp) {
     if (!qp.sq.valid() || !qp.rq.valid() || qp.sq_ctrl == nullptr || qp.rq_ctrl == nullptr ||
         qp.sq.slot_size < sizeof(hwstub_send_wqe) || qp.rq.slot_size < sizeof(hwstub_recv_wqe) ||

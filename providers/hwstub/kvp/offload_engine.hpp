@@ -168,6 +168,12 @@ public:
     [[nodiscard]] ri_status_t add_cq(const CqSetup &cq);
     /** @brief Removes a CQ (its QPs must be gone first: ::RI_EBUSY otherwise). */
     [[nodiscard]] ri_status_t remove_cq(uint32_t id);
+    /**
+     * @brief Resize CQ @p cq.id: the engine writes its CQEs to the new ring and control block of @p cq from now on,
+     *        which receive what the host has not consumed (CqWriter::move_to()). ::RI_EINVAL, nothing changed, when
+     *        more wait than the new ring holds; ::RI_ENOENT for an unknown CQ.
+     */
+    [[nodiscard]] ri_status_t resize_cq(const CqSetup &cq);
     /** @brief Adds a QP in IDLE. ::RI_EINVAL for a bad geometry or an unknown CQ. */
     [[nodiscard]] ri_status_t add_qp(const QpSetup &qp);
     /** @brief Removes a QP; its stream closes, posted work is dropped without completions. */

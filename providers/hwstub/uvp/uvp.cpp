@@ -58,6 +58,11 @@ public:
         return true;
     }
     [[nodiscard]] uint8_t *data() const noexcept { return base_; }
+    // Exchanges the mappings (a resized CQ's new memory takes the old one's place).
+    void swap(Mapping &o) noexcept {
+        std::swap(base_, o.base_);
+        std::swap(size_, o.size_);
+    }
 
 private:
     uint8_t *base_ = nullptr;
@@ -124,6 +129,7 @@ struct Uvp {
         std::unique_ptr<HostCq> queue;
         ri_status_t destroy() { return forward_destroy(RI_DESTROY_CQ); }
         ri_status_t query(ri_cq_attr_t *out) { return forward_query(RI_QUERY_CQ, out); }
+        ri_status_t resize(uint32_t cqe, uint32_t *actual);
         ri_status_t poll(uint32_t max, ri_wc_t *wc, uint32_t *polled) { return queue->poll(max, wc, polled); }
         ri_status_t request_notify(uint32_t type) { return queue->request_notify(type); }
     };
@@ -240,6 +246,35 @@ ri_status_t Uvp::Rnic::create_cq(ri_cq_attr_t *want, ri_cq_t *out) {
                                          *contexts);
     want->cqe = resp.depth;
     *out = to_handle<ri_cq_t>(cq.release());
+    return RI_OK;
+}
+
+ri_status_t Uvp::Cq::resize(uint32_t cqe, uint32_t *actual) {
+    if (actual == nullptr || cqe == 0) return RI_EINVAL;
+    // No poll or arm of this CQ while the adapter moves it to the new memory (it copies what is not consumed).
+    auto hold = queue->hold();
+    auto req = hdr_init<hwstub_resize_cq_req>();
+    hwstub_resize_cq_resp resp{};
+    uint32_t provided = 0;
+    int32_t fds[RI_SYSCALL_MAX_FDS];
+    Call c(RI_RESIZE_CQ, handle);
+    c.param(cqe).result(&provided).priv(req, &resp).fds_out(fds, RI_SYSCALL_MAX_FDS);
+    if (ri_status_t rc = c.run(rnic->host_ctx); rc != RI_OK) return rc;
+    const bool ok = priv_ok(c, resp) && c.nfds_out() >= 1 && resp.depth >= cqe && provided == resp.depth &&
+                    (resp.depth & (resp.depth - 1)) == 0 && resp.ring_offset >= sizeof(hwstub_cq_ctrl) &&
+                    static_cast<uint64_t>(resp.ring_offset) + uint64_t{resp.depth} * sizeof(hwstub_cqe) <=
+                        resp.map_size;
+    Mapping fresh;
+    if (!ok || !fresh.map(fds[0], resp.map_size)) {
+        // The adapter writes to memory this process cannot read: the CQ is lost to it.
+        close_all(fds, c.nfds_out(), ok ? 1 : 0);
+        return ok ? RI_ENOMEM : RI_EPROTO;
+    }
+    close_all(fds, c.nfds_out(), 1);
+    queue->switch_to(reinterpret_cast<hwstub_cqe *>(fresh.data() + resp.ring_offset), resp.depth,
+                     reinterpret_cast<hwstub_cq_ctrl *>(fresh.data()));
+    memory.swap(fresh);  // the old memory is unmapped with `fresh`
+    *actual = resp.depth;
     return RI_OK;
 }
 
