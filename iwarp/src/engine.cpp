@@ -3,6 +3,7 @@
 #include "iwarp/engine.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "iwarp/copy.hpp"
@@ -19,6 +20,9 @@ Opcode work_opcode(WorkType t) noexcept {
         case WorkType::send_se_inv: return Opcode::send_se_inv;
         case WorkType::write: return Opcode::rdma_write;
         case WorkType::read: return Opcode::read_request;
+        case WorkType::atomic: return Opcode::atomic_request;
+        case WorkType::immediate: return Opcode::immediate;
+        case WorkType::immediate_se: return Opcode::immediate_se;
     }
     return Opcode::send;
 }
@@ -153,7 +157,8 @@ std::optional<TermCode> Engine::on_header(const Header &h, size_t len) {
         return on_pull_header(h, len);
     }
     const OpcodeInfo &info = opcode_info(h.opcode);
-    if (!info.valid || h.tagged != info.tagged) return term::kRdmapUnexpectedOpcode;
+    // RFC 7306's messages where the ends did not agree on it: what Linux siw answers them with.
+    if (!info.valid || (info.rfc7306 && !cfg_.rfc7306) || h.tagged != info.tagged) return term::kRdmapUnexpectedOpcode;
     if (!info.tagged && h.qn != static_cast<uint32_t>(info.queue)) return term::kDdpInvalidQn;
     const Opcode op = h.op();
     rx_hdr_ = h;
@@ -189,6 +194,31 @@ std::optional<TermCode> Engine::on_header(const Header &h, size_t len) {
             if (h.mo != 0) return term::kDdpInvalidMo;
             if (len > kTerminateMaxLen || !h.last) return term::kDdpMessageTooLong;
             rx_kind_ = RxKind::terminate;
+            return std::nullopt;
+        case Opcode::immediate:
+        case Opcode::immediate_se:
+            // RFC 7306 §6: a message of its own on the Send queue, exactly eight bytes, in one of the receives.
+            if (h.msn != rx_msn_[0] || recv_active_) return term::kDdpMsnRange;
+            if (h.mo != 0) return term::kDdpInvalidMo;
+            if (len != kImmediateDataLen || !h.last) return term::kRdmapCatastrophicStream;
+            if (!owner_.take_receive(recv_)) return term::kDdpNoBuffer;
+            recv_active_ = true;  // flushed with the receive queue if the stream fails before the segment ends
+            rx_kind_ = RxKind::immediate;
+            return std::nullopt;
+        case Opcode::atomic_request:
+            // RFC 7306 §5.2: on the Read Request queue, numbered with the Read Requests and counted in the IRD.
+            if (h.msn != rx_msn_[1] || irq_count_ >= cfg_.ird) return term::kDdpMsnRange;
+            if (h.mo != 0) return term::kDdpInvalidMo;
+            if (len != kAtomicRequestLen || !h.last) return term::kRdmapCatastrophicStream;
+            rx_kind_ = RxKind::atomic_request;
+            return std::nullopt;
+        case Opcode::atomic_response:
+            if (h.msn != rx_msn_[3]) return term::kDdpMsnRange;
+            if (h.mo != 0) return term::kDdpInvalidMo;
+            if (len != kAtomicResponseLen || !h.last) return term::kRdmapCatastrophicStream;
+            // A response nobody asked for, or not the one due (responses come in the order of the requests).
+            if (ord_count_ == 0 || !orq_[orq_head_].atomic) return term::kRdmapUnexpectedOpcode;
+            rx_kind_ = RxKind::atomic_response;
             return std::nullopt;
     }
     return term::kRdmapUnexpectedOpcode;
@@ -260,7 +290,8 @@ std::optional<TermCode> Engine::take_pull(size_t len) {
 
 std::optional<TermCode> Engine::check_tagged(const Header &h, size_t len, uint32_t need, bool read_response) {
     if (read_response) {
-        if (ord_count_ == 0) return term::kRdmapUnexpectedOpcode;  // a response nobody asked for
+        // A response nobody asked for, or where an Atomic Response is due.
+        if (ord_count_ == 0 || orq_[orq_head_].atomic) return term::kRdmapUnexpectedOpcode;
         const OutstandingRead &r = orq_[orq_head_];
         if (h.stag != r.sink_stag) return term::kDdpTaggedInvalidStag;
         if (h.to != r.sink_to + r.received || len > r.length - r.received) return term::kDdpTaggedBaseBounds;
@@ -338,6 +369,9 @@ std::span<uint8_t> Engine::payload_target(size_t offset, size_t remaining) {
         }
         case RxKind::read_request:
         case RxKind::terminate:
+        case RxKind::atomic_request:
+        case RxKind::atomic_response:
+        case RxKind::immediate:
             return {control_ + offset, std::min(remaining, sizeof control_ - offset)};
         case RxKind::pull:
             return {pull_desc_ + offset, std::min(remaining, sizeof pull_desc_ - offset)};
@@ -352,7 +386,8 @@ std::span<uint8_t> Engine::payload_target(size_t offset, size_t remaining) {
 std::optional<TermCode> Engine::check_read_request() {
     ReadRequest r = decode_read_request(control_);
     ReadResponseJob &job = irq_[(irq_head_ + irq_count_) % irq_.size()];
-    job = ReadResponseJob{r, nullptr, 0, false};
+    job = ReadResponseJob{};
+    job.req = r;
     if (r.size > 0) {
         if (r.src_to + r.size < r.src_to) return term::kRdmapToWrap;
         Region reg;
@@ -368,6 +403,47 @@ std::optional<TermCode> Engine::check_read_request() {
                               : reg.base + (r.src_to - reg.to_base);
     }
     ++irq_count_;
+    return std::nullopt;
+}
+
+std::optional<TermCode> Engine::check_atomic_request() {
+    const AtomicRequest r = decode_atomic_request(control_);
+    if (!atomic_op_known(r.op)) return term::kRdmapUnexpectedOpcode;  // a reserved AOpCode
+    if (r.to + 8 < r.to) return term::kRdmapToWrap;
+    Region reg;
+    if (!owner_.resolve_stag(r.stag, reg)) return term::kRdmapInvalidStag;
+    if (reg.pd != cfg_.pd) return term::kRdmapStagNotAssociated;
+    if ((reg.access & RI_ACCESS_REMOTE_ATOMIC) == 0) return term::kRdmapAccessRights;
+    if (r.to < reg.to_base || r.to - reg.to_base > reg.length || reg.length - (r.to - reg.to_base) < 8) {
+        return term::kRdmapBaseBounds;
+    }
+    const uint64_t target = dma_address(reg.base) + (r.to - reg.to_base);
+    if ((target & 7) != 0) return term::kRdmapCatastrophicStream;  // RFC 7306 §8.2: not 64-bit aligned
+    ReadResponseJob &job = irq_[(irq_head_ + irq_count_) % irq_.size()];
+    job = ReadResponseJob{};
+    job.atomic = true;
+    job.areq = r;
+    job.foreign = reg.foreign;
+    job.src = reinterpret_cast<const uint8_t *>(static_cast<uintptr_t>(target));
+    ++irq_count_;
+    return std::nullopt;
+}
+
+std::optional<TermCode> Engine::take_atomic_response() {
+    const AtomicResponse a = decode_atomic_response(control_);
+    const OutstandingRead &r = orq_[orq_head_];
+    if (a.request_id != r.request_id) return term::kRdmapCatastrophicStream;
+    // The original value, as the 64-bit integer it is in this side's memory.
+    uint8_t value[8];
+    std::memcpy(value, &a.original, sizeof value);
+    if (r.result_foreign) {
+        if (!owner_.dma_write(dma_address(r.result.addr), value, sizeof value)) return term::kRdmapLocalCatastrophic;
+    } else if (r.result.addr != nullptr) {
+        std::memcpy(r.result.addr, value, sizeof value);
+    }
+    owner_.completed(Completion{r.wr_id, Completion::Kind::atomic, sizeof value});
+    orq_head_ = (orq_head_ + 1) % orq_.size();
+    --ord_count_;
     return std::nullopt;
 }
 
@@ -439,6 +515,24 @@ std::optional<TermCode> Engine::end_segment(size_t len) {
         case RxKind::discard:
             if (opcode_info(rx_hdr_.opcode).send) ++rx_msn_[0];
             break;
+        case RxKind::immediate: {
+            ++rx_msn_[0];
+            recv_active_ = false;
+            Completion c{recv_.wr_id, Completion::Kind::recv, 0};
+            c.solicited = opcode_info(rx_hdr_.opcode).solicited;
+            c.immediate = true;
+            c.imm_data = be::get64(control_);
+            owner_.completed(c);
+            break;
+        }
+        case RxKind::atomic_request:
+            ++rx_msn_[1];
+            if (auto t = check_atomic_request()) return t;
+            break;
+        case RxKind::atomic_response:
+            ++rx_msn_[3];
+            if (auto t = take_atomic_response()) return t;
+            break;
         case RxKind::read_request:
             ++rx_msn_[1];
             if (rtr_pending_ == kRtrRead && decode_read_request(control_).size != 0) return term::kLlpNoMatchingRtr;
@@ -466,6 +560,13 @@ std::optional<TermCode> Engine::end_segment(size_t len) {
 rdma::Status Engine::post(const WorkRequest &wr) noexcept {
     if (failed()) return rdma::Status(RI_ECANCELED);
     if (wr.num_sge > kMaxSge) return rdma::Status(RI_EINVAL);
+    const bool extension = wr.type == WorkType::atomic || wr.type == WorkType::immediate ||
+                           wr.type == WorkType::immediate_se;
+    if (extension && !cfg_.rfc7306) return rdma::Status(RI_EOPNOTSUPP);  // the peer did not agree to RFC 7306
+    if (wr.type == WorkType::atomic &&
+        (wr.num_sge != 1 || wr.sge[0].len < 8 || !atomic_op_known(wr.atomic.op) || (wr.remote_to & 7) != 0)) {
+        return rdma::Status(RI_EINVAL);
+    }
     if (wr.type != WorkType::read && total_length(wr.sge, wr.num_sge) > UINT32_MAX) return rdma::Status(RI_EMSGSIZE);
     // A request holds its slot until it completes: queued, or framed and waiting for its last frame to be sent.
     if (sq_count_ + ev_count_ >= sq_.size()) return rdma::Status(RI_EAGAIN);
@@ -523,9 +624,39 @@ void Engine::build_terminate(TxFrame &frame) noexcept {
     tx_.build(h, std::span<const uint8_t>(payload, n), {}, frame);
 }
 
+bool Engine::build_atomic_response(TxFrame &frame) noexcept {
+    ReadResponseJob &job = irq_[irq_head_];
+    // Executed now, in the order the requests came with the Read Requests, so that a Read before it reads what was
+    // there before and a Read after it what it left (RFC 7306 §7).
+    uint64_t original = 0;
+    if (job.foreign) {
+        if (!owner_.dma_atomic(dma_address(job.src), job.areq, original)) {
+            abort(term::kRdmapLocalCatastrophic);
+            return false;
+        }
+    } else {
+        std::atomic_ref<uint64_t> target(*reinterpret_cast<uint64_t *>(const_cast<uint8_t *>(job.src)));
+        original = target.load(std::memory_order_relaxed);
+        while (!target.compare_exchange_weak(original, atomic_result(job.areq, original), std::memory_order_acq_rel,
+                                             std::memory_order_relaxed)) {
+        }
+    }
+    uint8_t payload[kAtomicResponseLen];
+    encode_atomic_response(AtomicResponse{job.areq.request_id, original}, payload);
+    Header h;
+    h.opcode = static_cast<uint8_t>(Opcode::atomic_response);
+    h.qn = static_cast<uint32_t>(Queue::atomic_response);
+    h.msn = tx_msn_[3]++;
+    tx_.build(h, payload, {}, frame);
+    irq_head_ = (irq_head_ + 1) % irq_.size();
+    --irq_count_;
+    return true;
+}
+
 bool Engine::build_read_response(TxFrame &frame) noexcept {
     if (irq_count_ == 0) return false;
     ReadResponseJob &job = irq_[irq_head_];
+    if (job.atomic) return build_atomic_response(frame);
     size_t chunk = std::min<size_t>(job.req.size - job.sent, cfg_.mulpdu - kTaggedHeaderLen);
     Header h;
     h.tagged = true;
@@ -565,9 +696,41 @@ bool Engine::build_request(TxFrame &frame) noexcept {
         uint8_t req[kReadRequestLen];
         encode_read_request(ReadRequest{wr.local_stag, wr.local_to, wr.length, wr.remote_stag, wr.remote_to}, req);
         tx_.build(h, req, {}, frame);
-        orq_[(orq_head_ + ord_count_) % orq_.size()] =
-            OutstandingRead{wr.wr_id, wr.local_stag, wr.local_to, wr.length, 0, false};
+        OutstandingRead o;
+        o.wr_id = wr.wr_id;
+        o.sink_stag = wr.local_stag;
+        o.sink_to = wr.local_to;
+        o.length = wr.length;
+        orq_[(orq_head_ + ord_count_) % orq_.size()] = o;
         ++ord_count_;
+    } else if (wr.type == WorkType::atomic) {
+        if (ord_count_ >= cfg_.ord) return false;  // atomics share the ORD with the Reads (RFC 7306 §5.2)
+        h.opcode = static_cast<uint8_t>(Opcode::atomic_request);
+        h.qn = static_cast<uint32_t>(Queue::read_request);
+        h.msn = tx_msn_[1]++;
+        AtomicRequest a = wr.atomic;
+        a.request_id = next_atomic_id_++;
+        a.stag = wr.remote_stag;
+        a.to = wr.remote_to;
+        uint8_t req[kAtomicRequestLen];
+        encode_atomic_request(a, req);
+        tx_.build(h, req, {}, frame);
+        OutstandingRead o;
+        o.wr_id = wr.wr_id;
+        o.atomic = true;
+        o.request_id = a.request_id;
+        o.result = wr.sge[0];
+        o.result_foreign = wr.foreign;
+        orq_[(orq_head_ + ord_count_) % orq_.size()] = o;
+        ++ord_count_;
+    } else if (wr.type == WorkType::immediate || wr.type == WorkType::immediate_se) {
+        h.opcode = static_cast<uint8_t>(work_opcode(wr.type));
+        h.qn = static_cast<uint32_t>(Queue::send);
+        h.msn = tx_msn_[0]++;
+        uint8_t imm[kImmediateDataLen];
+        be::put64(imm, wr.immediate);
+        tx_.build(h, imm, {}, frame);
+        push_tx_event(frames_built_ + 1, wr.wr_id, Completion::Kind::send, 0);
     } else {
         const size_t total = total_length(wr.sge, wr.num_sge);
         if (sq_sent_ == 0 && cfg_.pull_min != 0 && total >= cfg_.pull_min && !wr.foreign &&
@@ -669,7 +832,9 @@ bool Engine::build_message(TxFrame &frame) noexcept {
         uint8_t req[kReadRequestLen];
         if (m.has_read) {
             encode_read_request(m.read, req);
-            orq_[(orq_head_ + ord_count_) % orq_.size()] = OutstandingRead{0, 0, 0, 0, 0, true};
+            OutstandingRead rtr;
+            rtr.internal = true;
+            orq_[(orq_head_ + ord_count_) % orq_.size()] = rtr;
             ++ord_count_;
         }
         tx_.build(m.header, std::span<const uint8_t>(req, m.has_read ? kReadRequestLen : 0), {}, frame);

@@ -54,6 +54,58 @@ ReadRequest decode_read_request(const uint8_t *in) noexcept {
                        be::get64(in + 20)};
 }
 
+void encode_atomic_request(const AtomicRequest &r, uint8_t *out) noexcept {
+    be::put32(out, r.op & 0xfu);
+    be::put32(out + 4, r.request_id);
+    be::put32(out + 8, r.stag);
+    be::put64(out + 12, r.to);
+    be::put64(out + 20, r.add_swap);
+    be::put64(out + 28, r.add_swap_mask);
+    be::put64(out + 36, r.compare);
+    be::put64(out + 44, r.compare_mask);
+}
+
+AtomicRequest decode_atomic_request(const uint8_t *in) noexcept {
+    AtomicRequest r;
+    r.op = static_cast<uint8_t>(be::get32(in) & 0xfu);
+    r.request_id = be::get32(in + 4);
+    r.stag = be::get32(in + 8);
+    r.to = be::get64(in + 12);
+    r.add_swap = be::get64(in + 20);
+    r.add_swap_mask = be::get64(in + 28);
+    r.compare = be::get64(in + 36);
+    r.compare_mask = be::get64(in + 44);
+    return r;
+}
+
+uint64_t atomic_result(const AtomicRequest &r, uint64_t original) noexcept {
+    if (r.op == static_cast<uint8_t>(AtomicOp::cmp_swap)) {
+        if (((r.compare ^ original) & r.compare_mask) != 0) return original;
+        return (original & ~r.add_swap_mask) | (r.add_swap & r.add_swap_mask);
+    }
+    // FetchAdd: a bit-serial add whose carry stops at every bit the Add Mask marks (the top bit of a field).
+    if (r.add_swap_mask == 0) return original + r.add_swap;
+    uint64_t sum = 0;
+    bool carry = false;
+    for (unsigned i = 0; i < 64; ++i) {
+        const uint64_t bit = uint64_t{1} << i;
+        const bool a = (original & bit) != 0, b = (r.add_swap & bit) != 0;
+        if (a != b ? !carry : carry) sum |= bit;
+        carry = (a && b) || (carry && (a || b));
+        carry = carry && (r.add_swap_mask & bit) == 0;
+    }
+    return sum;
+}
+
+void encode_atomic_response(const AtomicResponse &r, uint8_t *out) noexcept {
+    be::put32(out, r.request_id);
+    be::put64(out + 4, r.original);
+}
+
+AtomicResponse decode_atomic_response(const uint8_t *in) noexcept {
+    return AtomicResponse{be::get32(in), be::get64(in + 4)};
+}
+
 size_t Terminate::size() const noexcept {
     size_t n = kTerminateControlLen;
     if ((hdrct & (kTermHdrM | kTermHdrD)) != 0) n += 2 + ddp_header_len();

@@ -95,6 +95,14 @@ public:
         std::memcpy(memory.data() + (dst - kBase), src, len);
         return true;
     }
+    bool dma_atomic(uint64_t target, const AtomicRequest &r, uint64_t &original) noexcept override {
+        ++atomics;
+        if (!admit(target, 8, fail_writes_after)) return false;
+        std::memcpy(&original, memory.data() + (target - kBase), 8);
+        const uint64_t after = atomic_result(r, original);
+        std::memcpy(memory.data() + (target - kBase), &after, 8);
+        return true;
+    }
 
     /** @brief The (fake, not dereferenceable) address of foreign byte @p offset, as the engine is given it. */
     static uint8_t *address(size_t offset) { return reinterpret_cast<uint8_t *>(kBase + offset); }
@@ -126,6 +134,7 @@ public:
     long fail_writes_after = -1;  /**< The same for dma_write(). */
     size_t reads = 0;             /**< dma_read() calls. */
     size_t writes = 0;            /**< dma_write() calls. */
+    size_t atomics = 0;           /**< dma_atomic() calls. */
     bool out_of_bounds = false;   /**< The engine asked for bytes outside ForeignOwner::memory. */
 
 private:

@@ -557,7 +557,8 @@ TEST(Opcodes, TableMatchesRfc5040) {
     EXPECT_EQ(opcode_info(0x7).queue, Queue::terminate);
     EXPECT_TRUE(opcode_info(0x6).send && opcode_info(0x6).solicited && opcode_info(0x6).invalidate);
     EXPECT_FALSE(opcode_info(0x4).solicited);
-    for (uint8_t op = 8; op < 16; ++op) EXPECT_FALSE(opcode_info(op).valid);
+    for (uint8_t op = 8; op < 12; ++op) EXPECT_TRUE(opcode_info(op).rfc7306);  // rfc7306_test.cpp
+    for (uint8_t op = 12; op < 16; ++op) EXPECT_FALSE(opcode_info(op).valid);
 }
 
 TEST_F(EnginePair, NoMarkersOneWayMarkersOtherWay) {

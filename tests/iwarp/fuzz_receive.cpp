@@ -46,8 +46,10 @@ struct Guarded {
 
 int run_one(const uint8_t *data, size_t size) {
     if (size < 2) return 0;
-    // Byte 0 chooses the mode; byte 1 the chunking of the stream.
+    // Byte 0 chooses the mode (bit 4: RFC 7306 agreed, so atomics and Immediate Data are served); byte 1 the
+    // chunking of the stream.
     const bool crc = (data[0] & 1) != 0, markers = (data[0] & 2) != 0, decode_mpa_first = (data[0] & 4) != 0;
+    const bool rfc7306 = (data[0] & 0x10) != 0;
     const size_t chunk = 1 + data[1];
     data += 2;
     size -= 2;
@@ -71,7 +73,7 @@ int run_one(const uint8_t *data, size_t size) {
     for (auto [stag, to_base] : stags) {
         owner.regions[stag] = harness::Owner::Entry{
             Region{window.data(), to_base, window.size(),
-                   RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_READ | RI_ACCESS_LOCAL_WRITE, 1},
+                   RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_READ | RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_ATOMIC, 1},
             true, true};
     }
     for (int i = 0; i < 4; ++i) {
@@ -87,6 +89,7 @@ int run_one(const uint8_t *data, size_t size) {
     cfg.rx = FramingOptions{crc, markers};
     cfg.tx = FramingOptions{crc, false};
     cfg.ird = 2;
+    cfg.rfc7306 = rfc7306;
     Engine engine(owner, cfg);
     for (size_t off = 0; off < size && !engine.failed(); off += chunk) {
         size_t n = std::min(chunk, size - off);

@@ -90,7 +90,14 @@ enum class WorkType : uint8_t {
     send_inv,    /**< Send with Invalidate of WorkRequest::inv_stag at the peer. */
     send_se_inv, /**< Send with Solicited Event and Invalidate. */
     write,       /**< RDMA Write of the gather list to remote_stag/remote_to. */
-    read         /**< RDMA Read of length bytes from remote_stag/remote_to into local_stag/local_to. */
+    read,        /**< RDMA Read of length bytes from remote_stag/remote_to into local_stag/local_to. */
+    /**
+     * RFC 7306 Atomic Request (EngineConfig::rfc7306): WorkRequest::atomic on the peer's 64-bit target at
+     * remote_stag/remote_to; the original value is written to sge[0] (8 bytes) when the response arrives.
+     */
+    atomic,
+    immediate,   /**< RFC 7306 Immediate Data: WorkRequest::immediate, in one of the peer's receives. */
+    immediate_se /**< RFC 7306 Immediate Data with Solicited Event. */
 };
 
 /** @brief An outbound work request, with local buffers already resolved. */
@@ -105,6 +112,9 @@ struct WorkRequest {
     uint32_t local_stag = 0;   /**< Read: the local sink STag (travels in the Read Request). */
     uint64_t local_to = 0;     /**< Read: the local sink tagged offset. */
     uint32_t length = 0;       /**< Read: bytes to read. */
+    /** Atomic: the operation and its operands (request_id, stag and to are the engine's to fill in). */
+    AtomicRequest atomic;
+    uint64_t immediate = 0;    /**< Immediate Data: the eight bytes, sent big-endian. */
     /**
      * The gather list's addresses are in the owner's DMA address space, not dereferenceable here: the engine reads
      * them only through EngineOwner::dma_read().
@@ -115,13 +125,15 @@ struct WorkRequest {
 /** @brief A completed operation. */
 struct Completion {
     /** @brief What completed. */
-    enum class Kind : uint8_t { send, write, read, recv };
+    enum class Kind : uint8_t { send, write, read, recv, atomic };
     uint64_t wr_id = 0;         /**< From the work request or receive buffer. */
     Kind kind = Kind::send;     /**< What completed. */
     uint32_t byte_len = 0;      /**< Bytes received (recv) or transferred. */
     bool solicited = false;     /**< recv: the Send carried a solicited event. */
     bool invalidated = false;   /**< recv: the Send invalidated Completion::inv_stag. */
     uint32_t inv_stag = 0;      /**< recv: the invalidated STag. */
+    bool immediate = false;     /**< recv: RFC 7306 Immediate Data (byte_len 0), in Completion::imm_data. */
+    uint64_t imm_data = 0;      /**< recv: the Immediate Data. */
 };
 
 /** @brief Questions the engine asks and events it reports; implemented by the provider. */
@@ -155,6 +167,17 @@ public:
      */
     virtual bool dma_write(uint64_t dst, const void *src, size_t len) noexcept {
         (void)dst, (void)src, (void)len;
+        return false;
+    }
+    /**
+     * @brief RFC 7306 responder, foreign memory: applies @p r to the 64-bit target at foreign address @p target
+     *        (8-byte aligned, checked against the STag) atomically with respect to every other atomic this owner's
+     *        engines serve, and returns the value it held in @p original; false when the target cannot be reached,
+     *        which stops the stream with a local catastrophic error. Targets in the engine's own address space are
+     *        served by the engine itself (std::atomic_ref). The default reaches nothing.
+     */
+    virtual bool dma_atomic(uint64_t target, const AtomicRequest &r, uint64_t &original) noexcept {
+        (void)target, (void)r, (void)original;
         return false;
     }
     /**
@@ -219,6 +242,11 @@ struct EngineConfig {
      * reserved bit like any other, ignored as RFC 5041 asks.
      */
     bool accept_pull = false;
+    /**
+     * Both ends agreed to speak RFC 7306 (atomics and Immediate Data). Without it the engine neither sends them
+     * (post() answers ::RI_EOPNOTSUPP) nor takes them (an unexpected opcode, as Linux siw answers).
+     */
+    bool rfc7306 = false;
 };
 
 /**
@@ -323,6 +351,9 @@ private:
 
     std::optional<TermCode> check_tagged(const Header &h, size_t len, uint32_t need_access, bool read_response);
     std::optional<TermCode> check_read_request();
+    std::optional<TermCode> check_atomic_request();
+    std::optional<TermCode> take_atomic_response();
+    bool build_atomic_response(TxFrame &frame) noexcept;
     std::optional<TermCode> start_send(const Header &h, size_t len);
     void build_terminate(TxFrame &frame) noexcept;
     bool build_read_response(TxFrame &frame) noexcept;
@@ -340,21 +371,29 @@ private:
     bool build_pull(WorkRequest &wr, size_t total, TxFrame &frame) noexcept;
 
     // What the segment being received is.
-    enum class RxKind : uint8_t { none, tagged, send, read_request, terminate, discard, pull, pull_ack };
+    enum class RxKind : uint8_t {
+        none, tagged, send, read_request, terminate, discard, pull, pull_ack, atomic_request, atomic_response, immediate
+    };
 
-    struct ReadResponseJob {  // an inbound Read Request being answered (IRD ring)
+    struct ReadResponseJob {  // an inbound Read Request being answered (IRD ring), or an Atomic Request
         ReadRequest req;
         const uint8_t *src = nullptr;
         uint32_t sent = 0;
         bool foreign = false;  // src is a DMA address of the owner
+        bool atomic = false;   // an Atomic Request on the 8 bytes at src (executed when its turn to answer comes)
+        AtomicRequest areq;
     };
-    struct OutstandingRead {  // an outbound Read Request waiting for its response (ORD ring)
+    struct OutstandingRead {  // an outbound Read Request waiting for its response (ORD ring), or an Atomic Request
         uint64_t wr_id = 0;
         uint32_t sink_stag = 0;
         uint64_t sink_to = 0;
         uint32_t length = 0;
         uint32_t received = 0;
         bool internal = false;  // the RTR's zero-length Read: no completion
+        bool atomic = false;    // an Atomic Request: its response lands in `result`
+        uint32_t request_id = 0;
+        LocalSpan result;       // atomic: where the original value goes (8 bytes)
+        bool result_foreign = false;
     };
     struct TxEvent {  // a completion due when the frame with sequence number `seq` is sent
         uint64_t seq = 0;
@@ -378,12 +417,13 @@ private:
     uint8_t *rx_tagged_base_ = nullptr;  // tagged: address of the segment's first byte
     bool rx_foreign_ = false;            // the segment's payload goes to bounce_, then to foreign memory
     std::unique_ptr<uint8_t[]> bounce_;  // kMaxUlpduLen bytes, only with EngineConfig::foreign_memory
-    uint32_t rx_msn_[3] = {1, 1, 1};     // next expected MSN per untagged queue
+    uint32_t rx_msn_[kQueues] = {1, 1, 1, 1};  // next expected MSN per untagged queue
     bool recv_active_ = false;           // a Send is being placed into recv_
     ReceiveBuffer recv_;
     size_t recv_capacity_ = 0;
     size_t recv_placed_ = 0;
-    uint8_t control_[kTerminateMaxLen]{};  // Read Request or Terminate payload
+    uint8_t control_[kTerminateMaxLen]{};  // Read Request, Atomic Request or Response, Immediate Data or Terminate payload
+    static_assert(kTerminateMaxLen >= kAtomicRequestLen);
     uint8_t rtr_pending_;                  // responder: the RTR type still awaited, 0 once it arrived
     bool peer_terminated_ = false;
     bool aborted_ = false;  // the owner's Terminate: no offending header to copy
@@ -407,7 +447,8 @@ private:
     size_t ev_head_ = 0, ev_count_ = 0;
 
     // Transmit side.
-    uint32_t tx_msn_[3] = {1, 1, 1};
+    uint32_t tx_msn_[kQueues] = {1, 1, 1, 1};
+    uint32_t next_atomic_id_ = 1;  // Request Identifier of the next Atomic Request
     uint64_t frames_built_ = 0, frames_sent_ = 0;
     bool rtr_to_send_;
     bool nudge_to_send_ = false;  // nudge(): a zero-length Write goes next

@@ -1,7 +1,8 @@
 /**
  * @file wire.hpp
- * @brief iWARP wire formats: DDP (RFC 5041) and RDMAP (RFC 5040) headers, the RDMA Read Request, the Terminate
- *        message and its error codes (IANA "rddp" registry, RFC 6580).
+ * @brief iWARP wire formats: DDP (RFC 5041) and RDMAP (RFC 5040) headers, the RDMA Read Request, the RFC 7306
+ *        extensions (Atomic Request and Response, Immediate Data), the Terminate message and its error codes (IANA
+ *        "rddp" registry, RFC 6580).
  *
  * Headers are decoded into host-order values with explicit reads and encoded with explicit writes; no struct is
  * ever overlaid on a buffer. Values are kept raw (a reserved field or unknown opcode decodes without error) so that
@@ -54,6 +55,15 @@ inline constexpr size_t kTaggedHeaderLen = 14;
 inline constexpr size_t kUntaggedHeaderLen = 18;
 /** @brief RDMA Read Request header: sink STag(4) sink TO(8) size(4) source STag(4) source TO(8). */
 inline constexpr size_t kReadRequestLen = 28;
+/**
+ * @brief RFC 7306 Atomic Request header (§5.2.1): AOpCode(4, low bits) Request Identifier(4) Remote STag(4)
+ *        Remote Tagged Offset(8) Add or Swap Data(8) Add or Swap Mask(8) Compare Data(8) Compare Mask(8).
+ */
+inline constexpr size_t kAtomicRequestLen = 52;
+/** @brief RFC 7306 Atomic Response header (§5.2.2, Fig. 6): Original Request Identifier(4) Original Value(8). */
+inline constexpr size_t kAtomicResponseLen = 12;
+/** @brief RFC 7306 Immediate Data (§6.2): exactly eight bytes. */
+inline constexpr size_t kImmediateDataLen = 8;
 /** @brief Terminate control word. */
 inline constexpr size_t kTerminateControlLen = 4;
 /** @brief Largest Terminate payload: control(4) segment length(2) DDP header(18) Read Request header(28). */
@@ -72,15 +82,22 @@ enum class Opcode : uint8_t {
     send_inv = 0x4,       /**< Send with Invalidate. */
     send_se = 0x5,        /**< Send with Solicited Event. */
     send_se_inv = 0x6,    /**< Send with Solicited Event and Invalidate. */
-    terminate = 0x7       /**< Terminate (untagged, QN 2). */
+    terminate = 0x7,      /**< Terminate (untagged, QN 2). */
+    immediate = 0x8,      /**< RFC 7306 Immediate Data (untagged, QN 0, consumes a receive). */
+    immediate_se = 0x9,   /**< RFC 7306 Immediate Data with Solicited Event. */
+    atomic_request = 0xa, /**< RFC 7306 Atomic Request (untagged, QN 1, with the Read Requests). */
+    atomic_response = 0xb /**< RFC 7306 Atomic Response (untagged, QN 3). */
 };
 
 /** @brief Untagged DDP queue numbers used by RDMAP. */
 enum class Queue : uint32_t {
-    send = 0,          /**< Send variants. */
-    read_request = 1,  /**< RDMA Read Requests. */
-    terminate = 2      /**< Terminate. */
+    send = 0,            /**< Send variants and Immediate Data. */
+    read_request = 1,    /**< RDMA Read Requests and Atomic Requests. */
+    terminate = 2,       /**< Terminate. */
+    atomic_response = 3  /**< RFC 7306 Atomic Responses. */
 };
+/** @brief Untagged queues an engine numbers messages on (QN 0 to 3). */
+inline constexpr size_t kQueues = 4;
 
 /** @brief What the RFCs say about one RDMAP opcode; one table drives validation (receive) and framing (send). */
 struct OpcodeInfo {
@@ -91,6 +108,11 @@ struct OpcodeInfo {
     bool send = false;             /**< A Send variant: consumes a posted receive. */
     bool solicited = false;        /**< Carries a solicited event. */
     bool invalidate = false;       /**< Invalidates the STag in the header's RsvdULP field. */
+    /**
+     * Defined by RFC 7306: sent and served only where both ends agreed to speak it (EngineConfig::rfc7306); to any
+     * other engine it is an unexpected opcode, as it is to Linux siw.
+     */
+    bool rfc7306 = false;
 };
 
 /** @brief The opcode table, indexed by the 4-bit opcode value. */
@@ -103,7 +125,11 @@ inline constexpr OpcodeInfo kOpcodes[16] = {
     {"Send with Solicited Event", true, false, Queue::send, true, true, false},
     {"Send with Solicited Event and Invalidate", true, false, Queue::send, true, true, true},
     {"Terminate", true, false, Queue::terminate, false, false, false},
-    // 0x8-0xf: reserved (RFC 7306 atomics and immediate data are not implemented: "unexpected opcode")
+    {"Immediate Data", true, false, Queue::send, false, false, false, true},
+    {"Immediate Data with Solicited Event", true, false, Queue::send, false, true, false, true},
+    {"Atomic Request", true, false, Queue::read_request, false, false, false, true},
+    {"Atomic Response", true, false, Queue::atomic_response, false, false, false, true},
+    // 0xc-0xf: reserved ("unexpected opcode")
 };
 
 /** @brief The table entry of a (raw, possibly invalid) opcode value. */
@@ -127,7 +153,7 @@ struct Header {
 
     /** @brief Encoded size: 14 bytes tagged, 18 untagged. */
     [[nodiscard]] size_t size() const noexcept { return tagged ? kTaggedHeaderLen : kUntaggedHeaderLen; }
-    /** @brief The opcode as the enum (meaningful only for values 0..7). */
+    /** @brief The opcode as the enum (meaningful only for values 0..0xb). */
     [[nodiscard]] Opcode op() const noexcept { return static_cast<Opcode>(opcode); }
     /** @brief Field-wise equality. */
     friend bool operator==(const Header &, const Header &) = default;
@@ -156,6 +182,53 @@ struct ReadRequest {
 void encode_read_request(const ReadRequest &r, uint8_t *out) noexcept;
 /** @brief Reads 28 bytes. */
 [[nodiscard]] ReadRequest decode_read_request(const uint8_t *in) noexcept;
+
+/** @brief RFC 7306 atomic operation codes (AOpCode, §5.1; 0x1 and 0x3-0xf are reserved). */
+enum class AtomicOp : uint8_t {
+    fetch_add = 0x0, /**< FetchAdd: add, in the fields the Add Mask marks, and return the original value. */
+    cmp_swap = 0x2   /**< CmpSwap: where the Compare Mask's bits compare equal, swap the Swap Mask's bits. */
+};
+
+/** @brief The RFC 7306 Atomic Request header (the payload of an Atomic Request message). */
+struct AtomicRequest {
+    uint8_t op = 0;                 /**< Raw AOpCode (4 bits; see AtomicOp). */
+    uint32_t request_id = 0;        /**< Chosen by the requester, echoed in the response. */
+    uint32_t stag = 0;              /**< Remote STag. */
+    uint64_t to = 0;                /**< Remote tagged offset of the 64-bit target (8-byte aligned). */
+    uint64_t add_swap = 0;          /**< Add Data (FetchAdd) or Swap Data (CmpSwap). */
+    uint64_t add_swap_mask = 0;     /**< Add Mask (field boundaries; 0: one 64-bit add) or Swap Mask. */
+    uint64_t compare = 0;           /**< Compare Data (CmpSwap; 0 for FetchAdd). */
+    uint64_t compare_mask = ~0ull;  /**< Compare Mask (CmpSwap; all ones for FetchAdd, ignored). */
+    /** @brief Field-wise equality. */
+    friend bool operator==(const AtomicRequest &, const AtomicRequest &) = default;
+};
+/** @brief Writes @p r (kAtomicRequestLen bytes, big-endian; the reserved bits zero). */
+void encode_atomic_request(const AtomicRequest &r, uint8_t *out) noexcept;
+/** @brief Reads kAtomicRequestLen bytes (the reserved bits ignored, as the RFC says). */
+[[nodiscard]] AtomicRequest decode_atomic_request(const uint8_t *in) noexcept;
+/**
+ * @brief What an atomic request leaves in a target that held @p original (RFC 7306 §5.1): FetchAdd adds within the
+ *        fields whose most significant bits the Add Mask marks (a carry out of a marked bit is dropped); CmpSwap
+ *        swaps in the Swap Mask's bits of Swap Data when the Compare Mask's bits of Compare Data equal the
+ *        original's. The caller checks the opcode first.
+ */
+[[nodiscard]] uint64_t atomic_result(const AtomicRequest &r, uint64_t original) noexcept;
+/** @brief Whether @p op is an AOpCode this engine executes. */
+[[nodiscard]] constexpr bool atomic_op_known(uint8_t op) noexcept {
+    return op == static_cast<uint8_t>(AtomicOp::fetch_add) || op == static_cast<uint8_t>(AtomicOp::cmp_swap);
+}
+
+/** @brief The RFC 7306 Atomic Response header. */
+struct AtomicResponse {
+    uint32_t request_id = 0; /**< The request's identifier. */
+    uint64_t original = 0;   /**< The target's value before the operation. */
+    /** @brief Field-wise equality. */
+    friend bool operator==(const AtomicResponse &, const AtomicResponse &) = default;
+};
+/** @brief Writes @p r (kAtomicResponseLen bytes). */
+void encode_atomic_response(const AtomicResponse &r, uint8_t *out) noexcept;
+/** @brief Reads kAtomicResponseLen bytes. */
+[[nodiscard]] AtomicResponse decode_atomic_response(const uint8_t *in) noexcept;
 
 /** @brief Terminate layers. */
 enum class Layer : uint8_t {
