@@ -25,6 +25,12 @@ struct StagEntry {
     bool valid = true;    /**< False once invalidated (Send with Invalidate, Local Invalidate). */
     uint32_t qp = 0;      /**< A bound type 2 window: the only QP number it serves; 0 for a region. */
     ri_stag_t parent = 0; /**< A bound window: the region it lies in (it goes when the region does). */
+    /**
+     * An allocated memory window the table keeps while it is unbound (hwstub: the adapter checks a bind against its
+     * PD): invalid, no parent. Such a window outlives its region, unbound again; one without the mark (softrnic's,
+     * entered at bind) goes with its region.
+     */
+    bool window = false;
 
     /** @brief The entry of a registered region: its bytes, tagged offset base, rights (local read added) and PD. */
     [[nodiscard]] static StagEntry region(uint64_t addr, uint64_t length, uint64_t to_base, uint32_t access,
@@ -79,22 +85,36 @@ public:
         (void)it;
         if (fresh) ++windows_;
     }
-    /** @brief Forgets @p stag, and every window bound into it when it is a region. */
+    /**
+     * @brief Forgets @p stag, and every window bound into it when it is a region (a window marked
+     *        StagEntry::window stays, unbound).
+     */
     void remove(ri_stag_t stag) {
         Change change(*this);
         auto it = map_.find(stag);
         if (it == map_.end()) return;
-        if (it->second.parent != 0) --windows_;
+        if (it->second.parent != 0 || it->second.window) --windows_;
         map_.erase(it);
         if (windows_ == 0) return;  // the scan is for regions with windows bound, rare
         for (auto w = map_.begin(); w != map_.end();) {
-            if (w->second.parent == stag) {
+            if (w->second.parent != stag) {
+                ++w;
+            } else if (w->second.window) {
+                w->second = unbound_window(w->second.pd);
+                ++w;
+            } else {
                 w = map_.erase(w);
                 --windows_;
-            } else {
-                ++w;
             }
         }
+    }
+    /** @brief The entry of an allocated, unbound window of protection domain @p pd. */
+    [[nodiscard]] static StagEntry unbound_window(uint32_t pd) noexcept {
+        StagEntry e;
+        e.valid = false;
+        e.pd = pd;
+        e.window = true;
+        return e;
     }
     /** @brief A copy of @p stag's entry (valid or not: the caller checks StagEntry::valid), or false when the STag
      *         names no region. */

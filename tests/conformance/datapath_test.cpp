@@ -249,6 +249,57 @@ TEST_F(Datapath, AResizedCompletionQueueKeepsWhatWaitsInIt) {
     }
 }
 
+TEST_F(Datapath, ATypeTwoWindowGrantsItsRangeAndNoMore) {
+    Pair &p = pair();
+    connect(p);
+    auto attempt = [&] {
+        auto w = p.b.pz->allocate_window(RI_MW_TYPE_2);
+        return w ? RI_OK : w.error().code();
+    };
+    CONFORMANCE_REQUIRE(consumer_.has(RI_CAP_MW_TYPE2), attempt(), "type 2 memory windows (RI_CAP_MW_TYPE2)");
+    // A region with no remote right of its own: only the window lets the peer in, and only to its 512 bytes.
+    std::vector<uint8_t> mem(4096, 0x11);
+    auto mr = p.b.pz->register_memory(mem.data(), mem.size(), RI_ACCESS_LOCAL_WRITE | RI_ACCESS_MW_BIND);
+    ASSERT_OK(mr) << mr.error().to_string();
+    auto w = p.b.pz->allocate_window(RI_MW_TYPE_2);
+    ASSERT_OK(w) << w.error().to_string();
+    const uint64_t base = reinterpret_cast<uint64_t>(mem.data());
+    ri_send_wr_t bind{};
+    bind.wr_id = 9;
+    bind.opcode = RI_WR_BIND_MW;
+    bind.flags = RI_SEND_SIGNALED;
+    bind.u.bind.mw = (*w)->handle();
+    bind.u.bind.mr = (*mr)->handle();
+    bind.u.bind.addr = base + 1024;
+    bind.u.bind.length = 512;
+    bind.u.bind.access = RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE;
+    ASSERT_OK(p.b.ep->post_send({&bind, 1}));
+    auto bound = p.b.completion();
+    ASSERT_TRUE(bound.has_value()) << "the bind did not complete";
+    EXPECT_EQ(bound->wr_id, 9u);
+    EXPECT_EQ(bound->status, static_cast<uint32_t>(RI_WC_SUCCESS));
+    EXPECT_EQ(bound->opcode, static_cast<uint32_t>(RI_WC_BIND_MW));
+    // Through the window, inside it: a Write lands, a Read brings it back.
+    fill(p.a.buf, 0, 64, 7);
+    const ri_stag_t key = (*w)->rkey();
+    ASSERT_OK(p.a.send(1, RI_WR_RDMA_WRITE, {p.a.sge(0, 64)}, RI_SEND_SIGNALED, base + 1024 + 100, key));
+    ASSERT_OK(p.a.send(2, RI_WR_RDMA_READ, {p.a.sge(1024, 64)}, RI_SEND_SIGNALED, base + 1024 + 100, key));
+    auto done = p.a.completions(2);
+    ASSERT_EQ(done.size(), 2u);
+    EXPECT_EQ(done[0].status, static_cast<uint32_t>(RI_WC_SUCCESS));
+    EXPECT_EQ(done[1].status, static_cast<uint32_t>(RI_WC_SUCCESS));
+    EXPECT_EQ(first_wrong(p.a.buf, 1024, 64, 7), 64u) << "the Read through the window brought back other bytes";
+    EXPECT_EQ(mem[1024 + 99], 0x11) << "a byte before the write changed";
+    EXPECT_EQ(mem[1024 + 164], 0x11) << "a byte after the write changed";
+    // Across the window's end: refused by the peer, the region's bytes past the window untouched.
+    ASSERT_OK(p.a.send(3, RI_WR_RDMA_READ, {p.a.sge(2048, 64)}, RI_SEND_SIGNALED, base + 1024 + 480, key));
+    auto past = p.a.completion();
+    ASSERT_TRUE(past.has_value());
+    EXPECT_EQ(past->wr_id, 3u);
+    EXPECT_EQ(past->status, static_cast<uint32_t>(RI_WC_REM_ACCESS_ERR))
+        << "a Read past the window's end was served (status " << past->status << ")";
+}
+
 // Moved from tests/softrnic/datapath_test.cpp (UnsignaledWorkCompletesSilently): only signaled requests complete
 // visibly, and unsignaled ones give back their queue slots all the same.
 TEST_F(Datapath, UnsignaledRequestsCompleteSilently) {

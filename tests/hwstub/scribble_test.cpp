@@ -213,8 +213,18 @@ void expect_send_refused(const std::string &what, uint8_t status, const hwstub_s
 }
 
 TEST(HwstubScribble, MalformedSendWqesOnAnRtsQpFailWithLocalQpOperationError) {
-    hwstub_send_wqe w = wqe(2, 7);  // one past the last opcode
-    expect_send_refused("opcode 7", RI_WC_LOC_QP_OP_ERR, w, {});
+    hwstub_send_wqe w = wqe(2, HWSTUB_OP_BIND_MW + 1);  // one past the last opcode
+    expect_send_refused("opcode 8", RI_WC_LOC_QP_OP_ERR, w, {});
+    w = wqe(2, HWSTUB_OP_SEND);
+    w.bind_length = 4096;  // a bind's field in a Send: not zero where the format says zero
+    expect_send_refused("a Send with a bind length", RI_WC_LOC_QP_OP_ERR, w, {});
+    // A bind naming STags the consumer made up: no window of the QP's PD, so the adapter refuses to bind.
+    w = wqe(2, HWSTUB_OP_BIND_MW);
+    w.remote_stag = 0x12345600;
+    w.inv_stag = 0x65432100;
+    w.bind_length = 64;
+    w.bind_access = RI_ACCESS_REMOTE_WRITE;
+    expect_send_refused("a bind of a window nobody allocated", RI_WC_MW_BIND_ERR, w, {});
     w = wqe(2, 0xff);
     expect_send_refused("opcode 255", RI_WC_LOC_QP_OP_ERR, w, {});
     w = wqe(2, HWSTUB_OP_SEND, HWSTUB_WQE_SIGNALED | 0x20);  // the first unknown flag bit

@@ -66,7 +66,12 @@ enum hwstub_send_opcode {
     HWSTUB_OP_WRITE = 3,         /**< RDMA Write to remote_stag/remote_to. */
     HWSTUB_OP_READ = 4,          /**< RDMA Read of the remote range into the scatter list. */
     HWSTUB_OP_LOCAL_INV = 5,     /**< Invalidate the local STag ::hwstub_send_wqe::inv_stag. */
-    HWSTUB_OP_NOP = 6            /**< Nothing (completes when reached; fences apply). */
+    HWSTUB_OP_NOP = 6,           /**< Nothing (completes when reached; fences apply). */
+    /**
+     * Bind the type 2 window remote_stag to this QP over bind_length bytes at tagged offset remote_to of the region
+     * inv_stag, with the remote rights bind_access (bind_length 0 unbinds it). In send queue order, in IDLE too.
+     */
+    HWSTUB_OP_BIND_MW = 7
 };
 
 /** @brief Send WQE flags (::hwstub_send_wqe::flags). */
@@ -90,12 +95,13 @@ struct hwstub_send_wqe {
     uint8_t num_sge;      /**< SGEs that follow (0 with ::HWSTUB_WQE_INLINE). */
     uint8_t reserved0;    /**< Zero. */
     uint32_t inline_len;  /**< Inline payload bytes. */
-    uint32_t remote_stag; /**< Write/Read: the remote STag. */
-    uint32_t inv_stag;    /**< Send with Invalidate, Local Invalidate: the STag. */
-    uint64_t remote_to;   /**< Write/Read: the remote tagged offset. */
+    uint32_t remote_stag; /**< Write/Read: the remote STag. Bind MW: the window. */
+    uint32_t inv_stag;    /**< Send with Invalidate, Local Invalidate: the STag. Bind MW: the region. */
+    uint64_t remote_to;   /**< Write/Read: the remote tagged offset. Bind MW: the window's first tagged offset. */
     uint32_t length;      /**< Read: bytes to read (the scatter list covers it). */
-    uint32_t reserved1;   /**< Zero. */
-    uint64_t reserved[3]; /**< Zero. */
+    uint32_t bind_access; /**< Bind MW: the window's remote rights (RI_ACCESS_REMOTE_READ/WRITE); else zero. */
+    uint64_t bind_length; /**< Bind MW: the window's length (0 unbinds it); else zero. */
+    uint64_t reserved[2]; /**< Zero. */
 };
 
 /** @brief A receive WQE's header (16 bytes), followed in its slot by num_sge ::hwstub_sge. */
@@ -112,7 +118,8 @@ enum hwstub_cqe_opcode {
     HWSTUB_CQE_READ = 3,      /**< An RDMA Read completed. */
     HWSTUB_CQE_LOCAL_INV = 4, /**< A Local Invalidate completed. */
     HWSTUB_CQE_NOP = 5,       /**< A NOP completed. */
-    HWSTUB_CQE_RECV = 6       /**< A receive was filled. */
+    HWSTUB_CQE_RECV = 6,      /**< A receive was filled. */
+    HWSTUB_CQE_BIND_MW = 7    /**< A window bind completed. */
 };
 
 /** @brief CQE flags (::hwstub_cqe::flags). */

@@ -36,11 +36,49 @@ private:
     std::unique_ptr<std::atomic<uint64_t>[]> ctx_;
 };
 
-/** @brief Formats @p wr into send slot @p slot: ::RI_EOPNOTSUPP for operations hwstub does not execute. */
+/** @brief The STags a Bind Memory Window names, from its handles (the owner of the handles resolves them). */
+struct BindStags {
+    ri_stag_t window = 0;     /**< The window's STag. */
+    uint32_t window_type = 0; /**< RI_MW_TYPE_1 or RI_MW_TYPE_2. */
+    bool same_pd = false;     /**< The window is of the posting QP's protection domain. */
+    ri_stag_t region = 0;     /**< The region's STag (0 when none is named). */
+};
+/** @brief Resolves the window and region handles of Bind Memory Window @p wr; false when they name nothing. */
+using BindResolver = bool (*)(void *ctx, const ri_send_wr_t &wr, BindStags &out);
+
+/**
+ * @brief Formats @p wr into send slot @p slot: ::RI_EOPNOTSUPP for operations hwstub does not execute. A window
+ *        bind's handles are resolved by @p bind (with @p bind_ctx); without one a bind is ::RI_EOPNOTSUPP.
+ */
 [[nodiscard]] inline ri_status_t format_send(const ri_send_wr_t &wr, uint8_t *slot, uint32_t slot_size,
-                                             uint32_t max_inline, uint32_t max_sge) noexcept {
+                                             uint32_t max_inline, uint32_t max_sge, BindResolver bind = nullptr,
+                                             void *bind_ctx = nullptr) noexcept {
     hwstub_send_wqe w{};
     w.wr_id = wr.wr_id;
+    if (wr.opcode == RI_WR_BIND_MW) {
+        if (bind == nullptr) return RI_EOPNOTSUPP;
+        BindStags b;
+        // A type 2 window of the QP's PD; a region unless it unbinds; remote rights only; no SGE.
+        if (!bind(bind_ctx, wr, b) || b.window_type != RI_MW_TYPE_2 || !b.same_pd || wr.num_sge != 0 ||
+            (wr.u.bind.length != 0 && b.region == 0) ||
+            (wr.u.bind.access & ~uint32_t{RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE}) != 0) {
+            return RI_EINVAL;
+        }
+        w.opcode = HWSTUB_OP_BIND_MW;
+        if ((wr.flags & RI_SEND_SIGNALED) != 0) w.flags |= HWSTUB_WQE_SIGNALED;
+        if ((wr.flags & RI_SEND_LOCAL_FENCE) != 0) w.flags |= HWSTUB_WQE_FENCE;
+        if ((wr.flags & RI_SEND_READ_FENCE) != 0) w.flags |= HWSTUB_WQE_READ_FENCE;
+        w.remote_stag = b.window;
+        if (wr.u.bind.length != 0) {
+            w.inv_stag = b.region;
+            w.remote_to = wr.u.bind.addr;
+            w.bind_length = wr.u.bind.length;
+            w.bind_access = wr.u.bind.access;
+        }
+        if (sizeof w > slot_size) return RI_EINVAL;
+        std::memcpy(slot, &w, sizeof w);
+        return RI_OK;
+    }
     switch (wr.opcode) {
         case RI_WR_SEND: w.opcode = HWSTUB_OP_SEND; break;
         case RI_WR_SEND_SE:
@@ -55,7 +93,7 @@ private:
         case RI_WR_RDMA_WRITE: w.opcode = HWSTUB_OP_WRITE; break;
         case RI_WR_RDMA_READ: w.opcode = HWSTUB_OP_READ; break;
         case RI_WR_LOCAL_INV: w.opcode = HWSTUB_OP_LOCAL_INV; break;
-        default: return RI_EOPNOTSUPP;  // windows, fast registration, atomics
+        default: return RI_EOPNOTSUPP;  // fast registration, atomics
     }
     if ((wr.flags & RI_SEND_SIGNALED) != 0) w.flags |= HWSTUB_WQE_SIGNALED;
     if ((wr.flags & RI_SEND_LOCAL_FENCE) != 0) w.flags |= HWSTUB_WQE_FENCE;
@@ -129,6 +167,7 @@ inline void to_wc(const hwstub_cqe &c, uint64_t qp_context, ri_wc_t &wc) noexcep
         case HWSTUB_CQE_WRITE: wc.opcode = RI_WC_RDMA_WRITE; break;
         case HWSTUB_CQE_READ: wc.opcode = RI_WC_RDMA_READ; break;
         case HWSTUB_CQE_LOCAL_INV: wc.opcode = RI_WC_LOCAL_INV; break;
+        case HWSTUB_CQE_BIND_MW: wc.opcode = RI_WC_BIND_MW; break;
         case HWSTUB_CQE_RECV: wc.opcode = RI_WC_RECV; break;
         default: wc.opcode = RI_WC_SEND; break;  // a NOP reports as a Send of nothing
     }
@@ -148,6 +187,11 @@ public:
         : sq_(sq, sq_ctrl), rq_(rq, rq_ctrl), sq_slot_(sq.slot_size), rq_slot_(rq.slot_size), bell_(bell),
           max_inline_(max_inline), sq_sge_(sq_sge), rq_sge_(rq_sge) {}
 
+    /** @brief Window binds posted from now on resolve their handles with @p fn (with @p ctx). */
+    void set_bind_resolver(BindResolver fn, void *ctx) noexcept {
+        bind_ = fn;
+        bind_ctx_ = ctx;
+    }
     /** @brief Post Send: formats each request into a slot, publishes them, rings once. */
     ri_status_t post_send(const ri_send_wr_t *wr, uint32_t count, uint32_t *posted) noexcept {
         if (posted == nullptr || (count > 0 && wr == nullptr)) return RI_EINVAL;
@@ -161,7 +205,7 @@ public:
                 rc = RI_EAGAIN;
                 break;
             }
-            if ((rc = format_send(wr[i], slot, sq_slot_, max_inline_, sq_sge_)) != RI_OK) break;
+            if ((rc = format_send(wr[i], slot, sq_slot_, max_inline_, sq_sge_, bind_, bind_ctx_)) != RI_OK) break;
             sq_.advance();
             ++*posted;
         }
@@ -198,6 +242,8 @@ public:
     [[nodiscard]] bool in_error() const noexcept { return sq_.in_error(); }
 
 private:
+    BindResolver bind_ = nullptr;
+    void *bind_ctx_ = nullptr;
     std::mutex sq_lock_, rq_lock_;
     WqProducer sq_, rq_;
     uint32_t sq_slot_, rq_slot_;

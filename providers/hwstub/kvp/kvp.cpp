@@ -511,7 +511,7 @@ struct Kvp {
     static constexpr const char *uvp_library = "hwstub_uvp.so";
 
     using Srq = rdma::provider::Unsupported;
-    using Mw = rdma::provider::Unsupported;
+    struct Mw;
     struct Pd;
     struct Cq;
     struct Qp;
@@ -651,7 +651,7 @@ struct Kvp {
             a->vendor_part_id = 0x4857;  // "HW"
             a->hw_version = HWSTUB_HW_MAJOR;
             a->caps = RI_CAP_ZERO_BASED | RI_CAP_SEND_INV | RI_CAP_MPA_CRC | RI_CAP_MPA_MARKERS |
-                      RI_CAP_MPA_PEER2PEER | RI_CAP_RESIZE_CQ;
+                      RI_CAP_MPA_PEER2PEER | RI_CAP_RESIZE_CQ | RI_CAP_MW_TYPE2;
             if (inst->same_host.load(std::memory_order_relaxed)) a->caps |= RI_CAP_SAME_HOST;
             a->fw_version = HWSTUB_HW_VERSION;
             const Limits &l = inst->limits;
@@ -666,6 +666,7 @@ struct Kvp {
             a->max_cqe = l.max_cqe;
             a->max_pd = l.max_pd;
             a->max_mr = l.max_mr;
+            a->max_mw = l.max_mr;  // one STag namespace, one limit
             a->max_ird = l.max_ird;
             a->max_ord = l.max_ord;
             a->max_ceh = rdma::provider::EventHandlers::kMaxCeh;
@@ -687,6 +688,7 @@ struct Kvp {
         ri_status_t dealloc() { return RI_OK; }
         ri_status_t create_qp(ri_cq_t scq, ri_cq_t rcq, ri_srq_t srq, ri_qp_init_attr_t *attr, ri_qp_t *qp);
         ri_status_t register_mr(const ri_mr_reg_t *reg, ri_mr_t *mr, ri_mr_keys_t *keys);
+        ri_status_t alloc_mw(uint32_t type, ri_mw_t *mw, ri_stag_t *rkey);
     };
 
     struct Cq {
@@ -765,6 +767,23 @@ struct Kvp {
         }
     };
 
+    // A type 2 memory window: an STag of the adapter's table, unbound until a Bind MW on a QP of its PD (the engine
+    // checks the bind against the entry the window keeps while unbound).
+    struct Mw {
+        Pd *pd = nullptr;
+        ri_stag_t stag = 0;
+        ~Mw() {
+            if (stag != 0) {
+                pd->rnic->inst->stags.remove(stag);
+                // No engine still moves data through the window once this returns.
+                for (auto &e : pd->rnic->inst->engines) e->quiesce();
+            }
+            pd->rnic->inst->uncharge(kMr);  // windows and regions share the STags
+        }
+        // Cannot fail; the destructor releases what the object holds once the adapter deletes it.
+        ri_status_t dealloc() { return RI_OK; }
+    };
+
     struct Mr {
         Pd *pd = nullptr;
         ri_stag_t stag = 0;
@@ -789,6 +808,19 @@ struct Kvp {
             return RI_OK;
         }
     };
+
+    // A hosted consumer's Bind MW handles, as the adapter's STags (its HostQp formats the WQE with them).
+    static bool resolve_bind(void *ctx, const ri_send_wr_t &wr, BindStags &out) {
+        const auto *qp = static_cast<const Qp *>(ctx);
+        const Mw *mw = from_handle<Mw>(wr.u.bind.mw);
+        const Mr *mr = from_handle<Mr>(wr.u.bind.mr);
+        if (mw == nullptr) return false;
+        out.window = mw->stag;
+        out.window_type = RI_MW_TYPE_2;
+        out.same_pd = mw->pd == qp->pd && (mr == nullptr || mr->pd == qp->pd);
+        out.region = mr != nullptr ? mr->stag : 0;
+        return true;
+    }
 
     static ri_status_t open_rnic(const ri_rnic_open_params_t *p, ri_rnic_t *out) {
         if (p == nullptr || out == nullptr || p->instance == nullptr) return RI_EINVAL;
@@ -951,6 +983,7 @@ ri_status_t Kvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq, ri_qp
     qp->host_side = std::make_unique<HostQp>(s.sq, s.sq_ctrl, s.rq, s.rq_ctrl,
                                              Doorbell(rnic->engine_page(), rnic->engine->doorbell_fd()),
                                              a->max_inline, sq_sge, rq_sge);
+    qp->host_side->set_bind_resolver(&resolve_bind, qp.get());
     rnic->contexts.set(num, a->context);
     {
         std::lock_guard g(inst->routes.mutex);
@@ -1061,7 +1094,7 @@ ri_status_t Kvp::Qp::modify(const ri_qp_attr_t *in, uint32_t mask) {
 ri_status_t Kvp::Pd::register_mr(const ri_mr_reg_t *reg, ri_mr_t *out, ri_mr_keys_t *keys) {
     if (reg == nullptr || out == nullptr || keys == nullptr) return RI_EINVAL;
     if ((reg->access & ~kAccessKnown) != 0) return RI_EINVAL;
-    // The bind right is granted and moot (this adapter has no windows); atomics it cannot execute.
+    // Atomics this adapter cannot execute.
     if ((reg->access & RI_ACCESS_REMOTE_ATOMIC) != 0) return RI_EOPNOTSUPP;
     if ((reg->access & RI_ACCESS_REMOTE_WRITE) != 0 && (reg->access & RI_ACCESS_LOCAL_WRITE) == 0) return RI_EINVAL;
     if (reg->length == 0 || reg->addr + reg->length < reg->addr) return RI_EINVAL;
@@ -1092,6 +1125,21 @@ ri_status_t Kvp::Pd::register_mr(const ri_mr_reg_t *reg, ri_mr_t *out, ri_mr_key
     mr->attr = ri_mr_attr_t{reg->addr, reg->length, reg->iova, e.access, RI_STAG_VALID, {mr->stag, mr->stag}, 0, 0};
     *keys = ri_mr_keys_t{mr->stag, mr->stag};
     *out = to_handle<ri_mr_t>(mr.release());
+    return RI_OK;
+}
+
+ri_status_t Kvp::Pd::alloc_mw(uint32_t type, ri_mw_t *out, ri_stag_t *rkey) {
+    if (out == nullptr || rkey == nullptr) return RI_EINVAL;
+    if (type == RI_MW_TYPE_1) return RI_EOPNOTSUPP;  // bound by the Bind MW verb, which this adapter does not execute
+    if (type != RI_MW_TYPE_2) return RI_EINVAL;
+    Instance *inst = rnic->inst;
+    if (ri_status_t rc = inst->charge(kMr, inst->limits.max_mr); rc != RI_OK) return rc;
+    auto mw = std::make_unique<Mw>();
+    mw->pd = this;
+    mw->stag = inst->alloc_stag();
+    inst->stags.add_window(mw->stag, StagTable::unbound_window(id));
+    *rkey = mw->stag;
+    *out = to_handle<ri_mw_t>(mw.release());
     return RI_OK;
 }
 

@@ -77,14 +77,17 @@ inline uint8_t cqe_opcode(uint8_t op) {
         case HWSTUB_OP_WRITE: return HWSTUB_CQE_WRITE;
         case HWSTUB_OP_READ: return HWSTUB_CQE_READ;
         case HWSTUB_OP_LOCAL_INV: return HWSTUB_CQE_LOCAL_INV;
+        case HWSTUB_OP_BIND_MW: return HWSTUB_CQE_BIND_MW;
         default: return HWSTUB_CQE_NOP;
     }
 }
 
 // The checks hardware makes on a fetched send WQE before it touches anything the WQE names.
 inline bool well_formed(const hwstub_send_wqe &w, const QpSetup &s) {
-    if (w.opcode < HWSTUB_OP_SEND || w.opcode > HWSTUB_OP_NOP) return false;
+    if (w.opcode < HWSTUB_OP_SEND || w.opcode > HWSTUB_OP_BIND_MW) return false;
     if ((w.flags & ~kKnownFlags) != 0) return false;
+    if (w.opcode == HWSTUB_OP_BIND_MW) return w.num_sge == 0 && (w.flags & HWSTUB_WQE_INLINE) == 0;
+    if (w.bind_access != 0 || w.bind_length != 0) return false;
     if ((w.flags & HWSTUB_WQE_INLINE) != 0) {
         if (w.num_sge != 0 || w.inline_len > s.max_inline) return false;
         if (w.opcode != HWSTUB_OP_SEND && w.opcode != HWSTUB_OP_SEND_INV && w.opcode != HWSTUB_OP_WRITE) return false;
@@ -237,6 +240,7 @@ struct OffloadEngine::Qp final : iwarp::EngineOwner {
     bool resolve_stag(uint32_t stag, iwarp::Region &r) override {
         StagEntry e;
         if (!oe->stags_.find(stag, e) || !e.valid) return false;
+        if (e.qp != 0 && e.qp != setup.qp_num) return false;  // a type 2 window serves the QP it was bound on
         r.base = reinterpret_cast<uint8_t *>(static_cast<uintptr_t>(e.addr));
         r.to_base = e.to_base;
         r.length = e.length;

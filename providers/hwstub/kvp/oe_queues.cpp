@@ -48,6 +48,39 @@ bool OffloadEngine::serve_receive_queue(Qp &qp, Pending &out) {
     return did;
 }
 
+bool OffloadEngine::bind_window(const Qp &qp, const hwstub_send_wqe &w) {
+    // The window: allocated for this QP's protection domain, and not bound (valid) to another QP.
+    StagEntry win;
+    if (!stags_.find(w.remote_stag, win) || !win.window || win.pd != qp.setup.pd) return false;
+    if (win.valid && win.qp != qp.setup.qp_num) return false;
+    if (w.bind_length == 0) {
+        stags_.add_window(w.remote_stag, StagTable::unbound_window(win.pd));
+        return true;
+    }
+    // The region: valid, of the same PD, with the bind right; the range inside it; no right it could not grant.
+    StagEntry reg;
+    if (!stags_.find(w.inv_stag, reg) || !reg.valid || reg.window || reg.parent != 0 || reg.pd != qp.setup.pd) {
+        return false;
+    }
+    if ((reg.access & RI_ACCESS_MW_BIND) == 0) return false;
+    const uint32_t access = w.bind_access;
+    if ((access & ~uint32_t{RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE}) != 0) return false;
+    if ((access & RI_ACCESS_REMOTE_WRITE) != 0 && (reg.access & RI_ACCESS_LOCAL_WRITE) == 0) return false;
+    const auto at = reg.map(w.remote_to, w.bind_length);
+    if (!at) return false;
+    StagEntry b;
+    b.addr = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(*at));
+    b.length = w.bind_length;
+    b.to_base = w.remote_to;
+    b.access = access;  // remote rights only: a window is no local key
+    b.pd = qp.setup.pd;
+    b.qp = qp.setup.qp_num;
+    b.parent = w.inv_stag;
+    b.window = true;
+    stags_.add_window(w.remote_stag, b);
+    return true;
+}
+
 bool OffloadEngine::serve_send_queue(Qp &qp, Pending &out) {
     if (qp.blocked) return false;  // until the RDMA-mode transition (a control operation, which kicks the engine)
     bool did = false;
@@ -69,7 +102,7 @@ bool OffloadEngine::serve_send_queue(Qp &qp, Pending &out) {
             wqe_failed(qp, RI_WC_LOC_QP_OP_ERR, out);
             return true;
         }
-        const bool data = w.opcode != HWSTUB_OP_NOP && w.opcode != HWSTUB_OP_LOCAL_INV;
+        const bool data = w.opcode != HWSTUB_OP_NOP && w.opcode != HWSTUB_OP_LOCAL_INV && w.opcode != HWSTUB_OP_BIND_MW;
         if (data && !qp.stream) {
             // Data operations need the QP's stream: RDMAC verbs queue work posted before RTS.
             qp.sq.unfetch();
@@ -99,6 +132,13 @@ bool OffloadEngine::serve_send_queue(Qp &qp, Pending &out) {
             if (!stags_.invalidate(w.inv_stag, qp.setup.pd)) {
                 stats_.wqes.fetch_add(1, std::memory_order_relaxed);
                 wqe_failed(qp, RI_WC_LOC_PROT_ERR, out);
+                return true;
+            }
+        } else if (w.opcode == HWSTUB_OP_BIND_MW) {
+            r.done = true;
+            if (!bind_window(qp, w)) {
+                stats_.wqes.fetch_add(1, std::memory_order_relaxed);
+                wqe_failed(qp, RI_WC_MW_BIND_ERR, out);
                 return true;
             }
         } else {

@@ -266,6 +266,7 @@ private:
     bool pass(Pending &out);  // one pass over every queue and stream; true if it did anything
     bool serve_qp(Qp &qp, Pending &out);
     bool serve_send_queue(Qp &qp, Pending &out);
+    bool bind_window(const Qp &qp, const hwstub_send_wqe &w);  // a Bind MW WQE, in send queue order
     bool serve_receive_queue(Qp &qp, Pending &out);
     bool serve_stream(Qp &qp, Pending &out);
     bool receive(Qp &qp);

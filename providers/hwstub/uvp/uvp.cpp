@@ -80,7 +80,7 @@ struct Uvp {
     static constexpr const char *version = "1.0";
 
     using Srq = rdma::provider::Unsupported;
-    using Mw = rdma::provider::Unsupported;
+    struct Mw;
     struct Pd;
     struct Cq;
     struct Qp;
@@ -121,6 +121,7 @@ struct Uvp {
         ri_status_t dealloc() { return forward_destroy(RI_DEALLOC_PD); }
         ri_status_t create_qp(ri_cq_t scq, ri_cq_t rcq, ri_srq_t srq, ri_qp_init_attr_t *attr, ri_qp_t *qp);
         ri_status_t register_mr(const ri_mr_reg_t *reg, ri_mr_t *mr, ri_mr_keys_t *keys);
+        ri_status_t alloc_mw(uint32_t type, ri_mw_t *mw, ri_stag_t *rkey);
     };
 
     struct Cq : Forwarded {
@@ -168,9 +169,31 @@ struct Uvp {
 
     struct Mr : Forwarded {
         Pd *pd = nullptr;
+        ri_mr_keys_t keys{};  // the adapter's STag of the region (a window bind names it)
         ri_status_t deregister() { return forward_destroy(RI_DEREGISTER_MR); }
         ri_status_t query(ri_mr_attr_t *out) { return forward_query(RI_QUERY_MR, out); }
     };
+
+    // A memory window: its STag is the adapter's; it is bound by a Bind MW on a send queue (type 2 only).
+    struct Mw : Forwarded {
+        Pd *pd = nullptr;
+        uint32_t type = RI_MW_TYPE_2;
+        ri_stag_t stag = 0;
+        ri_status_t dealloc() { return forward_destroy(RI_DEALLOC_MW); }
+    };
+
+    // A Bind MW's handles, as the adapter's STags (HostQp formats the WQE with them).
+    static bool resolve_bind(void *ctx, const ri_send_wr_t &wr, BindStags &out) {
+        const auto *qp = static_cast<const Qp *>(ctx);
+        const Mw *mw = from_handle<Mw>(wr.u.bind.mw);
+        const Mr *mr = from_handle<Mr>(wr.u.bind.mr);
+        if (mw == nullptr) return false;
+        out.window = mw->stag;
+        out.window_type = mw->type;
+        out.same_pd = mw->pd == qp->pd && (mr == nullptr || mr->pd == qp->pd);
+        out.region = mr != nullptr ? mr->keys.lkey : 0;
+        return true;
+    }
 
     static ri_status_t open_rnic(const ri_rnic_open_params_t *params, ri_rnic_t *out);
 };
@@ -315,6 +338,7 @@ ri_status_t Uvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq, ri_qp
         RingGeometry{m + resp.rq_offset, resp.rq_depth, resp.rq_slot},
         reinterpret_cast<hwstub_wq_ctrl *>(m + resp.rq_ctrl_offset), rnic->bell(), provided.max_inline,
         provided.sq_sge, provided.rq_sge);
+    qp->queues->set_bind_resolver(&resolve_bind, qp.get());
     rnic->contexts->set(resp.qp_num, provided.context);
     *attr = provided;
     *out = to_handle<ri_qp_t>(qp.release());
@@ -329,7 +353,22 @@ ri_status_t Uvp::Pd::register_mr(const ri_mr_reg_t *reg, ri_mr_t *out, ri_mr_key
     c.param(*reg).result(keys);
     if (ri_status_t rc = c.run(rnic->host_ctx); rc != RI_OK) return rc;
     mr->bind(rnic->host_ctx, c.handle());
+    mr->keys = *keys;
     *out = to_handle<ri_mr_t>(mr.release());
+    return RI_OK;
+}
+
+ri_status_t Uvp::Pd::alloc_mw(uint32_t type, ri_mw_t *out, ri_stag_t *rkey) {
+    if (out == nullptr || rkey == nullptr) return RI_EINVAL;
+    auto mw = std::make_unique<Mw>();
+    mw->pd = this;
+    mw->type = type;
+    Call c(RI_ALLOC_MW, handle);
+    c.param(type).result(&mw->stag);
+    if (ri_status_t rc = c.run(rnic->host_ctx); rc != RI_OK) return rc;
+    mw->bind(rnic->host_ctx, c.handle());
+    *rkey = mw->stag;
+    *out = to_handle<ri_mw_t>(mw.release());
     return RI_OK;
 }
 
