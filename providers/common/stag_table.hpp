@@ -108,6 +108,18 @@ public:
             }
         }
     }
+    /**
+     * @brief Invalidates every window bound to QP @p qp_num (the QP is going: a later QP given its number must not
+     *        find them bound to it). They stay allocated, to be bound again.
+     */
+    void invalidate_windows_of(uint32_t qp_num) {
+        if (qp_num == 0) return;
+        Change change(*this);
+        if (windows_ == 0) return;
+        for (auto &[stag, e] : map_) {
+            if (e.qp == qp_num) e.valid = false;
+        }
+    }
     /** @brief The entry of an allocated, unbound window of protection domain @p pd. */
     [[nodiscard]] static StagEntry unbound_window(uint32_t pd) noexcept {
         StagEntry e;

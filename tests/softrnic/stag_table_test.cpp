@@ -107,5 +107,41 @@ TEST(StagTable, CoveringFindsTheValidRegionOfThePdAndTheGenerationMovesOnEveryCh
     EXPECT_TRUE(t.covering(0x30000, 64, kPd, lo, hi));
 }
 
+TEST(StagTable, MarkedWindowsOutliveTheirRegionUnboundAndGoInvalidWithTheirQp) {
+    StagTable t;
+    t.add(0x100, StagEntry::region(0x10000, 4096, 0x10000, RI_ACCESS_MW_BIND | RI_ACCESS_LOCAL_WRITE, 1));
+    // An allocated window (hwstub's), bound to QP 7 into the region; one entered only at bind (softrnic's).
+    t.add_window(0x200, StagTable::unbound_window(1));
+    StagEntry bound;
+    bound.addr = 0x10100;
+    bound.length = 64;
+    bound.to_base = 0x10100;
+    bound.access = RI_ACCESS_REMOTE_READ;
+    bound.pd = 1;
+    bound.qp = 7;
+    bound.parent = 0x100;
+    bound.window = true;
+    t.add_window(0x200, bound);
+    StagEntry plain = bound;
+    plain.window = false;
+    t.add_window(0x300, plain);
+    StagEntry e;
+    ASSERT_TRUE(t.find(0x200, e));
+    EXPECT_TRUE(e.valid);
+    t.invalidate_windows_of(7);
+    ASSERT_TRUE(t.find(0x200, e));
+    EXPECT_FALSE(e.valid) << "a window of a QP that went stays bound to its number";
+    EXPECT_TRUE(e.window);
+    // The region goes: the marked window stays, unbound; the other goes with it.
+    t.remove(0x100);
+    ASSERT_TRUE(t.find(0x200, e)) << "an allocated window went with its region";
+    EXPECT_FALSE(e.valid);
+    EXPECT_EQ(e.parent, 0u);
+    EXPECT_EQ(e.pd, 1u);
+    EXPECT_FALSE(t.find(0x300, e)) << "a window entered at bind outlived its region";
+    t.remove(0x200);
+    EXPECT_FALSE(t.find(0x200, e));
+}
+
 }  // namespace
 }  // namespace softrnic::datapath

@@ -118,6 +118,8 @@ ri_status_t OffloadEngine::remove_qp(uint32_t qp_num) {
         gone = std::move(it->second);
         qps_.erase(it);
     }
+    // Windows bound to it go invalid: its number may be given to another QP.
+    stags_.invalidate_windows_of(qp_num);
     return RI_OK;  // the stream's socket closes here, outside the lock
 }
 
