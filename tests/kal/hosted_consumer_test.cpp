@@ -153,9 +153,9 @@ protected:
                                       std::string(SOFTRNIC_PROVIDER_DIR) +
                                       R"(", "modules": ["softrnic_kvp.so"], "rnics": [{"provider": "softrnic",
                                       "name": "sr0", "address": "127.0.0.1"}]})");
-        start({"--config", cfg.string()});
-        for (int i = 0; i < 200 && !std::filesystem::exists(device_); ++i) ::usleep(20000);
-        ASSERT_TRUE(std::filesystem::exists(device_)) << stderr_text();
+        // Ready, not only bound: the device file exists a moment before krdmad listens on it (a peer that connects
+        // then is refused).
+        ASSERT_TRUE(wait_ready(start({"--config", cfg.string()}))) << "krdmad did not get ready: " << stderr_text();
     }
     void TearDown() override {
         hosted_.stop();

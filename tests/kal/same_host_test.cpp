@@ -45,9 +45,9 @@ protected:
                                       R"(_kvp.so"], "rnics": [{"provider": ")" + provider_ + R"(",
                                       "name": ")" + rnic_ + R"(", "address": "127.0.0.1")" +
                                       (options.empty() ? "" : ", \"options\": " + options) + "}]" + extra + "}");
-        start({"--config", cfg.string()});
-        for (int i = 0; i < 200 && !std::filesystem::exists(device_); ++i) ::usleep(20000);
-        ASSERT_TRUE(std::filesystem::exists(device_)) << stderr_text();
+        // Ready, not only bound: the device file exists a moment before krdmad listens on it (a peer that connects
+        // then is refused).
+        ASSERT_TRUE(wait_ready(start({"--config", cfg.string()}))) << "krdmad did not get ready: " << stderr_text();
     }
 
     nlohmann::json ctl_json(std::vector<std::string> args) {
