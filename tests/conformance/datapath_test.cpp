@@ -300,6 +300,52 @@ TEST_F(Datapath, ATypeTwoWindowGrantsItsRangeAndNoMore) {
         << "a Read past the window's end was served (status " << past->status << ")";
 }
 
+TEST_F(Datapath, ATypeTwoWindowServesOnlyTheQpItIsBoundOn) {
+    Pair &p = pair();
+    connect(p);
+    auto attempt = [&] {
+        auto w = p.b.pz->allocate_window(RI_MW_TYPE_2);
+        return w ? RI_OK : w.error().code();
+    };
+    CONFORMANCE_REQUIRE(consumer_.has(RI_CAP_MW_TYPE2), attempt(), "type 2 memory windows (RI_CAP_MW_TYPE2)");
+    // A second connection whose passive end is in the same protection zone as the first's.
+    EndOptions same;
+    same.pz = p.b.pz;
+    Pair &q = pair();
+    connect(q, {}, same);
+    std::vector<uint8_t> mem(4096, 0x22);
+    auto mr = p.b.pz->register_memory(mem.data(), mem.size(), RI_ACCESS_LOCAL_WRITE | RI_ACCESS_MW_BIND);
+    ASSERT_OK(mr) << mr.error().to_string();
+    auto w = p.b.pz->allocate_window(RI_MW_TYPE_2);
+    ASSERT_OK(w) << w.error().to_string();
+    const uint64_t base = reinterpret_cast<uint64_t>(mem.data());
+    ri_send_wr_t bind{};
+    bind.wr_id = 9;
+    bind.opcode = RI_WR_BIND_MW;
+    bind.flags = RI_SEND_SIGNALED;
+    bind.u.bind.mw = (*w)->handle();
+    bind.u.bind.mr = (*mr)->handle();
+    bind.u.bind.addr = base;
+    bind.u.bind.length = 1024;
+    bind.u.bind.access = RI_ACCESS_REMOTE_READ;
+    ASSERT_OK(p.b.ep->post_send({&bind, 1}));  // bound on the first connection's QP
+    auto bound = p.b.completion();
+    ASSERT_TRUE(bound.has_value());
+    ASSERT_EQ(bound->status, static_cast<uint32_t>(RI_WC_SUCCESS));
+    // Through the QP it is bound on: served.
+    ASSERT_OK(p.a.send(1, RI_WR_RDMA_READ, {p.a.sge(0, 64)}, RI_SEND_SIGNALED, base, (*w)->rkey()));
+    auto mine = p.a.completion();
+    ASSERT_TRUE(mine.has_value());
+    EXPECT_EQ(mine->status, static_cast<uint32_t>(RI_WC_SUCCESS));
+    EXPECT_EQ(p.a.buf[0], 0x22);
+    // Through another QP of the same protection zone: refused.
+    ASSERT_OK(q.a.send(2, RI_WR_RDMA_READ, {q.a.sge(0, 64)}, RI_SEND_SIGNALED, base, (*w)->rkey()));
+    auto other = q.a.completion();
+    ASSERT_TRUE(other.has_value());
+    EXPECT_EQ(other->status, static_cast<uint32_t>(RI_WC_REM_ACCESS_ERR))
+        << "a window bound on one QP served a Read that came through another (status " << other->status << ")";
+}
+
 // Moved from tests/softrnic/datapath_test.cpp (UnsignaledWorkCompletesSilently): only signaled requests complete
 // visibly, and unsignaled ones give back their queue slots all the same.
 TEST_F(Datapath, UnsignaledRequestsCompleteSilently) {

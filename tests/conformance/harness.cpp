@@ -101,9 +101,13 @@ void Consumer::close() {
 // End
 
 std::string End::make(Consumer &c, const EndOptions &o) {
-    auto p = c.adapter->create_pz();
-    if (!p) return "create PZ: " + p.error().to_string();
-    pz = *p;
+    if (o.pz) {
+        pz = o.pz;
+    } else {
+        auto p = c.adapter->create_pz();
+        if (!p) return "create PZ: " + p.error().to_string();
+        pz = *p;
+    }
     dto = *ual::SimpleDispatcher::create(ual::EventStream::dto, 4096);
     cm = *ual::SimpleDispatcher::create(ual::EventStream::cm_message, 64);
     auto q = c.adapter->create_cq(o.cq_depth, dto);

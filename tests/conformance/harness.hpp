@@ -91,6 +91,7 @@ struct EndOptions {
     size_t bytes = 1 << 16;     /**< The registered buffer. */
     uint64_t context = 0;       /**< ri_qp_init_attr_t::context. */
     bool srq = false;           /**< Receives come from a shared receive queue. */
+    std::shared_ptr<ual::ProtectionZone> pz; /**< The end's protection zone when another end's is shared; else its own. */
 };
 
 /** @brief One end of a connection: a protection zone, a completion queue, an endpoint, a registered buffer. */
