@@ -383,24 +383,28 @@ std::span<uint8_t> Engine::payload_target(size_t offset, size_t remaining) {
     return {};
 }
 
+std::optional<TermCode> Engine::check_remote(uint32_t stag, uint64_t to, uint64_t len, uint32_t need,
+                                             ReadResponseJob &job) {
+    if (to + len < to) return term::kRdmapToWrap;
+    Region reg;
+    if (!owner_.resolve_stag(stag, reg)) return term::kRdmapInvalidStag;
+    if (reg.pd != cfg_.pd) return term::kRdmapStagNotAssociated;
+    if ((reg.access & need) != need) return term::kRdmapAccessRights;
+    if (to < reg.to_base || to - reg.to_base > reg.length || len > reg.length - (to - reg.to_base)) {
+        return term::kRdmapBaseBounds;
+    }
+    job.foreign = reg.foreign;
+    job.src = reinterpret_cast<const uint8_t *>(dma_address(reg.base) + (to - reg.to_base));
+    return std::nullopt;
+}
+
 std::optional<TermCode> Engine::check_read_request() {
     ReadRequest r = decode_read_request(control_);
     ReadResponseJob &job = irq_[(irq_head_ + irq_count_) % irq_.size()];
     job = ReadResponseJob{};
     job.req = r;
     if (r.size > 0) {
-        if (r.src_to + r.size < r.src_to) return term::kRdmapToWrap;
-        Region reg;
-        if (!owner_.resolve_stag(r.src_stag, reg)) return term::kRdmapInvalidStag;
-        if (reg.pd != cfg_.pd) return term::kRdmapStagNotAssociated;
-        if ((reg.access & RI_ACCESS_REMOTE_READ) == 0) return term::kRdmapAccessRights;
-        if (r.src_to < reg.to_base || r.src_to - reg.to_base > reg.length ||
-            r.size > reg.length - (r.src_to - reg.to_base)) {
-            return term::kRdmapBaseBounds;
-        }
-        job.foreign = reg.foreign;
-        job.src = reg.foreign ? reinterpret_cast<const uint8_t *>(dma_address(reg.base) + (r.src_to - reg.to_base))
-                              : reg.base + (r.src_to - reg.to_base);
+        if (auto t = check_remote(r.src_stag, r.src_to, r.size, RI_ACCESS_REMOTE_READ, job)) return t;
     }
     ++irq_count_;
     return std::nullopt;
@@ -409,22 +413,12 @@ std::optional<TermCode> Engine::check_read_request() {
 std::optional<TermCode> Engine::check_atomic_request() {
     const AtomicRequest r = decode_atomic_request(control_);
     if (!atomic_op_known(r.op)) return term::kRdmapUnexpectedOpcode;  // a reserved AOpCode
-    if (r.to + 8 < r.to) return term::kRdmapToWrap;
-    Region reg;
-    if (!owner_.resolve_stag(r.stag, reg)) return term::kRdmapInvalidStag;
-    if (reg.pd != cfg_.pd) return term::kRdmapStagNotAssociated;
-    if ((reg.access & RI_ACCESS_REMOTE_ATOMIC) == 0) return term::kRdmapAccessRights;
-    if (r.to < reg.to_base || r.to - reg.to_base > reg.length || reg.length - (r.to - reg.to_base) < 8) {
-        return term::kRdmapBaseBounds;
-    }
-    const uint64_t target = dma_address(reg.base) + (r.to - reg.to_base);
-    if ((target & 7) != 0) return term::kRdmapCatastrophicStream;  // RFC 7306 §8.2: not 64-bit aligned
     ReadResponseJob &job = irq_[(irq_head_ + irq_count_) % irq_.size()];
     job = ReadResponseJob{};
+    if (auto t = check_remote(r.stag, r.to, 8, RI_ACCESS_REMOTE_ATOMIC, job)) return t;
+    if ((dma_address(job.src) & 7) != 0) return term::kRdmapCatastrophicStream;  // RFC 7306 §8.2: not aligned
     job.atomic = true;
     job.areq = r;
-    job.foreign = reg.foreign;
-    job.src = reinterpret_cast<const uint8_t *>(static_cast<uintptr_t>(target));
     ++irq_count_;
     return std::nullopt;
 }

@@ -350,6 +350,10 @@ private:
     std::optional<TermCode> on_segment_end() override;
 
     std::optional<TermCode> check_tagged(const Header &h, size_t len, uint32_t need_access, bool read_response);
+    struct ReadResponseJob;
+    // The responder's checks of [to, to + len) of STag @p stag with rights @p need (RFC 5040 §7.2, in its order);
+    // on success job.src is its first byte (a DMA address for foreign memory) and job.foreign says which.
+    std::optional<TermCode> check_remote(uint32_t stag, uint64_t to, uint64_t len, uint32_t need, ReadResponseJob &job);
     std::optional<TermCode> check_read_request();
     std::optional<TermCode> check_atomic_request();
     std::optional<TermCode> take_atomic_response();
