@@ -426,7 +426,8 @@ private:
     ReceiveBuffer recv_;
     size_t recv_capacity_ = 0;
     size_t recv_placed_ = 0;
-    uint8_t control_[kTerminateMaxLen]{};  // Read Request, Atomic Request or Response, Immediate Data or Terminate payload
+    // The payload of a Read Request, Atomic Request or Response, Immediate Data or Terminate.
+    uint8_t control_[kTerminateMaxLen]{};
     static_assert(kTerminateMaxLen >= kAtomicRequestLen);
     uint8_t rtr_pending_;                  // responder: the RTR type still awaited, 0 once it arrived
     bool peer_terminated_ = false;
