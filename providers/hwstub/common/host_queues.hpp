@@ -47,6 +47,21 @@ struct BindStags {
 using BindResolver = bool (*)(void *ctx, const ri_send_wr_t &wr, BindStags &out);
 
 /**
+ * @brief The BindStags of window @p mw and region @p mr (null when the bind names none) for a bind posted on a QP of
+ *        protection domain @p pd; false without a window. The kVP's and the uVP's objects both carry `pd` and `stag`,
+ *        and windows their `type`.
+ */
+template <class Pd, class Mw, class Mr>
+[[nodiscard]] bool bind_stags(const Pd *pd, const Mw *mw, const Mr *mr, BindStags &out) noexcept {
+    if (mw == nullptr) return false;
+    out.window = mw->stag;
+    out.window_type = mw->type;
+    out.same_pd = mw->pd == pd && (mr == nullptr || mr->pd == pd);
+    out.region = mr != nullptr ? mr->stag : 0;
+    return true;
+}
+
+/**
  * @brief Formats @p wr into send slot @p slot: ::RI_EOPNOTSUPP for operations hwstub does not execute. A window
  *        bind's handles are resolved by @p bind (with @p bind_ctx); without one a bind is ::RI_EOPNOTSUPP.
  */
@@ -55,6 +70,9 @@ using BindResolver = bool (*)(void *ctx, const ri_send_wr_t &wr, BindStags &out)
                                              void *bind_ctx = nullptr) noexcept {
     hwstub_send_wqe w{};
     w.wr_id = wr.wr_id;
+    if ((wr.flags & RI_SEND_SIGNALED) != 0) w.flags |= HWSTUB_WQE_SIGNALED;
+    if ((wr.flags & RI_SEND_LOCAL_FENCE) != 0) w.flags |= HWSTUB_WQE_FENCE;
+    if ((wr.flags & RI_SEND_READ_FENCE) != 0) w.flags |= HWSTUB_WQE_READ_FENCE;
     if (wr.opcode == RI_WR_BIND_MW) {
         if (bind == nullptr) return RI_EOPNOTSUPP;
         BindStags b;
@@ -65,9 +83,6 @@ using BindResolver = bool (*)(void *ctx, const ri_send_wr_t &wr, BindStags &out)
             return RI_EINVAL;
         }
         w.opcode = HWSTUB_OP_BIND_MW;
-        if ((wr.flags & RI_SEND_SIGNALED) != 0) w.flags |= HWSTUB_WQE_SIGNALED;
-        if ((wr.flags & RI_SEND_LOCAL_FENCE) != 0) w.flags |= HWSTUB_WQE_FENCE;
-        if ((wr.flags & RI_SEND_READ_FENCE) != 0) w.flags |= HWSTUB_WQE_READ_FENCE;
         w.remote_stag = b.window;
         if (wr.u.bind.length != 0) {
             w.inv_stag = b.region;
@@ -95,9 +110,6 @@ using BindResolver = bool (*)(void *ctx, const ri_send_wr_t &wr, BindStags &out)
         case RI_WR_LOCAL_INV: w.opcode = HWSTUB_OP_LOCAL_INV; break;
         default: return RI_EOPNOTSUPP;  // fast registration, atomics
     }
-    if ((wr.flags & RI_SEND_SIGNALED) != 0) w.flags |= HWSTUB_WQE_SIGNALED;
-    if ((wr.flags & RI_SEND_LOCAL_FENCE) != 0) w.flags |= HWSTUB_WQE_FENCE;
-    if ((wr.flags & RI_SEND_READ_FENCE) != 0) w.flags |= HWSTUB_WQE_READ_FENCE;
     if (w.opcode == HWSTUB_OP_SEND_INV || w.opcode == HWSTUB_OP_LOCAL_INV) w.inv_stag = wr.inv_stag;
     if (w.opcode == HWSTUB_OP_WRITE || w.opcode == HWSTUB_OP_READ) {
         w.remote_stag = wr.u.rdma.rkey;

@@ -489,6 +489,12 @@ struct Instance {
         if (next_stag_index > 0xffffffu) next_stag_index = 1;
         return index << 8 | ((index * 37u + 0x5au) & 0xffu);
     }
+    // Takes @p stag (a region's or a window's) out of the adapter's table; once this returns no engine moves data
+    // with it any more, so the memory it named may go.
+    void forget_stag(ri_stag_t stag) {
+        stags.remove(stag);
+        for (auto &e : engines) e->quiesce();
+    }
     uint32_t next_id(uint32_t &counter) {
         std::lock_guard g(mutex);
         return counter++;
@@ -772,12 +778,9 @@ struct Kvp {
     struct Mw {
         Pd *pd = nullptr;
         ri_stag_t stag = 0;
+        uint32_t type = RI_MW_TYPE_2;  // the only type this adapter allocates
         ~Mw() {
-            if (stag != 0) {
-                pd->rnic->inst->stags.remove(stag);
-                // No engine still moves data through the window once this returns.
-                for (auto &e : pd->rnic->inst->engines) e->quiesce();
-            }
+            if (stag != 0) pd->rnic->inst->forget_stag(stag);
             pd->rnic->inst->uncharge(kMr);  // windows and regions share the STags
         }
         // Cannot fail; the destructor releases what the object holds once the adapter deletes it.
@@ -790,11 +793,7 @@ struct Kvp {
         uint64_t pin_id = 0;
         ri_mr_attr_t attr{};
         ~Mr() {
-            if (stag != 0) {
-                pd->rnic->inst->stags.remove(stag);
-                // No engine still moves data with the old translation once this returns: the memory may go.
-                for (auto &e : pd->rnic->inst->engines) e->quiesce();
-            }
+            if (stag != 0) pd->rnic->inst->forget_stag(stag);
             if (pin_id != 0) (void)host().vm_unpin_range(pd->rnic->host_ctx, pin_id);
             pd->rnic->inst->uncharge(kMr);
         }
@@ -811,15 +810,8 @@ struct Kvp {
 
     // A hosted consumer's Bind MW handles, as the adapter's STags (its HostQp formats the WQE with them).
     static bool resolve_bind(void *ctx, const ri_send_wr_t &wr, BindStags &out) {
-        const auto *qp = static_cast<const Qp *>(ctx);
-        const Mw *mw = from_handle<Mw>(wr.u.bind.mw);
-        const Mr *mr = from_handle<Mr>(wr.u.bind.mr);
-        if (mw == nullptr) return false;
-        out.window = mw->stag;
-        out.window_type = RI_MW_TYPE_2;
-        out.same_pd = mw->pd == qp->pd && (mr == nullptr || mr->pd == qp->pd);
-        out.region = mr != nullptr ? mr->stag : 0;
-        return true;
+        return bind_stags(static_cast<const Qp *>(ctx)->pd, from_handle<Mw>(wr.u.bind.mw),
+                          from_handle<Mr>(wr.u.bind.mr), out);
     }
 
     static ri_status_t open_rnic(const ri_rnic_open_params_t *p, ri_rnic_t *out) {

@@ -40,6 +40,15 @@ bool priv_ok(const Call &c, const T &reply) {
     return c.priv_len() >= sizeof(T) && (reply.hdr.version >> 16) == HWSTUB_HW_MAJOR;
 }
 
+// Whether the Create or Resize CQ reply @p r of call @p c describes CQ memory this uVP can map and read, of at least
+// @p want CQEs: a descriptor, a power-of-two depth, the ring after the control block and inside the mapping.
+template <class Resp>
+bool cq_memory_ok(const Call &c, const Resp &r, uint32_t want) {
+    return priv_ok(c, r) && c.nfds_out() >= 1 && r.depth >= want && (r.depth & (r.depth - 1)) == 0 &&
+           r.ring_offset >= sizeof(hwstub_cq_ctrl) &&
+           static_cast<uint64_t>(r.ring_offset) + uint64_t{r.depth} * sizeof(hwstub_cqe) <= r.map_size;
+}
+
 // A shared mapping of memory the kVP made; the descriptor is closed once mapped.
 class Mapping {
 public:
@@ -169,7 +178,7 @@ struct Uvp {
 
     struct Mr : Forwarded {
         Pd *pd = nullptr;
-        ri_mr_keys_t keys{};  // the adapter's STag of the region (a window bind names it)
+        ri_stag_t stag = 0;  // the adapter's STag of the region, lkey and rkey alike (a window bind names it)
         ri_status_t deregister() { return forward_destroy(RI_DEREGISTER_MR); }
         ri_status_t query(ri_mr_attr_t *out) { return forward_query(RI_QUERY_MR, out); }
     };
@@ -184,15 +193,8 @@ struct Uvp {
 
     // A Bind MW's handles, as the adapter's STags (HostQp formats the WQE with them).
     static bool resolve_bind(void *ctx, const ri_send_wr_t &wr, BindStags &out) {
-        const auto *qp = static_cast<const Qp *>(ctx);
-        const Mw *mw = from_handle<Mw>(wr.u.bind.mw);
-        const Mr *mr = from_handle<Mr>(wr.u.bind.mr);
-        if (mw == nullptr) return false;
-        out.window = mw->stag;
-        out.window_type = mw->type;
-        out.same_pd = mw->pd == qp->pd && (mr == nullptr || mr->pd == qp->pd);
-        out.region = mr != nullptr ? mr->keys.lkey : 0;
-        return true;
+        return bind_stags(static_cast<const Qp *>(ctx)->pd, from_handle<Mw>(wr.u.bind.mw),
+                          from_handle<Mr>(wr.u.bind.mr), out);
     }
 
     static ri_status_t open_rnic(const ri_rnic_open_params_t *params, ri_rnic_t *out);
@@ -254,10 +256,7 @@ ri_status_t Uvp::Rnic::create_cq(ri_cq_attr_t *want, ri_cq_t *out) {
     c.param(*want).result(&provided).priv(req, &resp).fds_out(fds, RI_SYSCALL_MAX_FDS);
     if (ri_status_t rc = c.run(host_ctx); rc != RI_OK) return rc;
     cq->bind(host_ctx, c.handle());
-    const bool ok = priv_ok(c, resp) && c.nfds_out() >= 1 && resp.depth >= want->cqe &&
-                    (resp.depth & (resp.depth - 1)) == 0 && resp.ring_offset >= sizeof(hwstub_cq_ctrl) &&
-                    static_cast<uint64_t>(resp.ring_offset) + uint64_t{resp.depth} * sizeof(hwstub_cqe) <=
-                        resp.map_size;
+    const bool ok = cq_memory_ok(c, resp, want->cqe);
     if (!ok || !cq->memory.map(fds[0], resp.map_size)) {
         close_all(fds, c.nfds_out(), ok ? 1 : 0);
         (void)Call(RI_DESTROY_CQ, cq->handle).run(host_ctx);
@@ -283,10 +282,7 @@ ri_status_t Uvp::Cq::resize(uint32_t cqe, uint32_t *actual) {
     Call c(RI_RESIZE_CQ, handle);
     c.param(cqe).result(&provided).priv(req, &resp).fds_out(fds, RI_SYSCALL_MAX_FDS);
     if (ri_status_t rc = c.run(rnic->host_ctx); rc != RI_OK) return rc;
-    const bool ok = priv_ok(c, resp) && c.nfds_out() >= 1 && resp.depth >= cqe && provided == resp.depth &&
-                    (resp.depth & (resp.depth - 1)) == 0 && resp.ring_offset >= sizeof(hwstub_cq_ctrl) &&
-                    static_cast<uint64_t>(resp.ring_offset) + uint64_t{resp.depth} * sizeof(hwstub_cqe) <=
-                        resp.map_size;
+    const bool ok = cq_memory_ok(c, resp, cqe) && provided == resp.depth;
     Mapping fresh;
     if (!ok || !fresh.map(fds[0], resp.map_size)) {
         // The adapter writes to memory this process cannot read: the CQ is lost to it.
@@ -353,7 +349,7 @@ ri_status_t Uvp::Pd::register_mr(const ri_mr_reg_t *reg, ri_mr_t *out, ri_mr_key
     c.param(*reg).result(keys);
     if (ri_status_t rc = c.run(rnic->host_ctx); rc != RI_OK) return rc;
     mr->bind(rnic->host_ctx, c.handle());
-    mr->keys = *keys;
+    mr->stag = keys->lkey;
     *out = to_handle<ri_mr_t>(mr.release());
     return RI_OK;
 }
