@@ -249,14 +249,36 @@ TEST_F(Datapath, AResizedCompletionQueueKeepsWhatWaitsInIt) {
     }
 }
 
+// Allocating a type 2 window in @p pz (and closing it): RI_OK or why not.
+int try_window(ual::ProtectionZone &pz) {
+    auto w = pz.allocate_window(RI_MW_TYPE_2);
+    return w ? RI_OK : w.error().code();
+}
+
+// Binds type 2 window @p w over [@p addr, @p addr + @p length) of region @p mr with the remote rights @p access, on
+// @p end's send queue (wr_id 9): the bind's completion, or nothing when the post failed or none came.
+std::optional<ri_wc_t> bind_window(End &end, const ual::MemoryWindow &w, const ual::MemoryRegion &mr, uint64_t addr,
+                                   uint64_t length, uint32_t access) {
+    ri_send_wr_t bind{};
+    bind.wr_id = 9;
+    bind.opcode = RI_WR_BIND_MW;
+    bind.flags = RI_SEND_SIGNALED;
+    bind.u.bind.mw = w.handle();
+    bind.u.bind.mr = mr.handle();
+    bind.u.bind.addr = addr;
+    bind.u.bind.length = length;
+    bind.u.bind.access = access;
+    if (auto posted = end.ep->post_send({&bind, 1}); !posted.ok()) {
+        ADD_FAILURE() << "posting the bind: " << posted.describe();
+        return std::nullopt;
+    }
+    return end.completion();
+}
+
 TEST_F(Datapath, ATypeTwoWindowGrantsItsRangeAndNoMore) {
     Pair &p = pair();
     connect(p);
-    auto attempt = [&] {
-        auto w = p.b.pz->allocate_window(RI_MW_TYPE_2);
-        return w ? RI_OK : w.error().code();
-    };
-    CONFORMANCE_REQUIRE(consumer_.has(RI_CAP_MW_TYPE2), attempt(), "type 2 memory windows (RI_CAP_MW_TYPE2)");
+    CONFORMANCE_REQUIRE(consumer_.has(RI_CAP_MW_TYPE2), try_window(*p.b.pz), "type 2 memory windows (RI_CAP_MW_TYPE2)");
     // A region with no remote right of its own: only the window lets the peer in, and only to its 512 bytes.
     std::vector<uint8_t> mem(4096, 0x11);
     auto mr = p.b.pz->register_memory(mem.data(), mem.size(), RI_ACCESS_LOCAL_WRITE | RI_ACCESS_MW_BIND);
@@ -264,17 +286,7 @@ TEST_F(Datapath, ATypeTwoWindowGrantsItsRangeAndNoMore) {
     auto w = p.b.pz->allocate_window(RI_MW_TYPE_2);
     ASSERT_OK(w) << w.error().to_string();
     const uint64_t base = reinterpret_cast<uint64_t>(mem.data());
-    ri_send_wr_t bind{};
-    bind.wr_id = 9;
-    bind.opcode = RI_WR_BIND_MW;
-    bind.flags = RI_SEND_SIGNALED;
-    bind.u.bind.mw = (*w)->handle();
-    bind.u.bind.mr = (*mr)->handle();
-    bind.u.bind.addr = base + 1024;
-    bind.u.bind.length = 512;
-    bind.u.bind.access = RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE;
-    ASSERT_OK(p.b.ep->post_send({&bind, 1}));
-    auto bound = p.b.completion();
+    auto bound = bind_window(p.b, **w, **mr, base + 1024, 512, RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE);
     ASSERT_TRUE(bound.has_value()) << "the bind did not complete";
     EXPECT_EQ(bound->wr_id, 9u);
     EXPECT_EQ(bound->status, static_cast<uint32_t>(RI_WC_SUCCESS));
@@ -303,11 +315,7 @@ TEST_F(Datapath, ATypeTwoWindowGrantsItsRangeAndNoMore) {
 TEST_F(Datapath, ATypeTwoWindowServesOnlyTheQpItIsBoundOn) {
     Pair &p = pair();
     connect(p);
-    auto attempt = [&] {
-        auto w = p.b.pz->allocate_window(RI_MW_TYPE_2);
-        return w ? RI_OK : w.error().code();
-    };
-    CONFORMANCE_REQUIRE(consumer_.has(RI_CAP_MW_TYPE2), attempt(), "type 2 memory windows (RI_CAP_MW_TYPE2)");
+    CONFORMANCE_REQUIRE(consumer_.has(RI_CAP_MW_TYPE2), try_window(*p.b.pz), "type 2 memory windows (RI_CAP_MW_TYPE2)");
     // A second connection whose passive end is in the same protection zone as the first's.
     EndOptions same;
     same.pz = p.b.pz;
@@ -319,17 +327,7 @@ TEST_F(Datapath, ATypeTwoWindowServesOnlyTheQpItIsBoundOn) {
     auto w = p.b.pz->allocate_window(RI_MW_TYPE_2);
     ASSERT_OK(w) << w.error().to_string();
     const uint64_t base = reinterpret_cast<uint64_t>(mem.data());
-    ri_send_wr_t bind{};
-    bind.wr_id = 9;
-    bind.opcode = RI_WR_BIND_MW;
-    bind.flags = RI_SEND_SIGNALED;
-    bind.u.bind.mw = (*w)->handle();
-    bind.u.bind.mr = (*mr)->handle();
-    bind.u.bind.addr = base;
-    bind.u.bind.length = 1024;
-    bind.u.bind.access = RI_ACCESS_REMOTE_READ;
-    ASSERT_OK(p.b.ep->post_send({&bind, 1}));  // bound on the first connection's QP
-    auto bound = p.b.completion();
+    auto bound = bind_window(p.b, **w, **mr, base, 1024, RI_ACCESS_REMOTE_READ);  // on the first connection's QP
     ASSERT_TRUE(bound.has_value());
     ASSERT_EQ(bound->status, static_cast<uint32_t>(RI_WC_SUCCESS));
     // Through the QP it is bound on: served.
