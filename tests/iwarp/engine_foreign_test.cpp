@@ -53,14 +53,8 @@ Terminate terminate_in(const std::vector<uint8_t> &f) {
 }
 
 EngineConfig config(bool crc = true, bool markers = false, bool foreign = false) {
-    EngineConfig c;
-    c.pd = 1;
-    c.rx.crc = c.tx.crc = crc;
+    EngineConfig c = harness::pair_config(crc);
     c.rx.markers = c.tx.markers = markers;
-    c.mulpdu = 1454;
-    c.ird = 4;
-    c.ord = 4;
-    c.sq_depth = 16;
     c.foreign_memory = foreign;
     return c;
 }

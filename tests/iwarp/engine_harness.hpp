@@ -188,6 +188,19 @@ inline void settle(Engine &a, Engine &b, size_t chunk = SIZE_MAX) {
     }
 }
 
+/** @brief The configuration of the engine pairs the tests connect in memory: PD 1, CRC as @p crc, an MULPDU of 1454,
+ *         IRD and ORD 4, 16 send queue slots. */
+inline EngineConfig pair_config(bool crc = true) {
+    EngineConfig c;
+    c.pd = 1;
+    c.rx.crc = c.tx.crc = crc;
+    c.mulpdu = 1454;
+    c.ird = 4;
+    c.ord = 4;
+    c.sq_depth = 16;
+    return c;
+}
+
 /** @brief A work request over one local buffer. */
 inline WorkRequest wr_over(uint64_t id, WorkType type, std::vector<uint8_t> &buf) {
     WorkRequest wr;

@@ -20,14 +20,7 @@ using harness::pattern;
 class EnginePair : public ::testing::Test {
 protected:
     EngineConfig config(bool crc = true) {
-        EngineConfig c;
-        c.pd = 1;
-        c.rx.crc = c.tx.crc = crc;
-        c.mulpdu = 1454;
-        c.ird = 4;
-        c.ord = 4;
-        c.sq_depth = 16;
-        return c;
+        return harness::pair_config(crc);
     }
     void make(const EngineConfig &ca, const EngineConfig &cb) {
         a = std::make_unique<Engine>(oa, ca);

@@ -21,12 +21,7 @@ using harness::settle;
 constexpr uint32_t kAtomicAccess = RI_ACCESS_REMOTE_ATOMIC | RI_ACCESS_REMOTE_READ | RI_ACCESS_LOCAL_WRITE;
 
 EngineConfig config(bool rfc7306) {
-    EngineConfig c;
-    c.pd = 1;
-    c.rx.crc = c.tx.crc = true;
-    c.ird = 4;
-    c.ord = 4;
-    c.sq_depth = 16;
+    EngineConfig c = harness::pair_config();
     c.rfc7306 = rfc7306;
     return c;
 }
