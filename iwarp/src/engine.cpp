@@ -109,6 +109,7 @@ EngineConfig engine_config(const ri_llp_params_t &llp, uint32_t pd, uint32_t sq_
     c.ird = llp.ird;
     c.ord = llp.ord;
     c.sq_depth = sq_depth;
+    c.rfc7306 = (llp.mpa_flags & RI_MPA_RFC7306) != 0;
     if ((llp.mpa_flags & RI_MPA_PEER2PEER) != 0) {
         if ((llp.mpa_flags & RI_MPA_INITIATOR) != 0) {
             c.rtr_send = rtr_bits(llp.rtr_type);

@@ -121,6 +121,7 @@ MpaFrame make_request(const MpaConfig &config, std::span<const uint8_t> private_
         f.peer2peer = config.peer2peer;
         f.rtr = config.peer2peer ? config.rtr : 0;
     }
+    if (config.rfc7306) f.reserved = kMpaFlagRfc7306;
     f.private_data = private_data;
     return f;
 }
@@ -137,7 +138,7 @@ MpaFrame reject_reply(const MpaFrame &request, std::span<const uint8_t> private_
 
 rdma::Expected<MpaResponse> respond(const MpaConfig &config, const MpaFrame &request) {
     if (request.kind != MpaKind::request || request.reject) return mpa_error(RI_EPROTO, "request has the R bit set");
-    if (request.reserved != 0) return mpa_error(RI_EPROTO, "request has reserved flag bits set");
+    if ((request.reserved & ~kMpaFlagRfc7306) != 0) return mpa_error(RI_EPROTO, "request has reserved flag bits set");
     if (request.revision < 1 || request.revision > 2) {
         return mpa_error(RI_EPROTO, "unsupported revision " + std::to_string(request.revision));
     }
@@ -155,6 +156,10 @@ rdma::Expected<MpaResponse> respond(const MpaConfig &config, const MpaFrame &req
     reply.markers = config.markers_wanted;
     res.markers_tx = request.markers;
     res.markers_rx = reply.markers;
+    if ((request.reserved & kMpaFlagRfc7306) != 0 && config.rfc7306) {
+        reply.reserved = kMpaFlagRfc7306;
+        res.rfc7306 = true;
+    }
     if (res.revision >= 2 && request.enhanced) {
         reply.enhanced = res.enhanced = true;
         // Our inbound reads are the peer's outbound ones and the other way round.
@@ -182,7 +187,10 @@ rdma::Expected<MpaResult> complete(const MpaConfig &config, const MpaFrame &requ
         return rdma::Error(RI_ECONNREFUSED, "MPA: the peer rejected the connection",
                            term_detail(term::kLlpInvalidMpaFrame));
     }
-    if (reply.reserved != 0) return mpa_error(RI_EPROTO, "reply has reserved flag bits set");
+    // A reply may agree to what the request offered, nothing else.
+    if ((reply.reserved & ~(request.reserved & kMpaFlagRfc7306)) != 0) {
+        return mpa_error(RI_EPROTO, "reply has reserved flag bits set");
+    }
     if (reply.revision < 1 || reply.revision > request.revision) {
         return mpa_error(RI_EPROTO, "reply revision " + std::to_string(reply.revision) +
                                         " is not one the request offered");
@@ -193,6 +201,7 @@ rdma::Expected<MpaResult> complete(const MpaConfig &config, const MpaFrame &requ
     MpaResult res;
     res.revision = reply.revision;
     res.crc = request.crc || reply.crc;
+    res.rfc7306 = (reply.reserved & kMpaFlagRfc7306) != 0;
     res.markers_tx = reply.markers;
     res.markers_rx = request.markers;
     if (reply.revision >= 2 && request.enhanced) {

@@ -187,7 +187,9 @@ void Endpoint::start_converted_responder(krdma::UniqueFd sock, const iwarp::MpaC
     arm_timer(deadline_);
     (void)drive(EndpointInput::convert_started);
     session_ = std::make_unique<llp::MpaSession>(sock_.get());
-    if (auto st = session_->start_responder(cfg, deadline); !st) {
+    iwarp::MpaConfig agreed = cfg;
+    if (agreed.rfc7306) agreed.rfc7306 = m_->peer_runs_stack(sock_.get());  // as for an initiator (on_events)
+    if (auto st = session_->start_responder(agreed, deadline); !st) {
         (void)drive(EndpointInput::setup_failed, failure(st.error().code()));
         return;
     }
@@ -240,6 +242,9 @@ void Endpoint::on_events(short revents) {
             }
             tcp_connecting_ = false;
             if (step_at_ != Clock::time_point{}) m_->counters_.tcp_connect_ns += lap(step_at_);
+            // RFC 7306 is offered only to a peer whose handshake said it runs this stack (Linux siw must never see
+            // the offer).
+            if (cfg_.rfc7306) cfg_.rfc7306 = m_->peer_runs_stack(sock_.get());
             session_ = std::make_unique<llp::MpaSession>(sock_.get());
             if (auto st = session_->start_initiator(cfg_, pd_, deadline_); !st) {
                 (void)drive(EndpointInput::setup_failed, failure(st.error().code()));
@@ -477,6 +482,7 @@ void Endpoint::transition() {
         // whatever MPA negotiated). The kVP learns the path; the channel's end goes to whoever runs the stream: the
         // owner (with ESTABLISHED), or the kVP, which takes its own duplicate here as it does of the socket.
         a.llp.mpa_flags = (a.llp.mpa_flags | RI_LLP_SAME_HOST) & ~static_cast<uint32_t>(RI_MPA_CRC | RI_MPA_MARKERS);
+        if (rfc7306_) a.llp.mpa_flags |= RI_MPA_RFC7306;
         a.llp.channel = kvp_stream() ? channel_.get() : -1;
     }
     if (ri_status_t rc = qp_.v->modify_qp(static_cast<ri_qp_t>(qp_.handle), &a,
@@ -631,6 +637,10 @@ void Endpoint::pair() {
     m->channel_.reset(ends[1]);
     channel_charge_ = std::move(*charge_mine);
     m->channel_charge_ = std::move(*charge_theirs);
+    // RFC 7306: MPA cannot say whether the peer speaks it, but here the kAL holds both ends and sees both RNICs (of
+    // one provider, checked above).
+    constexpr uint32_t kRfc7306 = RI_CAP_ATOMICS | RI_CAP_IMMEDIATE;
+    rfc7306_ = m->rfc7306_ = (a.caps & kRfc7306) != 0 && (a.caps & kRfc7306) == (b.caps & kRfc7306);
     RDMA_LOG_DEBUG(kComponent,
                    "client %u: QP %#lx paired with client %u's QP %#lx on this host (rings of %llu bytes, %s)",
                    client_, static_cast<unsigned long>(qp_handle_), m->client_,

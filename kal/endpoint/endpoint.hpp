@@ -33,6 +33,7 @@
 #include "kvp_object.hpp"
 #include "llp_settings.hpp"
 #include "mpa_session.hpp"
+#include "peer_detection.hpp"
 #include "rendezvous.hpp"
 #include "server.hpp"
 
@@ -149,6 +150,12 @@ public:
     [[nodiscard]] size_t size() const noexcept { return all_.size(); }
     /** @brief Counters of LLP management. */
     [[nodiscard]] LlpCounters &counters() noexcept { return counters_; }
+    /** @brief The kAL's TCP peer detection (ConnectionCommands' own), for RFC 7306 with peers of this stack. */
+    void set_peer_detection(llp::PeerDetection *detection) noexcept { detection_ = detection; }
+    /** @brief Marks LLP socket @p fd before connect() or listen() (llp::PeerDetection::mark()); false when it cannot. */
+    bool mark_socket(int fd) { return detection_ != nullptr && detection_->mark(fd); }
+    /** @brief Whether established socket @p fd's peer said in its handshake that it runs this stack. */
+    [[nodiscard]] bool peer_runs_stack(int fd) { return detection_ != nullptr && detection_->peer_marked(fd); }
     /** @brief Counters of LLP management. */
     [[nodiscard]] const LlpCounters &counters() const noexcept { return counters_; }
     /** @brief Abortive closes that wait for a socket's last bytes to be acknowledged. */
@@ -178,6 +185,7 @@ private:
     LlpSettings settings_;
     Deliver deliver_;
     SameHostHooks same_host_;
+    llp::PeerDetection *detection_ = nullptr;
     // Endpoints before their transition that may be paired, by the remote end of their connection: the one whose
     // remote end is another's local end (and the other way round) holds the other end of the same connection.
     std::multimap<StreamEnd, Endpoint *> by_remote_;
@@ -386,6 +394,7 @@ private:
     // reads the bell's end of file: reset).
     krdma::UniqueFd channel_;
     std::shared_ptr<void> channel_charge_;  // this side's ring, charged to its owner's process until the endpoint goes
+    bool rfc7306_ = false;                  // paired with a peer whose RNIC speaks RFC 7306 as this one's does
     bool converted_ = false;                // its socket came from the consumer (CONVERT)
     // When the current setup step began (CONNECT served, TCP connected, ACCEPT served), for LlpCounters' sums;
     // unset (epoch) for a converted socket, whose steps are not counted.

@@ -51,7 +51,7 @@ ListenPoints::~ListenPoints() {
 
 rdma::Expected<std::unique_ptr<ListenPoint>> ListenPoints::open(uint32_t client, uint64_t context,
                                                                 const ri_net_addr_t &addr, uint16_t port,
-                                                                uint16_t backlog, const iwarp::MpaConfig &cfg,
+                                                                uint16_t backlog, iwarp::MpaConfig cfg,
                                                                 std::string rnic) {
     sockaddr_storage ss = krdma::to_sockaddr(addr, port);
     const socklen_t len = krdma::sockaddr_len(addr);
@@ -64,6 +64,9 @@ rdma::Expected<std::unique_ptr<ListenPoint>> ListenPoints::open(uint32_t client,
         return rdma::Error(rdma::from_errno(errno),
                            "cannot bind " + llp::text_of(addr, port) + ": " + std::strerror(errno));
     }
+    // An RNIC that speaks RFC 7306 says in its handshakes that it runs this stack (before listen(): the program
+    // then keeps each SYN, and the accepted sockets inherit the mark).
+    if (cfg.rfc7306 && !endpoints_.mark_socket(s.get())) cfg.rfc7306 = false;
     if (::listen(s.get(), backlog != 0 ? backlog : 128) != 0) {
         return rdma::Error(rdma::from_errno(errno), std::strerror(errno));
     }
@@ -185,7 +188,9 @@ void ListenPoints::accept_tcp(ListenPoint &lp) {
         } else {
             p->ends_ = llp::addresses_of(p->sock_.get());
         }
-        if (auto st = p->session_.start_responder(lp.cfg_, Clock::now() + settings_.request_timeout); !st) {
+        iwarp::MpaConfig cfg = lp.cfg_;
+        if (cfg.rfc7306) cfg.rfc7306 = endpoints_.peer_runs_stack(p->sock_.get());  // only with a peer of this stack
+        if (auto st = p->session_.start_responder(cfg, Clock::now() + settings_.request_timeout); !st) {
             RDMA_LOG_CLIENT(warn, kComponent, "cannot start MPA: %s", st.error().message().c_str());
             continue;
         }

@@ -151,7 +151,7 @@ public:
      */
     [[nodiscard]] rdma::Expected<std::unique_ptr<ListenPoint>> open(uint32_t client, uint64_t context,
                                                                     const ri_net_addr_t &addr, uint16_t port,
-                                                                    uint16_t backlog, const iwarp::MpaConfig &cfg,
+                                                                    uint16_t backlog, iwarp::MpaConfig cfg,
                                                                     std::string rnic);
     /** @brief @p lp, now in its owner's table as @p handle, accepts connections; their records carry @p cookie. */
     void start(ListenPoint &lp, Handle handle, uint32_t cookie);

@@ -421,6 +421,7 @@ rdma::Expected<ri_llp_params_t> to_llp_params(const iwarp::MpaResult &result, bo
     if (result.markers_tx || result.markers_rx) p.mpa_flags |= RI_MPA_MARKERS;
     if (result.peer2peer) p.mpa_flags |= RI_MPA_PEER2PEER;
     if (initiator) p.mpa_flags |= RI_MPA_INITIATOR;
+    if (result.rfc7306) p.mpa_flags |= RI_MPA_RFC7306;
     p.rtr_type = result.peer2peer ? rtr_to_ri(result.rtr) : uint32_t{RI_RTR_NONE};
     p.ird = result.ird;
     p.ord = result.ord;

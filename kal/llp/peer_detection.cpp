@@ -71,6 +71,36 @@ rdma::Expected<int> PeerDetection::map_fd() {
     return map_fd_;
 }
 
+namespace {
+
+// One socket's value in the map: the program's struct peer_mark (krdma::PeerMark).
+struct Mark {
+    uint8_t marked = 0;
+    uint8_t peer = 0;  // 1: the peer's handshake carried the option
+    uint8_t role = 0;
+    uint8_t reserved[5] = {};
+};
+static_assert(sizeof(Mark) == 8);
+
+}  // namespace
+
+bool PeerDetection::mark(int fd) {
+    auto map = map_fd();
+    if (!map) return false;
+    const Mark m{1};
+    return bpf_map_update_elem(*map, &fd, &m, BPF_ANY) == 0;
+}
+
+bool PeerDetection::peer_marked(int fd) {
+    int map = -1;
+    {
+        std::lock_guard lock(mutex_);
+        map = map_fd_;
+    }
+    Mark m;
+    return map >= 0 && bpf_map_lookup_elem(map, &fd, &m) == 0 && m.marked != 0 && m.peer == 1;
+}
+
 rdma::Expected<void> PeerDetection::load_locked() {
     if (!enabled_) return rdma::Error(RI_EOPNOTSUPP, "turned off (llp.peer_detection is false)");
     std::string root = cgroup2_root();

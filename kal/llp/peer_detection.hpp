@@ -1,8 +1,10 @@
 /**
  * @file peer_detection.hpp
- * @brief The kAL's TCP peer detection (for the sockets layer): the sockops program of bpf/peer_marks.bpf.c,
- *        embedded in the kAL, loaded on first request and attached to the root of the host's cgroup v2 hierarchy,
- *        and its map, whose descriptor any process may have (KRDMA_CMD_PEER_MARKS).
+ * @brief The kAL's TCP peer detection: the sockops program of bpf/peer_marks.bpf.c, embedded in the kAL, loaded
+ *        on first use and attached to the root of the host's cgroup v2 hierarchy, and its map, whose descriptor any
+ *        process may have (KRDMA_CMD_PEER_MARKS). The sockets layer marks its sockets with it; the kAL marks its
+ *        own LLP sockets of RNICs that speak RFC 7306, to learn whether the peer runs this stack too (and so may be
+ *        offered RFC 7306 in MPA, iwarp::kMpaFlagRfc7306).
  */
 #ifndef KAL_LLP_PEER_DETECTION_HPP
 #define KAL_LLP_PEER_DETECTION_HPP
@@ -31,6 +33,17 @@ public:
      *        is kept with its reason and answered to every later call.
      */
     [[nodiscard]] rdma::Expected<int> map_fd();
+    /**
+     * @brief Marks TCP socket @p fd (before connect() or listen(); an accepted socket inherits its listener's mark)
+     *        so that its handshake says this end runs the stack, loading the program on first use. False when
+     *        detection is off or unavailable: the socket is left as it was, and no option leaves with it.
+     */
+    bool mark(int fd);
+    /**
+     * @brief Whether established socket @p fd, marked, met a peer whose handshake said the same (the peer runs
+     *        this stack). False for an unmarked socket, or when detection is unavailable.
+     */
+    [[nodiscard]] bool peer_marked(int fd);
 
 private:
     rdma::Expected<void> load_locked();

@@ -44,6 +44,8 @@ iwarp::MpaConfig mpa_config(const ri_rnic_attr_t &a, uint32_t ird, uint32_t ord)
     c.peer2peer = (a.caps & RI_CAP_MPA_PEER2PEER) != 0;
     c.ird = static_cast<uint16_t>(std::min<uint32_t>(ird, iwarp::kMpaIrdOrdMax));
     c.ord = static_cast<uint16_t>(std::min<uint32_t>(ord, iwarp::kMpaIrdOrdMax));
+    // RFC 7306 where the RNIC speaks it; each connection offers it only to a peer of this stack (peer detection).
+    c.rfc7306 = (a.caps & (RI_CAP_ATOMICS | RI_CAP_IMMEDIATE)) != 0;
     return c;
 }
 
@@ -87,6 +89,7 @@ ConnectionCommands::ConnectionCommands(VerbCommands &verbs, LlpSettings settings
                      [&verbs](uint32_t client_id, std::span<const uint8_t> record, std::span<const int> fds) {
                          return verbs.deliver_record(client_id, KRDMA_EVENT_CM, record, fds);
                      }) {
+    endpoints_.set_peer_detection(&detection_);
     server_.on(KRDMA_CMD_LISTEN, [this](Connection &c, const Request &r, Reply &rep) { return listen(c, r, rep); });
     server_.on(KRDMA_CMD_DESTROY_LISTEN,
                [this](Connection &c, const Request &r, Reply &rep) { return destroy_listen(c, r, rep); });
@@ -318,6 +321,9 @@ int ConnectionCommands::connect(Connection &c, const Request &req, Reply &rep) {
         return rep.fail(rdma::from_errno(errno), "connect: cannot bind " + krdma::to_text(rnic_addr) + ": " +
                                                      std::strerror(errno));
     }
+    iwarp::MpaConfig cfg = mpa_config(*open, qa.ird, qa.ord);
+    // An RNIC that speaks RFC 7306 says in its SYN that it runs this stack, to learn whether the peer does.
+    if (cfg.rfc7306 && !endpoints_.mark_socket(s.get())) cfg.rfc7306 = false;
     if (::connect(s.get(), reinterpret_cast<sockaddr *>(&remote), rlen) != 0 && errno != EINPROGRESS) {
         return rep.fail(rdma::from_errno(errno), "connect: to " + llp::text_of(q.remote, q.port) + ": " +
                                                      std::strerror(errno));
@@ -330,7 +336,7 @@ int ConnectionCommands::connect(Connection &c, const Request &req, Reply &rep) {
     Endpoint *raw = ep.get();
     qp->link = std::move(ep);
     raw->know_remote(q.remote, q.port);
-    raw->start_active(std::move(s), mpa_config(*open, qa.ird, qa.ord),
+    raw->start_active(std::move(s), cfg,
                       std::span<const uint8_t>(q.private_data, q.private_data_len), Clock::now() + timeout);
     return RI_OK;
 }

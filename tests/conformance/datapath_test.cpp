@@ -492,34 +492,5 @@ TEST_F(Datapath, SendWithInvalidateLeavesTheStagInvalid) {
     p.close();  // before the target region's bytes go
 }
 
-// RFC 7306 atomics, for RNICs that advertise them (RI_CAP_ATOMICS).
-TEST_F(Datapath, AtomicFetchAndAdd) {
-    Pair &p = pair();
-    connect(p);
-    uint64_t *target = reinterpret_cast<uint64_t *>(p.b.buf.data() + 64);
-    *target = 5;
-    ri_send_wr_t wr{};
-    wr.wr_id = 1;
-    wr.opcode = RI_WR_ATOMIC_FETCH_ADD;
-    wr.flags = RI_SEND_SIGNALED;
-    ri_sge_t sge = p.a.sge(0, 8);
-    wr.sgl = &sge;
-    wr.num_sge = 1;
-    wr.u.atomic.remote_addr = p.b.addr(64);
-    wr.u.atomic.rkey = p.b.rkey();
-    wr.u.atomic.compare_add = 3;
-    CONFORMANCE_REQUIRE(consumer_.has(RI_CAP_ATOMICS), p.a.ep->post_send({&wr, 1}).code(),
-                        "RFC 7306 atomics (RI_CAP_ATOMICS)");
-    ASSERT_OK(p.a.ep->post_send({&wr, 1}));
-    auto wc = p.a.completion();
-    ASSERT_TRUE(wc.has_value());
-    EXPECT_EQ(wc->status, static_cast<uint32_t>(RI_WC_SUCCESS));
-    EXPECT_EQ(wc->opcode, static_cast<uint32_t>(RI_WC_ATOMIC));
-    uint64_t before = 0;
-    std::memcpy(&before, p.a.buf.data(), 8);
-    EXPECT_EQ(before, 5u);
-    EXPECT_EQ(*target, 8u);
-}
-
 }  // namespace
 }  // namespace conformance

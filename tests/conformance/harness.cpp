@@ -130,7 +130,7 @@ std::string End::make(Consumer &c, const EndOptions &o) {
     ep = *e;
     ep->set_connection_dispatcher(cm);
     buf.assign(o.bytes, 0);
-    auto m = pz->register_memory(buf.data(), buf.size(), kAllAccess);
+    auto m = pz->register_memory(buf.data(), buf.size(), o.access);
     if (!m) return "register " + std::to_string(buf.size()) + " bytes: " + m.error().to_string();
     mr = *m;
     return "";

@@ -92,6 +92,7 @@ struct EndOptions {
     uint64_t context = 0;       /**< ri_qp_init_attr_t::context. */
     bool srq = false;           /**< Receives come from a shared receive queue. */
     std::shared_ptr<ual::ProtectionZone> pz; /**< The end's protection zone when another end's is shared; else its own. */
+    uint32_t access = kAllAccess; /**< Rights of the registered buffer (remote atomics only for tests that need them). */
 };
 
 /** @brief One end of a connection: a protection zone, a completion queue, an endpoint, a registered buffer. */

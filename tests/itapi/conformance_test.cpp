@@ -95,7 +95,7 @@ TEST_F(ItApi, IaCreateQueryFree) {
     EXPECT_EQ(info->connect_private_data_len, 508u);  // MPA revision 2: 512 bytes less RFC 6581's IRD and ORD
     EXPECT_EQ(info->srq_support, IT_TRUE);
     EXPECT_EQ(info->srq_resizable, IT_FALSE);  // softrnic cannot resize an SRQ (see the SRQ test)
-    EXPECT_EQ(info->atomic_support, IT_FALSE);
+    EXPECT_EQ(info->atomic_support, IT_TRUE);  // softrnic executes RFC 7306 (with peers that speak it)
     EXPECT_EQ(info->affiliated_err_evd, nullptr);
 #ifndef ITAPI_KERNEL_SUITE
     EXPECT_EQ(info->socket_conversion_support, IT_TRUE);
@@ -439,9 +439,10 @@ TEST_F(ItApi, LmrCreateQueryModifyFree) {
     EXPECT_EQ(it_lmr_create21(s.pz, s.buf.data(), nullptr, 64, IT_ADDR_MODE_ABSOLUTE,
                               static_cast<it_mem_priv_t>(0x100), IT_LMR_FLAG_NONE, 0, &l, nullptr),
               IT_ERR_INVALID_PRIVS);
-    EXPECT_EQ(it_lmr_create21(s.pz, s.buf.data(), nullptr, 64, IT_ADDR_MODE_ABSOLUTE, IT_PRIV_ATOMIC, IT_LMR_FLAG_NONE,
+    ASSERT_EQ(it_lmr_create21(s.pz, s.buf.data(), nullptr, 64, IT_ADDR_MODE_ABSOLUTE, IT_PRIV_ATOMIC, IT_LMR_FLAG_NONE,
                               0, &l, nullptr),
-              IT_ERR_INVALID_PRIVS);  // no atomics on softrnic
+              IT_SUCCESS);  // softrnic has RFC 7306 atomics
+    EXPECT_EQ(it_lmr_free(l), IT_SUCCESS);
     EXPECT_EQ(it_lmr_create21(s.pz, s.buf.data(), nullptr, 64, static_cast<it_addr_mode_t>(7), IT_PRIV_LOCAL,
                               IT_LMR_FLAG_NONE, 0, &l, nullptr),
               IT_ERR_INVALID_ADDR_MODE);
@@ -482,8 +483,9 @@ TEST_F(ItApi, EpCreateChecksEvdsAndAttributes) {
     big.srv.rc.rdma_read_ird = 100000;
     EXPECT_EQ(it_ep_rc_create(s.pz, s.dto, s.dto, s.cm, IT_EP_NO_FLAG, &big, &ep), IT_ERR_RESOURCE_IRD);
     big = a;
-    big.srv.rc.atomics_enable = IT_TRUE;
-    EXPECT_EQ(it_ep_rc_create(s.pz, s.dto, s.dto, s.cm, IT_EP_NO_FLAG, &big, &ep), IT_ERR_OP_NOT_SUPPORTED);
+    big.srv.rc.atomics_enable = IT_TRUE;  // softrnic has RFC 7306 atomics
+    ASSERT_EQ(it_ep_rc_create(s.pz, s.dto, s.dto, s.cm, IT_EP_NO_FLAG, &big, &ep), IT_SUCCESS);
+    EXPECT_EQ(it_ep_free(ep), IT_SUCCESS);
     big = a;
     big.priv_ops_enable = IT_TRUE;
     EXPECT_EQ(it_ep_rc_create(s.pz, s.dto, s.dto, s.cm, IT_EP_NO_FLAG, &big, &ep), IT_ERR_PRIV_OPS_UNAVAILABLE);
@@ -614,6 +616,47 @@ TEST_F(ItApi, ConnectTransferDisconnectReset) {
     EXPECT_EQ(it_ep_connect(p.a.ep, &path, nullptr, &to, IT_CONNECT_FLAG_TWO_WAY, nullptr, 0), IT_ERR_INVALID_EP_STATE);
     ASSERT_EQ(it_ep_reset(p.a.ep), IT_SUCCESS);
     EXPECT_EQ(state_of(p.a.ep), IT_EP_STATE_UNCONNECTED);
+}
+
+// RFC 7306 through it_post_atomic: both IAs' EPs are of one krdmad, which pairs them on this host and agrees RFC 7306
+// for them.
+TEST_F(ItApi, AtomicsFetchAddAndCompareSwap) {
+    Pair p;
+    p.a.atomics = p.b.atomics = true;
+    connect_pair(p);
+    if (HasFatalFailure()) return;
+    uint64_t *target = reinterpret_cast<uint64_t *>(p.b.buf.data() + 64);
+    *target = 40;
+    it_lmr_triplet_t sink = p.a.seg(0, 8);
+    const auto remote = reinterpret_cast<it_rdma_addr_t>(target);
+    ASSERT_EQ(it_post_atomic(p.a.ep, IT_FETCH_AND_ADD, 2, 0, &sink, 61, IT_COMPLETION_FLAG, remote, p.b.rkey),
+              IT_SUCCESS);
+    it_event_t e = poll_dto(p.a.dto);
+    ASSERT_EQ(e.event_number, IT_DTO_FETCH_ADD_CMPL_EVENT) << describe(e);
+    EXPECT_EQ(e.dto_cmpl.cookie, 61u);
+    EXPECT_EQ(e.dto_cmpl.dto_status, IT_DTO_SUCCESS);
+    uint64_t original = 0;
+    std::memcpy(&original, p.a.buf.data(), 8);
+    EXPECT_EQ(original, 40u);
+    EXPECT_EQ(*target, 42u);
+    ASSERT_EQ(it_post_atomic(p.a.ep, IT_COMPARE_AND_SWAP, 7, 42, &sink, 62, IT_COMPLETION_FLAG, remote, p.b.rkey),
+              IT_SUCCESS);
+    e = poll_dto(p.a.dto);
+    ASSERT_EQ(e.event_number, IT_DTO_CMP_SWAP_CMPL_EVENT) << describe(e);
+    EXPECT_EQ(e.dto_cmpl.dto_status, IT_DTO_SUCCESS);
+    std::memcpy(&original, p.a.buf.data(), 8);
+    EXPECT_EQ(original, 42u);
+    EXPECT_EQ(*target, 7u) << "compare equal: swapped";
+    // The API's own checks: a 4-byte result, a misaligned target, an unknown operation.
+    it_lmr_triplet_t small = p.a.seg(0, 4);
+    EXPECT_EQ(it_post_atomic(p.a.ep, IT_FETCH_AND_ADD, 1, 0, &small, 63, IT_COMPLETION_FLAG, remote, p.b.rkey),
+              IT_ERR_INVALID_LENGTH);
+    EXPECT_EQ(it_post_atomic(p.a.ep, IT_FETCH_AND_ADD, 1, 0, &sink, 64, IT_COMPLETION_FLAG, remote + 4, p.b.rkey),
+              IT_ERR_INVALID_LENGTH);
+    EXPECT_EQ(it_post_atomic(p.a.ep, static_cast<it_atomic_op_t>(9), 1, 0, &sink, 65, IT_COMPLETION_FLAG, remote,
+                             p.b.rkey),
+              IT_ERR_INVALID_ATOMIC_OP);
+    EXPECT_EQ(*target, 7u);
 }
 
 TEST_F(ItApi, SendAndUnlinkInvalidatesThePeersRegion) {
@@ -859,7 +902,7 @@ TEST_F(ItApi, RmrsAndUnsupportedOperations) {
     EXPECT_EQ(it_rmr_unlink(rmr, s.ep, 1, IT_COMPLETION_FLAG), IT_ERR_INVALID_RMR);  // not linked
     EXPECT_EQ(it_pz_free(s.pz), IT_ERR_PZ_BUSY);
     EXPECT_EQ(it_rmr_free(rmr), IT_SUCCESS);
-    // What an iWARP RNIC without atomics and UD cannot do: "not supported", never a crash.
+    // An EP made without atomics_enable, and UD on iWARP: "not supported", never a crash.
     it_lmr_triplet_t seg = s.seg(0, 8);
     EXPECT_EQ(it_post_atomic(s.ep, IT_FETCH_AND_ADD, 1, 0, &seg, 1, IT_COMPLETION_FLAG, 0, 0), IT_ERR_OP_NOT_SUPPORTED);
     EXPECT_EQ(it_post_sendto(s.ep, &seg, 1, 1, IT_COMPLETION_FLAG, nullptr), IT_ERR_OP_NOT_SUPPORTED);

@@ -61,6 +61,7 @@ struct Side {
     std::vector<unsigned char> buf;
     it_lmr_handle_t lmr = nullptr;
     it_rmr_context_t rkey = 0;
+    bool atomics = false;  /**< make(): the EP with atomics_enable, the LMR with IT_PRIV_ATOMIC. */
 
     /** @brief Makes everything on interface @p name with a @p bytes buffer; the first failure's status. */
     it_status_t make(const char *name, size_t bytes = 1 << 16) {
@@ -79,11 +80,13 @@ struct Side {
                                 nullptr)) != IT_SUCCESS) {
             return st;
         }
-        if ((st = it_ep_rc_create(pz, dto, dto, cm, IT_EP_NO_FLAG, &attributes(), &ep)) != IT_SUCCESS) return st;
+        it_ep_attributes_t attr = attributes();
+        if (atomics) attr.srv.rc.atomics_enable = IT_TRUE;
+        if ((st = it_ep_rc_create(pz, dto, dto, cm, IT_EP_NO_FLAG, &attr, &ep)) != IT_SUCCESS) return st;
         buf.assign(bytes, 0);
+        const unsigned privs = IT_PRIV_LOCAL | IT_PRIV_REMOTE | (atomics ? IT_PRIV_ATOMIC : 0);
         return it_lmr_create21(pz, buf.data(), nullptr, buf.size(), IT_ADDR_MODE_ABSOLUTE,
-                               static_cast<it_mem_priv_t>(IT_PRIV_LOCAL | IT_PRIV_REMOTE), IT_LMR_FLAG_NONE, 0, &lmr,
-                               &rkey);
+                               static_cast<it_mem_priv_t>(privs), IT_LMR_FLAG_NONE, 0, &lmr, &rkey);
     }
 
     /** @brief The RC attributes the tests use. */

@@ -278,6 +278,39 @@ TEST(LlpMpa, Revision2DefaultsExchangePrivateDataBothWays) {
     EXPECT_EQ(p.res.role(), kal::llp::MpaRole::responder);
 }
 
+// RFC 7306 rides on the lowest reserved MPA flag bit between two ends of this stack that know each other
+// (MpaConfig::rfc7306, set by the kAL only then): agreed when both may, never when either may not, and a request
+// that does not offer it is byte for byte what it was before the bit existed.
+TEST(LlpMpa, Rfc7306IsAgreedOnlyWhenBothSidesMay) {
+    for (const bool offer : {false, true}) {
+        for (const bool agree : {false, true}) {
+            SCOPED_TRACE(std::string("initiator ") + (offer ? "offers" : "does not offer") + ", responder " +
+                         (agree ? "may agree" : "may not"));
+            MpaConfig ci, cr;
+            ci.rfc7306 = offer;
+            cr.rfc7306 = agree;
+            SessionPair p(ci, cr);
+            ASSERT_TRUE(drive({&p.ini, &p.res}, [&](MpaSession &s) {
+                const auto req = s.peer_frame();
+                ASSERT_TRUE(req.has_value());
+                EXPECT_EQ(req->reserved, offer ? iwarp::kMpaFlagRfc7306 : 0);
+                ASSERT_TRUE(s.accept({}, 16, 16));
+            }));
+            ASSERT_EQ(p.ini.state(), MpaState::established) << p.ini.error()->to_string();
+            ASSERT_EQ(p.res.state(), MpaState::established) << p.res.error()->to_string();
+            EXPECT_EQ(p.ini.result().rfc7306, offer && agree);
+            EXPECT_EQ(p.res.result().rfc7306, offer && agree);
+            auto llp = kal::llp::to_llp_params(p.ini.result(), true, p.ini.fd(), nullptr);
+            ASSERT_OK(llp);
+            EXPECT_EQ((llp->mpa_flags & RI_MPA_RFC7306) != 0, offer && agree);
+        }
+    }
+    MpaConfig plain, with;
+    with.rfc7306 = false;
+    EXPECT_EQ(encode(iwarp::make_request(with, {})), encode(iwarp::make_request(plain, {})))
+        << "a request that offers nothing must be what every other peer has always received";
+}
+
 TEST(LlpMpa, RevisionsOneAndTwoBothWays) {
     for (uint8_t ri : {1, 2}) {
         for (uint8_t rr : {1, 2}) {
@@ -609,7 +642,7 @@ TEST(LlpMpaResponder, UnsupportedRevisionIsRejected) {
 TEST(LlpMpaResponder, ReservedBitsAreRejected) {
     RawInitiator r;
     MpaFrame f = iwarp::make_request(MpaConfig{}, {});
-    f.reserved = 0x01;
+    f.reserved = 0x02;  // 0x01 is this stack's RFC 7306 offer (kMpaFlagRfc7306), tested below
     send_all(r.peer(), encode(f));
     ASSERT_TRUE(drive({&r.res}));
     EXPECT_EQ(r.res.state(), MpaState::failed);
@@ -769,6 +802,13 @@ TEST(LlpMpaInitiator, InvalidRepliesCloseWithoutTerminate) {
          [](const RawResponder &r) {
              MpaFrame f = r.good_reply();
              f.reserved = 0x04;
+             return encode(f);
+         },
+         RI_EPROTO},
+        {"RFC 7306 agreed though the request did not offer it",
+         [](const RawResponder &r) {
+             MpaFrame f = r.good_reply();
+             f.reserved = iwarp::kMpaFlagRfc7306;
              return encode(f);
          },
          RI_EPROTO},

@@ -239,7 +239,9 @@ Expect model(const Choices &ch, const uint8_t *s, size_t n, bool closed) {
         e.reject_rev = e.rev == 1 || e.rev == 2 ? e.rev : 1;
         e.reject_crc = e.c;
         e.outcome = Outcome::reject_fail;
-        if (e.r || e.reserved != 0 || e.rev < 1 || e.rev > 2) {
+        // The lowest reserved bit is this stack's RFC 7306 offer (iwarp::kMpaFlagRfc7306), taken in any request;
+        // the configurations here never agree to it, so replies keep every reserved bit clear.
+        if (e.r || (e.reserved & ~iwarp::kMpaFlagRfc7306) != 0 || e.rev < 1 || e.rev > 2) {
             e.code = RI_EPROTO;
         } else if (e.m && !cfg.markers_allowed) {
             e.code = RI_EOPNOTSUPP;

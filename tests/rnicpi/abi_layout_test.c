@@ -20,7 +20,7 @@
     _Static_assert(offsetof(type, field) == (off), "ABI: offset of " #type "." #field " changed")
 
 _Static_assert(sizeof(void *) == 8 && sizeof(long) == 8, "the RNIC-PI layout below is for LP64 targets");
-_Static_assert(RI_ABI_VERSION == 0x00010008u, "ABI version changed: update the layout below in the same commit");
+_Static_assert(RI_ABI_VERSION == 0x00010009u, "ABI version changed: update the layout below in the same commit");
 
 RDMA_SIZE(ri_channel_ring_t, 128, 8);
 RDMA_OFF(ri_channel_ring_t, tail, 0);
@@ -173,6 +173,7 @@ RDMA_OFF(ri_send_wr_t, inv_stag, 28);
 RDMA_OFF(ri_send_wr_t, u, 32);
 RDMA_OFF(ri_send_wr_t, u.rdma.remote_addr, 32);
 RDMA_OFF(ri_send_wr_t, u.rdma.rkey, 40);
+RDMA_OFF(ri_send_wr_t, u.rdma.imm_data, 44);
 RDMA_OFF(ri_send_wr_t, u.bind.mw, 32);
 RDMA_OFF(ri_send_wr_t, u.bind.mr, 40);
 RDMA_OFF(ri_send_wr_t, u.bind.addr, 48);
@@ -205,7 +206,7 @@ RDMA_OFF(ri_wc_t, flags, 28);
 RDMA_OFF(ri_wc_t, qp_num, 32);
 RDMA_OFF(ri_wc_t, invalidated_stag, 36);
 RDMA_OFF(ri_wc_t, vendor_err, 40);
-RDMA_OFF(ri_wc_t, reserved, 44);
+RDMA_OFF(ri_wc_t, imm_data, 44);
 RDMA_SIZE(ri_async_event_t, 32, 8);
 RDMA_OFF(ri_async_event_t, resource_type, 0);
 RDMA_OFF(ri_async_event_t, event_id, 4);

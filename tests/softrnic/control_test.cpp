@@ -211,8 +211,10 @@ TEST_F(Softrnic, OpenQueryAndClose) {
     const uint32_t want = RI_CAP_SRQ | RI_CAP_MW_TYPE2 | RI_CAP_SEND_INV | RI_CAP_ZERO_BASED | RI_CAP_MPA_CRC |
                           RI_CAP_MPA_PEER2PEER | RI_CAP_FAST_REG | RI_CAP_RESIZE_CQ;
     EXPECT_EQ(a.caps & want, want);
-    // Nothing it cannot do: no atomics, no markers, no type 1 windows (nothing would bind them).
-    EXPECT_EQ(a.caps & (RI_CAP_ATOMICS | RI_CAP_MPA_MARKERS | RI_CAP_MW_TYPE1), 0u);
+    // RFC 7306, for peers that speak it too.
+    EXPECT_EQ(a.caps & (RI_CAP_ATOMICS | RI_CAP_IMMEDIATE), uint32_t{RI_CAP_ATOMICS | RI_CAP_IMMEDIATE});
+    // Nothing it cannot do: no markers, no type 1 windows (nothing would bind them).
+    EXPECT_EQ(a.caps & (RI_CAP_MPA_MARKERS | RI_CAP_MW_TYPE1), 0u);
     EXPECT_EQ(a.max_private_data, 508u);
     EXPECT_GT(a.max_qp, 0u);
     EXPECT_GT(a.max_qp_wr, 0u);
@@ -318,8 +320,10 @@ TEST_F(Softrnic, QpStateMachineWithoutAStream) {
     EXPECT_EQ(a.access, uint32_t{RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE});
     m.ird = 100000;
     EXPECT_STATUS(v_->modify_qp(q, &m, RI_QP_ATTR_IRD), RI_ERANGE);
-    m.access = RI_ACCESS_REMOTE_ATOMIC;
-    EXPECT_STATUS(v_->modify_qp(q, &m, RI_QP_ATTR_ACCESS), RI_EOPNOTSUPP);
+    m.access = RI_ACCESS_REMOTE_ATOMIC;  // RFC 7306 (RI_CAP_ATOMICS)
+    EXPECT_RI_OK(v_->modify_qp(q, &m, RI_QP_ATTR_ACCESS));
+    m.access = RI_ACCESS_MW_BIND;  // not a QP's right
+    EXPECT_STATUS(v_->modify_qp(q, &m, RI_QP_ATTR_ACCESS), RI_EINVAL);
     EXPECT_STATUS(v_->modify_qp(q, &m, RI_QP_ATTR_SQ_DEPTH), RI_EOPNOTSUPP);
     EXPECT_STATUS(v_->modify_qp(q, &m, 1u << 20), RI_EINVAL);
     // The RDMA-mode transition belongs to the kAL's connection management.
@@ -438,10 +442,22 @@ TEST_F(Softrnic, PostChecksEveryRequest) {
     x = w;
     x.opcode = 77;
     EXPECT_STATUS(post(x), RI_EINVAL);
+    // RFC 7306 atomics: one 8-byte sink, a 64-bit aligned target (the peer's agreement is the stream's, checked
+    // once there is one).
     x.opcode = RI_WR_ATOMIC_FETCH_ADD;
-    EXPECT_STATUS(post(x), RI_EOPNOTSUPP);
+    x.num_sge = 2;
+    EXPECT_STATUS(post(x), RI_EINVAL);
+    x.num_sge = 1;
+    x.u.atomic.remote_addr = 4;
+    EXPECT_STATUS(post(x), RI_EINVAL);
     x.opcode = RI_WR_ATOMIC_CMP_SWAP;
-    EXPECT_STATUS(post(x), RI_EOPNOTSUPP);
+    EXPECT_STATUS(post(x), RI_EINVAL);
+    x = w;
+    x.flags = RI_SEND_SOLICITED;  // only for Immediate Data
+    EXPECT_STATUS(post(x), RI_EINVAL);
+    x = w;
+    x.opcode = RI_WR_IMMEDIATE;  // carries no payload
+    EXPECT_STATUS(post(x), RI_ERANGE);
     x = w;
     x.flags = 1u << 7;
     EXPECT_STATUS(post(x), RI_EINVAL);
@@ -599,11 +615,11 @@ TEST_F(Softrnic, MemoryRegistration) {
     EXPECT_NE(a.access & RI_ACCESS_LOCAL_READ, 0u);  // always granted
     EXPECT_GT(usage().pinned, 0u);
 
-    // The verbs' rules for rights, and what softrnic does not offer.
+    // The verbs' rules for rights: remote writes and atomics need local write.
     ri_mr_t bad = nullptr;
     ri_mr_keys_t bk{};
     EXPECT_STATUS(reg(p, mem.data(), 4096, RI_ACCESS_REMOTE_WRITE, &bad, &bk), RI_EINVAL);
-    EXPECT_STATUS(reg(p, mem.data(), 4096, RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_ATOMIC, &bad, &bk), RI_EOPNOTSUPP);
+    EXPECT_STATUS(reg(p, mem.data(), 4096, RI_ACCESS_REMOTE_ATOMIC, &bad, &bk), RI_EINVAL);
     EXPECT_STATUS(reg(p, mem.data(), 4096, 1u << 12, &bad, &bk), RI_EINVAL);
     EXPECT_STATUS(reg(p, mem.data(), 0, RI_ACCESS_LOCAL_WRITE, &bad, &bk), RI_EINVAL);
     ri_mr_reg_t odd{reinterpret_cast<uintptr_t>(mem.data()), 4096, 12345, RI_ACCESS_LOCAL_WRITE, 0};

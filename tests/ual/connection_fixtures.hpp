@@ -49,13 +49,16 @@ protected:
     void SetUp() override {
         testutil::KrdmadFixture::SetUp();
         device_ = dir_ / "krdma.sock";
-        krdmad_ = start({"--config", write_config(krdmad_config(device_, "sr0", "127.0.0.1", extra_config())).string()});
+        krdmad_ = start({"--config",
+                         write_config(krdmad_config(device_, "sr0", "127.0.0.1", extra_config(), provider())).string()});
         // Ready, not merely bound: the device file exists a moment before krdmad accepts on it (ECONNREFUSED).
         ASSERT_TRUE(wait_ready(krdmad_)) << stderr_text();
     }
 
     /** @brief More top-level configuration keys (JSON members without braces). */
     virtual std::string extra_config() { return ""; }
+    /** @brief The provider of RNIC "sr0" (its kVP is the only module krdmad loads). */
+    virtual std::string provider() { return "softrnic"; }
 
     /** @brief Starts the peer program; returns its pid and the port it listens on (0 on failure). */
     std::pair<pid_t, uint16_t> start_peer(const std::string &mode, size_t bytes = 1 << 20,

@@ -786,13 +786,17 @@ void rdma_to_peer(const std::filesystem::path &dev, const std::string &addr_a, c
     EXPECT_TRUE(next_cm(s.cm).has_value());
 }
 
-// Two hosts (connection_fixtures.hpp): the passive peer runs inside the namespace on its own krdmad.
+// Two hosts (connection_fixtures.hpp): the passive peer runs inside the namespace on its own krdmad. Each kAL's
+// handshake says it runs this stack (the TCP peer detection), so the two agree RFC 7306 in MPA for their softrnics.
 TEST_F(TwoHosts, RdmaBetweenNamespacesThroughTheirOwnKrdmads) {
     const size_t kBytes = 4u << 20;
     auto [pid, port] = start_peer_b("accept", kBytes);
     ASSERT_NE(port, 0) << read_text(dir_ / "peer.err");
-    rdma_to_peer(dev_a_, addr_a_, addr_b_, port, kBytes, [](const ri_llp_params_t &llp) {
+    rdma_to_peer(dev_a_, addr_a_, addr_b_, port, kBytes, [&](const ri_llp_params_t &llp) {
         EXPECT_EQ(llp.mpa_flags & RI_LLP_SAME_HOST, 0u) << "two krdmads without a rendezvous paired";
+        EXPECT_NE(llp.mpa_flags & RI_MPA_RFC7306, 0u)
+            << "two kALs that detected each other did not agree RFC 7306\n" << read_text(dir_ / "a.err")
+            << read_text(dir_ / "b.err");
     });
     if (HasFatalFailure()) return;
     EXPECT_EQ(wait_exit(pid), 0) << read_text(dir_ / "peer.out") << read_text(dir_ / "peer.err");

@@ -35,6 +35,9 @@
 #endif
 #ifndef OPENRDMA_KDAPL
 #include <dat2/dat_registry.h>
+#include <dat2/dat_ib_extensions.h>
+
+#include <cstdarg>
 #endif
 
 /** A DAT error status: its class, type and subtype (the headers name the parts, not the sum). */
@@ -449,6 +452,18 @@ DAT_RETURN ep_post_rdma_read_to_rmr(DAT_EP_HANDLE, const DAT_RMR_TRIPLET *, DAT_
 DAT_RETURN ep_post_rdma_write(DAT_EP_HANDLE, DAT_COUNT, DAT_LMR_TRIPLET *, DAT_DTO_COOKIE, const DAT_RMR_TRIPLET *,
                               DAT_COMPLETION_FLAGS);
 DAT_RETURN ep_get_status(DAT_EP_HANDLE, DAT_EP_STATE *, DAT_BOOLEAN *, DAT_BOOLEAN *);
+#if defined(DAT_EXTENSIONS) && !defined(OPENRDMA_KDAPL)
+/** @brief dat_ib_post_rdma_write_immed: an RDMA Write, then RFC 7306 Immediate Data carrying @p immed. */
+DAT_RETURN ib_post_rdma_write_immed(DAT_EP_HANDLE, DAT_COUNT, const DAT_LMR_TRIPLET *, DAT_DTO_COOKIE,
+                                    const DAT_RMR_TRIPLET *, DAT_UINT32 immed, DAT_COMPLETION_FLAGS);
+/** @brief dat_ib_post_cmp_and_swap (@p cmp_swap) or dat_ib_post_fetch_and_add: an RFC 7306 atomic. */
+DAT_RETURN ib_post_atomic(DAT_EP_HANDLE, bool cmp_swap, DAT_UINT64 compare_add, DAT_UINT64 swap,
+                          const DAT_LMR_TRIPLET *, DAT_DTO_COOKIE, const DAT_RMR_TRIPLET *, DAT_COMPLETION_FLAGS);
+/** @brief The IB extensions' entry (DAT_PROVIDER::handle_extendedop_func). */
+DAT_RETURN ib_extension_op(DAT_HANDLE, DAT_EXTENDED_OP, va_list);
+/** @brief Makes DTO event @p out (filled from @p wc) OFED's DAT_IB_DTO_EVENT when @p wc is an RFC 7306 completion. */
+void ib_dto_event(const ri_wc_t &wc, DAT_EVENT &out) noexcept;
+#endif
 DAT_RETURN ep_free(DAT_EP_HANDLE);
 DAT_RETURN ep_reset(DAT_EP_HANDLE);
 DAT_RETURN ep_recv_query(DAT_EP_HANDLE, DAT_COUNT *, DAT_COUNT *);

@@ -82,7 +82,10 @@ void dto_event(const Evd *evd, const ri_wc_t &wc, DAT_EVENT &out) noexcept {
     d.transfered_length = wc.byte_len;
     d.operation = operation_of(wc);
     d.rmr_context = (wc.flags & RI_WC_WITH_INV) ? wc.invalidated_stag : 0;
-    if (wc.opcode == RI_WC_RECV) {
+#if defined(DAT_EXTENSIONS) && !defined(OPENRDMA_KDAPL)
+    ib_dto_event(wc, out);  // atomics and immediate data: OFED's extended event
+#endif
+    if ((wc.opcode & RI_WC_RECV) != 0) {
         // A receive left its queue: dat_ep_recv_query and dat_srq_query count what is still posted.
         if (Ep *ep = lookup<Ep>(d.ep_handle)) {
             if (ep->srq != nullptr) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 
 #include "dapl.hpp"
 #include "krdma/net_addr.hpp"
@@ -38,7 +39,31 @@ uint32_t access_of(DAT_MEM_PRIV_FLAGS privs) noexcept {
     if (privs & DAT_MEM_PRIV_REMOTE_READ_FLAG) a |= RI_ACCESS_REMOTE_READ;
     // The verbs refuse remote write on memory the local side may not write.
     if (privs & DAT_MEM_PRIV_REMOTE_WRITE_FLAG) a |= RI_ACCESS_REMOTE_WRITE | RI_ACCESS_LOCAL_WRITE;
+    // DAT_IB_MEM_PRIV_REMOTE_ATOMIC: an RFC 7306 atomic writes the target too.
+    if (privs & DAT_MEM_PRIV_EXTENSION_BASE) a |= RI_ACCESS_REMOTE_ATOMIC | RI_ACCESS_LOCAL_WRITE;
     return a;
+}
+
+// The provider's named attributes, with what the RNIC has of RFC 7306 (OFED's names, which dtestx and MPIs read):
+// one static table per combination, since the consumer keeps the pointer.
+template <bool Atomics, bool Immediate>
+std::span<const DAT_NAMED_ATTR> specific() noexcept {
+    static const DAT_NAMED_ATTR table[] = {
+        {"DAT_IB_RDMA_READ", "TRUE"},  // the name OFA's providers and their consumers use for RDMA Read
+        {"DAT_IW_RDMA_READ", "TRUE"},
+        // OFA's consumers size message buffers by the transport MTU; iWARP messages have no such bound, so the
+        // value is a page, a size every FPDU-friendly buffer divides.
+        {"DAT_IB_TRANSPORT_MTU", "4096"},
+        {"OPENRDMA_TRANSPORT", "iWARP"},
+        {"OPENRDMA_SEND_WITH_INVALIDATE", "TRUE"},
+        {"OPENRDMA_RDMA_READ_TO_RMR", "FALSE"},
+        // Usable on a connection whose peer speaks RFC 7306 too; elsewhere a post answers DAT_NOT_IMPLEMENTED.
+        {"OPENRDMA_ATOMICS", Atomics ? "TRUE" : "FALSE"},
+        {"DAT_IB_FETCH_AND_ADD", Atomics ? "TRUE" : "FALSE"},
+        {"DAT_IB_CMP_AND_SWAP", Atomics ? "TRUE" : "FALSE"},
+        {"DAT_IB_IMMED_DATA", Immediate ? "TRUE" : "FALSE"},
+    };
+    return table;
 }
 
 std::string address_text(const sockaddr *addr) {
@@ -210,7 +235,13 @@ DAT_RETURN ia_query(DAT_IA_HANDLE ia_handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
 #ifdef OPENRDMA_KDAPL
         a.reserved_lmr_supported = DAT_FALSE;
 #endif
-#ifdef DAT_EXTENSIONS
+#if defined(DAT_EXTENSIONS) && !defined(OPENRDMA_KDAPL)
+        // OFED's IB extensions where the RNIC has RFC 7306 (ib_extensions.cpp): RDMA Write with immediate data and
+        // the two atomics. Without, libdat2 refuses every dat_extension_op itself.
+        const bool ib = (r.caps & (RI_CAP_ATOMICS | RI_CAP_IMMEDIATE)) != 0;
+        a.extension_supported = ib ? DAT_EXTENSION_IB : DAT_EXTENSION_NONE;
+        a.extension_version = ib ? DAT_IB_EXTENSION_VERSION : 0;
+#elif defined(DAT_EXTENSIONS)
         a.extension_supported = DAT_EXTENSION_NONE;
         a.extension_version = 0;
 #endif
@@ -220,17 +251,6 @@ DAT_RETURN ia_query(DAT_IA_HANDLE ia_handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
         a.vendor_attr = nullptr;
     }
     if (provider_mask != 0) {
-        static const DAT_NAMED_ATTR kSpecific[] = {
-            {"DAT_IB_RDMA_READ", "TRUE"},      // the name OFA's providers and their consumers use for RDMA Read
-            {"DAT_IW_RDMA_READ", "TRUE"},
-            // OFA's consumers size message buffers by the transport MTU; iWARP messages have no such bound, so the
-            // value is a page, a size every FPDU-friendly buffer divides.
-            {"DAT_IB_TRANSPORT_MTU", "4096"},
-            {"OPENRDMA_TRANSPORT", "iWARP"},
-            {"OPENRDMA_SEND_WITH_INVALIDATE", "TRUE"},
-            {"OPENRDMA_RDMA_READ_TO_RMR", "FALSE"},
-            {"OPENRDMA_ATOMICS", "FALSE"},
-        };
         DAT_PROVIDER_ATTR &p = *provider_attr;
         std::memset(static_cast<void *>(&p), 0, sizeof p);
         std::strncpy(p.provider_name, ia->provider->ia_name.c_str(), sizeof p.provider_name - 1);
@@ -281,8 +301,11 @@ DAT_RETURN ia_query(DAT_IA_HANDLE ia_handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
 #endif
         p.ha_supported = DAT_FALSE;
         p.ha_loadbalancing = DAT_HA_LB_NONE;
-        p.num_provider_specific_attr = static_cast<DAT_COUNT>(std::size(kSpecific));
-        p.provider_specific_attr = const_cast<DAT_NAMED_ATTR *>(kSpecific);
+        const bool atomics = (r.caps & RI_CAP_ATOMICS) != 0, immediate = (r.caps & RI_CAP_IMMEDIATE) != 0;
+        const std::span<const DAT_NAMED_ATTR> named = atomics ? (immediate ? specific<true, true>() : specific<true, false>())
+                                                              : (immediate ? specific<false, true>() : specific<false, false>());
+        p.num_provider_specific_attr = static_cast<DAT_COUNT>(named.size());
+        p.provider_specific_attr = const_cast<DAT_NAMED_ATTR *>(named.data());
     }
     return DAT_SUCCESS;
 }

@@ -7,7 +7,8 @@
 namespace dapl {
 namespace {
 
-constexpr uint32_t kAllPrivs = DAT_MEM_PRIV_ALL_FLAG;
+// With the IB extensions' remote atomic right (DAT_IB_MEM_PRIV_REMOTE_ATOMIC, the first extension bit).
+constexpr uint32_t kAllPrivs = DAT_MEM_PRIV_ALL_FLAG | DAT_MEM_PRIV_EXTENSION_BASE;
 
 DAT_RETURN bad_lmr() noexcept { return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR); }
 DAT_RETURN bad_rmr() noexcept { return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_RMR); }

@@ -37,6 +37,8 @@ DAT_RETURN post_status(ri_status_t rc, const Ep *ep) noexcept {
         case RI_ENOSPC:
         case RI_ENOMEM: return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
         case RI_ERANGE: return DAT_ERROR(DAT_LENGTH_ERROR, 0);
+        // RFC 7306 on a connection whose peer was not found to speak it (or an RNIC without it).
+        case RI_EOPNOTSUPP: return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
         default:
             return ep->state->load(std::memory_order_relaxed) == DAT_EP_STATE_CONNECTED
                        ? DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2)
@@ -44,15 +46,21 @@ DAT_RETURN post_status(ri_status_t rc, const Ep *ep) noexcept {
     }
 }
 
-// Posts one send-queue request of @p opcode; @p remote for RDMA.
-DAT_RETURN post(Ep *ep, uint32_t opcode, DAT_COUNT n, const DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
-                const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags, ri_stag_t inv = 0) {
+// The checks every send-queue post makes: known flags, a connected EP.
+DAT_RETURN may_post(const Ep *ep, DAT_COMPLETION_FLAGS flags) noexcept {
     if ((flags & ~kPostFlags) != 0) return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
     const int s = ep->state->load(std::memory_order_acquire);
     if (s != DAT_EP_STATE_CONNECTED) {
         return DAT_ERROR(DAT_INVALID_STATE, s == DAT_EP_STATE_DISCONNECTED ? DAT_INVALID_STATE_EP_DISCONNECTED
                                                                            : DAT_INVALID_STATE_EP_NOTREADY);
     }
+    return DAT_SUCCESS;
+}
+
+// Posts one send-queue request of @p opcode; @p remote for RDMA (and @p imm for RDMA Write with immediate data).
+DAT_RETURN post(Ep *ep, uint32_t opcode, DAT_COUNT n, const DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+                const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags, ri_stag_t inv = 0, uint32_t imm = 0) {
+    if (DAT_RETURN st = may_post(ep, flags); st != DAT_SUCCESS) return st;
     ri_sge_t sge[kMaxSegments];
     if (!gather(n, iov, sge)) return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
     ri_send_wr_t wr;
@@ -65,13 +73,52 @@ DAT_RETURN post(Ep *ep, uint32_t opcode, DAT_COUNT n, const DAT_LMR_TRIPLET *iov
     if (remote != nullptr) {
         wr.u.rdma.remote_addr = remote->virtual_address;
         wr.u.rdma.rkey = remote->rmr_context;
-        wr.u.rdma.reserved = 0;
+        wr.u.rdma.imm_data = imm;
     }
+    if (opcode == RI_WR_RDMA_WRITE_IMM && (flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG)) wr.flags |= RI_SEND_SOLICITED;
     uint32_t posted = 0;
     return post_status(ep->verbs->post_send(ep->qp, &wr, 1, &posted), ep);
 }
 
 }  // namespace
+
+#if defined(DAT_EXTENSIONS) && !defined(OPENRDMA_KDAPL)
+DAT_RETURN ib_post_rdma_write_immed(DAT_EP_HANDLE ep_handle, DAT_COUNT n, const DAT_LMR_TRIPLET *iov,
+                                    DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote, DAT_UINT32 immed,
+                                    DAT_COMPLETION_FLAGS flags) {
+    Ep *ep = lookup<Ep>(ep_handle);
+    if (ep == nullptr) return bad_ep();
+    if (remote == nullptr) return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+    if (!(ep->ia->attr.caps & RI_CAP_IMMEDIATE)) return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
+    return post(ep, RI_WR_RDMA_WRITE_IMM, n, iov, cookie, remote, flags, 0, immed);
+}
+
+DAT_RETURN ib_post_atomic(DAT_EP_HANDLE ep_handle, bool cmp_swap, DAT_UINT64 compare_add, DAT_UINT64 swap,
+                          const DAT_LMR_TRIPLET *local, DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+                          DAT_COMPLETION_FLAGS flags) {
+    Ep *ep = lookup<Ep>(ep_handle);
+    if (ep == nullptr) return bad_ep();
+    if (!(ep->ia->attr.caps & RI_CAP_ATOMICS)) return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
+    if (DAT_RETURN st = may_post(ep, flags); st != DAT_SUCCESS) return st;
+    if (local == nullptr) return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+    if (remote == nullptr) return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
+    // The original value: one 64-bit word; the target 64-bit aligned (RFC 7306 §8.2).
+    if (local->segment_length != 8 || (remote->virtual_address & 7) != 0) return DAT_ERROR(DAT_LENGTH_ERROR, 0);
+    ri_sge_t sink{local->virtual_address, 8, local->lmr_context};
+    ri_send_wr_t wr{};
+    wr.wr_id = cookie.as_64;
+    wr.opcode = cmp_swap ? RI_WR_ATOMIC_CMP_SWAP : RI_WR_ATOMIC_FETCH_ADD;
+    wr.flags = send_flags(flags);
+    wr.sgl = &sink;
+    wr.num_sge = 1;
+    wr.u.atomic.remote_addr = remote->virtual_address;
+    wr.u.atomic.rkey = remote->rmr_context;
+    wr.u.atomic.compare_add = compare_add;
+    wr.u.atomic.swap = swap;
+    uint32_t posted = 0;
+    return post_status(ep->verbs->post_send(ep->qp, &wr, 1, &posted), ep);
+}
+#endif
 
 DAT_RETURN ep_post_send(DAT_EP_HANDLE ep_handle, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                         DAT_COMPLETION_FLAGS flags) {

@@ -47,12 +47,6 @@ DAT_RETURN ia_ha_related(DAT_IA_HANDLE ia_handle, const DAT_NAME_PTR, DAT_BOOLEA
     return DAT_SUCCESS;
 }
 
-#ifdef DAT_EXTENSIONS
-DAT_RETURN handle_extendedop(DAT_HANDLE handle, DAT_EXTENDED_OP, va_list) {
-    if (lookup_any(handle) == nullptr) return DAT_ERROR(DAT_INVALID_HANDLE, 0);
-    return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);  // no IB extensions (write with immediate, atomics) on iWARP here
-}
-#endif
 
 void fill_table(DAT_PROVIDER &t) {
     t.ia_open_func = ia_open;
@@ -134,7 +128,7 @@ void fill_table(DAT_PROVIDER &t) {
     t.cno_trigger_func = cno_trigger;
     t.ia_ha_related_func = ia_ha_related;
 #ifdef DAT_EXTENSIONS
-    t.handle_extendedop_func = handle_extendedop;
+    t.handle_extendedop_func = ib_extension_op;
 #endif
 }
 
@@ -243,8 +237,7 @@ DAPL_EXPORT void DAT_API dat_provider_fini(const DAT_PROVIDER_INFO *info) {
     // The entries stay: a handle that outlives its provider must still dispatch somewhere that answers.
 }
 
-/** @brief The extensions this provider supports: none (IB extensions need InfiniBand transport operations). */
-DAPL_EXPORT DAT_RETURN DAT_API dapl_extensions(DAT_HANDLE handle, DAT_EXTENDED_OP, va_list) {
-    if (lookup_any(handle) == nullptr) return DAT_ERROR(DAT_INVALID_HANDLE, 0);
-    return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
+/** @brief The extensions this provider supports: OFED's IB extensions over RFC 7306 (ib_extensions.cpp). */
+DAPL_EXPORT DAT_RETURN DAT_API dapl_extensions(DAT_HANDLE handle, DAT_EXTENDED_OP op, va_list args) {
+    return ib_extension_op(handle, op, args);
 }

@@ -373,11 +373,6 @@ ITAPI_EXPORT it_status_t it_ud_service_request_handle_query(it_ud_svc_req_handle
                                                             it_ud_svc_req_param_t *) {
     return IT_ERR_INVALID_HANDLE;
 }
-ITAPI_EXPORT it_status_t it_post_atomic(it_ep_handle_t ep_handle, it_atomic_op_t, uint64_t, uint64_t,
-                                        const it_lmr_triplet_t *, it_dto_cookie_t, it_dto_flags_t, it_rdma_addr_t,
-                                        it_rmr_context_t) {
-    return lookup<Ep>(ep_handle) == nullptr ? IT_ERR_INVALID_EP : IT_ERR_OP_NOT_SUPPORTED;
-}
 ITAPI_EXPORT it_status_t it_mem_map(it_ia_handle_t ia_handle, void *, uint64_t, size_t, it_io_addr_t *, size_t *) {
     // I/O addresses are for privileged (kernel) consumers.
     return lookup<Ia>(ia_handle) == nullptr ? IT_ERR_INVALID_IA : IT_ERR_PRIV_OPS_UNAVAILABLE;

@@ -76,6 +76,8 @@ it_event_type_t dto_event_of(uint32_t opcode) noexcept {
         case RI_WC_BIND_MW: return IT_RMR_LINK_CMPL_EVENT;
         case RI_WC_LOCAL_INV: return IT_RMR_LINK_CMPL_EVENT;  // an unlink completes as a link event does
         case RI_WC_FAST_REG: return IT_LMR_LINK_CMPL_EVENT;
+        case RI_WC_ATOMIC: return IT_DTO_FETCH_ADD_CMPL_EVENT;
+        case RI_WC_ATOMIC_CMP_SWAP: return IT_DTO_CMP_SWAP_CMPL_EVENT;
         default: return IT_DTO_SEND_CMPL_EVENT;
     }
 }

@@ -68,7 +68,7 @@ it_status_t send(it_ep_handle_t ep_handle, const it_lmr_triplet_t *segs, size_t 
     wr.inv_stag = static_cast<ri_stag_t>(rmr);
     wr.u.rdma.remote_addr = 0;
     wr.u.rdma.rkey = 0;
-    wr.u.rdma.reserved = 0;
+    wr.u.rdma.imm_data = 0;
     return post_one(ep, wr);
 }
 
@@ -89,7 +89,7 @@ it_status_t rdma_op(it_ep_handle_t ep_handle, const it_lmr_triplet_t *segs, size
     wr.inv_stag = 0;
     wr.u.rdma.remote_addr = rdma_addr;
     wr.u.rdma.rkey = static_cast<ri_stag_t>(rmr);
-    wr.u.rdma.reserved = 0;
+    wr.u.rdma.imm_data = 0;
     return post_one(ep, wr);
 }
 
@@ -120,6 +120,33 @@ ITAPI_EXPORT it_status_t it_post_rdma_read(it_ep_handle_t ep_handle, const it_lm
                                            it_rdma_addr_t rdma_addr, it_rmr_context_t rmr_context) {
     if (dto_flags & IT_UNLINK_LOCAL_SINK) return IT_ERR_INVALID_DTO_FLAGS;  // rdma_read_local_extensions is IT_FALSE
     return rdma_op(ep_handle, local_segments, num_segments, cookie, dto_flags, rdma_addr, rmr_context, true);
+}
+
+ITAPI_EXPORT it_status_t it_post_atomic(it_ep_handle_t ep_handle, it_atomic_op_t op, uint64_t swap_or_add,
+                                        uint64_t compare, const it_lmr_triplet_t *result, it_dto_cookie_t cookie,
+                                        it_dto_flags_t dto_flags, it_rdma_addr_t rdma_addr,
+                                        it_rmr_context_t rmr_context) {
+    Ep *ep;
+    if (it_status_t st = request_ep(ep_handle, dto_flags, ep); st != IT_SUCCESS) return st;
+    if (op != IT_COMPARE_AND_SWAP && op != IT_FETCH_AND_ADD) return IT_ERR_INVALID_ATOMIC_OP;
+    // The EP was created (or modified) with atomics enabled, which the IA allows only with RI_CAP_ATOMICS.
+    if (ep->attr.srv.rc.atomics_enable != IT_TRUE) return IT_ERR_OP_NOT_SUPPORTED;
+    ri_sge_t sink;
+    if (it_status_t st = to_sgl(result, 1, 1, &sink); st != IT_SUCCESS) return st;
+    // The original value is one 64-bit word, at a 64-bit aligned remote address (RFC 7306 §8.2).
+    if (sink.length != 8 || (rdma_addr & 7) != 0) return IT_ERR_INVALID_LENGTH;
+    ri_send_wr_t wr{};
+    wr.wr_id = cookie;
+    wr.opcode = op == IT_COMPARE_AND_SWAP ? RI_WR_ATOMIC_CMP_SWAP : RI_WR_ATOMIC_FETCH_ADD;
+    wr.flags = send_flags_of(dto_flags);
+    wr.sgl = &sink;
+    wr.num_sge = 1;
+    wr.u.atomic.remote_addr = rdma_addr;
+    wr.u.atomic.rkey = static_cast<ri_stag_t>(rmr_context);
+    wr.u.atomic.compare_add = op == IT_COMPARE_AND_SWAP ? compare : swap_or_add;
+    wr.u.atomic.swap = op == IT_COMPARE_AND_SWAP ? swap_or_add : 0;
+    // RI_EOPNOTSUPP here: the peer was not found to speak RFC 7306 (IT_ERR_OP_NOT_SUPPORTED).
+    return post_one(ep, wr);
 }
 
 ITAPI_EXPORT it_status_t it_post_rdma_read_to_rmr(it_ep_handle_t ep_handle, const it_rmr_triplet_t *, size_t,

@@ -40,6 +40,15 @@ enum RtrBits : uint8_t {
     kRtrRead = 1u << 2   /**< Zero-length RDMA Read. */
 };
 
+/**
+ * @brief The lowest of the MPA header's reserved flag bits, which this stack sets (MpaFrame::reserved) to offer, and
+ *        in a reply to agree to, RFC 7306 (atomics, Immediate Data): MPA itself has no way to say so. Set only
+ *        towards a peer known to run this stack (the kAL's TCP peer detection), so that a peer that does not, such
+ *        as Linux siw, never receives it; a responder of this stack takes it in any request, and agrees only when
+ *        it may (MpaConfig::rfc7306). Any other reserved bit is refused, as before.
+ */
+inline constexpr uint8_t kMpaFlagRfc7306 = 0x01;
+
 /** @brief A decoded MPA request or reply. */
 struct MpaFrame {
     MpaKind kind = MpaKind::request; /**< Request or reply. */
@@ -82,6 +91,11 @@ struct MpaConfig {
     uint8_t rtr = kRtrWrite | kRtrRead; /**< RtrBits this side can send (initiator) or accept (responder). */
     uint16_t ird = 16;             /**< Inbound RDMA Read depth this side offers. */
     uint16_t ord = 16;             /**< Outbound RDMA Read depth this side wants. */
+    /**
+     * Offer (initiator) or agree to (responder) RFC 7306 with kMpaFlagRfc7306: only when the RNIC speaks it and the
+     * peer is known to run this stack.
+     */
+    bool rfc7306 = false;
 };
 
 /** @brief What both sides agreed on: the parameters of the RDMA-mode transition. */
@@ -95,6 +109,7 @@ struct MpaResult {
     uint8_t rtr = 0;           /**< The one RtrBits type in use, 0 without peer-to-peer. */
     uint16_t ird = 0;          /**< This side's inbound RDMA Read depth. */
     uint16_t ord = 0;          /**< This side's outbound RDMA Read depth. */
+    bool rfc7306 = false;      /**< Both ends agreed to RFC 7306 (kMpaFlagRfc7306 in the request and the reply). */
 };
 
 /** @brief The request an initiator sends. */

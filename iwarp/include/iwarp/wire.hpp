@@ -218,6 +218,22 @@ void encode_atomic_request(const AtomicRequest &r, uint8_t *out) noexcept;
     return op == static_cast<uint8_t>(AtomicOp::fetch_add) || op == static_cast<uint8_t>(AtomicOp::cmp_swap);
 }
 
+/**
+ * @brief The RNIC-PI's layout of RFC 7306's 8-byte Immediate Data (the RFC leaves its meaning to the ULP), a
+ *        big-endian integer: the verbs' 32-bit immediate value in the low half, and in the high half the length of
+ *        the RDMA Write it follows (RI_WR_RDMA_WRITE_IMM; 0 alone), which the receive completion reports as
+ *        InfiniBand's RDMA Write with Immediate does.
+ */
+[[nodiscard]] constexpr uint64_t immediate_field(uint32_t imm, uint32_t write_len) noexcept {
+    return (uint64_t{write_len} << 32) | imm;
+}
+/** @brief The immediate value of Immediate Data @p field (immediate_field()). */
+[[nodiscard]] constexpr uint32_t immediate_value(uint64_t field) noexcept { return static_cast<uint32_t>(field); }
+/** @brief The Write length of Immediate Data @p field (immediate_field()). */
+[[nodiscard]] constexpr uint32_t immediate_write_len(uint64_t field) noexcept {
+    return static_cast<uint32_t>(field >> 32);
+}
+
 /** @brief The RFC 7306 Atomic Response header. */
 struct AtomicResponse {
     uint32_t request_id = 0; /**< The request's identifier. */

@@ -71,7 +71,18 @@ enum hwstub_send_opcode {
      * Bind the type 2 window remote_stag to this QP over bind_length bytes at tagged offset remote_to of the region
      * inv_stag, with the remote rights bind_access (bind_length 0 unbinds it). In send queue order, in IDLE too.
      */
-    HWSTUB_OP_BIND_MW = 7
+    HWSTUB_OP_BIND_MW = 7,
+    /**
+     * RFC 7306 Fetch and Add on the 64-bit target at remote_stag/remote_to (8-byte aligned) of operand[0]; the
+     * original value goes to the one 8-byte SGE. Counted with the Reads (IRD/ORD, read fence).
+     */
+    HWSTUB_OP_ATOMIC_FADD = 8,
+    /** RFC 7306 Compare and Swap: operand[1] replaces the target if it equals operand[0]; as ::HWSTUB_OP_ATOMIC_FADD. */
+    HWSTUB_OP_ATOMIC_CSWAP = 9,
+    /** RDMA Write as ::HWSTUB_OP_WRITE, then RFC 7306 Immediate Data of the low 32 bits of operand[0]. */
+    HWSTUB_OP_WRITE_IMM = 10,
+    /** RFC 7306 Immediate Data alone (the low 32 bits of operand[0]); ::HWSTUB_WQE_SOLICITED for its SE form. */
+    HWSTUB_OP_IMMEDIATE = 11
 };
 
 /** @brief Send WQE flags (::hwstub_send_wqe::flags). */
@@ -101,7 +112,11 @@ struct hwstub_send_wqe {
     uint32_t length;      /**< Read: bytes to read (the scatter list covers it). */
     uint32_t bind_access; /**< Bind MW: the window's remote rights (RI_ACCESS_REMOTE_READ/WRITE); else zero. */
     uint64_t bind_length; /**< Bind MW: the window's length (0 unbinds it); else zero. */
-    uint64_t reserved[2]; /**< Zero. */
+    /**
+     * Atomics: [0] the addend or the compare value, [1] the swap value. Immediate Data: [0] the value. Else zero
+     * (before RFC 7306: reserved, zero).
+     */
+    uint64_t operand[2];
 };
 
 /** @brief A receive WQE's header (16 bytes), followed in its slot by num_sge ::hwstub_sge. */
@@ -119,7 +134,12 @@ enum hwstub_cqe_opcode {
     HWSTUB_CQE_LOCAL_INV = 4, /**< A Local Invalidate completed. */
     HWSTUB_CQE_NOP = 5,       /**< A NOP completed. */
     HWSTUB_CQE_RECV = 6,      /**< A receive was filled. */
-    HWSTUB_CQE_BIND_MW = 7    /**< A window bind completed. */
+    HWSTUB_CQE_BIND_MW = 7,   /**< A window bind completed. */
+    HWSTUB_CQE_ATOMIC = 8,    /**< A Fetch and Add completed; its original value is in the WQE's sink. */
+    HWSTUB_CQE_RECV_IMM = 9,  /**< A receive took Immediate Data (::hwstub_cqe::imm_data, byte_len 0). */
+    HWSTUB_CQE_CMP_SWAP = 10, /**< A Compare and Swap completed; its original value is in the WQE's sink. */
+    HWSTUB_CQE_WRITE_IMM = 11, /**< An RDMA Write with Immediate Data completed (both of its messages went). */
+    HWSTUB_CQE_IMMEDIATE = 12  /**< An Immediate Data completed. */
 };
 
 /** @brief CQE flags (::hwstub_cqe::flags). */
@@ -139,7 +159,7 @@ struct hwstub_cqe {
     uint8_t status;      /**< An ::ri_wc_status value (0: success). */
     uint8_t flags;       /**< ::hwstub_cqe_flags. */
     uint8_t owner;       /**< Owner bit, written last by the OE. */
-    uint32_t reserved;   /**< Zero. */
+    uint32_t imm_data;   /**< ::HWSTUB_CQE_RECV_IMM: the immediate value; else zero. */
 };
 
 /** @brief The control block of a work queue: one cache line per writer. */

@@ -61,6 +61,12 @@ template <class Pd, class Mw, class Mr>
     return true;
 }
 
+/** @brief Whether @p opcode is one of RFC 7306's (atomics, Immediate Data): only for a peer that speaks it. */
+[[nodiscard]] constexpr bool rfc7306_opcode(uint32_t opcode) noexcept {
+    return opcode == RI_WR_ATOMIC_FETCH_ADD || opcode == RI_WR_ATOMIC_CMP_SWAP || opcode == RI_WR_RDMA_WRITE_IMM ||
+           opcode == RI_WR_IMMEDIATE;
+}
+
 /**
  * @brief Formats @p wr into send slot @p slot: ::RI_EOPNOTSUPP for operations hwstub does not execute. A window
  *        bind's handles are resolved by @p bind (with @p bind_ctx); without one a bind is ::RI_EOPNOTSUPP.
@@ -73,6 +79,10 @@ template <class Pd, class Mw, class Mr>
     if ((wr.flags & RI_SEND_SIGNALED) != 0) w.flags |= HWSTUB_WQE_SIGNALED;
     if ((wr.flags & RI_SEND_LOCAL_FENCE) != 0) w.flags |= HWSTUB_WQE_FENCE;
     if ((wr.flags & RI_SEND_READ_FENCE) != 0) w.flags |= HWSTUB_WQE_READ_FENCE;
+    if ((wr.flags & RI_SEND_SOLICITED) != 0) {
+        if (wr.opcode != RI_WR_RDMA_WRITE_IMM && wr.opcode != RI_WR_IMMEDIATE) return RI_EINVAL;
+        w.flags |= HWSTUB_WQE_SOLICITED;
+    }
     if (wr.opcode == RI_WR_BIND_MW) {
         if (bind == nullptr) return RI_EOPNOTSUPP;
         BindStags b;
@@ -108,16 +118,38 @@ template <class Pd, class Mw, class Mr>
         case RI_WR_RDMA_WRITE: w.opcode = HWSTUB_OP_WRITE; break;
         case RI_WR_RDMA_READ: w.opcode = HWSTUB_OP_READ; break;
         case RI_WR_LOCAL_INV: w.opcode = HWSTUB_OP_LOCAL_INV; break;
-        default: return RI_EOPNOTSUPP;  // fast registration, atomics
+        case RI_WR_ATOMIC_FETCH_ADD:
+        case RI_WR_ATOMIC_CMP_SWAP:
+            // One 8-byte sink, a 64-bit aligned target (RFC 7306 §8.2): anything else is the poster's error here,
+            // not a Terminate from the peer.
+            if (wr.num_sge != 1 || wr.sgl == nullptr || wr.sgl[0].length != 8 || (wr.u.atomic.remote_addr & 7) != 0 ||
+                (wr.flags & RI_SEND_INLINE) != 0) {
+                return RI_EINVAL;
+            }
+            w.opcode = wr.opcode == RI_WR_ATOMIC_CMP_SWAP ? HWSTUB_OP_ATOMIC_CSWAP : HWSTUB_OP_ATOMIC_FADD;
+            w.remote_stag = wr.u.atomic.rkey;
+            w.remote_to = wr.u.atomic.remote_addr;
+            w.operand[0] = wr.u.atomic.compare_add;
+            w.operand[1] = wr.opcode == RI_WR_ATOMIC_CMP_SWAP ? wr.u.atomic.swap : 0;
+            break;
+        case RI_WR_RDMA_WRITE_IMM: w.opcode = HWSTUB_OP_WRITE_IMM; break;
+        case RI_WR_IMMEDIATE:
+            if (wr.num_sge != 0) return RI_EINVAL;
+            w.opcode = HWSTUB_OP_IMMEDIATE;
+            w.operand[0] = wr.u.rdma.imm_data;
+            break;
+        default: return RI_EOPNOTSUPP;  // fast registration
     }
     if (w.opcode == HWSTUB_OP_SEND_INV || w.opcode == HWSTUB_OP_LOCAL_INV) w.inv_stag = wr.inv_stag;
-    if (w.opcode == HWSTUB_OP_WRITE || w.opcode == HWSTUB_OP_READ) {
+    if (w.opcode == HWSTUB_OP_WRITE || w.opcode == HWSTUB_OP_READ || w.opcode == HWSTUB_OP_WRITE_IMM) {
         w.remote_stag = wr.u.rdma.rkey;
         w.remote_to = wr.u.rdma.remote_addr;
     }
+    if (w.opcode == HWSTUB_OP_WRITE_IMM) w.operand[0] = wr.u.rdma.imm_data;
     if (wr.num_sge > 0 && wr.sgl == nullptr) return RI_EINVAL;
     uint8_t *body = slot + sizeof w;
-    if ((wr.flags & RI_SEND_INLINE) != 0 && w.opcode != HWSTUB_OP_READ && w.opcode != HWSTUB_OP_LOCAL_INV) {
+    if ((wr.flags & RI_SEND_INLINE) != 0 && (w.opcode == HWSTUB_OP_SEND || w.opcode == HWSTUB_OP_SEND_INV ||
+                                             w.opcode == HWSTUB_OP_WRITE || w.opcode == HWSTUB_OP_WRITE_IMM)) {
         size_t total = 0;
         for (uint32_t i = 0; i < wr.num_sge; ++i) total += wr.sgl[i].length;
         if (total > max_inline || sizeof w + total > slot_size) return RI_EINVAL;
@@ -181,6 +213,21 @@ inline void to_wc(const hwstub_cqe &c, uint64_t qp_context, ri_wc_t &wc) noexcep
         case HWSTUB_CQE_LOCAL_INV: wc.opcode = RI_WC_LOCAL_INV; break;
         case HWSTUB_CQE_BIND_MW: wc.opcode = RI_WC_BIND_MW; break;
         case HWSTUB_CQE_RECV: wc.opcode = RI_WC_RECV; break;
+        case HWSTUB_CQE_ATOMIC: wc.opcode = RI_WC_ATOMIC; break;
+        case HWSTUB_CQE_CMP_SWAP: wc.opcode = RI_WC_ATOMIC_CMP_SWAP; break;
+        case HWSTUB_CQE_WRITE_IMM:
+            wc.opcode = RI_WC_RDMA_WRITE;
+            wc.flags |= RI_WC_WITH_IMM;
+            break;
+        case HWSTUB_CQE_IMMEDIATE:
+            wc.opcode = RI_WC_SEND;
+            wc.flags |= RI_WC_WITH_IMM;
+            break;
+        case HWSTUB_CQE_RECV_IMM:
+            wc.opcode = RI_WC_RECV_RDMA_IMM;
+            wc.flags |= RI_WC_WITH_IMM;
+            wc.imm_data = c.imm_data;
+            break;
         default: wc.opcode = RI_WC_SEND; break;  // a NOP reports as a Send of nothing
     }
     if ((c.flags & HWSTUB_CQE_SOLICITED) != 0) wc.flags |= RI_WC_SOLICITED;
@@ -204,6 +251,14 @@ public:
         bind_ = fn;
         bind_ctx_ = ctx;
     }
+    /**
+     * @brief The RDMA-mode transition said whether the peer speaks RFC 7306 (::RI_MPA_RFC7306): from now on its
+     *        requests are refused here with ::RI_EOPNOTSUPP when it does not, rather than failing the QP in the
+     *        adapter. Before the transition they are queued, and the adapter decides.
+     */
+    void set_peer_rfc7306(bool speaks) noexcept {
+        refuse_rfc7306_.store(!speaks, std::memory_order_relaxed);
+    }
     /** @brief Post Send: formats each request into a slot, publishes them, rings once. */
     ri_status_t post_send(const ri_send_wr_t *wr, uint32_t count, uint32_t *posted) noexcept {
         if (posted == nullptr || (count > 0 && wr == nullptr)) return RI_EINVAL;
@@ -212,6 +267,10 @@ public:
         std::lock_guard g(sq_lock_);
         ri_status_t rc = RI_OK;
         for (uint32_t i = 0; i < count; ++i) {
+            if (rfc7306_opcode(wr[i].opcode) && refuse_rfc7306_.load(std::memory_order_relaxed)) {
+                rc = RI_EOPNOTSUPP;
+                break;
+            }
             uint8_t *slot = sq_.next();
             if (slot == nullptr) {
                 rc = RI_EAGAIN;
@@ -256,6 +315,7 @@ public:
 private:
     BindResolver bind_ = nullptr;
     void *bind_ctx_ = nullptr;
+    std::atomic<bool> refuse_rfc7306_{false};
     std::mutex sq_lock_, rq_lock_;
     WqProducer sq_, rq_;
     uint32_t sq_slot_, rq_slot_;

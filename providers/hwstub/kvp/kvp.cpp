@@ -326,6 +326,7 @@ struct Instance {
     // they share. Each open is served by one engine, so its CQs and QPs never cross engines.
     StagTable stags;
     FaultPlan faults;
+    std::mutex atomics;  // the engines' RFC 7306 atomics on host memory, one at a time (OffloadEngine)
     std::vector<std::unique_ptr<hwstub_engine_page>> pages;
     std::vector<std::unique_ptr<OffloadEngine>> engines;
     uint32_t next_engine = 0;
@@ -542,8 +543,8 @@ struct Kvp {
         for (uint32_t i = 0; i < inst->limits.engines; ++i) {
             inst->pages.push_back(std::make_unique<hwstub_engine_page>());
             inst->engines.push_back(std::make_unique<OffloadEngine>(inst->pages.back().get(), hooks, &inst->stags,
-                                                                    &inst->faults,
-                                                                    "hwstub-oe" + std::to_string(i)));
+                                                                    &inst->faults, "hwstub-oe" + std::to_string(i),
+                                                                    &inst->atomics));
             inst->engines.back()->set_poll_window(std::chrono::microseconds(inst->limits.poll_us));
             inst->engines.back()->set_moderation(inst->limits.moderation_cqes,
                                                   std::chrono::microseconds(inst->limits.moderation_us));
@@ -657,7 +658,7 @@ struct Kvp {
             a->vendor_part_id = 0x4857;  // "HW"
             a->hw_version = HWSTUB_HW_MAJOR;
             a->caps = RI_CAP_ZERO_BASED | RI_CAP_SEND_INV | RI_CAP_MPA_CRC | RI_CAP_MPA_MARKERS |
-                      RI_CAP_MPA_PEER2PEER | RI_CAP_RESIZE_CQ | RI_CAP_MW_TYPE2;
+                      RI_CAP_MPA_PEER2PEER | RI_CAP_RESIZE_CQ | RI_CAP_MW_TYPE2 | RI_CAP_ATOMICS | RI_CAP_IMMEDIATE;
             if (inst->same_host.load(std::memory_order_relaxed)) a->caps |= RI_CAP_SAME_HOST;
             a->fw_version = HWSTUB_HW_VERSION;
             const Limits &l = inst->limits;
@@ -1033,7 +1034,7 @@ ri_status_t Kvp::Qp::modify(const ri_qp_attr_t *in, uint32_t mask) {
         if ((mask & RI_QP_ATTR_IRD) != 0 && in->ird > pd->rnic->inst->limits.max_ird) return RI_ERANGE;
         if ((mask & RI_QP_ATTR_ORD) != 0 && in->ord > pd->rnic->inst->limits.max_ord) return RI_ERANGE;
         if ((mask & RI_QP_ATTR_ACCESS) != 0 &&
-            (in->access & ~(RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE)) != 0) {
+            (in->access & ~(RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_ATOMIC)) != 0) {
             return RI_EINVAL;
         }
     }
@@ -1057,6 +1058,7 @@ ri_status_t Kvp::Qp::modify(const ri_qp_attr_t *in, uint32_t mask) {
             llp.ord = attr.ord;
         }
         if (ri_status_t rc = oe.start_stream(qp_num, fd, llp, bell); rc != RI_OK) return rc;
+        if (host_side) host_side->set_peer_rfc7306((in->llp.mpa_flags & RI_MPA_RFC7306) != 0);
         attr.llp = in->llp;
         attr.llp.fd = -1;
         attr.llp.channel = (in->llp.mpa_flags & RI_LLP_SAME_HOST) != 0 ? -1 : 0;
@@ -1086,9 +1088,11 @@ ri_status_t Kvp::Qp::modify(const ri_qp_attr_t *in, uint32_t mask) {
 ri_status_t Kvp::Pd::register_mr(const ri_mr_reg_t *reg, ri_mr_t *out, ri_mr_keys_t *keys) {
     if (reg == nullptr || out == nullptr || keys == nullptr) return RI_EINVAL;
     if ((reg->access & ~kAccessKnown) != 0) return RI_EINVAL;
-    // Atomics this adapter cannot execute.
-    if ((reg->access & RI_ACCESS_REMOTE_ATOMIC) != 0) return RI_EOPNOTSUPP;
-    if ((reg->access & RI_ACCESS_REMOTE_WRITE) != 0 && (reg->access & RI_ACCESS_LOCAL_WRITE) == 0) return RI_EINVAL;
+    // Remote writes and atomics need local write: both change the region.
+    if ((reg->access & (RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_ATOMIC)) != 0 &&
+        (reg->access & RI_ACCESS_LOCAL_WRITE) == 0) {
+        return RI_EINVAL;
+    }
     if (reg->length == 0 || reg->addr + reg->length < reg->addr) return RI_EINVAL;
     Instance *inst = rnic->inst;
     if (reg->length > inst->limits.max_mr_size) return RI_ERANGE;

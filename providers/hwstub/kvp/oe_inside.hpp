@@ -75,7 +75,11 @@ inline uint8_t cqe_opcode(uint8_t op) {
         case HWSTUB_OP_SEND:
         case HWSTUB_OP_SEND_INV: return HWSTUB_CQE_SEND;
         case HWSTUB_OP_WRITE: return HWSTUB_CQE_WRITE;
+        case HWSTUB_OP_WRITE_IMM: return HWSTUB_CQE_WRITE_IMM;
+        case HWSTUB_OP_IMMEDIATE: return HWSTUB_CQE_IMMEDIATE;
         case HWSTUB_OP_READ: return HWSTUB_CQE_READ;
+        case HWSTUB_OP_ATOMIC_FADD: return HWSTUB_CQE_ATOMIC;
+        case HWSTUB_OP_ATOMIC_CSWAP: return HWSTUB_CQE_CMP_SWAP;
         case HWSTUB_OP_LOCAL_INV: return HWSTUB_CQE_LOCAL_INV;
         case HWSTUB_OP_BIND_MW: return HWSTUB_CQE_BIND_MW;
         default: return HWSTUB_CQE_NOP;
@@ -84,19 +88,44 @@ inline uint8_t cqe_opcode(uint8_t op) {
 
 // The checks hardware makes on a fetched send WQE before it touches anything the WQE names.
 inline bool well_formed(const hwstub_send_wqe &w, const QpSetup &s) {
-    if (w.opcode < HWSTUB_OP_SEND || w.opcode > HWSTUB_OP_BIND_MW) return false;
+    if (w.opcode < HWSTUB_OP_SEND || w.opcode > HWSTUB_OP_IMMEDIATE) return false;
     if ((w.flags & ~kKnownFlags) != 0) return false;
     if (w.opcode == HWSTUB_OP_BIND_MW) return w.num_sge == 0 && (w.flags & HWSTUB_WQE_INLINE) == 0;
     if (w.bind_access != 0 || w.bind_length != 0) return false;
+    const bool atomic = w.opcode == HWSTUB_OP_ATOMIC_FADD || w.opcode == HWSTUB_OP_ATOMIC_CSWAP;
+    const bool immediate = w.opcode == HWSTUB_OP_WRITE_IMM || w.opcode == HWSTUB_OP_IMMEDIATE;
+    if (!atomic && !immediate && (w.operand[0] != 0 || w.operand[1] != 0)) return false;
+    if (immediate && (w.operand[0] >> 32) != 0) return false;  // the verbs' immediate value is 32 bits
+    // An atomic's one 8-byte sink (its length is checked with its region); an Immediate Data carries no payload.
+    if (atomic && (w.num_sge != 1 || (w.flags & HWSTUB_WQE_INLINE) != 0 || (w.remote_to & 7) != 0)) return false;
+    if (w.opcode == HWSTUB_OP_IMMEDIATE && (w.num_sge != 0 || (w.flags & HWSTUB_WQE_INLINE) != 0)) return false;
     if ((w.flags & HWSTUB_WQE_INLINE) != 0) {
         if (w.num_sge != 0 || w.inline_len > s.max_inline) return false;
-        if (w.opcode != HWSTUB_OP_SEND && w.opcode != HWSTUB_OP_SEND_INV && w.opcode != HWSTUB_OP_WRITE) return false;
+        if (w.opcode != HWSTUB_OP_SEND && w.opcode != HWSTUB_OP_SEND_INV && w.opcode != HWSTUB_OP_WRITE &&
+            w.opcode != HWSTUB_OP_WRITE_IMM) {
+            return false;
+        }
         if (sizeof(hwstub_send_wqe) + w.inline_len > s.sq.slot_size) return false;
     } else {
         if (w.num_sge > s.max_send_sge || w.num_sge > iwarp::kMaxSge) return false;
         if (sizeof(hwstub_send_wqe) + w.num_sge * sizeof(hwstub_sge) > s.sq.slot_size) return false;
     }
     return true;
+}
+
+// The RFC 7306 Atomic Request of atomic WQE @p w: one whole 64-bit field, as the verbs' atomics are (no masks).
+inline iwarp::AtomicRequest atomic_request(const hwstub_send_wqe &w) {
+    iwarp::AtomicRequest a;
+    if (w.opcode == HWSTUB_OP_ATOMIC_CSWAP) {
+        a.op = static_cast<uint8_t>(iwarp::AtomicOp::cmp_swap);
+        a.compare = w.operand[0];
+        a.add_swap = w.operand[1];
+        a.add_swap_mask = ~0ull;
+    } else {
+        a.op = static_cast<uint8_t>(iwarp::AtomicOp::fetch_add);
+        a.add_swap = w.operand[0];
+    }
+    return a;
 }
 
 inline hwstub_cqe make_cqe(uint32_t qp_num, uint64_t wr_id, uint8_t opcode, uint8_t status) {
@@ -262,8 +291,13 @@ struct OffloadEngine::Qp final : iwarp::EngineOwner {
     void completed(const iwarp::Completion &c) override {
         if (c.kind == iwarp::Completion::Kind::recv) {
             const iwarp::ReceiveBuffer &b = recvs[rq_done & (setup.rq.depth - 1)];
-            hwstub_cqe cqe = make_cqe(setup.qp_num, b.wr_id, HWSTUB_CQE_RECV, RI_WC_SUCCESS);
+            hwstub_cqe cqe = make_cqe(setup.qp_num, b.wr_id, c.immediate ? HWSTUB_CQE_RECV_IMM : HWSTUB_CQE_RECV,
+                                      RI_WC_SUCCESS);
             cqe.byte_len = c.byte_len;
+            if (c.immediate) {
+                cqe.imm_data = iwarp::immediate_value(c.imm_data);
+                cqe.byte_len = iwarp::immediate_write_len(c.imm_data);  // the Write's, as InfiniBand reports it
+            }
             if (c.solicited) cqe.flags |= HWSTUB_CQE_SOLICITED;
             if (c.invalidated) {
                 cqe.flags |= HWSTUB_CQE_WITH_INV;
@@ -276,15 +310,11 @@ struct OffloadEngine::Qp final : iwarp::EngineOwner {
         }
         // Send-side requests carry their send queue index as the engine's wr_id.
         SendRecord &r = sends[static_cast<uint32_t>(c.wr_id) & (setup.sq.depth - 1)];
-        if (r.read) {
-            if (reads_out > 0) --reads_out;
-            r.byte_len += c.byte_len;
-            if (r.parts > 0 && --r.parts > 0) return;  // more parts of the scattered Read to come
-            r.done = true;
-            return;
-        }
+        if (r.read && reads_out > 0) --reads_out;  // a Read's part or an atomic
+        r.byte_len += c.byte_len;
+        // More parts to come: of a scattered Read, or the Immediate Data after a Write.
+        if (r.parts > 0 && --r.parts > 0) return;
         r.done = true;
-        r.byte_len = c.byte_len;
     }
     void peer_terminated(const iwarp::Terminate &t) override {
         stream->peer_terminated = true;
@@ -296,6 +326,19 @@ struct OffloadEngine::Qp final : iwarp::EngineOwner {
     }
     bool dma_write(uint64_t dst, const void *src, size_t len) noexcept override {
         return registered(dst, len) && dma.write(dst, len, static_cast<const uint8_t *>(src));
+    }
+    bool dma_atomic(uint64_t target, const iwarp::AtomicRequest &r, uint64_t &original) noexcept override {
+        // The read, the new value and the write as one step among every atomic the adapter serves (its engines
+        // may target one counter). As with InfiniBand's HCA atomics, the consumer's own CPU stores to the target are
+        // not part of it.
+        if (!registered(target, 8)) return false;
+        std::lock_guard g(oe->atomics_);
+        uint8_t bytes[8];
+        if (!dma.read(target, 8, bytes)) return false;
+        std::memcpy(&original, bytes, 8);
+        const uint64_t result = iwarp::atomic_result(r, original);
+        std::memcpy(bytes, &result, 8);
+        return dma.write(target, 8, bytes);
     }
 };
 

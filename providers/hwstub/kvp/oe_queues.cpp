@@ -122,8 +122,11 @@ bool OffloadEngine::serve_send_queue(Qp &qp, Pending &out) {
             r.opcode = cqe_opcode(w.opcode);
             r.status = RI_WC_SUCCESS;
             r.signaled = (w.flags & HWSTUB_WQE_SIGNALED) != 0;
-            r.read = w.opcode == HWSTUB_OP_READ;
-            r.parts = r.read ? std::max<uint32_t>(w.num_sge, 1) : 0;
+            const bool atomic = w.opcode == HWSTUB_OP_ATOMIC_FADD || w.opcode == HWSTUB_OP_ATOMIC_CSWAP;
+            r.read = w.opcode == HWSTUB_OP_READ || atomic;  // an atomic counts with the Reads (ORD, read fence)
+            r.parts = w.opcode == HWSTUB_OP_READ ? std::max<uint32_t>(w.num_sge, 1)
+                      : w.opcode == HWSTUB_OP_WRITE_IMM ? 2
+                                                         : 0;
         }
         if (w.opcode == HWSTUB_OP_NOP) {
             r.done = true;
@@ -151,8 +154,10 @@ bool OffloadEngine::serve_send_queue(Qp &qp, Pending &out) {
                 wr.num_sge = w.inline_len > 0 ? 1 : 0;
             } else {
                 const auto *sge = reinterpret_cast<const hwstub_sge *>(mine + sizeof w);
-                const uint32_t need = w.opcode == HWSTUB_OP_READ ? RI_ACCESS_LOCAL_WRITE : RI_ACCESS_LOCAL_READ;
+                // A Read's and an atomic's sinks are written; everything else's gather list is read.
+                const uint32_t need = r.read ? RI_ACCESS_LOCAL_WRITE : RI_ACCESS_LOCAL_READ;
                 for (uint32_t i = 0; i < w.num_sge && ok; ++i) ok = qp.translate(sge[i], need, wr.sge[i]);
+                if (ok && w.opcode != HWSTUB_OP_READ && r.read) ok = sge[0].length == 8;  // an atomic's sink
                 wr.num_sge = w.num_sge;
                 wr.foreign = qp.foreign();
             }
@@ -168,9 +173,20 @@ bool OffloadEngine::serve_send_queue(Qp &qp, Pending &out) {
                     wr.inv_stag = w.inv_stag;
                     break;
                 case HWSTUB_OP_WRITE:
+                case HWSTUB_OP_WRITE_IMM:
                     wr.type = iwarp::WorkType::write;
                     wr.remote_stag = w.remote_stag;
                     wr.remote_to = w.remote_to;
+                    break;
+                case HWSTUB_OP_IMMEDIATE:
+                    wr.type = solicited ? iwarp::WorkType::immediate_se : iwarp::WorkType::immediate;
+                    wr.immediate = iwarp::immediate_field(static_cast<uint32_t>(w.operand[0]), 0);
+                    break;
+                case HWSTUB_OP_ATOMIC_FADD:
+                case HWSTUB_OP_ATOMIC_CSWAP:
+                    wr.type = iwarp::WorkType::atomic;
+                    wr.remote_stag = w.remote_stag;
+                    wr.atomic = atomic_request(w);
                     break;
                 default:  // HWSTUB_OP_READ (well_formed() let nothing else through)
                     wr.type = iwarp::WorkType::read;
@@ -214,6 +230,39 @@ bool OffloadEngine::serve_send_queue(Qp &qp, Pending &out) {
                     offset += sge[i].length;
                 }
                 qp.read_parts_posted = 0;
+            } else if (w.opcode == HWSTUB_OP_WRITE_IMM) {
+                // The Write, then the Immediate Data: two engine requests, one CQE (SendRecord::parts).
+                for (uint32_t i = resume; i < 2; ++i) {
+                    iwarp::WorkRequest part = wr;
+                    part.remote_to = w.remote_to;
+                    if (i == 1) {
+                        part = iwarp::WorkRequest{};
+                        part.wr_id = wr.wr_id;
+                        part.type = solicited ? iwarp::WorkType::immediate_se : iwarp::WorkType::immediate;
+                        uint64_t len = 0;
+                        for (uint32_t s = 0; s < wr.num_sge; ++s) len += wr.sge[s].len;
+                        part.immediate = iwarp::immediate_field(static_cast<uint32_t>(w.operand[0]),
+                                                                static_cast<uint32_t>(len));
+                    }
+                    const rdma::Status st = qp.stream->engine.post(part);
+                    if (st.code() == RI_EAGAIN) {
+                        qp.read_parts_posted = i;  // resumed at the Immediate Data when the engine has room
+                        qp.sq.unfetch();
+                        return did;
+                    }
+                    if (!st) {
+                        qp.read_parts_posted = 0;
+                        if (i > 0) {
+                            qp.stream->engine.abort(iwarp::term::kRdmapLocalCatastrophic);
+                            ++qp.sq_started;
+                            enter_error(qp, out, RI_AE_QP_FATAL);
+                            return true;
+                        }
+                        wqe_failed(qp, RI_WC_LOC_QP_OP_ERR, out);
+                        return true;
+                    }
+                }
+                qp.read_parts_posted = 0;
             } else {
                 wr.remote_to = w.remote_to;
                 const rdma::Status st = qp.stream->engine.post(wr);
@@ -225,6 +274,7 @@ bool OffloadEngine::serve_send_queue(Qp &qp, Pending &out) {
                     wqe_failed(qp, RI_WC_LOC_QP_OP_ERR, out);
                     return true;
                 }
+                if (r.read) ++qp.reads_out;  // an atomic
             }
         }
         stats_.wqes.fetch_add(1, std::memory_order_relaxed);

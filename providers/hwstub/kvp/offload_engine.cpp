@@ -5,8 +5,9 @@
 namespace hwstub {
 
 OffloadEngine::OffloadEngine(hwstub_engine_page *page, EngineHooks hooks, StagTable *stags, FaultPlan *faults,
-                             std::string name)
+                             std::string name, std::mutex *atomics)
     : page_(page), hooks_(std::move(hooks)), name_(std::move(name)), stags_(stags != nullptr ? *stags : own_stags_),
+      atomics_(atomics != nullptr ? *atomics : own_atomics_),
       faults_(faults != nullptr ? *faults : own_faults_) {
     pages_.push_back(page_);
     (void)iwarp::slow_copy_offsets();  // measured now, once per process, not by the engine's first large payload

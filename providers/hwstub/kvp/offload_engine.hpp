@@ -136,12 +136,13 @@ class OffloadEngine {
 public:
     /**
      * @brief An engine on @p page (the instance's own engine page), reporting through @p hooks. An instance with
-     *        several engines gives them one STag table (@p stags) and one fault plan (@p faults), as a chip's
-     *        processors share the adapter's memory; without them the engine has its own.
+     *        several engines gives them one STag table (@p stags), one fault plan (@p faults) and one lock for the
+     *        RFC 7306 atomics they serve on host memory (@p atomics), as a chip's processors share the adapter's
+     *        memory; without them the engine has its own.
      * @param name The thread's name (as `ps -L` and `top -H` show it), at most 15 characters.
      */
     OffloadEngine(hwstub_engine_page *page, EngineHooks hooks, StagTable *stags = nullptr,
-                  FaultPlan *faults = nullptr, std::string name = "hwstub-oe");
+                  FaultPlan *faults = nullptr, std::string name = "hwstub-oe", std::mutex *atomics = nullptr);
     OffloadEngine(const OffloadEngine &) = delete;
     OffloadEngine &operator=(const OffloadEngine &) = delete;
     /** @brief Stops the thread and closes every stream. */
@@ -293,6 +294,8 @@ private:
     std::string name_;
     StagTable own_stags_;
     StagTable &stags_;
+    std::mutex own_atomics_;
+    std::mutex &atomics_;  // an atomic's read, new value and write on host memory, one at a time per adapter
     mutable std::mutex mutex_;  // the tables below, and failure_
     std::vector<hwstub_engine_page *> pages_;
     std::map<uint32_t, std::unique_ptr<Cq>> cqs_;

@@ -158,7 +158,9 @@ struct Uvp {
                 // The consumer's half of the RDMA-mode transition: the adapter already runs the stream; a socket
                 // offered here is not ours to keep.
                 if (in->llp.fd >= 0) ::close(in->llp.fd);
-                return mask == kTransition ? RI_OK : RI_EINVAL;
+                if (mask != kTransition) return RI_EINVAL;
+                queues->set_peer_rfc7306((in->llp.mpa_flags & RI_MPA_RFC7306) != 0);
+                return RI_OK;
             }
             struct {
                 ri_syscall_modify_t m;

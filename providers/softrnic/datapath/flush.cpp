@@ -42,6 +42,7 @@ ri_wc_t QueuePair::sq_wc(const uint8_t *slot, uint32_t status) const {
     softrnic_sq_wqe h;
     std::memcpy(&h, slot, sizeof h);
     ri_wc_t w = wc(h.wr_id, wc_opcode_of(h.opcode), status);
+    if (h.opcode == RI_WR_RDMA_WRITE_IMM || h.opcode == RI_WR_IMMEDIATE) w.flags |= RI_WC_WITH_IMM;
     uint64_t bytes = h.inline_len;
     for (uint32_t i = 0; i < h.num_sge && i < setup_.init.sq_sge; ++i) {
         ri_sge_t g;

@@ -7,7 +7,9 @@ namespace softrnic::datapath {
 ri_status_t QueuePair::check_send(const ri_send_wr_t &w, uint64_t &inline_len) const {
     constexpr uint32_t kFlags = RI_SEND_SIGNALED | RI_SEND_READ_FENCE | RI_SEND_LOCAL_FENCE | RI_SEND_INLINE;
     const ri_qp_init_attr_t &init = setup_.init;
-    if ((w.flags & ~kFlags) != 0 || (w.num_sge > 0 && w.sgl == nullptr)) return RI_EINVAL;
+    const bool immediate = w.opcode == RI_WR_RDMA_WRITE_IMM || w.opcode == RI_WR_IMMEDIATE;
+    const uint32_t flags = immediate ? kFlags | RI_SEND_SOLICITED : kFlags;
+    if ((w.flags & ~flags) != 0 || (w.num_sge > 0 && w.sgl == nullptr)) return RI_EINVAL;
     uint32_t sge_limit = init.sq_sge;
     bool may_inline = false;
     uint32_t need = RI_ACCESS_LOCAL_READ;
@@ -37,9 +39,25 @@ ri_status_t QueuePair::check_send(const ri_send_wr_t &w, uint64_t &inline_len) c
             sge_limit = 0;
             break;
         case RI_WR_LOCAL_INV: sge_limit = 0; break;
-        case RI_WR_RDMA_READ_INV:  // an InfiniBand extension softrnic does not offer
+        case RI_WR_RDMA_WRITE_IMM:
+            if (stream_ && !rfc7306_) return RI_EOPNOTSUPP;  // the peer does not speak RFC 7306
+            may_inline = true;
+            break;
+        case RI_WR_IMMEDIATE:
+            if (stream_ && !rfc7306_) return RI_EOPNOTSUPP;
+            sge_limit = 0;
+            break;
         case RI_WR_ATOMIC_FETCH_ADD:
-        case RI_WR_ATOMIC_CMP_SWAP: return RI_EOPNOTSUPP;
+        case RI_WR_ATOMIC_CMP_SWAP:
+            if (stream_ && !rfc7306_) return RI_EOPNOTSUPP;
+            // One 8-byte sink for the original value, and a target RFC 7306 lets the responder serve (64-bit
+            // aligned): a request the peer would refuse is the poster's error, not a Terminate.
+            if (w.num_sge != 1 || w.sgl == nullptr || w.sgl[0].length != 8 || (w.u.atomic.remote_addr & 7) != 0) {
+                return RI_EINVAL;
+            }
+            need = RI_ACCESS_LOCAL_WRITE;
+            break;
+        case RI_WR_RDMA_READ_INV: return RI_EOPNOTSUPP;  // an InfiniBand extension softrnic does not offer
         default: return RI_EINVAL;
     }
     const bool inl = (w.flags & RI_SEND_INLINE) != 0;
@@ -292,6 +310,69 @@ void QueuePair::issue() {
                 ++s.issued;
                 continue;
             }
+            case RI_WR_ATOMIC_FETCH_ADD:
+            case RI_WR_ATOMIC_CMP_SWAP: {
+                // Counted with the Reads: it takes one of the ORD's places and a read fence waits for it.
+                if (s.llp.ord == 0) return local_failure(idx, RI_WC_LOC_QP_OP_ERR);
+                iwarp::WorkRequest wr;
+                wr.wr_id = idx;
+                wr.type = iwarp::WorkType::atomic;
+                if (!resolve_gather(h, slot, wr) || wr.num_sge != 1) return local_failure(idx, RI_WC_LOC_PROT_ERR);
+                wr.remote_stag = u.atomic.rkey;
+                wr.remote_to = u.atomic.remote_addr;
+                wr.atomic = atomic_request(h.opcode, u);
+                rdma::Status rc = s.engine.post(wr);
+                if (rc.code() == RI_EAGAIN) return;
+                if (!rc.ok()) return local_failure(idx, RI_WC_LOC_QP_OP_ERR);
+                st = SlotState{1, false, true};
+                ++s.inflight;
+                ++s.reads_inflight;
+                ++s.issued;
+                continue;
+            }
+            case RI_WR_RDMA_WRITE_IMM:
+            case RI_WR_IMMEDIATE: {
+                // The Write (if any), then the Immediate Data: two engine requests, one completion.
+                const bool write = h.opcode == RI_WR_RDMA_WRITE_IMM;
+                const uint32_t parts = write ? 2 : 1;
+                if (write && s.issued_parts == 0) {
+                    iwarp::WorkRequest wr;
+                    wr.wr_id = idx;
+                    wr.type = iwarp::WorkType::write;
+                    if (!resolve_gather(h, slot, wr)) return local_failure(idx, RI_WC_LOC_PROT_ERR);
+                    wr.remote_stag = u.rdma.rkey;
+                    wr.remote_to = u.rdma.remote_addr;
+                    rdma::Status rc = s.engine.post(wr);
+                    if (rc.code() == RI_EAGAIN) return;
+                    if (!rc.ok()) return local_failure(idx, RI_WC_LOC_QP_OP_ERR);
+                    st = SlotState{static_cast<uint16_t>(parts), false, false};
+                    ++s.inflight;
+                    s.issued_parts = 1;
+                }
+                iwarp::WorkRequest wr;
+                wr.wr_id = idx;
+                wr.type = (h.flags & RI_SEND_SOLICITED) != 0 ? iwarp::WorkType::immediate_se : iwarp::WorkType::immediate;
+                uint64_t write_len = write ? h.inline_len : 0;
+                for (uint32_t i = 0; write && i < h.num_sge; ++i) {
+                    ri_sge_t g;
+                    std::memcpy(&g, slot + sizeof h + i * sizeof g, sizeof g);
+                    write_len += g.length;
+                }
+                wr.immediate = iwarp::immediate_field(u.rdma.imm_data, static_cast<uint32_t>(write_len));
+                rdma::Status rc = s.engine.post(wr);
+                if (rc.code() == RI_EAGAIN) return;  // the Write went: issued_parts says so
+                if (!rc.ok()) {
+                    if (s.issued_parts > 0) --st.parts;  // the Write's own completion still comes
+                    return local_failure(idx, RI_WC_LOC_QP_OP_ERR);
+                }
+                if (s.issued_parts == 0) {
+                    st = SlotState{static_cast<uint16_t>(parts), false, false};
+                    ++s.inflight;
+                }
+                s.issued_parts = 0;
+                ++s.issued;
+                continue;
+            }
             case RI_WR_SEND:
             case RI_WR_SEND_SE:
             case RI_WR_SEND_INV:
@@ -398,8 +479,13 @@ bool QueuePair::invalidate_stag(uint32_t stag) { return stags_.invalidate(stag, 
 
 void QueuePair::completed(const iwarp::Completion &c) {
     if (c.kind == iwarp::Completion::Kind::recv) {
-        ri_wc_t w = wc(c.wr_id, RI_WC_RECV, RI_WC_SUCCESS);
+        ri_wc_t w = wc(c.wr_id, c.immediate ? RI_WC_RECV_RDMA_IMM : RI_WC_RECV, RI_WC_SUCCESS);
         w.byte_len = c.byte_len;
+        if (c.immediate) {
+            w.flags |= RI_WC_WITH_IMM;
+            w.imm_data = iwarp::immediate_value(c.imm_data);
+            w.byte_len = iwarp::immediate_write_len(c.imm_data);  // the Write's, as InfiniBand reports it
+        }
         if (c.solicited) w.flags |= RI_WC_SOLICITED;
         if (c.invalidated) {
             w.flags |= RI_WC_WITH_INV;

@@ -164,6 +164,7 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
             cfg.accept_pull = setup_.tunables.pull_min != 0 && chan->accept_pulls();
             cfg.pull_min = setup_.tunables.pull_min;
         }
+        rfc7306_ = cfg.rfc7306;
         stream_ = std::make_unique<Stream>(static_cast<iwarp::EngineOwner &>(*this), fd, std::move(chan), p, cfg,
                                            sq_.depth(), full_streams_);
         // The initiator's first bytes may reach a peer that has not yet handed its socket to its QP (Linux siw):

@@ -233,6 +233,7 @@ private:
     uint32_t state_ = RI_QPS_IDLE;  // changed under mutex_ and rq_.lock()
     std::unique_ptr<Stream> stream_;  // from the RDMA-mode transition to ERROR
     bool registered_ = false;         // ever handed to the progress thread
+    bool rfc7306_ = false;            // the stream's peer speaks RFC 7306 (RI_MPA_RFC7306 at the transition)
     // Busy-poll detection (under mutex_): inline passes so far, and their number at the progress thread's last
     // service; parked_ is written under mutex_ and read anywhere (a CQ being armed unparks its QPs).
     uint32_t inline_polls_ = 0;

@@ -67,14 +67,15 @@ using providers::common::stream_recvmsg;
 
 inline uint32_t wc_opcode_of(uint32_t wr_opcode) {
     switch (wr_opcode) {
-        case RI_WR_RDMA_WRITE: return RI_WC_RDMA_WRITE;
+        case RI_WR_RDMA_WRITE:
+        case RI_WR_RDMA_WRITE_IMM: return RI_WC_RDMA_WRITE;
         case RI_WR_RDMA_READ:
         case RI_WR_RDMA_READ_INV: return RI_WC_RDMA_READ;
         case RI_WR_BIND_MW: return RI_WC_BIND_MW;
         case RI_WR_FAST_REG: return RI_WC_FAST_REG;
         case RI_WR_LOCAL_INV: return RI_WC_LOCAL_INV;
-        case RI_WR_ATOMIC_FETCH_ADD:
-        case RI_WR_ATOMIC_CMP_SWAP: return RI_WC_ATOMIC;
+        case RI_WR_ATOMIC_FETCH_ADD: return RI_WC_ATOMIC;
+        case RI_WR_ATOMIC_CMP_SWAP: return RI_WC_ATOMIC_CMP_SWAP;
         default: return RI_WC_SEND;
     }
 }
@@ -105,6 +106,22 @@ constexpr uint32_t kCorkPosts = kBatchFrames < kEngineQueue ? kBatchFrames : kEn
 // four to a sendmsg; 128 KiB ones went from 0.75-0.79x to 1.2-1.25x two to a sendmsg. A message this large or
 // larger is sent as it is posted: its own sendmsg amortizes itself.
 constexpr uint64_t kCorkBytes = 256u << 10;
+
+// The RFC 7306 Atomic Request of send slot opcode @p opcode with operands @p u (RI_WR_ATOMIC_FETCH_ADD or
+// RI_WR_ATOMIC_CMP_SWAP): one whole 64-bit field, as the verbs' atomics are (no masks).
+inline iwarp::AtomicRequest atomic_request(uint32_t opcode, const WrUnion &u) {
+    iwarp::AtomicRequest a;
+    if (opcode == RI_WR_ATOMIC_CMP_SWAP) {
+        a.op = static_cast<uint8_t>(iwarp::AtomicOp::cmp_swap);
+        a.compare = u.atomic.compare_add;
+        a.add_swap = u.atomic.swap;
+        a.add_swap_mask = ~0ull;
+    } else {
+        a.op = static_cast<uint8_t>(iwarp::AtomicOp::fetch_add);
+        a.add_swap = u.atomic.compare_add;
+    }
+    return a;
+}
 
 // Payload bytes request @p w puts on the wire (an RDMA Read Request carries none of its own).
 inline uint64_t wire_payload(const ri_send_wr_t &w) {

@@ -218,7 +218,7 @@ void Instance::fill_attr(ri_rnic_attr_t &a) const {
     // No RI_CAP_MW_TYPE1: a type 1 window is bound by the Bind Memory Window verb, which softrnic does not execute,
     // so it allocates none (an allocated window nothing can bind would be a promise it cannot keep).
     a.caps = RI_CAP_SRQ | RI_CAP_ZERO_BASED | RI_CAP_MW_TYPE2 | RI_CAP_SEND_INV |
-             RI_CAP_FAST_REG | RI_CAP_SHARED_MR | RI_CAP_RESIZE_CQ;
+             RI_CAP_FAST_REG | RI_CAP_SHARED_MR | RI_CAP_RESIZE_CQ | RI_CAP_ATOMICS | RI_CAP_IMMEDIATE;
     if (mpa_.crc) a.caps |= RI_CAP_MPA_CRC;
     if (mpa_.markers) a.caps |= RI_CAP_MPA_MARKERS;
     if (mpa_.peer2peer) a.caps |= RI_CAP_MPA_PEER2PEER;

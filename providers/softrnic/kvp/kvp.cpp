@@ -122,11 +122,13 @@ constexpr uint32_t kAccessKnown = RI_ACCESS_LOCAL_READ | RI_ACCESS_LOCAL_WRITE |
                                   RI_ACCESS_REMOTE_WRITE | RI_ACCESS_MW_BIND | RI_ACCESS_ZERO_BASED |
                                   RI_ACCESS_REMOTE_ATOMIC;
 
-// The verbs' rules for region rights: remote write needs local write; atomics are not supported.
+// The verbs' rules for region rights: remote write and remote atomics need local write (an atomic writes the
+// target).
 ri_status_t check_access(uint32_t access) {
     if ((access & ~kAccessKnown) != 0) return RI_EINVAL;
-    if ((access & RI_ACCESS_REMOTE_ATOMIC) != 0) return RI_EOPNOTSUPP;
-    if ((access & RI_ACCESS_REMOTE_WRITE) != 0 && (access & RI_ACCESS_LOCAL_WRITE) == 0) return RI_EINVAL;
+    if ((access & (RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_ATOMIC)) != 0 && (access & RI_ACCESS_LOCAL_WRITE) == 0) {
+        return RI_EINVAL;
+    }
     return RI_OK;
 }
 
@@ -687,8 +689,8 @@ ri_status_t Kvp::Qp::check_modify(const ri_qp_attr_t *in, uint32_t mask) {
         if ((mask & RI_QP_ATTR_IRD) != 0 && in->ird > lim.max_ird) return RI_ERANGE;
         if ((mask & RI_QP_ATTR_ORD) != 0 && in->ord > lim.max_ord) return RI_ERANGE;
         if ((mask & RI_QP_ATTR_ACCESS) != 0) {
-            if ((in->access & RI_ACCESS_REMOTE_ATOMIC) != 0) return RI_EOPNOTSUPP;
-            if ((in->access & ~(RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE)) != 0) return RI_EINVAL;
+            constexpr uint32_t kQpAccess = RI_ACCESS_REMOTE_READ | RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_ATOMIC;
+            if ((in->access & ~kQpAccess) != 0) return RI_EINVAL;
         }
     }
     if ((mask & RI_QP_ATTR_IRD) != 0) attr.ird = in->ird;

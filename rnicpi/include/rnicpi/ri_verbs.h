@@ -37,7 +37,13 @@ enum ri_rnic_cap {
     RI_CAP_SHARED_MR = 1u << 12,     /**< Register Shared Memory Region. */
     RI_CAP_SAME_HOST = 1u << 13,     /**< Takes a same-host channel at the RDMA-mode transition (ri_channel.h). */
     /** Reads a version 2 channel hello and may move large messages by single copy (ri_channel.h); ABI 1.8. */
-    RI_CAP_CHANNEL_PULL = 1u << 14
+    RI_CAP_CHANNEL_PULL = 1u << 14,
+    /**
+     * RFC 7306 Immediate Data: ::RI_WR_RDMA_WRITE_IMM and ::RI_WR_IMMEDIATE, and their receive completions
+     * (::RI_WC_RECV_RDMA_IMM); ABI 1.9. Like ::RI_CAP_ATOMICS, usable on a QP only where the host found that the
+     * peer speaks RFC 7306 too (::RI_MPA_RFC7306); elsewhere a post answers ::RI_EOPNOTSUPP.
+     */
+    RI_CAP_IMMEDIATE = 1u << 15
 };
 
 /** @brief RNIC attributes, the result of Query RNIC. */
@@ -184,7 +190,14 @@ enum ri_mpa_flags {
      * Not an MPA option: the stream's bytes move over the same-host channel ri_llp_params_t::channel (ri_channel.h)
      * instead of the TCP socket, which stays the connection's control channel (its end, orderly or abortive).
      */
-    RI_LLP_SAME_HOST = 1u << 4
+    RI_LLP_SAME_HOST = 1u << 4,
+    /**
+     * Not an MPA option (ABI 1.9): the host knows that the peer's end speaks RFC 7306 (atomics, Immediate Data) as
+     * this one does, so the QP may send and must take those messages. MPA has no way to say so: the host learns it
+     * outside the stream (the same-host path, or the kAL's TCP option; docs/architecture.md, "RFC 7306"), and
+     * never sets it for a peer it knows nothing of, such as Linux siw, which answers those opcodes with a Terminate.
+     */
+    RI_MPA_RFC7306 = 1u << 5
 };
 
 /** @brief RFC 6581 ready-to-receive message types. */
@@ -362,7 +375,15 @@ typedef enum ri_wr_opcode {
     RI_WR_FAST_REG = 8,          /**< Fast-register an allocated STag (ri_send_wr_t::fast_reg). */
     RI_WR_LOCAL_INV = 9,         /**< Invalidate a local STag (ri_send_wr_t::inv_stag). */
     RI_WR_ATOMIC_FETCH_ADD = 10, /**< RFC 7306 Fetch and Add (ri_send_wr_t::atomic). */
-    RI_WR_ATOMIC_CMP_SWAP = 11   /**< RFC 7306 Compare and Swap (ri_send_wr_t::atomic). */
+    RI_WR_ATOMIC_CMP_SWAP = 11,  /**< RFC 7306 Compare and Swap (ri_send_wr_t::atomic). */
+    /**
+     * RDMA Write to ri_send_wr_t::rdma, then RFC 7306 Immediate Data carrying ri_send_wr_t::rdma::imm_data, which
+     * takes one of the peer's receives (ABI 1.9, ::RI_CAP_IMMEDIATE); completes as ::RI_WC_RDMA_WRITE once both
+     * went.
+     */
+    RI_WR_RDMA_WRITE_IMM = 12,
+    /** RFC 7306 Immediate Data alone: ri_send_wr_t::rdma::imm_data into one of the peer's receives (ABI 1.9). */
+    RI_WR_IMMEDIATE = 13
 } ri_wr_opcode_t;
 
 /** @brief Send work request flags. */
@@ -370,7 +391,9 @@ enum ri_send_flags {
     RI_SEND_SIGNALED = 1u << 0,   /**< Generate a completion (always with ::RI_QP_SIGNAL_ALL). */
     RI_SEND_READ_FENCE = 1u << 1, /**< Wait for prior RDMA Reads to complete before this request. */
     RI_SEND_LOCAL_FENCE = 1u << 2, /**< Wait for all prior requests to complete before this request. */
-    RI_SEND_INLINE = 1u << 3      /**< Copy the payload at post time; lkeys are ignored. */
+    RI_SEND_INLINE = 1u << 3,     /**< Copy the payload at post time; lkeys are ignored. */
+    /** The Immediate Data of ::RI_WR_RDMA_WRITE_IMM or ::RI_WR_IMMEDIATE carries a solicited event (ABI 1.9). */
+    RI_SEND_SOLICITED = 1u << 4
 };
 
 /** @brief A send queue work request. */
@@ -383,11 +406,15 @@ typedef struct ri_send_wr {
     ri_stag_t inv_stag;    /**< STag to invalidate (Send with Invalidate, Local Invalidate). */
     /** Operation-specific part, chosen by ri_send_wr_t::opcode. */
     union {
-        /** RDMA Write and RDMA Read: the remote buffer. */
+        /** RDMA Write and RDMA Read: the remote buffer; Immediate Data: its value. */
         struct {
             uint64_t remote_addr; /**< Remote tagged offset. */
             ri_stag_t rkey;       /**< Remote STag. */
-            uint32_t reserved;    /**< Zero. */
+            /**
+             * ::RI_WR_RDMA_WRITE_IMM and ::RI_WR_IMMEDIATE: the 32-bit immediate value, in host order (ABI 1.9;
+             * zero before). On the wire it is RFC 7306's 8-byte Immediate Data field as a big-endian integer.
+             */
+            uint32_t imm_data;
         } rdma;
         /** Bind Memory Window. */
         struct {
@@ -454,14 +481,25 @@ typedef enum ri_wc_opcode {
     RI_WC_BIND_MW = 3,    /**< A window bind completed. */
     RI_WC_FAST_REG = 4,   /**< A fast registration completed. */
     RI_WC_LOCAL_INV = 5,  /**< A local invalidate completed. */
-    RI_WC_ATOMIC = 6,     /**< An atomic operation completed. */
-    RI_WC_RECV = 128      /**< A receive completed (bit 7 marks receive-side completions). */
+    RI_WC_ATOMIC = 6,     /**< An RFC 7306 Fetch and Add completed (its original value is in the sink). */
+    RI_WC_ATOMIC_CMP_SWAP = 7, /**< An RFC 7306 Compare and Swap completed (ABI 1.9; before, ::RI_WC_ATOMIC). */
+    RI_WC_RECV = 128,     /**< A receive completed (bit 7 marks receive-side completions). */
+    /**
+     * A receive took RFC 7306 Immediate Data (ABI 1.9): ri_wc_t::imm_data with ::RI_WC_WITH_IMM, byte_len 0. iWARP
+     * cannot tell whether a Write came before it, so every Immediate Data completes so.
+     */
+    RI_WC_RECV_RDMA_IMM = 129
 } ri_wc_opcode_t;
 
 /** @brief Work completion flags. */
 enum ri_wc_flags {
     RI_WC_WITH_INV = 1u << 0,   /**< The inbound Send invalidated ri_wc_t::invalidated_stag. */
-    RI_WC_SOLICITED = 1u << 1   /**< The inbound Send carried a solicited event. */
+    RI_WC_SOLICITED = 1u << 1,  /**< The inbound Send carried a solicited event. */
+    /**
+     * A receive: ri_wc_t::imm_data holds the peer's immediate value. A send-side completion: the request was
+     * ::RI_WR_RDMA_WRITE_IMM or ::RI_WR_IMMEDIATE (ABI 1.9).
+     */
+    RI_WC_WITH_IMM = 1u << 2
 };
 
 /** @brief A work completion, as returned by Poll CQ. */
@@ -475,7 +513,11 @@ typedef struct ri_wc {
     uint32_t qp_num;            /**< QP the request was posted to. */
     ri_stag_t invalidated_stag; /**< STag invalidated by a Send with Invalidate. */
     uint32_t vendor_err;        /**< Provider detail for errors (e.g. the Terminate code). */
-    uint32_t reserved;          /**< Zero. */
+    /**
+     * With ::RI_WC_WITH_IMM: the immediate value, host order (the low 32 bits of RFC 7306's 8-byte field; ABI 1.9).
+     * Zero otherwise.
+     */
+    uint32_t imm_data;
 } ri_wc_t;
 
 /**
