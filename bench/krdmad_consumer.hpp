@@ -78,8 +78,10 @@ struct KrdmadConsumer {
         if (!c) return "create_cq: " + c.error().to_string();
         cq = *c;
         buf.assign(buffer_bytes, 1);
-        auto m = pz->register_memory(buf.data(), buf.size(),
-                                     RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_READ);
+        uint32_t access = RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_READ;
+        // Remote atomic rights where the RNIC has RFC 7306 (bench_samehost's fetch-and-add round trip).
+        if (auto a = adapter->query(); a && (a->caps & RI_CAP_ATOMICS) != 0) access |= RI_ACCESS_REMOTE_ATOMIC;
+        auto m = pz->register_memory(buf.data(), buf.size(), access);
         if (!m) return "register_memory: " + m.error().to_string();
         mr = *m;
         return "";
