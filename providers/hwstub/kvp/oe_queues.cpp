@@ -193,6 +193,28 @@ bool OffloadEngine::serve_send_queue(Qp &qp, Pending &out) {
                     wr.remote_stag = w.remote_stag;
                     break;
             }
+            // Part @p i of a WQE the engine takes as several requests (a scattered Read's, or a Write and then its
+            // Immediate Data): posted; or the engine is full, and the WQE resumes at this part later; or failed, and
+            // the QP with it (behind parts the engine has already, by a Terminate that flushes them).
+            enum class Part { posted, wait, failed };
+            auto post_part = [&](const iwarp::WorkRequest &part, uint32_t i) {
+                const rdma::Status st = qp.stream->engine.post(part);
+                if (st.code() == RI_EAGAIN) {
+                    qp.read_parts_posted = i;
+                    qp.sq.unfetch();
+                    return Part::wait;
+                }
+                if (st) return Part::posted;
+                qp.read_parts_posted = 0;
+                if (i > 0) {
+                    qp.stream->engine.abort(iwarp::term::kRdmapLocalCatastrophic);
+                    ++qp.sq_started;
+                    enter_error(qp, out, RI_AE_QP_FATAL);
+                } else {
+                    wqe_failed(qp, RI_WC_LOC_QP_OP_ERR, out);
+                }
+                return Part::failed;
+            };
             if (w.opcode == HWSTUB_OP_READ) {
                 // One Read per sink SGE, each for the next piece of the remote buffer (as softrnic does): the
                 // responder sends one Read Response per part, placed straight into that SGE's region.
@@ -208,24 +230,7 @@ bool OffloadEngine::serve_send_queue(Qp &qp, Pending &out) {
                         part.length = sge[i].length;
                     }
                     part.remote_to = w.remote_to + offset;
-                    const rdma::Status st = qp.stream->engine.post(part);
-                    if (st.code() == RI_EAGAIN) {
-                        qp.read_parts_posted = i;  // the rest when the engine has room again
-                        qp.sq.unfetch();
-                        return did;
-                    }
-                    if (!st) {
-                        qp.read_parts_posted = 0;
-                        if (i > 0) {
-                            // Parts are with the engine: the QP fails behind them (its Terminate flushes them).
-                            qp.stream->engine.abort(iwarp::term::kRdmapLocalCatastrophic);
-                            ++qp.sq_started;
-                            enter_error(qp, out, RI_AE_QP_FATAL);
-                            return true;
-                        }
-                        wqe_failed(qp, RI_WC_LOC_QP_OP_ERR, out);
-                        return true;
-                    }
+                    if (const Part p = post_part(part, i); p != Part::posted) return p == Part::wait ? did : true;
                     ++qp.reads_out;
                     offset += sge[i].length;
                 }
@@ -244,23 +249,7 @@ bool OffloadEngine::serve_send_queue(Qp &qp, Pending &out) {
                         part.immediate = iwarp::immediate_field(static_cast<uint32_t>(w.operand[0]),
                                                                 static_cast<uint32_t>(len));
                     }
-                    const rdma::Status st = qp.stream->engine.post(part);
-                    if (st.code() == RI_EAGAIN) {
-                        qp.read_parts_posted = i;  // resumed at the Immediate Data when the engine has room
-                        qp.sq.unfetch();
-                        return did;
-                    }
-                    if (!st) {
-                        qp.read_parts_posted = 0;
-                        if (i > 0) {
-                            qp.stream->engine.abort(iwarp::term::kRdmapLocalCatastrophic);
-                            ++qp.sq_started;
-                            enter_error(qp, out, RI_AE_QP_FATAL);
-                            return true;
-                        }
-                        wqe_failed(qp, RI_WC_LOC_QP_OP_ERR, out);
-                        return true;
-                    }
+                    if (const Part p = post_part(part, i); p != Part::posted) return p == Part::wait ? did : true;
                 }
                 qp.read_parts_posted = 0;
             } else {

@@ -310,26 +310,6 @@ void QueuePair::issue() {
                 ++s.issued;
                 continue;
             }
-            case RI_WR_ATOMIC_FETCH_ADD:
-            case RI_WR_ATOMIC_CMP_SWAP: {
-                // Counted with the Reads: it takes one of the ORD's places and a read fence waits for it.
-                if (s.llp.ord == 0) return local_failure(idx, RI_WC_LOC_QP_OP_ERR);
-                iwarp::WorkRequest wr;
-                wr.wr_id = idx;
-                wr.type = iwarp::WorkType::atomic;
-                if (!resolve_gather(h, slot, wr) || wr.num_sge != 1) return local_failure(idx, RI_WC_LOC_PROT_ERR);
-                wr.remote_stag = u.atomic.rkey;
-                wr.remote_to = u.atomic.remote_addr;
-                wr.atomic = atomic_request(h.opcode, u);
-                rdma::Status rc = s.engine.post(wr);
-                if (rc.code() == RI_EAGAIN) return;
-                if (!rc.ok()) return local_failure(idx, RI_WC_LOC_QP_OP_ERR);
-                st = SlotState{1, false, true};
-                ++s.inflight;
-                ++s.reads_inflight;
-                ++s.issued;
-                continue;
-            }
             case RI_WR_RDMA_WRITE_IMM:
             case RI_WR_IMMEDIATE: {
                 // The Write (if any), then the Immediate Data: two engine requests, one completion.
@@ -377,19 +357,33 @@ void QueuePair::issue() {
             case RI_WR_SEND_SE:
             case RI_WR_SEND_INV:
             case RI_WR_SEND_SE_INV:
-            case RI_WR_RDMA_WRITE: {
+            case RI_WR_RDMA_WRITE:
+            case RI_WR_ATOMIC_FETCH_ADD:
+            case RI_WR_ATOMIC_CMP_SWAP: {
+                // An atomic counts with the Reads: it takes one of the ORD's places and a read fence waits for it.
+                const bool atomic = h.opcode == RI_WR_ATOMIC_FETCH_ADD || h.opcode == RI_WR_ATOMIC_CMP_SWAP;
+                if (atomic && s.llp.ord == 0) return local_failure(idx, RI_WC_LOC_QP_OP_ERR);
                 iwarp::WorkRequest wr;
                 wr.wr_id = idx;
-                wr.type = work_type(h.opcode);
-                if (!resolve_gather(h, slot, wr)) return local_failure(idx, RI_WC_LOC_PROT_ERR);
-                wr.remote_stag = u.rdma.rkey;
-                wr.remote_to = u.rdma.remote_addr;
-                wr.inv_stag = h.inv_stag;
+                wr.type = atomic ? iwarp::WorkType::atomic : work_type(h.opcode);
+                if (!resolve_gather(h, slot, wr) || (atomic && wr.num_sge != 1)) {
+                    return local_failure(idx, RI_WC_LOC_PROT_ERR);
+                }
+                if (atomic) {
+                    wr.remote_stag = u.atomic.rkey;
+                    wr.remote_to = u.atomic.remote_addr;
+                    wr.atomic = atomic_request(h.opcode, u);
+                } else {
+                    wr.remote_stag = u.rdma.rkey;
+                    wr.remote_to = u.rdma.remote_addr;
+                    wr.inv_stag = h.inv_stag;
+                }
                 rdma::Status rc = s.engine.post(wr);
                 if (rc.code() == RI_EAGAIN) return;
                 if (!rc.ok()) return local_failure(idx, RI_WC_LOC_QP_OP_ERR);
-                st = SlotState{1, false, false};
+                st = SlotState{1, false, atomic};
                 ++s.inflight;
+                if (atomic) ++s.reads_inflight;
                 ++s.issued;
                 continue;
             }
