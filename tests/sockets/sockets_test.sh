@@ -101,20 +101,28 @@ nc_of() {
 }
 
 # nc_pair SERVER_WRAPPER CLIENT_WRAPPER DECISION_SERVER DECISION_CLIENT PATH: nc moves the payload; the client keeps
-# its connection open a moment so that its decision can be read.
+# its connection open until both decisions were read (its input ends when this closes the FIFO it holds: a busy
+# machine's slow rdmactl once outlasted a client that closed after a fixed 1.5 s).
 nc_pair() {
-    local port spid cpid
+    local port spid cpid sn cn hold
     port=$(test_port)
     start server "$1" timeout 30 nc -l 127.0.0.1 "$port"
     spid=$started
     wait_listen "$port"
-    # The received bytes are the server's standard output; the client's input ends 1.5 s after the payload.
+    # The received bytes are the server's standard output; the client's input is the payload, then the FIFO.
+    mkfifo "$dir/hold"
+    exec {hold}<>"$dir/hold"
     local -n cwrap=$2
-    start client plain bash -c 'cat "$1" - < <(sleep 1.5) | "${@:2}"' _ "$payload" "${cwrap[@]}" \
-           timeout 30 nc -N 127.0.0.1 "$port"
+    # (The client closes its inherited copy of this script's end first: a writer of its own would keep it open.)
+    start client plain bash -c 'eval "exec $1>&-"; cat "$2" - < "$3" | "${@:4}"' _ "$hold" "$payload" "$dir/hold" \
+           "${cwrap[@]}" timeout 30 nc -N 127.0.0.1 "$port"
     cpid=$started
-    [[ $3 != - ]] && expect_decision "$(nc_of "$spid")" "$3" "$5"
-    [[ $4 != - ]] && expect_decision "$(nc_of "$cpid")" "$4" "$5"
+    sn=$(nc_of "$spid")
+    cn=$(nc_of "$cpid")
+    [[ -n $sn && -n $cn ]] || fail "no nc process under the server ($sn) or the client ($cn)"
+    [[ $3 != - ]] && expect_decision "$sn" "$3" "$5"
+    [[ $4 != - ]] && expect_decision "$cn" "$4" "$5"
+    exec {hold}>&-
     wait "$cpid" || fail "the client failed"
     for _ in $(seq 100); do kill -0 "$spid" 2>/dev/null || break; sleep 0.05; done
     cmp "$payload" "$dir/server.log" || fail "the server did not receive the payload intact"

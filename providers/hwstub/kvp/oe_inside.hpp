@@ -199,6 +199,7 @@ struct OffloadEngine::Stream {
     bool peer_terminated = false;
     iwarp::Terminate term;
     bool crc = false;      // frames carry a CRC (negotiated)
+    bool rfc7306 = false;  // the peer agreed to RFC 7306 (atomics, Immediate Data)
     bool closing = false;  // the QP is in CLOSING: FIN once the send side drained
     uint32_t close_at = 0; // the send queue's producer index at the move to CLOSING: what must still go
     bool fin_sent = false;

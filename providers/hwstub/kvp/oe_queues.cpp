@@ -115,6 +115,14 @@ bool OffloadEngine::serve_send_queue(Qp &qp, Pending &out) {
             qp.sq.unfetch();
             return did;
         }
+        // RFC 7306 posted before the transition to a stream whose peer did not agree to it: refused whole, before
+        // any part of it reaches the engine (the host refuses it at post once it knows).
+        const bool extension = w.opcode >= HWSTUB_OP_ATOMIC_FADD && w.opcode <= HWSTUB_OP_IMMEDIATE;
+        if (extension && resume == 0 && !qp.stream->rfc7306) {
+            stats_.wqes.fetch_add(1, std::memory_order_relaxed);
+            wqe_failed(qp, RI_WC_LOC_QP_OP_ERR, out);
+            return true;
+        }
         SendRecord &r = qp.sends[index];
         if (resume == 0) {
             r = SendRecord{};

@@ -312,7 +312,9 @@ void QueuePair::issue() {
             }
             case RI_WR_RDMA_WRITE_IMM:
             case RI_WR_IMMEDIATE: {
-                // The Write (if any), then the Immediate Data: two engine requests, one completion.
+                // The Write (if any), then the Immediate Data: two engine requests, one completion. Queued before a
+                // transition whose peer did not agree to RFC 7306: refused whole, before the Write goes.
+                if (!rfc7306_) return local_failure(idx, RI_WC_LOC_QP_OP_ERR);
                 const bool write = h.opcode == RI_WR_RDMA_WRITE_IMM;
                 const uint32_t parts = write ? 2 : 1;
                 if (write && s.issued_parts == 0) {
