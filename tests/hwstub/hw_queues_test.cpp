@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "host_queues.hpp"
 #include "hw_queues.hpp"
 
 namespace {
@@ -37,6 +38,90 @@ TEST(HwstubFormats, SlotSizesArePowersOfTwoThatHoldTheWqe) {
     EXPECT_EQ(hwstub_rq_slot_size(4), 128u);
     EXPECT_EQ(offsetof(hwstub_wq_ctrl, consumer), HWSTUB_CACHE_LINE);
     EXPECT_EQ(offsetof(hwstub_cq_ctrl, producer), HWSTUB_CACHE_LINE);
+}
+
+// RFC 7306 requests as the host formats them (the WQE the engine reads) and their CQEs as the host reports them;
+// what the verbs forbid is refused at post, before anything reaches the adapter.
+TEST(HwstubFormats, Rfc7306RequestsAndTheirCompletions) {
+    uint8_t slot[256] = {};
+    hwstub_send_wqe w{};
+    ri_sge_t sink{0x1000, 8, 0x55};
+    ri_send_wr_t wr{};
+    wr.wr_id = 9;
+    wr.opcode = RI_WR_ATOMIC_CMP_SWAP;
+    wr.flags = RI_SEND_SIGNALED;
+    wr.sgl = &sink;
+    wr.num_sge = 1;
+    wr.u.atomic.remote_addr = 0x2008;
+    wr.u.atomic.rkey = 0x77;
+    wr.u.atomic.compare_add = 5;
+    wr.u.atomic.swap = 6;
+    ASSERT_EQ(hwstub::format_send(wr, slot, sizeof slot, 0, 4), RI_OK);
+    std::memcpy(&w, slot, sizeof w);
+    EXPECT_EQ(w.opcode, HWSTUB_OP_ATOMIC_CSWAP);
+    EXPECT_EQ(w.remote_stag, 0x77u);
+    EXPECT_EQ(w.remote_to, 0x2008u);
+    EXPECT_EQ(w.operand[0], 5u);
+    EXPECT_EQ(w.operand[1], 6u);
+    EXPECT_EQ(w.num_sge, 1u);
+    // The verbs' rules: one 8-byte sink, a 64-bit aligned target, nothing inline.
+    for (auto bad : {+[](ri_send_wr_t &x) { x.u.atomic.remote_addr += 4; },
+                     +[](ri_send_wr_t &x) { const_cast<ri_sge_t *>(x.sgl)->length = 4; },
+                     +[](ri_send_wr_t &x) { x.flags |= RI_SEND_INLINE; },
+                     +[](ri_send_wr_t &x) { x.num_sge = 2; }}) {
+        ri_send_wr_t x = wr;
+        ri_sge_t two[2] = {sink, sink};
+        x.sgl = two;
+        bad(x);
+        EXPECT_EQ(hwstub::format_send(x, slot, sizeof slot, 0, 4), RI_EINVAL);
+    }
+    // A Write with immediate data: the Write's fields, the value in operand[0], the solicited flag.
+    ri_sge_t data{0x3000, 100, 0x55};
+    ri_send_wr_t wi{};
+    wi.opcode = RI_WR_RDMA_WRITE_IMM;
+    wi.flags = RI_SEND_SOLICITED;
+    wi.sgl = &data;
+    wi.num_sge = 1;
+    wi.u.rdma.remote_addr = 0x4000;
+    wi.u.rdma.rkey = 0x88;
+    wi.u.rdma.imm_data = 0xfeedf00du;
+    ASSERT_EQ(hwstub::format_send(wi, slot, sizeof slot, 0, 4), RI_OK);
+    std::memcpy(&w, slot, sizeof w);
+    EXPECT_EQ(w.opcode, HWSTUB_OP_WRITE_IMM);
+    EXPECT_EQ(w.operand[0], 0xfeedf00du);
+    EXPECT_NE(w.flags & HWSTUB_WQE_SOLICITED, 0u);
+    EXPECT_EQ(w.remote_to, 0x4000u);
+    ri_send_wr_t alone = wi;
+    alone.opcode = RI_WR_IMMEDIATE;
+    EXPECT_EQ(hwstub::format_send(alone, slot, sizeof slot, 0, 4), RI_EINVAL) << "Immediate Data carries no payload";
+    alone.num_sge = 0;
+    alone.sgl = nullptr;
+    EXPECT_EQ(hwstub::format_send(alone, slot, sizeof slot, 0, 4), RI_OK);
+    ri_send_wr_t plain = wi;
+    plain.opcode = RI_WR_RDMA_WRITE;
+    EXPECT_EQ(hwstub::format_send(plain, slot, sizeof slot, 0, 4), RI_EINVAL) << "RI_SEND_SOLICITED on a Write";
+    // Completions.
+    ri_wc_t wc{};
+    hwstub_cqe c{};
+    c.opcode = HWSTUB_CQE_RECV_IMM;
+    c.imm_data = 0xfeedf00du;
+    c.byte_len = 100;
+    hwstub::to_wc(c, 1, wc);
+    EXPECT_EQ(wc.opcode, static_cast<uint32_t>(RI_WC_RECV_RDMA_IMM));
+    EXPECT_NE(wc.flags & RI_WC_WITH_IMM, 0u);
+    EXPECT_EQ(wc.imm_data, 0xfeedf00du);
+    EXPECT_EQ(wc.byte_len, 100u);
+    c = hwstub_cqe{};
+    c.opcode = HWSTUB_CQE_WRITE_IMM;
+    hwstub::to_wc(c, 1, wc);
+    EXPECT_EQ(wc.opcode, static_cast<uint32_t>(RI_WC_RDMA_WRITE));
+    EXPECT_NE(wc.flags & RI_WC_WITH_IMM, 0u);
+    c.opcode = HWSTUB_CQE_CMP_SWAP;
+    hwstub::to_wc(c, 1, wc);
+    EXPECT_EQ(wc.opcode, static_cast<uint32_t>(RI_WC_ATOMIC_CMP_SWAP));
+    c.opcode = HWSTUB_CQE_ATOMIC;
+    hwstub::to_wc(c, 1, wc);
+    EXPECT_EQ(wc.opcode, static_cast<uint32_t>(RI_WC_ATOMIC));
 }
 
 TEST(HwstubQueues, AWorkQueueHoldsItsDepthInOrderAndFreesWhatIsRetired) {
