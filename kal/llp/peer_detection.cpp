@@ -58,13 +58,18 @@ PeerDetection::~PeerDetection() {
     if (object_ != nullptr) bpf_object__close(object_);
 }
 
-rdma::Expected<int> PeerDetection::map_fd() {
+rdma::Expected<int> PeerDetection::map_fd(bool quiet) {
     std::lock_guard lock(mutex_);
     if (!tried_) {
         tried_ = true;
         if (auto ok = load_locked(); !ok) {
             failure_ = ok.error().message();
-            RDMA_LOG_WARN(kComponent, "peer detection for the sockets layer is unavailable: %s", failure_.c_str());
+            if (quiet) {
+                RDMA_LOG_INFO(kComponent, "TCP peer detection is unavailable (the sockets layer and RFC 7306 with "
+                              "other hosts are off): %s", failure_.c_str());
+            } else {
+                RDMA_LOG_WARN(kComponent, "peer detection for the sockets layer is unavailable: %s", failure_.c_str());
+            }
         }
     }
     if (map_fd_ < 0) return rdma::Error(RI_EOPNOTSUPP, "peer detection is unavailable: " + failure_);
@@ -85,7 +90,7 @@ static_assert(sizeof(Mark) == 8);
 }  // namespace
 
 bool PeerDetection::mark(int fd) {
-    auto map = map_fd();
+    auto map = map_fd(true);
     if (!map) return false;
     const Mark m{1};
     return bpf_map_update_elem(*map, &fd, &m, BPF_ANY) == 0;

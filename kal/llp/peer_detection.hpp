@@ -30,9 +30,11 @@ public:
     /**
      * @brief The map's descriptor (owned here: the caller passes it on, it does not close it), loading and
      *        attaching the program on the first call. A failure (turned off, no privilege, no cgroup v2, no BPF)
-     *        is kept with its reason and answered to every later call.
+     *        is kept with its reason and answered to every later call, and logged once: as a warning, or with
+     *        @p quiet (the kAL's own first use, for RFC 7306) as information, since a krdmad or an embedded kAL
+     *        without the privilege loses only RFC 7306 with other hosts.
      */
-    [[nodiscard]] rdma::Expected<int> map_fd();
+    [[nodiscard]] rdma::Expected<int> map_fd(bool quiet = false);
     /**
      * @brief Marks TCP socket @p fd (before connect() or listen(); an accepted socket inherits its listener's mark)
      *        so that its handshake says this end runs the stack, loading the program on first use. False when
