@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "krdma/peer_marks.hpp"
 #include "rnicpi/host/log.hpp"
 
 // The object file clang built from bpf/peer_marks.bpf.c, in the library (peer_marks_object.S).
@@ -76,23 +77,11 @@ rdma::Expected<int> PeerDetection::map_fd(bool quiet) {
     return map_fd_;
 }
 
-namespace {
-
-// One socket's value in the map: the program's struct peer_mark (krdma::PeerMark).
-struct Mark {
-    uint8_t marked = 0;
-    uint8_t peer = 0;  // 1: the peer's handshake carried the option
-    uint8_t role = 0;
-    uint8_t reserved[5] = {};
-};
-static_assert(sizeof(Mark) == 8);
-
-}  // namespace
-
 bool PeerDetection::mark(int fd) {
     auto map = map_fd(true);
     if (!map) return false;
-    const Mark m{1};
+    krdma::PeerMark m;
+    m.marked = 1;
     return bpf_map_update_elem(*map, &fd, &m, BPF_ANY) == 0;
 }
 
@@ -102,7 +91,7 @@ bool PeerDetection::peer_marked(int fd) {
         std::lock_guard lock(mutex_);
         map = map_fd_;
     }
-    Mark m;
+    krdma::PeerMark m;
     return map >= 0 && bpf_map_lookup_elem(map, &fd, &m) == 0 && m.marked != 0 && m.peer == 1;
 }
 
