@@ -341,9 +341,10 @@ Endpoint::Driven Endpoint::drive(EndpointInput in, const EndpointFacts &facts,
     }
     if (step.report == 0) return Driven::done;
     const bool handoff = step.report == KRDMA_CM_ESTABLISHED && !kvp_stream() && sock_;
-    // The owner's half of the transition: the socket, and on the same-host path the channel's end after it.
-    const int fds[2] = {sock_.get(), channel_.get()};
-    const size_t nfds = !handoff ? 0 : channel_ ? 2 : 1;
+    // The owner's half of the transition: the socket, and on the same-host path the channel's end after it, then
+    // the consumer's own channel's when it asked for one.
+    const int fds[3] = {sock_.get(), channel_.get(), byte_channel_.get()};
+    const size_t nfds = !handoff ? 0 : !channel_ ? 1 : byte_channel_ ? 3 : 2;
     return send(e, std::span<const int>(fds, nfds)) ? Driven::done : Driven::undelivered;
 }
 
@@ -389,6 +390,7 @@ bool Endpoint::send(const krdma_cm_event &e, std::span<const int> fds) {
 
 void Endpoint::close_socket(bool abortive) {
     channel_.reset();  // a channel end not handed over yet: the peer QP reads the bell's end of file
+    byte_channel_.reset();
     if (!sock_) return;
     m_->server_.unwatch(sock_.get());
     if (abortive) {
@@ -490,6 +492,7 @@ void Endpoint::transition() {
         rc != RI_OK) {
         RDMA_LOG_WARN(kComponent, "kVP refused the RDMA-mode transition: %s", std::strerror(rc));
         channel_.reset();
+        byte_channel_.reset();
         (void)drive(EndpointInput::transition_refused, failure(rc));
         return;
     }
@@ -509,6 +512,7 @@ void Endpoint::transition() {
     });
     session_.reset();
     channel_.reset();  // the owner or the kVP has its own now (or nobody will: the connection goes)
+    byte_channel_.reset();
     if (d == Driven::undelivered) {
         // The owner cannot take the socket: nobody can use this connection.
         (void)drive(EndpointInput::handoff_failed);
@@ -637,6 +641,9 @@ void Endpoint::pair() {
     m->channel_.reset(ends[1]);
     channel_charge_ = std::move(*charge_mine);
     m->channel_charge_ = std::move(*charge_theirs);
+    if (byte_channel_wanted_ && m->byte_channel_wanted_ && !kvp_stream() && !m->kvp_stream()) {
+        pair_byte_channels(*m, ring);
+    }
     // RFC 7306: MPA cannot say whether the peer speaks it, but here the kAL holds both ends and sees both RNICs (of
     // one provider, checked above).
     constexpr uint32_t kRfc7306 = RI_CAP_ATOMICS | RI_CAP_IMMEDIATE;
@@ -646,6 +653,24 @@ void Endpoint::pair() {
                    client_, static_cast<unsigned long>(qp_handle_), m->client_,
                    static_cast<unsigned long>(m->qp_handle_), static_cast<unsigned long long>(ring),
                    pull ? "single copy offered" : "ring copies only");
+}
+
+void Endpoint::pair_byte_channels(Endpoint &m, uint64_t ring) {
+    const SameHostHooks &hooks = m_->same_host_;
+    auto charge_mine = hooks.charge(client_, ring);
+    auto charge_theirs = charge_mine ? hooks.charge(m.client_, ring) : charge_mine;
+    int ends[2];
+    const int err = !charge_mine || !charge_theirs ? ENOSPC : rdma::provider::make_channel(ring, ends, nullptr);
+    if (err != 0) {
+        // The QP's channel still carries the connection: the consumers move their bytes through their QPs.
+        RDMA_LOG_INFO(kComponent, "client %u: QP %#lx: no byte channel of its own beside the QP's: %s", client_,
+                      static_cast<unsigned long>(qp_handle_), std::strerror(err));
+        return;
+    }
+    byte_channel_.reset(ends[0]);
+    m.byte_channel_.reset(ends[1]);
+    byte_channel_charge_ = std::move(*charge_mine);
+    m.byte_channel_charge_ = std::move(*charge_theirs);
 }
 
 bool Endpoint::takes_channel(ri_rnic_attr_t &a) const {

@@ -291,6 +291,12 @@ public:
      */
     [[nodiscard]] bool has_channel() const noexcept { return static_cast<bool>(channel_); }
 
+    /**
+     * @brief CONVERT asked for the consumer's own byte channel (::KRDMA_CONVERT_BYTE_CHANNEL): made beside the QP's
+     *        when both ends of a same-host pair asked, and handed over with ESTABLISHED.
+     */
+    void want_byte_channel() noexcept { byte_channel_wanted_ = true; }
+
 
 private:
 
@@ -355,6 +361,9 @@ private:
     void pair();
     // The RNIC attributes of this endpoint's QP when it may take a same-host channel, else why not (logged).
     [[nodiscard]] bool takes_channel(ri_rnic_attr_t &a) const;
+    // pair()'s second channel, for two ends that both asked for their own (byte_channel_wanted_); nothing (and only
+    // the QP's channel) when it cannot be charged or made.
+    void pair_byte_channels(Endpoint &m, uint64_t ring);
     // A responder about to write its MPA reply, whose other end no endpoint here holds: offers the connection to the
     // other kALs of the host (rendezvous.hpp) and keeps the channel end of the one that pairs it.
     void offer_pairing();
@@ -394,6 +403,10 @@ private:
     // reads the bell's end of file: reset).
     krdma::UniqueFd channel_;
     std::shared_ptr<void> channel_charge_;  // this side's ring, charged to its owner's process until the endpoint goes
+    // The consumer's own channel (KRDMA_CONVERT_BYTE_CHANNEL), made and kept as channel_ is, handed over after it.
+    bool byte_channel_wanted_ = false;
+    krdma::UniqueFd byte_channel_;
+    std::shared_ptr<void> byte_channel_charge_;
     bool rfc7306_ = false;                  // paired with a peer whose RNIC speaks RFC 7306 as this one's does
     bool converted_ = false;                // its socket came from the consumer (CONVERT)
     // When the current setup step began (CONNECT served, TCP connected, ACCEPT served), for LlpCounters' sums;

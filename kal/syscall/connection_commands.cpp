@@ -65,11 +65,10 @@ int check_prologue(const char *cmd, const Q &q, Reply &rep) {
                                        " bytes of private data; MPA carries at most " +
                                        std::to_string(KRDMA_MAX_PRIVATE_DATA));
     }
-    if constexpr (requires { q.reserved2; }) {
-        if (q.reserved != 0 || q.reserved2 != 0) {
-            return rep.fail(RI_EINVAL, std::string(cmd) + ": the reserved words must be zero");
-        }
-    }
+    bool reserved_set = false;
+    if constexpr (requires { q.reserved; }) reserved_set = q.reserved != 0;
+    if constexpr (requires { q.reserved2; }) reserved_set = reserved_set || q.reserved2 != 0;
+    if (reserved_set) return rep.fail(RI_EINVAL, std::string(cmd) + ": the reserved words must be zero");
     return RI_OK;
 }
 
@@ -374,6 +373,9 @@ int ConnectionCommands::convert(Connection &c, const Request &req, Reply &rep) {
     const auto q = req.as<krdma_convert>();
     if (const int rc = check_prologue("convert", q, rep); rc != RI_OK) return rc;
     if (q.role > KRDMA_CONVERT_RESPONDER) return rep.fail(RI_EINVAL, "convert: unknown role " + std::to_string(q.role));
+    if ((q.flags & ~uint32_t{KRDMA_CONVERT_BYTE_CHANNEL}) != 0) {
+        return rep.fail(RI_EINVAL, "convert: unknown flags " + std::to_string(q.flags));
+    }
     if (req.message == nullptr || req.message->nfds != 1) {
         return rep.fail(RI_EBADF, "convert: the request must carry exactly one descriptor, the connected socket");
     }
@@ -427,6 +429,7 @@ int ConnectionCommands::convert(Connection &c, const Request &req, Reply &rep) {
                                        VerbCommands::kvp_runs_streams(c.peer().client_id, qp->offload));
     Endpoint *raw = ep.get();
     qp->link = std::move(ep);
+    if ((q.flags & KRDMA_CONVERT_BYTE_CHANNEL) != 0) raw->want_byte_channel();
     if (initiator) {
         ++endpoints_.counters().active_opens;
         // Connected already: the first writable event finds no socket error and starts MPA.

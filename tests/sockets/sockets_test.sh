@@ -294,8 +294,11 @@ sys.exit(0 if j["end"]["sum_received"]["bytes"] > 0 else 1)
 PY
     converted
     ;;
-sockperf)
-    # A ping-pong of 64-byte messages: they go inline (from the program's buffer at post time, no send slot).
+sockperf|sockperf_qp)
+    # A ping-pong of 64-byte messages. On one host the bytes move on the connection's byte channel (no QP message);
+    # sockperf_qp turns that off: they go as Sends of the QP, inline (from the program's buffer at post time, no send
+    # slot).
+    [[ $case_ == sockperf_qp ]] && export OPENRDMA_SOCKETS_DIRECT=0
     port=$(test_port)
     start server layer timeout 60 sockperf sr --tcp -i 127.0.0.1 -p "$port"
     wait_listen "$port"
@@ -304,11 +307,15 @@ sockperf)
     inline=""
     for _ in $(seq 100); do
         "$rdmactl" --json sockets > "$dir/rdmactl.json" 2>&1 || true
-        inline=$(python3 - "$dir/rdmactl.json" <<'PY'
+        inline=$(python3 - "$dir/rdmactl.json" "$case_" <<'PY'
 import json, sys
 for r in json.load(open(sys.argv[1])):
     for c in r["connections"] if r["program"] == "sockperf" else []:
-        if c["role"] == "server" and c.get("tx_inline", 0) > 0 and c.get("rx_bytes", 0) > 0:
+        if c["role"] != "server" or c.get("rx_bytes", 0) == 0 or c.get("tx_bytes", 0) == 0:
+            continue
+        if sys.argv[2] == "sockperf" and c.get("byte_channel"):
+            print(c["tx_messages"], 0)  # nothing of the stream went as a QP message
+        elif sys.argv[2] == "sockperf_qp" and c.get("tx_inline", 0) > 0 and not c.get("byte_channel"):
             print(c["tx_inline"], c["tx_messages"])
 PY
         )
@@ -317,9 +324,14 @@ PY
     done
     wait "$client" || fail "sockperf's client failed"
     grep -q "avg-latency" "$dir/client.log" || fail "sockperf printed no latency"
-    [[ -n $inline ]] || fail "the server's answers of 64 bytes never went inline: $(cat "$dir/rdmactl.json")"
     read -r n m <<< "$inline"
-    (( n * 10 >= m * 9 )) || fail "only $n of the server's $m messages went inline (64-byte answers all should)"
+    if [[ $case_ == sockperf ]]; then
+        [[ -n $inline ]] || fail "the server's connection never moved bytes on a byte channel: $(cat "$dir/rdmactl.json")"
+        (( n == 0 )) || fail "the server sent $n QP messages beside its byte channel (none should carry the stream)"
+    else
+        [[ -n $inline ]] || fail "the server's answers of 64 bytes never went inline: $(cat "$dir/rdmactl.json")"
+        (( n * 10 >= m * 9 )) || fail "only $n of the server's $m messages went inline (64-byte answers all should)"
+    fi
     converted
     ;;
 kill9)

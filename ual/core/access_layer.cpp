@@ -199,7 +199,8 @@ void AccessLayer::kal_gone() {
     }
 }
 
-void AccessLayer::connection(const krdma_cm_event &e, krdma::UniqueFd fd, krdma::UniqueFd channel) {
+void AccessLayer::connection(const krdma_cm_event &e, krdma::UniqueFd fd, krdma::UniqueFd channel,
+                             krdma::UniqueFd byte_channel) {
     auto data = std::make_shared<ConnectionData>();
     data->request = e.request;
     data->status = e.status;
@@ -250,6 +251,7 @@ void AccessLayer::connection(const krdma_cm_event &e, krdma::UniqueFd fd, krdma:
             data->status = r.error().code();
         } else {
             ep->streaming_ = true;
+            data->byte_channel = std::make_shared<krdma::UniqueFd>(std::move(byte_channel));
         }
         ev.detail = static_cast<uint32_t>(data->status);
     }
@@ -595,9 +597,9 @@ rdma::Expected<void> Endpoint::connect_async(const std::string &address, uint16_
 }
 
 rdma::Expected<void> Endpoint::convert(int fd, std::span<const uint8_t> private_data, uint32_t role,
-                                       std::chrono::milliseconds timeout) {
+                                       std::chrono::milliseconds timeout, uint32_t flags) {
     if (auto ok = connectable(ref_, private_data, "Convert"); !ok) return ok;
-    return pz_->adapter()->al_->link_->convert(ref_, fd, private_data, role, init_.context,
+    return pz_->adapter()->al_->link_->convert(ref_, fd, private_data, role, flags, init_.context,
                                                static_cast<uint32_t>(timeout.count()));
 }
 

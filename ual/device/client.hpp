@@ -54,6 +54,7 @@ struct CmRecord {
     krdma_cm_event event{};  /**< The record. */
     krdma::UniqueFd fd;      /**< ESTABLISHED: the connected socket (the receiver owns it); else empty. */
     krdma::UniqueFd channel; /**< ESTABLISHED on the same-host path: the channel's end (::RI_LLP_SAME_HOST). */
+    krdma::UniqueFd byte_channel; /**< ESTABLISHED: the consumer's own channel (::KRDMA_CONVERT_BYTE_CHANNEL). */
 };
 
 /** @brief A connection to a kAL's device. */

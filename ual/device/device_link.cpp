@@ -160,7 +160,8 @@ bool take_and_deliver(Core &core) {
         if (!go) return false;
     }
     for (CmRecord &c : cm_events) {
-        if (!deliver(core, [&](LinkEvents &s) { s.connection(c.event, std::move(c.fd), std::move(c.channel)); })) {
+        if (!deliver(core, [&](LinkEvents &s) { s.connection(c.event, std::move(c.fd), std::move(c.channel), std::move(c.byte_channel));
+            })) {
             return false;
         }
     }
@@ -526,11 +527,13 @@ public:
     }
 
     rdma::Expected<void> convert(const ObjectRef &qp, int fd, std::span<const uint8_t> private_data, uint32_t role,
-                                 uint64_t context, uint32_t timeout_ms) override {
+                                 uint32_t flags, uint64_t context, uint32_t timeout_ms) override {
         krdma_convert q{};
         q.qp = qp.kal;
         q.context = context;
         q.role = role;
+        // A kAL before minor 6 refuses the word nonzero; what the flags ask for is optional.
+        q.flags = core_->client->abi_minor() >= 6 ? static_cast<uint16_t>(flags) : 0;
         q.timeout_ms = timeout_ms;
         krdma::set_private_data(q, private_data);
         const int fds[1] = {fd};

@@ -55,7 +55,7 @@ void Watcher::add(const std::shared_ptr<Stream> &s) {
         if (stop_) return;
         streams_.emplace(s.get(), s);
         if (!s->prompt()) return;  // looked at on the tick (see Stream::prompt)
-        for (const int fd : {s->notify_fd(), s->event_fd()}) {
+        for (const int fd : s->wake_fds()) {
             if (fd >= 0 && registered_.insert(fd).second) {
                 epoll_event ev{};
                 // Edge-triggered: a stream whose application thread is asleep on it leaves the descriptor raised for
@@ -124,7 +124,7 @@ void Watcher::run() {
                 std::lock_guard lock(mutex_);
                 // Looked at again under the lock: a stream that wants the thread again re-adds itself under it.
                 if (s->wants_background() && !s->finished()) continue;
-                for (const int fd : {s->notify_fd(), s->event_fd()}) {
+                for (const int fd : s->wake_fds()) {
                     if (fd >= 0 && registered_.erase(fd) > 0) (void)real().epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
                 }
                 streams_.erase(s.get());

@@ -84,6 +84,7 @@ Layer *Layer::get() noexcept {
         l->shape_.send_slots = env_u32("OPENRDMA_SOCKETS_SLOTS", l->shape_.send_slots, 2, 256);
         l->shape_.recv_slots = l->shape_.send_slots;
         l->shape_.spin_ns = 1000 * env_u32("OPENRDMA_SOCKETS_SPIN_US", l->shape_.spin_ns / 1000, 0, 1000000);
+        l->shape_.direct = env_u32("OPENRDMA_SOCKETS_DIRECT", 1, 0, 1) != 0;
         return l;
     }();
     return layer;
@@ -280,6 +281,7 @@ void Layer::publish() {
             c["since"] = n.when;
             if (auto s = n.stream.lock()) {
                 c["path"] = s->same_host() ? "same-host" : "wire";
+                c["byte_channel"] = s->direct();
                 c["state"] = s->state_name();
                 c["tx_bytes"] = s->counters().tx_bytes.load(std::memory_order_relaxed);
                 c["rx_bytes"] = s->counters().rx_bytes.load(std::memory_order_relaxed);

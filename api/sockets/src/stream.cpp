@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 
@@ -56,6 +57,26 @@ struct IovCursor {
             }
         }
         return moved;
+    }
+    // Up to @p max pieces of what is left, in @p out (empty pieces left out); their count.
+    size_t rest(iovec *out, size_t max) const noexcept {
+        size_t k = 0;
+        for (size_t i = vi, off = voff; i < iov.size() && k < max; ++i, off = 0) {
+            if (iov[i].iov_len > off) out[k++] = iovec{static_cast<uint8_t *>(iov[i].iov_base) + off, iov[i].iov_len - off};
+        }
+        return k;
+    }
+    // Moves past @p n bytes.
+    void skip(size_t n) noexcept {
+        while (n > 0 && vi < iov.size()) {
+            const size_t k = std::min(n, iov[vi].iov_len - voff);
+            n -= k;
+            voff += k;
+            if (voff == iov[vi].iov_len) {
+                ++vi;
+                voff = 0;
+            }
+        }
     }
 };
 
@@ -182,14 +203,16 @@ rdma::Expected<void> Stream::begin(int tcp, bool initiator) {
     const Hello h = hello(shape_.recv_slots, shape_.recv_slot_len());
     const auto *p = reinterpret_cast<const uint8_t *>(&h);
     return ep_->convert(tcp, std::span<const uint8_t>(p, sizeof h),
-                        initiator ? KRDMA_CONVERT_INITIATOR : KRDMA_CONVERT_RESPONDER);
+                        initiator ? KRDMA_CONVERT_INITIATOR : KRDMA_CONVERT_RESPONDER, std::chrono::milliseconds(0),
+                        shape_.direct ? uint32_t{KRDMA_CONVERT_BYTE_CHANNEL} : 0u);
 }
 
 void Stream::on_connection(const ual::Event &e) {
     std::unique_lock lock(mutex_);
     if (std::getenv("OPENRDMA_SOCKETS_TRACE") != nullptr) {
-        std::fprintf(stderr, "connection event %u (status %d) in state %s: credits %u arrived %u peer_fin %d\n", e.id,
-                     e.connection ? e.connection->status : 0, state_name(), credits_, arr_count_, peer_fin_);
+        std::fprintf(stderr, "connection event %u (status %d) in state %s: credits %u arrived %u peer_fin %d%s\n", e.id,
+                     e.connection ? e.connection->status : 0, state_name(), credits_, arr_count_, peer_fin_,
+                     e.connection && e.connection->byte_channel && *e.connection->byte_channel ? " byte channel" : "");
     }
     switch (static_cast<ual::CmEventId>(e.id)) {
         case ual::CmEventId::established: {
@@ -210,6 +233,17 @@ void Stream::on_connection(const ual::Event &e) {
             peer_slot_len_ = h.recv_slot_len;
             credits_ = h.recv_slots;
             same_host_.store((e.connection->llp.mpa_flags & RI_LLP_SAME_HOST) != 0, std::memory_order_relaxed);
+            if (const auto &bc = e.connection->byte_channel; bc && *bc) {
+                // The kAL gave both ends the byte channel or neither: an end that cannot use it ends the connection
+                // rather than send on the QP to a peer that reads the channel.
+                if (const ri_status_t rc = bytes_.open(bc->release()); rc != RI_OK) {
+                    RDMA_LOG_WARN(kComponent, "the byte channel cannot be opened: %s", std::strerror(rc));
+                    fail_locked(ECONNRESET);
+                    break;
+                }
+                direct_.store(true, std::memory_order_release);
+                background_.store(false, std::memory_order_relaxed);  // the watcher learns the bell (wake_fds)
+            }
             if (state_.load() == State::converting) state_.store(State::open, std::memory_order_release);
             post_locked();
             break;
@@ -430,6 +464,18 @@ int Stream::rdma(bool read, const ri_sge_t &local, uint64_t remote, uint32_t rke
 
 int Stream::send_registered(const ri_sge_t &local, uint64_t context, bool nonblock) {
     std::unique_lock lock(mutex_);
+    if (direct_.load(std::memory_order_relaxed)) {
+        // On the byte channel the bytes are copied once, into the ring the peer reads from: the region is free again
+        // at once, and its completion comes now. Without waiting, it goes whole or not at all.
+        if (nonblock && local.length <= bytes_.ring_size() && bytes_.writable() < local.length) return -EAGAIN;
+        const iovec v{reinterpret_cast<void *>(local.addr), local.length};
+        const ssize_t n = send_direct_locked(lock, std::span<const iovec>(&v, 1), false);
+        if (n < 0) return static_cast<int>(n);
+        xs_done_.push_back(XsCompletion{context, 3, 0, local.length});
+        const uint64_t one = 1;
+        if (xs_fd_ >= 0) (void)real().write(xs_fd_, &one, sizeof one);
+        return 0;
+    }
     const uint32_t max_payload_of_peer = [&] { return peer_slot_len_ - static_cast<uint32_t>(sizeof(MessageHeader)); }();
     uint64_t done = 0;
     for (;;) {
@@ -601,6 +647,7 @@ void Stream::fail_locked(int err) {
 }
 
 uint32_t Stream::readiness_locked() const {
+    if (direct_.load(std::memory_order_relaxed)) return readiness_direct_locked();
     const State st = state_.load(std::memory_order_relaxed);
     if (st == State::failed) return POLLIN | POLLOUT | POLLERR | POLLHUP;
     if (st == State::declined) return POLLIN | POLLOUT;  // the caller's next call goes on with the TCP socket
@@ -711,6 +758,8 @@ ssize_t Stream::send(std::span<const iovec> iov, bool nonblock) {
     size_t total = 0;
     IovCursor from{iov};
     for (;;) {
+        // A call that waited for the conversion goes on where it ended: on the byte channel (nothing was queued).
+        if (total == 0 && direct_.load(std::memory_order_relaxed)) return send_direct_locked(lock, iov, nonblock);
         const State st = state_.load(std::memory_order_relaxed);
         if (st == State::failed) {
             const int e = sticky_error_;
@@ -763,6 +812,7 @@ ssize_t Stream::recv(std::span<const iovec> iov, int flags, bool nonblock) {
     size_t total = 0;
     IovCursor to{iov};
     for (;;) {
+        if (direct_.load(std::memory_order_relaxed)) return recv_direct_locked(lock, iov, flags, nonblock);
         const State st = state_.load(std::memory_order_relaxed);
         if (st == State::declined) return kDeclined;
         if (st != State::converting) {
@@ -812,6 +862,7 @@ ssize_t Stream::recv(std::span<const iovec> iov, int flags, bool nonblock) {
 
 size_t Stream::readable_bytes() {
     std::lock_guard lock(mutex_);
+    if (direct_.load(std::memory_order_relaxed)) return static_cast<size_t>(bytes_.readable());
     (void)poll_locked();
     size_t n = 0;
     for (uint32_t k = 0; k < arr_count_; ++k) {
@@ -833,6 +884,10 @@ int Stream::shutdown(int how) {
     }
     if (how == SHUT_WR || how == SHUT_RDWR) {
         fin_queued_ = true;
+        if (direct_.load(std::memory_order_relaxed) && !fin_sent_) {
+            bytes_.close_write();  // after every byte written: the peer reads its end there
+            fin_sent_ = true;
+        }
         post_locked();
     }
     mirror_locked();
@@ -852,8 +907,14 @@ void Stream::close(bool abortive) {
         } else if (abortive || state_.load() == State::failed) {
             reset = state_.load() != State::failed;
             fail_locked(ECONNRESET);
+            if (direct_.load(std::memory_order_relaxed)) bytes_.hang_up();  // the peer reads a reset after the bytes
         } else {
             fin_queued_ = true;
+            if (direct_.load(std::memory_order_relaxed) && !fin_sent_) {
+                // The bytes are in the shared ring already: they outlive this process, and the end follows them.
+                bytes_.close_write();
+                fin_sent_ = true;
+            }
             post_locked();
         }
         closing_deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -890,7 +951,14 @@ void Stream::watch(Mirror *mirror) {
     update_background_locked();
 }
 
-int Stream::notify_fd() const noexcept { return dto_ ? dto_->fd() : -1; }
+int Stream::notify_fd() const noexcept {
+    if (direct_.load(std::memory_order_acquire)) return bytes_.bell();
+    return dto_ ? dto_->fd() : -1;
+}
+
+std::array<int, 3> Stream::wake_fds() const noexcept {
+    return {dto_ ? dto_->fd() : -1, event_fd_, direct_.load(std::memory_order_acquire) ? bytes_.bell() : -1};
+}
 
 void Stream::background() {
     bool disconnect = false, abort = false;
@@ -925,6 +993,10 @@ void Stream::background() {
                 mirror_locked();
                 update_background_locked();
             }
+            if (direct_.load(std::memory_order_relaxed)) {
+                arm_direct_locked();  // the bell rings for the next bytes or room; what came meanwhile is shown
+                mirror_locked();
+            }
         }
     }
     if (disconnect) (void)ep_->disconnect(false);
@@ -934,6 +1006,7 @@ void Stream::background() {
 uint32_t Stream::arm() {
     std::lock_guard lock(mutex_);
     (void)arm_locked();
+    if (direct_.load(std::memory_order_relaxed)) arm_direct_locked();
     return readiness_locked();
 }
 
@@ -966,7 +1039,14 @@ std::string Stream::describe() {
                   static_cast<int>(state_.load()), credits_, owed_, sq_used_, done_, post_, end_, arr_count_, peer_fin_,
                   fin_queued_, fin_sent_, sticky_error_, static_cast<unsigned long>(counters_.tx_messages.load()),
                   static_cast<unsigned long>(counters_.rx_messages.load()));
-    return b;
+    std::string d = b;
+    if (direct_.load(std::memory_order_relaxed)) {
+        std::snprintf(b, sizeof b, " byte channel: readable %lu writable %lu peer_closed %d peer_gone %d",
+                      static_cast<unsigned long>(bytes_.readable()), static_cast<unsigned long>(bytes_.writable()),
+                      bytes_.peer_closed(), bytes_.peer_gone());
+        d += b;
+    }
+    return d;
 }
 
 bool Stream::finished() {
@@ -982,6 +1062,171 @@ bool Stream::finished() {
     }
     return st == State::failed || st == State::closed || st == State::declined ||
            (disconnecting_ && std::chrono::steady_clock::now() > closing_deadline_);
+}
+
+
+// ---------------------------------------------------------------------------------------------------------------
+// The byte channel (same host): send() and recv() copy into and out of the shared rings themselves.
+
+uint32_t Stream::readiness_direct_locked() const {
+    const State st = state_.load(std::memory_order_relaxed);
+    if (st == State::converting) return 0;
+    const uint64_t waiting = bytes_.readable();
+    const bool ended = bytes_.peer_closed();
+    const bool gone = bytes_.peer_gone();
+    // A broken connection shows its error only once the bytes sent before it are read, as TCP's do.
+    if (st == State::failed && waiting == 0) return POLLIN | POLLOUT | POLLERR | POLLHUP;
+    uint32_t ev = 0;
+    if (waiting > 0 || ended || gone || rd_shut_) ev |= POLLIN;
+    if (ended) ev |= POLLRDHUP;
+    if (!fin_queued_ && st == State::open && (bytes_.writable() > 0 || gone)) ev |= POLLOUT;
+    if ((fin_queued_ && ended) || (gone && waiting == 0)) ev |= POLLHUP;
+    return ev;
+}
+
+void Stream::arm_direct_locked() {
+    uint64_t v;
+    (void)real().read(event_fd_, &v, sizeof v);
+    (void)bytes_.drain_bell();  // learns whether the peer's end went
+    (void)bytes_.arm_read();
+    if (!fin_queued_ && bytes_.writable() == 0) (void)bytes_.arm_write();
+}
+
+void Stream::wait_direct_locked(std::unique_lock<std::mutex> &lock, bool for_write) {
+    if (leader_) {
+        cv_.wait_for(lock, std::chrono::milliseconds(100));
+        return;
+    }
+    leader_ = true;
+    const State was = state_.load(std::memory_order_relaxed);
+    auto ready = [&] {
+        if (state_.load(std::memory_order_relaxed) != was || bytes_.peer_gone()) return true;
+        return for_write ? bytes_.writable() > 0 : bytes_.readable() > 0 || bytes_.peer_closed();
+    };
+    // Spin first, as on the QP: the peer's next bytes or room come in microseconds on this host.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(shape_.spin_ns);
+    bool got = ready();
+    while (!got && std::chrono::steady_clock::now() < until) {
+        lock.unlock();
+        for (int i = 0; i < 32; ++i) cpu_relax();
+        lock.lock();
+        got = ready();
+    }
+    if (!got) {
+        // Asked for the bell, then looked once more: bytes or room that came between would ring nobody.
+        const bool armed = for_write ? bytes_.arm_write() : bytes_.arm_read();
+        if (armed && state_.load(std::memory_order_relaxed) == was) {
+            counters_.sleeps.fetch_add(1, std::memory_order_relaxed);
+            pollers_.fetch_add(1, std::memory_order_acq_rel);
+            lock.unlock();
+            // The bound is a backstop: the peer rings, or a connection event raises event_fd_.
+            pollfd p[2] = {{bytes_.bell(), POLLIN, 0}, {event_fd_, POLLIN, 0}};
+            (void)real().poll(p, 2, 100);
+            lock.lock();
+            pollers_.fetch_sub(1, std::memory_order_acq_rel);
+            uint64_t v;
+            (void)real().read(event_fd_, &v, sizeof v);
+        }
+        (void)bytes_.drain_bell();
+        if (for_write) {
+            bytes_.disarm_write();
+        } else {
+            bytes_.disarm_read();
+        }
+    }
+    (void)poll_locked();  // the QP's own messages: advertisements, the extended interface's completions
+    leader_ = false;
+    cv_.notify_all();
+}
+
+ssize_t Stream::send_direct_locked(std::unique_lock<std::mutex> &lock, std::span<const iovec> iov, bool nonblock) {
+    size_t want = 0;
+    for (const auto &v : iov) want += v.iov_len;
+    size_t total = 0;
+    IovCursor from{iov};
+    for (;;) {
+        const State st = state_.load(std::memory_order_relaxed);
+        if (st == State::failed) {
+            const int e = sticky_error_;
+            sticky_error_ = EPIPE;  // reported once, then as TCP: a broken pipe
+            return total > 0 ? static_cast<ssize_t>(total) : -e;
+        }
+        if (fin_queued_ || st == State::closed) return total > 0 ? static_cast<ssize_t>(total) : -EPIPE;
+        while (total < want) {
+            iovec v[16];
+            const size_t k = from.rest(v, 16);
+            const ssize_t n = bytes_.write(v, k);
+            if (n > 0) {
+                from.skip(static_cast<size_t>(n));
+                total += static_cast<size_t>(n);
+                continue;
+            }
+            if (n < 0 && errno != EAGAIN) fail_locked(ECONNRESET);  // the peer's end went, or broke the ring
+            break;
+        }
+        if (total == want || (nonblock && total > 0)) break;
+        if (state_.load(std::memory_order_relaxed) == State::failed) continue;
+        if (nonblock) {
+            counters_.credit_stalls.fetch_add(1, std::memory_order_relaxed);
+            mirror_locked();
+            update_background_locked();
+            return -EAGAIN;
+        }
+        wait_direct_locked(lock, true);
+    }
+    counters_.tx_bytes.fetch_add(total, std::memory_order_relaxed);
+    mirror_locked();
+    update_background_locked();
+    return static_cast<ssize_t>(total);
+}
+
+ssize_t Stream::recv_direct_locked(std::unique_lock<std::mutex> &lock, std::span<const iovec> iov, int flags,
+                                   bool nonblock) {
+    size_t want = 0;
+    for (const auto &v : iov) want += v.iov_len;
+    const bool peek = (flags & MSG_PEEK) != 0;
+    const bool all = (flags & MSG_WAITALL) != 0 && !peek;
+    size_t total = 0;
+    IovCursor to{iov};
+    for (;;) {
+        if (rd_shut_) break;  // shut down for reading: the end
+        bool end = false;
+        while (total < want) {
+            iovec v[16];
+            const size_t k = to.rest(v, 16);
+            const ssize_t n = peek ? bytes_.peekv(v, k) : bytes_.readv(v, k);
+            if (n > 0) {
+                to.skip(static_cast<size_t>(n));
+                total += static_cast<size_t>(n);
+                if (peek) break;  // a peek looks at what waits once
+                continue;
+            }
+            if (n == 0) {
+                end = true;  // the peer's end, after its last byte
+            } else if (errno != EAGAIN) {
+                fail_locked(ECONNRESET);  // the peer went without its end (killed), or broke the ring
+            }
+            break;
+        }
+        if (end || want == 0 || (total > 0 && (!all || total == want))) break;
+        const State st = state_.load(std::memory_order_relaxed);
+        if (st == State::failed) {
+            if (total > 0) break;
+            const int e = sticky_error_;
+            return e == EPIPE ? 0 : -e;
+        }
+        if (nonblock) {
+            if (total > 0) break;
+            mirror_locked();
+            update_background_locked();
+            return -EAGAIN;
+        }
+        wait_direct_locked(lock, false);
+    }
+    if (!peek) counters_.rx_bytes.fetch_add(total, std::memory_order_relaxed);
+    mirror_locked();
+    update_background_locked();
+    return static_cast<ssize_t>(total);
 }
 
 }  // namespace openrdma::sockets

@@ -17,6 +17,11 @@
  * - Received messages stay in their receive buffers until the application reads them (copied out once); a buffer
  *   read to its end is reposted and its credit returned with the next message, or alone once half are owed.
  *
+ * On one host, when the kAL pairs the two ends, the bytes take a shorter way: the kAL hands both ends a same-host
+ * channel of their own beside their QPs' (KRDMA_CONVERT_BYTE_CHANNEL), and send() and recv() copy straight into and
+ * out of its rings (SMC-D's model): two copies per byte, as TCP loopback makes, and no system call while both ends
+ * keep up. The QP stays for the extended interface and for the connection's end.
+ *
  * Waiting: a short busy poll of the completion queue, then sleep on its notification. One waiter polls the CQ; the
  * others wait on a condition variable (leader and followers). Readiness for poll/epoll is mirrored on a Mirror
  * (mirror.hpp) while the application watches the socket.
@@ -26,6 +31,7 @@
 
 #include <sys/uio.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -37,6 +43,7 @@
 #include <vector>
 
 #include "mirror.hpp"
+#include "rnicpi/cpp/channel.hpp"
 #include "rnicpi/cpp/status.hpp"
 #include "ual/access_layer.hpp"
 
@@ -94,6 +101,7 @@ struct StreamShape {
     uint32_t send_slots = 8;   /**< Send slots: the socket's send buffer is send_slots * slot bytes. */
     uint32_t recv_slots = 8;   /**< Receive buffers posted (the peer's credits). */
     uint32_t spin_ns = 30000;  /**< Busy poll before sleeping. */
+    bool direct = true;        /**< Same-host pairs move bytes on a channel of their own (OPENRDMA_SOCKETS_DIRECT). */
     /** @brief Bytes of one receive buffer. */
     [[nodiscard]] uint32_t recv_slot_len() const noexcept { return slot + 64; }
     /** @brief Bytes of registered memory the stream needs. */
@@ -193,8 +201,13 @@ public:
     [[nodiscard]] bool prompt() const noexcept { return prompt_.load(std::memory_order_acquire); }
     /** @brief True while bytes or the end of stream wait to go, or a close to finish: the short tick. */
     [[nodiscard]] bool urgent() const noexcept { return urgent_.load(std::memory_order_acquire); }
-    /** @brief The descriptor that polls readable when the completion queue notifies (once armed). */
+    /**
+     * @brief The descriptor that polls readable when the stream moves (once armed): the completion queue's
+     *        notification, or on the byte channel its bell.
+     */
     [[nodiscard]] int notify_fd() const noexcept;
+    /** @brief Every descriptor the background thread sleeps on for this stream (-1 where none). */
+    [[nodiscard]] std::array<int, 3> wake_fds() const noexcept;
     /** @brief The descriptor that polls readable when a connection event changed the stream (until arm()). */
     [[nodiscard]] int event_fd() const noexcept { return event_fd_; }
     /**
@@ -219,6 +232,8 @@ public:
     [[nodiscard]] bool kit_reused() const noexcept { return kit_reused_; }
     /** @brief True when the kAL paired the two ends on this host (the same-host channel). */
     [[nodiscard]] bool same_host() const noexcept { return same_host_.load(std::memory_order_relaxed); }
+    /** @brief True when the bytes move on the byte channel (same host), not as Sends of the QP. */
+    [[nodiscard]] bool direct() const noexcept { return direct_.load(std::memory_order_acquire); }
     // The extended interface (xsocket.h). Each returns 0 or -errno.
     /** @brief Sends @p a to the peer out of band (waits for a credit unless @p nonblock). */
     int advertise(const AdvertWire &a, bool nonblock);
@@ -275,6 +290,15 @@ private:
     // drain_locked(), then arms the CQ and looks once more; true when anything came.
     bool arm_locked();
     [[nodiscard]] uint8_t *send_slot(uint32_t seq) const noexcept;
+    // The byte channel's data path (direct_): the same answers as send() and recv().
+    ssize_t send_direct_locked(std::unique_lock<std::mutex> &lock, std::span<const iovec> iov, bool nonblock);
+    ssize_t recv_direct_locked(std::unique_lock<std::mutex> &lock, std::span<const iovec> iov, int flags,
+                               bool nonblock);
+    uint32_t readiness_direct_locked() const;
+    // Waits for bytes (or room, @p for_write) on the byte channel: spins, then sleeps on its bell.
+    void wait_direct_locked(std::unique_lock<std::mutex> &lock, bool for_write);
+    // Asks the peer for the bell for what a sleeper watches (bytes; room when there is none) and reads the bell.
+    void arm_direct_locked();
     [[nodiscard]] uint8_t *recv_slot(uint32_t idx) const noexcept;
 
     std::shared_ptr<Device> device_;
@@ -338,6 +362,8 @@ private:
     std::atomic<bool> prompt_{false};
     std::atomic<bool> urgent_{false};
     std::atomic<bool> same_host_{false};
+    rdma::provider::Channel bytes_;      // the byte channel, once direct_
+    std::atomic<bool> direct_{false};
     StreamCounters counters_;
 };
 

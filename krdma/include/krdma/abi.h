@@ -24,7 +24,7 @@ extern "C" {
 /** @brief Major protocol version; HELLO refuses a client with another major version. */
 #define KRDMA_ABI_VERSION 1u
 /** @brief Minor protocol version: what this header adds to major version 1 (see "Versions" below). */
-#define KRDMA_ABI_MINOR 5u
+#define KRDMA_ABI_MINOR 6u
 /** @brief The krdma_hello::abi_version word of version @p major.@p minor. */
 #define KRDMA_ABI_WORD(major, minor) ((uint32_t)(major) | ((uint32_t)(minor) << 16))
 /** @brief The major version in a krdma_hello::abi_version word. */
@@ -92,6 +92,9 @@ struct krdma_msg_hdr {
  * Minor 4 adds PEER_MARKS (the sockets layer's peer detection); an older kAL answers it as an unknown command.
  * Minor 5 fills the five words krdma_llp_counters reserved with the time connection setup spent in each of its
  * steps (tcp_connect_ns ... accept_ns); an older kAL leaves them zero. Nothing else changes.
+ * Minor 6 adds krdma_convert::flags (a word older clients leave zero, and an older kAL refuses nonzero) with
+ * KRDMA_CONVERT_BYTE_CHANNEL: when the kAL pairs both ends of the connection on this host and both asked, their
+ * ESTABLISHED records carry a third descriptor, the end of a second same-host channel that is the consumers' own.
  */
 
 /** @brief HELLO: version handshake; the reply tells the client who the kAL thinks it is. */
@@ -497,6 +500,18 @@ enum krdma_convert_role {
     KRDMA_CONVERT_RESPONDER = 2  /**< This side answers the peer's MPA request. */
 };
 
+/** @brief krdma_convert::flags (minor 6). */
+enum krdma_convert_flags {
+    /**
+     * The consumer's own byte channel: when the kAL pairs this connection's two ends on this host (::RI_LLP_SAME_HOST)
+     * and both ends asked for it, each ESTABLISHED record carries, after the socket and the QP's channel, the end of
+     * a second channel (ri_channel.h) that no provider reads: the consumer moves bytes on it itself (the sockets
+     * layer's stream, two copies as TCP loopback makes). Its rings are charged as the QP's are. Without the pairing,
+     * or when the second channel cannot be made, the record is as without the flag.
+     */
+    KRDMA_CONVERT_BYTE_CHANNEL = 1u << 0
+};
+
 /**
  * @brief CONVERT: an IDLE QP of the caller takes over the caller's connected TCP socket, passed with the request
  *        (SCM_RIGHTS): MPA negotiates on it and it becomes the QP's LLP stream (IT-API it_socket_convert). The
@@ -509,7 +524,7 @@ struct krdma_convert {
     uint32_t role;              /**< Request: one of ::krdma_convert_role. */
     uint32_t timeout_ms;        /**< Request: MPA negotiation deadline (0: the kAL's default). */
     uint16_t private_data_len;  /**< Request: bytes of krdma_convert::private_data. */
-    uint16_t reserved;          /**< Zero. */
+    uint16_t flags;             /**< Request: a set of ::krdma_convert_flags (minor 6; zero before). */
     uint32_t reserved2;         /**< Zero. */
     uint8_t private_data[KRDMA_MAX_PRIVATE_DATA]; /**< Request: private data of this side's MPA frame. */
 };

@@ -106,9 +106,12 @@ public:
     /**
      * @brief Connection event @p e (krdma_cm_event::cookie names the endpoint or, for a request, the listen point);
      *        @p fd is an ESTABLISHED record's socket where the consumer's provider runs the stream, and @p channel
-     *        its end of the same-host channel when the kAL paired the two ends (::RI_LLP_SAME_HOST), else empty.
+     *        its end of the same-host channel when the kAL paired the two ends (::RI_LLP_SAME_HOST), else empty;
+     *        @p byte_channel the end of the consumer's own channel when its CONVERT asked for one and got it
+     *        (::KRDMA_CONVERT_BYTE_CHANNEL), else empty.
      */
-    virtual void connection(const krdma_cm_event &e, krdma::UniqueFd fd, krdma::UniqueFd channel) = 0;
+    virtual void connection(const krdma_cm_event &e, krdma::UniqueFd fd, krdma::UniqueFd channel,
+                            krdma::UniqueFd byte_channel) = 0;
     /** @brief The kAL went away: every object of this access layer is unusable. */
     virtual void kal_gone() = 0;
 };
@@ -202,11 +205,12 @@ public:
     [[nodiscard]] virtual rdma::Expected<void> reject(uint64_t request, std::span<const uint8_t> private_data) = 0;
     /**
      * @brief Makes the connected TCP socket @p fd the IDLE @p qp's stream after MPA negotiation (::krdma_convert_role
-     *        @p role); ::RI_EOPNOTSUPP where the consumer has no sockets of its own (hosted).
+     *        @p role) and ::krdma_convert_flags @p flags (dropped, not refused, where the kAL is older than minor 6);
+     *        ::RI_EOPNOTSUPP where the consumer has no sockets of its own (hosted).
      */
     [[nodiscard]] virtual rdma::Expected<void> convert(const ObjectRef &qp, int fd,
                                                        std::span<const uint8_t> private_data, uint32_t role,
-                                                       uint64_t context, uint32_t timeout_ms) = 0;
+                                                       uint32_t flags, uint64_t context, uint32_t timeout_ms) = 0;
     /**
      * @brief The consumer's half of the RDMA-mode transition, after ESTABLISHED: the provider takes the stream
      *        (@p fd with @p llp, and on the same-host path, ::RI_LLP_SAME_HOST in its flags, the channel's end

@@ -98,7 +98,8 @@ public:
     /** @cond INTERNAL */
     void async_event(uint32_t rnic, const ri_async_event_t &e) override;
     void completion(uint32_t cq) override;
-    void connection(const krdma_cm_event &e, krdma::UniqueFd fd, krdma::UniqueFd channel) override;
+    void connection(const krdma_cm_event &e, krdma::UniqueFd fd, krdma::UniqueFd channel,
+                    krdma::UniqueFd byte_channel) override;
     void kal_gone() override;
     /** @endcond */
 
@@ -332,10 +333,12 @@ public:
      *        endpoint's connection: MPA negotiates on it (this side's frame carries @p private_data; ::krdma_convert_role
      *        @p role says which side sends the request, AUTO lets the two ends agree by their addresses) and the
      *        outcome arrives as a connection event. The kAL and the uVP take their own references: the caller
-     *        closes @p fd afterwards. Quiesce the stream first: MPA reads what arrives from now on.
+     *        closes @p fd afterwards. Quiesce the stream first: MPA reads what arrives from now on. @p flags
+     *        (::krdma_convert_flags) asks for more: ::KRDMA_CONVERT_BYTE_CHANNEL brings ConnectionData::byte_channel.
      */
     [[nodiscard]] rdma::Expected<void> convert(int fd, std::span<const uint8_t> private_data = {}, uint32_t role = 0,
-                                       std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+                                       std::chrono::milliseconds timeout = std::chrono::milliseconds(0),
+                                       uint32_t flags = 0);
     /** @brief Accepts connection request @p request with this endpoint, replying @p private_data. */
     [[nodiscard]] rdma::Expected<void> accept(uint64_t request, std::span<const uint8_t> private_data = {});
     /**

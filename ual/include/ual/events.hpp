@@ -57,6 +57,11 @@ struct ConnectionData {
     uint32_t term = 0;                  /**< broken by negotiation: the Terminate code (layer<<16|type<<8|code). */
     ri_llp_params_t llp{};              /**< Addresses and ports; negotiated (established) or requested parameters. */
     std::vector<uint8_t> private_data;  /**< The peer's private data. */
+    /**
+     * ESTABLISHED of a conversion that asked for it (::KRDMA_CONVERT_BYTE_CHANNEL) and was paired on this host: the
+     * end of the consumer's own channel (rnicpi/cpp/channel.hpp), for the one consumer that takes it; else empty.
+     */
+    std::shared_ptr<krdma::UniqueFd> byte_channel;
 };
 
 /** @brief One event. */

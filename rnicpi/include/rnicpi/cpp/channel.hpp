@@ -269,6 +269,35 @@ public:
         return moved;
     }
 
+    /**
+     * @brief Copies up to the bytes waiting into the scatter list @p iov (@p n pieces) and leaves them waiting
+     *        (recv(2)'s MSG_PEEK): a byte count, 0 at the end, or -1 with errno as readv() answers.
+     */
+    ssize_t peekv(const iovec *iov, size_t n) noexcept {
+        using namespace channel_detail;
+        const uint64_t tail = load_acquire(in_->tail);
+        const uint64_t avail = tail - head_;
+        if (avail > ring_) return fail_broken();
+        if (avail == 0) {
+            if (__atomic_load_n(&in_->closed, __ATOMIC_ACQUIRE) != 0 && load_acquire(in_->tail) == head_) return 0;
+            return fail(peer_gone_ ? ECONNRESET : EAGAIN);
+        }
+        return move(
+            iov, n, head_, static_cast<size_t>(avail),
+            [&](uint64_t at, uint8_t *p, size_t len) { get(in_data_, at, p, len); }, [](uint64_t) { return 0; },
+            [](uint64_t) {});
+    }
+
+    /**
+     * @brief Ends this side at once without unmapping (a reset): the peer's bell reads its end of file, so the peer
+     *        reads what waits and then ECONNRESET; this side's writes answer ECONNRESET. Safe while another thread
+     *        still looks at the indexes, unlike reset().
+     */
+    void hang_up() noexcept {
+        if (bell_ >= 0) (void)::shutdown(bell_, SHUT_RDWR);
+        peer_gone_ = true;
+    }
+
     /** @brief Bytes waiting to be read (a corrupt ring reads as some, so that the reader meets the error). */
     [[nodiscard]] uint64_t readable() const noexcept {
         return channel_detail::load_acquire(in_->tail) - head_;
