@@ -418,6 +418,9 @@ TEST_F(Vocabulary, ConnectionRefusals) {
     cv.role = 7;
     refused(ask(KRDMA_CMD_CONVERT, cv), "convert: an unknown role", RI_EINVAL);
     cv.role = KRDMA_CONVERT_AUTO;
+    cv.flags = 0x8000;
+    refused(ask(KRDMA_CMD_CONVERT, cv), "convert: unknown flags", RI_EINVAL);
+    cv.flags = KRDMA_CONVERT_BYTE_CHANNEL;
     refused(ask(KRDMA_CMD_CONVERT, cv), "convert: no socket", RI_EBADF);
     int pipe_fds[2];
     ASSERT_EQ(::pipe(pipe_fds), 0);

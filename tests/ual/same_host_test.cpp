@@ -1,8 +1,17 @@
 // The same-host path as the uAL sees it (issue 40): two consumers (two access layers, two device connections) of one
 // real krdmad, connected over real TCP on 127.0.0.1, each get RI_LLP_SAME_HOST in the parameters of their
 // ESTABLISHED event, with neither CRC nor markers, and their QPs move Sends both ways; with the kAL's setting off
-// both stay on the wire. (Until softrnic moves bytes over the channel, both run TCP without CRC.)
+// both stay on the wire. Two converted ends that both ask (KRDMA_CONVERT_BYTE_CHANNEL) get a second channel of their
+// own, or neither does.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <vector>
+
+#include "krdma/abi.h"
+#include "rnicpi/cpp/channel.hpp"
 
 #include "connection_fixtures.hpp"
 #include "rdma_util.hpp"
@@ -102,6 +111,99 @@ TEST_F(SameHostOff, WithTheKalSettingOffBothConsumersStayOnTheWire) {
     if (HasFailure()) return;
     EXPECT_EQ(server.mpa_flags & RI_LLP_SAME_HOST, 0u);
     EXPECT_EQ(client.mpa_flags & RI_LLP_SAME_HOST, 0u);
+    p.exchange();
+}
+
+// A connected pair of TCP sockets over 127.0.0.1 (the client's first, the accepted one second); -1s on failure.
+std::pair<int, int> tcp_pair() {
+    const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (l < 0 || ::bind(l, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 || ::listen(l, 1) != 0 ||
+        ::getsockname(l, reinterpret_cast<sockaddr *>(&a), &len) != 0) {
+        if (l >= 0) ::close(l);
+        return {-1, -1};
+    }
+    const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (c < 0 || ::connect(c, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) {
+        ::close(l);
+        if (c >= 0) ::close(c);
+        return {-1, -1};
+    }
+    const int s = ::accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
+    ::close(l);
+    return {c, s};
+}
+
+// Both ends of one TCP connection converted (the client initiates), each CONVERT with @p client_flags and
+// @p server_flags; the two ESTABLISHED events' data (client's first), empty on failure.
+std::pair<std::shared_ptr<const ual::ConnectionData>, std::shared_ptr<const ual::ConnectionData>>
+convert_both(SameHostPair &p, uint32_t client_flags, uint32_t server_flags) {
+    p.client_ep = p.client.endpoint(2);
+    p.server_ep = p.server.endpoint(3);
+    const auto [c, s] = tcp_pair();
+    EXPECT_GE(c, 0) << "a TCP connection over 127.0.0.1";
+    if (c < 0 || p.client_ep == nullptr || p.server_ep == nullptr) return {};
+    for (uint64_t i = 0; i < 4; ++i) {
+        EXPECT_OK(post_recv(p.client, *p.client_ep, i * 256, 256, 100 + i));
+        EXPECT_OK(post_recv(p.server, *p.server_ep, i * 256, 256, 100 + i));
+    }
+    EXPECT_OK(p.client_ep->convert(c, bytes_of("c"), KRDMA_CONVERT_INITIATOR, {}, client_flags));
+    EXPECT_OK(p.server_ep->convert(s, bytes_of("s"), KRDMA_CONVERT_RESPONDER, {}, server_flags));
+    ::close(c);
+    ::close(s);
+    auto ce = next_cm(p.client.cm);
+    auto se = next_cm(p.server.cm);
+    EXPECT_TRUE(ce && ce->id == static_cast<uint32_t>(CmEventId::established) && ce->connection);
+    EXPECT_TRUE(se && se->id == static_cast<uint32_t>(CmEventId::established) && se->connection);
+    if (!ce || !se || !ce->connection || !se->connection) return {};
+    return {ce->connection, se->connection};
+}
+
+bool has_byte_channel(const ual::ConnectionData &d) { return d.byte_channel && *d.byte_channel; }
+
+TEST_F(SameHostUal, ConvertedEndsThatBothAskGetAByteChannelOfTheirOwnThatCarriesBytesBothWays) {
+    SameHostPair p(device_);
+    const auto [c, s] = convert_both(p, KRDMA_CONVERT_BYTE_CHANNEL, KRDMA_CONVERT_BYTE_CHANNEL);
+    if (HasFailure()) return;
+    EXPECT_NE(c->llp.mpa_flags & RI_LLP_SAME_HOST, 0u);
+    ASSERT_TRUE(has_byte_channel(*c)) << "the client asked and the kAL paired the ends: its byte channel";
+    ASSERT_TRUE(has_byte_channel(*s)) << "the server asked and the kAL paired the ends: its byte channel";
+    rdma::provider::Channel cc, sc;
+    ASSERT_EQ(cc.open(c->byte_channel->release()), RI_OK) << "the client's end is a channel's";
+    ASSERT_EQ(sc.open(s->byte_channel->release()), RI_OK) << "the server's end is a channel's";
+    const std::string there = "to the server", back = "and back";
+    ASSERT_EQ(cc.write(std::vector<iovec>{{const_cast<char *>(there.data()), there.size()}}.data(), 1),
+              static_cast<ssize_t>(there.size()));
+    char buf[64] = {};
+    ASSERT_EQ(sc.read(buf, sizeof buf), static_cast<ssize_t>(there.size())) << "the server reads the client's bytes";
+    EXPECT_EQ(std::string(buf, there.size()), there);
+    ASSERT_EQ(sc.write(std::vector<iovec>{{const_cast<char *>(back.data()), back.size()}}.data(), 1),
+              static_cast<ssize_t>(back.size()));
+    ASSERT_EQ(cc.read(buf, sizeof buf), static_cast<ssize_t>(back.size())) << "the client reads the server's bytes";
+    EXPECT_EQ(std::string(buf, back.size()), back);
+    p.exchange();  // the QPs still move their own Sends on their own channel
+}
+
+TEST_F(SameHostUal, AByteChannelGoesToBothEndsOrToNeither) {
+    SameHostPair p(device_);
+    const auto [c, s] = convert_both(p, KRDMA_CONVERT_BYTE_CHANNEL, 0);
+    if (HasFailure()) return;
+    EXPECT_NE(c->llp.mpa_flags & RI_LLP_SAME_HOST, 0u) << "paired on this host all the same";
+    EXPECT_FALSE(has_byte_channel(*c)) << "the server did not ask: the client's end would read nobody's bytes";
+    EXPECT_FALSE(has_byte_channel(*s));
+    p.exchange();
+}
+
+TEST_F(SameHostOff, AConversionThatAsksForAByteChannelStaysOnTheWireWithout) {
+    SameHostPair p(device_);
+    const auto [c, s] = convert_both(p, KRDMA_CONVERT_BYTE_CHANNEL, KRDMA_CONVERT_BYTE_CHANNEL);
+    if (HasFailure()) return;
+    EXPECT_EQ(c->llp.mpa_flags & RI_LLP_SAME_HOST, 0u);
+    EXPECT_FALSE(has_byte_channel(*c));
+    EXPECT_FALSE(has_byte_channel(*s));
     p.exchange();
 }
 
