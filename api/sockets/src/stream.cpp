@@ -1093,11 +1093,14 @@ void Stream::arm_direct_locked() {
 }
 
 void Stream::wait_direct_locked(std::unique_lock<std::mutex> &lock, bool for_write) {
-    if (leader_) {
+    // One leader per direction: a thread that waits for room must not queue behind one that waits for bytes (the
+    // ring has a reader and a writer side; the lock is free while either sleeps).
+    bool &leader = for_write ? write_leader_ : read_leader_;
+    if (leader) {
         cv_.wait_for(lock, std::chrono::milliseconds(100));
         return;
     }
-    leader_ = true;
+    leader = true;
     const State was = state_.load(std::memory_order_relaxed);
     auto ready = [&] {
         if (state_.load(std::memory_order_relaxed) != was || bytes_.peer_gone()) return true;
@@ -1133,9 +1136,15 @@ void Stream::wait_direct_locked(std::unique_lock<std::mutex> &lock, bool for_wri
         } else {
             bytes_.disarm_read();
         }
+        // The bell is one for both directions: what it rang may have been for a thread asleep on the other, which
+        // looks again.
+        if (pollers_.load(std::memory_order_acquire) > 0) {
+            const uint64_t one = 1;
+            (void)real().write(event_fd_, &one, sizeof one);
+        }
     }
     (void)poll_locked();  // the QP's own messages: advertisements, the extended interface's completions
-    leader_ = false;
+    leader = false;
     cv_.notify_all();
 }
 

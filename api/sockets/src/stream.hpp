@@ -316,6 +316,8 @@ private:
     int error_ = 0;             // the errno the connection ended with (reported once through SO_ERROR)
     int sticky_error_ = 0;      // what I/O says from now on
     bool leader_ = false;       // a waiter polls or sleeps on the CQ
+    bool read_leader_ = false;  // on the byte channel: a waiter for bytes spins or sleeps on the bell
+    bool write_leader_ = false; // on the byte channel: a waiter for room does
     bool cm_final_ = false;     // the connection's last event came (its kit can be reused)
     bool kit_reused_ = false;   // its QP served a connection before
     std::chrono::steady_clock::time_point closed_seen_{};  // finished() first saw it closed without its last event
