@@ -472,6 +472,8 @@ void Endpoint::transition() {
     unindex();
     if (!channel_) pair();
     const bool same_host = static_cast<bool>(channel_);
+    // A peer of this stack on the wire takes FPDUs larger than a segment (Linux siw's streams keep one per segment).
+    if (!same_host && m_->peer_runs_stack(sock_.get())) llp::widen_fpdus(*llp);
     // The stream lives in the consumer's process, or, for a consumer hosted in the kAL and for an offloading
     // RNIC, in the kVP, which takes a duplicate of it here (the kAL keeps its own reference either way).
     ri_qp_attr_t a{};

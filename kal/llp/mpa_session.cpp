@@ -412,6 +412,15 @@ std::optional<iwarp::TermCode> MpaSession::term() const noexcept {
     return t;
 }
 
+void widen_fpdus(ri_llp_params_t &p) noexcept {
+    if ((p.mpa_flags & RI_MPA_MARKERS) != 0) return;
+    const size_t ulpdu = iwarp::mulpdu(kPeerStackEmss, false);
+    const size_t fpdu = iwarp::kMpaLengthLen + ulpdu + iwarp::pad_len(ulpdu) + iwarp::kMpaCrcLen;
+    if (fpdu <= p.fpdu_max) return;
+    p.fpdu_max = static_cast<uint32_t>(fpdu);
+    p.mpa_flags |= RI_LLP_FPDU_FIXED;
+}
+
 rdma::Expected<ri_llp_params_t> to_llp_params(const iwarp::MpaResult &result, bool initiator, int fd,
                                               const ri_llp_params_t *ends) {
     ri_llp_params_t p{};

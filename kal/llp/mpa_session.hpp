@@ -217,6 +217,18 @@ private:
 [[nodiscard]] rdma::Expected<ri_llp_params_t> to_llp_params(const iwarp::MpaResult &result, bool initiator, int fd,
                                                             const ri_llp_params_t *ends = nullptr);
 
+/** @brief The effective MSS whose MULPDU sizes the FPDUs sent to a peer of this stack (widen_fpdus()). */
+inline constexpr size_t kPeerStackEmss = 16384;
+
+/**
+ * @brief For a stream whose peer runs this stack (the kAL's peer detection said so): FPDUs of about 16 KiB where
+ *        one TCP segment would carry less, and ::RI_LLP_FPDU_FIXED so that the provider keeps them. FPDUs of one
+ *        segment cost their framing, CRC and gather entry some 11 times per 16 KiB on a 1500-byte path; this stack's
+ *        receivers reassemble FPDUs across segments as RFC 5044 requires. Without markers only (a marker's position
+ *        follows the segments); a stream whose MSS already allows as much is left as it is.
+ */
+void widen_fpdus(ri_llp_params_t &p) noexcept;
+
 }  // namespace kal::llp
 
 #endif  // KAL_LLP_MPA_SESSION_HPP

@@ -311,6 +311,31 @@ TEST(LlpMpa, Rfc7306IsAgreedOnlyWhenBothSidesMay) {
         << "a request that offers nothing must be what every other peer has always received";
 }
 
+TEST(LlpMpa, FpdusToAPeerOfThisStackSpanSegmentsWithoutMarkersOnly) {
+    // A 1500-byte path: one segment carries about 1.4 KiB; a peer of this stack gets FPDUs of about 16 KiB, fixed.
+    ri_llp_params_t p{};
+    p.mss = 1448;
+    p.fpdu_max = 1448;
+    kal::llp::widen_fpdus(p);
+    EXPECT_NE(p.mpa_flags & RI_LLP_FPDU_FIXED, 0u) << "the provider must keep the size, not follow the MSS";
+    EXPECT_GT(p.fpdu_max, 16000u);
+    EXPECT_LE(p.fpdu_max, kal::llp::kPeerStackEmss) << "an FPDU of the effective MSS's MULPDU and its framing";
+    EXPECT_EQ(p.fpdu_max % 4, 0u);
+    // With markers their places follow the segments: nothing changes.
+    ri_llp_params_t m{};
+    m.mpa_flags = RI_MPA_MARKERS;
+    m.fpdu_max = 1448;
+    kal::llp::widen_fpdus(m);
+    EXPECT_EQ(m.fpdu_max, 1448u);
+    EXPECT_EQ(m.mpa_flags, uint32_t{RI_MPA_MARKERS});
+    // A path whose segments carry more already (loopback's 64 KiB) keeps following its MSS.
+    ri_llp_params_t lo{};
+    lo.fpdu_max = 65480;
+    kal::llp::widen_fpdus(lo);
+    EXPECT_EQ(lo.fpdu_max, 65480u);
+    EXPECT_EQ(lo.mpa_flags & RI_LLP_FPDU_FIXED, 0u);
+}
+
 TEST(LlpMpa, RevisionsOneAndTwoBothWays) {
     for (uint8_t ri : {1, 2}) {
         for (uint8_t rr : {1, 2}) {

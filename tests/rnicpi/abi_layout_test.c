@@ -20,7 +20,7 @@
     _Static_assert(offsetof(type, field) == (off), "ABI: offset of " #type "." #field " changed")
 
 _Static_assert(sizeof(void *) == 8 && sizeof(long) == 8, "the RNIC-PI layout below is for LP64 targets");
-_Static_assert(RI_ABI_VERSION == 0x00010009u, "ABI version changed: update the layout below in the same commit");
+_Static_assert(RI_ABI_VERSION == 0x0001000au, "ABI version changed: update the layout below in the same commit");
 
 RDMA_SIZE(ri_channel_ring_t, 128, 8);
 RDMA_OFF(ri_channel_ring_t, tail, 0);
@@ -327,6 +327,7 @@ _Static_assert(RI_WR_SEND == 0 && RI_WR_RDMA_WRITE == 4 && RI_WR_RDMA_READ == 5 
                    RI_WR_ATOMIC_CMP_SWAP == 11,
                "ABI: work request opcodes changed");
 _Static_assert(RI_WC_RECV == 128 && RI_WC_GENERAL_ERR == 13, "ABI: completion values changed");
+_Static_assert(RI_LLP_SAME_HOST == 16 && RI_MPA_RFC7306 == 32 && RI_LLP_FPDU_FIXED == 64, "ABI: LLP flag values changed");
 _Static_assert(RI_OPEN_RNIC == 1 && RI_CREATE_QP == 9 && RI_SET_AEH == 25 && RI_QUERY_SRQ == 26 &&
                    RI_QUERY_CQ == 27, "ABI: syscall op codes changed");
 _Static_assert(RI_MODE_PRIVILEGED == 1 && RI_MODE_NONPRIVILEGED == 2, "ABI: mode values changed");

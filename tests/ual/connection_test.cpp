@@ -787,7 +787,8 @@ void rdma_to_peer(const std::filesystem::path &dev, const std::string &addr_a, c
 }
 
 // Two hosts (connection_fixtures.hpp): the passive peer runs inside the namespace on its own krdmad. Each kAL's
-// handshake says it runs this stack (the TCP peer detection), so the two agree RFC 7306 in MPA for their softrnics.
+// handshake says it runs this stack (the TCP peer detection), so the two agree RFC 7306 in MPA for their softrnics
+// and send each other FPDUs larger than a segment; the exchange's 4 MiB arrive intact.
 TEST_F(TwoHosts, RdmaBetweenNamespacesThroughTheirOwnKrdmads) {
     const size_t kBytes = 4u << 20;
     auto [pid, port] = start_peer_b("accept", kBytes);
@@ -797,6 +798,9 @@ TEST_F(TwoHosts, RdmaBetweenNamespacesThroughTheirOwnKrdmads) {
         EXPECT_NE(llp.mpa_flags & RI_MPA_RFC7306, 0u)
             << "two kALs that detected each other did not agree RFC 7306\n" << read_text(dir_ / "a.err")
             << read_text(dir_ / "b.err");
+        // The veth path's segments carry 1448 bytes; a peer of this stack gets FPDUs of about 16 KiB.
+        EXPECT_NE(llp.mpa_flags & RI_LLP_FPDU_FIXED, 0u) << "FPDUs of one segment to a peer of this stack";
+        EXPECT_GT(llp.fpdu_max, 16000u);
     });
     if (HasFatalFailure()) return;
     EXPECT_EQ(wait_exit(pid), 0) << read_text(dir_ / "peer.out") << read_text(dir_ / "peer.err");

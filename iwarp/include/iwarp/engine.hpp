@@ -496,6 +496,9 @@ public:
         due_ = kRecheckBytes;
     }
 
+    /** @brief The host fixed the stream's FPDU size (::RI_LLP_FPDU_FIXED): the MSS is never read. */
+    void keep() noexcept { due_ = UINT64_MAX; }
+
 private:
     uint64_t due_ = kRecheckBytes;
 };

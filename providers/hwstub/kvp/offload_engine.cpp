@@ -170,6 +170,7 @@ ri_status_t OffloadEngine::start_stream(uint32_t qp_num, int fd, const ri_llp_pa
             qp.stream = std::make_unique<Stream>(qp, fd, std::move(chan), llp, cfg);
             qp.stream->crc = cfg.tx.crc;
             qp.stream->rfc7306 = cfg.rfc7306;
+            if ((llp.mpa_flags & RI_LLP_FPDU_FIXED) != 0) qp.stream->emss.keep();  // the host's FPDU size, not the MSS
         } catch (...) {
             return refuse(RI_ENOMEM);  // chan, if made, closes with its unique_ptr
         }

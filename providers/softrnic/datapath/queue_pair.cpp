@@ -167,6 +167,7 @@ ri_status_t QueuePair::attach(int fd, const ri_llp_params_t &llp) {
         rfc7306_ = cfg.rfc7306;
         stream_ = std::make_unique<Stream>(static_cast<iwarp::EngineOwner &>(*this), fd, std::move(chan), p, cfg,
                                            sq_.depth(), full_streams_);
+        if ((p.mpa_flags & RI_LLP_FPDU_FIXED) != 0) stream_->emss.keep();  // FPDUs of the host's size, not the MSS
         // The initiator's first bytes may reach a peer that has not yet handed its socket to its QP (Linux siw):
         // see docs/siw-interop.md. A same-host peer is this stack.
         stream_->nudge_armed = !same_host && setup_.tunables.nudge && (p.mpa_flags & RI_MPA_INITIATOR) != 0 &&

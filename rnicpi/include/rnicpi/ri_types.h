@@ -24,7 +24,7 @@ extern "C" {
 /** @brief Major ABI version: a provider built for another major version is refused. */
 #define RI_ABI_VERSION_MAJOR 1u
 /** @brief Minor ABI version: grows when fields or operations are appended; older minors stay loadable. */
-#define RI_ABI_VERSION_MINOR 9u
+#define RI_ABI_VERSION_MINOR 10u
 /** @brief Builds an ABI version word from a major and a minor version. */
 #define RI_ABI_VERSION_MAKE(major, minor) ((uint32_t)(((major) << 16) | (minor)))
 /** @brief The ABI version word this header describes. */

@@ -197,7 +197,14 @@ enum ri_mpa_flags {
      * outside the stream (the same-host path, or the kAL's TCP option; docs/architecture.md, "RFC 7306"), and
      * never sets it for a peer it knows nothing of, such as Linux siw, which answers those opcodes with a Terminate.
      */
-    RI_MPA_RFC7306 = 1u << 5
+    RI_MPA_RFC7306 = 1u << 5,
+    /**
+     * Not an MPA option (ABI 1.10): ri_llp_params_t::fpdu_max is the size the host chose for this stream, larger than
+     * one TCP segment, because the peer's end runs this stack, whose receivers take FPDUs that span segments (as Linux
+     * siw's do with its GSO sizing). The provider keeps it and does not follow the MSS. The host never sets it for a
+     * peer it knows nothing of, whose stream keeps FPDUs of one segment (RFC 5044 section 4.2).
+     */
+    RI_LLP_FPDU_FIXED = 1u << 6
 };
 
 /** @brief RFC 6581 ready-to-receive message types. */
@@ -222,7 +229,7 @@ typedef struct ri_llp_params {
     uint32_t ird;            /**< Negotiated inbound RDMA Read depth. */
     uint32_t ord;            /**< Negotiated outbound RDMA Read depth. */
     uint32_t mss;            /**< Path MSS of the stream. */
-    uint32_t fpdu_max;       /**< Largest FPDU this side sends at first (MULPDU plus framing); a provider may follow the stream's MSS later (softrnic and hwstub do). */
+    uint32_t fpdu_max;       /**< Largest FPDU this side sends at first (MULPDU plus framing); a provider may follow the stream's MSS later (softrnic and hwstub do), unless ::RI_LLP_FPDU_FIXED. */
     uint32_t tcp_snd_nxt;    /**< TCP send sequence state at the transition (offload RNICs). */
     uint32_t tcp_rcv_nxt;    /**< TCP receive sequence state at the transition (offload RNICs). */
     ri_net_addr_t local;     /**< Local address of the stream. */
