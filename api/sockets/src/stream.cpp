@@ -80,6 +80,18 @@ struct IovCursor {
     }
 };
 
+// What a read asks for: the bytes its scatter list holds, and recv(2)'s MSG_PEEK and MSG_WAITALL.
+struct RecvAsk {
+    size_t want;
+    bool peek, all;
+    static RecvAsk of(std::span<const iovec> iov, int flags) noexcept {
+        size_t want = 0;
+        for (const auto &v : iov) want += v.iov_len;
+        const bool peek = (flags & MSG_PEEK) != 0;
+        return {want, peek, (flags & MSG_WAITALL) != 0 && !peek};
+    }
+};
+
 rdma::Expected<Kit> make_kit(Device &device) {
     const StreamShape &shape = device.shape();
     Kit k;
@@ -805,10 +817,7 @@ ssize_t Stream::send(std::span<const iovec> iov, bool nonblock) {
 
 ssize_t Stream::recv(std::span<const iovec> iov, int flags, bool nonblock) {
     std::unique_lock lock(mutex_);
-    size_t want = 0;
-    for (const auto &v : iov) want += v.iov_len;
-    const bool peek = (flags & MSG_PEEK) != 0;
-    const bool all = (flags & MSG_WAITALL) != 0 && !peek;
+    const auto [want, peek, all] = RecvAsk::of(iov, flags);
     size_t total = 0;
     IovCursor to{iov};
     for (;;) {
@@ -1191,10 +1200,7 @@ ssize_t Stream::send_direct_locked(std::unique_lock<std::mutex> &lock, std::span
 
 ssize_t Stream::recv_direct_locked(std::unique_lock<std::mutex> &lock, std::span<const iovec> iov, int flags,
                                    bool nonblock) {
-    size_t want = 0;
-    for (const auto &v : iov) want += v.iov_len;
-    const bool peek = (flags & MSG_PEEK) != 0;
-    const bool all = (flags & MSG_WAITALL) != 0 && !peek;
+    const auto [want, peek, all] = RecvAsk::of(iov, flags);
     size_t total = 0;
     IovCursor to{iov};
     for (;;) {
