@@ -281,6 +281,26 @@ refused)
     want=$("${plain[@]}" timeout 10 "$probe" refused "$port" 2>&1)
     [[ $got == "$want" && $got == ECONNREFUSED ]] || fail "through the layer: $got; without: $want"
     ;;
+reset|reset_qp)
+    # SO_LINGER 0: the server resets the connection; the client's read ends as TCP's does (ECONNRESET), in bounded
+    # time, on the byte channel and (reset_qp) on the QPs' path. Both ends through the layer, then both without.
+    [[ $case_ == reset_qp ]] && export OPENRDMA_SOCKETS_DIRECT=0
+    got="" want=""
+    for how in layer plain; do
+        declare -n wrap=$how
+        port=$(test_port)
+        start "server-$how" "$how" timeout 30 "$probe" reset "$port"
+        spid=$started
+        wait_listen "$port"
+        out=$("${wrap[@]}" timeout 20 "$probe" reset-client "$port" 2> "$dir/client-$how.err") ||
+            fail "the $how client failed: $out"
+        wait "$spid" || fail "the $how server failed"
+        [[ $how == layer ]] && got=$out || want=$out
+        unset -n wrap
+    done
+    [[ $got == "$want" && $got == ECONNRESET ]] || fail "through the layer the reset read as '$got'; without: '$want'"
+    grep -q "converted to RDMA" "$dir/server-layer.err" || fail "the server converted no connection"
+    ;;
 iperf3)
     port=$(test_port)
     start server layer timeout 60 iperf3 -s -1 -p "$port"

@@ -15,6 +15,9 @@
  *                                  connection shows)
  *   sockprobe client PORT BYTES    connects, writes BYTES of a pattern with writev while reading the echo, half-closes,
  *                                  reads to end of file; checks every byte; prints "ok BYTES"
+ *   sockprobe reset PORT           accepts one connection, reads 1000 bytes, then closes it with SO_LINGER 0 (a reset)
+ *   sockprobe reset-client PORT    connects, writes 1000 bytes, then reads: prints what the read ended with (the
+ *                                  errno's name, or "eof"), within 10 s
  * Exit status: 0 when every check held, 1 otherwise (with the reason on standard error).
  */
 #define _GNU_SOURCE
@@ -378,6 +381,46 @@ static int churn(int port, int connections, size_t bytes) {
     return 0;
 }
 
+/* The server of a reset: one connection, 1000 bytes read, then closed with SO_LINGER 0. */
+static int reset_server(int port) {
+    int l = listen_loopback(port);
+    if (l < 0) return 1;
+    printf("listening\n");
+    fflush(stdout);
+    int fd = accept(l, NULL, NULL);
+    if (fd < 0) return fail("accept");
+    char buf[1000];
+    for (size_t got = 0; got < sizeof buf;) {
+        ssize_t r = read(fd, buf + got, sizeof buf - got);
+        if (r <= 0) return fail("read");
+        got += (size_t)r;
+    }
+    struct linger lg = {1, 0};
+    if (setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg) != 0) return fail("SO_LINGER");
+    close(fd);
+    printf("reset sent\n");
+    return 0;
+}
+
+/* The client of a reset: 1000 bytes written, then a blocking read; prints how it ended. */
+static int reset_client(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = loopback(port);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) return fail("connect");
+    char buf[1000];
+    memset(buf, 'r', sizeof buf);
+    for (size_t sent = 0; sent < sizeof buf;) {
+        ssize_t w = write(fd, buf + sent, sizeof buf - sent);
+        if (w <= 0) return fail("write");
+        sent += (size_t)w;
+    }
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 10000) != 1) return fail("poll: nothing in 10 s");
+    ssize_t r = read(fd, buf, sizeof buf);
+    printf("%s\n", r == 0 ? "eof" : r > 0 ? "bytes" : strerrorname_np(errno));
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "refused") == 0) return refused(atoi(argv[2]));
     if (argc == 3 && strcmp(argv[1], "server") == 0) return server(atoi(argv[2]));
@@ -389,6 +432,8 @@ int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "reexec") == 0) return reexec(atoi(argv[2]), argv[3]);
     if (argc == 4 && strcmp(argv[1], "serve-listener") == 0) return serve_listener(atoi(argv[2]), atoi(argv[3]));
     if (argc == 4 && strcmp(argv[1], "sendfile") == 0) return sendfile_client(atoi(argv[2]), argv[3]);
+    if (argc == 3 && strcmp(argv[1], "reset") == 0) return reset_server(atoi(argv[2]));
+    if (argc == 3 && strcmp(argv[1], "reset-client") == 0) return reset_client(atoi(argv[2]));
     if (argc == 5 && strcmp(argv[1], "churn") == 0) return churn(atoi(argv[2]), atoi(argv[3]), strtoul(argv[4], NULL, 10));
     fprintf(stderr, "usage: sockprobe refused PORT | server PORT | forking PORT N | execing PORT N | reexec PORT N | "
                     "client PORT BYTES\n");
