@@ -476,7 +476,7 @@ int Stream::rdma(bool read, const ri_sge_t &local, uint64_t remote, uint32_t rke
 
 int Stream::send_registered(const ri_sge_t &local, uint64_t context, bool nonblock) {
     std::unique_lock lock(mutex_);
-    if (direct_.load(std::memory_order_relaxed)) {
+    auto direct = [&]() -> int {
         // On the byte channel the bytes are copied once, into the ring the peer reads from: the region is free again
         // at once, and its completion comes now. Without waiting, it goes whole or not at all.
         if (nonblock && local.length <= bytes_.ring_size() && bytes_.writable() < local.length) return -EAGAIN;
@@ -487,10 +487,12 @@ int Stream::send_registered(const ri_sge_t &local, uint64_t context, bool nonblo
         const uint64_t one = 1;
         if (xs_fd_ >= 0) (void)real().write(xs_fd_, &one, sizeof one);
         return 0;
-    }
-    const uint32_t max_payload_of_peer = [&] { return peer_slot_len_ - static_cast<uint32_t>(sizeof(MessageHeader)); }();
+    };
     uint64_t done = 0;
     for (;;) {
+        // Also after waiting for the conversion: the peer then reads the byte channel, not the QP's messages.
+        if (done == 0 && direct_.load(std::memory_order_relaxed)) return direct();
+        const uint32_t max_payload_of_peer = peer_slot_len_ - static_cast<uint32_t>(sizeof(MessageHeader));
         const State st = state_.load();
         if (st == State::declined) return -EOPNOTSUPP;
         if (st == State::failed || st == State::closed || fin_queued_) return -EPIPE;
