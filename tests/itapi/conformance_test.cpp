@@ -7,6 +7,7 @@
 #include <atomic>
 #include <thread>
 
+#include "tcp_connection.hpp"
 #include "itapi_fixture.hpp"
 
 using namespace itapitest;
@@ -935,36 +936,11 @@ TEST_F(ItApi, AsyncEventsOfABrokenConnection) {
     EXPECT_EQ(e.aff_async.cause.ep, p.b.ep);
 }
 
-namespace {
-// A TCP connection on 127.0.0.1 made with plain sockets: {the connecting end, the accepted end}.
-std::pair<int, int> tcp_connection() {
-    const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t al = sizeof a;
-    if (::bind(l, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 || ::listen(l, 1) != 0 ||
-        ::getsockname(l, reinterpret_cast<sockaddr *>(&a), &al) != 0) {
-        ::close(l);
-        return {-1, -1};
-    }
-    const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (::connect(c, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) {
-        ::close(l);
-        ::close(c);
-        return {-1, -1};
-    }
-    const int s = ::accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
-    ::close(l);
-    return {c, s};
-}
-}  // namespace
-
 TEST_F(ItApi, SocketConvertTurnsATcpConnectionIntoAnEndpoint) {
     Side a, b;
     ASSERT_EQ(a.make("sr0"), IT_SUCCESS);
     ASSERT_EQ(b.make("sr0"), IT_SUCCESS);
-    auto [c, s] = tcp_connection();
+    auto [c, s] = rdmatest::tcp_connection();
     ASSERT_GE(c, 0);
 #ifdef ITAPI_KERNEL_SUITE
     // A kernel consumer's sockets would be krdmad's own: conversion is for user consumers (it_ia_info_t says so).
@@ -998,7 +974,7 @@ TEST_F(ItApi, SocketConvertTurnsATcpConnectionIntoAnEndpoint) {
     ASSERT_EQ(e.event_number, IT_CM_MSG_CONN_ESTABLISHED_EVENT) << describe(e);
     EXPECT_EQ(state_of(a.ep), IT_EP_STATE_CONNECTED);
     // The library closed c and s on success: a second conversion of the connected EP needs another live stream.
-    auto [c2, s2] = tcp_connection();
+    auto [c2, s2] = rdmatest::tcp_connection();
     ASSERT_GE(c2, 0);
     EXPECT_EQ(it_socket_convert(c2, a.ep, IT_SC_DEFAULT, nullptr, 0), IT_ERR_INVALID_EP_STATE);
     ::close(c2);

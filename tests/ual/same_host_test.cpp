@@ -3,15 +3,13 @@
 // ESTABLISHED event, with neither CRC nor markers, and their QPs move Sends both ways; with the kAL's setting off
 // both stay on the wire. Two converted ends that both ask (KRDMA_CONVERT_BYTE_CHANNEL) get a second channel of their
 // own, or neither does.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <vector>
 
 #include "krdma/abi.h"
 #include "rnicpi/cpp/channel.hpp"
+#include "tcp_connection.hpp"
 
 #include "connection_fixtures.hpp"
 #include "rdma_util.hpp"
@@ -114,36 +112,13 @@ TEST_F(SameHostOff, WithTheKalSettingOffBothConsumersStayOnTheWire) {
     p.exchange();
 }
 
-// A connected pair of TCP sockets over 127.0.0.1 (the client's first, the accepted one second); -1s on failure.
-std::pair<int, int> tcp_pair() {
-    const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (l < 0 || ::bind(l, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 || ::listen(l, 1) != 0 ||
-        ::getsockname(l, reinterpret_cast<sockaddr *>(&a), &len) != 0) {
-        if (l >= 0) ::close(l);
-        return {-1, -1};
-    }
-    const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (c < 0 || ::connect(c, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) {
-        ::close(l);
-        if (c >= 0) ::close(c);
-        return {-1, -1};
-    }
-    const int s = ::accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
-    ::close(l);
-    return {c, s};
-}
-
 // Both ends of one TCP connection converted (the client initiates), each CONVERT with @p client_flags and
 // @p server_flags; the two ESTABLISHED events' data (client's first), empty on failure.
 std::pair<std::shared_ptr<const ual::ConnectionData>, std::shared_ptr<const ual::ConnectionData>>
 convert_both(SameHostPair &p, uint32_t client_flags, uint32_t server_flags) {
     p.client_ep = p.client.endpoint(2);
     p.server_ep = p.server.endpoint(3);
-    const auto [c, s] = tcp_pair();
+    const auto [c, s] = tcp_connection();
     EXPECT_GE(c, 0) << "a TCP connection over 127.0.0.1";
     if (c < 0 || p.client_ep == nullptr || p.server_ep == nullptr) return {};
     for (uint64_t i = 0; i < 4; ++i) {
