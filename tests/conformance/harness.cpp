@@ -113,7 +113,9 @@ std::string End::make(Consumer &c, const EndOptions &o) {
     auto q = c.adapter->create_cq(o.cq_depth, dto);
     if (!q) return "create CQ: " + q.error().to_string();
     cq = *q;
-    if (o.srq) {
+    if (o.shared_srq) {
+        srq = o.shared_srq;
+    } else if (o.srq) {
         auto s = pz->create_srq(o.depth, std::min(4u, c.attr.max_srq_sge));
         if (!s) return "create SRQ: " + s.error().to_string();
         srq = *s;

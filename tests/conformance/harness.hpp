@@ -91,6 +91,7 @@ struct EndOptions {
     size_t bytes = 1 << 16;     /**< The registered buffer. */
     uint64_t context = 0;       /**< ri_qp_init_attr_t::context. */
     bool srq = false;           /**< Receives come from a shared receive queue. */
+    std::shared_ptr<ual::SharedReceiveQueue> shared_srq; /**< That SRQ, made by the test (of ::pz); else the end's own. */
     std::shared_ptr<ual::ProtectionZone> pz; /**< The end's protection zone when another end's is shared; else its own. */
     uint32_t access = kAllAccess; /**< Rights of the registered buffer (remote atomics only for tests that need them). */
 };

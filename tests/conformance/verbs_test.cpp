@@ -393,6 +393,78 @@ TEST_F(Verbs, SharedReceiveQueue) {
     EXPECT_OK((*srq)->close());
 }
 
+TEST_F(Verbs, OneSharedReceiveQueueFeedsTwoEndpointsAndWarnsAtItsLimit) {
+    open_consumer();
+    auto pz = *consumer_.adapter->create_pz();
+    auto attempt = [&] {
+        auto s = pz->create_srq(16, 1);
+        return s ? RI_OK : s.error().code();
+    };
+    CONFORMANCE_REQUIRE(consumer_.has(RI_CAP_SRQ), attempt(), "shared receive queues (RI_CAP_SRQ)");
+    auto made = pz->create_srq(16, 1, 0, 9);
+    ASSERT_OK(made) << made.error().to_string();
+    auto srq = *made;
+    EndOptions bo;
+    bo.pz = pz;
+    bo.shared_srq = srq;
+    Pair &p1 = pair();
+    Pair &p2 = pair();
+    connect(p1, {}, bo);
+    connect(p2, {}, bo);
+    // Eight receives over p1.b's buffer (registered in the SRQ's PD), then the limit armed at three.
+    for (uint64_t i = 0; i < 8; ++i) {
+        const ri_sge_t g = p1.b.sge(i * 64, 64);
+        const ri_recv_wr_t wr{100 + i, &g, 1, 0};
+        ASSERT_OK(srq->post_recv({&wr, 1}));
+    }
+    ri_srq_attr_t arm{};
+    arm.limit = 3;
+    ASSERT_OK(srq->modify(arm, RI_SRQ_ATTR_LIMIT));
+    // Each endpoint takes the SRQ's receives in posting order as its messages arrive; a receive completes on the
+    // taking endpoint's CQ with its QP number.
+    auto exchange = [&](Pair &p, uint64_t first, char tag) {
+        for (uint64_t i = 0; i < 3; ++i) {
+            p.a.buf[i] = static_cast<uint8_t>(tag + i);
+            ASSERT_OK(p.a.send(i, RI_WR_SEND, {p.a.sge(i, 1)}));
+        }
+        auto rw = p.b.completions(3);
+        ASSERT_EQ(rw.size(), 3u);
+        for (uint64_t i = 0; i < 3; ++i) {
+            EXPECT_EQ(rw[i].status, static_cast<uint32_t>(RI_WC_SUCCESS));
+            EXPECT_EQ(rw[i].wr_id, first + i) << "the SRQ's receives go in posting order, to whichever QP needs one";
+            EXPECT_EQ(rw[i].qp_num, p.b.ep->qp_num());
+            EXPECT_EQ(rw[i].byte_len, 1u);
+            EXPECT_EQ(p1.b.buf[(first - 100 + i) * 64], tag + i);
+        }
+        EXPECT_EQ(p.a.completions(3).size(), 3u);
+    };
+    exchange(p1, 100, 'a');
+    exchange(p2, 103, 'k');
+    // Two receives are left after the sixth, fewer than three: the limit event, once, for the SRQ.
+    auto limit_seen = [&] {
+        return std::count_if(consumer_.events.begin(), consumer_.events.end(), [](const ual::Event &e) {
+            return e.id == RI_AE_SRQ_LIMIT_REACHED && e.resource_type == RI_RES_SRQ;
+        });
+    };
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (limit_seen() == 0 && std::chrono::steady_clock::now() < deadline) {
+        if (auto e = consumer_.async->wait(100ms)) consumer_.events.push_back(*e);
+    }
+    EXPECT_EQ(limit_seen(), 1) << "events:" << consumer_.events_text();
+    // A QP of an SRQ has no receive queue of its own.
+    ri_sge_t g = p2.b.sge(0, 8);
+    ri_recv_wr_t own{1, &g, 1, 0};
+    EXPECT_STATUS(p2.b.ep->post_recv({&own, 1}), RI_EINVAL) << "Post Receive on a QP that takes from an SRQ";
+    // The two receives left serve the next messages of either endpoint.
+    p2.a.buf[0] = 'z';
+    ASSERT_OK(p2.a.send(7, RI_WR_SEND, {p2.a.sge(0, 1)}));
+    auto last = p2.b.completion();
+    ASSERT_TRUE(last.has_value());
+    EXPECT_EQ(last->wr_id, 106u);
+    EXPECT_EQ(p1.b.buf[6 * 64], 'z');
+    EXPECT_STATUS(srq->close(), RI_EBUSY) << "an SRQ two endpoints use";
+}
+
 TEST_F(Verbs, MemoryWindows) {
     open_consumer();
     auto pz = *consumer_.adapter->create_pz();

@@ -95,7 +95,8 @@ TEST_F(TwoVendors, BothRnicsAreListedAndSelectedByAddress) {
     ASSERT_OK(attr);
     EXPECT_STREQ(attr->name, "hw0");
     EXPECT_EQ(attr->max_sge_rd, 8u);
-    EXPECT_EQ(attr->caps & RI_CAP_SRQ, 0u) << "hwstub offers no SRQ";
+    EXPECT_EQ(attr->vendor_part_id, 0x4857u) << "hwstub's own attributes (part \"HW\"), not softrnic's";
+    EXPECT_EQ(attr->caps & RI_CAP_SHARED_MR, 0u) << "shared regions are softrnic's alone";
 }
 
 TEST_F(TwoVendors, HwstubToHwstubMovesEveryByte) {

@@ -10,7 +10,9 @@
  *   engine's doorbell.
  * - Create CQ: one descriptor: a ::hwstub_cq_ctrl at offset 0, the CQE ring at ::hwstub_create_cq_resp::ring_offset.
  * - Create QP: one descriptor: the send queue's ::hwstub_wq_ctrl at 0, the receive queue's at
- *   ::hwstub_create_qp_resp::rq_ctrl_offset, the rings at their offsets.
+ *   ::hwstub_create_qp_resp::rq_ctrl_offset, the rings at their offsets. A QP of an SRQ has a receive ring of one
+ *   slot that the OE never reads (its receives come from the SRQ).
+ * - Create SRQ: one descriptor: the SRQ's ::hwstub_wq_ctrl at 0, its ring at ::hwstub_create_srq_resp::ring_offset.
  *
  * Each block starts with ::hwstub_priv_hdr; a kVP refuses a uVP of another major version (RI_EPROTO).
  */
@@ -94,6 +96,22 @@ struct hwstub_create_qp_resp {
     uint32_t rq_ctrl_offset;    /**< Offset of the receive queue's control block. */
     uint32_t sq_offset;         /**< Offset of the send ring. */
     uint32_t rq_offset;         /**< Offset of the receive ring. */
+    uint32_t map_size;          /**< Bytes to map. */
+    uint32_t reserved;          /**< Zero. */
+};
+
+/** @brief Create SRQ request (the attributes travel as the verb's parameter; hardware minor 1). */
+struct hwstub_create_srq_req {
+    struct hwstub_priv_hdr hdr; /**< Header. */
+};
+
+/** @brief Create SRQ reply (fd: the SRQ's memory). */
+struct hwstub_create_srq_resp {
+    struct hwstub_priv_hdr hdr; /**< Header. */
+    uint32_t srq_id;            /**< The SRQ's identifier (its asynchronous events name it). */
+    uint32_t depth;             /**< Receive WQE slots (a power of two, at least what was asked). */
+    uint32_t slot;              /**< Slot bytes. */
+    uint32_t ring_offset;       /**< Offset of the ring in the mapping. */
     uint32_t map_size;          /**< Bytes to map. */
     uint32_t reserved;          /**< Zero. */
 };

@@ -12,6 +12,12 @@
  *   index (acquire) and publishes how far it has got in `consumer`: for a send queue that is the cumulative count
  *   of requests done (the OE's mirror of "requests completed", as TOAD mirrors bytes sent), which is what frees
  *   slots, signalled or not. Indexes are free-running 32-bit counters; `producer - consumer` is the occupancy.
+ * - **Shared receive queues** (minor 1): a ring of receive WQE slots and a ::hwstub_wq_ctrl, as a receive queue's.
+ *   The OE takes a WQE only when a message of one of the SRQ's QPs needs it, copies it into that QP's context and
+ *   moves `consumer` on at once (so `consumer` counts WQEs taken, and frees their slots, long before they complete);
+ *   the receive then completes on the taking QP's receive CQ with that QP's number. Posting to an SRQ rings no
+ *   doorbell: the OE reads its producer index when it needs a receive. A WQE taken by a QP that goes to ERROR is
+ *   flushed with that QP; the WQEs no QP took stay in the SRQ for the others.
  * - **Completion queues**: a ring of ::hwstub_cqe and a ::hwstub_cq_ctrl block. The OE writes a CQE whole and
  *   sets its `owner` byte last (release); the owner bit of pass n over the ring is `(n & 1) ^ 1`, so a zeroed ring
  *   holds no valid CQE and the host never has to clear one. The host polls the slot at its consumer index, reads
@@ -44,8 +50,8 @@ extern "C" {
 
 /** @brief Major version of these formats: a uVP and an OE of different majors refuse each other at Open RNIC. */
 #define HWSTUB_HW_MAJOR 1u
-/** @brief Minor version: grows when fields are appended. */
-#define HWSTUB_HW_MINOR 0u
+/** @brief Minor version: grows when fields are appended (1: shared receive queues). */
+#define HWSTUB_HW_MINOR 1u
 /** @brief Version word. */
 #define HWSTUB_HW_VERSION ((HWSTUB_HW_MAJOR << 16) | HWSTUB_HW_MINOR)
 

@@ -286,10 +286,13 @@ public:
         }
         return rc;
     }
+    /** @brief The QP takes its receives from an SRQ: Post Receive on it is refused (::RI_EINVAL). */
+    void set_uses_srq() noexcept { uses_srq_ = true; }
     /** @brief Post Receive. */
     ri_status_t post_recv(const ri_recv_wr_t *wr, uint32_t count, uint32_t *posted) noexcept {
         if (posted == nullptr || (count > 0 && wr == nullptr)) return RI_EINVAL;
         *posted = 0;
+        if (uses_srq_) return RI_EINVAL;
         if (bell_.adapter_dead()) return RI_EIO;
         std::lock_guard g(rq_lock_);
         ri_status_t rc = RI_OK;
@@ -315,12 +318,52 @@ public:
 private:
     BindResolver bind_ = nullptr;
     void *bind_ctx_ = nullptr;
+    bool uses_srq_ = false;
     std::atomic<bool> refuse_rfc7306_{false};
     std::mutex sq_lock_, rq_lock_;
     WqProducer sq_, rq_;
     uint32_t sq_slot_, rq_slot_;
     Doorbell bell_;
     uint32_t max_inline_, sq_sge_, rq_sge_;
+};
+
+/**
+ * @brief The host's side of a shared receive queue. Posters are serialised. It rings no doorbell: the adapter reads
+ *        the producer index when a message of one of the SRQ's QPs needs a receive (hwstub_hw.h).
+ */
+class HostSrq {
+public:
+    /** @brief Over the SRQ's ring and control block; WQEs carry at most @p max_sge SGEs. */
+    HostSrq(RingGeometry ring, hwstub_wq_ctrl *ctrl, Doorbell bell, uint32_t max_sge)
+        : wq_(ring, ctrl), slot_(ring.slot_size), bell_(bell), max_sge_(max_sge) {}
+
+    /** @brief Post SRQ Receive: ::RI_EAGAIN once every slot holds a receive no QP has taken. */
+    ri_status_t post_recv(const ri_recv_wr_t *wr, uint32_t count, uint32_t *posted) noexcept {
+        if (posted == nullptr || (count > 0 && wr == nullptr)) return RI_EINVAL;
+        *posted = 0;
+        if (bell_.adapter_dead()) return RI_EIO;
+        std::lock_guard g(lock_);
+        ri_status_t rc = RI_OK;
+        for (uint32_t i = 0; i < count; ++i) {
+            uint8_t *slot = wq_.next();
+            if (slot == nullptr) {
+                rc = RI_EAGAIN;
+                break;
+            }
+            if ((rc = format_recv(wr[i], slot, slot_, max_sge_)) != RI_OK) break;
+            wq_.advance();
+            ++*posted;
+        }
+        if (*posted > 0) wq_.publish();
+        return rc;
+    }
+
+private:
+    std::mutex lock_;
+    WqProducer wq_;
+    uint32_t slot_;
+    Doorbell bell_;
+    uint32_t max_sge_;
 };
 
 /** @brief The host's side of one CQ. Pollers are serialised. */

@@ -134,6 +134,11 @@ public:
     }
     /** @brief Tells the host the queue's QP is in ERROR. */
     void set_error() noexcept { word(ctrl_->error).store(1, std::memory_order_release); }
+    /**
+     * @brief WQEs posted and not fetched yet (an SRQ's receives left for its QPs). A producer index the host moved
+     *        beyond the ring reads as overrun() at the next fetch(), not here.
+     */
+    [[nodiscard]] uint32_t unfetched() const noexcept { return posted() - fetched_; }
     /** @brief WQEs fetched and not yet retired. */
     [[nodiscard]] uint32_t in_flight() const noexcept { return fetched_ - done_; }
     /** @brief True after the host published a producer index beyond the ring's capacity. */

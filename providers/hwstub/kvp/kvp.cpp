@@ -94,6 +94,7 @@ struct Limits {
     uint32_t max_cq = 1024;
     uint32_t max_cqe = 65536;
     uint32_t max_pd = 1024;
+    uint32_t max_srq = 1024;
     uint32_t max_mr = 65536;
     uint32_t max_inline = 256;
     uint32_t max_ird = 16;
@@ -274,6 +275,7 @@ rdma::Expected<Options> parse_options(const char *text) {
                           : k == "max_cq"     ? &l.max_cq
                           : k == "max_cqe"    ? &l.max_cqe
                           : k == "max_pd"     ? &l.max_pd
+                          : k == "max_srq"    ? &l.max_srq
                           : k == "max_mr"     ? &l.max_mr
                           : k == "max_inline" ? &l.max_inline
                           : k == "max_ird"    ? &l.max_ird
@@ -281,7 +283,7 @@ rdma::Expected<Options> parse_options(const char *text) {
                                               : nullptr;
         if (field == nullptr) {
             return rdma::Error(RI_EINVAL, "hwstub option '" + k +
-                                              "' is unknown (known: max_qp, max_qp_wr, max_cq, max_cqe, max_pd, "
+                                              "' is unknown (known: max_qp, max_qp_wr, max_cq, max_cqe, max_pd, max_srq, "
                                               "max_mr, max_inline, max_ird, max_ord, engines, poll_us, "
                                               "moderation_cqes, moderation_us, same_host, faults)");
         }
@@ -312,6 +314,7 @@ struct Routes {
     };
     std::map<uint32_t, CqRoute> cqs;
     std::map<uint32_t, QpRoute> qps;
+    std::map<uint32_t, QpRoute> srqs;  // an SRQ's events go to its open
     std::set<std::pair<rdma::provider::EventHandlers *, ri_rnic_t>> opens;
 };
 
@@ -335,8 +338,9 @@ struct Instance {
     uint32_t next_qp = 1;
     uint32_t next_cq = 1;
     uint32_t next_pd = 1;
+    uint32_t next_srq = 1;
     uint32_t next_stag_index = 1;
-    uint32_t counts[5]{};  // pd, cq, qp, mr, open
+    uint32_t counts[6]{};  // pd, cq, qp, mr, open, srq
     VerbFault verb_fault;
 
     // The engine for a new open: round robin.
@@ -451,6 +455,9 @@ struct Instance {
             } else if (e.resource_type == RI_RES_CQ) {
                 auto it = routes.cqs.find(static_cast<uint32_t>(e.resource_id));
                 if (it != routes.cqs.end()) to.push_back(Routes::QpRoute{it->second.handlers, it->second.rnic});
+            } else if (e.resource_type == RI_RES_SRQ) {
+                auto it = routes.srqs.find(static_cast<uint32_t>(e.resource_id));
+                if (it != routes.srqs.end()) to.push_back(it->second);
             } else {
                 for (const auto &[handlers, rnic] : routes.opens) to.push_back(Routes::QpRoute{handlers, rnic});
             }
@@ -502,7 +509,7 @@ struct Instance {
     }
 };
 
-enum Kind : size_t { kPd = 0, kCq = 1, kQp = 2, kMr = 3, kOpen = 4 };
+enum Kind : size_t { kPd = 0, kCq = 1, kQp = 2, kMr = 3, kOpen = 4, kSrq = 5 };
 
 constexpr uint32_t kAccessKnown = RI_ACCESS_LOCAL_READ | RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_READ |
                                   RI_ACCESS_REMOTE_WRITE | RI_ACCESS_MW_BIND | RI_ACCESS_ZERO_BASED |
@@ -517,7 +524,7 @@ struct Kvp {
     static constexpr const char *version = "1.0";
     static constexpr const char *uvp_library = "hwstub_uvp.so";
 
-    using Srq = rdma::provider::Unsupported;
+    struct Srq;
     struct Mw;
     struct Pd;
     struct Cq;
@@ -658,7 +665,8 @@ struct Kvp {
             a->vendor_part_id = 0x4857;  // "HW"
             a->hw_version = HWSTUB_HW_MAJOR;
             a->caps = RI_CAP_ZERO_BASED | RI_CAP_SEND_INV | RI_CAP_MPA_CRC | RI_CAP_MPA_MARKERS |
-                      RI_CAP_MPA_PEER2PEER | RI_CAP_RESIZE_CQ | RI_CAP_MW_TYPE2 | RI_CAP_ATOMICS | RI_CAP_IMMEDIATE;
+                      RI_CAP_MPA_PEER2PEER | RI_CAP_RESIZE_CQ | RI_CAP_MW_TYPE2 | RI_CAP_ATOMICS | RI_CAP_IMMEDIATE |
+                      RI_CAP_SRQ;
             if (inst->same_host.load(std::memory_order_relaxed)) a->caps |= RI_CAP_SAME_HOST;
             a->fw_version = HWSTUB_HW_VERSION;
             const Limits &l = inst->limits;
@@ -672,6 +680,9 @@ struct Kvp {
             a->max_cq = l.max_cq;
             a->max_cqe = l.max_cqe;
             a->max_pd = l.max_pd;
+            a->max_srq = l.max_srq;
+            a->max_srq_wr = l.max_qp_wr;
+            a->max_srq_sge = kMaxSge;
             a->max_mr = l.max_mr;
             a->max_mw = l.max_mr;  // one STag namespace, one limit
             a->max_ird = l.max_ird;
@@ -694,8 +705,55 @@ struct Kvp {
         // Cannot fail; the destructor releases what the object holds once the adapter deletes it.
         ri_status_t dealloc() { return RI_OK; }
         ri_status_t create_qp(ri_cq_t scq, ri_cq_t rcq, ri_srq_t srq, ri_qp_init_attr_t *attr, ri_qp_t *qp);
+        ri_status_t create_srq(ri_srq_attr_t *attr, ri_srq_t *srq);
         ri_status_t register_mr(const ri_mr_reg_t *reg, ri_mr_t *mr, ri_mr_keys_t *keys);
         ri_status_t alloc_mw(uint32_t type, ri_mw_t *mw, ri_stag_t *rkey);
+    };
+
+    // A shared receive queue: a ring in memory the adapter and the consumer share, read by the adapter when a
+    // message of one of its QPs needs a receive (hwstub_hw.h).
+    struct Srq {
+        Pd *pd = nullptr;
+        uint32_t id = 0;
+        std::mutex mutex;
+        ri_srq_attr_t attr{};
+        SharedBlock memory;
+        std::unique_ptr<HostSrq> host_side;  // a consumer hosted here posts through it
+        ~Srq() {
+            if (id != 0) {
+                {
+                    std::lock_guard g(pd->rnic->inst->routes.mutex);
+                    pd->rnic->inst->routes.srqs.erase(id);
+                }
+                (void)pd->rnic->engine->remove_srq(id);
+            }
+            pd->rnic->inst->uncharge(kSrq);
+        }
+        // Refused while a QP takes from it: the adapter would read a ring that is gone.
+        ri_status_t destroy() {
+            if (id != 0 && pd->rnic->engine->remove_srq(id) == RI_EBUSY) return RI_EBUSY;
+            return RI_OK;  // the destructor forgets its route
+        }
+        ri_status_t query(ri_srq_attr_t *out) {
+            std::lock_guard g(mutex);
+            *out = attr;
+            return RI_OK;
+        }
+        ri_status_t modify(const ri_srq_attr_t *in, uint32_t mask) {
+            if (in == nullptr || (mask & ~(RI_SRQ_ATTR_MAX_WR | RI_SRQ_ATTR_LIMIT)) != 0) return RI_EINVAL;
+            // The ring is fixed at create, as on most adapters.
+            if ((mask & RI_SRQ_ATTR_MAX_WR) != 0) return RI_EOPNOTSUPP;
+            std::lock_guard g(mutex);
+            if ((mask & RI_SRQ_ATTR_LIMIT) != 0) {
+                if (in->limit > attr.max_wr) return RI_ERANGE;
+                if (ri_status_t rc = pd->rnic->engine->set_srq_limit(id, in->limit); rc != RI_OK) return rc;
+                attr.limit = in->limit;
+            }
+            return RI_OK;
+        }
+        ri_status_t post_recv(const ri_recv_wr_t *wr, uint32_t count, uint32_t *posted) {
+            return host_side->post_recv(wr, count, posted);
+        }
     };
 
     struct Cq {
@@ -911,9 +969,14 @@ ri_status_t Kvp::Cq::move(uint32_t cqe, uint32_t *actual, int *fd) {
 ri_status_t Kvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq, ri_qp_init_attr_t *a, ri_qp_t *out) {
     Cq *scq = from_handle<Cq>(scq_h);
     Cq *rcq = from_handle<Cq>(rcq_h);
+    Srq *shared = from_handle<Srq>(srq);
     if (scq == nullptr || rcq == nullptr || a == nullptr) return RI_EINVAL;
-    if (srq != nullptr || (a->flags & RI_QP_USE_SRQ) != 0) return RI_EOPNOTSUPP;  // no SRQ in this adapter
-    if ((a->flags & ~(RI_QP_SIGNAL_ALL | RI_QP_REMOTE_WRITE | RI_QP_REMOTE_READ)) != 0) return RI_EINVAL;
+    const bool use_srq = (a->flags & RI_QP_USE_SRQ) != 0;
+    if (use_srq != (shared != nullptr)) return RI_EINVAL;
+    if (shared != nullptr && shared->pd != this) return RI_EINVAL;  // an SRQ serves the QPs of its own PD
+    if ((a->flags & ~(RI_QP_SIGNAL_ALL | RI_QP_REMOTE_WRITE | RI_QP_REMOTE_READ | RI_QP_USE_SRQ)) != 0) {
+        return RI_EINVAL;
+    }
     if (a->type != RI_QPT_RC) return RI_EOPNOTSUPP;
     // An open's objects live on its engine: a QP's CQs must be of the same open (a verbs context's own).
     if (scq->rnic != rnic || rcq->rnic != rnic) return RI_EINVAL;
@@ -928,6 +991,8 @@ ri_status_t Kvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq, ri_qp
     auto qp = std::make_unique<Qp>();
     qp->pd = this;
     const uint32_t sq_depth = pow2_at_least(a->sq_depth);
+    // A QP of an SRQ keeps a receive ring of one slot the adapter never reads.
+    if (use_srq) a->rq_depth = a->rq_sge = 0;
     const uint32_t rq_depth = pow2_at_least(std::max<uint32_t>(a->rq_depth, 1));
     // A Read's sinks are SGEs of its send WQE: the slot holds the larger of the two counts.
     const uint32_t sq_sge = std::max({a->sq_sge, a->rd_sge, 1u});
@@ -956,15 +1021,16 @@ ri_status_t Kvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq, ri_qp
     s.owner = rnic->owner;
     s.pd = id;
     s.context = a->context;
+    s.srq = shared != nullptr ? shared->id : 0;
     if (ri_status_t rc = rnic->engine->add_qp(s); rc != RI_OK) {
         inst->free_qp_num(num);
         return rc;
     }
     qp->qp_num = num;
     a->sq_depth = sq_depth;
-    a->rq_depth = rq_depth;
+    a->rq_depth = use_srq ? 0 : rq_depth;
     a->sq_sge = sq_sge;
-    a->rq_sge = rq_sge;
+    a->rq_sge = use_srq ? 0 : rq_sge;
     a->rd_sge = sq_sge;
     qp->attr.state = RI_QPS_IDLE;
     qp->attr.qp_num = num;
@@ -977,6 +1043,7 @@ ri_status_t Kvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq, ri_qp
                                              Doorbell(rnic->engine_page(), rnic->engine->doorbell_fd()),
                                              a->max_inline, sq_sge, rq_sge);
     qp->host_side->set_bind_resolver(&resolve_bind, qp.get());
+    if (use_srq) qp->host_side->set_uses_srq();
     rnic->contexts.set(num, a->context);
     {
         std::lock_guard g(inst->routes.mutex);
@@ -1124,6 +1191,45 @@ ri_status_t Kvp::Pd::register_mr(const ri_mr_reg_t *reg, ri_mr_t *out, ri_mr_key
     return RI_OK;
 }
 
+ri_status_t Kvp::Pd::create_srq(ri_srq_attr_t *a, ri_srq_t *out) {
+    if (a == nullptr || out == nullptr || a->max_wr == 0) return RI_EINVAL;
+    Instance *inst = rnic->inst;
+    const Limits &l = inst->limits;
+    if (a->max_wr > l.max_qp_wr || a->max_sge > kMaxSge || a->limit > a->max_wr) return RI_ERANGE;
+    if (ri_status_t rc = inst->charge(kSrq, l.max_srq); rc != RI_OK) return rc;
+    auto srq = std::make_unique<Srq>();
+    srq->pd = this;
+    const uint32_t depth = pow2_at_least(a->max_wr);
+    const uint32_t sge = std::max<uint32_t>(a->max_sge, 1);
+    const uint32_t slot = hwstub_rq_slot_size(sge);
+    const size_t ring_off = sizeof(hwstub_wq_ctrl);
+    if (ri_status_t rc = srq->memory.make("hwstub-srq", ring_off + static_cast<size_t>(depth) * slot); rc != RI_OK) {
+        return rc;
+    }
+    SrqSetup s;
+    s.id = inst->next_id(inst->next_srq);
+    s.ring = RingGeometry{srq->memory.data() + ring_off, depth, slot};
+    s.ctrl = reinterpret_cast<hwstub_wq_ctrl *>(srq->memory.data());
+    s.max_sge = sge;
+    s.pd = id;
+    s.context = a->context;
+    if (ri_status_t rc = rnic->engine->add_srq(s); rc != RI_OK) return rc;
+    if (a->limit != 0) (void)rnic->engine->set_srq_limit(s.id, a->limit);
+    srq->id = s.id;
+    a->max_wr = depth;
+    a->max_sge = sge;
+    a->reserved = 0;
+    srq->attr = *a;
+    srq->host_side = std::make_unique<HostSrq>(s.ring, s.ctrl, Doorbell(rnic->engine_page(), rnic->engine->doorbell_fd()),
+                                               sge);
+    {
+        std::lock_guard g(inst->routes.mutex);
+        inst->routes.srqs[s.id] = Routes::QpRoute{&rnic->handlers, to_handle<ri_rnic_t>(rnic)};
+    }
+    *out = to_handle<ri_srq_t>(srq.release());
+    return RI_OK;
+}
+
 ri_status_t Kvp::Pd::alloc_mw(uint32_t type, ri_mw_t *out, ri_stag_t *rkey) {
     if (out == nullptr || rkey == nullptr) return RI_EINVAL;
     if (type == RI_MW_TYPE_1) return RI_EOPNOTSUPP;  // bound by the Bind MW verb, which this adapter does not execute
@@ -1209,6 +1315,32 @@ ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
             (void)reply.write_result(resp.depth);
             return reply.write_priv(resp);
         }
+        case RI_CREATE_SRQ: {
+            if (!reply.has_priv()) return RI_ENOSYS;
+            hwstub_create_srq_req req;
+            if (ri_status_t rc = reply.read_priv(&req); rc != RI_OK) return rc;
+            ri_srq_attr_t attr;
+            if (ri_status_t rc = reply.check_room(sizeof(hwstub_create_srq_resp), sizeof attr, 1); rc != RI_OK) {
+                return rc;
+            }
+            if (ri_status_t rc = reply.read_param(&attr); rc != RI_OK) return rc;
+            ri_srq_t srq = nullptr;
+            if (ri_status_t rc = from_handle<Pd>(k->object)->create_srq(&attr, &srq); rc != RI_OK) return rc;
+            Srq *q = from_handle<Srq>(srq);
+            if (reply.pass_dup(q->memory.fd()) != RI_OK) {
+                delete q;
+                return RI_ENOSPC;
+            }
+            k->created = srq;
+            hwstub_create_srq_resp resp{};
+            resp.srq_id = q->id;
+            resp.depth = attr.max_wr;
+            resp.slot = hwstub_rq_slot_size(attr.max_sge);
+            resp.ring_offset = sizeof(hwstub_wq_ctrl);
+            resp.map_size = static_cast<uint32_t>(q->memory.size());
+            (void)reply.write_result(attr);  // cannot fail: check_room held
+            return reply.write_priv(resp);
+        }
         case RI_CREATE_QP: {
             if (!reply.has_priv()) return RI_ENOSYS;
             hwstub_create_qp_req req;
@@ -1235,8 +1367,8 @@ ri_status_t Kvp::syscall(ri_kvp_syscall_t *k) {
             resp.qp_num = q->qp_num;
             resp.sq_depth = attr.sq_depth;
             resp.sq_slot = hwstub_sq_slot_size(attr.sq_sge, attr.max_inline);
-            resp.rq_depth = attr.rq_depth;
-            resp.rq_slot = hwstub_rq_slot_size(attr.rq_sge);
+            resp.rq_depth = std::max<uint32_t>(attr.rq_depth, 1);  // a QP of an SRQ: the one slot never read
+            resp.rq_slot = hwstub_rq_slot_size(std::max<uint32_t>(attr.rq_sge, 1));
             resp.rq_ctrl_offset = sizeof(hwstub_wq_ctrl);
             resp.sq_offset = 2 * sizeof(hwstub_wq_ctrl);
             resp.rq_offset = resp.sq_offset + resp.sq_depth * resp.sq_slot;

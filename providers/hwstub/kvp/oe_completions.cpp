@@ -98,13 +98,13 @@ void OffloadEngine::fail_oldest(Qp &qp, uint8_t status, uint32_t word) {
 bool OffloadEngine::flush_checked_receives(Qp &qp, Pending &out) {
     const bool any = qp.rq_done != qp.rq_checked;
     while (qp.rq_done != qp.rq_checked) {
-        const iwarp::ReceiveBuffer &b = qp.recvs[qp.rq_done & (qp.setup.rq.depth - 1)];
+        const iwarp::ReceiveBuffer &b = qp.recvs[qp.rq_done & qp.recv_mask];
         // The receive being placed when the stream failed takes the failure's status (too long a message).
         const uint8_t status = qp.rq_done != qp.rq_taken ? qp.recv_fail_status : uint8_t{RI_WC_WR_FLUSH_ERR};
         qp.recv_fail_status = RI_WC_WR_FLUSH_ERR;
         complete(qp.setup.recv_cq, make_cqe(qp.setup.qp_num, b.wr_id, HWSTUB_CQE_RECV, status), false, out);
         ++qp.rq_done;
-        qp.rq.retire();
+        qp.retire_receive();
     }
     qp.rq_taken = qp.rq_checked;
     return any;
@@ -145,7 +145,8 @@ bool OffloadEngine::flush(Qp &qp, Pending &out) {
         ++qp.sq_done;
         did = true;
     }
-    while (const uint8_t *slot = qp.rq.fetch()) {
+    // A QP of an SRQ flushed what it took above; what no QP took stays in the SRQ for the others.
+    while (const uint8_t *slot = qp.srq == nullptr ? qp.rq.fetch() : nullptr) {
         hwstub_recv_wqe w{};
         std::memcpy(&w, slot, sizeof w);
         complete(qp.setup.recv_cq, make_cqe(qp.setup.qp_num, w.wr_id, HWSTUB_CQE_RECV, RI_WC_WR_FLUSH_ERR), false,

@@ -210,7 +210,8 @@ struct OffloadEngine::Stream {
 struct OffloadEngine::Qp final : iwarp::EngineOwner {
     Qp(OffloadEngine &e, const QpSetup &s)
         : oe(&e), setup(s), sq(s.sq, s.sq_ctrl), rq(s.rq, s.rq_ctrl), dma(s.owner),
-          shadow(static_cast<size_t>(s.sq.depth) * s.sq.slot_size), sends(s.sq.depth), recvs(s.rq.depth) {}
+          shadow(static_cast<size_t>(s.sq.depth) * s.sq.slot_size), sends(s.sq.depth), recvs(s.rq.depth),
+          recv_mask(s.rq.depth - 1) {}
 
     OffloadEngine *oe;
     QpSetup setup;
@@ -223,6 +224,10 @@ struct OffloadEngine::Qp final : iwarp::EngineOwner {
     uint32_t reads_out = 0;                 // RDMA Reads (parts) given to the engine and not completed
     uint32_t read_parts_posted = 0;         // of the scattered Read at sq_started: parts the engine already has
     std::vector<iwarp::ReceiveBuffer> recvs; // by receive queue index: validated receive WQEs
+    uint32_t recv_mask;                     // recvs.size() - 1
+    // With an SRQ: the receives come from it, one at a time as messages need them (take_shared_receive), and
+    // rq_checked counts those taken into `recvs`; the QP's own receive queue is never read.
+    Srq *srq = nullptr;
     uint32_t rq_checked = 0, rq_taken = 0, rq_done = 0;
     // The producer indexes the last pass started from: posts after them are what a sleeping engine must not miss.
     uint32_t sq_seen = 0, rq_seen = 0;
@@ -282,16 +287,22 @@ struct OffloadEngine::Qp final : iwarp::EngineOwner {
     bool take_receive(iwarp::ReceiveBuffer &b) override {
         // A receive posted after this pass looked at the queue (before the Send that needs it left the peer, so
         // the consumer did nothing wrong) is checked now rather than refused with a "no buffer" Terminate.
-        if (rq_taken == rq_checked && out != nullptr && !error) (void)oe->serve_receive_queue(*this, *out);
+        if (rq_taken == rq_checked && out != nullptr && !error) {
+            (void)(srq != nullptr ? oe->take_shared_receive(*this, *out) : oe->serve_receive_queue(*this, *out));
+        }
         if (rq_taken == rq_checked) return false;
-        b = recvs[rq_taken & (setup.rq.depth - 1)];
+        b = recvs[rq_taken & recv_mask];
         ++rq_taken;
         return true;
+    }
+    // A receive of the QP is done: its own queue's slot goes back to the host (an SRQ's went when it was taken).
+    void retire_receive() noexcept {
+        if (srq == nullptr) rq.retire();
     }
     bool invalidate_stag(uint32_t stag) override { return oe->stags_.invalidate(stag, setup.pd); }
     void completed(const iwarp::Completion &c) override {
         if (c.kind == iwarp::Completion::Kind::recv) {
-            const iwarp::ReceiveBuffer &b = recvs[rq_done & (setup.rq.depth - 1)];
+            const iwarp::ReceiveBuffer &b = recvs[rq_done & recv_mask];
             hwstub_cqe cqe = make_cqe(setup.qp_num, b.wr_id, c.immediate ? HWSTUB_CQE_RECV_IMM : HWSTUB_CQE_RECV,
                                       RI_WC_SUCCESS);
             cqe.byte_len = c.byte_len;
@@ -305,7 +316,7 @@ struct OffloadEngine::Qp final : iwarp::EngineOwner {
                 cqe.inv_stag = c.inv_stag;
             }
             ++rq_done;
-            rq.retire();
+            retire_receive();
             oe->complete(setup.recv_cq, cqe, c.solicited, *out);
             return;
         }

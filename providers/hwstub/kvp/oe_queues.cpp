@@ -6,46 +6,82 @@ namespace hwstub {
 
 // Receive WQEs are checked as they are posted, as a chip validates on the doorbell: a malformed one or one whose
 // SGEs are not writable registered memory of the QP's PD fails the QP now, not when a Send finds it.
+namespace {
+
+// Checks receive WQE @p slot (of a ring of @p slot_size bytes whose WQEs carry at most @p max_sge SGEs) into @p b
+// for @p qp: its SGEs translated in the QP's PD, with local write. The CQE status of what is wrong with it.
+template <class Qp>
+uint8_t check_receive(const Qp &qp, const uint8_t *slot, uint32_t slot_size, uint32_t max_sge,
+                      iwarp::ReceiveBuffer &b) {
+    uint8_t copy[sizeof(hwstub_recv_wqe) + iwarp::kMaxSge * sizeof(hwstub_sge)];
+    hwstub_recv_wqe w{};
+    std::memcpy(&w, slot, sizeof w);
+    b = iwarp::ReceiveBuffer{};
+    b.wr_id = w.wr_id;
+    b.foreign = qp.foreign();
+    if (w.num_sge > max_sge || w.num_sge > iwarp::kMaxSge || sizeof w + w.num_sge * sizeof(hwstub_sge) > slot_size) {
+        return RI_WC_LOC_QP_OP_ERR;
+    }
+    std::memcpy(copy, slot, sizeof w + w.num_sge * sizeof(hwstub_sge));
+    const auto *sge = reinterpret_cast<const hwstub_sge *>(copy + sizeof w);
+    for (uint32_t i = 0; i < w.num_sge; ++i) {
+        if (!qp.translate(sge[i], RI_ACCESS_LOCAL_WRITE, b.sge[i])) return RI_WC_LOC_PROT_ERR;
+    }
+    b.num_sge = w.num_sge;
+    return RI_WC_SUCCESS;
+}
+
+}  // namespace
+
+bool OffloadEngine::receive_failed(Qp &qp, uint64_t wr_id, uint8_t status, Pending &out) {
+    // It completes in its place: after the receives checked before it, which are flushed.
+    if (qp.stream) qp.stream->engine.abort(iwarp::term::kRdmapLocalCatastrophic);
+    enter_error(qp, out, RI_AE_QP_FATAL);
+    flush_checked_receives(qp, out);
+    complete(qp.setup.recv_cq, make_cqe(qp.setup.qp_num, wr_id, HWSTUB_CQE_RECV, status), false, out);
+    qp.retire_receive();
+    ++qp.rq_checked;
+    ++qp.rq_taken;
+    ++qp.rq_done;
+    return true;
+}
+
 bool OffloadEngine::serve_receive_queue(Qp &qp, Pending &out) {
+    if (qp.srq != nullptr) return false;  // its receives are taken from the SRQ when messages need them
     bool did = false;
     while (qp.rq_checked - qp.rq_done < qp.setup.rq.depth) {
         const uint8_t *slot = qp.rq.fetch();
         if (slot == nullptr) break;
         did = true;
-        uint8_t copy[sizeof(hwstub_recv_wqe) + iwarp::kMaxSge * sizeof(hwstub_sge)];
-        hwstub_recv_wqe w{};
-        std::memcpy(&w, slot, sizeof w);
-        iwarp::ReceiveBuffer &b = qp.recvs[qp.rq_checked & (qp.setup.rq.depth - 1)];
-        b = iwarp::ReceiveBuffer{};
-        b.wr_id = w.wr_id;
-        b.foreign = qp.foreign();
-        uint8_t status = RI_WC_SUCCESS;
-        if (w.num_sge > qp.setup.max_recv_sge ||
-            sizeof w + w.num_sge * sizeof(hwstub_sge) > qp.setup.rq.slot_size) {
-            status = RI_WC_LOC_QP_OP_ERR;
-        } else {
-            std::memcpy(copy, slot, sizeof w + w.num_sge * sizeof(hwstub_sge));
-            const auto *sge = reinterpret_cast<const hwstub_sge *>(copy + sizeof w);
-            for (uint32_t i = 0; i < w.num_sge && status == RI_WC_SUCCESS; ++i) {
-                if (!qp.translate(sge[i], RI_ACCESS_LOCAL_WRITE, b.sge[i])) status = RI_WC_LOC_PROT_ERR;
-            }
-            b.num_sge = w.num_sge;
-        }
-        if (status != RI_WC_SUCCESS) {
-            // It completes in its place: after the receives checked before it, which are flushed.
-            if (qp.stream) qp.stream->engine.abort(iwarp::term::kRdmapLocalCatastrophic);
-            enter_error(qp, out, RI_AE_QP_FATAL);
-            flush_checked_receives(qp, out);
-            complete(qp.setup.recv_cq, make_cqe(qp.setup.qp_num, w.wr_id, HWSTUB_CQE_RECV, status), false, out);
-            qp.rq.retire();
-            ++qp.rq_checked;
-            ++qp.rq_taken;
-            ++qp.rq_done;
-            return true;
-        }
+        iwarp::ReceiveBuffer &b = qp.recvs[qp.rq_checked & qp.recv_mask];
+        const uint8_t status = check_receive(qp, slot, qp.setup.rq.slot_size, qp.setup.max_recv_sge, b);
+        if (status != RI_WC_SUCCESS) return receive_failed(qp, b.wr_id, status, out);
         ++qp.rq_checked;
     }
     return did;
+}
+
+bool OffloadEngine::take_shared_receive(Qp &qp, Pending &out) {
+    Srq &srq = *qp.srq;
+    // The QP holds at most an SRQ's worth of receives it took and has not completed.
+    if (qp.rq_checked - qp.rq_done > qp.recv_mask) return false;
+    const uint8_t *slot = srq.wq.fetch();
+    if (slot == nullptr) {
+        // An SRQ whose producer index the host moved beyond its ring gives nothing more to any QP.
+        return false;
+    }
+    iwarp::ReceiveBuffer &b = qp.recvs[qp.rq_checked & qp.recv_mask];
+    const uint8_t status = check_receive(qp, slot, srq.setup.ring.slot_size, srq.setup.max_sge, b);
+    srq.wq.retire();  // copied: the slot is the host's again
+    if (srq.limit != 0 && srq.wq.unfetched() < srq.limit) {
+        srq.limit = 0;  // one event per arming
+        out.events.push_back(ri_async_event_t{RI_RES_SRQ, RI_AE_SRQ_LIMIT_REACHED, srq.setup.id, srq.setup.context,
+                                              0, 0});
+    }
+    // A bad WQE fails the QP that took it, as a bad WQE of its own receive queue would.
+    if (status != RI_WC_SUCCESS) return receive_failed(qp, b.wr_id, status, out);
+    ++qp.rq_checked;
+    return true;
 }
 
 bool OffloadEngine::bind_window(const Qp &qp, const hwstub_send_wqe &w) {

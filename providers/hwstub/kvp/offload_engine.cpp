@@ -83,6 +83,37 @@ ri_status_t OffloadEngine::resize_cq(const CqSetup &cq) {
     return it->second->writer.move_to(cq.ring, cq.depth, cq.ctrl) ? RI_OK : RI_EINVAL;
 }
 
+ri_status_t OffloadEngine::add_srq(const SrqSetup &srq) {
+    if (srq.id == 0 || !srq.ring.valid() || srq.ctrl == nullptr || srq.ring.slot_size < sizeof(hwstub_recv_wqe) ||
+        srq.max_sge > iwarp::kMaxSge) {
+        return RI_EINVAL;
+    }
+    std::lock_guard g(mutex_);
+    if (srqs_.count(srq.id) != 0) return RI_EEXIST;
+    auto s = std::make_unique<Srq>();
+    s->setup = srq;
+    s->wq = WqConsumer(srq.ring, srq.ctrl);
+    srqs_.emplace(srq.id, std::move(s));
+    return RI_OK;
+}
+
+ri_status_t OffloadEngine::remove_srq(uint32_t id) {
+    std::lock_guard g(mutex_);
+    auto it = srqs_.find(id);
+    if (it == srqs_.end()) return RI_ENOENT;
+    if (it->second->users != 0) return RI_EBUSY;
+    srqs_.erase(it);
+    return RI_OK;
+}
+
+ri_status_t OffloadEngine::set_srq_limit(uint32_t id, uint32_t limit) {
+    std::lock_guard g(mutex_);
+    auto it = srqs_.find(id);
+    if (it == srqs_.end()) return RI_ENOENT;
+    it->second->limit = limit;
+    return RI_OK;
+}
+
 ri_status_t OffloadEngine::add_qp(const QpSetup &qp) {
     if (!qp.sq.valid() || !qp.rq.valid() || qp.sq_ctrl == nullptr || qp.rq_ctrl == nullptr ||
         qp.sq.slot_size < sizeof(hwstub_send_wqe) || qp.rq.slot_size < sizeof(hwstub_recv_wqe) ||
@@ -94,12 +125,26 @@ ri_status_t OffloadEngine::add_qp(const QpSetup &qp) {
     auto scq = cqs_.find(qp.send_cq);
     auto rcq = cqs_.find(qp.recv_cq);
     if (scq == cqs_.end() || rcq == cqs_.end()) return RI_EINVAL;
+    Srq *srq = nullptr;
+    if (qp.srq != 0) {
+        auto it = srqs_.find(qp.srq);
+        if (it == srqs_.end() || it->second->setup.pd != qp.pd) return RI_EINVAL;
+        srq = it->second.get();
+    }
     auto q = std::make_unique<Qp>(*this, qp);
     // The control blocks may be reused memory: the engine's counters start where the host's are.
     q->sq_started = q->sq_done = word(qp.sq_ctrl->consumer).load(std::memory_order_relaxed);
     q->rq_checked = q->rq_taken = q->rq_done = word(qp.rq_ctrl->consumer).load(std::memory_order_relaxed);
     q->sq_seen = q->sq.posted();
     q->rq_seen = q->rq.posted();
+    if (srq != nullptr) {
+        // It may hold as many taken receives as the SRQ has slots.
+        q->srq = srq;
+        q->recvs.assign(srq->setup.ring.depth, iwarp::ReceiveBuffer{});
+        q->recv_mask = srq->setup.ring.depth - 1;
+        q->rq_checked = q->rq_taken = q->rq_done = 0;
+        ++srq->users;
+    }
     ++scq->second->users;
     ++rcq->second->users;
     qps_.emplace(qp.qp_num, std::move(q));
@@ -116,6 +161,7 @@ ri_status_t OffloadEngine::remove_qp(uint32_t qp_num) {
             auto c = cqs_.find(cq);
             if (c != cqs_.end()) --c->second->users;
         }
+        if (it->second->srq != nullptr) --it->second->srq->users;
         gone = std::move(it->second);
         qps_.erase(it);
     }

@@ -77,6 +77,21 @@ struct QpSetup {
     pid_t owner = 0;                   /**< The consumer process whose memory the QP's WQEs name (its DmaChannel). */
     uint32_t pd = 0;                   /**< Protection domain of the QP: STags of other PDs are refused. */
     uint64_t context = 0;              /**< Consumer context, reported with the QP's asynchronous events. */
+    /**
+     * A shared receive queue of this engine (add_srq()) the QP takes its receives from, or 0 for its own receive
+     * queue: then `rq` is a ring the engine never reads.
+     */
+    uint32_t srq = 0;
+};
+
+/** @brief A shared receive queue as the adapter sees it. The ring outlives its registration. */
+struct SrqSetup {
+    uint32_t id = 0;                /**< The SRQ's identifier (nonzero; its asynchronous events name it). */
+    RingGeometry ring;              /**< Receive ring. */
+    hwstub_wq_ctrl *ctrl = nullptr; /**< Its control block. */
+    uint32_t max_sge = 0;           /**< SGEs a receive WQE may carry. */
+    uint32_t pd = 0;                /**< Protection domain: only QPs of this PD take from it, its SGEs are checked in it. */
+    uint64_t context = 0;           /**< Consumer context, reported with ::RI_AE_SRQ_LIMIT_REACHED. */
 };
 
 /** @brief What the engine reports to its kVP. Called on the OE thread with no engine lock held. */
@@ -175,7 +190,16 @@ public:
      *        more wait than the new ring holds; ::RI_ENOENT for an unknown CQ.
      */
     [[nodiscard]] ri_status_t resize_cq(const CqSetup &cq);
-    /** @brief Adds a QP in IDLE. ::RI_EINVAL for a bad geometry or an unknown CQ. */
+    /** @brief Adds a shared receive queue; ::RI_EINVAL for a bad geometry, ::RI_EEXIST for an id in use. */
+    [[nodiscard]] ri_status_t add_srq(const SrqSetup &srq);
+    /** @brief Removes an SRQ; ::RI_EBUSY while a QP takes from it, ::RI_ENOENT for an unknown one. */
+    [[nodiscard]] ri_status_t remove_srq(uint32_t id);
+    /**
+     * @brief Arms SRQ @p id's limit (0 disarms): once fewer than @p limit receives are left untaken after a take,
+     *        the engine raises ::RI_AE_SRQ_LIMIT_REACHED and disarms it. ::RI_ENOENT for an unknown SRQ.
+     */
+    [[nodiscard]] ri_status_t set_srq_limit(uint32_t id, uint32_t limit);
+    /** @brief Adds a QP in IDLE. ::RI_EINVAL for a bad geometry, an unknown CQ or an SRQ of another PD. */
     [[nodiscard]] ri_status_t add_qp(const QpSetup &qp);
     /** @brief Removes a QP; its stream closes, posted work is dropped without completions. */
     [[nodiscard]] ri_status_t remove_qp(uint32_t qp_num);
@@ -249,6 +273,12 @@ private:
         uint32_t users = 0;
         bool overflow_reported = false;
     };
+    struct Srq {
+        SrqSetup setup;
+        WqConsumer wq;
+        uint32_t limit = 0;  // armed limit (set_srq_limit), 0: disarmed
+        uint32_t users = 0;  // QPs that take from it
+    };
     struct Qp;
     struct Stream;
     struct Pending;  // events collected under the lock, delivered after it
@@ -269,6 +299,8 @@ private:
     bool serve_send_queue(Qp &qp, Pending &out);
     bool bind_window(const Qp &qp, const hwstub_send_wqe &w);  // a Bind MW WQE, in send queue order
     bool serve_receive_queue(Qp &qp, Pending &out);
+    bool take_shared_receive(Qp &qp, Pending &out);  // one receive of the QP's SRQ, checked, into the QP's context
+    bool receive_failed(Qp &qp, uint64_t wr_id, uint8_t status, Pending &out);  // a bad receive WQE: the QP fails
     bool serve_stream(Qp &qp, Pending &out);
     bool receive(Qp &qp);
     void complete(uint32_t cq_id, const hwstub_cqe &cqe, bool solicited, Pending &out);
@@ -300,6 +332,7 @@ private:
     std::vector<hwstub_engine_page *> pages_;
     std::map<uint32_t, std::unique_ptr<Cq>> cqs_;
     std::map<uint32_t, std::unique_ptr<Qp>> qps_;
+    std::map<uint32_t, std::unique_ptr<Srq>> srqs_;
     EngineStats stats_;
     FaultPlan own_faults_;
     FaultPlan &faults_;

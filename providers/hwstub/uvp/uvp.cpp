@@ -88,7 +88,7 @@ struct Uvp {
     static constexpr const char *vendor = HWSTUB_VENDOR;
     static constexpr const char *version = "1.0";
 
-    using Srq = rdma::provider::Unsupported;
+    struct Srq;
     struct Mw;
     struct Pd;
     struct Cq;
@@ -129,8 +129,31 @@ struct Uvp {
         Rnic *rnic = nullptr;
         ri_status_t dealloc() { return forward_destroy(RI_DEALLOC_PD); }
         ri_status_t create_qp(ri_cq_t scq, ri_cq_t rcq, ri_srq_t srq, ri_qp_init_attr_t *attr, ri_qp_t *qp);
+        ri_status_t create_srq(ri_srq_attr_t *attr, ri_srq_t *srq);
         ri_status_t register_mr(const ri_mr_reg_t *reg, ri_mr_t *mr, ri_mr_keys_t *keys);
         ri_status_t alloc_mw(uint32_t type, ri_mw_t *mw, ri_stag_t *rkey);
+    };
+
+    // A shared receive queue: posted to here, read by the adapter (no doorbell, hwstub_hw.h).
+    struct Srq : Forwarded {
+        Pd *pd = nullptr;
+        Mapping memory;
+        std::unique_ptr<HostSrq> queue;
+        ri_status_t destroy() { return forward_destroy(RI_DESTROY_SRQ); }
+        ri_status_t query(ri_srq_attr_t *out) { return forward_query(RI_QUERY_SRQ, out); }
+        ri_status_t modify(const ri_srq_attr_t *in, uint32_t mask) {
+            if (in == nullptr) return RI_EINVAL;
+            struct {
+                ri_syscall_modify_t m;
+                ri_srq_attr_t a;
+            } param{{mask, 0}, *in};
+            Call c(RI_MODIFY_SRQ, handle);
+            c.param(&param, sizeof param);
+            return c.run(host_ctx);
+        }
+        ri_status_t post_recv(const ri_recv_wr_t *wr, uint32_t count, uint32_t *posted) {
+            return queue->post_recv(wr, count, posted);
+        }
     };
 
     struct Cq : Forwarded {
@@ -302,8 +325,9 @@ ri_status_t Uvp::Cq::resize(uint32_t cqe, uint32_t *actual) {
 ri_status_t Uvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq, ri_qp_init_attr_t *attr, ri_qp_t *out) {
     Cq *scq = from_handle<Cq>(scq_h);
     Cq *rcq = from_handle<Cq>(rcq_h);
+    const Srq *shared = from_handle<Srq>(srq);
     if (scq == nullptr || rcq == nullptr || attr == nullptr || out == nullptr) return RI_EINVAL;
-    if (srq != nullptr) return RI_EOPNOTSUPP;
+    if (((attr->flags & RI_QP_USE_SRQ) != 0) != (shared != nullptr)) return RI_EINVAL;
     auto qp = std::make_unique<Qp>();
     qp->pd = this;
     auto req = hdr_init<hwstub_create_qp_req>();
@@ -313,6 +337,7 @@ ri_status_t Uvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq, ri_qp
     Call c(RI_CREATE_QP, handle);
     c.param(*attr).result(&provided).priv(req, &resp).fds_out(fds, RI_SYSCALL_MAX_FDS);
     c.ref(0, scq->handle).ref(1, rcq->handle);
+    if (shared != nullptr) c.ref(2, shared->handle);
     if (ri_status_t rc = c.run(rnic->host_ctx); rc != RI_OK) return rc;
     qp->bind(rnic->host_ctx, c.handle());
     auto ring_ok = [&](uint32_t off, uint32_t depth, uint32_t slot) {
@@ -337,9 +362,41 @@ ri_status_t Uvp::Pd::create_qp(ri_cq_t scq_h, ri_cq_t rcq_h, ri_srq_t srq, ri_qp
         reinterpret_cast<hwstub_wq_ctrl *>(m + resp.rq_ctrl_offset), rnic->bell(), provided.max_inline,
         provided.sq_sge, provided.rq_sge);
     qp->queues->set_bind_resolver(&resolve_bind, qp.get());
+    if (shared != nullptr) qp->queues->set_uses_srq();
     rnic->contexts->set(resp.qp_num, provided.context);
     *attr = provided;
     *out = to_handle<ri_qp_t>(qp.release());
+    return RI_OK;
+}
+
+ri_status_t Uvp::Pd::create_srq(ri_srq_attr_t *want, ri_srq_t *out) {
+    if (want == nullptr || out == nullptr) return RI_EINVAL;
+    auto srq = std::make_unique<Srq>();
+    srq->pd = this;
+    auto req = hdr_init<hwstub_create_srq_req>();
+    hwstub_create_srq_resp resp{};
+    ri_srq_attr_t provided{};
+    int32_t fds[RI_SYSCALL_MAX_FDS];
+    Call c(RI_CREATE_SRQ, handle);
+    c.param(*want).result(&provided).priv(req, &resp).fds_out(fds, RI_SYSCALL_MAX_FDS);
+    if (ri_status_t rc = c.run(rnic->host_ctx); rc != RI_OK) return rc;
+    srq->bind(rnic->host_ctx, c.handle());
+    const bool ok = priv_ok(c, resp) && c.nfds_out() >= 1 && c.result_len() >= sizeof provided &&
+                    resp.depth >= want->max_wr && (resp.depth & (resp.depth - 1)) == 0 &&
+                    resp.slot >= hwstub_rq_slot_size(provided.max_sge) && (resp.slot & (resp.slot - 1)) == 0 &&
+                    resp.ring_offset >= sizeof(hwstub_wq_ctrl) &&
+                    static_cast<uint64_t>(resp.ring_offset) + uint64_t{resp.depth} * resp.slot <= resp.map_size;
+    if (!ok || !srq->memory.map(fds[0], resp.map_size)) {
+        close_all(fds, c.nfds_out(), ok ? 1 : 0);
+        (void)Call(RI_DESTROY_SRQ, srq->handle).run(rnic->host_ctx);
+        return ok ? RI_ENOMEM : RI_EPROTO;
+    }
+    close_all(fds, c.nfds_out(), 1);
+    uint8_t *m = srq->memory.data();
+    srq->queue = std::make_unique<HostSrq>(RingGeometry{m + resp.ring_offset, resp.depth, resp.slot},
+                                           reinterpret_cast<hwstub_wq_ctrl *>(m), rnic->bell(), provided.max_sge);
+    *want = provided;
+    *out = to_handle<ri_srq_t>(srq.release());
     return RI_OK;
 }
 
