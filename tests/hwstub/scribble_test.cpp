@@ -497,13 +497,17 @@ TEST(HwstubScribble, ARegionDeregisteredWithAWriteInFlightIsNeverReadAgain) {
     r.a.oe->stags().add(kBigStag, {va(src.data()), kBig, va(src.data()), RI_ACCESS_LOCAL_READ, 1, true});
     r.peer->add_region(kPeerBig, kBig, RI_ACCESS_REMOTE_WRITE);
     r.peer->pause(true);
+    const uint64_t sent_before = r.a.oe->stats().tx_bytes.load();
     hwstub_send_wqe w = wqe(9, HWSTUB_OP_WRITE);
     w.num_sge = 1;
     w.remote_stag = kPeerBig;
     w.remote_to = 0;
     r.post(w, {hwstub_sge{va(src.data()), static_cast<uint32_t>(kBig), kBigStag}});
-    std::this_thread::sleep_for(200ms);  // the engine fills the socket and waits for room
-    r.a.oe->stags().remove(kBigStag);    // what the kVP's deregistration does
+    // The Write is under way (on a busy machine a fixed wait could end before the engine fetched it, and the
+    // WQE would then fail at its fetch without a byte sent); the paused peer keeps it from finishing.
+    ASSERT_TRUE(wait_until([&] { return r.a.oe->stats().tx_bytes.load() - sent_before >= (64u << 10); }))
+        << "the engine never started the Write";
+    r.a.oe->stags().remove(kBigStag);  // what the kVP's deregistration does
     r.a.oe->quiesce();
     std::fill(src.begin(), src.end(), 0xee);
     r.peer->pause(false);
