@@ -31,6 +31,11 @@ struct StagEntry {
      * entered at bind) goes with its region.
      */
     bool window = false;
+    /**
+     * An STag allocated for fast registration: the pages a fast registration may map into it (0: not one). Invalid
+     * until a fast registration maps it (then its parent is the registered region its pages lie in).
+     */
+    uint32_t max_pages = 0;
 
     /** @brief The entry of a registered region: its bytes, tagged offset base, rights (local read added) and PD. */
     [[nodiscard]] static StagEntry region(uint64_t addr, uint64_t length, uint64_t to_base, uint32_t access,
@@ -92,7 +97,12 @@ public:
     void remove(ri_stag_t stag) {
         Change change(*this);
         auto it = map_.find(stag);
-        if (it == map_.end()) return;
+        if (it == map_.end()) {
+            // An allocated STag fast registration gave another consumer key: its owner names the first one.
+            auto k = keyed_.find(stag >> 8);
+            if (k == keyed_.end() || (it = map_.find(k->second)) == map_.end()) return;
+        }
+        if (it->second.max_pages != 0) keyed_.erase(it->first >> 8);
         if (it->second.parent != 0 || it->second.window) --windows_;
         map_.erase(it);
         if (windows_ == 0) return;  // the scan is for regions with windows bound, rare
@@ -102,11 +112,85 @@ public:
             } else if (w->second.window) {
                 w->second = unbound_window(w->second.pd);
                 ++w;
+            } else if (w->second.max_pages != 0) {
+                // A fast-registered STag in the region: allocated still, invalid, mapping nothing.
+                StagEntry placeholder;
+                placeholder.valid = false;
+                placeholder.pd = w->second.pd;
+                placeholder.max_pages = w->second.max_pages;
+                w->second = placeholder;
+                --windows_;
+                ++w;
             } else {
                 w = map_.erase(w);
                 --windows_;
             }
         }
+    }
+    /** @brief Adds STag @p stag, allocated for fast registration of up to @p max_pages pages in PD @p pd: invalid. */
+    void add_allocated(ri_stag_t stag, uint32_t pd, uint32_t max_pages) {
+        Change change(*this);
+        StagEntry e;
+        e.valid = false;
+        e.pd = pd;
+        e.max_pages = max_pages;
+        map_[stag] = e;
+        keyed_[stag >> 8] = stag;
+    }
+    /**
+     * @brief Fast registration (executed in send queue order): the STag allocated as @p allocated (any consumer key
+     *        of its index) becomes @p stag (the same index) over [@p addr, @p addr + @p length) of this process,
+     *        tagged offsets from @p to_base, with rights @p access, if it is an invalid allocated STag of PD @p pd
+     *        with room for @p pages pages and the range lies in one valid registered region of the PD (with local
+     *        write when @p access writes): memory that region pinned and checked, so the new STag reaches nothing
+     *        its region did not. The region becomes its parent: deregistering it makes the STag invalid again.
+     *        False, nothing changed, otherwise.
+     */
+    [[nodiscard]] bool fast_register(ri_stag_t allocated, ri_stag_t stag, uint32_t pd, uint32_t pages, uint64_t addr,
+                                     uint64_t length, uint64_t to_base, uint32_t access) {
+        Change change(*this);
+        auto k = keyed_.find(allocated >> 8);
+        if (k == keyed_.end() || (stag >> 8) != (allocated >> 8)) return false;
+        auto it = map_.find(k->second);
+        if (it == map_.end()) return false;
+        const StagEntry &was = it->second;
+        if (was.max_pages == 0 || was.pd != pd || was.valid || pages > was.max_pages) return false;
+        constexpr uint32_t kWrites = RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_ATOMIC;
+        const uint32_t need = (access & kWrites) != 0 ? uint32_t{RI_ACCESS_LOCAL_WRITE} : 0u;
+        ri_stag_t parent = 0;
+        for (const auto &[r, e] : map_) {
+            if (!e.valid || e.pd != pd || e.parent != 0 || e.window || e.max_pages != 0 || (e.access & need) != need) {
+                continue;
+            }
+            if (addr < e.addr || addr - e.addr > e.length || length > e.length - (addr - e.addr)) continue;
+            parent = r;
+            break;
+        }
+        if (parent == 0) return false;
+        StagEntry n = StagEntry::region(addr, length, to_base, access, pd);
+        n.max_pages = was.max_pages;
+        n.parent = parent;
+        if (was.parent == 0) ++windows_;  // counted with the entries that go with their region
+        if (k->second != stag) {
+            map_.erase(it);
+            k->second = stag;
+        }
+        map_[stag] = n;
+        return true;
+    }
+    /**
+     * @brief The entry of the STag allocated as @p allocated (under whatever consumer key fast registration gave it
+     *        since) and that key in @p current; false when it is not an allocated STag.
+     */
+    [[nodiscard]] bool find_allocated(ri_stag_t allocated, StagEntry &out, ri_stag_t &current) const {
+        std::shared_lock lock(mutex_);
+        auto k = keyed_.find(allocated >> 8);
+        if (k == keyed_.end()) return false;
+        auto it = map_.find(k->second);
+        if (it == map_.end()) return false;
+        out = it->second;
+        current = k->second;
+        return true;
     }
     /**
      * @brief Invalidates every window bound to QP @p qp_num (the QP is going: a later QP given its number must not
@@ -202,6 +286,7 @@ private:
     mutable std::shared_mutex mutex_;
     std::atomic<uint64_t> generation_{1};  // moved on by every change; a StagCache of another generation is stale
     std::unordered_map<ri_stag_t, StagEntry> map_;
+    std::unordered_map<uint32_t, ri_stag_t> keyed_;  // allocated STags: index -> the consumer key in effect
     size_t windows_ = 0;  // entries with a parent
 };
 

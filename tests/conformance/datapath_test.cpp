@@ -344,6 +344,115 @@ TEST_F(Datapath, ATypeTwoWindowServesOnlyTheQpItIsBoundOn) {
         << "a window bound on one QP served a Read that came through another (status " << other->status << ")";
 }
 
+// Fast registration (RI_WR_FAST_REG), executed in send queue order: an allocated STag, given a new consumer key, maps
+// two pages of a registered region for the peer's Writes and Reads, until a Local Invalidate; a page list that
+// points outside registered memory fails the request, not the memory.
+TEST_F(Datapath, AFastRegisteredStagServesThePeerUntilItIsInvalidated) {
+    Pair &p = pair();
+    connect(p);
+    const ri_verbs_ops_t &v = consumer_.adapter->verbs();
+    ri_mr_t st = nullptr;
+    ri_mr_keys_t k{};
+    CONFORMANCE_REQUIRE(consumer_.has(RI_CAP_FAST_REG), v.alloc_stag(p.b.pz->handle(), 4, &st, &k),
+                        "fast registration (RI_CAP_FAST_REG)");
+    ASSERT_RI_OK(v.alloc_stag(p.b.pz->handle(), 4, &st, &k));
+    // Two pages inside b's registered buffer; the range starts 16 bytes into the first.
+    const uint64_t base = (p.b.addr(0) + 4095) & ~uint64_t{4095};
+    const uint64_t pages[2] = {base, base + 4096};
+    const ri_stag_t fresh = (k.lkey & ~0xffu) | ((k.lkey + 1) & 0xffu);
+    constexpr uint64_t kIova = 0x70010;
+    constexpr uint32_t kLen = 6000;
+    auto fast_reg = [&](uint64_t wr_id, const uint64_t *list, ri_stag_t stag) {
+        ri_send_wr_t w{};
+        w.wr_id = wr_id;
+        w.opcode = RI_WR_FAST_REG;
+        w.flags = RI_SEND_SIGNALED;
+        w.u.fast_reg.mr = st;
+        w.u.fast_reg.pages = list;
+        w.u.fast_reg.num_pages = 2;
+        w.u.fast_reg.page_shift = 12;
+        w.u.fast_reg.iova = kIova;
+        w.u.fast_reg.length = kLen;
+        w.u.fast_reg.access = RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_READ;
+        w.u.fast_reg.stag = stag;
+        return p.b.ep->post_send({&w, 1});
+    };
+    // Pages that do not follow each other, or a new STag of another index: refused at post.
+    const uint64_t apart[2] = {base, base + 3 * 4096};
+    EXPECT_STATUS(fast_reg(1, apart, fresh), RI_EINVAL) << "pages that do not follow each other";
+    EXPECT_STATUS(fast_reg(1, pages, fresh + 0x100), RI_EINVAL) << "a new STag of another index";
+    ASSERT_OK(fast_reg(50, pages, fresh));
+    auto done = p.b.completion();
+    ASSERT_TRUE(done.has_value());
+    EXPECT_EQ(done->status, static_cast<uint32_t>(RI_WC_SUCCESS));
+    EXPECT_EQ(done->opcode, static_cast<uint32_t>(RI_WC_FAST_REG));
+    ri_mr_attr_t a{};
+    ASSERT_RI_OK(v.query_mr(st, &a));
+    EXPECT_EQ(a.state, static_cast<uint32_t>(RI_STAG_VALID));
+    EXPECT_EQ(a.keys.rkey, fresh) << "the consumer key the fast registration gave";
+    // The peer writes 256 bytes at tagged offset kIova + 100 and reads them back.
+    fill(p.a.buf, 0, 256, 3);
+    ASSERT_OK(p.a.send(2, RI_WR_RDMA_WRITE, {p.a.sge(0, 256)}, RI_SEND_SIGNALED, kIova + 100, fresh));
+    ASSERT_OK(p.a.send(3, RI_WR_RDMA_READ, {p.a.sge(4096, 256)}, RI_SEND_SIGNALED, kIova + 100, fresh));
+    auto aw = p.a.completions(2);
+    ASSERT_EQ(aw.size(), 2u);
+    for (const auto &w : aw) EXPECT_EQ(w.status, static_cast<uint32_t>(RI_WC_SUCCESS)) << "wr " << w.wr_id;
+    const size_t at = static_cast<size_t>(base - p.b.addr(0)) + 16 + 100;
+    EXPECT_EQ(first_wrong(p.b.buf, at, 256, 3), 256u) << "the Write landed where the page list maps it";
+    EXPECT_EQ(first_wrong(p.a.buf, 4096, 256, 3), 256u) << "the Read brought it back";
+    // Local Invalidate: the peer's next Write is a Terminate (invalid STag).
+    ASSERT_OK(p.b.send(51, RI_WR_LOCAL_INV, {}, RI_SEND_SIGNALED, 0, 0, fresh));
+    auto inv = p.b.completion();
+    ASSERT_TRUE(inv.has_value());
+    EXPECT_EQ(inv->status, static_cast<uint32_t>(RI_WC_SUCCESS));
+    EXPECT_EQ(inv->opcode, static_cast<uint32_t>(RI_WC_LOCAL_INV));
+    ASSERT_RI_OK(v.query_mr(st, &a));
+    EXPECT_EQ(a.state, static_cast<uint32_t>(RI_STAG_INVALID));
+    ASSERT_OK(p.a.send(4, RI_WR_RDMA_WRITE, {p.a.sge(0, 64)}, RI_SEND_SIGNALED, kIova, fresh));
+    uint32_t detail = 0;
+    ASSERT_TRUE(consumer_.await_event(p.a.ep->qp_num(), RI_AE_QP_TERMINATE_RECEIVED, &detail))
+        << consumer_.events_text();
+    EXPECT_EQ(detail, 0x1100u) << "DDP tagged buffer error, invalid STag";
+    EXPECT_RI_OK(v.deregister_mr(st));
+}
+
+TEST_F(Datapath, AFastRegistrationOutsideRegisteredMemoryFailsTheRequest) {
+    Pair &p = pair();
+    connect(p);
+    const ri_verbs_ops_t &v = consumer_.adapter->verbs();
+    ri_mr_t st = nullptr;
+    ri_mr_keys_t k{};
+    CONFORMANCE_REQUIRE(consumer_.has(RI_CAP_FAST_REG), v.alloc_stag(p.b.pz->handle(), 4, &st, &k),
+                        "fast registration (RI_CAP_FAST_REG)");
+    ASSERT_RI_OK(v.alloc_stag(p.b.pz->handle(), 4, &st, &k));
+    // Page-aligned memory no region covers.
+    std::vector<uint8_t> loose(3 * 4096, 0x44);
+    const uint64_t page = (reinterpret_cast<uint64_t>(loose.data()) + 4095) & ~uint64_t{4095};
+    ri_send_wr_t w{};
+    w.wr_id = 60;
+    w.opcode = RI_WR_FAST_REG;
+    w.flags = RI_SEND_SIGNALED;
+    w.u.fast_reg.mr = st;
+    w.u.fast_reg.pages = &page;
+    w.u.fast_reg.num_pages = 1;
+    w.u.fast_reg.page_shift = 12;
+    w.u.fast_reg.length = 4096;
+    w.u.fast_reg.access = RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE;
+    w.u.fast_reg.stag = k.lkey;
+    const rdma::Status posted = p.b.ep->post_send({&w, 1});
+    if (posted.ok()) {
+        auto c = p.b.completion();
+        ASSERT_TRUE(c.has_value());
+        EXPECT_NE(c->status, static_cast<uint32_t>(RI_WC_SUCCESS)) << "a fast registration of unregistered memory";
+    } else {
+        EXPECT_STATUS(posted, RI_EINVAL);
+    }
+    ri_mr_attr_t a{};
+    ASSERT_RI_OK(v.query_mr(st, &a));
+    EXPECT_EQ(a.state, static_cast<uint32_t>(RI_STAG_INVALID)) << "the STag maps nothing";
+    EXPECT_RI_OK(v.deregister_mr(st));
+}
+
 // Moved from tests/softrnic/datapath_test.cpp (UnsignaledWorkCompletesSilently): only signaled requests complete
 // visibly, and unsignaled ones give back their queue slots all the same.
 TEST_F(Datapath, UnsignaledRequestsCompleteSilently) {

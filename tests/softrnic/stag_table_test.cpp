@@ -143,5 +143,49 @@ TEST(StagTable, MarkedWindowsOutliveTheirRegionUnboundAndGoInvalidWithTheirQp) {
     EXPECT_FALSE(t.find(0x200, e));
 }
 
+TEST(StagTable, AFastRegisteredStagLivesInsideItsRegionAndKeepsItsIndexUnderANewKey) {
+    StagTable t;
+    constexpr ri_stag_t kRegion = 0x300, kAllocated = 0x4401, kRekeyed = 0x4402;
+    t.add(kRegion, StagEntry::region(0x10000, 0x4000, 0x10000, RI_ACCESS_LOCAL_WRITE, kPd));
+    t.add_allocated(kAllocated, kPd, 4);
+    StagEntry e;
+    ASSERT_TRUE(t.find(kAllocated, e));
+    EXPECT_FALSE(e.valid) << "allocated, mapping nothing";
+    constexpr uint32_t kRw = RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE;
+    // Refused: outside the region, too many pages, another PD, another index, or a write into a read-only region.
+    EXPECT_FALSE(t.fast_register(kAllocated, kRekeyed, kPd, 2, 0x13000, 0x2000, 0, kRw));
+    EXPECT_FALSE(t.fast_register(kAllocated, kRekeyed, kPd, 5, 0x10000, 0x1000, 0, kRw));
+    EXPECT_FALSE(t.fast_register(kAllocated, kRekeyed, kPd + 1, 1, 0x10000, 0x1000, 0, kRw));
+    EXPECT_FALSE(t.fast_register(kAllocated, 0x4502, kPd, 1, 0x10000, 0x1000, 0, kRw));
+    t.add(0x500, StagEntry::region(0x40000, 0x1000, 0x40000, 0, kPd));
+    EXPECT_FALSE(t.fast_register(kAllocated, kRekeyed, kPd, 1, 0x40000, 0x1000, 0, kRw)) << "read-only memory";
+    ASSERT_TRUE(t.find(kAllocated, e));
+    EXPECT_FALSE(e.valid) << "a refusal changes nothing";
+    // Mapped under the new key, tagged offsets from 0x7000.
+    ASSERT_TRUE(t.fast_register(kAllocated, kRekeyed, kPd, 2, 0x10010, 0x1800, 0x7010, kRw));
+    EXPECT_FALSE(t.find(kAllocated, e)) << "the old key names nothing";
+    ASSERT_TRUE(t.find(kRekeyed, e));
+    EXPECT_TRUE(e.valid);
+    EXPECT_EQ(e.map(0x7010 + 0x100, 16).value_or(nullptr), reinterpret_cast<uint8_t *>(0x10110));
+    EXPECT_FALSE(e.map(0x7010 + 0x1800, 1).has_value()) << "past the mapped length";
+    EXPECT_FALSE(t.fast_register(kRekeyed, kRekeyed, kPd, 1, 0x10000, 0x1000, 0, kRw)) << "valid already";
+    ri_stag_t current = 0;
+    ASSERT_TRUE(t.find_allocated(kAllocated, e, current)) << "found by the key its owner was given";
+    EXPECT_EQ(current, kRekeyed);
+    // Invalidated, then mapped again; then its region goes: allocated again, invalid.
+    ASSERT_TRUE(t.invalidate(kRekeyed, kPd));
+    ASSERT_TRUE(t.fast_register(kAllocated, kRekeyed, kPd, 1, 0x11000, 0x1000, 0, kRw));
+    t.remove(kRegion);
+    ASSERT_TRUE(t.find(kRekeyed, e));
+    EXPECT_FALSE(e.valid) << "a fast-registered STag does not outlive the region it maps";
+    EXPECT_EQ(e.max_pages, 4u);
+    uint64_t lo = 0, hi = 0;
+    EXPECT_FALSE(t.covering(0x11000, 16, kPd, lo, hi));
+    // Deregistered by its first key after the key changed: gone.
+    t.remove(kAllocated);
+    EXPECT_FALSE(t.find(kRekeyed, e));
+    EXPECT_FALSE(t.find_allocated(kAllocated, e, current));
+}
+
 }  // namespace
 }  // namespace softrnic::datapath

@@ -178,6 +178,23 @@ struct softrnic_bind_op {
     uint32_t window_pd; /**< The data path's identifier of the window's protection domain. */
 };
 
+/**
+ * @brief A fast registration as its send slot holds it: the page list reduced at post to the range it maps (softrnic
+ *        takes a page list only when its pages follow each other in the consumer's address space), so that the slot
+ *        holds no pointer the consumer may free.
+ */
+struct softrnic_fast_reg_op {
+    ri_stag_t allocated; /**< The STag Allocate STag gave (its index names the entry). */
+    ri_stag_t stag;      /**< The STag it becomes (same index; the consumer key may change). */
+    uint64_t addr;       /**< First byte mapped, in the consumer's address space. */
+    uint64_t length;     /**< Bytes. */
+    uint64_t iova;       /**< Tagged offset of the first byte. */
+    uint32_t access;     /**< RI_ACCESS_* rights. */
+    uint32_t pd;         /**< The data path's identifier of the STag's protection domain. */
+    uint32_t pages;      /**< Pages of the list. */
+    uint32_t reserved;   /**< Zero. */
+};
+
 /** @brief Head of a receive ring slot; followed by `rq_sge` ri_sge_t. */
 struct softrnic_rq_wqe {
     uint64_t wr_id;   /**< Consumer identifier. */

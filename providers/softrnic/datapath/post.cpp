@@ -27,17 +27,20 @@ ri_status_t QueuePair::check_send(const ri_send_wr_t &w, uint64_t &inline_len) c
         case RI_WR_BIND_MW: {
             // Executed in order on the send queue (issue()); its window must be of this QP's protection domain.
             softrnic_bind_op b{};
-            if (ri_status_t rc = owner_.check_memory_op(w, &b); rc != RI_OK) return rc;
+            if (ri_status_t rc = owner_.check_memory_op(w, &b, nullptr); rc != RI_OK) return rc;
             if (b.window_pd != setup_.pd) return RI_EINVAL;
             sge_limit = 0;
             break;
         }
-        case RI_WR_FAST_REG:
-            // Queued for a stream but not executed yet: refused once there is a stream to execute them on.
-            if (state_ != RI_QPS_IDLE && state_ != RI_QPS_ERROR) return RI_EOPNOTSUPP;
-            if (ri_status_t rc = owner_.check_memory_op(w, nullptr); rc != RI_OK) return rc;
+        case RI_WR_FAST_REG: {
+            // Executed in order on the send queue (issue()), where the STag table decides whether the range lies in
+            // a registered region of the QP's PD; here, what the slot can hold.
+            softrnic_fast_reg_op f{};
+            if (ri_status_t rc = owner_.check_memory_op(w, nullptr, &f); rc != RI_OK) return rc;
+            if (f.pd != setup_.pd) return RI_EINVAL;
             sge_limit = 0;
             break;
+        }
         case RI_WR_LOCAL_INV: sge_limit = 0; break;
         case RI_WR_RDMA_WRITE_IMM:
             if (stream_ && !rfc7306_) return RI_EOPNOTSUPP;  // the peer does not speak RFC 7306
@@ -94,9 +97,14 @@ void QueuePair::write_slot(const ri_send_wr_t &w, uint64_t inline_len) {
     h.inv_stag = w.inv_stag;
     if (w.opcode == RI_WR_BIND_MW) {
         softrnic_bind_op b{};
-        (void)owner_.check_memory_op(w, &b);  // accepted by check_send() just now
+        (void)owner_.check_memory_op(w, &b, nullptr);  // accepted by check_send() just now
         static_assert(sizeof b <= sizeof h.op);
         std::memcpy(h.op, &b, sizeof b);
+    } else if (w.opcode == RI_WR_FAST_REG) {
+        softrnic_fast_reg_op f{};
+        (void)owner_.check_memory_op(w, nullptr, &f);  // accepted by check_send() just now
+        static_assert(sizeof f <= sizeof h.op);
+        std::memcpy(h.op, &f, sizeof f);
     } else {
         std::memcpy(h.op, &w.u, sizeof h.op);
     }
@@ -257,6 +265,17 @@ void QueuePair::issue() {
                 st = SlotState{0, true, false};
                 ++s.issued;
                 continue;
+            case RI_WR_FAST_REG: {
+                // Executed here, in order: the requests after it (and the peer, once told) use the new STag.
+                softrnic_fast_reg_op f;
+                std::memcpy(&f, h.op, sizeof f);
+                if (!stags_.fast_register(f.allocated, f.stag, f.pd, f.pages, f.addr, f.length, f.iova, f.access)) {
+                    return local_failure(idx, RI_WC_LOC_QP_OP_ERR);
+                }
+                st = SlotState{0, true, false};
+                ++s.issued;
+                continue;
+            }
             case RI_WR_BIND_MW: {
                 // Executed here, in order: the requests after it see the window bound (or gone).
                 softrnic_bind_op b;

@@ -345,7 +345,8 @@ struct Kvp {
             std::lock_guard lock(mutex);
             attr.state = RI_QPS_ERROR;
         }
-        ri_status_t check_memory_op(const ri_send_wr_t &wr, softrnic_bind_op *bind) noexcept override;
+        ri_status_t check_memory_op(const ri_send_wr_t &wr, softrnic_bind_op *bind,
+                                    softrnic_fast_reg_op *fast_reg) noexcept override;
     };
 
     struct Mr {
@@ -383,6 +384,13 @@ struct Kvp {
             out->access = access;
             out->state = state;
             out->keys = keys();
+            datapath::StagEntry e;
+            ri_stag_t current = 0;
+            // A hosted consumer's fast registration happens in the data path here.
+            if (max_pages != 0 && pd->rnic->local_datapath && pd->rnic->stags.find_allocated(stag, e, current)) {
+                out->state = e.valid ? RI_STAG_VALID : RI_STAG_INVALID;
+                out->keys = ri_mr_keys_t{current, current};
+            }
             out->max_pages = max_pages;
             return RI_OK;
         }
@@ -752,9 +760,13 @@ ri_status_t Kvp::Srq::post_recv(const ri_recv_wr_t *wr, uint32_t count, uint32_t
     return datapath::post_receives(*rq, wr, count, attr.max_sge, pd->rnic->stags, pd->dp_id, posted);
 }
 
-ri_status_t Kvp::Qp::check_memory_op(const ri_send_wr_t &w, softrnic_bind_op *bind) noexcept {
+ri_status_t Kvp::Qp::check_memory_op(const ri_send_wr_t &w, softrnic_bind_op *bind,
+                                     softrnic_fast_reg_op *fast_reg) noexcept {
     if (w.opcode != RI_WR_BIND_MW) {
-        return datapath::check_memory_op(w, static_cast<const Mw *>(nullptr), from_handle<Mr>(w.u.fast_reg.mr));
+        const Mr *mr = from_handle<Mr>(w.u.fast_reg.mr);
+        if (ri_status_t rc = datapath::check_memory_op(w, static_cast<const Mw *>(nullptr), mr); rc != RI_OK) return rc;
+        softrnic_fast_reg_op op{};
+        return datapath::fast_reg_op(w, mr->stag, mr->pd->dp_id, fast_reg != nullptr ? *fast_reg : op);
     }
     const Mw *mw = from_handle<Mw>(w.u.bind.mw);
     const Mr *mr = from_handle<Mr>(w.u.bind.mr);
@@ -808,6 +820,8 @@ ri_status_t Kvp::Pd::alloc_stag(uint32_t max_pages, ri_mr_t *out, ri_mr_keys_t *
     mr->stag = *stag;
     mr->max_pages = max_pages;
     mr->state = RI_STAG_INVALID;  // valid once a fast registration maps it
+    // A hosted consumer's data path maps it at fast registration (a uVP's enters it in its own table).
+    if (rnic->local_datapath) rnic->stags.add_allocated(mr->stag, dp_id, max_pages);
     *keys = mr->keys();
     *out = to_handle<ri_mr_t>(mr.release());
     return RI_OK;

@@ -177,7 +177,8 @@ struct Uvp {
         // datapath::QpOwner
         void async_event(const ri_async_event_t &event) noexcept override;
         void entered_error() noexcept override;
-        ri_status_t check_memory_op(const ri_send_wr_t &wr, softrnic_bind_op *bind) noexcept override;
+        ri_status_t check_memory_op(const ri_send_wr_t &wr, softrnic_bind_op *bind,
+                                    softrnic_fast_reg_op *fast_reg) noexcept override;
         // The kVP's modify; @p wait false posts it (ri_syscall_post) and answers only whether it was sent.
         ri_status_t kvp_modify(const ri_qp_attr_t &in, uint32_t mask, bool wait = true);
     };
@@ -213,7 +214,23 @@ struct Uvp {
             pd->rnic->stags.remove(keys.lkey);
             return RI_OK;
         }
-        ri_status_t query(ri_mr_attr_t *out) { return forward_query(RI_QUERY_MR, out); }
+        ri_status_t query(ri_mr_attr_t *out) {
+            if (ri_status_t rc = forward_query(RI_QUERY_MR, out); rc != RI_OK || max_pages == 0) return rc;
+            // Fast registration happens in this process's data path: the kVP does not see it.
+            datapath::StagEntry e;
+            ri_stag_t current = 0;
+            if (pd->rnic->stags.find_allocated(keys.lkey, e, current)) {
+                out->state = e.valid ? RI_STAG_VALID : RI_STAG_INVALID;
+                out->keys = ri_mr_keys_t{current, current};
+                if (e.valid) {
+                    out->addr = e.addr;
+                    out->length = e.length;
+                    out->iova = e.to_base;
+                    out->access = e.access;
+                }
+            }
+            return RI_OK;
+        }
         ri_status_t register_shared(ri_pd_t pd, uint64_t iova, uint32_t access, ri_mr_t *mr, ri_mr_keys_t *keys);
         ri_status_t reregister(uint32_t mask, ri_pd_t pd, const ri_mr_reg_t *reg, ri_mr_keys_t *keys);
     };
@@ -519,9 +536,13 @@ void Uvp::Qp::entered_error() noexcept {
     if (!destroying && !kvp_told_error) kvp_told_error = kvp_modify(a, RI_QP_ATTR_STATE, false) == RI_OK;
 }
 
-ri_status_t Uvp::Qp::check_memory_op(const ri_send_wr_t &w, softrnic_bind_op *bind) noexcept {
+ri_status_t Uvp::Qp::check_memory_op(const ri_send_wr_t &w, softrnic_bind_op *bind,
+                                     softrnic_fast_reg_op *fast_reg) noexcept {
     if (w.opcode != RI_WR_BIND_MW) {
-        return datapath::check_memory_op(w, static_cast<const Mw *>(nullptr), from_handle<Mr>(w.u.fast_reg.mr));
+        const Mr *mr = from_handle<Mr>(w.u.fast_reg.mr);
+        if (ri_status_t rc = datapath::check_memory_op(w, static_cast<const Mw *>(nullptr), mr); rc != RI_OK) return rc;
+        softrnic_fast_reg_op op{};
+        return datapath::fast_reg_op(w, mr->keys.lkey, mr->pd->id, fast_reg != nullptr ? *fast_reg : op);
     }
     const Mw *mw = from_handle<Mw>(w.u.bind.mw);
     const Mr *mr = from_handle<Mr>(w.u.bind.mr);
@@ -618,6 +639,7 @@ ri_status_t Uvp::Pd::alloc_stag(uint32_t max_pages, ri_mr_t *out, ri_mr_keys_t *
     if (ri_status_t rc = c.run(rnic->host_ctx); rc != RI_OK) return rc;
     mr->bind(rnic->host_ctx, c.handle());
     mr->max_pages = max_pages;
+    rnic->stags.add_allocated(mr->keys.lkey, id, max_pages);  // the data path maps it at fast registration
     *keys = mr->keys;
     *out = to_handle<ri_mr_t>(mr.release());
     return RI_OK;
