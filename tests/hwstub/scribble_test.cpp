@@ -351,6 +351,41 @@ TEST(HwstubScribble, LocalInvalidateOfAForgedOrForeignStagFailsAndAnInvalidatedS
     r.expect_canaries();
 }
 
+// A fast registration the consumer forged in its send ring: an STag nobody allocated, no pages, rights nobody knows,
+// or an allocated STag over memory of another PD's region. Each fails the QP, and the STag maps nothing.
+TEST(HwstubScribble, AForgedFastRegistrationMapsNothingOutsideTheQpsRegisteredMemory) {
+    constexpr uint32_t kAllocated = 0x4400;
+    constexpr uint32_t kWrite = RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE;
+    auto forged = [](uint64_t addr, uint64_t pages, uint32_t access) {
+        hwstub_send_wqe w = wqe(2, HWSTUB_OP_FAST_REG);
+        w.inv_stag = kAllocated;
+        w.remote_stag = kAllocated | 1;
+        w.operand[0] = addr;
+        w.operand[1] = pages;
+        w.bind_length = 64;
+        w.bind_access = access;
+        return w;
+    };
+    expect_send_refused("an STag nobody allocated", RI_WC_LOC_QP_OP_ERR, forged(0x10000, 1, kWrite), {});
+    expect_send_refused("no pages", RI_WC_LOC_QP_OP_ERR, forged(0x10000, 0, kWrite), {});
+    expect_send_refused("rights nobody knows", RI_WC_LOC_QP_OP_ERR, forged(0x10000, 1, 0x8000), {});
+    Rig r;
+    ASSERT_NO_FATAL_FAILURE(r.start());
+    r.a.oe->stags().add_allocated(kAllocated, 1, 4);
+    ASSERT_NO_FATAL_FAILURE(r.post(forged(va(r.other), 1, kWrite)));
+    const auto got = r.cqes(1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].status, RI_WC_LOC_QP_OP_ERR) << "memory of another PD's region";
+    EXPECT_EQ(got[0].opcode, HWSTUB_CQE_FAST_REG);
+    hwstub::StagEntry e;
+    EXPECT_FALSE(r.a.oe->stags().find(kAllocated | 1, e)) << "the new key names nothing";
+    ASSERT_TRUE(r.a.oe->stags().find(kAllocated, e));
+    EXPECT_FALSE(e.valid) << "the allocated STag maps nothing";
+    r.expect_victim_failed();
+    ASSERT_NO_FATAL_FAILURE(r.expect_bystander_served());
+    r.expect_canaries();
+}
+
 // The Terminate of a refused WQE: wqe_failed() aborts the stream and puts the QP in ERROR in the same pass, so the
 // Terminate must be built and written when flush() tears the stream down (before that was done, the socket closed
 // with the Terminate never built and the peer saw only the end of the stream).

@@ -50,8 +50,8 @@ extern "C" {
 
 /** @brief Major version of these formats: a uVP and an OE of different majors refuse each other at Open RNIC. */
 #define HWSTUB_HW_MAJOR 1u
-/** @brief Minor version: grows when fields are appended (1: shared receive queues). */
-#define HWSTUB_HW_MINOR 1u
+/** @brief Minor version: grows when fields are appended (1: shared receive queues; 2: fast registration). */
+#define HWSTUB_HW_MINOR 2u
 /** @brief Version word. */
 #define HWSTUB_HW_VERSION ((HWSTUB_HW_MAJOR << 16) | HWSTUB_HW_MINOR)
 
@@ -88,7 +88,14 @@ enum hwstub_send_opcode {
     /** RDMA Write as ::HWSTUB_OP_WRITE, then RFC 7306 Immediate Data of the low 32 bits of operand[0]. */
     HWSTUB_OP_WRITE_IMM = 10,
     /** RFC 7306 Immediate Data alone (the low 32 bits of operand[0]); ::HWSTUB_WQE_SOLICITED for its SE form. */
-    HWSTUB_OP_IMMEDIATE = 11
+    HWSTUB_OP_IMMEDIATE = 11,
+    /**
+     * Fast registration (minor 2), in send queue order, in IDLE too: the STag allocated as inv_stag (its index)
+     * becomes remote_stag over bind_length bytes at address operand[0] of the consumer's memory, tagged offsets from
+     * remote_to, with the rights bind_access, mapping operand[1] pages of 4 KiB. The adapter maps it only inside a
+     * valid registered region of the QP's PD (the host reduced the page list to that one range).
+     */
+    HWSTUB_OP_FAST_REG = 12
 };
 
 /** @brief Send WQE flags (::hwstub_send_wqe::flags). */
@@ -113,11 +120,11 @@ struct hwstub_send_wqe {
     uint8_t reserved0;    /**< Zero. */
     uint32_t inline_len;  /**< Inline payload bytes. */
     uint32_t remote_stag; /**< Write/Read: the remote STag. Bind MW: the window. */
-    uint32_t inv_stag;    /**< Send with Invalidate, Local Invalidate: the STag. Bind MW: the region. */
+    uint32_t inv_stag;    /**< Send with Invalidate, Local Invalidate: the STag. Bind MW: the region. Fast Reg: the allocated STag. */
     uint64_t remote_to;   /**< Write/Read: the remote tagged offset. Bind MW: the window's first tagged offset. */
     uint32_t length;      /**< Read: bytes to read (the scatter list covers it). */
-    uint32_t bind_access; /**< Bind MW: the window's remote rights (RI_ACCESS_REMOTE_READ/WRITE); else zero. */
-    uint64_t bind_length; /**< Bind MW: the window's length (0 unbinds it); else zero. */
+    uint32_t bind_access; /**< Bind MW: the window's remote rights (RI_ACCESS_REMOTE_READ/WRITE); Fast Reg: the rights; else zero. */
+    uint64_t bind_length; /**< Bind MW: the window's length (0 unbinds it); Fast Reg: the length; else zero. */
     /**
      * Atomics: [0] the addend or the compare value, [1] the swap value. Immediate Data: [0] the value. Else zero
      * (before RFC 7306: reserved, zero).
@@ -145,7 +152,8 @@ enum hwstub_cqe_opcode {
     HWSTUB_CQE_RECV_IMM = 9,  /**< A receive took Immediate Data (::hwstub_cqe::imm_data, byte_len 0). */
     HWSTUB_CQE_CMP_SWAP = 10, /**< A Compare and Swap completed; its original value is in the WQE's sink. */
     HWSTUB_CQE_WRITE_IMM = 11, /**< An RDMA Write with Immediate Data completed (both of its messages went). */
-    HWSTUB_CQE_IMMEDIATE = 12  /**< An Immediate Data completed. */
+    HWSTUB_CQE_IMMEDIATE = 12, /**< An Immediate Data completed. */
+    HWSTUB_CQE_FAST_REG = 13   /**< A fast registration completed (minor 2). */
 };
 
 /** @brief CQE flags (::hwstub_cqe::flags). */

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 
+#include "common/fast_reg.hpp"
 #include "hw_queues.hpp"
 #include "rnicpi/ri_verbs.h"
 
@@ -40,10 +41,14 @@ private:
 struct BindStags {
     ri_stag_t window = 0;     /**< The window's STag. */
     uint32_t window_type = 0; /**< RI_MW_TYPE_1 or RI_MW_TYPE_2. */
-    bool same_pd = false;     /**< The window is of the posting QP's protection domain. */
-    ri_stag_t region = 0;     /**< The region's STag (0 when none is named). */
+    bool same_pd = false;     /**< The window (fast registration: the STag) is of the posting QP's protection domain. */
+    ri_stag_t region = 0;     /**< The region's STag (0 when none is named); fast registration: the allocated STag. */
+    uint32_t max_pages = 0;   /**< Fast registration: the pages the allocated STag may map (0: not one). */
 };
-/** @brief Resolves the window and region handles of Bind Memory Window @p wr; false when they name nothing. */
+/**
+ * @brief Resolves the handles of memory operation @p wr (Bind Memory Window: the window and region; Fast Register:
+ *        the allocated STag); false when they name nothing.
+ */
 using BindResolver = bool (*)(void *ctx, const ri_send_wr_t &wr, BindStags &out);
 
 /**
@@ -58,6 +63,19 @@ template <class Pd, class Mw, class Mr>
     out.window_type = mw->type;
     out.same_pd = mw->pd == pd && (mr == nullptr || mr->pd == pd);
     out.region = mr != nullptr ? mr->stag : 0;
+    return true;
+}
+
+/**
+ * @brief The BindStags of fast registration's allocated STag @p mr posted on a QP of protection domain @p pd (the
+ *        objects of both halves carry `pd`, `stag` and `max_pages`); false without one.
+ */
+template <class Pd, class Mr>
+[[nodiscard]] bool fast_reg_stags(const Pd *pd, const Mr *mr, BindStags &out) noexcept {
+    if (mr == nullptr) return false;
+    out.region = mr->stag;
+    out.same_pd = mr->pd == pd;
+    out.max_pages = mr->max_pages;
     return true;
 }
 
@@ -82,6 +100,25 @@ template <class Pd, class Mw, class Mr>
     if ((wr.flags & RI_SEND_SOLICITED) != 0) {
         if (wr.opcode != RI_WR_RDMA_WRITE_IMM && wr.opcode != RI_WR_IMMEDIATE) return RI_EINVAL;
         w.flags |= HWSTUB_WQE_SOLICITED;
+    }
+    if (wr.opcode == RI_WR_FAST_REG) {
+        if (bind == nullptr) return RI_EOPNOTSUPP;
+        BindStags b;
+        providers::common::FastRegRange r;
+        if (!bind(bind_ctx, wr, b) || b.max_pages == 0 || !b.same_pd || wr.num_sge != 0) return RI_EINVAL;
+        if (ri_status_t rc = providers::common::fast_reg_range(wr, b.region, r); rc != RI_OK) return rc;
+        if (r.pages > b.max_pages) return RI_ERANGE;
+        w.opcode = HWSTUB_OP_FAST_REG;
+        w.inv_stag = b.region;
+        w.remote_stag = r.stag;
+        w.remote_to = r.iova;
+        w.bind_length = r.length;
+        w.bind_access = r.access;
+        w.operand[0] = r.addr;
+        w.operand[1] = r.pages;
+        if (sizeof w > slot_size) return RI_EINVAL;
+        std::memcpy(slot, &w, sizeof w);
+        return RI_OK;
     }
     if (wr.opcode == RI_WR_BIND_MW) {
         if (bind == nullptr) return RI_EOPNOTSUPP;
@@ -138,7 +175,7 @@ template <class Pd, class Mw, class Mr>
             w.opcode = HWSTUB_OP_IMMEDIATE;
             w.operand[0] = wr.u.rdma.imm_data;
             break;
-        default: return RI_EOPNOTSUPP;  // fast registration
+        default: return RI_EOPNOTSUPP;  // an InfiniBand extension (Read with Invalidate)
     }
     if (w.opcode == HWSTUB_OP_SEND_INV || w.opcode == HWSTUB_OP_LOCAL_INV) w.inv_stag = wr.inv_stag;
     if (w.opcode == HWSTUB_OP_WRITE || w.opcode == HWSTUB_OP_READ || w.opcode == HWSTUB_OP_WRITE_IMM) {
@@ -212,6 +249,7 @@ inline void to_wc(const hwstub_cqe &c, uint64_t qp_context, ri_wc_t &wc) noexcep
         case HWSTUB_CQE_READ: wc.opcode = RI_WC_RDMA_READ; break;
         case HWSTUB_CQE_LOCAL_INV: wc.opcode = RI_WC_LOCAL_INV; break;
         case HWSTUB_CQE_BIND_MW: wc.opcode = RI_WC_BIND_MW; break;
+        case HWSTUB_CQE_FAST_REG: wc.opcode = RI_WC_FAST_REG; break;
         case HWSTUB_CQE_RECV: wc.opcode = RI_WC_RECV; break;
         case HWSTUB_CQE_ATOMIC: wc.opcode = RI_WC_ATOMIC; break;
         case HWSTUB_CQE_CMP_SWAP: wc.opcode = RI_WC_ATOMIC_CMP_SWAP; break;

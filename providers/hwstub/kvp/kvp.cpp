@@ -99,6 +99,7 @@ struct Limits {
     uint32_t max_inline = 256;
     uint32_t max_ird = 16;
     uint32_t max_ord = 16;
+    uint32_t max_fast_reg_pages = 256;  // pages one fast registration maps (1 MiB)
     // The tunables (kTunableKeys) from here to moderation_us: after attach, read and changed (control) under
     // Instance::mutex.
     uint32_t engines = 1;  // offload engine threads; each RNIC open is served by one of them
@@ -280,11 +281,12 @@ rdma::Expected<Options> parse_options(const char *text) {
                           : k == "max_inline" ? &l.max_inline
                           : k == "max_ird"    ? &l.max_ird
                           : k == "max_ord"    ? &l.max_ord
+                          : k == "max_fast_reg_pages" ? &l.max_fast_reg_pages
                                               : nullptr;
         if (field == nullptr) {
             return rdma::Error(RI_EINVAL, "hwstub option '" + k +
                                               "' is unknown (known: max_qp, max_qp_wr, max_cq, max_cqe, max_pd, max_srq, "
-                                              "max_mr, max_inline, max_ird, max_ord, engines, poll_us, "
+                                              "max_mr, max_inline, max_ird, max_ord, max_fast_reg_pages, engines, poll_us, "
                                               "moderation_cqes, moderation_us, same_host, faults)");
         }
         if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() < 1 ||
@@ -666,7 +668,7 @@ struct Kvp {
             a->hw_version = HWSTUB_HW_MAJOR;
             a->caps = RI_CAP_ZERO_BASED | RI_CAP_SEND_INV | RI_CAP_MPA_CRC | RI_CAP_MPA_MARKERS |
                       RI_CAP_MPA_PEER2PEER | RI_CAP_RESIZE_CQ | RI_CAP_MW_TYPE2 | RI_CAP_ATOMICS | RI_CAP_IMMEDIATE |
-                      RI_CAP_SRQ;
+                      RI_CAP_SRQ | RI_CAP_FAST_REG;
             if (inst->same_host.load(std::memory_order_relaxed)) a->caps |= RI_CAP_SAME_HOST;
             a->fw_version = HWSTUB_HW_VERSION;
             const Limits &l = inst->limits;
@@ -683,6 +685,7 @@ struct Kvp {
             a->max_srq = l.max_srq;
             a->max_srq_wr = l.max_qp_wr;
             a->max_srq_sge = kMaxSge;
+            a->max_fast_reg_pages = l.max_fast_reg_pages;
             a->max_mr = l.max_mr;
             a->max_mw = l.max_mr;  // one STag namespace, one limit
             a->max_ird = l.max_ird;
@@ -707,6 +710,7 @@ struct Kvp {
         ri_status_t create_qp(ri_cq_t scq, ri_cq_t rcq, ri_srq_t srq, ri_qp_init_attr_t *attr, ri_qp_t *qp);
         ri_status_t create_srq(ri_srq_attr_t *attr, ri_srq_t *srq);
         ri_status_t register_mr(const ri_mr_reg_t *reg, ri_mr_t *mr, ri_mr_keys_t *keys);
+        ri_status_t alloc_stag(uint32_t max_pages, ri_mr_t *mr, ri_mr_keys_t *keys);
         ri_status_t alloc_mw(uint32_t type, ri_mw_t *mw, ri_stag_t *rkey);
     };
 
@@ -850,6 +854,7 @@ struct Kvp {
         Pd *pd = nullptr;
         ri_stag_t stag = 0;
         uint64_t pin_id = 0;
+        uint32_t max_pages = 0;  // allocated for fast registration: pages it may map
         ri_mr_attr_t attr{};
         ~Mr() {
             if (stag != 0) pd->rnic->inst->forget_stag(stag);
@@ -863,12 +868,25 @@ struct Kvp {
             StagEntry e;
             // A Send with Invalidate or a Local Invalidate may have made it invalid since.
             out->state = pd->rnic->inst->stags.find(stag, e) && e.valid ? RI_STAG_VALID : RI_STAG_INVALID;
+            ri_stag_t current = 0;
+            // A fast registration, executed by the adapter, may have mapped it under another consumer key.
+            if (max_pages != 0 && pd->rnic->inst->stags.find_allocated(stag, e, current)) {
+                out->state = e.valid ? RI_STAG_VALID : RI_STAG_INVALID;
+                out->keys = ri_mr_keys_t{current, current};
+                if (e.valid) {
+                    out->addr = e.addr;
+                    out->length = e.length;
+                    out->iova = e.to_base;
+                    out->access = e.access;
+                }
+            }
             return RI_OK;
         }
     };
 
     // A hosted consumer's Bind MW handles, as the adapter's STags (its HostQp formats the WQE with them).
     static bool resolve_bind(void *ctx, const ri_send_wr_t &wr, BindStags &out) {
+        if (wr.opcode == RI_WR_FAST_REG) return fast_reg_stags(static_cast<const Qp *>(ctx)->pd, from_handle<Mr>(wr.u.fast_reg.mr), out);
         return bind_stags(static_cast<const Qp *>(ctx)->pd, from_handle<Mw>(wr.u.bind.mw),
                           from_handle<Mr>(wr.u.bind.mr), out);
     }
@@ -1227,6 +1245,26 @@ ri_status_t Kvp::Pd::create_srq(ri_srq_attr_t *a, ri_srq_t *out) {
         inst->routes.srqs[s.id] = Routes::QpRoute{&rnic->handlers, to_handle<ri_rnic_t>(rnic)};
     }
     *out = to_handle<ri_srq_t>(srq.release());
+    return RI_OK;
+}
+
+ri_status_t Kvp::Pd::alloc_stag(uint32_t max_pages, ri_mr_t *out, ri_mr_keys_t *keys) {
+    if (out == nullptr || keys == nullptr || max_pages == 0) return RI_EINVAL;
+    Instance *inst = rnic->inst;
+    if (max_pages > inst->limits.max_fast_reg_pages) return RI_ERANGE;
+    if (ri_status_t rc = inst->charge(kMr, inst->limits.max_mr); rc != RI_OK) return rc;
+    auto mr = std::make_unique<Mr>();
+    mr->pd = this;
+    mr->max_pages = max_pages;
+    mr->stag = inst->alloc_stag();
+    // Invalid until a fast registration maps it; it maps only registered memory, which this adapter pinned.
+    inst->stags.add_allocated(mr->stag, id, max_pages);
+    mr->attr = ri_mr_attr_t{};
+    mr->attr.state = RI_STAG_INVALID;
+    mr->attr.keys = ri_mr_keys_t{mr->stag, mr->stag};
+    mr->attr.max_pages = max_pages;
+    *keys = ri_mr_keys_t{mr->stag, mr->stag};
+    *out = to_handle<ri_mr_t>(mr.release());
     return RI_OK;
 }
 

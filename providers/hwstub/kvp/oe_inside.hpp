@@ -82,15 +82,25 @@ inline uint8_t cqe_opcode(uint8_t op) {
         case HWSTUB_OP_ATOMIC_CSWAP: return HWSTUB_CQE_CMP_SWAP;
         case HWSTUB_OP_LOCAL_INV: return HWSTUB_CQE_LOCAL_INV;
         case HWSTUB_OP_BIND_MW: return HWSTUB_CQE_BIND_MW;
+        case HWSTUB_OP_FAST_REG: return HWSTUB_CQE_FAST_REG;
         default: return HWSTUB_CQE_NOP;
     }
 }
 
 // The checks hardware makes on a fetched send WQE before it touches anything the WQE names.
 inline bool well_formed(const hwstub_send_wqe &w, const QpSetup &s) {
-    if (w.opcode < HWSTUB_OP_SEND || w.opcode > HWSTUB_OP_IMMEDIATE) return false;
+    if (w.opcode < HWSTUB_OP_SEND || w.opcode > HWSTUB_OP_FAST_REG) return false;
     if ((w.flags & ~kKnownFlags) != 0) return false;
     if (w.opcode == HWSTUB_OP_BIND_MW) return w.num_sge == 0 && (w.flags & HWSTUB_WQE_INLINE) == 0;
+    if (w.opcode == HWSTUB_OP_FAST_REG) {
+        // No payload; known rights; a range within its pages of 4 KiB (the STag table checks the rest).
+        constexpr uint32_t kRights = RI_ACCESS_LOCAL_READ | RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_READ |
+                                     RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_ATOMIC;
+        const uint64_t pages = w.operand[1];
+        return w.num_sge == 0 && (w.flags & HWSTUB_WQE_INLINE) == 0 && (w.bind_access & ~kRights) == 0 &&
+               pages != 0 && pages <= UINT32_MAX && w.bind_length != 0 &&
+               w.bind_length <= (pages << 12) - (w.remote_to & 4095);
+    }
     if (w.bind_access != 0 || w.bind_length != 0) return false;
     const bool atomic = w.opcode == HWSTUB_OP_ATOMIC_FADD || w.opcode == HWSTUB_OP_ATOMIC_CSWAP;
     const bool immediate = w.opcode == HWSTUB_OP_WRITE_IMM || w.opcode == HWSTUB_OP_IMMEDIATE;

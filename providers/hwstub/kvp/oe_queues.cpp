@@ -138,7 +138,8 @@ bool OffloadEngine::serve_send_queue(Qp &qp, Pending &out) {
             wqe_failed(qp, RI_WC_LOC_QP_OP_ERR, out);
             return true;
         }
-        const bool data = w.opcode != HWSTUB_OP_NOP && w.opcode != HWSTUB_OP_LOCAL_INV && w.opcode != HWSTUB_OP_BIND_MW;
+        const bool data = w.opcode != HWSTUB_OP_NOP && w.opcode != HWSTUB_OP_LOCAL_INV &&
+                          w.opcode != HWSTUB_OP_BIND_MW && w.opcode != HWSTUB_OP_FAST_REG;
         if (data && !qp.stream) {
             // Data operations need the QP's stream: RDMAC verbs queue work posted before RTS.
             qp.sq.unfetch();
@@ -179,6 +180,16 @@ bool OffloadEngine::serve_send_queue(Qp &qp, Pending &out) {
             if (!stags_.invalidate(w.inv_stag, qp.setup.pd)) {
                 stats_.wqes.fetch_add(1, std::memory_order_relaxed);
                 wqe_failed(qp, RI_WC_LOC_PROT_ERR, out);
+                return true;
+            }
+        } else if (w.opcode == HWSTUB_OP_FAST_REG) {
+            r.done = true;
+            // The table maps it only inside a valid registered region of the QP's PD: a WQE the host scribbled
+            // reaches no memory its consumer did not register.
+            if (!stags_.fast_register(w.inv_stag, w.remote_stag, qp.setup.pd, static_cast<uint32_t>(w.operand[1]),
+                                      w.operand[0], w.bind_length, w.remote_to, w.bind_access)) {
+                stats_.wqes.fetch_add(1, std::memory_order_relaxed);
+                wqe_failed(qp, RI_WC_LOC_QP_OP_ERR, out);
                 return true;
             }
         } else if (w.opcode == HWSTUB_OP_BIND_MW) {

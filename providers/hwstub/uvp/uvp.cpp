@@ -131,6 +131,7 @@ struct Uvp {
         ri_status_t create_qp(ri_cq_t scq, ri_cq_t rcq, ri_srq_t srq, ri_qp_init_attr_t *attr, ri_qp_t *qp);
         ri_status_t create_srq(ri_srq_attr_t *attr, ri_srq_t *srq);
         ri_status_t register_mr(const ri_mr_reg_t *reg, ri_mr_t *mr, ri_mr_keys_t *keys);
+        ri_status_t alloc_stag(uint32_t max_pages, ri_mr_t *mr, ri_mr_keys_t *keys);
         ri_status_t alloc_mw(uint32_t type, ri_mw_t *mw, ri_stag_t *rkey);
     };
 
@@ -204,6 +205,7 @@ struct Uvp {
     struct Mr : Forwarded {
         Pd *pd = nullptr;
         ri_stag_t stag = 0;  // the adapter's STag of the region, lkey and rkey alike (a window bind names it)
+        uint32_t max_pages = 0;  // allocated for fast registration: pages it may map
         ri_status_t deregister() { return forward_destroy(RI_DEREGISTER_MR); }
         ri_status_t query(ri_mr_attr_t *out) { return forward_query(RI_QUERY_MR, out); }
     };
@@ -218,6 +220,7 @@ struct Uvp {
 
     // A Bind MW's handles, as the adapter's STags (HostQp formats the WQE with them).
     static bool resolve_bind(void *ctx, const ri_send_wr_t &wr, BindStags &out) {
+        if (wr.opcode == RI_WR_FAST_REG) return fast_reg_stags(static_cast<const Qp *>(ctx)->pd, from_handle<Mr>(wr.u.fast_reg.mr), out);
         return bind_stags(static_cast<const Qp *>(ctx)->pd, from_handle<Mw>(wr.u.bind.mw),
                           from_handle<Mr>(wr.u.bind.mr), out);
     }
@@ -409,6 +412,20 @@ ri_status_t Uvp::Pd::register_mr(const ri_mr_reg_t *reg, ri_mr_t *out, ri_mr_key
     if (ri_status_t rc = c.run(rnic->host_ctx); rc != RI_OK) return rc;
     mr->bind(rnic->host_ctx, c.handle());
     mr->stag = keys->lkey;
+    *out = to_handle<ri_mr_t>(mr.release());
+    return RI_OK;
+}
+
+ri_status_t Uvp::Pd::alloc_stag(uint32_t max_pages, ri_mr_t *out, ri_mr_keys_t *keys) {
+    if (keys == nullptr || out == nullptr) return RI_EINVAL;
+    auto mr = std::make_unique<Mr>();
+    mr->pd = this;
+    Call c(RI_ALLOC_STAG, handle);
+    c.param(max_pages).result(keys);
+    if (ri_status_t rc = c.run(rnic->host_ctx); rc != RI_OK) return rc;
+    mr->bind(rnic->host_ctx, c.handle());
+    mr->stag = keys->lkey;
+    mr->max_pages = max_pages;
     *out = to_handle<ri_mr_t>(mr.release());
     return RI_OK;
 }

@@ -13,6 +13,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/fast_reg.hpp"
 #include "completion_queue.hpp"
 #include "counters.hpp"
 #include "iwarp/engine.hpp"
@@ -60,41 +61,13 @@ template <class Mw, class Mr>
 
 /**
  * @brief The slot form of fast registration @p w of the STag allocated as @p allocated in data-path PD @p pd, in
- *        @p out. ::RI_EINVAL for what softrnic does not map: pages other than 4 KiB (its page_size_cap), a first
- *        page not aligned, pages that do not follow each other in the address space, a range beyond the pages, a
- *        new STag of another index, rights it does not know or a remote write without local write.
+ *        @p out; ::RI_EINVAL for a page list softrnic does not map (providers::common::fast_reg_range()).
  */
 [[nodiscard]] inline ri_status_t fast_reg_op(const ri_send_wr_t &w, ri_stag_t allocated, uint32_t pd,
                                              softrnic_fast_reg_op &out) noexcept {
-    const auto &f = w.u.fast_reg;
-    constexpr uint32_t kShift = 12;
-    constexpr uint64_t kPage = uint64_t{1} << kShift;
-    constexpr uint32_t kRights = RI_ACCESS_LOCAL_READ | RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_READ |
-                                 RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_ATOMIC;
-    constexpr uint32_t kRemoteWrites = RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_ATOMIC;
-    if (f.page_shift != kShift || f.num_pages == 0 || f.pages == nullptr || (f.pages[0] & (kPage - 1)) != 0) {
-        return RI_EINVAL;
-    }
-    for (uint32_t i = 1; i < f.num_pages; ++i) {
-        if (f.pages[i] != f.pages[0] + (uint64_t{i} << kShift)) return RI_EINVAL;
-    }
-    const uint64_t offset = f.iova & (kPage - 1);
-    const uint64_t span = uint64_t{f.num_pages} << kShift;
-    if (f.length == 0 || offset > span || f.length > span - offset || (f.stag >> 8) != (allocated >> 8)) {
-        return RI_EINVAL;
-    }
-    if ((f.access & ~kRights) != 0 || ((f.access & kRemoteWrites) != 0 && (f.access & RI_ACCESS_LOCAL_WRITE) == 0)) {
-        return RI_EINVAL;
-    }
-    out = softrnic_fast_reg_op{};
-    out.allocated = allocated;
-    out.stag = f.stag;
-    out.addr = f.pages[0] + offset;
-    out.length = f.length;
-    out.iova = f.iova;
-    out.access = f.access;
-    out.pd = pd;
-    out.pages = f.num_pages;
+    providers::common::FastRegRange r;
+    if (ri_status_t rc = providers::common::fast_reg_range(w, allocated, r); rc != RI_OK) return rc;
+    out = softrnic_fast_reg_op{allocated, r.stag, r.addr, r.length, r.iova, r.access, pd, r.pages, 0};
     return RI_OK;
 }
 
