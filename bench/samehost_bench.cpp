@@ -8,7 +8,8 @@
 //    >= 5x) and vs one thread's memcpy of the same size (target >= 0.4x: one copy is the limit);
 //  - 8 B RDMA Write and Send ping-pong half round trips and the 8 B RDMA Read round trip, both ends polling, vs the
 //    spinning TCP ping-pong (target <= 0.2x); 64 KiB Write ping-pong (target <= 0.5x); the 8 B RFC 7306
-//    fetch-and-add round trip on the same QP vs its 8 B Read round trip (target <= 1.1x; issue 43);
+//    fetch-and-add round trip on the same QP vs its 8 B Read round trip, one of each in turn, medians (target <= 1.1x;
+//    issue 43);
 //  - 64 QPs of 64 KiB Writes between the two processes vs 64 TCP streams (target >= 5x).
 //
 //   bench_samehost [--seconds S] [--provider softrnic|hwstub] [--path same-host|wire] [--ring BYTES]
@@ -460,6 +461,7 @@ int main(int argc, char **argv) {
         // Latency, both ends polling.
         if (rc == 0 && wanted("round trip")) {
             double tcp = 1e9, wlat = 1e9, slat = 1e9, rlat = 1e9, alat = 1e9, w64 = 1e9, tcp64 = 1e9;
+            double rlat_turn = 1e9;  // the Read's median beside the fetch-and-adds, in turn with them
             bool atomics = true;  // until a post says the connection did not agree to RFC 7306
             volatile uint8_t *mine = c.buf.data() + kBuffer;  // the passive side writes here
             for (int r = 0; r < kRounds && rc == 0; ++r) {
@@ -527,26 +529,45 @@ int main(int argc, char **argv) {
                     ++n;
                 }
                 if (rc == 0) rlat = std::min(rlat, std::chrono::duration<double>(clock_type::now() - t0).count() / n);
-                // Fetch-and-add round trips on the same QP, right after the Reads (RFC 7306, where agreed).
-                n = 0;
-                t0 = clock_type::now();
-                end = t0 + std::chrono::duration<double>(seconds / kRounds / 4);
-                while (rc == 0 && atomics && clock_type::now() < end) {
+                // Fetch-and-add against Read on the same QP (RFC 7306, where agreed), one of each in turn, each
+                // timed alone: both meet the same moments of this VM's noise (an engine's wake-up, a preempted
+                // thread), which a run of one and then a run of the other did not, and the medians leave the
+                // outliers out.
+                std::vector<double> reads, adds;
+                reads.reserve(1 << 14);
+                adds.reserve(1 << 14);
+                end = clock_type::now() + std::chrono::duration<double>(seconds / kRounds / 4);
+                while (rc == 0 && atomics && clock_type::now() < end && adds.size() < (1u << 14)) {
                     ri_sge_t s;
-                    ri_send_wr_t w = make_wr(c, s, RI_WR_ATOMIC_FETCH_ADD, kBuffer + 384, 8, 0, 0);
+                    ri_send_wr_t rd = make_wr(c, s, RI_WR_RDMA_READ, kBuffer + 320, 8, peer.addr + kBuffer + 320, peer.rkey);
+                    auto t = clock_type::now();
+                    if (!ep.post_send({&rd, 1}).ok() || !await(*c.cq, done, ++posted)) { rc = 1; break; }
+                    reads.push_back(std::chrono::duration<double>(clock_type::now() - t).count());
+                    ri_sge_t a;
+                    ri_send_wr_t w = make_wr(c, a, RI_WR_ATOMIC_FETCH_ADD, kBuffer + 384, 8, 0, 0);
                     w.u.atomic.remote_addr = peer.addr + kBuffer + 384;
                     w.u.atomic.rkey = peer.rkey;
                     w.u.atomic.compare_add = 1;
+                    t = clock_type::now();
                     const rdma::Status st = ep.post_send({&w, 1});
                     if (st.code() == RI_EOPNOTSUPP) {
                         atomics = false;
                         break;
                     }
                     if (!st.ok() || !await(*c.cq, done, ++posted)) { rc = 1; break; }
-                    ++n;
+                    adds.push_back(std::chrono::duration<double>(clock_type::now() - t).count());
                 }
-                if (rc == 0 && atomics && n > 0) {
-                    alat = std::min(alat, std::chrono::duration<double>(clock_type::now() - t0).count() / n);
+                if (rc == 0 && atomics && !adds.empty()) {
+                    auto median = [](std::vector<double> &xs) {
+                        std::nth_element(xs.begin(), xs.begin() + static_cast<std::ptrdiff_t>(xs.size() / 2), xs.end());
+                        return xs[xs.size() / 2];
+                    };
+                    // The round with the lowest pair of medians (its Read's), as the other figures keep their best.
+                    const double ra = median(reads), aa = median(adds);
+                    if (ra < rlat_turn) {
+                        rlat_turn = ra;
+                        alat = aa;
+                    }
                 }
                 tcp64 = std::min(tcp64, bench::tcp_pingpong(seconds / kRounds, bench::Waiting::spinning, kBigPing));
             }
@@ -561,7 +582,7 @@ int main(int argc, char **argv) {
                 lat_row("8 B Send half round trip", slat, "TCP 8 B spin", tcp, "<= 0.2x", 0.2);
                 lat_row("8 B Read round trip", rlat, "TCP 8 B RTT", 2 * tcp, "<= 0.2x", 0.2);
                 if (atomics) {
-                    lat_row("8 B fetch-and-add round trip", alat, "8 B Read RT", rlat, "<= 1.1x", 1.1);
+                    lat_row("8 B fetch-and-add round trip", alat, "8 B Read RT", rlat_turn, "<= 1.1x", 1.1);
                 } else {
                     std::printf("%-34s not agreed on this connection (RFC 7306)\n", "8 B fetch-and-add round trip");
                 }
