@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "rnicpi/ri_types.h"
+#include "rnicpi/ri_verbs.h"
 
 namespace providers::common {
 
@@ -191,6 +192,22 @@ public:
         out = it->second;
         current = k->second;
         return true;
+    }
+    /**
+     * @brief Query MR of an STag allocated as @p allocated: @p out's state, keys and (while it maps memory) range and
+     *        rights as fast registration left them in this table. Nothing changes for another STag.
+     */
+    void fast_reg_attr(ri_stag_t allocated, ri_mr_attr_t &out) const {
+        StagEntry e;
+        ri_stag_t current = 0;
+        if (!find_allocated(allocated, e, current)) return;
+        out.state = e.valid ? RI_STAG_VALID : RI_STAG_INVALID;
+        out.keys = ri_mr_keys_t{current, current};
+        if (!e.valid) return;
+        out.addr = e.addr;
+        out.length = e.length;
+        out.iova = e.to_base;
+        out.access = e.access;
     }
     /**
      * @brief Invalidates every window bound to QP @p qp_num (the QP is going: a later QP given its number must not

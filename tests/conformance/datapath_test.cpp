@@ -344,6 +344,25 @@ TEST_F(Datapath, ATypeTwoWindowServesOnlyTheQpItIsBoundOn) {
         << "a window bound on one QP served a Read that came through another (status " << other->status << ")";
 }
 
+// A signalled fast registration of allocated STag @p mr as @p stag: @p n pages of 4 KiB at @p pages, @p length bytes
+// at tagged offset @p iova, with rights @p access.
+ri_send_wr_t fast_reg_wr(uint64_t wr_id, ri_mr_t mr, const uint64_t *pages, uint32_t n, uint64_t iova, uint64_t length,
+                         uint32_t access, ri_stag_t stag) {
+    ri_send_wr_t w{};
+    w.wr_id = wr_id;
+    w.opcode = RI_WR_FAST_REG;
+    w.flags = RI_SEND_SIGNALED;
+    w.u.fast_reg.mr = mr;
+    w.u.fast_reg.pages = pages;
+    w.u.fast_reg.num_pages = n;
+    w.u.fast_reg.page_shift = 12;
+    w.u.fast_reg.iova = iova;
+    w.u.fast_reg.length = length;
+    w.u.fast_reg.access = access;
+    w.u.fast_reg.stag = stag;
+    return w;
+}
+
 // Fast registration (RI_WR_FAST_REG), executed in send queue order: an allocated STag, given a new consumer key, maps
 // two pages of a registered region for the peer's Writes and Reads, until a Local Invalidate; a page list that
 // points outside registered memory fails the request, not the memory.
@@ -363,18 +382,8 @@ TEST_F(Datapath, AFastRegisteredStagServesThePeerUntilItIsInvalidated) {
     constexpr uint64_t kIova = 0x70010;
     constexpr uint32_t kLen = 6000;
     auto fast_reg = [&](uint64_t wr_id, const uint64_t *list, ri_stag_t stag) {
-        ri_send_wr_t w{};
-        w.wr_id = wr_id;
-        w.opcode = RI_WR_FAST_REG;
-        w.flags = RI_SEND_SIGNALED;
-        w.u.fast_reg.mr = st;
-        w.u.fast_reg.pages = list;
-        w.u.fast_reg.num_pages = 2;
-        w.u.fast_reg.page_shift = 12;
-        w.u.fast_reg.iova = kIova;
-        w.u.fast_reg.length = kLen;
-        w.u.fast_reg.access = RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_READ;
-        w.u.fast_reg.stag = stag;
+        const ri_send_wr_t w = fast_reg_wr(wr_id, st, list, 2, kIova, kLen,
+                                           RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_READ, stag);
         return p.b.ep->post_send({&w, 1});
     };
     // Pages that do not follow each other, or a new STag of another index: refused at post.
@@ -428,17 +437,7 @@ TEST_F(Datapath, AFastRegistrationOutsideRegisteredMemoryFailsTheRequest) {
     // Page-aligned memory no region covers.
     std::vector<uint8_t> loose(3 * 4096, 0x44);
     const uint64_t page = (reinterpret_cast<uint64_t>(loose.data()) + 4095) & ~uint64_t{4095};
-    ri_send_wr_t w{};
-    w.wr_id = 60;
-    w.opcode = RI_WR_FAST_REG;
-    w.flags = RI_SEND_SIGNALED;
-    w.u.fast_reg.mr = st;
-    w.u.fast_reg.pages = &page;
-    w.u.fast_reg.num_pages = 1;
-    w.u.fast_reg.page_shift = 12;
-    w.u.fast_reg.length = 4096;
-    w.u.fast_reg.access = RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE;
-    w.u.fast_reg.stag = k.lkey;
+    const ri_send_wr_t w = fast_reg_wr(60, st, &page, 1, 0, 4096, RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_WRITE, k.lkey);
     const rdma::Status posted = p.b.ep->post_send({&w, 1});
     if (posted.ok()) {
         auto c = p.b.completion();

@@ -868,18 +868,8 @@ struct Kvp {
             StagEntry e;
             // A Send with Invalidate or a Local Invalidate may have made it invalid since.
             out->state = pd->rnic->inst->stags.find(stag, e) && e.valid ? RI_STAG_VALID : RI_STAG_INVALID;
-            ri_stag_t current = 0;
             // A fast registration, executed by the adapter, may have mapped it under another consumer key.
-            if (max_pages != 0 && pd->rnic->inst->stags.find_allocated(stag, e, current)) {
-                out->state = e.valid ? RI_STAG_VALID : RI_STAG_INVALID;
-                out->keys = ri_mr_keys_t{current, current};
-                if (e.valid) {
-                    out->addr = e.addr;
-                    out->length = e.length;
-                    out->iova = e.to_base;
-                    out->access = e.access;
-                }
-            }
+            if (max_pages != 0) pd->rnic->inst->stags.fast_reg_attr(stag, *out);
             return RI_OK;
         }
     };

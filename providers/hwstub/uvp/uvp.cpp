@@ -143,14 +143,7 @@ struct Uvp {
         ri_status_t destroy() { return forward_destroy(RI_DESTROY_SRQ); }
         ri_status_t query(ri_srq_attr_t *out) { return forward_query(RI_QUERY_SRQ, out); }
         ri_status_t modify(const ri_srq_attr_t *in, uint32_t mask) {
-            if (in == nullptr) return RI_EINVAL;
-            struct {
-                ri_syscall_modify_t m;
-                ri_srq_attr_t a;
-            } param{{mask, 0}, *in};
-            Call c(RI_MODIFY_SRQ, handle);
-            c.param(&param, sizeof param);
-            return c.run(host_ctx);
+            return in == nullptr ? RI_EINVAL : forward_modify(RI_MODIFY_SRQ, *in, mask);
         }
         ri_status_t post_recv(const ri_recv_wr_t *wr, uint32_t count, uint32_t *posted) {
             return queue->post_recv(wr, count, posted);
@@ -186,13 +179,7 @@ struct Uvp {
                 queues->set_peer_rfc7306((in->llp.mpa_flags & RI_MPA_RFC7306) != 0);
                 return RI_OK;
             }
-            struct {
-                ri_syscall_modify_t m;
-                ri_qp_attr_t a;
-            } param{{mask, 0}, *in};
-            Call c(RI_MODIFY_QP, handle);
-            c.param(&param, sizeof param);
-            return c.run(host_ctx);
+            return forward_modify(RI_MODIFY_QP, *in, mask);
         }
         ri_status_t post_send(const ri_send_wr_t *wr, uint32_t count, uint32_t *posted) {
             return queues->post_send(wr, count, posted);

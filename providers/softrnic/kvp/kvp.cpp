@@ -384,13 +384,8 @@ struct Kvp {
             out->access = access;
             out->state = state;
             out->keys = keys();
-            datapath::StagEntry e;
-            ri_stag_t current = 0;
             // A hosted consumer's fast registration happens in the data path here.
-            if (max_pages != 0 && pd->rnic->local_datapath && pd->rnic->stags.find_allocated(stag, e, current)) {
-                out->state = e.valid ? RI_STAG_VALID : RI_STAG_INVALID;
-                out->keys = ri_mr_keys_t{current, current};
-            }
+            if (max_pages != 0 && pd->rnic->local_datapath) pd->rnic->stags.fast_reg_attr(stag, *out);
             out->max_pages = max_pages;
             return RI_OK;
         }

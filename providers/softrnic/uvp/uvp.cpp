@@ -217,18 +217,7 @@ struct Uvp {
         ri_status_t query(ri_mr_attr_t *out) {
             if (ri_status_t rc = forward_query(RI_QUERY_MR, out); rc != RI_OK || max_pages == 0) return rc;
             // Fast registration happens in this process's data path: the kVP does not see it.
-            datapath::StagEntry e;
-            ri_stag_t current = 0;
-            if (pd->rnic->stags.find_allocated(keys.lkey, e, current)) {
-                out->state = e.valid ? RI_STAG_VALID : RI_STAG_INVALID;
-                out->keys = ri_mr_keys_t{current, current};
-                if (e.valid) {
-                    out->addr = e.addr;
-                    out->length = e.length;
-                    out->iova = e.to_base;
-                    out->access = e.access;
-                }
-            }
+            pd->rnic->stags.fast_reg_attr(keys.lkey, *out);
             return RI_OK;
         }
         ri_status_t register_shared(ri_pd_t pd, uint64_t iova, uint32_t access, ri_mr_t *mr, ri_mr_keys_t *keys);
@@ -594,13 +583,7 @@ ri_status_t Uvp::Srq::query(ri_srq_attr_t *out) {
 
 ri_status_t Uvp::Srq::modify(const ri_srq_attr_t *in, uint32_t mask) {
     if (in == nullptr) return RI_EINVAL;
-    struct {
-        ri_syscall_modify_t m;
-        ri_srq_attr_t a;
-    } param{{mask, 0}, *in};
-    Call c(RI_MODIFY_SRQ, handle);
-    c.param(&param, sizeof param);
-    if (ri_status_t rc = c.run(pd->rnic->host_ctx); rc != RI_OK) return rc;
+    if (ri_status_t rc = forward_modify(RI_MODIFY_SRQ, *in, mask); rc != RI_OK) return rc;
     if ((mask & RI_SRQ_ATTR_LIMIT) != 0) {
         attr.limit = in->limit;
         rq.set_limit(in->limit);  // armed for the data path's limit event

@@ -128,6 +128,22 @@ public:
         return released(rc) ? RI_OK : rc;
     }
 
+    /**
+     * @brief Asks the kVP to modify its object with modify verb @p op: the parameter block is
+     *        ::ri_syscall_modify_t with @p mask, then @p in.
+     */
+    template <class Attr>
+    [[nodiscard]] ri_status_t forward_modify(uint32_t op, const Attr &in, uint32_t mask) {
+        struct {
+            ri_syscall_modify_t m;
+            Attr a;
+        } param{{mask, 0}, in};
+        static_assert(sizeof param == sizeof(ri_syscall_modify_t) + sizeof(Attr), "no padding in the block");
+        SyscallRequest<P> c(op, handle);
+        c.param(&param, sizeof param);
+        return c.run(host_ctx);
+    }
+
     /** @brief Asks the kVP for the attributes of its object with query verb @p op, written to @p out. */
     template <class Attr>
     [[nodiscard]] ri_status_t forward_query(uint32_t op, Attr *out) {
