@@ -323,6 +323,19 @@ TEST_F(Dtestsrq, SharedReceiveQueue) {
     expect_complete(10, "SRQ");
 }
 
+// The same on hwstub, whose adapter serves the SRQ (its engine takes a receive when a message of one of the ten EPs
+// needs it).
+class DtestsrqHwstub : public Dtestsrq {
+protected:
+    std::string provider() override { return "hwstub"; }
+};
+
+TEST_F(DtestsrqHwstub, SharedReceiveQueue) {
+    ASSERT_NO_FATAL_FAILURE(
+        run_pair(DTESTSRQ_PATH, {"-c", "10", "-B", "10", "-t", "5", "-b", "4096"}, 45, "server ready on port"));
+    expect_complete(10, "SRQ");
+}
+
 // -S 0 without -b: a receive queue per EP, and messages the size of the provider attribute DAT_IB_TRANSPORT_MTU.
 TEST_F(Dtestsrq, PerEndpointQueuesProviderMtu) {
     ASSERT_NO_FATAL_FAILURE(run_pair(DTESTSRQ_PATH, {"-S", "0", "-c", "4", "-B", "4", "-t", "3"}, 45,

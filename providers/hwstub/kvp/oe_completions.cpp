@@ -145,7 +145,14 @@ bool OffloadEngine::flush(Qp &qp, Pending &out) {
         ++qp.sq_done;
         did = true;
     }
-    // A QP of an SRQ flushed what it took above; what no QP took stays in the SRQ for the others.
+    // A QP of an SRQ flushed what it took above; what no QP took stays in the SRQ for the others. Its owner hears
+    // that the QP takes no more (as an InfiniBand HCA's "last WQE reached"): it may then destroy the QP without
+    // losing a receive of the SRQ.
+    if (qp.srq != nullptr && qp.ran && !qp.last_wqe_reported) {
+        qp.last_wqe_reported = true;
+        out.events.push_back(qp_event(qp.setup, RI_AE_QP_LAST_WQE_REACHED));
+        did = true;
+    }
     while (const uint8_t *slot = qp.srq == nullptr ? qp.rq.fetch() : nullptr) {
         hwstub_recv_wqe w{};
         std::memcpy(&w, slot, sizeof w);

@@ -238,6 +238,8 @@ struct OffloadEngine::Qp final : iwarp::EngineOwner {
     // With an SRQ: the receives come from it, one at a time as messages need them (take_shared_receive), and
     // rq_checked counts those taken into `recvs`; the QP's own receive queue is never read.
     Srq *srq = nullptr;
+    bool ran = false;                // it had a stream (RTS): its way into ERROR is reported to an SRQ's owner
+    bool last_wqe_reported = false;  // RI_AE_QP_LAST_WQE_REACHED raised
     uint32_t rq_checked = 0, rq_taken = 0, rq_done = 0;
     // The producer indexes the last pass started from: posts after them are what a sleeping engine must not miss.
     uint32_t sq_seen = 0, rq_seen = 0;

@@ -214,6 +214,7 @@ ri_status_t OffloadEngine::start_stream(uint32_t qp_num, int fd, const ri_llp_pa
             iwarp::EngineConfig cfg = iwarp::engine_config(framing, qp.setup.pd, qp.setup.sq.depth);
             cfg.foreign_memory = qp.foreign();
             qp.stream = std::make_unique<Stream>(qp, fd, std::move(chan), llp, cfg);
+            qp.ran = true;
             qp.stream->crc = cfg.tx.crc;
             qp.stream->rfc7306 = cfg.rfc7306;
             if ((llp.mpa_flags & RI_LLP_FPDU_FIXED) != 0) qp.stream->emss.keep();  // the host's FPDU size, not the MSS
