@@ -171,7 +171,11 @@ int serve_many(Side &s, size_t count, size_t bytes) {
             e->id == static_cast<uint32_t>(ual::CmEventId::disconnected)) {
             ++ended;
         } else {
-            return fail("connection event " + std::to_string(e->id));
+            const int status = e->connection ? e->connection->status : 0;
+            const uint32_t term = e->connection ? e->connection->term : 0;
+            return fail("connection event " + std::to_string(e->id) + " of QP " + std::to_string(e->context) +
+                        " after " + std::to_string(ended) + " ended (status " + std::to_string(status) + " " +
+                        std::strerror(status) + ", term " + std::to_string(term) + ")");
         }
     }
     say("ended " + std::to_string(ended));
