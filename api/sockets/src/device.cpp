@@ -149,22 +149,39 @@ rdma::Expected<std::shared_ptr<Device>> Device::open(const std::shared_ptr<ual::
     return d;
 }
 
-std::optional<Kit> Device::take_kit() {
-    std::optional<Kit> k;
-    {
-        std::lock_guard lock(mutex_);
-        if (kits_.empty()) return std::nullopt;
-        k = std::move(kits_.back());
-        kits_.pop_back();
-    }
-    watcher_->refill(self_);
-    return k;
-}
-
 namespace {
 std::atomic<uint64_t> g_kits_made{0};
 std::atomic<uint64_t> g_kits_reused{0};
 }  // namespace
+
+std::optional<Kit> Device::take_kit() {
+    std::optional<Kit> k;
+    std::optional<Kit> used;
+    {
+        std::lock_guard lock(mutex_);
+        if (!kits_.empty()) {
+            k = std::move(kits_.back());
+            kits_.pop_back();
+        } else if (!used_.empty()) {
+            used = std::move(used_.back());
+            used_.pop_back();
+        }
+    }
+    if (used) {
+        // An ended connection's kit the background thread has not reset yet (a busy machine, or connections closer
+        // together than its turns): reset here. Two round trips to the kAL, where a new kit costs its creation, and
+        // the QP is reused whatever the background thread's pace.
+        if (reset_kit(*used)) {
+            g_kits_reused.fetch_add(1, std::memory_order_relaxed);
+            used->reused = true;
+            k = std::move(*used);
+        } else {
+            close_kit(*used);
+        }
+    }
+    watcher_->refill(self_);
+    return k;
+}
 
 void count_kit_made() noexcept { g_kits_made.fetch_add(1, std::memory_order_relaxed); }
 

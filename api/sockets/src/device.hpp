@@ -117,7 +117,10 @@ public:
     void give(size_t index) noexcept;
     /** @brief Hands @p s to the background thread. */
     void watch(const std::shared_ptr<Stream> &s) { watcher_->add(s); }
-    /** @brief A kit made ahead, if one is ready (the background thread makes the next). */
+    /**
+     * @brief A kit made ahead, if one is ready (the background thread makes the next), or else an ended connection's
+     *        kit the background thread has not reset yet, reset here.
+     */
     [[nodiscard]] std::optional<Kit> take_kit();
     /**
      * @brief Takes back the kit of a stream whose connection ended (its last connection event came, so no other
