@@ -22,6 +22,9 @@ struct FastRegRange {
 
 /** @brief log2 of the one page size the providers map (their page_size_cap). */
 inline constexpr uint32_t kFastRegPageShift = 12;
+/** @brief The rights a fast registration may give. */
+inline constexpr uint32_t kFastRegRights = RI_ACCESS_LOCAL_READ | RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_READ |
+                                           RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_ATOMIC;
 
 /**
  * @brief Reduces fast registration @p w of the STag allocated as @p allocated to the range it maps, in @p out.
@@ -33,8 +36,6 @@ inline constexpr uint32_t kFastRegPageShift = 12;
 [[nodiscard]] inline ri_status_t fast_reg_range(const ri_send_wr_t &w, ri_stag_t allocated, FastRegRange &out) noexcept {
     const auto &f = w.u.fast_reg;
     constexpr uint64_t kPage = uint64_t{1} << kFastRegPageShift;
-    constexpr uint32_t kRights = RI_ACCESS_LOCAL_READ | RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_READ |
-                                 RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_ATOMIC;
     constexpr uint32_t kRemoteWrites = RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_ATOMIC;
     if (f.page_shift != kFastRegPageShift || f.num_pages == 0 || f.pages == nullptr ||
         (f.pages[0] & (kPage - 1)) != 0) {
@@ -46,7 +47,7 @@ inline constexpr uint32_t kFastRegPageShift = 12;
     const uint64_t offset = f.iova & (kPage - 1);
     const uint64_t span = uint64_t{f.num_pages} << kFastRegPageShift;
     if (f.length == 0 || f.length > span - offset || (f.stag >> 8) != (allocated >> 8)) return RI_EINVAL;
-    if ((f.access & ~kRights) != 0 || ((f.access & kRemoteWrites) != 0 && (f.access & RI_ACCESS_LOCAL_WRITE) == 0)) {
+    if ((f.access & ~kFastRegRights) != 0 || ((f.access & kRemoteWrites) != 0 && (f.access & RI_ACCESS_LOCAL_WRITE) == 0)) {
         return RI_EINVAL;
     }
     out = FastRegRange{f.pages[0] + offset, f.length, f.iova, f.access, f.num_pages, f.stag};

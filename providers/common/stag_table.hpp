@@ -115,11 +115,7 @@ public:
                 ++w;
             } else if (w->second.max_pages != 0) {
                 // A fast-registered STag in the region: allocated still, invalid, mapping nothing.
-                StagEntry placeholder;
-                placeholder.valid = false;
-                placeholder.pd = w->second.pd;
-                placeholder.max_pages = w->second.max_pages;
-                w->second = placeholder;
+                w->second = allocated_stag(w->second.pd, w->second.max_pages);
                 --windows_;
                 ++w;
             } else {
@@ -131,12 +127,16 @@ public:
     /** @brief Adds STag @p stag, allocated for fast registration of up to @p max_pages pages in PD @p pd: invalid. */
     void add_allocated(ri_stag_t stag, uint32_t pd, uint32_t max_pages) {
         Change change(*this);
+        map_[stag] = allocated_stag(pd, max_pages);
+        keyed_[stag >> 8] = stag;
+    }
+    /** @brief The entry of an STag allocated for fast registration of up to @p max_pages pages in PD @p pd, unmapped. */
+    [[nodiscard]] static StagEntry allocated_stag(uint32_t pd, uint32_t max_pages) noexcept {
         StagEntry e;
         e.valid = false;
         e.pd = pd;
         e.max_pages = max_pages;
-        map_[stag] = e;
-        keyed_[stag >> 8] = stag;
+        return e;
     }
     /**
      * @brief Fast registration (executed in send queue order): the STag allocated as @p allocated (any consumer key

@@ -172,8 +172,6 @@ std::optional<Kit> Device::take_kit() {
         // together than its turns): reset here. Two round trips to the kAL, where a new kit costs its creation, and
         // the QP is reused whatever the background thread's pace.
         if (reset_kit(*used)) {
-            g_kits_reused.fetch_add(1, std::memory_order_relaxed);
-            used->reused = true;
             k = std::move(*used);
         } else {
             close_kit(*used);
@@ -222,7 +220,10 @@ bool Device::reset_kit(Kit &k) {
         auto e = k.dto->dequeue();
         if (!e || !*e) break;
     }
-    return post_receives(k, shape_);
+    if (!post_receives(k, shape_)) return false;
+    g_kits_reused.fetch_add(1, std::memory_order_relaxed);
+    k.reused = true;
+    return true;
 }
 
 void Device::refill() {
@@ -238,8 +239,6 @@ void Device::refill() {
             keep = kits_.size() < kKitsKept;
         }
         if (keep && reset_kit(k)) {
-            g_kits_reused.fetch_add(1, std::memory_order_relaxed);
-            k.reused = true;
             std::lock_guard lock(mutex_);
             kits_.push_back(std::move(k));
         } else {

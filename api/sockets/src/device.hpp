@@ -161,7 +161,8 @@ private:
     std::vector<Kit> kits_;
     std::vector<Kit> used_;  // given back by ended streams, not yet brought back to IDLE
     std::weak_ptr<Device> self_;
-    // The QP to ERROR and IDLE, the CQ and its dispatcher drained, the receives posted: false when any step failed.
+    // The QP to ERROR and IDLE, the CQ and its dispatcher drained, the receives posted, the kit marked (and counted)
+    // reused: false when any step failed.
     bool reset_kit(Kit &k);
 };
 

@@ -1221,8 +1221,8 @@ ri_status_t Kvp::Pd::create_srq(ri_srq_attr_t *a, ri_srq_t *out) {
     s.max_sge = sge;
     s.pd = id;
     s.context = a->context;
+    s.limit = a->limit;
     if (ri_status_t rc = rnic->engine->add_srq(s); rc != RI_OK) return rc;
-    if (a->limit != 0) (void)rnic->engine->set_srq_limit(s.id, a->limit);
     srq->id = s.id;
     a->max_wr = depth;
     a->max_sge = sge;

@@ -26,6 +26,7 @@
 #include "iwarp/framing.hpp"
 #include "iwarp/mpa.hpp"
 #include "iwarp/verbs_errors.hpp"
+#include "common/fast_reg.hpp"
 #include "common/stream_pump.hpp"
 #include "rnicpi/cpp/channel.hpp"
 
@@ -93,13 +94,13 @@ inline bool well_formed(const hwstub_send_wqe &w, const QpSetup &s) {
     if ((w.flags & ~kKnownFlags) != 0) return false;
     if (w.opcode == HWSTUB_OP_BIND_MW) return w.num_sge == 0 && (w.flags & HWSTUB_WQE_INLINE) == 0;
     if (w.opcode == HWSTUB_OP_FAST_REG) {
-        // No payload; known rights; a range within its pages of 4 KiB (the STag table checks the rest).
-        constexpr uint32_t kRights = RI_ACCESS_LOCAL_READ | RI_ACCESS_LOCAL_WRITE | RI_ACCESS_REMOTE_READ |
-                                     RI_ACCESS_REMOTE_WRITE | RI_ACCESS_REMOTE_ATOMIC;
+        // No payload; known rights; a range within its pages (the STag table checks the rest).
+        using providers::common::kFastRegPageShift;
+        constexpr uint64_t kPageMask = (uint64_t{1} << kFastRegPageShift) - 1;
         const uint64_t pages = w.operand[1];
-        return w.num_sge == 0 && (w.flags & HWSTUB_WQE_INLINE) == 0 && (w.bind_access & ~kRights) == 0 &&
-               pages != 0 && pages <= UINT32_MAX && w.bind_length != 0 &&
-               w.bind_length <= (pages << 12) - (w.remote_to & 4095);
+        return w.num_sge == 0 && (w.flags & HWSTUB_WQE_INLINE) == 0 &&
+               (w.bind_access & ~providers::common::kFastRegRights) == 0 && pages != 0 && pages <= UINT32_MAX &&
+               w.bind_length != 0 && w.bind_length <= (pages << kFastRegPageShift) - (w.remote_to & kPageMask);
     }
     if (w.bind_access != 0 || w.bind_length != 0) return false;
     const bool atomic = w.opcode == HWSTUB_OP_ATOMIC_FADD || w.opcode == HWSTUB_OP_ATOMIC_CSWAP;

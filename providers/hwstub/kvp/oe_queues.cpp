@@ -73,8 +73,8 @@ bool OffloadEngine::take_shared_receive(Qp &qp, Pending &out) {
     iwarp::ReceiveBuffer &b = qp.recvs[qp.rq_checked & qp.recv_mask];
     const uint8_t status = check_receive(qp, slot, srq.setup.ring.slot_size, srq.setup.max_sge, b);
     srq.wq.retire();  // copied: the slot is the host's again
-    if (srq.limit != 0 && srq.wq.unfetched() < srq.limit) {
-        srq.limit = 0;  // one event per arming
+    if (srq.setup.limit != 0 && srq.wq.unfetched() < srq.setup.limit) {
+        srq.setup.limit = 0;  // one event per arming
         out.events.push_back(ri_async_event_t{RI_RES_SRQ, RI_AE_SRQ_LIMIT_REACHED, srq.setup.id, srq.setup.context,
                                               0, 0});
     }

@@ -110,7 +110,7 @@ ri_status_t OffloadEngine::set_srq_limit(uint32_t id, uint32_t limit) {
     std::lock_guard g(mutex_);
     auto it = srqs_.find(id);
     if (it == srqs_.end()) return RI_ENOENT;
-    it->second->limit = limit;
+    it->second->setup.limit = limit;
     return RI_OK;
 }
 

@@ -92,6 +92,7 @@ struct SrqSetup {
     uint32_t max_sge = 0;           /**< SGEs a receive WQE may carry. */
     uint32_t pd = 0;                /**< Protection domain: only QPs of this PD take from it, its SGEs are checked in it. */
     uint64_t context = 0;           /**< Consumer context, reported with ::RI_AE_SRQ_LIMIT_REACHED. */
+    uint32_t limit = 0;             /**< The armed limit (set_srq_limit() changes it; a take disarms it); 0: disarmed. */
 };
 
 /** @brief What the engine reports to its kVP. Called on the OE thread with no engine lock held. */
@@ -276,7 +277,6 @@ private:
     struct Srq {
         SrqSetup setup;
         WqConsumer wq;
-        uint32_t limit = 0;  // armed limit (set_srq_limit), 0: disarmed
         uint32_t users = 0;  // QPs that take from it
     };
     struct Qp;
