@@ -234,6 +234,28 @@ template <class Pd, class Mr>
     return RI_OK;
 }
 
+/**
+ * @brief Formats up to @p count receives of @p wr into @p wq's free slots (of @p slot_size bytes, at most @p max_sge
+ *        SGEs each) and publishes them; *@p posted counts them. ::RI_EAGAIN once the ring is full. The caller holds
+ *        the queue's posting lock.
+ */
+[[nodiscard]] inline ri_status_t post_receives(WqProducer &wq, uint32_t slot_size, uint32_t max_sge,
+                                               const ri_recv_wr_t *wr, uint32_t count, uint32_t *posted) noexcept {
+    ri_status_t rc = RI_OK;
+    for (uint32_t i = 0; i < count; ++i) {
+        uint8_t *slot = wq.next();
+        if (slot == nullptr) {
+            rc = RI_EAGAIN;
+            break;
+        }
+        if ((rc = format_recv(wr[i], slot, slot_size, max_sge)) != RI_OK) break;
+        wq.advance();
+        ++*posted;
+    }
+    if (*posted > 0) wq.publish();
+    return rc;
+}
+
 /** @brief The work completion of CQE @p c. */
 inline void to_wc(const hwstub_cqe &c, uint64_t qp_context, ri_wc_t &wc) noexcept {
     wc = ri_wc_t{};
@@ -333,21 +355,8 @@ public:
         if (uses_srq_) return RI_EINVAL;
         if (bell_.adapter_dead()) return RI_EIO;
         std::lock_guard g(rq_lock_);
-        ri_status_t rc = RI_OK;
-        for (uint32_t i = 0; i < count; ++i) {
-            uint8_t *slot = rq_.next();
-            if (slot == nullptr) {
-                rc = RI_EAGAIN;
-                break;
-            }
-            if ((rc = format_recv(wr[i], slot, rq_slot_, rq_sge_)) != RI_OK) break;
-            rq_.advance();
-            ++*posted;
-        }
-        if (*posted > 0) {
-            rq_.publish();
-            (void)bell_.ring();
-        }
+        const ri_status_t rc = post_receives(rq_, rq_slot_, rq_sge_, wr, count, posted);
+        if (*posted > 0) (void)bell_.ring();
         return rc;
     }
     /** @brief True once the adapter put the QP in ERROR. */
@@ -381,19 +390,7 @@ public:
         *posted = 0;
         if (bell_.adapter_dead()) return RI_EIO;
         std::lock_guard g(lock_);
-        ri_status_t rc = RI_OK;
-        for (uint32_t i = 0; i < count; ++i) {
-            uint8_t *slot = wq_.next();
-            if (slot == nullptr) {
-                rc = RI_EAGAIN;
-                break;
-            }
-            if ((rc = format_recv(wr[i], slot, slot_, max_sge_)) != RI_OK) break;
-            wq_.advance();
-            ++*posted;
-        }
-        if (*posted > 0) wq_.publish();
-        return rc;
+        return post_receives(wq_, slot_, max_sge_, wr, count, posted);
     }
 
 private:
