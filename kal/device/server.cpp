@@ -66,7 +66,17 @@ rdma::Status Connection::send_event(const krdma_event &event) noexcept {
     krdma_msg_hdr hdr{};
     hdr.cmd = event.event;
     hdr.flags = KRDMA_MSG_EVENT;
-    return krdma::send(sock_.get(), hdr, {reinterpret_cast<const uint8_t *>(&event), sizeof event});
+    rdma::Status sent = krdma::send(sock_.get(), hdr, {reinterpret_cast<const uint8_t *>(&event), sizeof event});
+    ring();
+    return sent;
+}
+
+void Connection::ring() const noexcept {
+    if (!doorbell_) return;
+    // MSG_DONTWAIT whatever the client did to its end: a full doorbell (EAGAIN) has rung already, and krdmad never
+    // waits for a client. A stream pair, so the client reads any number of rings in one recv.
+    const char one = 1;
+    (void)::send(doorbell_.get(), &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
 DeviceServer::DeviceServer(std::filesystem::path path, size_t max_connections, size_t per_user)
@@ -95,6 +105,17 @@ DeviceServer::DeviceServer(std::filesystem::path path, size_t max_connections, s
         h.gid = c.peer().gid;
         h.client_id = c.peer().client_id;
         std::memcpy(rep.payload.data(), &h, sizeof h);
+        if (c.abi_minor_ >= 7 && c.sock_ && !c.doorbell_) {
+            // The doorbell (minor 7): the client watches its end for the messages nobody waits for, so a call's
+            // reply wakes only the caller. Without a pair (EMFILE here), the client watches the socket as before.
+            int pair[2];
+            if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) == 0) {
+                c.doorbell_.reset(pair[0]);
+                rep.owned[0].reset(pair[1]);
+                rep.fds[rep.nfds++] = pair[1];
+                (void)::shutdown(pair[0], SHUT_RD);  // the kAL only rings
+            }
+        }
         return RI_OK;
     });
     on(KRDMA_CMD_ECHO, [](Connection &, const Request &req, Reply &rep) {
@@ -211,10 +232,16 @@ rdma::Status DeviceServer::send_record(uint32_t client_id, uint32_t code, std::s
 }
 
 rdma::Status DeviceServer::send_or_hold(Connection &c, const krdma_msg_hdr &hdr, std::span<const uint8_t> payload,
-                                        std::span<const int> fds) {
+                                        std::span<const int> fds, bool awaited) {
+    // Nobody waits for a record, nor for the failure reply of a quiet request: they ring the doorbell (once sent;
+    // a held one when flush_held() sends it). A reply to a call wakes only the caller, who reads it.
+    const bool unawaited = (hdr.flags & KRDMA_MSG_REPLY) == 0 || !awaited;
     if (c.held_.empty()) {
         rdma::Status sent = krdma::send(c.fd(), hdr, payload, fds);
-        if (sent.code() != EAGAIN) return sent;
+        if (sent.code() != EAGAIN) {
+            if (sent.ok() && unawaited) c.ring();
+            return sent;
+        }
     } else if (c.held_.size() >= kMaxHeld && (hdr.flags & KRDMA_MSG_REPLY) == 0) {
         // A reply is always held (a caller waits for it); records beyond the bound are refused.
         return rdma::Status(EAGAIN);
@@ -223,6 +250,7 @@ rdma::Status DeviceServer::send_or_hold(Connection &c, const krdma_msg_hdr &hdr,
     // client reads. The only allocation on these paths, and only for a client that does not keep up.
     Connection::Held held;
     held.hdr = hdr;
+    held.unawaited = unawaited;
     held.payload.assign(payload.begin(), payload.end());
     for (int fd : fds) held.fds.emplace_back(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
     const bool first = c.held_.empty();
@@ -349,6 +377,7 @@ bool DeviceServer::flush_held(Connection &c) {
                               sent.describe().c_str());
                 return false;
             }
+            if (h.unawaited) c.ring();
             c.held_.pop_front();
         }
         modify(epoll_.get(), c.fd(), EPOLLIN, tag(kClient, c.peer().client_id));
@@ -364,6 +393,7 @@ void DeviceServer::refuse_message(Connection &c, int status, std::string_view wh
     hdr.flags = KRDMA_MSG_REPLY;
     const std::span<const uint8_t> text(reinterpret_cast<const uint8_t *>(why.data()), why.size());
     (void)krdma::send(c.fd(), hdr, c.abi_minor_ >= 1 ? text : std::span<const uint8_t>());
+    if (message_.hdr.flags & KRDMA_MSG_QUIET) c.ring();  // nobody waits for it
 }
 
 bool DeviceServer::serve(Connection &c) {
@@ -449,7 +479,7 @@ void DeviceServer::dispatch(Connection &c, krdma::Message &m) {
     {
         std::lock_guard lock(mutex_);
         // A reply is held like a record, behind the records the client has not read.
-        sent = send_or_hold(c, hdr, payload, fds);
+        sent = send_or_hold(c, hdr, payload, fds, m.hdr.flags != KRDMA_MSG_QUIET);
     }
     if (!sent.ok()) {
         RDMA_LOG_WARN(kComponent, "reply to client %u failed: %s", c.peer().client_id, sent.describe().c_str());

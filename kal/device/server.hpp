@@ -73,10 +73,14 @@ private:
     // DeviceServer::kMaxHeld (under DeviceServer::mutex_: records come from any thread).
     struct Held {
         krdma_msg_hdr hdr{};
+        bool unawaited = false;  // rings the doorbell when sent
         std::vector<uint8_t> payload;
         std::vector<krdma::UniqueFd> fds;
     };
+    // Rings the doorbell (minor 7): a message nobody waits for was sent or held for this client.
+    void ring() const noexcept;
     krdma::UniqueFd sock_;
+    krdma::UniqueFd doorbell_;  // the kAL's end of the client's doorbell pair (minor 7), or empty
     Peer peer_;
     uint32_t abi_minor_ = 0;
     std::deque<Held> held_;
@@ -255,9 +259,10 @@ private:
         return !c.held_.empty();
     }
     // Sends to @p c, or holds the message behind what is held already (with copies of @p fds) when the client's
-    // queue is full: EAGAIN only for a record beyond kMaxHeld. mutex_ held.
+    // queue is full: EAGAIN only for a record beyond kMaxHeld. A message nobody waits for (a record, or a reply
+    // that is not @p awaited: a quiet request's failure) rings the client's doorbell. mutex_ held.
     rdma::Status send_or_hold(Connection &c, const krdma_msg_hdr &hdr, std::span<const uint8_t> payload,
-                              std::span<const int> fds);
+                              std::span<const int> fds, bool awaited = true);
     void dispatch(Connection &c, krdma::Message &m);
     void drop(uint32_t client_id);
 

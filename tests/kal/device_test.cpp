@@ -501,6 +501,61 @@ TEST_F(Device, QuietRequestsAreAnsweredOnlyWhenTheyFail) {
     EXPECT_EQ(::poll(&p, 1, 50), 0) << "a reply to the quiet request that succeeded";
 }
 
+// Protocol 1.7: HELLO's reply carries the doorbell, which rings for what nobody waits for (a record, a quiet
+// request's failure) and never for the reply to a request that waits; a 1.6 client gets no doorbell.
+TEST_F(Device, TheDoorbellRingsForRecordsAndQuietFailuresNotForReplies) {
+    auto hello = [](int fd, uint32_t minor) {
+        krdma_msg_hdr hdr{};
+        hdr.cmd = KRDMA_CMD_HELLO;
+        hdr.seq = 1;
+        krdma_hello h{};
+        h.abi_version = KRDMA_ABI_WORD(KRDMA_ABI_VERSION, minor);
+        EXPECT_OK(krdma::send(fd, hdr, {reinterpret_cast<const uint8_t *>(&h), sizeof h}));
+        krdma::Message m;
+        EXPECT_EQ(krdma::receive(fd, m, true), krdma::RecvResult::message);
+        EXPECT_EQ(m.hdr.status, 0);
+        return m.nfds == 0 ? krdma::UniqueFd() : std::move(m.fds[0]);
+    };
+    krdma::UniqueFd old_client = raw();
+    EXPECT_FALSE(hello(old_client.get(), 6)) << "a 1.6 client must get HELLO's reply as 1.6 made it";
+    krdma::UniqueFd s = raw();
+    krdma::UniqueFd bell = hello(s.get(), 7);
+    ASSERT_TRUE(bell) << "a 1.7 HELLO reply carries the doorbell";
+    auto rang = [&bell](int ms) {
+        pollfd p{bell.get(), POLLIN, 0};
+        if (::poll(&p, 1, ms) != 1) return 0;
+        char rings[64];
+        const ssize_t n = ::recv(bell.get(), rings, sizeof rings, MSG_DONTWAIT);
+        return n > 0 ? static_cast<int>(n) : 0;
+    };
+    auto send = [&s](uint32_t cmd, uint32_t seq, uint32_t flags) {
+        krdma_msg_hdr hdr{};
+        hdr.cmd = cmd;
+        hdr.seq = seq;
+        hdr.flags = flags;
+        krdma_echo e{};
+        EXPECT_OK(krdma::send(s.get(), hdr, {reinterpret_cast<const uint8_t *>(&e), sizeof e}));
+    };
+    send(KRDMA_CMD_ECHO, 2, 0);
+    EXPECT_EQ(raw_reply(s.get()).seq, 2u);
+    send(KRDMA_CMD_ECHO, 3, KRDMA_MSG_QUIET);  // succeeds quietly: nothing is sent, nothing rings
+    send(KRDMA_CMD_ECHO, 4, 0);
+    EXPECT_EQ(raw_reply(s.get()).seq, 4u);
+    EXPECT_EQ(rang(100), 0) << "replies to requests that wait, and a quiet success, must not ring the doorbell";
+    send(_IOWR(KRDMA_IOC_MAGIC, 0x7e, krdma_echo), 5, KRDMA_MSG_QUIET);
+    EXPECT_EQ(raw_reply(s.get()).seq, 5u);
+    EXPECT_EQ(rang(2000), 1) << "a quiet request's failure, which nobody waits for, must ring once";
+    krdma_event ev{};
+    ev.event = KRDMA_EVENT_SHUTDOWN;
+    server_->broadcast(ev);
+    server_->broadcast(ev);
+    krdma::Message m;
+    EXPECT_EQ(krdma::receive(s.get(), m, true), krdma::RecvResult::message);
+    EXPECT_EQ(krdma::receive(s.get(), m, true), krdma::RecvResult::message);
+    EXPECT_EQ(m.hdr.flags, uint32_t{KRDMA_MSG_EVENT});
+    EXPECT_EQ(rang(2000), 2) << "each record rings, and one read takes every ring";
+}
+
 // A 1.1 client and a 1.0 server: the server refuses the word of 1.1 as 1.0 did (EPROTO, no reason), the client
 // says HELLO again as 1.0 and works on; the server's refusals come without a reason, and request() falls back to
 // the C library's words for them.

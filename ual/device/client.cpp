@@ -140,6 +140,17 @@ rdma::Expected<void> DeviceClient::handshake(const std::string &where, std::chro
                                           " bytes instead of " + std::to_string(sizeof hello_));
     }
     std::memcpy(&hello_, reply->payload.data(), sizeof hello_);
+    if (abi_minor() >= 7 && !reply->fds.empty()) {
+        // The doorbell rings for every message nobody waits for: the pollers watch it, and the socket only for its
+        // hang-up (a socket watched for no event still reports one), so a call's reply wakes only its caller.
+        epoll_event bell{};
+        bell.events = EPOLLIN;
+        epoll_event hangup{};
+        if (::epoll_ctl(watch_.get(), EPOLL_CTL_ADD, reply->fds[0].get(), &bell) == 0 &&
+            ::epoll_ctl(watch_.get(), EPOLL_CTL_MOD, sock_.get(), &hangup) == 0) {
+            doorbell_ = std::move(reply->fds[0]);
+        }
+    }
     return {};
 }
 
@@ -307,6 +318,7 @@ void DeviceClient::lead(bool on) noexcept {
 }
 
 void DeviceClient::mute(bool on) noexcept {
+    if (doorbell_) return;  // a reply does not ring the doorbell: nothing to mute
     // Level-triggered: turning the watch back on reports anything that arrived meanwhile. A muted socket still
     // reports a hang-up, which only makes the poller wait for the call and then find the connection closed.
     epoll_event ev{};
@@ -330,6 +342,7 @@ rdma::Expected<void> DeviceClient::exchange(uint32_t cmd, std::span<const uint8_
     // usually comes first, and poll() then recvmsg() would cost a system call more. Later waits (after an event
     // record or a stale reply) poll() for the time left. A non-blocking socket just takes the poll() path.
     bool first = true;
+    bool met_unawaited = false;  // a record or a posted request's reply was read: its ring is left on the doorbell
     if (timeout.count() > 0 && timeout != rcvtimeo_) {
         timeval tv{};
         tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
@@ -368,11 +381,14 @@ rdma::Expected<void> DeviceClient::exchange(uint32_t cmd, std::span<const uint8_
         if (take_event(message_, &queued) || take_posted_reply(message_, &queued)) {
             // A record for the event thread, which may be asleep in poll() (a posted request's success is none).
             if (queued) announce_locked();
+            met_unawaited = true;
             continue;
         }
         if ((message_.hdr.flags & KRDMA_MSG_REPLY) == 0 || message_.hdr.seq != *seq) continue;  // stale reply
         if (!posted_.empty()) settle_posted_before(*seq);
-        if (message_.fds_lost) {
+        if (met_unawaited && doorbell_) settle_doorbell_locked();
+        // A HELLO reply that lost its doorbell still serves: the socket is then watched as before minor 7.
+        if (message_.fds_lost && cmd != KRDMA_CMD_HELLO) {
             return rdma::Error(RI_ENOSPC, "the kAL's reply came without its descriptors: this process is at its "
                                           "descriptor limit (RLIMIT_NOFILE; raise ulimit -n)");
         }
@@ -448,7 +464,28 @@ void DeviceClient::read_waiting_locked(bool *queued) {
     }
 }
 
+void DeviceClient::drain_doorbell_locked() {
+    // Rings first, then records: a record sent after this read rings again. Only a reader of the socket may do this
+    // (mutex_ held), and it reads the socket empty afterwards: rings taken by a thread that leaves a record on the
+    // socket would leave it unannounced.
+    char rings[64];
+    while (::recv(doorbell_.get(), rings, sizeof rings, MSG_DONTWAIT) == static_cast<ssize_t>(sizeof rings)) {
+    }
+}
+
+void DeviceClient::settle_doorbell_locked() {
+    // The call read what rang (queued and announced on queued_): take the rings, so that the pollers do not wake
+    // for records they will not find, and read on (the reply aside) what came after the reply and rang too.
+    std::swap(message_, spare_);
+    drain_doorbell_locked();
+    bool queued = false;
+    read_waiting_locked(&queued);
+    if (queued) announce_locked();
+    std::swap(message_, spare_);
+}
+
 void DeviceClient::receive_all_locked() {
+    if (doorbell_) drain_doorbell_locked();
     take_announcement();
     read_waiting_locked(nullptr);
 }

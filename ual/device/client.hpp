@@ -127,14 +127,16 @@ public:
      */
     void take_events(std::vector<krdma_event> &events, std::vector<CmRecord> &cm_events);
     /**
-     * @brief The event thread's descriptor to poll() for event records: readable when the socket is, except while
-     *        a call is reading the socket itself (its reply would otherwise wake the poller for nothing) or a thread
-     *        leads (lead_fd()). Events a call reads are queued and announced by queued_fd().
+     * @brief The event thread's descriptor to poll() for event records: readable when the kAL rings the doorbell
+     *        (protocol 1.7: a record, or a quiet request's failure) or, with an older kAL, when the socket is except
+     *        while a call reads it; never while a thread leads (lead_fd()). Events a call reads are queued and
+     *        announced by queued_fd().
      */
     [[nodiscard]] int fd() const noexcept { return events_watch_.get(); }
     /**
      * @brief A leader's descriptor (a thread that reads the kAL in the event thread's stead, see ual::EventPump):
-     *        readable when the socket is, except while a call reads it. Call lead(true) first.
+     *        readable when the doorbell rings or, with an older kAL, when the socket is except while a call reads
+     *        it. Call lead(true) first.
      */
     [[nodiscard]] int lead_fd() const noexcept { return watch_.get(); }
     /** @brief A thread starts (@p on) or stops leading: fd() is muted meanwhile, lead_fd() is not. One epoll_ctl. */
@@ -174,6 +176,11 @@ private:
     // A reply to a posted request (it is then consumed): a refusal is queued as a connection record (*queued set)
     // or only logged. mutex_ held.
     bool take_posted_reply(krdma::Message &m, bool *queued = nullptr);
+    // Reads the doorbell's rings (protocol 1.7), before reading the socket empty. mutex_ held.
+    void drain_doorbell_locked();
+    // After a call that read records besides its reply (in message_, kept): drains the doorbell and reads what
+    // waits behind the reply. mutex_ held.
+    void settle_doorbell_locked();
     // Reads every record on the socket into the queues, and the queued_ announcement if one was made. mutex_ held.
     void receive_all_locked();
     // Reads every message waiting on the socket without blocking: records into the queues (*queued set, when given,
@@ -193,7 +200,8 @@ private:
     bool announced_ = false;  // queued_ was raised and not read since (under queue_mutex_)
     // Mutes the socket in watch_ while a call reads it (@p on), or unmutes it. mutex_ held: one call at a time.
     void mute(bool on) noexcept;
-    krdma::UniqueFd watch_;         // epoll set of the socket, muted during calls: a leader polls it
+    krdma::UniqueFd doorbell_;      // minor 7: rings for each message nobody waits for (nothing to mute then)
+    krdma::UniqueFd watch_;         // epoll set of the doorbell (or the socket, muted during calls): a leader polls it
     krdma::UniqueFd events_watch_;  // epoll set of watch_, muted while a thread leads: the event thread polls it
     krdma_hello hello_{};
     std::atomic<bool> closed_{false};
@@ -211,6 +219,7 @@ private:
     std::deque<CmRecord> cm_events_;
     std::unordered_map<uint32_t, PostedFailure> posted_;  // requests sent by post(), by sequence number
     krdma::Message message_;
+    krdma::Message spare_;  // holds a call's reply while settle_doorbell_locked() reads on
 };
 
 }  // namespace ual

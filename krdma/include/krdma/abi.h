@@ -24,7 +24,7 @@ extern "C" {
 /** @brief Major protocol version; HELLO refuses a client with another major version. */
 #define KRDMA_ABI_VERSION 1u
 /** @brief Minor protocol version: what this header adds to major version 1 (see "Versions" below). */
-#define KRDMA_ABI_MINOR 6u
+#define KRDMA_ABI_MINOR 7u
 /** @brief The krdma_hello::abi_version word of version @p major.@p minor. */
 #define KRDMA_ABI_WORD(major, minor) ((uint32_t)(major) | ((uint32_t)(minor) << 16))
 /** @brief The major version in a krdma_hello::abi_version word. */
@@ -95,6 +95,13 @@ struct krdma_msg_hdr {
  * Minor 6 adds krdma_convert::flags (a word older clients leave zero, and an older kAL refuses nonzero) with
  * KRDMA_CONVERT_BYTE_CHANNEL: when the kAL pairs both ends of the connection on this host and both asked, their
  * ESTABLISHED records carry a third descriptor, the end of a second same-host channel that is the consumers' own.
+ * Minor 7 adds the doorbell: HELLO's reply carries one descriptor, the client's end of a Unix stream socket pair.
+ * After each message on the device connection that nobody waits for (an event record, or the failure reply of a
+ * quiet request) the kAL sends one byte on it, never after the reply to a request that waits; the kAL sends with
+ * MSG_DONTWAIT, so a doorbell left unread only stops ringing. A client watches the doorbell (and the device
+ * socket only for its hang-up) instead of the device socket, so that a call's reply wakes nobody but the caller;
+ * it reads the rings before it reads the records. A client whose HELLO reply lost the descriptor (RLIMIT_NOFILE)
+ * watches the device socket as before minor 7; so does an older client, which gets no descriptor.
  */
 
 /** @brief HELLO: version handshake; the reply tells the client who the kAL thinks it is. */
