@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <utility>
 
@@ -60,7 +61,14 @@ ProcessCounters ProcessCounters::open(pid_t pid, std::string *why_not) {
     c.pid_ = pid == 0 ? ::getpid() : pid;
     const auto id = sys_enter_id();
     if (!id) {
-        if (why_not != nullptr) *why_not = "the raw_syscalls:sys_enter tracepoint is not readable (tracefs: root only)";
+        if (why_not != nullptr) {
+            // Two different causes, two different remedies: say which.
+            std::error_code ec;
+            const bool mounted = std::filesystem::exists("/sys/kernel/tracing/events", ec) ||
+                                 std::filesystem::exists("/sys/kernel/debug/tracing/events", ec);
+            *why_not = mounted ? "the raw_syscalls:sys_enter tracepoint is not readable (tracefs: root only)"
+                               : "tracefs is not mounted (as root: mount -t tracefs nodev /sys/kernel/tracing)";
+        }
         return c;
     }
     for (pid_t tid : threads_of(c.pid_)) {
