@@ -72,6 +72,15 @@ protected:
         std::memcpy(&h, m.body.data(), sizeof h);
         return {0, h.abi_version};
     }
+    // Sends request @p cmd with sequence @p seq and header @p flags, a krdma_echo's worth of zeros as its body.
+    static void raw_request(int fd, uint32_t cmd, uint32_t seq, uint32_t flags) {
+        krdma_msg_hdr hdr{};
+        hdr.cmd = cmd;
+        hdr.seq = seq;
+        hdr.flags = flags;
+        krdma_echo e{};
+        EXPECT_OK(krdma::send(fd, hdr, {reinterpret_cast<const uint8_t *>(&e), sizeof e}));
+    }
     // Reads one reply from a raw socket.
     krdma_msg_hdr raw_reply(int fd) {
         krdma_msg_hdr hdr{};
@@ -469,14 +478,7 @@ TEST_F(Device, QuietRequestsAreAnsweredOnlyWhenTheyFail) {
         EXPECT_EQ(raw_hello(s.get(), KRDMA_ABI_WORD(KRDMA_ABI_VERSION, minor)),
                   std::make_pair(0, KRDMA_ABI_WORD(KRDMA_ABI_VERSION, minor)));
     };
-    auto send = [&s](uint32_t cmd, uint32_t seq, uint32_t flags) {
-        krdma_msg_hdr hdr{};
-        hdr.cmd = cmd;
-        hdr.seq = seq;
-        hdr.flags = flags;
-        krdma_echo e{};
-        EXPECT_OK(krdma::send(s.get(), hdr, {reinterpret_cast<const uint8_t *>(&e), sizeof e}));
-    };
+    auto send = [&s](uint32_t cmd, uint32_t seq, uint32_t flags) { raw_request(s.get(), cmd, seq, flags); };
     const uint32_t unknown = _IOWR(KRDMA_IOC_MAGIC, 0x7e, krdma_echo);
     hello(2);
     send(KRDMA_CMD_ECHO, 10, KRDMA_MSG_QUIET);
@@ -528,14 +530,7 @@ TEST_F(Device, TheDoorbellRingsForRecordsAndQuietFailuresNotForReplies) {
         const ssize_t n = ::recv(bell.get(), rings, sizeof rings, MSG_DONTWAIT);
         return n > 0 ? static_cast<int>(n) : 0;
     };
-    auto send = [&s](uint32_t cmd, uint32_t seq, uint32_t flags) {
-        krdma_msg_hdr hdr{};
-        hdr.cmd = cmd;
-        hdr.seq = seq;
-        hdr.flags = flags;
-        krdma_echo e{};
-        EXPECT_OK(krdma::send(s.get(), hdr, {reinterpret_cast<const uint8_t *>(&e), sizeof e}));
-    };
+    auto send = [&s](uint32_t cmd, uint32_t seq, uint32_t flags) { raw_request(s.get(), cmd, seq, flags); };
     send(KRDMA_CMD_ECHO, 2, 0);
     EXPECT_EQ(raw_reply(s.get()).seq, 2u);
     send(KRDMA_CMD_ECHO, 3, KRDMA_MSG_QUIET);  // succeeds quietly: nothing is sent, nothing rings
