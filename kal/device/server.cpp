@@ -67,7 +67,7 @@ rdma::Status Connection::send_event(const krdma_event &event) noexcept {
     hdr.cmd = event.event;
     hdr.flags = KRDMA_MSG_EVENT;
     rdma::Status sent = krdma::send(sock_.get(), hdr, {reinterpret_cast<const uint8_t *>(&event), sizeof event});
-    ring();
+    if (sent.ok()) ring();
     return sent;
 }
 
