@@ -392,8 +392,8 @@ void DeviceServer::refuse_message(Connection &c, int status, std::string_view wh
     hdr.status = status;
     hdr.flags = KRDMA_MSG_REPLY;
     const std::span<const uint8_t> text(reinterpret_cast<const uint8_t *>(why.data()), why.size());
-    (void)krdma::send(c.fd(), hdr, c.abi_minor_ >= 1 ? text : std::span<const uint8_t>());
-    if (message_.hdr.flags & KRDMA_MSG_QUIET) c.ring();  // nobody waits for it
+    const rdma::Status sent = krdma::send(c.fd(), hdr, c.abi_minor_ >= 1 ? text : std::span<const uint8_t>());
+    if (sent.ok() && (message_.hdr.flags & KRDMA_MSG_QUIET) != 0) c.ring();  // nobody waits for it
 }
 
 bool DeviceServer::serve(Connection &c) {

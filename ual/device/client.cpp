@@ -272,7 +272,7 @@ rdma::Status DeviceClient::send_reading_locked(const krdma_msg_hdr &hdr, std::sp
         if ((p.revents & POLLIN) == 0) continue;  // room (or a hang-up, which the next send reports)
         // A call's reply cannot be among them (a call holds mutex_ until its reply): events and posted replies.
         bool queued = false;
-        read_waiting_locked(&queued);
+        read_waiting_locked(&queued, message_);
         if (queued) announce_locked();
         if (closed_) return rdma::Status(EPIPE);
     }
@@ -454,13 +454,13 @@ void DeviceClient::take_announcement() {
     }
 }
 
-void DeviceClient::read_waiting_locked(bool *queued) {
+void DeviceClient::read_waiting_locked(bool *queued, krdma::Message &into) {
     for (;;) {
-        const krdma::RecvResult r = krdma::receive(sock_.get(), message_);
+        const krdma::RecvResult r = krdma::receive(sock_.get(), into);
         if (r == krdma::RecvResult::closed) closed_ = true;
         if (r != krdma::RecvResult::message) return;
         // A stray reply without a caller is dropped.
-        if (!take_event(message_, queued)) (void)take_posted_reply(message_, queued);
+        if (!take_event(into, queued)) (void)take_posted_reply(into, queued);
     }
 }
 
@@ -476,18 +476,16 @@ void DeviceClient::drain_doorbell_locked() {
 void DeviceClient::settle_doorbell_locked() {
     // The call read what rang (queued and announced on queued_): take the rings, so that the pollers do not wake
     // for records they will not find, and read on (the reply aside) what came after the reply and rang too.
-    std::swap(message_, spare_);
     drain_doorbell_locked();
     bool queued = false;
-    read_waiting_locked(&queued);
+    read_waiting_locked(&queued, spare_);
     if (queued) announce_locked();
-    std::swap(message_, spare_);
 }
 
 void DeviceClient::receive_all_locked() {
     if (doorbell_) drain_doorbell_locked();
     take_announcement();
-    read_waiting_locked(nullptr);
+    read_waiting_locked(nullptr, message_);
 }
 
 template <class Record, class Other>

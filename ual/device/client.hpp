@@ -184,8 +184,8 @@ private:
     // Reads every record on the socket into the queues, and the queued_ announcement if one was made. mutex_ held.
     void receive_all_locked();
     // Reads every message waiting on the socket without blocking: records into the queues (*queued set, when given,
-    // if one was queued), posted requests' replies settled. mutex_ held.
-    void read_waiting_locked(bool *queued);
+    // if one was queued), posted requests' replies settled; each is received into @p into. mutex_ held.
+    void read_waiting_locked(bool *queued, krdma::Message &into);
     // Announces records a call read (they are no longer on the socket) on queued_. mutex_ held.
     void announce_locked();
     // Reads the queued_ announcement, if one was made (takes queue_mutex_).
@@ -219,7 +219,7 @@ private:
     std::deque<CmRecord> cm_events_;
     std::unordered_map<uint32_t, PostedFailure> posted_;  // requests sent by post(), by sequence number
     krdma::Message message_;
-    krdma::Message spare_;  // holds a call's reply while settle_doorbell_locked() reads on
+    krdma::Message spare_;  // what settle_doorbell_locked() reads into, message_ holding the call's reply
 };
 
 }  // namespace ual
