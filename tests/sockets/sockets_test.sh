@@ -220,7 +220,7 @@ probe_churn)
         c=$(grep -c "converted to RDMA" "$dir/$side.err" || true)
         [[ $c -eq 30 ]] || fail "the $side converted $c of its 30 connections"
         r=$(grep -c "on a QP reused" "$dir/$side.err" || true)
-        echo "the $side reused a QP for $r of 30 connections"; (( r >= 15 )) || fail "the $side reused the QP of an ended connection for only $r of 30 (a QP and its CQ made and destroyed per connection)"
+        echo "the $side reused a QP for $r of 30 connections"; (( r >= 15 )) || fail "the $side reused the QP of an ended connection for only $r of 30 (a QP and its CQ made and destroyed per connection); the layer's reasons: $(grep -h "not kept\|not reused" "$dir/$side.err" | sort | uniq -c)"
     done
     ;;
 ipv6)

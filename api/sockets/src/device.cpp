@@ -10,8 +10,13 @@
 #include <atomic>
 
 #include "libc.hpp"
+#include "rnicpi/host/log.hpp"
 
 namespace openrdma::sockets {
+
+namespace {
+constexpr const char *kComponent = "sockets";
+}  // namespace
 
 Watcher::Watcher() {
     epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
@@ -76,6 +81,11 @@ void Watcher::refill(const std::weak_ptr<Device> &d) {
         if (stop_) return;
         refills_.push_back(d);
     }
+    const uint64_t one = 1;
+    (void)real().write(wake_, &one, sizeof one);
+}
+
+void Watcher::poke() noexcept {
     const uint64_t one = 1;
     (void)real().write(wake_, &one, sizeof one);
 }
@@ -187,12 +197,26 @@ KitCounts kit_counts() noexcept {
     return KitCounts{g_kits_made.load(std::memory_order_relaxed), g_kits_reused.load(std::memory_order_relaxed)};
 }
 
-void Device::recycle(Kit k) {
+void Device::expect_due() {
+    std::lock_guard lock(mutex_);
+    ++due_;
+}
+
+void Device::recycle(Kit k, bool due) {
     {
         std::lock_guard lock(mutex_);
         used_.push_back(std::move(k));
+        if (due && due_ > 0) --due_;
     }
     watcher_->refill(self_);
+}
+
+void Device::forget_due() {
+    {
+        std::lock_guard lock(mutex_);
+        if (due_ > 0) --due_;
+    }
+    watcher_->refill(self_);  // the kit made in its stead, if one is missing
 }
 
 void Device::close_kit(Kit &k) noexcept {
@@ -205,22 +229,29 @@ void Device::close_kit(Kit &k) noexcept {
 bool Device::reset_kit(Kit &k) {
     // ERROR first: whatever is still posted (the receives of a connection that never reached RDMA mode, sends a
     // failure left) is flushed. Then IDLE, where the QP takes a new stream.
+    auto failed = [](const char *step, const std::string &why) {
+        RDMA_LOG_INFO(kComponent, "an ended connection's QP is closed, not reused: %s failed (%s)", step, why.c_str());
+        return false;
+    };
     ri_qp_attr_t a{};
     a.state = RI_QPS_ERROR;
-    if (!k.ep->modify(a, RI_QP_ATTR_STATE).ok()) return false;
+    if (auto ok = k.ep->modify(a, RI_QP_ATTR_STATE); !ok) return failed("the move to ERROR", ok.describe());
     a.state = RI_QPS_IDLE;
-    if (!k.ep->modify(a, RI_QP_ATTR_STATE).ok()) return false;
+    if (auto ok = k.ep->modify(a, RI_QP_ATTR_STATE); !ok) return failed("the move to IDLE", ok.describe());
     ri_wc_t wc[16];
     for (;;) {
         auto n = k.cq->poll(std::span<ri_wc_t>(wc, 16));
-        if (!n) return false;
+        if (!n) return failed("the CQ's poll", n.error().message());
         if (*n == 0) break;
     }
     for (;;) {  // notifications the last connection left
         auto e = k.dto->dequeue();
         if (!e || !*e) break;
     }
-    if (!post_receives(k, shape_)) return false;
+    if (!post_receives(k, shape_)) {
+        RDMA_LOG_INFO(kComponent, "an ended connection's QP is closed, not reused: its receives could not be posted");
+        return false;
+    }
     g_kits_reused.fetch_add(1, std::memory_order_relaxed);
     k.reused = true;
     return true;
@@ -247,8 +278,12 @@ void Device::refill() {
     }
     for (;;) {
         {
+            // A kit due back counts as ready, but one kit is always ready at once: a connection that comes before
+            // the due one is back takes that, and the due one is ready for the next. Making a new kit for every
+            // connection that came first would leave the ended QPs unused (closed at kKitsKept) whenever
+            // connections follow each other closer than a connection's last event takes.
             std::lock_guard lock(mutex_);
-            if (kits_.size() >= kKits) return;
+            if (kits_.size() + std::min(due_, kKits - 1) >= kKits) return;
         }
         auto k = make_kit(*this);
         if (!k) return;  // a limit: connections make their own, and say why if they cannot

@@ -44,6 +44,8 @@ public:
     void add(const std::shared_ptr<Stream> &s);
     /** @brief Refills @p d's kits from the background thread. */
     void refill(const std::weak_ptr<Device> &d);
+    /** @brief Wakes the background thread for a turn over its streams now. */
+    void poke() noexcept;
     /** @brief Streams held (closing ones included). */
     [[nodiscard]] size_t size() const;
     /** @brief Forgets everything without touching it (a forked child: the streams are the parent's). */
@@ -117,6 +119,8 @@ public:
     void give(size_t index) noexcept;
     /** @brief Hands @p s to the background thread. */
     void watch(const std::shared_ptr<Stream> &s) { watcher_->add(s); }
+    /** @brief Wakes the background thread for a turn over its streams now (Watcher::poke()). */
+    void poke() noexcept { watcher_->poke(); }
     /**
      * @brief A kit made ahead, if one is ready (the background thread makes the next), or else an ended connection's
      *        kit the background thread has not reset yet, reset here.
@@ -127,9 +131,18 @@ public:
      *        reaches its QP): the background thread moves the QP to ERROR (flushing what is posted) and to IDLE,
      *        reposts its receives and keeps it for the next connection, or closes it when enough are kept. A
      *        connection then costs one round trip to the kAL here instead of the four of a QP and a CQ made and
-     *        destroyed, and no memory mapped, locked and unmapped.
+     *        destroyed, and no memory mapped, locked and unmapped. @p due: the stream was counted by expect_due().
      */
-    void recycle(Kit k);
+    void recycle(Kit k, bool due);
+    /**
+     * @brief A stream closed in order holds a kit that comes back (recycle()) once its connection's last event
+     *        came: refill() makes no new kit in its stead while one is ready, so that the next connection takes the
+     *        QP of the ended one rather than a new one. Each call is matched by one of recycle(k, true) or
+     *        forget_due().
+     */
+    void expect_due();
+    /** @brief A kit counted by expect_due() will not come back (its stream failed, or its last event never came). */
+    void forget_due();
     /** @brief Closes @p k's QP and CQ (those it has) and gives its block back (if it has one). */
     void close_kit(Kit &k) noexcept;
     /** @brief Brings back the kits given to recycle(), then makes kits until kKits are ready (the background
@@ -160,6 +173,7 @@ private:
     std::vector<size_t> free_;
     std::vector<Kit> kits_;
     std::vector<Kit> used_;  // given back by ended streams, not yet brought back to IDLE
+    size_t due_ = 0;         // kits of streams closed in order, not yet given back (expect_due())
     std::weak_ptr<Device> self_;
     // The QP to ERROR and IDLE, the CQ and its dispatcher drained, the receives posted, the kit marked (and counted)
     // reused: false when any step failed.

@@ -151,8 +151,13 @@ Stream::~Stream() {
     Kit k{dto_, cq_, ep_, Block{mem_, lkey_, mem_index_}};
     if (cm_final_ && ep_ && cq_ && dto_ && mem_ != nullptr) {
         // The connection's last event came: nothing more reaches the QP, which can serve the next connection.
-        device_->recycle(std::move(k));
+        device_->recycle(std::move(k), due_);
     } else {
+        if (due_) {
+            RDMA_LOG_INFO(kComponent, "a QP closed in order is not kept for the next connection: %s",
+                          cm_final_ ? "it lost part of its kit" : "its connection's last event did not come within 1 s");
+            device_->forget_due();
+        }
         device_->close_kit(k);
     }
 }
@@ -304,6 +309,9 @@ void Stream::on_connection(const ual::Event &e) {
     cv_.notify_all();
     const uint64_t one = 1;
     (void)real().write(event_fd_, &one, sizeof one);
+    // A closed stream's last event: the background thread finishes it and gives its kit back now, for a connection
+    // that may be waiting to take one, rather than on its next tick.
+    if (closing_ && cm_final_) device_->poke();
 }
 
 uint8_t *Stream::send_slot(uint32_t seq) const noexcept {
@@ -921,6 +929,10 @@ void Stream::close(bool abortive) {
             if (direct_.load(std::memory_order_relaxed)) bytes_.hang_up();  // the peer reads a reset after the bytes
         } else {
             fin_queued_ = true;
+            if (!due_ && ep_ && mem_ != nullptr) {
+                due_ = true;  // its kit is likely to serve another connection soon (Device::expect_due())
+                device_->expect_due();
+            }
             if (direct_.load(std::memory_order_relaxed) && !fin_sent_) {
                 // The bytes are in the shared ring already: they outlive this process, and the end follows them.
                 bytes_.close_write();

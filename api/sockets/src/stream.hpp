@@ -319,6 +319,7 @@ private:
     bool read_leader_ = false;  // on the byte channel: a waiter for bytes spins or sleeps on the bell
     bool write_leader_ = false; // on the byte channel: a waiter for room does
     bool cm_final_ = false;     // the connection's last event came (its kit can be reused)
+    bool due_ = false;          // closed in order: counted by Device::expect_due() until ~Stream
     bool kit_reused_ = false;   // its QP served a connection before
     std::chrono::steady_clock::time_point closed_seen_{};  // finished() first saw it closed without its last event
     uint32_t peer_slot_len_ = 0;
