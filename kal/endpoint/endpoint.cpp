@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -343,8 +344,8 @@ Endpoint::Driven Endpoint::drive(EndpointInput in, const EndpointFacts &facts,
     const bool handoff = step.report == KRDMA_CM_ESTABLISHED && !kvp_stream() && sock_;
     // The owner's half of the transition: the socket, and on the same-host path the channel's end after it, then
     // the consumer's own channel's when it asked for one.
-    const int fds[3] = {sock_.get(), channel_.get(), byte_channel_.get()};
-    const size_t nfds = !handoff ? 0 : !channel_ ? 1 : byte_channel_ ? 3 : 2;
+    const int fds[4] = {sock_.get(), channel_.get(), byte_channel_.get(), link_.get()};
+    const size_t nfds = !handoff ? 0 : !channel_ ? 1 : !byte_channel_ ? 2 : link_ ? 4 : 3;
     return send(e, std::span<const int>(fds, nfds)) ? Driven::done : Driven::undelivered;
 }
 
@@ -400,6 +401,7 @@ bool Endpoint::send(const krdma_cm_event &e, std::span<const int> fds) {
 void Endpoint::close_socket(bool abortive) {
     channel_.reset();  // a channel end not handed over yet: the peer QP reads the bell's end of file
     byte_channel_.reset();
+    link_.reset();
     if (!sock_) return;
     m_->server_.unwatch(sock_.get());
     if (abortive) {
@@ -504,6 +506,7 @@ void Endpoint::transition() {
         RDMA_LOG_WARN(kComponent, "kVP refused the RDMA-mode transition: %s", std::strerror(rc));
         channel_.reset();
         byte_channel_.reset();
+        link_.reset();
         (void)drive(EndpointInput::transition_refused, failure(rc));
         return;
     }
@@ -524,6 +527,7 @@ void Endpoint::transition() {
     session_.reset();
     channel_.reset();  // the owner or the kVP has its own now (or nobody will: the connection goes)
     byte_channel_.reset();
+    link_.reset();
     if (d == Driven::undelivered) {
         // The owner cannot take the socket: nobody can use this connection.
         (void)drive(EndpointInput::handoff_failed);
@@ -682,6 +686,26 @@ void Endpoint::pair_byte_channels(Endpoint &m, uint64_t ring) {
     m.byte_channel_.reset(ends[1]);
     byte_channel_charge_ = std::move(*charge_mine);
     m.byte_channel_charge_ = std::move(*charge_theirs);
+    if (link_wanted_ && m.link_wanted_) pair_link(m);
+}
+
+void Endpoint::pair_link(Endpoint &m) {
+    krdma_link_hello h{KRDMA_LINK_MAGIC, 1, 0};
+    int sv[2];
+    if (::getrandom(&h.token, sizeof h.token, 0) != static_cast<ssize_t>(sizeof h.token) ||
+        ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) != 0) {
+        RDMA_LOG_INFO(kComponent, "client %u: QP %#lx: no link to its peer's process: %s", client_,
+                      static_cast<unsigned long>(qp_handle_), std::strerror(errno));
+        return;  // the byte channels carry the connection all the same
+    }
+    krdma::UniqueFd a(sv[0]), b(sv[1]);
+    // What is sent on one end is read on the other: each end's hello goes into its peer.
+    if (::send(a.get(), &h, sizeof h, MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof h) ||
+        ::send(b.get(), &h, sizeof h, MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof h)) {
+        return;
+    }
+    link_ = std::move(a);
+    m.link_ = std::move(b);
 }
 
 bool Endpoint::takes_channel(ri_rnic_attr_t &a) const {

@@ -293,9 +293,13 @@ public:
 
     /**
      * @brief CONVERT asked for the consumer's own byte channel (::KRDMA_CONVERT_BYTE_CHANNEL): made beside the QP's
-     *        when both ends of a same-host pair asked, and handed over with ESTABLISHED.
+     *        when both ends of a same-host pair asked, and handed over with ESTABLISHED; with @p link
+     *        (::KRDMA_CONVERT_LINK), the two processes' link as well when both asked.
      */
-    void want_byte_channel() noexcept { byte_channel_wanted_ = true; }
+    void want_byte_channel(bool link) noexcept {
+        byte_channel_wanted_ = true;
+        link_wanted_ = link;
+    }
 
 
 private:
@@ -364,6 +368,9 @@ private:
     // pair()'s second channel, for two ends that both asked for their own (byte_channel_wanted_); nothing (and only
     // the QP's channel) when it cannot be charged or made.
     void pair_byte_channels(Endpoint &m, uint64_t ring);
+    // The link of the two consumer processes (KRDMA_CONVERT_LINK), made beside their byte channels; nothing when it
+    // cannot be made.
+    void pair_link(Endpoint &m);
     // A responder about to write its MPA reply, whose other end no endpoint here holds: offers the connection to the
     // other kALs of the host (rendezvous.hpp) and keeps the channel end of the one that pairs it.
     void offer_pairing();
@@ -407,6 +414,9 @@ private:
     bool byte_channel_wanted_ = false;
     krdma::UniqueFd byte_channel_;
     std::shared_ptr<void> byte_channel_charge_;
+    // The two processes' link (KRDMA_CONVERT_LINK), made with the byte channels and handed over after them.
+    bool link_wanted_ = false;
+    krdma::UniqueFd link_;
     bool rfc7306_ = false;                  // paired with a peer whose RNIC speaks RFC 7306 as this one's does
     bool converted_ = false;                // its socket came from the consumer (CONVERT)
     // When the current setup step began (CONNECT served, TCP connected, ACCEPT served), for LlpCounters' sums;

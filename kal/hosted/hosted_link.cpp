@@ -44,7 +44,7 @@ public:
         // completion events); a callback in flight may outlive the access layer, hence the weak reference.
         HostedCallbacks cb;
         cb.cm = [sink](const krdma_cm_event &e) {
-            if (auto s = sink.lock()) s->connection(e, krdma::UniqueFd(), krdma::UniqueFd(), krdma::UniqueFd());
+            if (auto s = sink.lock()) s->connection(e, krdma::UniqueFd(), krdma::UniqueFd(), krdma::UniqueFd(), krdma::UniqueFd());
         };
         cb.async = [sink](const krdma_event &e) {
             const ri_async_event_t a{e.resource_type, e.event_id, e.resource_id, e.context,

@@ -373,8 +373,11 @@ int ConnectionCommands::convert(Connection &c, const Request &req, Reply &rep) {
     const auto q = req.as<krdma_convert>();
     if (const int rc = check_prologue("convert", q, rep); rc != RI_OK) return rc;
     if (q.role > KRDMA_CONVERT_RESPONDER) return rep.fail(RI_EINVAL, "convert: unknown role " + std::to_string(q.role));
-    if ((q.flags & ~uint32_t{KRDMA_CONVERT_BYTE_CHANNEL}) != 0) {
+    if ((q.flags & ~uint32_t{KRDMA_CONVERT_BYTE_CHANNEL | KRDMA_CONVERT_LINK}) != 0) {
         return rep.fail(RI_EINVAL, "convert: unknown flags " + std::to_string(q.flags));
+    }
+    if ((q.flags & KRDMA_CONVERT_LINK) != 0 && (q.flags & KRDMA_CONVERT_BYTE_CHANNEL) == 0) {
+        return rep.fail(RI_EINVAL, "convert: KRDMA_CONVERT_LINK comes only with KRDMA_CONVERT_BYTE_CHANNEL");
     }
     if (req.message == nullptr || req.message->nfds != 1) {
         return rep.fail(RI_EBADF, "convert: the request must carry exactly one descriptor, the connected socket");
@@ -429,7 +432,7 @@ int ConnectionCommands::convert(Connection &c, const Request &req, Reply &rep) {
                                        VerbCommands::kvp_runs_streams(c.peer().client_id, qp->offload));
     Endpoint *raw = ep.get();
     qp->link = std::move(ep);
-    if ((q.flags & KRDMA_CONVERT_BYTE_CHANNEL) != 0) raw->want_byte_channel();
+    if ((q.flags & KRDMA_CONVERT_BYTE_CHANNEL) != 0) raw->want_byte_channel((q.flags & KRDMA_CONVERT_LINK) != 0);
     if (initiator) {
         ++endpoints_.counters().active_opens;
         // Connected already: the first writable event finds no socket error and starts MPA.

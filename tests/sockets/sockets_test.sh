@@ -208,9 +208,12 @@ probe_sendfile)
     grep -q "converted to RDMA" "$dir/client.err" || fail "the client did not convert its connection"
     converted
     ;;
-probe_churn)
-    # Connections in turn through one server process: once a connection ended, its QP, CQ and buffers serve the
-    # next (brought back to IDLE, not destroyed and made again). Each connection's bytes differ from the others'.
+probe_churn|probe_churn_qps)
+    # Connections in turn between the same two processes, each connection's bytes its own. probe_churn: the first
+    # converts through the kAL, which gives the two processes a link; the next ones convert over the link (a byte
+    # channel the server makes, no QP, no kAL). probe_churn_qps, links off: once a connection ended, its QP, CQ and
+    # buffers serve the next (brought back to IDLE, not destroyed and made again).
+    [[ $case_ == probe_churn_qps ]] && export OPENRDMA_SOCKETS_LINKS=0
     start_probe_server 60 reexec 30
     "${layer[@]}" timeout 60 "$probe" churn "$port" 30 200000 > "$dir/client.log" 2> "$dir/client.err" ||
         fail "a connection of the churn did not get its own bytes back: $(tail -5 "$dir/client.err")"
@@ -219,9 +222,34 @@ probe_churn)
     for side in server client; do
         c=$(grep -c "converted to RDMA" "$dir/$side.err" || true)
         [[ $c -eq 30 ]] || fail "the $side converted $c of its 30 connections"
-        r=$(grep -c "on a QP reused" "$dir/$side.err" || true)
-        echo "the $side reused a QP for $r of 30 connections"; (( r >= 15 )) || fail "the $side reused the QP of an ended connection for only $r of 30 (a QP and its CQ made and destroyed per connection); the layer's reasons: $(grep -h "not kept\|not reused" "$dir/$side.err" | sort | uniq -c)"
+        if [[ $case_ == probe_churn ]]; then
+            r=$(grep -c "over the link to its peer" "$dir/$side.err" || true)
+            echo "the $side converted $r of 30 connections over the link"
+            (( r == 29 )) || fail "the $side converted $r of 30 connections over the link, where all but the first should: $(grep -v "over the link" "$dir/$side.err" | tail -5)"
+        else
+            r=$(grep -c "on a QP reused" "$dir/$side.err" || true)
+            echo "the $side reused a QP for $r of 30 connections"; (( r >= 15 )) || fail "the $side reused the QP of an ended connection for only $r of 30 (a QP and its CQ made and destroyed per connection); the layer's reasons: $(grep -h "not kept\|not reused" "$dir/$side.err" | sort | uniq -c)"
+        fi
     done
+    ;;
+probe_link_unknown)
+    # Two server processes share a port (SO_REUSEPORT); one client connects 24 times. A connection that reaches the
+    # server process the client has no link with is answered "no such link" and converts through the kAL on the same
+    # connection (then gets its own link); every connection's bytes come back.
+    port=$(test_port)
+    for n in 1 2; do
+        start server$n layer timeout 60 "$probe" reuseport "$port"
+        for _ in $(seq 100); do grep -q listening "$dir/server$n.log" 2>/dev/null && break; sleep 0.05; done
+    done
+    "${layer[@]}" timeout 60 "$probe" churn "$port" 24 100000 > "$dir/client.log" 2> "$dir/client.err" ||
+        fail "a connection did not get its own bytes back: $(tail -5 "$dir/client.err")"
+    c=$(grep -c "converted to RDMA" "$dir/client.err" || true)
+    l=$(grep -c "over the link to its peer" "$dir/client.err" || true)
+    u=$(grep -c "holds no such link" "$dir/client.err" || true)
+    echo "the client converted $c of 24 connections, $l over a link, $u answered \"no such link\""
+    [[ $c -eq 24 ]] || fail "the client converted $c of its 24 connections: $(tail -5 "$dir/client.err")"
+    (( l >= 1 )) || fail "no connection went over a link"
+    (( u >= 1 )) || fail "no connection reached the other server process with the first one's link (the hash sent all 24 to one process?)"
     ;;
 ipv6)
     # IPv6: nc over ::1, through a krdmad of its own whose RNIC serves ::1; every byte checked.

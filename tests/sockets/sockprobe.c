@@ -11,6 +11,8 @@
  *                                  server that starts its new binary): it accepts N connections and echoes each
  *   sockprobe eclient PORT BYTES   as client, waiting in an epoll instance the socket joined right after connect
  *   sockprobe sendfile PORT FILE   sends FILE with sendfile(2), half-closes, checks the echo against the file
+ *   sockprobe reuseport PORT       listens with SO_REUSEPORT (two of them share the port) and echoes connections one
+ *                                  after another until killed
  *   sockprobe churn PORT N BYTES   N clients in turn, each with bytes of its own (a stale byte of an earlier
  *                                  connection shows)
  *   sockprobe client PORT BYTES    connects, writes BYTES of a pattern with writev while reading the echo, half-closes,
@@ -299,6 +301,22 @@ static int serve_listener(int l, int connections) {
     return 0;
 }
 
+/* Listens on @p port beside other processes (SO_REUSEPORT) and echoes connection after connection. */
+static int reuseport(int port) {
+    int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(l, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    struct sockaddr_in a = loopback(port);
+    if (bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 16) != 0) return fail("listen");
+    printf("listening\n");
+    fflush(stdout);
+    for (;;) {
+        int fd = accept(l, NULL, NULL);
+        if (fd < 0) return fail("accept");
+        if (echo(fd, fd) != 0) return fail("echo");
+        close(fd);
+    }
+}
+
 static int reexec(int port, const char *connections) {
     int l = listen_loopback(port);
     if (l < 0) return 1;
@@ -430,6 +448,7 @@ int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "execing") == 0) return fork_per_connection(atoi(argv[2]), atoi(argv[3]), 1);
     if (argc == 2 && strcmp(argv[1], "stdio-echo") == 0) return stdio_echo();
     if (argc == 4 && strcmp(argv[1], "reexec") == 0) return reexec(atoi(argv[2]), argv[3]);
+    if (argc == 3 && strcmp(argv[1], "reuseport") == 0) return reuseport(atoi(argv[2]));
     if (argc == 4 && strcmp(argv[1], "serve-listener") == 0) return serve_listener(atoi(argv[2]), atoi(argv[3]));
     if (argc == 4 && strcmp(argv[1], "sendfile") == 0) return sendfile_client(atoi(argv[2]), argv[3]);
     if (argc == 3 && strcmp(argv[1], "reset") == 0) return reset_server(atoi(argv[2]));

@@ -99,7 +99,9 @@ void add_sockets_command(CLI::App &app, const GlobalOptions &global, int &exit_c
         for (const auto &r : all) {
             for (const auto &c : r.value("connections", nlohmann::json::array())) {
                 // A same-host connection whose bytes move on its own byte channel shows as "channel".
-                const std::string path = c.value("byte_channel", false) ? "channel" : text(c, "path");
+                const std::string path = c.value("link", false)           ? "link"
+                                         : c.value("byte_channel", false) ? "channel"
+                                                                          : text(c, "path");
                 std::printf("%-8s %-5s %-7s %-24s %-24s %-15s %-10s %-11s %14s %14s\n", text(r, "pid").c_str(),
                             text(c, "fd").c_str(), text(c, "role").c_str(), shown(text(c, "local")).c_str(),
                             shown(text(c, "remote")).c_str(), text(c, "decision").c_str(), path.c_str(),

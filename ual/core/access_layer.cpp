@@ -200,7 +200,7 @@ void AccessLayer::kal_gone() {
 }
 
 void AccessLayer::connection(const krdma_cm_event &e, krdma::UniqueFd fd, krdma::UniqueFd channel,
-                             krdma::UniqueFd byte_channel) {
+                             krdma::UniqueFd byte_channel, krdma::UniqueFd link) {
     auto data = std::make_shared<ConnectionData>();
     data->request = e.request;
     data->status = e.status;
@@ -252,6 +252,7 @@ void AccessLayer::connection(const krdma_cm_event &e, krdma::UniqueFd fd, krdma:
         } else {
             ep->streaming_ = true;
             data->byte_channel = std::make_shared<krdma::UniqueFd>(std::move(byte_channel));
+            data->link = std::make_shared<krdma::UniqueFd>(std::move(link));
         }
         ev.detail = static_cast<uint32_t>(data->status);
     }

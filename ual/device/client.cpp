@@ -203,6 +203,7 @@ bool DeviceClient::take_event(krdma::Message &m, bool *queued) {
         if (m.nfds > 0) r.fd = std::move(m.fds[0]);
         if (m.nfds > 1) r.channel = std::move(m.fds[1]);
         if (m.nfds > 2) r.byte_channel = std::move(m.fds[2]);
+        if (m.nfds > 3) r.link = std::move(m.fds[3]);
         if (m.fds_lost && r.event.type == KRDMA_CM_ESTABLISHED) {
             // The connection's socket could not be installed here: it is lost to this process, which hears so
             // rather than wait for an establishment that never comes.

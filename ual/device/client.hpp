@@ -55,6 +55,7 @@ struct CmRecord {
     krdma::UniqueFd fd;      /**< ESTABLISHED: the connected socket (the receiver owns it); else empty. */
     krdma::UniqueFd channel; /**< ESTABLISHED on the same-host path: the channel's end (::RI_LLP_SAME_HOST). */
     krdma::UniqueFd byte_channel; /**< ESTABLISHED: the consumer's own channel (::KRDMA_CONVERT_BYTE_CHANNEL). */
+    krdma::UniqueFd link;         /**< ESTABLISHED: the two processes' link (::KRDMA_CONVERT_LINK). */
 };
 
 /** @brief A connection to a kAL's device. */

@@ -160,7 +160,8 @@ bool take_and_deliver(Core &core) {
         if (!go) return false;
     }
     for (CmRecord &c : cm_events) {
-        if (!deliver(core, [&](LinkEvents &s) { s.connection(c.event, std::move(c.fd), std::move(c.channel), std::move(c.byte_channel));
+        if (!deliver(core, [&](LinkEvents &s) { s.connection(c.event, std::move(c.fd), std::move(c.channel), std::move(c.byte_channel),
+                                                               std::move(c.link));
             })) {
             return false;
         }
@@ -532,8 +533,11 @@ public:
         q.qp = qp.kal;
         q.context = context;
         q.role = role;
-        // A kAL before minor 6 refuses the word nonzero; what the flags ask for is optional.
-        q.flags = core_->client->abi_minor() >= 6 ? static_cast<uint16_t>(flags) : 0;
+        // A kAL before minor 6 refuses the word nonzero, one before minor 8 the link; what the flags ask for is
+        // optional.
+        const uint32_t minor = core_->client->abi_minor();
+        if (minor < 8) flags &= ~uint32_t{KRDMA_CONVERT_LINK};
+        q.flags = minor >= 6 ? static_cast<uint16_t>(flags) : 0;
         q.timeout_ms = timeout_ms;
         krdma::set_private_data(q, private_data);
         const int fds[1] = {fd};

@@ -13,6 +13,7 @@
 #include "embedded_link.hpp"
 #include "krdma/net_addr.hpp"
 #include "libc.hpp"
+#include "link.hpp"
 #include "rnicpi/host/log.hpp"
 
 namespace openrdma::sockets {
@@ -219,7 +220,10 @@ void Layer::note(int fd, Reason r, bool server, const std::shared_ptr<Stream> &s
     if (real().getpeername(sock, reinterpret_cast<sockaddr *>(&ss), &len) == 0) n.remote = address_text(ss, true, "?");
     if (r == Reason::rdma) {
         RDMA_LOG_INFO(kComponent, "descriptor %d (%s to %s): converted to RDMA%s", fd, n.local.c_str(), n.remote.c_str(),
-                      stream && stream->kit_reused() ? " (on a QP reused)" : "");
+                      !stream                ? ""
+                      : !stream->has_qp()    ? " (over the link to its peer's process)"
+                      : stream->kit_reused() ? " (on a QP reused)"
+                                             : "");
     } else {
         RDMA_LOG_INFO(kComponent, "descriptor %d (%s to %s): stays TCP (%s)", fd, n.local.c_str(), n.remote.c_str(),
                       reason_name(r));
@@ -270,6 +274,7 @@ void Layer::publish() {
         }
         j["decisions"] = d;
         j["kits"] = {{"made", kits.made}, {"reused", kits.reused}};
+        j["links"] = Links::get().count();
         nlohmann::json conns = nlohmann::json::array();
         for (const auto &n : noted_) {
             nlohmann::json c;
@@ -282,6 +287,7 @@ void Layer::publish() {
             if (auto s = n.stream.lock()) {
                 c["path"] = s->same_host() ? "same-host" : "wire";
                 c["byte_channel"] = s->direct();
+                c["link"] = !s->has_qp();  // converted over a link (link.hpp): no QP
                 c["state"] = s->state_name();
                 c["tx_bytes"] = s->counters().tx_bytes.load(std::memory_order_relaxed);
                 c["rx_bytes"] = s->counters().rx_bytes.load(std::memory_order_relaxed);

@@ -38,6 +38,7 @@
 
 #include "layer.hpp"
 #include "libc.hpp"
+#include "link.hpp"
 #include "mirror.hpp"
 #include "rnicpi/host/log.hpp"
 #include "decline.hpp"
@@ -184,10 +185,35 @@ bool swap_to_mirror(int fd, Sock &s) {
     return true;
 }
 
-// Converts connected socket @p fd (the peer runs the layer). An end that cannot (no RNIC, no memory or QP left)
-// declines with MPA's frames and both ends stay TCP (decline.hpp); so does a responder whose initiator declined.
-// Any other failure shuts the connection down: the peer, which converts too, must not read this end's bytes as MPA
-// nor wait for them.
+// The application's descriptor @p fd becomes @p stream's mirror (the TCP socket kept as s.tcp).
+template <typename Fail>
+void finish_conversion(int fd, Sock &s, bool initiator, std::shared_ptr<Stream> stream, Fail &fail) {
+    Layer *layer = Layer::get();
+    s.tcp = real().fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    auto mirror = std::make_unique<Mirror>();
+    if (s.tcp < 0 || !mirror->open()) {
+        stream->close(true);
+        return fail(Reason::convert_failed, std::string("no descriptor: ") + std::strerror(errno));
+    }
+    s.stream = std::move(stream);
+    s.mirror = std::move(mirror);
+    if (!swap_to_mirror(fd, s)) {
+        s.stream->close(true);
+        s.stream.reset();
+        return fail(Reason::convert_failed, std::string("dup3: ") + std::strerror(errno));
+    }
+    s.peer_len = sizeof s.peer;
+    if (real().getpeername(s.tcp, reinterpret_cast<sockaddr *>(&s.peer), &s.peer_len) != 0) s.peer_len = 0;
+    s.mode = Sock::Mode::rdma;
+    if (!s.epolls.empty()) s.stream->watch(s.mirror.get());
+    for (const auto &r : s.epolls) epoll_note(r.epfd, fd, true);
+    layer->note(fd, Reason::rdma, !initiator, s.stream, s.tcp);
+}
+
+// Converts connected socket @p fd (the peer runs the layer). Over a link to the peer's process when there is one
+// (link.hpp), else through the kAL. An end that cannot (no RNIC, no memory or QP left) declines with MPA's frames and
+// both ends stay TCP (decline.hpp); so does a responder whose initiator declined. Any other failure shuts the
+// connection down: the peer, which converts too, must not read this end's bytes as MPA nor wait for them.
 void convert(int fd, Sock &s, bool initiator) {
     Inside in;
     Layer *layer = Layer::get();
@@ -210,6 +236,27 @@ void convert(int fd, Sock &s, bool initiator) {
     };
     auto device = layer->device_for(fd);
     if (!device) return decline(Reason::no_rnic, device.error().message());
+    // Over a link: the initiator says hello when it holds a link to the peer's address; a responder answers any
+    // hello, a link it knows with a channel, one it does not with "unknown" (then MPA follows, as below).
+    int bell = -1;
+    std::string link_why;
+    const auto link_until = std::chrono::steady_clock::now() + kDeclineWait;
+    LinkOutcome over = LinkOutcome::unknown;
+    if (!initiator) {
+        over = link_respond(fd, bell, link_until, link_why);
+    } else if (std::shared_ptr<Link> link = Links::get().enabled() ? Links::get().to(peer_key(fd)) : nullptr) {
+        over = link_initiate(fd, *link, bell, link_until, link_why);
+        if (over == LinkOutcome::unknown) {
+            RDMA_LOG_INFO(kComponent, "descriptor %d: the peer's process holds no such link (another process took "
+                                      "the connection): converting through the kAL", fd);
+        }
+    }
+    if (over == LinkOutcome::failed) return fail(Reason::convert_failed, link_why);
+    if (over == LinkOutcome::channel) {
+        auto linked = Stream::over_link(*device, layer->shape(), bell);
+        if (!linked) return fail(Reason::convert_failed, linked.error().message());
+        return finish_conversion(fd, s, initiator, std::move(*linked), fail);
+    }
     auto stream = Stream::prepare(*device, layer->shape());
     if (!stream) return decline(Reason::declined, stream.error().message());
     if (!initiator) {
@@ -225,23 +272,8 @@ void convert(int fd, Sock &s, bool initiator) {
             case Request::none: return fail(Reason::convert_failed, "no MPA request came: " + why);
         }
     }
-    s.tcp = real().fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    auto mirror = std::make_unique<Mirror>();
-    if (s.tcp < 0 || !mirror->open()) return fail(Reason::convert_failed, std::string("no descriptor: ") + std::strerror(errno));
     if (auto ok = (*stream)->begin(fd, initiator); !ok) return fail(Reason::convert_failed, ok.error().message());
-    s.stream = *stream;
-    s.mirror = std::move(mirror);
-    if (!swap_to_mirror(fd, s)) {
-        s.stream->close(true);
-        s.stream.reset();
-        return fail(Reason::convert_failed, std::string("dup3: ") + std::strerror(errno));
-    }
-    s.peer_len = sizeof s.peer;
-    if (real().getpeername(s.tcp, reinterpret_cast<sockaddr *>(&s.peer), &s.peer_len) != 0) s.peer_len = 0;
-    s.mode = Sock::Mode::rdma;
-    if (!s.epolls.empty()) s.stream->watch(s.mirror.get());
-    for (const auto &r : s.epolls) epoll_note(r.epfd, fd, true);
-    layer->note(fd, Reason::rdma, !initiator, s.stream, s.tcp);
+    finish_conversion(fd, s, initiator, std::move(*stream), fail);
 }
 
 // The peer declined the conversion of @p s (its stream says so): the application's descriptor @p fd names the TCP
@@ -370,6 +402,7 @@ ssize_t do_recv(int fd, Sock &s, std::span<const iovec> iov, int flags) {
 
 void forked_child() {
     if (Layer *l = Layer::get()) l->forked_child();
+    Links::get().forget();
     // Converted streams are the parent's: in the child their descriptors serve nothing.
     for (auto &slot : g_table) {
         Sock *s = slot.load(std::memory_order_relaxed);
@@ -525,6 +558,10 @@ std::shared_ptr<Stream> stream_of(int fd, const char **why, bool *nonblock) {
     settle(fd, *s);
     if (s->mode != Sock::Mode::rdma || !s->stream) {
         if (why != nullptr) *why = s->mode == Sock::Mode::orphan ? "forked" : "not-converted";
+        return nullptr;
+    }
+    if (!s->stream->has_qp()) {  // converted over a link (link.hpp): its byte channel, no QP to post on
+        if (why != nullptr) *why = "byte-channel-only";
         return nullptr;
     }
     if (nonblock != nullptr) *nonblock = s->nonblock;

@@ -13,6 +13,7 @@
 #include "device.hpp"
 #include "krdma/abi.h"
 #include "libc.hpp"
+#include "link.hpp"
 #include "rnicpi/host/log.hpp"
 
 namespace openrdma::sockets {
@@ -219,9 +220,36 @@ rdma::Expected<void> Stream::begin(int tcp, bool initiator) {
     ep_->set_connection_dispatcher(cm_);
     const Hello h = hello(shape_.recv_slots, shape_.recv_slot_len());
     const auto *p = reinterpret_cast<const uint8_t *>(&h);
+    uint32_t flags = 0;
+    if (shape_.direct) {
+        flags = KRDMA_CONVERT_BYTE_CHANNEL;
+        if (Links::get().enabled()) {
+            flags |= KRDMA_CONVERT_LINK;
+            if (initiator) link_peer_ = peer_key(tcp);
+        }
+    }
     return ep_->convert(tcp, std::span<const uint8_t>(p, sizeof h),
                         initiator ? KRDMA_CONVERT_INITIATOR : KRDMA_CONVERT_RESPONDER, std::chrono::milliseconds(0),
-                        shape_.direct ? uint32_t{KRDMA_CONVERT_BYTE_CHANNEL} : 0u);
+                        flags);
+}
+
+rdma::Expected<std::shared_ptr<Stream>> Stream::over_link(const std::shared_ptr<Device> &device,
+                                                         const StreamShape &shape, int bell) {
+    std::shared_ptr<Stream> s(new Stream(device, shape));
+    s->event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (s->event_fd_ < 0) {
+        real().close(bell);
+        return rdma::Error(rdma::from_errno(errno), "sockets: eventfd");
+    }
+    if (const ri_status_t rc = s->bytes_.open(bell); rc != RI_OK) {
+        return rdma::Error(rc, std::string("sockets: the link's byte channel cannot be opened: ") + std::strerror(rc));
+    }
+    // No connection events will come: its end is the channel's (closed, hung up, or its peer gone).
+    s->cm_final_ = true;
+    s->same_host_.store(true, std::memory_order_relaxed);
+    s->direct_.store(true, std::memory_order_release);
+    s->state_.store(State::open, std::memory_order_release);
+    return s;
 }
 
 void Stream::on_connection(const ual::Event &e) {
@@ -260,6 +288,9 @@ void Stream::on_connection(const ual::Event &e) {
                 }
                 direct_.store(true, std::memory_order_release);
                 background_.store(false, std::memory_order_relaxed);  // the watcher learns the bell (wake_fds)
+                if (const auto &l = e.connection->link; l && *l) {
+                    Links::get().adopt(l->release(), link_peer_, bytes_.ring_size());
+                }
             }
             if (state_.load() == State::converting) state_.store(State::open, std::memory_order_release);
             post_locked();
@@ -716,7 +747,7 @@ void Stream::update_background_locked() {
 }
 
 void Stream::wait_locked(std::unique_lock<std::mutex> &lock) {
-    if (leader_) {
+    if (leader_ || !dto_) {  // (a stream with no QP has no completions to wait for: its waits are the channel's)
         cv_.wait_for(lock, std::chrono::milliseconds(100));
         return;
     }
@@ -751,7 +782,7 @@ bool Stream::drain_locked() {
     uint64_t v;
     (void)real().read(event_fd_, &v, sizeof v);
     bool any = false;
-    for (;;) {  // through the dispatcher: a dequeue that finds nothing quiets the notification descriptor
+    for (; dto_;) {  // through the dispatcher: a dequeue that finds nothing quiets the notification descriptor
         auto e = dto_->dequeue();
         if (!e || !*e) break;
         handle_locked((*e)->wc);
@@ -765,7 +796,7 @@ bool Stream::drain_locked() {
 
 bool Stream::arm_locked() {
     bool any = drain_locked();
-    if (state_.load() != State::failed) {
+    if (cq_ && state_.load() != State::failed) {
         // Armed, then looked at once more: a completion between the last poll and the arming would be missed.
         (void)cq_->request_notify(RI_CQ_NOTIFY_NEXT);
         any = poll_locked() || any;
@@ -943,7 +974,7 @@ void Stream::close(bool abortive) {
         closing_deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(60);
         update_background_locked();
     }
-    if (reset) (void)ep_->disconnect(true);
+    if (reset && ep_) (void)ep_->disconnect(true);
 }
 
 void Stream::flush(std::chrono::milliseconds limit) {
@@ -1011,7 +1042,7 @@ void Stream::background() {
         if (prompt_.load(std::memory_order_relaxed) && state_.load() != State::failed) {
             // A watched mirror: armed, then looked at once more (a completion between the last poll and the
             // arming would be missed).
-            (void)cq_->request_notify(RI_CQ_NOTIFY_NEXT);
+            if (cq_) (void)cq_->request_notify(RI_CQ_NOTIFY_NEXT);
             if (poll_locked()) {
                 mirror_locked();
                 update_background_locked();
@@ -1022,8 +1053,8 @@ void Stream::background() {
             }
         }
     }
-    if (disconnect) (void)ep_->disconnect(false);
-    if (abort) (void)ep_->disconnect(true);
+    if (disconnect && ep_) (void)ep_->disconnect(false);
+    if (abort && ep_) (void)ep_->disconnect(true);
 }
 
 uint32_t Stream::arm() {

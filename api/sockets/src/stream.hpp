@@ -144,6 +144,12 @@ public:
      *        responder. Returns once the conversion is under way.
      */
     [[nodiscard]] rdma::Expected<void> begin(int tcp, bool initiator);
+    /**
+     * @brief A stream of a connection converted over a link (link.hpp): open at once on byte channel end @p bell
+     *        (owned, closed on failure too), with no QP: the extended interface refuses it.
+     */
+    [[nodiscard]] static rdma::Expected<std::shared_ptr<Stream>> over_link(const std::shared_ptr<Device> &device,
+                                                                          const StreamShape &shape, int bell);
 
     /**
      * @brief The Hello an end sends in MPA private data: its @p recv_slots receive buffers of @p recv_slot_len bytes
@@ -234,6 +240,8 @@ public:
     [[nodiscard]] bool same_host() const noexcept { return same_host_.load(std::memory_order_relaxed); }
     /** @brief True when the bytes move on the byte channel (same host), not as Sends of the QP. */
     [[nodiscard]] bool direct() const noexcept { return direct_.load(std::memory_order_acquire); }
+    /** @brief True when the connection has a QP (not one converted over a link, which has only its byte channel). */
+    [[nodiscard]] bool has_qp() const noexcept { return static_cast<bool>(ep_); }
     // The extended interface (xsocket.h). Each returns 0 or -errno.
     /** @brief Sends @p a to the peer out of band (waits for a credit unless @p nonblock). */
     int advertise(const AdvertWire &a, bool nonblock);
@@ -321,6 +329,7 @@ private:
     bool cm_final_ = false;     // the connection's last event came (its kit can be reused)
     bool due_ = false;          // closed in order: counted by Device::expect_due() until ~Stream
     bool kit_reused_ = false;   // its QP served a connection before
+    std::string link_peer_;     // begin() as the initiator: the peer's address, which finds the link again (link.hpp)
     std::chrono::steady_clock::time_point closed_seen_{};  // finished() first saw it closed without its last event
     uint32_t peer_slot_len_ = 0;
 

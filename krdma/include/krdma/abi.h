@@ -24,7 +24,7 @@ extern "C" {
 /** @brief Major protocol version; HELLO refuses a client with another major version. */
 #define KRDMA_ABI_VERSION 1u
 /** @brief Minor protocol version: what this header adds to major version 1 (see "Versions" below). */
-#define KRDMA_ABI_MINOR 7u
+#define KRDMA_ABI_MINOR 8u
 /** @brief The krdma_hello::abi_version word of version @p major.@p minor. */
 #define KRDMA_ABI_WORD(major, minor) ((uint32_t)(major) | ((uint32_t)(minor) << 16))
 /** @brief The major version in a krdma_hello::abi_version word. */
@@ -102,6 +102,9 @@ struct krdma_msg_hdr {
  * socket only for its hang-up) instead of the device socket, so that a call's reply wakes nobody but the caller;
  * it reads the rings before it reads the records. A client whose HELLO reply lost the descriptor (RLIMIT_NOFILE)
  * watches the device socket as before minor 7; so does an older client, which gets no descriptor.
+ * Minor 8 adds KRDMA_CONVERT_LINK (with KRDMA_CONVERT_BYTE_CHANNEL): when both ends asked and got byte channels,
+ * their ESTABLISHED records carry a fourth descriptor, the two processes' link (krdma_link_hello). An older kAL
+ * refuses the flag (EINVAL), as it refuses every flag it does not know.
  */
 
 /** @brief HELLO: version handshake; the reply tells the client who the kAL thinks it is. */
@@ -516,8 +519,26 @@ enum krdma_convert_flags {
      * layer's stream, two copies as TCP loopback makes). Its rings are charged as the QP's are. Without the pairing,
      * or when the second channel cannot be made, the record is as without the flag.
      */
-    KRDMA_CONVERT_BYTE_CHANNEL = 1u << 0
+    KRDMA_CONVERT_BYTE_CHANNEL = 1u << 0,
+    /**
+     * (Minor 8, only with ::KRDMA_CONVERT_BYTE_CHANNEL.) When both ends asked for it and got their byte channels,
+     * each ESTABLISHED record carries, after the byte channel's end, one end of a link: a Unix SOCK_SEQPACKET socket
+     * pair whose two ends the kAL gives only to the two processes that each handed it their own end of this one
+     * connection. The first message on each end is a krdma_link_hello, with the same token on both. The kAL vouches
+     * for nothing else: what the two processes send on it afterwards (the sockets layer: the byte channels of
+     * their next connections, made by themselves) is theirs.
+     */
+    KRDMA_CONVERT_LINK = 1u << 1
 };
+
+/** @brief The first message on each end of a link (::KRDMA_CONVERT_LINK). */
+struct krdma_link_hello {
+    uint32_t magic;   /**< ::KRDMA_LINK_MAGIC. */
+    uint32_t version; /**< 1. */
+    uint64_t token;   /**< 64 random bits, the same on both ends: known only to the two processes. */
+};
+/** @brief krdma_link_hello::magic ("KLNK" little-endian). */
+#define KRDMA_LINK_MAGIC 0x4b4e4c4bu
 
 /**
  * @brief CONVERT: an IDLE QP of the caller takes over the caller's connected TCP socket, passed with the request

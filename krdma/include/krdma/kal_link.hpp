@@ -108,10 +108,11 @@ public:
      *        @p fd is an ESTABLISHED record's socket where the consumer's provider runs the stream, and @p channel
      *        its end of the same-host channel when the kAL paired the two ends (::RI_LLP_SAME_HOST), else empty;
      *        @p byte_channel the end of the consumer's own channel when its CONVERT asked for one and got it
-     *        (::KRDMA_CONVERT_BYTE_CHANNEL), else empty.
+     *        (::KRDMA_CONVERT_BYTE_CHANNEL), else empty; @p link the two processes' link when it asked for one too
+     *        and got it (::KRDMA_CONVERT_LINK), else empty.
      */
     virtual void connection(const krdma_cm_event &e, krdma::UniqueFd fd, krdma::UniqueFd channel,
-                            krdma::UniqueFd byte_channel) = 0;
+                            krdma::UniqueFd byte_channel, krdma::UniqueFd link) = 0;
     /** @brief The kAL went away: every object of this access layer is unusable. */
     virtual void kal_gone() = 0;
 };

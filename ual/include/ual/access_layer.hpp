@@ -99,7 +99,7 @@ public:
     void async_event(uint32_t rnic, const ri_async_event_t &e) override;
     void completion(uint32_t cq) override;
     void connection(const krdma_cm_event &e, krdma::UniqueFd fd, krdma::UniqueFd channel,
-                    krdma::UniqueFd byte_channel) override;
+                    krdma::UniqueFd byte_channel, krdma::UniqueFd link) override;
     void kal_gone() override;
     /** @endcond */
 
@@ -334,7 +334,8 @@ public:
      *        @p role says which side sends the request, AUTO lets the two ends agree by their addresses) and the
      *        outcome arrives as a connection event. The kAL and the uVP take their own references: the caller
      *        closes @p fd afterwards. Quiesce the stream first: MPA reads what arrives from now on. @p flags
-     *        (::krdma_convert_flags) asks for more: ::KRDMA_CONVERT_BYTE_CHANNEL brings ConnectionData::byte_channel.
+     *        (::krdma_convert_flags) asks for more: ::KRDMA_CONVERT_BYTE_CHANNEL brings ConnectionData::byte_channel,
+     *        and with it ::KRDMA_CONVERT_LINK ConnectionData::link (a kAL before minor 8: never).
      */
     [[nodiscard]] rdma::Expected<void> convert(int fd, std::span<const uint8_t> private_data = {}, uint32_t role = 0,
                                        std::chrono::milliseconds timeout = std::chrono::milliseconds(0),

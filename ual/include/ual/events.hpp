@@ -62,6 +62,11 @@ struct ConnectionData {
      * end of the consumer's own channel (rnicpi/cpp/channel.hpp), for the one consumer that takes it; else empty.
      */
     std::shared_ptr<krdma::UniqueFd> byte_channel;
+    /**
+     * ESTABLISHED of a conversion that asked for it too (::KRDMA_CONVERT_LINK) and got its byte channel: the two
+     * processes' link (krdma_link_hello first on it), for the one consumer that takes it; else empty.
+     */
+    std::shared_ptr<krdma::UniqueFd> link;
 };
 
 /** @brief One event. */
