@@ -172,6 +172,53 @@ TEST_F(SameHostUal, AByteChannelGoesToBothEndsOrToNeither) {
     p.exchange();
 }
 
+bool has_link(const ual::ConnectionData &d) { return d.link && *d.link; }
+
+TEST_F(SameHostUal, EndsThatBothAskForALinkGetTwoEndsOfOneSocketPairWithOneToken) {
+    SameHostPair p(device_);
+    constexpr uint32_t kLinked = KRDMA_CONVERT_BYTE_CHANNEL | KRDMA_CONVERT_LINK;
+    const auto [c, s] = convert_both(p, kLinked, kLinked);
+    if (HasFailure()) return;
+    ASSERT_TRUE(has_byte_channel(*c) && has_byte_channel(*s)) << "a link comes only with the byte channels";
+    ASSERT_TRUE(has_link(*c)) << "both asked: the client's end of the link";
+    ASSERT_TRUE(has_link(*s)) << "both asked: the server's end of the link";
+    krdma_link_hello hc{}, hs{};
+    ASSERT_EQ(::recv(c->link->get(), &hc, sizeof hc, MSG_DONTWAIT), static_cast<ssize_t>(sizeof hc))
+        << "the client's first message on the link: its hello";
+    ASSERT_EQ(::recv(s->link->get(), &hs, sizeof hs, MSG_DONTWAIT), static_cast<ssize_t>(sizeof hs));
+    EXPECT_EQ(hc.magic, KRDMA_LINK_MAGIC);
+    EXPECT_EQ(hc.version, 1u);
+    EXPECT_EQ(hc.token, hs.token) << "one token, known to both ends";
+    EXPECT_NE(hc.token, 0u) << "random, not left zero";
+    // The two ends are one pair: what one process sends, the other reads.
+    ASSERT_EQ(::send(s->link->get(), "gift", 4, MSG_DONTWAIT), 4);
+    char buf[8] = {};
+    EXPECT_EQ(::recv(c->link->get(), buf, sizeof buf, MSG_DONTWAIT), 4) << "the server's message reached the client";
+    p.exchange();
+}
+
+TEST_F(SameHostUal, ALinkGoesToBothEndsOrToNeither) {
+    SameHostPair p(device_);
+    const auto [c, s] = convert_both(p, KRDMA_CONVERT_BYTE_CHANNEL | KRDMA_CONVERT_LINK, KRDMA_CONVERT_BYTE_CHANNEL);
+    if (HasFailure()) return;
+    EXPECT_TRUE(has_byte_channel(*c) && has_byte_channel(*s)) << "both asked for the byte channel";
+    EXPECT_FALSE(has_link(*c)) << "the server did not ask: a link with nobody at its other end";
+    EXPECT_FALSE(has_link(*s));
+    p.exchange();
+}
+
+TEST_F(SameHostUal, ALinkWithoutTheByteChannelIsRefused) {
+    SameHostPair p(device_);
+    p.client_ep = p.client.endpoint(2);
+    const auto [c, s] = tcp_connection();
+    ASSERT_GE(c, 0);
+    auto r = p.client_ep->convert(c, bytes_of("c"), KRDMA_CONVERT_INITIATOR, {}, KRDMA_CONVERT_LINK);
+    ::close(c);
+    ::close(s);
+    ASSERT_FALSE(r) << "KRDMA_CONVERT_LINK alone asks for a link beside a channel nobody gets";
+    EXPECT_EQ(r.error().code(), RI_EINVAL) << r.error().message();
+}
+
 TEST_F(SameHostOff, AConversionThatAsksForAByteChannelStaysOnTheWireWithout) {
     SameHostPair p(device_);
     const auto [c, s] = convert_both(p, KRDMA_CONVERT_BYTE_CHANNEL, KRDMA_CONVERT_BYTE_CHANNEL);
