@@ -121,19 +121,19 @@ inline constexpr uint64_t kChannelRingMax = uint64_t{1} << 30;
         return e;
     };
     if (::ftruncate(mem, static_cast<off_t>(file_size)) != 0) return fail(errno);
-    void *p = ::mmap(nullptr, header_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, mem, 0);
-    if (p == MAP_FAILED) return fail(errno);
-    auto *h = static_cast<ri_channel_header_t *>(p);
-    h->magic = RI_CHANNEL_MAGIC;
-    h->version = RI_CHANNEL_VERSION;
-    h->ring_size = ring_size;
-    h->data_offset[0] = header_bytes();
-    h->data_offset[1] = header_bytes() + ring_size;
-    h->file_size = file_size;
+    // Written, not mapped: unmapping a page of a process with threads on other CPUs flushes their TLBs, which on a
+    // virtual machine costs more than the whole write.
+    ri_channel_header_t h{};
+    h.magic = RI_CHANNEL_MAGIC;
+    h.version = RI_CHANNEL_VERSION;
+    h.ring_size = ring_size;
+    h.data_offset[0] = header_bytes();
+    h.data_offset[1] = header_bytes() + ring_size;
+    h.file_size = file_size;
     // Fresh: both readers count as sleeping until they look (see ri_channel.h).
-    h->ring[0].reader_waiting = 1;
-    h->ring[1].reader_waiting = 1;
-    ::munmap(p, header_bytes());
+    h.ring[0].reader_waiting = 1;
+    h.ring[1].reader_waiting = 1;
+    if (::pwrite(mem, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) return fail(errno != 0 ? errno : EIO);
     // Sealed: neither QP can shrink the file under the other's mapping (a fault on every access) or grow it.
     if (::fcntl(mem, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) return fail(errno);
     int sv[2];
