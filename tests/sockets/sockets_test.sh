@@ -353,7 +353,10 @@ sockperf|sockperf_qp)
     "${layer[@]}" timeout 60 sockperf pp --tcp -i 127.0.0.1 -p "$port" -t 3 -m 64 > "$dir/client.log" 2>&1 &
     client=$!
     inline=""
-    for _ in $(seq 100); do
+    # Until the server's connection shows its path, the client ends, or 30 s pass (the client's own bound is 60 s,
+    # so that a stuck run fails here with what it saw, inside CTest's limit).
+    deadline=$((SECONDS + 30))
+    while (( SECONDS < deadline )) && kill -0 "$client" 2>/dev/null; do
         "$rdmactl" --json sockets > "$dir/rdmactl.json" 2>&1 || true
         inline=$(python3 - "$dir/rdmactl.json" "$case_" <<'PY'
 import json, sys
@@ -370,7 +373,7 @@ PY
         [[ -n $inline ]] && break
         sleep 0.1
     done
-    wait "$client" || fail "sockperf's client failed"
+    wait "$client" || fail "sockperf's client failed: $(tail -5 "$dir/client.log"); the layer saw: $(cat "$dir/rdmactl.json")"
     grep -q "avg-latency" "$dir/client.log" || fail "sockperf printed no latency"
     read -r n m <<< "$inline"
     if [[ $case_ == sockperf ]]; then
