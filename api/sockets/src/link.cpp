@@ -81,43 +81,19 @@ bool Link::alive() const noexcept {
 }
 
 bool Link::give(uint64_t nonce, int channel) noexcept {
-    LinkGift g{kGiftMagic, 0, nonce};
-    iovec iov{&g, sizeof g};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr m{};
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = control;
-    m.msg_controllen = sizeof control;
-    cmsghdr *c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &channel, sizeof channel);
-    return real().sendmsg(fd_, &m, MSG_DONTWAIT | MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof g);
+    const LinkGift g{kGiftMagic, 0, nonce};
+    return rdma::provider::channel_detail::send_with_fd(fd_, &g, sizeof g, channel);
 }
 
 void Link::read_all_locked() {
     for (;;) {
         LinkGift g{};
-        iovec iov{&g, sizeof g};
-        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-        msghdr m{};
-        m.msg_iov = &iov;
-        m.msg_iovlen = 1;
-        m.msg_control = control;
-        m.msg_controllen = sizeof control;
-        const ssize_t n = real().recvmsg(fd_, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        int fd = -1, flags = 0;
+        const ssize_t n = rdma::provider::channel_detail::recv_with_fd(fd_, &g, sizeof g, fd, flags);
         if (n <= 0) return;
-        int fd = -1;
-        for (cmsghdr *c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
-                std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-            }
-        }
         // Only a whole gift with its one descriptor counts; anything else from the peer is dropped.
-        if (n != static_cast<ssize_t>(sizeof g) || g.magic != kGiftMagic || (m.msg_flags & MSG_CTRUNC) != 0 || fd < 0 ||
-            gifts_.count(g.nonce) != 0) {
+        if (n != static_cast<ssize_t>(sizeof g) || g.magic != kGiftMagic || (flags & (MSG_CTRUNC | MSG_TRUNC)) != 0 ||
+            fd < 0 || gifts_.count(g.nonce) != 0) {
             if (fd >= 0) real().close(fd);
             continue;
         }
@@ -125,28 +101,27 @@ void Link::read_all_locked() {
     }
 }
 
+int Link::take_locked(uint64_t nonce) {
+    read_all_locked();
+    auto it = gifts_.find(nonce);
+    if (it == gifts_.end()) return -1;
+    const int fd = it->second;
+    gifts_.erase(it);
+    return fd;
+}
+
 int Link::take(uint64_t nonce, std::chrono::steady_clock::time_point until) {
     for (;;) {
         {
             std::lock_guard lock(mutex_);
-            read_all_locked();
-            if (auto it = gifts_.find(nonce); it != gifts_.end()) {
-                const int fd = it->second;
-                gifts_.erase(it);
-                return fd;
-            }
+            if (const int fd = take_locked(nonce); fd >= 0) return fd;
         }
         // The responder gives before it answers on TCP, so the gift is normally here at the first look.
         pollfd p{fd_, POLLIN, 0};
         const int ms = left_ms(until);
         if (ms == 0 || real().poll(&p, 1, ms) <= 0 || (p.revents & (POLLHUP | POLLERR)) != 0) {
             std::lock_guard lock(mutex_);
-            read_all_locked();
-            auto it = gifts_.find(nonce);
-            if (it == gifts_.end()) return -1;
-            const int fd = it->second;
-            gifts_.erase(it);
-            return fd;
+            return take_locked(nonce);
         }
     }
 }

@@ -79,6 +79,7 @@ public:
 
 private:
     void read_all_locked();
+    int take_locked(uint64_t nonce);  // the gift for @p nonce, if it came (-1 if not)
     const int fd_;
     const uint64_t token_;
     const uint64_t ring_;

@@ -49,9 +49,9 @@ inline constexpr size_t header_bytes() noexcept {
     return (sizeof(ri_channel_header_t) + kPage - 1) & ~(kPage - 1);
 }
 
-// One SCM_RIGHTS descriptor with a hello.
-inline bool send_hello(int sock, const ri_channel_hello_t &h, int fd, size_t len = sizeof(ri_channel_hello_t)) noexcept {
-    iovec iov{const_cast<ri_channel_hello_t *>(&h), len};
+// Sends @p len bytes at @p p with one descriptor, @p fd (SCM_RIGHTS), without blocking: true when all went.
+inline bool send_with_fd(int sock, const void *p, size_t len, int fd) noexcept {
+    iovec iov{const_cast<void *>(p), len};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
     msghdr m{};
     m.msg_iov = &iov;
@@ -66,10 +66,10 @@ inline bool send_hello(int sock, const ri_channel_hello_t &h, int fd, size_t len
     return ::sendmsg(sock, &m, MSG_DONTWAIT | MSG_NOSIGNAL) == static_cast<ssize_t>(len);
 }
 
-// Reads one hello from @p sock (non-blocking): recvmsg(2)'s result; the descriptor it carried in @p fd (-1 when
-// none; close-on-exec) and the message's flags (truncation) in @p msg_flags.
-inline ssize_t recv_hello(int sock, ri_channel_hello_t &hello, int &fd, int &msg_flags) noexcept {
-    iovec iov{&hello, sizeof hello};
+// Reads one message of at most @p len bytes into @p p from @p sock (non-blocking): recvmsg(2)'s result; the
+// descriptor it carried in @p fd (-1 when none; close-on-exec) and the message's flags (truncation) in @p msg_flags.
+inline ssize_t recv_with_fd(int sock, void *p, size_t len, int &fd, int &msg_flags) noexcept {
+    iovec iov{p, len};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
     msghdr m{};
     m.msg_iov = &iov;
@@ -85,6 +85,16 @@ inline ssize_t recv_hello(int sock, ri_channel_hello_t &hello, int &fd, int &msg
         }
     }
     return n;
+}
+
+// One SCM_RIGHTS descriptor with a hello.
+inline bool send_hello(int sock, const ri_channel_hello_t &h, int fd, size_t len = sizeof(ri_channel_hello_t)) noexcept {
+    return send_with_fd(sock, &h, len, fd);
+}
+
+// Reads one hello from @p sock (non-blocking), as recv_with_fd().
+inline ssize_t recv_hello(int sock, ri_channel_hello_t &hello, int &fd, int &msg_flags) noexcept {
+    return recv_with_fd(sock, &hello, sizeof hello, fd, msg_flags);
 }
 
 }  // namespace channel_detail
