@@ -242,6 +242,41 @@ TEST(Channel, AnEndThatIsNotAChannelIsRefused) {
     ::close(mem);
 }
 
+// How many descriptors this process has open.
+int open_descriptors() {
+    int n = 0;
+    for (int fd = 0; fd < 1024; ++fd) n += ::fcntl(fd, F_GETFD) >= 0 ? 1 : 0;
+    return n;
+}
+
+TEST(Channel, AMessageWithSeveralDescriptorsOrAnEmptyOneLeavesNoneOpen) {
+    int pair[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, pair), 0);
+    const int before = open_descriptors();
+    // Two descriptors where one is expected: both closed, the message marked, nothing returned.
+    int two[2] = {::dup(0), ::dup(0)};
+    uint32_t word = 7;
+    ASSERT_TRUE(rdma::provider::channel_detail::send_with_fds(pair[1], &word, sizeof word, two, 2));
+    ::close(two[0]);
+    ::close(two[1]);
+    uint32_t got = 0;
+    int fd = -2, flags = 0;
+    EXPECT_EQ(rdma::provider::channel_detail::recv_with_fd(pair[0], &got, sizeof got, fd, flags),
+              static_cast<ssize_t>(sizeof got));
+    EXPECT_EQ(fd, -1) << "two descriptors are not the one a gift or a hello carries";
+    EXPECT_NE(flags & MSG_CTRUNC, 0) << "the message says it was not what was expected";
+    // An empty message can carry a descriptor too: it comes back with a length of 0, for the caller to close.
+    const int one = ::dup(0);
+    ASSERT_TRUE(rdma::provider::channel_detail::send_with_fd(pair[1], &word, 0, one));
+    ::close(one);
+    EXPECT_EQ(rdma::provider::channel_detail::recv_with_fd(pair[0], &got, sizeof got, fd, flags), 0);
+    ASSERT_GE(fd, 0) << "the empty message's descriptor is returned, not left open unseen";
+    ::close(fd);
+    EXPECT_EQ(open_descriptors(), before) << "every descriptor that came was closed";
+    ::close(pair[0]);
+    ::close(pair[1]);
+}
+
 // Single copy (ri_channel.h): what the kAL's pids allow, and what a pull copies.
 
 TEST(ChannelPull, WithoutPidsFromTheKalNoSideTakesPulls) {

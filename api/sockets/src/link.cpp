@@ -4,7 +4,6 @@
 #include <elf.h>
 #include <link.h>
 #include <poll.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -90,12 +89,17 @@ void Link::read_all_locked() {
         LinkGift g{};
         int fd = -1, flags = 0;
         const ssize_t n = rdma::provider::channel_detail::recv_with_fd(fd_, &g, sizeof g, fd, flags);
-        if (n <= 0) return;
-        // Only a whole gift with its one descriptor counts; anything else from the peer is dropped.
+        if (n < 0 || (n == 0 && fd < 0)) return;  // nothing more (or the peer's end closed)
+        // Only a whole gift with its one descriptor counts; anything else from the peer is dropped, and so is a gift
+        // whose connection gave up waiting for it.
         if (n != static_cast<ssize_t>(sizeof g) || g.magic != kGiftMagic || (flags & (MSG_CTRUNC | MSG_TRUNC)) != 0 ||
-            fd < 0 || gifts_.count(g.nonce) != 0) {
+            fd < 0 || gifts_.count(g.nonce) != 0 || abandoned_.erase(g.nonce) != 0) {
             if (fd >= 0) real().close(fd);
             continue;
+        }
+        if (gifts_.size() >= kGiftsKept) {  // a peer that gives what nobody asked for does not fill this process
+            real().close(gifts_.begin()->second);
+            gifts_.erase(gifts_.begin());
         }
         gifts_.emplace(g.nonce, fd);
     }
@@ -119,9 +123,13 @@ int Link::take(uint64_t nonce, std::chrono::steady_clock::time_point until) {
         // The responder gives before it answers on TCP, so the gift is normally here at the first look.
         pollfd p{fd_, POLLIN, 0};
         const int ms = left_ms(until);
-        if (ms == 0 || real().poll(&p, 1, ms) <= 0 || (p.revents & (POLLHUP | POLLERR)) != 0) {
+        const int r = ms == 0 ? 0 : real().poll(&p, 1, ms);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0 || (p.revents & (POLLHUP | POLLERR)) != 0) {
             std::lock_guard lock(mutex_);
-            return take_locked(nonce);
+            const int fd = take_locked(nonce);
+            if (fd < 0 && abandoned_.size() < kGiftsKept) abandoned_.insert(nonce);
+            return fd;
         }
     }
 }
@@ -176,8 +184,7 @@ bool take_exact(int fd, void *p, size_t n) {
 LinkOutcome link_initiate(int tcp, Link &link, int &bell, std::chrono::steady_clock::time_point until,
                           std::string &why) {
     bell = -1;
-    LinkHello h{{'O', 'R', 'S', 'L'}, 1, 0, link.token(), 0};
-    (void)::getrandom(&h.nonce, sizeof h.nonce, 0);  // unique per connection is all it needs to be
+    LinkHello h{{'O', 'R', 'S', 'L'}, 1, 0, link.token(), link.next_nonce()};
     if (!send_exact(tcp, &h, sizeof h, until)) {
         why = std::string("sending the link's hello: ") + std::strerror(errno);
         return LinkOutcome::failed;
@@ -240,9 +247,23 @@ Links::Links() {
     enabled_ = !(e != nullptr && std::strcmp(e, "0") == 0) && !linked_to_layer();
 }
 
+namespace {
+std::atomic<Links *> g_links{nullptr};
+}  // namespace
+
 Links &Links::get() {
-    static Links *links = new Links();  // never destroyed: streams may use it until the process ends
+    static Links *links = [] {
+        auto *l = new Links();  // never destroyed: streams may use it until the process ends
+        g_links.store(l, std::memory_order_release);
+        return l;
+    }();
     return *links;
+}
+
+void Links::forget_in_child() noexcept {
+    // Only links this process had: a child whose parent never made any makes nothing here (no getenv, no walk of
+    // the loaded objects between fork and exec).
+    if (Links *l = g_links.load(std::memory_order_acquire)) l->forget();
 }
 
 void Links::adopt(int fd, const std::string &peer, uint64_t ring) {
@@ -254,6 +275,14 @@ void Links::adopt(int fd, const std::string &peer, uint64_t ring) {
     }
     auto l = std::make_shared<Link>(fd, h.token, ring);
     std::lock_guard lock(mutex_);
+    // The links of processes that ended go here, not only when a connection looks for them: a long-lived server
+    // met by many short-lived clients would otherwise keep one descriptor per client it ever saw.
+    for (auto it = by_token_.begin(); it != by_token_.end();) {
+        it = it->second->alive() ? std::next(it) : by_token_.erase(it);
+    }
+    for (auto it = by_peer_.begin(); it != by_peer_.end();) {
+        it = by_token_.count(it->second) != 0 ? std::next(it) : by_peer_.erase(it);
+    }
     by_token_[h.token] = std::move(l);
     if (!peer.empty()) by_peer_[peer] = h.token;
 }

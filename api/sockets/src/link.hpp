@@ -26,7 +26,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <atomic>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -74,8 +76,15 @@ public:
     [[nodiscard]] bool alive() const noexcept;
     /** @brief Sends channel end @p channel for the peer's connection @p nonce; false if the link cannot take it. */
     [[nodiscard]] bool give(uint64_t nonce, int channel) noexcept;
-    /** @brief The channel end the peer gave for @p nonce (owned by the caller), waiting until @p until; -1 if none. */
+    /**
+     * @brief The channel end the peer gave for @p nonce (owned by the caller), waiting until @p until; -1 if none,
+     *        and a gift for @p nonce that comes later is closed unread (its peer's stream sees this end gone).
+     */
     [[nodiscard]] int take(uint64_t nonce, std::chrono::steady_clock::time_point until);
+    /** @brief A nonce for this process's next connection over the link: unique on it, not secret. */
+    [[nodiscard]] uint64_t next_nonce() noexcept { return nonces_.fetch_add(1, std::memory_order_relaxed); }
+    /** @brief Most gifts kept for nonces nobody took yet; beyond, the oldest is closed. */
+    static constexpr size_t kGiftsKept = 64;
 
 private:
     void read_all_locked();
@@ -84,7 +93,9 @@ private:
     const uint64_t token_;
     const uint64_t ring_;
     std::mutex mutex_;
-    std::map<uint64_t, int> gifts_;  // channels given for nonces nobody has taken yet
+    std::map<uint64_t, int> gifts_;   // channels given for nonces nobody has taken yet
+    std::set<uint64_t> abandoned_;    // nonces whose wait ended without their gift: closed when it comes
+    std::atomic<uint64_t> nonces_{1};
 };
 
 /** @brief How an exchange over a link ended. */
@@ -131,6 +142,8 @@ public:
     [[nodiscard]] size_t count();
     /** @brief Forgets every link (a forked child: they are the parent's). */
     void forget() noexcept;
+    /** @brief forget() on the process's links if it has any (pthread_atfork's child handler). */
+    static void forget_in_child() noexcept;
 
 private:
     Links();

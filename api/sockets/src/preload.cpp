@@ -402,7 +402,7 @@ ssize_t do_recv(int fd, Sock &s, std::span<const iovec> iov, int flags) {
 
 void forked_child() {
     if (Layer *l = Layer::get()) l->forked_child();
-    Links::get().forget();
+    Links::forget_in_child();
     // Converted streams are the parent's: in the child their descriptors serve nothing.
     for (auto &slot : g_table) {
         Sock *s = slot.load(std::memory_order_relaxed);

@@ -49,28 +49,38 @@ inline constexpr size_t header_bytes() noexcept {
     return (sizeof(ri_channel_header_t) + kPage - 1) & ~(kPage - 1);
 }
 
-// Sends @p len bytes at @p p with one descriptor, @p fd (SCM_RIGHTS), without blocking: true when all went.
-inline bool send_with_fd(int sock, const void *p, size_t len, int fd) noexcept {
+// Sends @p len bytes at @p p with the @p n descriptors at @p fds (SCM_RIGHTS, at most 4), without blocking: true
+// when all went.
+inline bool send_with_fds(int sock, const void *p, size_t len, const int *fds, size_t n) noexcept {
+    if (n > 4) return false;
     iovec iov{const_cast<void *>(p), len};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
     msghdr m{};
     m.msg_iov = &iov;
     m.msg_iovlen = 1;
     m.msg_control = control;
-    m.msg_controllen = sizeof control;
+    m.msg_controllen = CMSG_SPACE(n * sizeof(int));
     cmsghdr *c = CMSG_FIRSTHDR(&m);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    c->cmsg_len = CMSG_LEN(n * sizeof(int));
+    std::memcpy(CMSG_DATA(c), fds, n * sizeof(int));
     return ::sendmsg(sock, &m, MSG_DONTWAIT | MSG_NOSIGNAL) == static_cast<ssize_t>(len);
+}
+
+// Sends @p len bytes at @p p with one descriptor, @p fd, as send_with_fds().
+inline bool send_with_fd(int sock, const void *p, size_t len, int fd) noexcept {
+    return send_with_fds(sock, p, len, &fd, 1);
 }
 
 // Reads one message of at most @p len bytes into @p p from @p sock (non-blocking): recvmsg(2)'s result; the
 // descriptor it carried in @p fd (-1 when none; close-on-exec) and the message's flags (truncation) in @p msg_flags.
+// A message with more than one descriptor is the sender's mistake or malice: every one is closed, @p fd is -1 and
+// @p msg_flags has MSG_CTRUNC (an empty message may carry descriptors too: they are counted the same way).
 inline ssize_t recv_with_fd(int sock, void *p, size_t len, int &fd, int &msg_flags) noexcept {
+    constexpr size_t kRoom = 4;  // more than the one expected, so that extra ones arrive here and are closed
     iovec iov{p, len};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    alignas(cmsghdr) char control[CMSG_SPACE(kRoom * sizeof(int))] = {};
     msghdr m{};
     m.msg_iov = &iov;
     m.msg_iovlen = 1;
@@ -79,10 +89,18 @@ inline ssize_t recv_with_fd(int sock, void *p, size_t len, int &fd, int &msg_fla
     const ssize_t n = ::recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     fd = -1;
     msg_flags = n >= 0 ? m.msg_flags : 0;
+    int got[kRoom];
+    size_t count = 0;
     for (cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&m) : nullptr; c != nullptr; c = CMSG_NXTHDR(&m, c)) {
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
-            std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-        }
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0)) continue;
+        const size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k && count < kRoom; ++i) std::memcpy(&got[count++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+    }
+    if (count == 1) {
+        fd = got[0];
+    } else if (count > 1) {
+        for (size_t i = 0; i < count; ++i) ::close(got[i]);
+        msg_flags |= MSG_CTRUNC;
     }
     return n;
 }
