@@ -20,7 +20,8 @@
  * On one host, when the kAL pairs the two ends, the bytes take a shorter way: the kAL hands both ends a same-host
  * channel of their own beside their QPs' (KRDMA_CONVERT_BYTE_CHANNEL), and send() and recv() copy straight into and
  * out of its rings (SMC-D's model): two copies per byte, as TCP loopback makes, and no system call while both ends
- * keep up. The QP stays for the extended interface and for the connection's end.
+ * keep up. The QP stays for the extended interface and for the connection's end. The next connections between
+ * the same two processes convert over a link (link.hpp) and have the byte channel only: no QP (over_link()).
  *
  * Waiting: a short busy poll of the completion queue, then sleep on its notification. One waiter polls the CQ; the
  * others wait on a condition variable (leader and followers). Readiness for poll/epoll is mirrored on a Mirror
