@@ -33,8 +33,7 @@ Watcher::~Watcher() {
         std::lock_guard lock(mutex_);
         stop_ = true;
     }
-    const uint64_t one = 1;
-    (void)real().write(wake_, &one, sizeof one);
+    poke();
     if (thread_.joinable()) thread_.join();
     std::map<Stream *, std::shared_ptr<Stream>> left;
     {
@@ -71,8 +70,7 @@ void Watcher::add(const std::shared_ptr<Stream> &s) {
             }
         }
     }
-    const uint64_t one = 1;
-    (void)real().write(wake_, &one, sizeof one);
+    poke();
 }
 
 void Watcher::refill(const std::weak_ptr<Device> &d) {
@@ -81,8 +79,7 @@ void Watcher::refill(const std::weak_ptr<Device> &d) {
         if (stop_) return;
         refills_.push_back(d);
     }
-    const uint64_t one = 1;
-    (void)real().write(wake_, &one, sizeof one);
+    poke();
 }
 
 void Watcher::poke() noexcept {

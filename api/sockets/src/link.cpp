@@ -5,7 +5,6 @@
 #include <link.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <time.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -13,6 +12,7 @@
 
 #include "krdma/abi.h"
 #include "libc.hpp"
+#include "tcp_io.hpp"
 #include "rnicpi/cpp/channel.hpp"
 
 namespace openrdma::sockets {
@@ -26,12 +26,6 @@ struct LinkGift {
     uint64_t nonce;    // LinkHello::nonce of the connection
 };
 constexpr uint32_t kGiftMagic = 0x5446474cu;  // "LGFT"
-
-int left_ms(std::chrono::steady_clock::time_point until) {
-    const auto ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count();
-    return ms > 0 ? static_cast<int>(ms) : 0;
-}
 
 // Whether the main program names the layer's library among those it needs: it was linked to the layer for the
 // extended interface (a program openrdma-run only preloads it into does not).
@@ -134,58 +128,11 @@ int Link::take(uint64_t nonce, std::chrono::steady_clock::time_point until) {
     }
 }
 
-namespace {
-
-bool wait_fd(int fd, short events, std::chrono::steady_clock::time_point until) {
-    for (;;) {
-        pollfd p{fd, events, 0};
-        const int n = real().poll(&p, 1, left_ms(until));
-        if (n > 0) return true;
-        if (n == 0 || errno != EINTR) return false;
-    }
-}
-
-// Peeks until @p want bytes are on @p fd; how many are there (fewer: the time is up, 0: end of file), -1 on error.
-ssize_t peek_bytes(int fd, void *buf, size_t want, std::chrono::steady_clock::time_point until) {
-    for (;;) {
-        const ssize_t n = real().recv(fd, buf, want, MSG_PEEK | MSG_DONTWAIT);
-        if (n == 0 || (n > 0 && static_cast<size_t>(n) >= want)) return n;
-        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
-        if (std::chrono::steady_clock::now() >= until) return n < 0 ? 0 : n;
-        if (n > 0) {
-            const timespec pause{0, 50000};  // part came: the rest follows within microseconds
-            ::nanosleep(&pause, nullptr);
-        } else if (!wait_fd(fd, POLLIN, until)) {
-            return 0;
-        }
-    }
-}
-
-bool send_exact(int fd, const void *p, size_t n, std::chrono::steady_clock::time_point until) {
-    size_t sent = 0;
-    while (sent < n) {
-        const ssize_t r =
-            real().send(fd, static_cast<const char *>(p) + sent, n - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (r > 0) {
-            sent += static_cast<size_t>(r);
-        } else if (!(r < 0 && (errno == EINTR || ((errno == EAGAIN || errno == EWOULDBLOCK) && wait_fd(fd, POLLOUT, until))))) {
-            return false;
-        }
-    }
-    return true;
-}
-
-bool take_exact(int fd, void *p, size_t n) {
-    return real().recv(fd, p, n, MSG_DONTWAIT) == static_cast<ssize_t>(n);  // peeked: all there
-}
-
-}  // namespace
-
 LinkOutcome link_initiate(int tcp, Link &link, int &bell, std::chrono::steady_clock::time_point until,
                           std::string &why) {
     bell = -1;
     LinkHello h{{'O', 'R', 'S', 'L'}, 1, 0, link.token(), link.next_nonce()};
-    if (!send_exact(tcp, &h, sizeof h, until)) {
+    if (!send_all(tcp, &h, sizeof h, until)) {
         why = std::string("sending the link's hello: ") + std::strerror(errno);
         return LinkOutcome::failed;
     }
@@ -233,7 +180,7 @@ LinkOutcome link_respond(int tcp, int &bell, std::chrono::steady_clock::time_poi
             real().close(ends[0]);
         }
     }
-    if (!send_exact(tcp, &a, sizeof a, until)) {
+    if (!send_all(tcp, &a, sizeof a, until)) {
         if (bell >= 0) real().close(bell);
         bell = -1;
         why = std::string("answering the link's hello: ") + std::strerror(errno);
