@@ -399,9 +399,7 @@ bool Endpoint::send(const krdma_cm_event &e, std::span<const int> fds) {
 }
 
 void Endpoint::close_socket(bool abortive) {
-    channel_.reset();  // a channel end not handed over yet: the peer QP reads the bell's end of file
-    byte_channel_.reset();
-    link_.reset();
+    drop_ends();  // ends not handed over yet: the peer QP reads the bell's end of file
     if (!sock_) return;
     m_->server_.unwatch(sock_.get());
     if (abortive) {
@@ -504,9 +502,7 @@ void Endpoint::transition() {
                                           RI_QP_ATTR_STATE | RI_QP_ATTR_LLP);
         rc != RI_OK) {
         RDMA_LOG_WARN(kComponent, "kVP refused the RDMA-mode transition: %s", std::strerror(rc));
-        channel_.reset();
-        byte_channel_.reset();
-        link_.reset();
+        drop_ends();
         (void)drive(EndpointInput::transition_refused, failure(rc));
         return;
     }
@@ -525,9 +521,7 @@ void Endpoint::transition() {
         if (initiator_ || converted_) krdma::set_private_data(e, session_->peer_private_data());
     });
     session_.reset();
-    channel_.reset();  // the owner or the kVP has its own now (or nobody will: the connection goes)
-    byte_channel_.reset();
-    link_.reset();
+    drop_ends();  // the owner or the kVP has its own now (or nobody will: the connection goes)
     if (d == Driven::undelivered) {
         // The owner cannot take the socket: nobody can use this connection.
         (void)drive(EndpointInput::handoff_failed);
@@ -687,6 +681,12 @@ void Endpoint::pair_byte_channels(Endpoint &m, uint64_t ring) {
     byte_channel_charge_ = std::move(*charge_mine);
     m.byte_channel_charge_ = std::move(*charge_theirs);
     if (link_wanted_ && m.link_wanted_) pair_link(m);
+}
+
+void Endpoint::drop_ends() noexcept {
+    channel_.reset();
+    byte_channel_.reset();
+    link_.reset();
 }
 
 void Endpoint::pair_link(Endpoint &m) {

@@ -371,6 +371,8 @@ private:
     // The link of the two consumer processes (KRDMA_CONVERT_LINK), made beside their byte channels; nothing when it
     // cannot be made.
     void pair_link(Endpoint &m);
+    // Closes the ends this endpoint holds for its owner (the same-host channel's, the byte channel's, the link's).
+    void drop_ends() noexcept;
     // A responder about to write its MPA reply, whose other end no endpoint here holds: offers the connection to the
     // other kALs of the host (rendezvous.hpp) and keeps the channel end of the one that pairs it.
     void offer_pairing();
